@@ -1,0 +1,565 @@
+"""The validated, frozen model of api.yaml.
+
+Note [Schema rules]
+- Every list keeps declaration order; names are unique within their scope (a module's
+  functions, classes, variables, re-exports and submodules; a class's methods and properties).
+- Every mapping accepts only its known keys; every item and parameter needs a non-empty doc.
+- Types come from the closed vocabulary (Note [Closed type vocabulary] in types.py).
+- A default must fit its parameter's type; parameters follow Python's ordering rules.
+- ``impl`` names a symbol that runtime/ declares (runtime_index.py).
+All problems are collected and raised together as one SchemaError, each as file:line:col.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import keyword
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from .load import Diagnostic, LocatedList, LocatedMap, Location, SchemaError, load_schema
+from .runtime_index import RuntimeModule, index_runtime
+from .types import TypeExpr, TypeSyntaxError, parse_type
+
+SCHEMA_VERSION = 1
+PARAM_KINDS = ("positional", "positional_only", "keyword_only")
+KIND_ORDER = {"positional_only": 0, "positional": 1, "keyword_only": 2}
+CLASS_KINDS = ("extension", "exception")
+
+
+class _NoDefault:
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+
+NO_DEFAULT: Any = _NoDefault()
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: TypeExpr
+    kind: str
+    doc: str
+    default: Any = NO_DEFAULT
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not NO_DEFAULT
+
+    @property
+    def conversion(self) -> Optional[str]:
+        return self.type.conversion()
+
+
+@dataclass(frozen=True)
+class Returns:
+    type: TypeExpr
+    doc: str
+
+
+@dataclass(frozen=True)
+class Function:
+    """A module function or a class method; ``impl_module`` is empty for methods."""
+
+    name: str
+    impl_module: str
+    impl_name: str
+    doc: str
+    params: tuple[Param, ...]
+    returns: Optional[Returns]
+    deprecated: Optional[str]
+    since: Optional[str]
+
+    @property
+    def summary(self) -> str:
+        return self.doc.strip().splitlines()[0]
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    impl_name: str
+    type: TypeExpr
+    doc: str
+
+
+@dataclass(frozen=True)
+class Class:
+    name: str
+    kind: str
+    impl_module: str
+    impl_name: str
+    doc: str
+    init: Optional[tuple[Param, ...]]
+    methods: tuple[Function, ...]
+    properties: tuple[Property, ...]
+
+    @property
+    def summary(self) -> str:
+        return self.doc.strip().splitlines()[0]
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    type: TypeExpr
+    impl_module: str
+    impl_name: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Reexport:
+    name: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    doc: str
+    submodules: tuple[str, ...]
+    functions: tuple[Function, ...]
+    classes: tuple[Class, ...]
+    variables: tuple[Variable, ...]
+    reexports: tuple[Reexport, ...]
+
+    @property
+    def short_name(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+    @property
+    def is_package(self) -> bool:
+        return bool(self.submodules)
+
+    def public_names(self) -> list[str]:
+        """``__all__``: declared items and re-exports in schema order, then submodules."""
+        return ([f.name for f in self.functions] + [c.name for c in self.classes]
+                + [v.name for v in self.variables] + [r.name for r in self.reexports]
+                + [s.rsplit(".", 1)[-1] for s in self.submodules])
+
+    def runtime_modules(self) -> list[str]:
+        """Runtime modules this module's wrappers cimport, sorted."""
+        used = {f.impl_module for f in self.functions} | {c.impl_module for c in self.classes}
+        used |= {v.impl_module for v in self.variables}
+        if any(p.conversion for p in self.all_params()):
+            used.add("device")
+        if self.classes:  # generated classes register with the runtime (runtime/public.pyx)
+            used.add("public")
+        return sorted(used)
+
+    def all_params(self) -> list[Param]:
+        params = [p for f in self.functions for p in f.params]
+        for cls in self.classes:
+            params += list(cls.init or ())
+            params += [p for m in cls.methods for p in m.params]
+        return params
+
+
+@dataclass(frozen=True)
+class Api:
+    modules: tuple[Module, ...]
+    schema_hash: str
+    normalised: dict
+
+    def module(self, name: str) -> Module:
+        return next(m for m in self.modules if m.name == name)
+
+    def find(self, module_name: str, item_name: str) -> Any:
+        """The function or class ``item_name`` of a module, following re-exports."""
+        module = self.module(module_name)
+        for item in module.functions + module.classes:
+            if item.name == item_name:
+                return item
+        for reexport in module.reexports:
+            if reexport.name == item_name:
+                return self.find(reexport.source, item_name)
+        raise KeyError(f"{module_name}.{item_name}")
+
+
+# --------------------------------------------------------------------------------------------
+# Building and validating
+
+
+class _Builder:
+    def __init__(self, runtime: dict[str, RuntimeModule]):
+        self.runtime = runtime
+        self.diagnostics: list[Diagnostic] = []
+        self.classes: frozenset[str] = frozenset()
+
+    def error(self, location: Location, message: str) -> None:
+        self.diagnostics.append(Diagnostic(location, message))
+
+    # -- generic field access -----------------------------------------------------------------
+
+    def check_keys(self, entry: LocatedMap, what: str, required: tuple[str, ...],
+                   optional: tuple[str, ...]) -> None:
+        for key in entry:
+            if key not in required and key not in optional:
+                allowed = ", ".join(required + optional)
+                self.error(entry.key_locations[key],
+                           f"unknown key '{key}' in {what}; allowed keys: {allowed}")
+        for key in required:
+            if key not in entry:
+                self.error(entry.location, f"{what} is missing required key '{key}'")
+
+    def mapping(self, value: Any, location: Location, what: str) -> Optional[LocatedMap]:
+        if isinstance(value, LocatedMap):
+            return value
+        self.error(location, f"{what} must be a mapping, got {type(value).__name__}")
+        return None
+
+    def items(self, entry: LocatedMap, key: str, what: str) -> list[tuple[Any, Location]]:
+        value = entry.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, LocatedList):
+            self.error(entry.value_locations[key], f"'{key}' of {what} must be a list")
+            return []
+        return list(zip(value, value.item_locations))
+
+    def text(self, entry: LocatedMap, key: str, what: str, required: bool = True) -> str:
+        value = entry.get(key)
+        location = entry.value_locations.get(key, entry.location)
+        if value is None:
+            if required and key in entry:
+                self.error(location, f"'{key}' of {what} must not be empty")
+            return ""
+        if not isinstance(value, str) or not value.strip():
+            self.error(location, f"'{key}' of {what} must be a non-empty string, got {value!r}")
+            return ""
+        return value.strip()
+
+    def doc(self, entry: LocatedMap, what: str) -> str:
+        if "doc" not in entry:
+            self.error(entry.location, f"{what} has no doc; every public item needs one")
+            return ""
+        return self.text(entry, "doc", what)
+
+    def type_of(self, entry: LocatedMap, key: str, what: str) -> TypeExpr:
+        if key not in entry:
+            return TypeExpr("Any")
+        try:
+            return parse_type(entry[key], self.classes)
+        except TypeSyntaxError as problem:
+            self.error(entry.value_locations[key], f"{what}: {problem}")
+            return TypeExpr("Any")
+
+    def unique(self, named: list[tuple[str, Location]], scope: str) -> None:
+        seen: dict[str, Location] = {}
+        for name, location in named:
+            if name in seen:
+                self.error(location, f"duplicate name '{name}' in {scope} "
+                                     f"(first declared at line {seen[name].line})")
+            else:
+                seen[name] = location
+
+    def name(self, entry: LocatedMap, what: str) -> str:
+        value = self.text(entry, "name", what)
+        if value and not value.isidentifier():
+            self.error(entry.value_locations["name"], f"{what} name {value!r} is not an identifier")
+        return value
+
+    def impl(self, entry: LocatedMap, what: str) -> tuple[str, str]:
+        """Split ``module.symbol`` and check that the runtime module exists."""
+        value = self.text(entry, "impl", what)
+        if not value:
+            return "", ""
+        module, _, symbol = value.rpartition(".")
+        location = entry.value_locations["impl"]
+        if not module or not symbol:
+            self.error(location, f"impl of {what} must be 'runtime_module.symbol', got {value!r}")
+            return "", ""
+        if module not in self.runtime:
+            known = ", ".join(sorted(self.runtime)) or "none"
+            self.error(location, f"impl of {what}: no runtime module '{module}' "
+                                 f"(runtime/{module}.pxd); known modules: {known}")
+        return module, symbol
+
+    # -- schema items -------------------------------------------------------------------------
+
+    def params(self, entry: LocatedMap, what: str) -> tuple[Param, ...]:
+        params: list[Param] = []
+        seen_default = False
+        seen_kinds: list[str] = []
+        for raw, location in self.items(entry, "params", what):
+            param_entry = self.mapping(raw, location, f"a parameter of {what}")
+            if param_entry is None:
+                continue
+            self.check_keys(param_entry, f"parameter of {what}", ("name", "type", "doc"),
+                            ("default", "kind"))
+            name = self.name(param_entry, f"parameter of {what}")
+            if name and keyword.iskeyword(name):
+                self.error(param_entry.value_locations["name"],
+                           f"parameter name '{name}' of {what} is a Python keyword")
+            param_what = f"parameter '{name}' of {what}"
+            kind = param_entry.get("kind", "positional")
+            if kind not in PARAM_KINDS:
+                self.error(param_entry.value_locations.get("kind", param_entry.location),
+                           f"kind of {param_what} must be one of {', '.join(PARAM_KINDS)}, "
+                           f"got {kind!r}")
+                kind = "positional"
+            param_type = self.type_of(param_entry, "type", param_what)
+            doc = self.doc(param_entry, param_what)
+            default = param_entry.get("default", NO_DEFAULT) if "default" in param_entry \
+                else NO_DEFAULT
+            if default is not NO_DEFAULT and not param_type.admits(default):
+                self.error(param_entry.value_locations["default"],
+                           f"default {default!r} of {param_what} does not fit its type "
+                           f"'{param_type.display()}'")
+            if kind != "keyword_only":
+                if seen_default and default is NO_DEFAULT:
+                    self.error(param_entry.location, f"{param_what} has no default but "
+                                                     "follows a parameter with one")
+                seen_default = seen_default or default is not NO_DEFAULT
+            # Python's order: positional-only, then positional-or-keyword, then keyword-only.
+            if seen_kinds and KIND_ORDER[seen_kinds[-1]] > KIND_ORDER[kind]:
+                self.error(param_entry.location,
+                           f"{param_what} is {kind} but follows a {seen_kinds[-1]} parameter")
+            seen_kinds.append(kind)
+            params.append(Param(name, param_type, kind, doc, default))
+        self.unique([(p.name, l) for p, (_, l) in zip(params, self.items(entry, "params", what))],
+                    f"the parameters of {what}")
+        return tuple(params)
+
+    def returns(self, entry: LocatedMap, what: str) -> Optional[Returns]:
+        if "returns" not in entry:
+            return None
+        returns = self.mapping(entry["returns"], entry.value_locations["returns"],
+                               f"'returns' of {what}")
+        if returns is None:
+            return None
+        self.check_keys(returns, f"'returns' of {what}", ("type", "doc"), ())
+        return Returns(self.type_of(returns, "type", f"return type of {what}"),
+                       self.doc(returns, f"return value of {what}"))
+
+    def function(self, entry: LocatedMap, scope: str, core: Optional[tuple[str, str]]) -> Function:
+        """A module function (core None) or a method of the runtime class ``core``."""
+        name = self.name(entry, f"item of {scope}")
+        what = f"'{scope}.{name}'"
+        self.check_keys(entry, what, ("name", "impl", "doc"),
+                        ("params", "returns", "deprecated", "since"))
+        if core is None:
+            module, symbol = self.impl(entry, what)
+            if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
+                self.error(entry.value_locations["impl"],
+                           f"impl of {what}: runtime/{module}.pxd declares no cdef function "
+                           f"'{symbol}'")
+        else:
+            module, symbol = "", self.text(entry, "impl", what)
+            core_module, core_class = core
+            runtime = self.runtime.get(core_module)
+            if runtime and symbol and core_class in runtime.classes \
+                    and symbol not in runtime.methods_of(core_class):
+                self.error(entry.value_locations["impl"],
+                           f"impl of {what}: runtime class {core_module}.{core_class} declares "
+                           f"no cdef method '{symbol}'")
+        deprecated = self.text(entry, "deprecated", what, required=False) or None
+        since = str(entry["since"]) if entry.get("since") is not None else None
+        return Function(name, module, symbol, self.doc(entry, what), self.params(entry, what),
+                        self.returns(entry, what), deprecated, since)
+
+    def klass(self, entry: LocatedMap, scope: str) -> Class:
+        name = self.name(entry, f"class of {scope}")
+        what = f"'{scope}.{name}'"
+        self.check_keys(entry, what, ("name", "impl", "doc"),
+                        ("kind", "init", "methods", "properties"))
+        kind = entry.get("kind", "extension")
+        if kind not in CLASS_KINDS:
+            self.error(entry.value_locations.get("kind", entry.location),
+                       f"kind of {what} must be one of {', '.join(CLASS_KINDS)}, got {kind!r}")
+        module, symbol = self.impl(entry, what)
+        runtime = self.runtime.get(module)
+        if runtime and symbol:
+            declared = runtime.python_classes if kind == "exception" else runtime.classes
+            if symbol not in declared:
+                where = f"runtime/{module}.pyx" if kind == "exception" else f"runtime/{module}.pxd"
+                self.error(entry.value_locations["impl"],
+                           f"impl of {what}: {where} declares no class '{symbol}'")
+        init = None
+        if "init" in entry and runtime and symbol in runtime.classes \
+                and "init" not in runtime.methods_of(symbol):
+            self.error(entry.key_locations["init"], f"{what} declares 'init' but runtime class "
+                                                    f"{module}.{symbol} has no cdef method 'init'")
+        if "init" in entry:
+            init_entry = self.mapping(entry["init"], entry.value_locations["init"],
+                                      f"'init' of {what}")
+            if init_entry is not None:
+                self.check_keys(init_entry, f"'init' of {what}", (), ("params",))
+                init = self.params(init_entry, f"{what} constructor")
+        methods = []
+        for raw, location in self.items(entry, "methods", what):
+            method = self.mapping(raw, location, f"a method of {what}")
+            if method is not None:
+                methods.append((self.function(method, f"{scope}.{name}", (module, symbol)),
+                                method.location))
+        properties = []
+        for raw, location in self.items(entry, "properties", what):
+            prop = self.mapping(raw, location, f"a property of {what}")
+            if prop is None:
+                continue
+            prop_name = self.name(prop, f"property of {what}")
+            prop_what = f"property '{prop_name}' of {what}"
+            self.check_keys(prop, prop_what, ("name", "impl", "type", "doc"), ())
+            impl_name = self.text(prop, "impl", prop_what)
+            if runtime and impl_name and symbol in runtime.classes \
+                    and impl_name not in runtime.methods_of(symbol):
+                self.error(prop.value_locations["impl"],
+                           f"impl of {prop_what}: runtime class {module}.{symbol} declares no "
+                           f"cdef method '{impl_name}'")
+            properties.append((Property(prop_name, impl_name, self.type_of(prop, "type", prop_what),
+                                        self.doc(prop, prop_what)), prop.location))
+        self.unique([(m.name, l) for m, l in methods] + [(p.name, l) for p, l in properties],
+                    f"class {what}")
+        return Class(name, kind, module, symbol, self.doc(entry, what), init,
+                     tuple(m for m, _ in methods), tuple(p for p, _ in properties))
+
+    def variable(self, entry: LocatedMap, scope: str) -> Variable:
+        name = self.name(entry, f"variable of {scope}")
+        what = f"'{scope}.{name}'"
+        self.check_keys(entry, what, ("name", "type", "impl", "doc"), ())
+        module, symbol = self.impl(entry, what)
+        if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
+            self.error(entry.value_locations["impl"],
+                       f"impl of {what}: runtime/{module}.pxd declares no cdef function '{symbol}'")
+        return Variable(name, self.type_of(entry, "type", what), module, symbol,
+                        self.doc(entry, what))
+
+    def module(self, entry: LocatedMap) -> tuple[Module, dict[str, Location]]:
+        name = self.text(entry, "name", "a module")
+        what = f"module '{name}'"
+        self.check_keys(entry, what, ("name", "doc"),
+                        ("submodules", "functions", "classes", "variables", "reexports"))
+        locations: dict[str, Location] = {}
+        named: list[tuple[str, Location]] = []
+
+        def collect(key: str, build) -> list:
+            built = []
+            for raw, location in self.items(entry, key, what):
+                item = self.mapping(raw, location, f"an entry of '{key}' in {what}")
+                if item is not None:
+                    value = build(item)
+                    built.append(value)
+                    named.append((value.name, item.location))
+                    locations[value.name] = item.location
+            return built
+
+        functions = collect("functions", lambda e: self.function(e, name, None))
+        classes = collect("classes", lambda e: self.klass(e, name))
+        variables = collect("variables", lambda e: self.variable(e, name))
+
+        def reexport(item: LocatedMap) -> Reexport:
+            self.check_keys(item, f"re-export in {what}", ("name", "from"), ())
+            return Reexport(self.name(item, f"re-export in {what}"),
+                            self.text(item, "from", f"re-export in {what}"))
+
+        reexports = collect("reexports", reexport)
+        submodules = []
+        for raw, location in self.items(entry, "submodules", what):
+            if not isinstance(raw, str) or not raw.startswith(name + ".") \
+                    or "." in raw[len(name) + 1:]:
+                self.error(location, f"submodule {raw!r} of {what} must be a direct child, "
+                                     f"'{name}.<name>'")
+                continue
+            submodules.append(raw)
+            named.append((raw.rsplit(".", 1)[-1], location))
+            locations["submodule:" + raw] = location
+        self.unique(named, what)
+        return Module(name, self.doc(entry, what), tuple(submodules), tuple(functions),
+                      tuple(classes), tuple(variables), tuple(reexports)), locations
+
+    def api(self, root: LocatedMap) -> tuple[Module, ...]:
+        self.check_keys(root, "the schema", ("schema_version", "modules"), ())
+        if "schema_version" in root and root["schema_version"] != SCHEMA_VERSION:
+            self.error(root.value_locations["schema_version"],
+                       f"schema_version must be {SCHEMA_VERSION}, got {root['schema_version']!r}")
+        raw_modules = self.items(root, "modules", "the schema")
+        # Class names are types everywhere, so collect them before reading any type.
+        self.classes = frozenset(
+            c.get("name") for m, _ in raw_modules if isinstance(m, LocatedMap)
+            for c in (m.get("classes") or []) if isinstance(c, LocatedMap)
+            and isinstance(c.get("name"), str))
+        modules, module_locations, item_locations = [], {}, {}
+        for raw, location in raw_modules:
+            entry = self.mapping(raw, location, "a module")
+            if entry is None:
+                continue
+            module, locations = self.module(entry)
+            modules.append(module)
+            item_locations[module.name] = (entry, locations)
+            if module.name in module_locations:
+                self.error(entry.location, f"duplicate module '{module.name}' (first declared "
+                                           f"at line {module_locations[module.name].line})")
+            module_locations[module.name] = entry.location
+        by_name = {m.name: m for m in modules}
+        for module in modules:
+            entry, locations = item_locations[module.name]
+            for submodule in module.submodules:
+                if submodule not in by_name:
+                    self.error(locations["submodule:" + submodule],
+                               f"submodule '{submodule}' of module '{module.name}' is not "
+                               "declared in the schema")
+            for reexport in module.reexports:
+                source = by_name.get(reexport.source)
+                if source is None:
+                    self.error(locations[reexport.name], f"re-export '{reexport.name}' comes "
+                               f"from undeclared module '{reexport.source}'")
+                elif reexport.name not in [i.name for i in source.functions + source.classes]:
+                    self.error(locations[reexport.name], f"module '{reexport.source}' declares "
+                               f"no function or class '{reexport.name}' to re-export")
+            parent = module.name.rpartition(".")[0]
+            if parent and (parent not in by_name or module.name not in by_name[parent].submodules):
+                self.error(entry.location, f"module '{module.name}' must be listed in the "
+                                           f"submodules of '{parent}'")
+        return tuple(modules)
+
+
+def normalise(modules: tuple[Module, ...]) -> dict:
+    """The schema as plain JSON-able data: the docs pipeline's input and the hash's input."""
+
+    def param(p: Param) -> dict:
+        out = {"name": p.name, "type": p.type.display(), "kind": p.kind, "doc": p.doc}
+        if p.has_default:
+            out["default"] = p.default
+        return out
+
+    def function(f: Function) -> dict:
+        return {"name": f.name, "impl": f"{f.impl_module}.{f.impl_name}".lstrip("."),
+                "doc": f.doc, "params": [param(p) for p in f.params],
+                "returns": {"type": f.returns.type.display(), "doc": f.returns.doc}
+                if f.returns else None, "deprecated": f.deprecated, "since": f.since}
+
+    def klass(c: Class) -> dict:
+        return {"name": c.name, "kind": c.kind, "impl": f"{c.impl_module}.{c.impl_name}",
+                "doc": c.doc, "init": [param(p) for p in c.init] if c.init is not None else None,
+                "methods": [function(m) for m in c.methods],
+                "properties": [{"name": p.name, "impl": p.impl_name, "type": p.type.display(),
+                                "doc": p.doc} for p in c.properties]}
+
+    return {"schema_version": SCHEMA_VERSION, "modules": [
+        {"name": m.name, "doc": m.doc, "submodules": list(m.submodules),
+         "functions": [function(f) for f in m.functions],
+         "classes": [klass(c) for c in m.classes],
+         "variables": [{"name": v.name, "type": v.type.display(),
+                        "impl": f"{v.impl_module}.{v.impl_name}", "doc": v.doc}
+                       for v in m.variables],
+         "reexports": [{"name": r.name, "from": r.source} for r in m.reexports]}
+        for m in modules]}
+
+
+def build_api(text: str, runtime_dir: Path, file: str = "api.yaml") -> Api:
+    """Load, validate and freeze a schema; raise SchemaError listing every problem."""
+    root = load_schema(text, file)
+    builder = _Builder(index_runtime(runtime_dir))
+    modules = builder.api(root)
+    if builder.diagnostics:
+        raise SchemaError(builder.diagnostics)
+    normalised = normalise(modules)
+    canonical = json.dumps(normalised, sort_keys=True, ensure_ascii=False).encode()
+    return Api(modules, hashlib.sha256(canonical).hexdigest()[:16], normalised)
+
+
+def load_api(schema: Path, runtime_dir: Path) -> Api:
+    return build_api(schema.read_text(encoding="utf-8"), runtime_dir, schema.name)

@@ -1,0 +1,189 @@
+"""The closed type vocabulary of api.yaml.
+
+Note [Closed type vocabulary]
+A type in the schema is an expression over a fixed set of names: the builtins below, the
+argument spellings below, and the classes the schema itself declares. Generic forms are
+``Optional[T]``, ``list[T]``, ``set[T]``, ``tuple[T, ...]``, ``dict[K, V]`` and unions
+``A | B``. Anything else is a schema error, so a typo cannot reach the stubs. Each name knows
+its stub annotation and, where the wrapper must normalise the argument (device spellings),
+the runtime call that does it.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+# Builtin names: stub spelling, and whether None is a member of the type.
+BUILTINS: dict[str, tuple[str, bool]] = {
+    "int": ("int", False),
+    "float": ("float", False),
+    "bool": ("bool", False),
+    "str": ("str", False),
+    "bytes": ("bytes", False),
+    "None": ("None", True),
+    "Any": ("Any", True),
+    "object": ("object", True),
+    "Path": ("str | os.PathLike[str]", False),
+    "Callable": ("Callable[..., Any]", False),
+}
+
+# Argument spellings that the wrapper normalises before calling the runtime. The conversion is
+# a cdef function of runtime/device.pxd taking (value, argument name).
+ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, str]] = {
+    # name: (stub annotation, admits None, conversion)
+    "Device": ("_DeviceLike", True, "_device.device_index_arg"),
+}
+
+GENERICS = {"Optional": 1, "list": 1, "set": 1, "tuple": None, "dict": 2}
+
+_TOKEN = re.compile(r"\s*(\.\.\.|[A-Za-z_][A-Za-z0-9_]*|[\[\],|])")
+
+
+class TypeSyntaxError(ValueError):
+    """A type expression that does not parse or names an unknown type."""
+
+
+@dataclass(frozen=True)
+class TypeExpr:
+    """A parsed type expression: a name with optional arguments, or a union."""
+
+    name: str
+    args: tuple["TypeExpr", ...] = ()
+
+    def names(self) -> set[str]:
+        """Every type name used, generics excluded."""
+        found = set() if self.name in GENERICS or self.name in ("|", "...") else {self.name}
+        for arg in self.args:
+            found |= arg.names()
+        return found
+
+    def admits_none(self, classes: frozenset[str] = frozenset()) -> bool:
+        if self.name == "Optional":
+            return True
+        if self.name == "|":
+            return any(arg.admits_none(classes) for arg in self.args)
+        if self.name in BUILTINS:
+            return BUILTINS[self.name][1]
+        if self.name in ARGUMENT_SPELLINGS:
+            return ARGUMENT_SPELLINGS[self.name][1]
+        return False
+
+    def admits(self, value: object) -> bool:
+        """Whether a YAML default value fits this type."""
+        if value is None:
+            return self.admits_none()
+        if self.name in ("Any", "object"):
+            return True
+        if self.name == "|" or self.name == "Optional":
+            return any(arg.admits(value) for arg in self.args)
+        if isinstance(value, bool):
+            return self.name == "bool"
+        if isinstance(value, int):
+            return self.name in ("int", "float", "Device")
+        if isinstance(value, float):
+            return self.name == "float"
+        if isinstance(value, str):
+            return self.name in ("str", "Path", "Device")
+        return False
+
+    def conversion(self) -> Optional[str]:
+        """The runtime call that normalises an argument of this type, if any."""
+        spelling = ARGUMENT_SPELLINGS.get(self.name)
+        return spelling[2] if spelling else None
+
+    def annotation(self) -> str:
+        """The stub (and reference page) spelling."""
+        if self.name == "|":
+            return " | ".join(arg.annotation() for arg in self.args)
+        if self.name == "Optional":
+            return f"{self.args[0].annotation()} | None"
+        if self.name in GENERICS:
+            return f"{self.name}[{', '.join(arg.annotation() for arg in self.args)}]"
+        if self.name in BUILTINS:
+            return BUILTINS[self.name][0]
+        if self.name in ARGUMENT_SPELLINGS:
+            return ARGUMENT_SPELLINGS[self.name][0]
+        return self.name
+
+    def display(self) -> str:
+        """The spelling shown in reference pages: as written in the schema."""
+        if self.name == "|":
+            return " | ".join(arg.display() for arg in self.args)
+        if self.args:
+            return f"{self.name}[{', '.join(arg.display() for arg in self.args)}]"
+        return self.name
+
+
+def parse_type(text: str, known_classes: frozenset[str]) -> TypeExpr:
+    """Parse a schema type; raise TypeSyntaxError naming the problem."""
+    if not isinstance(text, str) or not text.strip():
+        raise TypeSyntaxError(f"type must be a non-empty string, got {text!r}")
+    tokens = _tokenize(text)
+    position = 0
+
+    def peek() -> Optional[str]:
+        return tokens[position] if position < len(tokens) else None
+
+    def take(expected: Optional[str] = None) -> str:
+        nonlocal position
+        token = peek()
+        if token is None or (expected is not None and token != expected):
+            raise TypeSyntaxError(f"malformed type {text!r}: expected {expected or 'a name'}")
+        position += 1
+        return token
+
+    def union() -> TypeExpr:
+        members = [single()]
+        while peek() == "|":
+            take("|")
+            members.append(single())
+        return members[0] if len(members) == 1 else TypeExpr("|", tuple(members))
+
+    def single() -> TypeExpr:
+        name = take()
+        if name == "...":
+            return TypeExpr("...")
+        if not re.fullmatch(r"[A-Za-z_]\w*", name):
+            raise TypeSyntaxError(f"malformed type {text!r}: unexpected {name!r}")
+        if name not in BUILTINS and name not in ARGUMENT_SPELLINGS \
+                and name not in GENERICS and name not in known_classes:
+            vocabulary = sorted(set(BUILTINS) | set(ARGUMENT_SPELLINGS) | set(GENERICS))
+            raise TypeSyntaxError(
+                f"unknown type name '{name}' in {text!r}; expected one of "
+                f"{', '.join(vocabulary)} or a class declared in the schema")
+        if peek() != "[":
+            if name in GENERICS:
+                raise TypeSyntaxError(f"malformed type {text!r}: {name} needs arguments")
+            return TypeExpr(name)
+        if name not in GENERICS:
+            raise TypeSyntaxError(f"malformed type {text!r}: {name} takes no arguments")
+        take("[")
+        args = [union()]
+        while peek() == ",":
+            take(",")
+            args.append(union())
+        take("]")
+        arity = GENERICS[name]
+        if arity is not None and len(args) != arity:
+            raise TypeSyntaxError(
+                f"malformed type {text!r}: {name} takes {arity} argument(s), got {len(args)}")
+        return TypeExpr(name, tuple(args))
+
+    result = union()
+    if peek() is not None:
+        raise TypeSyntaxError(f"malformed type {text!r}: unexpected {peek()!r}")
+    return result
+
+
+def _tokenize(text: str) -> list[str]:
+    tokens, position = [], 0
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if not match:
+            if text[position:].strip() == "":
+                break
+            raise TypeSyntaxError(f"malformed type {text!r}: unexpected {text[position]!r}")
+        tokens.append(match.group(1))
+        position = match.end()
+    return tokens

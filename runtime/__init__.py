@@ -1,0 +1,1 @@
+"""tensorplay's handwritten runtime: one Cython module per concept, cimported by generated/."""

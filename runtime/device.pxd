@@ -1,0 +1,42 @@
+cdef enum:
+    MAX_DEVICES = 64
+
+cdef class DeviceCore:
+    cdef readonly str kind
+    cdef readonly int ordinal          # -1: no index given
+    cdef int init(self, object type, object index) except -1
+    cdef bint equals(self, object other)
+    cdef Py_hash_t hash_value(self)
+    cdef str repr_text(self)
+    cdef str str_text(self)
+    cdef str type_name(self)
+    cdef object index_value(self)
+
+cdef class DeviceIndexCore:
+    cdef int target
+    cdef int previous
+    cdef int init(self, object device) except -1
+    cdef object enter(self)
+    cdef object exit(self, object exc_type, object exc_value, object traceback)
+
+# Argument normalisation used by every generated wrapper (types.py: "Device").
+cdef int device_index_arg(object value, str argument) except -2
+
+# Initialisation and the current device.
+cdef bint is_initialized() noexcept nogil
+cdef int initialized_device_count() noexcept nogil   # 0 before initialisation
+cdef int ensure_initialized() except -1
+cdef int call_when_initialized(object callback) except -1
+cdef int checked_device(int index) except -1
+cdef int current_device() noexcept nogil
+cdef int set_current_device(int index) except -1
+cdef object device_object(int index)
+
+# The accelerator API (api.yaml: tensorplay.accelerator).
+cdef object current_accelerator(bint check_available)
+cdef int current_device_index() except -1
+cdef int device_count() except -1
+cdef dict get_device_capability(int index)
+cdef bint is_available() except -1
+cdef object set_device_index(int index)
+cdef object synchronize(int index)

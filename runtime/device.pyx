@@ -1,0 +1,420 @@
+# cython: language_level=3
+"""Devices: discovery without initialising CUDA, lazy initialisation, the forked-child guard,
+the per-thread current device, and the one parser of device arguments.
+
+Note [Fork safety]
+cuInit in a parent process breaks CUDA in every forked child (notes/cuda_python.md 5.1), and
+cudaGetDeviceCount calls cuInit. So until the first real use, device_count() and is_available()
+count through NVML and apply CUDA_VISIBLE_DEVICES themselves, as PyTorch's
+_device_count_nvml does (notes/torch_graphs_accelerator.md 5.5). The first real use
+initialises under a lock; a child forked after that gets a clear error instead of a hang.
+"""
+import os
+import threading
+
+from cuda.bindings cimport cyruntime
+from cuda.bindings.cyruntime cimport cudaDeviceProp, cudaError_t, cudaSuccess
+
+from tensorplay._runtime cimport dtypes, errors, public
+
+cdef extern from *:
+    """
+    /* The current device of each host thread, mirrored here so that reading it is a TLS load
+       instead of a cudaGetDevice call. CUDA's own per-thread device starts at 0 as well. */
+    static __thread int tensorplay_current_device = 0;
+    static inline int tensorplay_get_current_device(void) { return tensorplay_current_device; }
+    static inline void tensorplay_set_current_device(int d) { tensorplay_current_device = d; }
+    """
+    int tensorplay_get_current_device() noexcept nogil
+    void tensorplay_set_current_device(int) noexcept nogil
+
+# Driver answers that mean "no usable device" rather than a failure to report.
+cdef int CUDA_ERROR_NO_DEVICE = 100
+cdef int CUDA_ERROR_INSUFFICIENT_DRIVER = 35
+
+cdef bint _initialized = False
+cdef bint _in_bad_fork = False
+cdef int _device_count_at_init = 0
+cdef list _pending_calls = []
+_init_lock = threading.Lock()
+
+
+# --------------------------------------------------------------------------------------------
+# Counting devices without initialising CUDA
+
+
+def parse_visible_devices(value):
+    """CUDA_VISIBLE_DEVICES as the driver reads it: a list of ordinals, or of UUID prefixes.
+
+    None (unset) means every device. Entries parse like strtoul ("1gpu2" reads as 1); a
+    negative entry ends the list; a repeated entry makes the whole list empty; a list starting
+    with "GPU-" or "MIG-" is a list of UUID prefixes, cut at the first entry without it.
+    """
+    if value is None:
+        return list(range(MAX_DEVICES))
+    if value.startswith("GPU-") or value.startswith("MIG-"):
+        prefix = value[:4]
+        uuids = []
+        for entry in value.split(","):
+            if entry in uuids:
+                return []
+            if not entry.startswith(prefix):
+                break
+            uuids.append(entry)
+        return uuids
+    ordinals = []
+    for entry in value.split(","):
+        ordinal = _strtoul(entry.strip())
+        if ordinal in ordinals:
+            return []
+        if ordinal < 0:
+            break
+        ordinals.append(ordinal)
+    return ordinals
+
+
+def _strtoul(text):
+    digits = 0
+    for position, char in enumerate(text):
+        if char.isdigit() or (position == 0 and char in "+-"):
+            digits = position + 1
+        else:
+            break
+    try:
+        return int(text[:digits]) if digits else -1
+    except ValueError:  # a lone sign
+        return -1
+
+
+def visible_device_count(visible, int raw_count, uuids):
+    """How many of raw_count devices (with these NVML UUIDs) the parsed list makes visible.
+
+    Returns -1 when only the CUDA runtime can tell (MIG UUIDs, or UUIDs without NVML).
+    """
+    if not visible:
+        return 0
+    if isinstance(visible[0], str):
+        if visible[0].startswith("MIG-") or uuids is None:
+            return -1
+        ordinals = []
+        for candidate in visible:
+            matches = [i for i, uuid in enumerate(uuids) if uuid.startswith(candidate)]
+            if len(matches) != 1:  # unknown or ambiguous: the driver stops here
+                break
+            if matches[0] in ordinals:
+                return 0
+            ordinals.append(matches[0])
+        return len(ordinals)
+    for position, ordinal in enumerate(visible):
+        if ordinal >= raw_count:
+            return position
+    return len(visible)
+
+
+cdef int _nvml_device_count() except -2:
+    """Devices NVML sees, filtered by CUDA_VISIBLE_DEVICES; -1 when NVML cannot answer."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        raw_count = pynvml.nvmlDeviceGetCount()
+        visible = parse_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        uuids = None
+        if visible and isinstance(visible[0], str):
+            uuids = [_text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i)))
+                     for i in range(raw_count)]
+    except Exception:  # no driver, no NVML library or binding: let the runtime answer
+        return -1
+    return visible_device_count(visible, raw_count, uuids)
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else value
+
+
+cdef int _runtime_device_count() except -1:
+    """cudaGetDeviceCount, which initialises the driver (it poisons fork: Note [Fork safety])."""
+    cdef int count = 0
+    cdef cudaError_t status = cyruntime.cudaGetDeviceCount(&count)
+    if status == cudaSuccess:
+        return count
+    if <int>status in (CUDA_ERROR_NO_DEVICE, CUDA_ERROR_INSUFFICIENT_DRIVER):
+        return 0
+    errors.raise_cuda_error(<int>status, "cudaGetDeviceCount")
+
+
+cdef int device_count() except -1:
+    if _initialized:
+        return _device_count_at_init
+    count = _nvml_device_count()
+    return count if count >= 0 else _runtime_device_count()
+
+
+cdef bint is_available() except -1:
+    return device_count() > 0
+
+
+# --------------------------------------------------------------------------------------------
+# Lazy initialisation
+
+
+def _after_fork_in_child():
+    global _initialized, _in_bad_fork, _init_lock
+    _initialized = False
+    _in_bad_fork = True
+    _init_lock = threading.Lock()  # the parent's lock may have been held by another thread
+
+
+cdef bint is_initialized() noexcept nogil:
+    return _initialized
+
+
+cdef int initialized_device_count() noexcept nogil:
+    return _device_count_at_init if _initialized else 0
+
+
+cdef int ensure_initialized() except -1:
+    global _initialized, _device_count_at_init
+    if _initialized:
+        return 0
+    with _init_lock:
+        if _in_bad_fork:
+            raise RuntimeError(
+                "Cannot re-initialize CUDA in forked subprocess: the parent process had "
+                "already initialised CUDA before fork(). Use the 'spawn' (or 'forkserver') "
+                "multiprocessing start method, or initialise CUDA only in the children.")
+        if _initialized:
+            return 0
+        count = _runtime_device_count()
+        if count == 0:
+            errors.raise_no_accelerator("this call")
+        _device_count_at_init = min(count, MAX_DEVICES)
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _initialized = True
+        pending = list(_pending_calls)
+        _pending_calls.clear()
+    for callback in pending:
+        callback()
+    return 0
+
+
+cdef int call_when_initialized(object callback) except -1:
+    """Run callback now if CUDA is initialised, else at initialisation (deferred seeding)."""
+    if _initialized:
+        callback()
+    else:
+        _pending_calls.append(callback)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# The current device
+
+
+cdef int current_device() noexcept nogil:
+    return tensorplay_get_current_device()
+
+
+cdef int checked_device(int index) except -1:
+    ensure_initialized()
+    if index < 0 or index >= _device_count_at_init:
+        raise ValueError(f"device index {index} is out of range: {_device_count_at_init} CUDA "
+                         f"device(s) are visible, so valid indices are 0 to "
+                         f"{_device_count_at_init - 1}")
+    return index
+
+
+cdef int set_current_device(int index) except -1:
+    checked_device(index)
+    with nogil:
+        errors.check(cyruntime.cudaSetDevice(index), "cudaSetDevice")
+    tensorplay_set_current_device(index)
+    return 0
+
+
+cdef int current_device_index() except -1:
+    ensure_initialized()
+    return current_device()
+
+
+cdef object set_device_index(int index):
+    if index < 0:  # PyTorch's rule: a negative index is a no-op
+        return None
+    if index != current_device() or not _initialized:
+        set_current_device(index)
+    return None
+
+
+cdef object synchronize(int index):
+    if not _initialized:  # nothing can be running: no-op, as in PyTorch
+        return None
+    checked_device(index)
+    cdef int previous = current_device()
+    with nogil:
+        if index != previous:
+            errors.check(cyruntime.cudaSetDevice(index), "cudaSetDevice")
+        errors.check(cyruntime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+        if index != previous:
+            errors.check(cyruntime.cudaSetDevice(previous), "cudaSetDevice")
+    return None
+
+
+cdef object current_accelerator(bint check_available):
+    # Every build of tensorplay is a CUDA build; availability is a run-time question.
+    if check_available and not is_available():
+        return None
+    cls = public.public_class("DeviceCore", DeviceCore)
+    return cls("cuda")
+
+
+cdef object device_object(int index):
+    cls = public.public_class("DeviceCore", DeviceCore)
+    return cls("cuda", index)
+
+
+cdef dict get_device_capability(int index):
+    checked_device(index)
+    cdef cudaDeviceProp properties
+    cdef int driver_version = 0, runtime_version = 0
+    with nogil:
+        errors.check(cyruntime.cudaGetDeviceProperties(&properties, index),
+                     "cudaGetDeviceProperties")
+        errors.check(cyruntime.cudaDriverGetVersion(&driver_version), "cudaDriverGetVersion")
+        errors.check(cyruntime.cudaRuntimeGetVersion(&runtime_version), "cudaRuntimeGetVersion")
+    return {
+        "supported_dtypes": set(dtypes.all_dtypes()),
+        "name": properties.name.decode(errors="replace"),
+        "compute_capability": (properties.major, properties.minor),
+        "total_memory": properties.totalGlobalMem,
+        "multi_processor_count": properties.multiProcessorCount,
+        # If nodes need CUDA 12.3 and while nodes 12.4, in both driver and runtime
+        # (notes/cuda_python.md 2.3).
+        "conditional_nodes": min(driver_version, runtime_version) >= 12040,
+        "driver_version": driver_version,
+        "runtime_version": runtime_version,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Device arguments
+
+
+cdef int device_index_arg(object value, str argument) except -2:
+    """Normalise a device argument to an index; None means the current device.
+
+    Accepts a tensorplay.device, any object with .type and .index (torch.device), "cuda",
+    "cuda:1", or an int. Negative ints come back as -1 (callers treat them as no-ops).
+    """
+    if value is None:
+        return current_device()
+    if isinstance(value, bool):
+        raise TypeError(f"{argument} must be a device, a string such as 'cuda:1', an int or "
+                        f"None, got a bool ({value!r})")
+    if isinstance(value, int):
+        if value < 0:
+            return -1
+        if value >= MAX_DEVICES:
+            raise ValueError(f"{argument}={value} is not a valid device index: at most "
+                             f"{MAX_DEVICES} devices are supported")
+        return value
+    if isinstance(value, str):
+        value = public.public_class("DeviceCore", DeviceCore)(value)
+    if isinstance(value, DeviceCore):
+        kind, ordinal = (<DeviceCore>value).kind, (<DeviceCore>value).ordinal
+    elif hasattr(value, "type") and hasattr(value, "index"):  # torch.device and friends
+        kind, ordinal = str(value.type), -1 if value.index is None else int(value.index)
+    else:
+        raise TypeError(f"{argument} must be a device, a string such as 'cuda:1', an int or "
+                        f"None, got {type(value).__name__} ({value!r})")
+    if kind != "cuda":
+        raise ValueError(f"{argument} must be a CUDA device, got {kind!r} ({value!r})")
+    return current_device() if ordinal < 0 else ordinal
+
+
+cdef class DeviceCore:
+    def __cinit__(self, *args, **kwargs):
+        self.kind = "cpu"
+        self.ordinal = -1
+
+    def __init__(self, type, index=None):
+        self.init(type, index)
+
+    cdef int init(self, object type, object index) except -1:
+        if isinstance(type, DeviceCore):
+            if index is not None:
+                raise ValueError(f"index must be None when type is a device, got {index!r}")
+            self.kind, self.ordinal = (<DeviceCore>type).kind, (<DeviceCore>type).ordinal
+            return 0
+        if not isinstance(type, str):
+            raise TypeError(f"type must be a string such as 'cuda' or 'cuda:1', or a device, "
+                            f"got {builtin_type(type).__name__}")
+        kind, separator, ordinal_text = type.partition(":")
+        if kind not in ("cpu", "cuda"):
+            raise ValueError(f"unknown device type {kind!r} in {type!r}; expected 'cpu' or "
+                             "'cuda', optionally with an index as in 'cuda:1'")
+        ordinal = -1
+        if separator:
+            if not ordinal_text.isdigit():
+                raise ValueError(f"invalid device index {ordinal_text!r} in {type!r}; expected "
+                                 "a non-negative integer as in 'cuda:1'")
+            if index is not None:
+                raise ValueError(f"type {type!r} already has an index, so index must be None, "
+                                 f"got {index!r}")
+            ordinal = int(ordinal_text)
+        elif index is not None:
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise ValueError(f"index must be a non-negative int or None, got {index!r}")
+            ordinal = index
+        if ordinal >= MAX_DEVICES:
+            raise ValueError(f"device index {ordinal} is too large: at most {MAX_DEVICES} "
+                             "devices are supported")
+        self.kind, self.ordinal = kind, ordinal
+        return 0
+
+    cdef bint equals(self, object other):
+        if not isinstance(other, DeviceCore):
+            return False
+        return self.kind == (<DeviceCore>other).kind and self.ordinal == (<DeviceCore>other).ordinal
+
+    cdef Py_hash_t hash_value(self):
+        return hash((self.kind, self.ordinal))
+
+    cdef str repr_text(self):
+        if self.ordinal < 0:
+            return f"device(type='{self.kind}')"
+        return f"device(type='{self.kind}', index={self.ordinal})"
+
+    cdef str str_text(self):
+        return self.kind if self.ordinal < 0 else f"{self.kind}:{self.ordinal}"
+
+    cdef str type_name(self):
+        return self.kind
+
+    cdef object index_value(self):
+        return None if self.ordinal < 0 else self.ordinal
+
+
+builtin_type = type
+
+
+cdef class DeviceIndexCore:
+    def __cinit__(self, *args, **kwargs):
+        self.target = -1
+        self.previous = -1
+
+    cdef int init(self, object device) except -1:
+        self.target = -1 if device is None else device_index_arg(device, "device")
+        return 0
+
+    cdef object enter(self):
+        if self.target >= 0:
+            ensure_initialized()
+            self.previous = current_device()
+            if self.target != self.previous:
+                set_current_device(self.target)
+        return None
+
+    cdef object exit(self, object exc_type, object exc_value, object traceback):
+        if self.previous >= 0 and self.previous != current_device():
+            set_current_device(self.previous)
+        self.previous = -1
+        return None

@@ -1,0 +1,34 @@
+# cython: language_level=3
+"""Errors: CUDA failures name the CUDA error and the call; missing devices say so plainly."""
+from cuda.bindings cimport cyruntime
+from cuda.bindings.cyruntime cimport cudaError_t, cudaSuccess
+
+from tensorplay._runtime cimport public
+
+
+class OutOfMemoryErrorCore(RuntimeError):
+    """Base of tensorplay.OutOfMemoryError; the public subclass is declared in api.yaml."""
+
+
+cdef int raise_cuda_error(int code, str call) except -1:
+    cdef const char* name = cyruntime.cudaGetErrorName(<cudaError_t>code)
+    cdef const char* text = cyruntime.cudaGetErrorString(<cudaError_t>code)
+    raise RuntimeError(f"CUDA error {name.decode()} ({code}) from {call}: {text.decode()}")
+
+
+cdef int check(cudaError_t code, const char* call) except -1 nogil:
+    # Runtime calls return their error; they raise only when the library cannot be loaded, and
+    # Cython propagates that through the ?-except value of each declaration.
+    if code != cudaSuccess:
+        with gil:
+            raise_cuda_error(<int>code, call.decode())
+    return 0
+
+
+cdef int raise_no_accelerator(str what) except -1:
+    raise RuntimeError(f"{what} needs an accelerator, but no accelerator is available: no CUDA "
+                       "device is visible (check the driver, nvidia-smi and CUDA_VISIBLE_DEVICES)")
+
+
+cdef object out_of_memory_error(str message):
+    return public.public_class("OutOfMemoryErrorCore", OutOfMemoryErrorCore)(message)

@@ -1,0 +1,18 @@
+from libc.stdint cimport int64_t
+
+# The memory API (api.yaml: tensorplay.accelerator.memory and tensorplay.cuda).
+cdef object empty_cache()
+cdef object empty_host_cache()
+cdef tuple get_memory_info(int device)
+cdef int64_t memory_allocated(int device) except -1
+cdef int64_t max_memory_allocated(int device) except -1
+cdef int64_t memory_reserved(int device) except -1
+cdef int64_t max_memory_reserved(int device) except -1
+cdef dict memory_stats(int device)
+cdef dict memory_stats_as_nested_dict(int device)
+cdef object reset_accumulated_memory_stats(int device)
+cdef object reset_peak_memory_stats(int device)
+cdef object caching_allocator_alloc(object size, int device, object stream)
+cdef object caching_allocator_delete(object ptr)
+cdef object caching_allocator_record_stream(object ptr, object stream)
+cdef dict host_memory_stats()

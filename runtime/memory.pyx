@@ -1,0 +1,154 @@
+# cython: language_level=3
+"""The memory API over the caching allocators: statistics, cache control, direct allocation.
+
+Before a device is first used every query answers as for an empty allocator (0, {}), which is
+also the answer on a machine without a GPU (DESIGN.md section 4). The scalar queries are O(1)
+reads of the allocator's counters (allocator.pxd).
+"""
+from libc.stdint cimport int64_t, uintptr_t
+
+from cuda.bindings cimport cyruntime
+from cuda.bindings.cyruntime cimport cudaStream_t
+
+from tensorplay._runtime cimport allocator, device as _device, errors, host_allocator
+from tensorplay._runtime cimport stream as _stream
+from tensorplay._runtime.allocator cimport (POOL_ALL, STAT_ALLOCATED_BYTES,
+                                            STAT_RESERVED_BYTES)
+
+
+cdef inline int valid_stats_device(int device) except -1:
+    """Reject an index beyond the visible devices once CUDA is up; stay silent before."""
+    cdef int count = _device.initialized_device_count()
+    if count and device >= count:
+        _device.checked_device(device)
+    return 0
+
+
+cdef int64_t memory_allocated(int device) except -1:
+    if device < 0:
+        return 0
+    valid_stats_device(device)
+    return allocator.stat_current(device, STAT_ALLOCATED_BYTES, POOL_ALL)
+
+
+cdef int64_t max_memory_allocated(int device) except -1:
+    if device < 0:
+        return 0
+    valid_stats_device(device)
+    return allocator.stat_peak(device, STAT_ALLOCATED_BYTES, POOL_ALL)
+
+
+cdef int64_t memory_reserved(int device) except -1:
+    if device < 0:
+        return 0
+    valid_stats_device(device)
+    return allocator.stat_current(device, STAT_RESERVED_BYTES, POOL_ALL)
+
+
+cdef int64_t max_memory_reserved(int device) except -1:
+    if device < 0:
+        return 0
+    valid_stats_device(device)
+    return allocator.stat_peak(device, STAT_RESERVED_BYTES, POOL_ALL)
+
+
+cdef dict memory_stats(int device):
+    if device < 0:
+        return {}
+    valid_stats_device(device)
+    return allocator.memory_stats(device)
+
+
+cdef dict memory_stats_as_nested_dict(int device):
+    nested = {}
+    for key, value in memory_stats(device).items():
+        parts = key.split(".")
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return nested
+
+
+cdef object reset_accumulated_memory_stats(int device):
+    if device >= 0:
+        valid_stats_device(device)
+        allocator.reset_accumulated_stats(device)
+    return None
+
+
+cdef object reset_peak_memory_stats(int device):
+    if device >= 0:
+        valid_stats_device(device)
+        allocator.reset_peak_stats(device)
+    return None
+
+
+cdef object empty_cache():
+    cdef int device
+    for device in range(_device.initialized_device_count()):
+        allocator.empty_cache(device)
+    return None
+
+
+cdef object empty_host_cache():
+    host_allocator.empty_host_cache()
+    return None
+
+
+cdef tuple get_memory_info(int device):
+    if device < 0:
+        raise ValueError(f"device must be a non-negative index, got {device}")
+    _device.checked_device(device)
+    cdef size_t free_bytes = 0, total_bytes = 0
+    cdef int previous = _device.current_device()
+    if device != previous:
+        _device.set_current_device(device)
+    try:
+        with nogil:
+            errors.check(cyruntime.cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo")
+    finally:
+        if device != previous:
+            _device.set_current_device(previous)
+    return (free_bytes, total_bytes)
+
+
+cdef inline void* pointer_arg(object ptr, str argument) except? NULL:
+    if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr <= 0:
+        raise TypeError(f"{argument} must be a device pointer (a positive int) returned by "
+                        f"caching_allocator_alloc(), got {ptr!r}")
+    return <void*><uintptr_t>ptr
+
+
+cdef object caching_allocator_alloc(object size, int device, object stream):
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValueError(f"size must be a non-negative int (bytes), got {size!r}")
+    if device < 0:
+        raise ValueError(f"device must be a non-negative index, got {device}")
+    _device.checked_device(device)
+    cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
+    cdef cudaStream_t handle
+    if on is None:
+        handle = _stream.current_stream_handle(device)
+    elif on.device_index != device:
+        raise ValueError(f"stream belongs to cuda:{on.device_index} but device is cuda:{device}")
+    else:
+        handle = on.handle
+    return <uintptr_t>allocator.allocate(device, size, handle)
+
+
+cdef object caching_allocator_delete(object ptr):
+    allocator.release(pointer_arg(ptr, "ptr"))
+    return None
+
+
+cdef object caching_allocator_record_stream(object ptr, object stream):
+    cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
+    if on is None:
+        raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
+    allocator.record_stream(pointer_arg(ptr, "ptr"), on.handle)
+    return None
+
+
+cdef dict host_memory_stats():
+    return host_allocator.host_memory_stats()

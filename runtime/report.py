@@ -1,0 +1,96 @@
+"""``python -m tensorplay``: what was built, and what this machine offers.
+
+Counting devices goes through NVML first, so the report itself initialises CUDA only where a
+device is visible; there it also runs a short capture/replay demonstration when capture is
+available in this build.
+"""
+import sys
+import time
+
+import tensorplay
+from tensorplay import _build_info, _schema, accelerator, cuda
+
+
+def _mib(value):
+    return f"{value / 2**20:,.0f} MiB"
+
+
+def build_lines():
+    from cuda.bindings import __version__ as bindings_version
+    return [
+        f"tensorplay {_package_version()} (schema sha256:{_schema.SCHEMA_HASH})",
+        f"python {sys.version.split()[0]}",
+        f"built with Cython {_build_info.CYTHON_VERSION}, cuda-bindings "
+        f"{_build_info.CUDA_BINDINGS_VERSION}, CUDA headers from {_build_info.CUDA_INCLUDE_DIRS}",
+        f"running with cuda-bindings {bindings_version}",
+    ]
+
+
+def _package_version():
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("tensorplay")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+def device_lines():
+    count = accelerator.device_count()
+    accelerator_device = accelerator.current_accelerator(check_available=True)
+    lines = [f"accelerator: {accelerator_device if accelerator_device else 'none available'}",
+             f"devices: {count}"]
+    for index in range(count):
+        capability = accelerator.get_device_capability(index)
+        free, total = accelerator.memory.get_memory_info(index)
+        major, minor = capability["compute_capability"]
+        dtypes = ", ".join(sorted(str(d).removeprefix("tensorplay.")
+                                  for d in capability["supported_dtypes"]))
+        lines += [
+            f"  cuda:{index}: {capability['name']}",
+            f"    compute capability {major}.{minor}, "
+            f"{capability['multi_processor_count']} multiprocessors",
+            f"    memory: {_mib(total)} total, {_mib(free)} free",
+            f"    driver {capability['driver_version']}, runtime {capability['runtime_version']}, "
+            f"conditional graph nodes: {'yes' if capability['conditional_nodes'] else 'no'}",
+            f"    dtypes: {dtypes}",
+        ]
+    return lines
+
+
+def allocator_lines():
+    """Exercise the caching allocator on device 0: one miss, then a cache hit."""
+    if not accelerator.is_available():
+        return []
+    first = cuda.caching_allocator_alloc(1 << 20)
+    cuda.caching_allocator_delete(first)
+    start = time.perf_counter()
+    second = cuda.caching_allocator_alloc(1 << 20)
+    elapsed = time.perf_counter() - start
+    cuda.caching_allocator_delete(second)
+    stats = accelerator.memory.memory_stats()
+    return [
+        "caching allocator on cuda:0:",
+        f"  1 MiB allocation reused the cached block: {first == second}, "
+        f"cache hit in {elapsed * 1e6:.1f} us",
+        f"  reserved {_mib(stats['reserved_bytes.all.current'])}, "
+        f"segments {stats['segment.all.current']}",
+    ]
+
+
+def capture_lines():
+    if not accelerator.is_available():
+        return ["capture/replay demonstration: skipped, no GPU visible"]
+    graph = cuda.CUDAGraph()
+    try:
+        with cuda.graph(graph):
+            pass
+    except NotImplementedError as gap:
+        return [f"capture/replay demonstration: not available in this build ({gap})"]
+    graph.replay()
+    accelerator.synchronize()
+    return ["capture/replay demonstration: captured and replayed an empty graph"]
+
+
+def main():
+    for line in build_lines() + device_lines() + allocator_lines() + capture_lines():
+        print(line)

@@ -1,0 +1,10 @@
+# Random-number generator state (api.yaml: tensorplay.accelerator.random).
+cdef object get_rng_state(int device)
+cdef list get_rng_state_all()
+cdef object initial_seed(int device)
+cdef object manual_seed(object seed)
+cdef object manual_seed_all(object seed)
+cdef object seed()
+cdef object seed_all()
+cdef object set_rng_state(object new_state, int device)
+cdef object set_rng_state_all(object new_states)

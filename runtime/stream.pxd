@@ -1,0 +1,49 @@
+from cuda.bindings.cyruntime cimport cudaEvent_t, cudaStream_t
+
+cdef class StreamCore:
+    cdef readonly int device_index
+    cdef cudaStream_t handle
+    cdef int stream_priority
+    cdef bint owned                    # created here, destroyed with this object
+    cdef object keep_alive             # the producer of an external stream
+    cdef int init(self, int device, object priority) except -1
+    cdef bint query(self) except -1
+    cdef object synchronize(self)
+    cdef object wait_event(self, object event)
+    cdef object wait_stream(self, object stream)
+    cdef object record_event(self, object event)
+    cdef tuple cuda_stream_protocol(self)
+    cdef bint equals(self, object other)
+    cdef Py_hash_t hash_value(self)
+    cdef str repr_text(self)
+    cdef object device_object(self)
+    cdef object handle_value(self)
+    cdef int priority_value(self)
+
+cdef class EventCore:
+    cdef cudaEvent_t handle
+    cdef int device_index              # -1 until first recorded
+    cdef unsigned int flags
+    cdef bint timing
+    cdef int init(self, bint enable_timing, bint blocking) except -1
+    cdef object record(self, object stream)
+    cdef object wait(self, object stream)
+    cdef bint query(self) except -1
+    cdef object synchronize(self)
+    cdef double elapsed_time(self, object end_event) except? -1
+
+cdef class StreamContextCore:
+    cdef object target
+    cdef object previous_stream
+    cdef int previous_device
+    cdef int init(self, object stream) except -1
+    cdef object enter(self)
+    cdef object exit(self, object exc_type, object exc_value, object traceback)
+
+cdef cudaStream_t current_stream_handle(int device) noexcept nogil
+cdef StreamCore stream_arg(object value, str argument)
+cdef object current_stream(int device)
+cdef object set_stream(object stream)
+cdef object stream_context(object stream)
+cdef object external_stream(object handle, int device)
+cdef cudaStream_t capture_side_stream(int device) except? NULL

@@ -1,0 +1,304 @@
+# cython: language_level=3
+"""Streams and events: a current stream per device per thread, and one side stream per device.
+
+The current stream lives in C thread-local storage so the allocator and launches read it
+without touching Python objects. A thread starts on each device's legacy default stream
+(handle 0), as in PyTorch. The legacy default stream cannot capture, so each device also has a
+dedicated side stream that graph capture uses by default (DESIGN.md section 4).
+"""
+from libc.stdint cimport uintptr_t
+
+from cuda.bindings cimport cyruntime
+from cuda.bindings.cyruntime cimport (cudaEvent_t, cudaEventBlockingSync,
+                                      cudaEventDisableTiming, cudaEventDefault,
+                                      cudaErrorNotReady, cudaStream_t, cudaStreamNonBlocking,
+                                      cudaSuccess)
+
+from tensorplay._runtime cimport device as _device, errors, public
+
+cdef extern from *:
+    """
+    /* The current stream of each (host thread, device). Zero is the legacy default stream. */
+    static __thread void* tensorplay_current_streams[64];
+    static inline void* tensorplay_get_stream(int d) { return tensorplay_current_streams[d]; }
+    static inline void tensorplay_put_stream(int d, void* s) { tensorplay_current_streams[d] = s; }
+    """
+    void* tensorplay_get_stream(int) noexcept nogil
+    void tensorplay_put_stream(int, void*) noexcept nogil
+
+# Side streams are process-wide and live as long as the process.
+cdef cudaStream_t _side_streams[_device.MAX_DEVICES]
+
+
+cdef cudaStream_t current_stream_handle(int device) noexcept nogil:
+    return <cudaStream_t>tensorplay_get_stream(device)
+
+
+cdef object _wrap(int device, cudaStream_t handle, int priority, object keep_alive):
+    cls = public.public_class("StreamCore", StreamCore)
+    cdef StreamCore stream = cls.__new__(cls)
+    stream.device_index = device
+    stream.handle = handle
+    stream.stream_priority = priority
+    stream.owned = False
+    stream.keep_alive = keep_alive
+    return stream
+
+
+cdef StreamCore stream_arg(object value, str argument):
+    """A Stream argument, or None; anything else is a TypeError naming the argument."""
+    if value is None or isinstance(value, StreamCore):
+        return value
+    raise TypeError(f"{argument} must be a tensorplay.cuda.Stream or None, got "
+                    f"{type(value).__name__}; wrap foreign streams with "
+                    "tensorplay.cuda.external_stream()")
+
+
+cdef object current_stream(int device):
+    _device.checked_device(device)
+    return _wrap(device, current_stream_handle(device), 0, None)
+
+
+cdef object set_stream(object stream):
+    cdef StreamCore target = stream_arg(stream, "stream")
+    if target is None:
+        raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
+    _device.set_current_device(target.device_index)
+    tensorplay_put_stream(target.device_index, <void*>target.handle)
+    return None
+
+
+cdef object stream_context(object stream):
+    cls = public.public_class("StreamContextCore", StreamContextCore)
+    return cls(stream)
+
+
+cdef object external_stream(object handle, int device):
+    _device.checked_device(device)
+    keep_alive = None
+    if hasattr(handle, "__cuda_stream__"):
+        # notes/cuda_python.md 4.1: __cuda_stream__() returns (version, address).
+        keep_alive = handle
+        version, address = handle.__cuda_stream__()
+        if version != 0:
+            raise ValueError(f"handle.__cuda_stream__() reported protocol version {version}; "
+                             "only version 0 is supported")
+        handle = address
+    if isinstance(handle, bool) or not isinstance(handle, int) or handle < 0:
+        raise TypeError(f"handle must be a cudaStream_t as a non-negative int or an object "
+                        f"with __cuda_stream__, got {handle!r}")
+    return _wrap(device, <cudaStream_t><uintptr_t>handle, 0, keep_alive)
+
+
+cdef cudaStream_t capture_side_stream(int device) except? NULL:
+    _device.checked_device(device)
+    if _side_streams[device] == NULL:
+        with nogil:
+            errors.check(cyruntime.cudaStreamCreateWithFlags(&_side_streams[device],
+                                                             cudaStreamNonBlocking),
+                         "cudaStreamCreateWithFlags")
+    return _side_streams[device]
+
+
+cdef class StreamCore:
+    def __cinit__(self, *args, **kwargs):
+        self.device_index = -1
+        self.handle = NULL
+        self.owned = False
+
+    def __dealloc__(self):
+        # A forked child must not touch the parent's CUDA objects.
+        if self.owned and self.handle != NULL and _device.is_initialized():
+            cyruntime.cudaStreamDestroy(self.handle)
+
+    cdef int init(self, int device, object priority) except -1:
+        _device.checked_device(device)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"priority must be an int, got {type(priority).__name__}")
+        cdef int least = 0, greatest = 0
+        cdef int previous = _device.current_device()
+        cdef int chosen
+        with nogil:
+            errors.check(cyruntime.cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                         "cudaDeviceGetStreamPriorityRange")
+        # Lower numbers are higher priority; clamp to what the device offers, as CUDA does.
+        chosen = max(greatest, min(least, <int>priority))
+        if device != previous:
+            _device.set_current_device(device)
+        try:
+            with nogil:
+                errors.check(cyruntime.cudaStreamCreateWithPriority(
+                    &self.handle, cudaStreamNonBlocking, chosen), "cudaStreamCreateWithPriority")
+        finally:
+            if device != previous:
+                _device.set_current_device(previous)
+        self.device_index = device
+        self.stream_priority = chosen
+        self.owned = True
+        return 0
+
+    cdef bint query(self) except -1:
+        cdef cyruntime.cudaError_t status
+        with nogil:
+            status = cyruntime.cudaStreamQuery(self.handle)
+        if status == cudaErrorNotReady:
+            cyruntime.cudaGetLastError()  # not-ready is an answer, not a sticky error
+            return False
+        errors.check(status, "cudaStreamQuery")
+        return True
+
+    cdef object synchronize(self):
+        with nogil:
+            errors.check(cyruntime.cudaStreamSynchronize(self.handle), "cudaStreamSynchronize")
+        return None
+
+    cdef object wait_event(self, object event):
+        if not isinstance(event, EventCore):
+            raise TypeError(f"event must be a tensorplay.cuda.Event, got {type(event).__name__}")
+        cdef EventCore waited = event
+        if waited.handle == NULL:  # never recorded: nothing to wait for, as in PyTorch
+            return None
+        with nogil:
+            errors.check(cyruntime.cudaStreamWaitEvent(self.handle, waited.handle, 0),
+                         "cudaStreamWaitEvent")
+        return None
+
+    cdef object wait_stream(self, object stream):
+        cdef StreamCore other = stream_arg(stream, "stream")
+        if other is None:
+            raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
+        self.wait_event(other.record_event(None))
+        return None
+
+    cdef object record_event(self, object event):
+        if event is None:
+            event = public.public_class("EventCore", EventCore)()
+        elif not isinstance(event, EventCore):
+            raise TypeError(f"event must be a tensorplay.cuda.Event or None, got "
+                            f"{type(event).__name__}")
+        (<EventCore>event).record(self)
+        return event
+
+    cdef tuple cuda_stream_protocol(self):
+        return (0, <uintptr_t>self.handle)
+
+    cdef bint equals(self, object other):
+        return (isinstance(other, StreamCore)
+                and (<StreamCore>other).handle == self.handle
+                and (<StreamCore>other).device_index == self.device_index)
+
+    cdef Py_hash_t hash_value(self):
+        return hash((self.device_index, <uintptr_t>self.handle))
+
+    cdef str repr_text(self):
+        return (f"<tensorplay.cuda.Stream device=cuda:{self.device_index} "
+                f"cuda_stream={<uintptr_t>self.handle:#x}>")
+
+    cdef object device_object(self):
+        return _device.device_object(self.device_index)
+
+    cdef object handle_value(self):
+        return <uintptr_t>self.handle
+
+    cdef int priority_value(self):
+        return self.stream_priority
+
+
+cdef class EventCore:
+    def __cinit__(self, *args, **kwargs):
+        self.handle = NULL
+        self.device_index = -1
+
+    def __dealloc__(self):
+        if self.handle != NULL and _device.is_initialized():
+            cyruntime.cudaEventDestroy(self.handle)
+
+    cdef int init(self, bint enable_timing, bint blocking) except -1:
+        _device.ensure_initialized()
+        self.timing = enable_timing
+        self.flags = (cudaEventDefault if enable_timing else cudaEventDisableTiming) | \
+            (cudaEventBlockingSync if blocking else 0)
+        return 0
+
+    cdef object record(self, object stream):
+        cdef StreamCore target = stream_arg(stream, "stream")
+        if target is None:
+            target = current_stream(_device.current_device())
+        if self.handle == NULL:
+            # Created on first record, on the stream's device, as PyTorch does.
+            with nogil:
+                errors.check(cyruntime.cudaEventCreateWithFlags(&self.handle, self.flags),
+                             "cudaEventCreateWithFlags")
+            self.device_index = target.device_index
+        elif self.device_index != target.device_index:
+            raise ValueError(f"the event was first recorded on cuda:{self.device_index} and "
+                             f"cannot be recorded on a stream of cuda:{target.device_index}")
+        with nogil:
+            errors.check(cyruntime.cudaEventRecord(self.handle, target.handle), "cudaEventRecord")
+        return None
+
+    cdef object wait(self, object stream):
+        cdef StreamCore target = stream_arg(stream, "stream")
+        if target is None:
+            target = current_stream(_device.current_device())
+        target.wait_event(self)
+        return None
+
+    cdef bint query(self) except -1:
+        if self.handle == NULL:
+            return True
+        cdef cyruntime.cudaError_t status
+        with nogil:
+            status = cyruntime.cudaEventQuery(self.handle)
+        if status == cudaErrorNotReady:
+            cyruntime.cudaGetLastError()
+            return False
+        errors.check(status, "cudaEventQuery")
+        return True
+
+    cdef object synchronize(self):
+        if self.handle != NULL:
+            with nogil:
+                errors.check(cyruntime.cudaEventSynchronize(self.handle), "cudaEventSynchronize")
+        return None
+
+    cdef double elapsed_time(self, object end_event) except? -1:
+        if not isinstance(end_event, EventCore):
+            raise TypeError(f"end_event must be a tensorplay.cuda.Event, got "
+                            f"{type(end_event).__name__}")
+        cdef EventCore end = end_event
+        if not (self.timing and end.timing):
+            raise ValueError("elapsed_time() needs both events created with enable_timing=True")
+        if self.handle == NULL or end.handle == NULL:
+            raise ValueError("elapsed_time() needs both events recorded first")
+        cdef float milliseconds = 0
+        with nogil:
+            errors.check(cyruntime.cudaEventElapsedTime(&milliseconds, self.handle, end.handle),
+                         "cudaEventElapsedTime")
+        return milliseconds
+
+
+cdef class StreamContextCore:
+    def __cinit__(self, *args, **kwargs):
+        self.previous_device = -1
+
+    cdef int init(self, object stream) except -1:
+        self.target = stream_arg(stream, "stream")
+        return 0
+
+    cdef object enter(self):
+        if self.target is None:
+            return None
+        cdef StreamCore target = self.target
+        self.previous_device = _device.current_device()
+        self.previous_stream = current_stream(target.device_index)
+        set_stream(target)
+        return self.target
+
+    cdef object exit(self, object exc_type, object exc_value, object traceback):
+        if self.target is None or self.previous_stream is None:
+            return None
+        set_stream(self.previous_stream)
+        _device.set_current_device(self.previous_device)
+        self.previous_stream = None
+        return None
