@@ -288,8 +288,8 @@ class _Builder:
             param_entry = self.mapping(raw, location, f"a parameter of {what}")
             if param_entry is None:
                 continue
-            self.check_keys(param_entry, f"parameter of {what}", ("name", "type", "doc"),
-                            ("default", "kind"))
+            self.check_keys(param_entry, f"parameter of {what}", ("name", "type"),
+                            ("doc", "default", "kind"))
             name = self.name(param_entry, f"parameter of {what}")
             if name and keyword.iskeyword(name):
                 self.error(param_entry.value_locations["name"],
@@ -331,7 +331,7 @@ class _Builder:
                                f"'returns' of {what}")
         if returns is None:
             return None
-        self.check_keys(returns, f"'returns' of {what}", ("type", "doc"), ())
+        self.check_keys(returns, f"'returns' of {what}", ("type",), ("doc",))
         return Returns(self.type_of(returns, "type", f"return type of {what}"),
                        self.doc(returns, f"return value of {what}"))
 
@@ -339,8 +339,8 @@ class _Builder:
         """A module function (core None) or a method of the runtime class ``core``."""
         name = self.name(entry, f"item of {scope}")
         what = f"'{scope}.{name}'"
-        self.check_keys(entry, what, ("name", "impl", "doc"),
-                        ("params", "returns", "deprecated", "since"))
+        self.check_keys(entry, what, ("name", "impl"),
+                        ("doc", "params", "returns", "deprecated", "since"))
         if core is None:
             module, symbol = self.impl(entry, what)
             if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
@@ -364,8 +364,8 @@ class _Builder:
     def klass(self, entry: LocatedMap, scope: str) -> Class:
         name = self.name(entry, f"class of {scope}")
         what = f"'{scope}.{name}'"
-        self.check_keys(entry, what, ("name", "impl", "doc"),
-                        ("kind", "init", "methods", "properties"))
+        self.check_keys(entry, what, ("name", "impl"),
+                        ("doc", "kind", "init", "methods", "properties"))
         kind = entry.get("kind", "extension")
         if kind not in CLASS_KINDS:
             self.error(entry.value_locations.get("kind", entry.location),
@@ -402,7 +402,7 @@ class _Builder:
                 continue
             prop_name = self.name(prop, f"property of {what}")
             prop_what = f"property '{prop_name}' of {what}"
-            self.check_keys(prop, prop_what, ("name", "impl", "type", "doc"), ())
+            self.check_keys(prop, prop_what, ("name", "impl", "type"), ("doc",))
             impl_name = self.text(prop, "impl", prop_what)
             if runtime and impl_name and symbol in runtime.classes \
                     and impl_name not in runtime.methods_of(symbol):
@@ -419,7 +419,7 @@ class _Builder:
     def variable(self, entry: LocatedMap, scope: str) -> Variable:
         name = self.name(entry, f"variable of {scope}")
         what = f"'{scope}.{name}'"
-        self.check_keys(entry, what, ("name", "type", "impl", "doc"), ())
+        self.check_keys(entry, what, ("name", "type", "impl"), ("doc",))
         module, symbol = self.impl(entry, what)
         if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
             self.error(entry.value_locations["impl"],
@@ -430,8 +430,8 @@ class _Builder:
     def module(self, entry: LocatedMap) -> tuple[Module, dict[str, Location]]:
         name = self.text(entry, "name", "a module")
         what = f"module '{name}'"
-        self.check_keys(entry, what, ("name", "doc"),
-                        ("submodules", "functions", "classes", "variables", "reexports"))
+        self.check_keys(entry, what, ("name",),
+                        ("doc", "submodules", "functions", "classes", "variables", "reexports"))
         locations: dict[str, Location] = {}
         named: list[tuple[str, Location]] = []
 

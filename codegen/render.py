@@ -31,7 +31,8 @@ def marker(api: Api) -> str:
 # spell parameter lists through it, so they cannot disagree.
 
 
-def signature(params: Iterable[Param], *, annotate: bool, self_param: bool = False) -> str:
+def signature(params: Iterable[Param], *, annotate: str = "", self_param: bool = False) -> str:
+    """Render a parameter list; annotate is "" (wrappers), "stub" or "reference"."""
     parts = ["self"] if self_param else []
     params = list(params)
     star_written = False
@@ -40,8 +41,10 @@ def signature(params: Iterable[Param], *, annotate: bool, self_param: bool = Fal
             parts.append("*")
             star_written = True
         text = param.name
-        if annotate:
+        if annotate == "stub":
             text += f": {param.type.annotation()}"
+        elif annotate == "reference":
+            text += f": {param.type.display()}"
         if param.has_default:
             text += f" = {param.default!r}" if annotate else f"={param.default!r}"
         parts.append(text)

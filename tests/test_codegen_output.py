@@ -1,0 +1,159 @@
+"""generate / check / docs / list: deterministic output, drift detection, the reference pages."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from codegen.model import load_api
+from codegen.render import MARKER_TEXT, Renderer
+
+
+def run_codegen(root, *args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "codegen", *args], cwd=cwd or root,
+                          capture_output=True, text=True)
+
+
+@pytest.fixture
+def workspace(tmp_path, root):
+    """A copy of the schema, templates and runtime declarations, to edit freely."""
+    for name in ("api.yaml",):
+        shutil.copy(root / name, tmp_path / name)
+    shutil.copytree(root / "templates", tmp_path / "templates")
+    shutil.copytree(root / "runtime", tmp_path / "runtime")
+    shutil.copytree(root / "codegen", tmp_path / "codegen")
+    return tmp_path
+
+
+def test_committed_generated_tree_is_up_to_date(root):
+    result = run_codegen(root, "check")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_generating_twice_gives_identical_bytes_and_leaves_files_untouched(workspace):
+    assert run_codegen(workspace, "generate").returncode == 0
+    out = workspace / "generated"
+    first = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()}
+    result = run_codegen(workspace, "generate")
+    assert result.returncode == 0
+    assert "0 file(s) changed" in result.stdout
+    second = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()}
+    assert first == second
+
+
+def test_every_output_carries_the_marker_with_the_schema_hash(root):
+    api = load_api(root / "api.yaml", root / "runtime")
+    for output in Renderer(api, root / "templates").render_all():
+        first_line = output.content.splitlines()[0]
+        assert MARKER_TEXT in first_line and api.schema_hash in first_line, output.path
+
+
+def test_check_catches_a_hand_edit_and_names_the_fix(workspace):
+    run_codegen(workspace, "generate")
+    target = workspace / "generated" / "tensorplay" / "accelerator" / "memory.pyx"
+    target.write_text(target.read_text().replace("return _memory.empty_cache()",
+                                                 "return None"))
+    result = run_codegen(workspace, "check")
+    assert result.returncode == 1
+    assert "-    return None" in result.stdout and "+    return _memory.empty_cache()" in result.stdout
+    assert "python -m codegen generate" in result.stderr
+
+
+def test_check_catches_a_template_edit(workspace):
+    run_codegen(workspace, "generate")
+    template = workspace / "templates" / "module.pyi.j2"
+    template.write_text(template.read_text().replace("import os\n", "import os\nimport sys\n"))
+    result = run_codegen(workspace, "check")
+    assert result.returncode == 1
+    assert "+import sys" in result.stdout
+
+
+def test_check_catches_a_schema_edit(workspace):
+    run_codegen(workspace, "generate")
+    schema = workspace / "api.yaml"
+    schema.write_text(schema.read_text().replace(
+        "Release unoccupied cached host memory.", "Release unused cached host memory."))
+    result = run_codegen(workspace, "check")
+    assert result.returncode == 1
+    assert "+    \"\"\"Release unused cached host memory.\"\"\"" in result.stdout
+
+
+def test_outputs_no_longer_produced_are_reported_and_removed(workspace):
+    run_codegen(workspace, "generate")
+    stale = workspace / "generated" / "tensorplay" / "old.pyx"
+    stale.write_text(f"# {MARKER_TEXT} (schema sha256:0) — DO NOT EDIT\n")
+    result = run_codegen(workspace, "check")
+    assert result.returncode == 1 and "orphan file" in result.stdout
+    assert run_codegen(workspace, "generate").returncode == 0
+    assert not stale.exists()
+
+
+def test_schema_errors_exit_2_with_locations(workspace):
+    schema = workspace / "api.yaml"
+    text = schema.read_text()
+    text = text.replace("impl: device.device_count", "impl: device.device_counter", 1)
+    text = text.replace("    type: Device\n", "    type: Devise\n", 1)
+    text = text.replace("- name: tensorplay.cuda\n", "- name: tensorplay.cuda\n  colour: red\n", 1)
+    schema.write_text(text)
+    for command in ("validate", "generate", "check"):
+        result = run_codegen(workspace, command)
+        assert result.returncode == 2
+        messages = [line for line in result.stderr.splitlines() if line.startswith("api.yaml:")]
+        assert len(messages) == 3, result.stderr
+        assert all(re.match(r"api\.yaml:\d+:\d+: ", line) for line in messages)
+
+
+def test_list_names_every_output(root):
+    result = run_codegen(root, "list")
+    listed = {line.split("generated/", 1)[1] for line in result.stdout.splitlines()}
+    on_disk = {p.relative_to(root / "generated").as_posix()
+               for p in (root / "generated").rglob("*") if p.is_file()}
+    assert listed == on_disk
+
+
+def test_docs_json_is_the_normalised_schema(root):
+    result = run_codegen(root, "docs", "--format", "json")
+    document = json.loads(result.stdout)
+    api = load_api(root / "api.yaml", root / "runtime")
+    assert document["schema_hash"] == api.schema_hash
+    assert [m["name"] for m in document["modules"]] == [m.name for m in api.modules]
+    graph = next(c for m in document["modules"] for c in m["classes"] if c["name"] == "Graph")
+    assert [p["name"] for p in graph["init"]] == ["keep_graph", "pool", "capture_error_mode"]
+
+
+def test_docs_md_writes_the_reference_pages(root, tmp_path):
+    result = run_codegen(root, "docs", "--docs-out", str(tmp_path))
+    assert result.returncode == 0
+    assert (tmp_path / "tensorplay.accelerator.md").read_text() == \
+        (root / "generated" / "reference" / "tensorplay.accelerator.md").read_text()
+
+
+def test_reference_section_counts_match_the_schema(root):
+    api = load_api(root / "api.yaml", root / "runtime")
+    for module in api.modules:
+        page = (root / "generated" / "reference" / f"{module.name}.md").read_text()
+        functions = len(module.functions) + sum(
+            1 for r in module.reexports if api.find(r.source, r.name) in
+            api.module(r.source).functions)
+        classes = len(module.classes) + sum(
+            1 for r in module.reexports if api.find(r.source, r.name) in
+            api.module(r.source).classes)
+        if functions:
+            assert f"## Functions {functions}\n" in page
+        if classes:
+            assert f"## Classes {classes}\n" in page
+        for name in [f.name for f in module.functions] + [c.name for c in module.classes]:
+            assert len(re.findall(rf"^### {re.escape(name)}$", page, re.M)) == 1, name
+
+
+def test_accelerator_page_has_the_spec_signatures(root):
+    page = (root / "generated" / "reference" / "tensorplay.accelerator.md").read_text()
+    assert ("class tensorplay.accelerator.Graph(keep_graph: bool = False, *, pool: Any = None, "
+            "capture_error_mode: str = 'global')") in page
+    assert "capture_begin(pool: Any = '__unset__', capture_error_mode: Any = '__unset__', " \
+           "stream: Any = None) → None" in page
+    assert "tensorplay.accelerator.get_device_capability(device: Device = None) → " \
+           "dict[str, Any]" in page

@@ -1,0 +1,210 @@
+"""Malformed schemas: every problem is reported with its file:line:col, all at once."""
+import textwrap
+
+import pytest
+
+from codegen.load import SchemaError
+from codegen.model import build_api
+
+VALID = textwrap.dedent("""\
+    schema_version: 1
+    modules:
+    - name: tensorplay
+      doc: Top.
+      submodules: [tensorplay.accelerator]
+      classes:
+      - name: device
+        impl: device.DeviceCore
+        doc: A device.
+        init:
+          params:
+          - {name: type, type: str, doc: the type.}
+        properties:
+        - {name: index, impl: index_value, type: 'Optional[int]', doc: The index.}
+    - name: tensorplay.accelerator
+      doc: Accelerator.
+      functions:
+      - name: device_count
+        impl: device.device_count
+        returns: {type: int, doc: the count.}
+        doc: Number of devices.
+      - name: synchronize
+        impl: device.synchronize
+        params:
+        - name: device
+          type: Device
+          default: null
+          doc: the device.
+        doc: Wait.
+    """)
+
+
+def errors_of(text, runtime_dir):
+    with pytest.raises(SchemaError) as raised:
+        build_api(text, runtime_dir)
+    return [str(d) for d in raised.value.diagnostics]
+
+
+@pytest.fixture
+def runtime_dir(root):
+    return root / "runtime"
+
+
+def test_valid_schema_builds(runtime_dir):
+    api = build_api(VALID, runtime_dir)
+    assert [m.name for m in api.modules] == ["tensorplay", "tensorplay.accelerator"]
+    assert len(api.schema_hash) == 16
+
+
+# (description, text replaced in VALID, replacement, every message expected, in order)
+CASES = [
+    ('unknown key in a function',
+     '    doc: Number of devices.\n',
+     '    doc: Number of devices.\n    colour: red\n',
+     ["api.yaml:22:5: unknown key 'colour' in 'tensorplay.accelerator.device_count'; allowed keys: name, impl, doc, params, returns, deprecated, since"]),
+    ('unknown top-level key',
+     'schema_version: 1\n',
+     'schema_version: 1\nextra: 1\n',
+     ["api.yaml:2:1: unknown key 'extra' in the schema; allowed keys: schema_version, modules"]),
+    ('duplicate key',
+     '    doc: Number of devices.\n',
+     '    doc: Number of devices.\n    doc: Again.\n',
+     ["api.yaml:22:5: duplicate key 'doc' (first given at line 21)"]),
+    ('missing function doc',
+     '    doc: Number of devices.\n',
+     '',
+     ["api.yaml:18:5: 'tensorplay.accelerator.device_count' has no doc; every public item needs one"]),
+    ('empty doc',
+     '    doc: Number of devices.\n',
+     "    doc: ''\n",
+     ["api.yaml:21:10: 'doc' of 'tensorplay.accelerator.device_count' must be a non-empty string, got ''"]),
+    ('missing param doc',
+     '      doc: the device.\n',
+     '',
+     ["api.yaml:25:7: parameter 'device' of 'tensorplay.accelerator.synchronize' has no doc; every public item needs one"]),
+    ('missing return doc',
+     '{type: int, doc: the count.}',
+     '{type: int}',
+     ["api.yaml:20:14: return value of 'tensorplay.accelerator.device_count' has no doc; every public item needs one"]),
+    ('unknown type name',
+     '      type: Device\n',
+     '      type: Devise\n',
+     ["api.yaml:26:13: parameter 'device' of 'tensorplay.accelerator.synchronize': unknown type name 'Devise' in 'Devise'; expected one of Any, Callable, Device, None, Optional, Path, bool, bytes, dict, float, int, list, object, set, str, tuple or a class declared in the schema"]),
+    ('malformed generic',
+     "type: 'Optional[int]'",
+     "type: 'Optional[int'",
+     ["api.yaml:14:46: property 'index' of 'tensorplay.device': malformed type 'Optional[int': expected ]"]),
+    ('generic arity',
+     "type: 'Optional[int]'",
+     "type: 'dict[int]'",
+     ["api.yaml:14:46: property 'index' of 'tensorplay.device': malformed type 'dict[int]': dict takes 2 argument(s), got 1"]),
+    ('default does not fit',
+     '      default: null\n      doc: the device.\n',
+     '      default: 1.5\n      doc: the device.\n',
+     ["api.yaml:27:16: default 1.5 of parameter 'device' of 'tensorplay.accelerator.synchronize' does not fit its type 'Device'"]),
+    ('null default for non-optional',
+     '{name: type, type: str, doc: the type.}',
+     '{name: type, type: str, default: null, doc: the type.}',
+     ["api.yaml:12:42: default None of parameter 'type' of 'tensorplay.device' constructor does not fit its type 'str'"]),
+    ('bool default for int',
+     'returns: {type: int, doc: the count.}',
+     'params: [{name: n, type: int, default: true, doc: n.}]\n    returns: {type: int, doc: the count.}',
+     ["api.yaml:20:44: default True of parameter 'n' of 'tensorplay.accelerator.device_count' does not fit its type 'int'"]),
+    ('duplicate function name',
+     '  - name: synchronize\n',
+     '  - name: device_count\n',
+     ["api.yaml:22:5: duplicate name 'device_count' in module 'tensorplay.accelerator' (first declared at line 18)"]),
+    ('duplicate param name',
+     '    doc: Wait.\n',
+     '    - {name: device, type: int, default: 0, doc: again.}\n    doc: Wait.\n',
+     ["api.yaml:29:7: duplicate name 'device' in the parameters of 'tensorplay.accelerator.synchronize' (first declared at line 25)"]),
+    ('impl module missing',
+     'impl: device.device_count',
+     'impl: devices.device_count',
+     ["api.yaml:19:11: impl of 'tensorplay.accelerator.device_count': no runtime module 'devices' (runtime/devices.pxd); known modules: allocator, device, dtypes, errors, graph, host_allocator, memory, public, rng, stream"]),
+    ('impl function missing',
+     'impl: device.device_count',
+     'impl: device.device_counter',
+     ["api.yaml:19:11: impl of 'tensorplay.accelerator.device_count': runtime/device.pxd declares no cdef function 'device_counter'"]),
+    ('impl class missing',
+     'impl: device.DeviceCore',
+     'impl: device.DevCore',
+     ["api.yaml:8:11: impl of 'tensorplay.device': runtime/device.pxd declares no class 'DevCore'"]),
+    ('impl property method missing',
+     'impl: index_value',
+     'impl: index_number',
+     ["api.yaml:14:27: impl of property 'index' of 'tensorplay.device': runtime class device.DeviceCore declares no cdef method 'index_number'"]),
+    ('impl without module',
+     'impl: device.device_count',
+     'impl: device_count',
+     ["api.yaml:19:11: impl of 'tensorplay.accelerator.device_count' must be 'runtime_module.symbol', got 'device_count'"]),
+    ('bad parameter kind',
+     '      default: null\n',
+     '      default: null\n      kind: keyword\n',
+     ["api.yaml:28:13: kind of parameter 'device' of 'tensorplay.accelerator.synchronize' must be one of positional, positional_only, keyword_only, got 'keyword'"]),
+    ('non-default after default',
+     '    doc: Wait.\n',
+     '    - {name: other, type: int, doc: other.}\n    doc: Wait.\n',
+     ["api.yaml:29:7: parameter 'other' of 'tensorplay.accelerator.synchronize' has no default but follows a parameter with one"]),
+    ('keyword-only last parameter is valid',
+     '      default: null\n',
+     '      default: null\n      kind: keyword_only\n',
+     []),
+    ('keyword param name',
+     '{name: type, type: str, doc: the type.}',
+     '{name: class, type: str, doc: the type.}',
+     ["api.yaml:12:16: parameter name 'class' of 'tensorplay.device' constructor is a Python keyword"]),
+    ('undeclared submodule',
+     'submodules: [tensorplay.accelerator]',
+     'submodules: [tensorplay.accelerator, tensorplay.cuda]',
+     ["api.yaml:5:40: submodule 'tensorplay.cuda' of module 'tensorplay' is not declared in the schema"]),
+    ('submodule not a child',
+     'submodules: [tensorplay.accelerator]',
+     'submodules: [tensorplay.accelerator, other.thing]',
+     ["api.yaml:5:40: submodule 'other.thing' of module 'tensorplay' must be a direct child, 'tensorplay.<name>'"]),
+    ('wrong schema version',
+     'schema_version: 1',
+     'schema_version: 2',
+     ['api.yaml:1:17: schema_version must be 1, got 2']),
+    ('yaml syntax error',
+     '  doc: Accelerator.\n',
+     '  doc: [Accelerator.\n',
+     ["api.yaml:17:12: YAML syntax error: expected ',' or ']', but got ':'"]),
+    ('params not a list',
+     '    params:\n    - name: device\n',
+     '    params: {name: device}\n    x:\n    - name: device\n',
+     ["api.yaml:24:13: 'params' of 'tensorplay.accelerator.synchronize' must be a list", "api.yaml:25:5: unknown key 'x' in 'tensorplay.accelerator.synchronize'; allowed keys: name, impl, doc, params, returns, deprecated, since"]),
+]
+
+
+@pytest.mark.parametrize("description, old, new, expected", CASES,
+                         ids=[case[0] for case in CASES])
+def test_malformed_schema_is_reported_with_location(runtime_dir, description, old, new,
+                                                    expected):
+    assert old in VALID, f"test setup: {old!r} not in the valid schema"
+    text = VALID.replace(old, new, 1)
+    if not expected:
+        build_api(text, runtime_dir)  # valid variant
+        return
+    assert errors_of(text, runtime_dir) == expected
+
+
+def test_parameter_kinds_must_follow_python_order(runtime_dir):
+    text = VALID.replace("      default: null\n",
+                         "      default: null\n      kind: keyword_only\n", 1)
+    text = text.replace("    doc: Wait.\n",
+                        "    - {name: late, type: int, default: 0, doc: late.}\n"
+                        "    doc: Wait.\n")
+    assert errors_of(text, runtime_dir) == [
+        "api.yaml:30:7: parameter 'late' of 'tensorplay.accelerator.synchronize' is "
+        "positional but follows a keyword_only parameter"]
+
+
+def test_three_planted_errors_give_three_located_messages(runtime_dir):
+    text = VALID.replace("impl: device.device_count", "impl: device.device_counter")
+    text = text.replace("      type: Device\n", "      type: Devise\n")
+    text = text.replace("    doc: Wait.\n", "    doc: Wait.\n    colour: red\n")
+    messages = errors_of(text, runtime_dir)
+    assert len(messages) == 3
+    assert [m.split(": ")[0] for m in messages] == ["api.yaml:19:11", "api.yaml:26:13",
+                                                      "api.yaml:30:5"]
