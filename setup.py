@@ -8,9 +8,11 @@ so that `cimport tensorplay._runtime.device` resolves exactly as the installed m
 import os
 import shutil
 import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 STAGE = ROOT / "build" / "package"
@@ -59,8 +61,9 @@ def cuda_include_dirs():
 
 def stage_package():
     """Copy the sources into the package layout Cython and setuptools expect."""
-    if STAGE.exists():
-        shutil.rmtree(STAGE)
+    # Start from nothing: stale modules from an earlier layout must not reach the wheel.
+    if STAGE.parent.exists():
+        shutil.rmtree(STAGE.parent)
     shutil.copytree(ROOT / "generated" / "tensorplay", STAGE / "tensorplay")
     runtime = STAGE / "tensorplay" / "_runtime"
     runtime.mkdir()
@@ -70,9 +73,28 @@ def stage_package():
 
 
 def module_name(path):
-    # A package's own module keeps its "__init__" name ("tensorplay.accelerator.__init__"), so
-    # setuptools places it inside the package directory and Cython names it after the package.
-    return ".".join(path.relative_to(STAGE).with_suffix("").parts)
+    parts = list(path.relative_to(STAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+class BuildExt(build_ext):
+    """Put a compiled package module at PACKAGE/__init__.<suffix>.
+
+    The extension is named after the package ("tensorplay.accelerator") so Cython gives its
+    classes that module name; only the file goes inside the package directory, where the
+    import system finds it as the package itself.
+    """
+
+    def get_ext_fullpath(self, ext_name):
+        path = super().get_ext_fullpath(ext_name)
+        source = next(e.sources[0] for e in self.extensions if e.name == ext_name)
+        if Path(source).stem != "__init__":
+            return path
+        directory = os.path.dirname(path)
+        package = ext_name.rsplit(".", 1)[-1]
+        return os.path.join(directory, package, "__init__" + sysconfig.get_config_var("EXT_SUFFIX"))
 
 
 def build_info(include_dirs):
@@ -110,7 +132,7 @@ def extensions():
 
 
 def packages():
-    return sorted(module_name(init).removesuffix(".__init__") for init in STAGE.rglob("__init__.py*"))
+    return sorted(module_name(init) for init in STAGE.rglob("__init__.py*"))
 
 
 ext_modules = extensions()
@@ -120,5 +142,6 @@ setup(
     package_dir={"": str(STAGE.relative_to(ROOT))},
     # Stubs and the PEP 561 marker travel beside the compiled modules.
     package_data={"": ["*.pyi", "py.typed"]},
+    cmdclass={"build_ext": BuildExt},
     zip_safe=False,
 )

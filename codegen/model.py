@@ -413,6 +413,14 @@ class _Builder:
                                         self.doc(prop, prop_what)), prop.location))
         self.unique([(m.name, l) for m, l in methods] + [(p.name, l) for p, l in properties],
                     f"class {what}")
+        # The generated class derives from the core class: a def method named like the cdef
+        # method it calls would override it (Cython warns; calls become ambiguous).
+        public_names = {m.name for m, _ in methods} | {p.name for p, _ in properties}
+        for member, location in methods + properties:
+            if member.impl_name in public_names:
+                self.error(location, f"impl '{member.impl_name}' of {what}.{member.name} is also "
+                                     "a public name of the class; give the core method its own "
+                                     f"name (for example c_{member.impl_name})")
         return Class(name, kind, module, symbol, self.doc(entry, what), init,
                      tuple(m for m, _ in methods), tuple(p for p, _ in properties))
 

@@ -8,6 +8,7 @@ files whose content changed and deletes marked files that are no longer produced
 """
 from __future__ import annotations
 
+import builtins
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,8 @@ def marker(api: Api) -> str:
 # spell parameter lists through it, so they cannot disagree.
 
 
-def signature(params: Iterable[Param], *, annotate: str = "", self_param: bool = False) -> str:
+def signature(params: Iterable[Param], *, annotate: str = "", self_param: bool = False,
+              shadowed: frozenset[str] = frozenset()) -> str:
     """Render a parameter list; annotate is "" (wrappers), "stub" or "reference"."""
     parts = ["self"] if self_param else []
     params = list(params)
@@ -42,7 +44,7 @@ def signature(params: Iterable[Param], *, annotate: str = "", self_param: bool =
             star_written = True
         text = param.name
         if annotate == "stub":
-            text += f": {param.type.annotation()}"
+            text += f": {param.type.annotation(shadowed)}"
         elif annotate == "reference":
             text += f": {param.type.display()}"
         if param.has_default:
@@ -145,6 +147,8 @@ class Renderer:
             uses_device_alias=self.uses_device_alias(module),
             submodule_docs=[self.api.module(s) for s in module.submodules],
             reexported=self.reexported(module),
+            shadowed=frozenset(v.name for v in module.variables
+                               if v.name in dir(builtins)),
         )
         base = self.module_path(module)
         return [

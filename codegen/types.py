@@ -92,16 +92,19 @@ class TypeExpr:
         spelling = ARGUMENT_SPELLINGS.get(self.name)
         return spelling[2] if spelling else None
 
-    def annotation(self) -> str:
-        """The stub (and reference page) spelling."""
+    def annotation(self, shadowed: frozenset[str] = frozenset()) -> str:
+        """The stub spelling; builtins named in shadowed (a module constant such as
+        tensorplay.bool hides the builtin) are spelled builtins.NAME."""
         if self.name == "|":
-            return " | ".join(arg.annotation() for arg in self.args)
+            return " | ".join(arg.annotation(shadowed) for arg in self.args)
         if self.name == "Optional":
-            return f"{self.args[0].annotation()} | None"
+            return f"{self.args[0].annotation(shadowed)} | None"
         if self.name in GENERICS:
-            return f"{self.name}[{', '.join(arg.annotation() for arg in self.args)}]"
+            generic = f"builtins.{self.name}" if self.name in shadowed else self.name
+            return f"{generic}[{', '.join(arg.annotation(shadowed) for arg in self.args)}]"
         if self.name in BUILTINS:
-            return BUILTINS[self.name][0]
+            spelling = BUILTINS[self.name][0]
+            return f"builtins.{spelling}" if spelling in shadowed else spelling
         if self.name in ARGUMENT_SPELLINGS:
             return ARGUMENT_SPELLINGS[self.name][0]
         return self.name

@@ -53,13 +53,13 @@ cdef class GraphBase:
     def __cinit__(self, *args, **kwargs):
         self.settings = CaptureSettings()
 
-    cdef object begin_capture_to_if_node(self, object scalar_pred):
+    cdef object c_begin_capture_to_if_node(self, object scalar_pred):
         _needs_capture_support("begin_capture_to_if_node()")
 
-    cdef object begin_capture_to_while_node(self, object scalar_pred):
+    cdef object c_begin_capture_to_while_node(self, object scalar_pred):
         _needs_capture_support("begin_capture_to_while_node()")
 
-    cdef object capture_begin(self, object pool, object capture_error_mode, object stream):
+    cdef object c_capture_begin(self, object pool, object capture_error_mode, object stream):
         if isinstance(pool, str) and pool == UNSET:
             pool = self.settings.pool
         if isinstance(capture_error_mode, str) and capture_error_mode == UNSET:
@@ -70,44 +70,44 @@ cdef class GraphBase:
         _stream.stream_arg(stream, "stream")
         _needs_capture_support("capture_begin()")
 
-    cdef object capture_end(self):
+    cdef object c_capture_end(self):
         raise RuntimeError("capture_end() called without an open capture; call "
                            "capture_begin() first")
 
-    cdef object debug_dump(self, object path):
+    cdef object c_debug_dump(self, object path):
         raise RuntimeError("debug_dump() needs a captured graph; capture one first (with "
                            "enable_debug_mode() called before the capture)")
 
-    cdef object enable_debug_mode(self):
+    cdef object c_enable_debug_mode(self):
         self.debug_mode = True
         return None
 
-    cdef object end_capture_to_conditional_node(self):
+    cdef object c_end_capture_to_conditional_node(self):
         raise RuntimeError("end_capture_to_conditional_node() called without an open "
                            "conditional node")
 
-    cdef object instantiate(self):
+    cdef object c_instantiate(self):
         if not self.captured:
             raise RuntimeError("instantiate() needs a completed capture; call capture_begin() "
                                "and capture_end() first")
         return None
 
-    cdef object pool(self):
+    cdef object c_pool(self):
         return self.settings.pool if isinstance(self.settings.pool, tuple) else None
 
-    cdef object replay(self, object stream):
+    cdef object c_replay(self, object stream):
         _stream.stream_arg(stream, "stream")
         raise RuntimeError("replay() needs a captured graph; capture one first")
 
-    cdef object reset(self):
+    cdef object c_reset(self):
         self.captured = False
         return None
 
-    cdef object set_conditional_handle_for_current_node(self, object scalar_pred):
+    cdef object c_set_conditional_handle_for_current_node(self, object scalar_pred):
         raise RuntimeError("set_conditional_handle_for_current_node() called without an open "
                            "conditional node")
 
-    cdef object stage_and_launch(self, object static_inputs, object inputs):
+    cdef object c_stage_and_launch(self, object static_inputs, object inputs):
         if len(static_inputs) != len(inputs):
             raise ValueError(f"static_inputs and inputs must pair up, got {len(static_inputs)} "
                              f"static buffers and {len(inputs)} inputs")
@@ -128,6 +128,16 @@ cdef class GraphCore(GraphBase):
         self.settings.pool = pool
         self.settings.capture_mode = capture_mode_arg(capture_error_mode, "capture_error_mode")
         return 0
+
+    cdef object c_enter(self):
+        # As torch.accelerator.Graph.__enter__: capture starts from a quiet device.
+        _device.synchronize(_device.current_device())
+        self.c_capture_begin(UNSET, UNSET, None)
+        return self
+
+    cdef object c_exit(self, object exc_type, object exc_value, object traceback):
+        self.c_capture_end()
+        return None
 
 
 cdef object export_dot(object file_path):

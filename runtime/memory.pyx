@@ -113,16 +113,21 @@ cdef tuple get_memory_info(int device):
     return (free_bytes, total_bytes)
 
 
-cdef inline void* pointer_arg(object ptr, str argument) except? NULL:
+cdef inline void* pointer_arg(object ptr, str argument, str source) except? NULL:
     if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr <= 0:
-        raise TypeError(f"{argument} must be a device pointer (a positive int) returned by "
-                        f"caching_allocator_alloc(), got {ptr!r}")
+        raise TypeError(f"{argument} must be a pointer (a positive int) returned by {source}, "
+                        f"got {ptr!r}")
     return <void*><uintptr_t>ptr
 
 
-cdef object caching_allocator_alloc(object size, int device, object stream):
+cdef inline size_t size_arg(object size) except? 0:
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise ValueError(f"size must be a non-negative int (bytes), got {size!r}")
+    return size
+
+
+cdef object caching_allocator_alloc(object size, int device, object stream):
+    cdef size_t size_bytes = size_arg(size)
     if device < 0:
         raise ValueError(f"device must be a non-negative index, got {device}")
     _device.checked_device(device)
@@ -134,11 +139,11 @@ cdef object caching_allocator_alloc(object size, int device, object stream):
         raise ValueError(f"stream belongs to cuda:{on.device_index} but device is cuda:{device}")
     else:
         handle = on.handle
-    return <uintptr_t>allocator.allocate(device, size, handle)
+    return <uintptr_t>allocator.allocate(device, size_bytes, handle)
 
 
 cdef object caching_allocator_delete(object ptr):
-    allocator.release(pointer_arg(ptr, "ptr"))
+    allocator.release(pointer_arg(ptr, "ptr", "caching_allocator_alloc()"))
     return None
 
 
@@ -146,9 +151,27 @@ cdef object caching_allocator_record_stream(object ptr, object stream):
     cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
     if on is None:
         raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
-    allocator.record_stream(pointer_arg(ptr, "ptr"), on.handle)
+    allocator.record_stream(pointer_arg(ptr, "ptr", "caching_allocator_alloc()"), on.handle)
     return None
 
 
 cdef dict host_memory_stats():
     return host_allocator.host_memory_stats()
+
+
+cdef object caching_host_allocator_alloc(object size):
+    return <uintptr_t>host_allocator.host_allocate(size_arg(size))
+
+
+cdef object caching_host_allocator_delete(object ptr):
+    host_allocator.host_release(pointer_arg(ptr, "ptr", "caching_host_allocator_alloc()"))
+    return None
+
+
+cdef object caching_host_allocator_record_stream(object ptr, object stream):
+    cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
+    if on is None:
+        raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
+    host_allocator.host_record_stream(
+        pointer_arg(ptr, "ptr", "caching_host_allocator_alloc()"), on.handle)
+    return None

@@ -7,11 +7,11 @@ cdef class StreamCore:
     cdef bint owned                    # created here, destroyed with this object
     cdef object keep_alive             # the producer of an external stream
     cdef int init(self, int device, object priority) except -1
-    cdef bint query(self) except -1
-    cdef object synchronize(self)
-    cdef object wait_event(self, object event)
-    cdef object wait_stream(self, object stream)
-    cdef object record_event(self, object event)
+    cdef bint c_query(self) except -1
+    cdef object c_synchronize(self)
+    cdef object c_wait_event(self, object event)
+    cdef object c_wait_stream(self, object stream)
+    cdef object c_record_event(self, object event)
     cdef tuple cuda_stream_protocol(self)
     cdef bint equals(self, object other)
     cdef Py_hash_t hash_value(self)
@@ -26,11 +26,11 @@ cdef class EventCore:
     cdef unsigned int flags
     cdef bint timing
     cdef int init(self, bint enable_timing, bint blocking) except -1
-    cdef object record(self, object stream)
-    cdef object wait(self, object stream)
-    cdef bint query(self) except -1
-    cdef object synchronize(self)
-    cdef double elapsed_time(self, object end_event) except? -1
+    cdef object c_record(self, object stream)
+    cdef object c_wait(self, object stream)
+    cdef bint c_query(self) except -1
+    cdef object c_synchronize(self)
+    cdef double c_elapsed_time(self, object end_event) except? -1
 
 cdef class StreamContextCore:
     cdef object target

@@ -137,7 +137,7 @@ cdef class StreamCore:
         self.owned = True
         return 0
 
-    cdef bint query(self) except -1:
+    cdef bint c_query(self) except -1:
         cdef cyruntime.cudaError_t status
         with nogil:
             status = cyruntime.cudaStreamQuery(self.handle)
@@ -147,12 +147,12 @@ cdef class StreamCore:
         errors.check(status, "cudaStreamQuery")
         return True
 
-    cdef object synchronize(self):
+    cdef object c_synchronize(self):
         with nogil:
             errors.check(cyruntime.cudaStreamSynchronize(self.handle), "cudaStreamSynchronize")
         return None
 
-    cdef object wait_event(self, object event):
+    cdef object c_wait_event(self, object event):
         if not isinstance(event, EventCore):
             raise TypeError(f"event must be a tensorplay.cuda.Event, got {type(event).__name__}")
         cdef EventCore waited = event
@@ -163,20 +163,20 @@ cdef class StreamCore:
                          "cudaStreamWaitEvent")
         return None
 
-    cdef object wait_stream(self, object stream):
+    cdef object c_wait_stream(self, object stream):
         cdef StreamCore other = stream_arg(stream, "stream")
         if other is None:
             raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
-        self.wait_event(other.record_event(None))
+        self.c_wait_event(other.c_record_event(None))
         return None
 
-    cdef object record_event(self, object event):
+    cdef object c_record_event(self, object event):
         if event is None:
             event = public.public_class("EventCore", EventCore)()
         elif not isinstance(event, EventCore):
             raise TypeError(f"event must be a tensorplay.cuda.Event or None, got "
                             f"{type(event).__name__}")
-        (<EventCore>event).record(self)
+        (<EventCore>event).c_record(self)
         return event
 
     cdef tuple cuda_stream_protocol(self):
@@ -220,7 +220,7 @@ cdef class EventCore:
             (cudaEventBlockingSync if blocking else 0)
         return 0
 
-    cdef object record(self, object stream):
+    cdef object c_record(self, object stream):
         cdef StreamCore target = stream_arg(stream, "stream")
         if target is None:
             target = current_stream(_device.current_device())
@@ -237,14 +237,14 @@ cdef class EventCore:
             errors.check(cyruntime.cudaEventRecord(self.handle, target.handle), "cudaEventRecord")
         return None
 
-    cdef object wait(self, object stream):
+    cdef object c_wait(self, object stream):
         cdef StreamCore target = stream_arg(stream, "stream")
         if target is None:
             target = current_stream(_device.current_device())
-        target.wait_event(self)
+        target.c_wait_event(self)
         return None
 
-    cdef bint query(self) except -1:
+    cdef bint c_query(self) except -1:
         if self.handle == NULL:
             return True
         cdef cyruntime.cudaError_t status
@@ -256,13 +256,13 @@ cdef class EventCore:
         errors.check(status, "cudaEventQuery")
         return True
 
-    cdef object synchronize(self):
+    cdef object c_synchronize(self):
         if self.handle != NULL:
             with nogil:
                 errors.check(cyruntime.cudaEventSynchronize(self.handle), "cudaEventSynchronize")
         return None
 
-    cdef double elapsed_time(self, object end_event) except? -1:
+    cdef double c_elapsed_time(self, object end_event) except? -1:
         if not isinstance(end_event, EventCore):
             raise TypeError(f"end_event must be a tensorplay.cuda.Event, got "
                             f"{type(end_event).__name__}")
