@@ -14,8 +14,7 @@ from pathlib import Path
 
 import torch
 
-import tensorplay
-from tensorplay import cuda
+from tensorplay import _schema, cuda
 from tensorplay.accelerator import memory
 
 HERE = Path(__file__).resolve().parent
@@ -77,7 +76,7 @@ def main():
     device = torch.device("cuda", 0)
     torch.empty(1, device=device)
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
-          f"tensorplay schema {tensorplay._schema.SCHEMA_HASH}")
+          f"tensorplay schema {_schema.SCHEMA_HASH}")
     raw = raw_c_figures()
     results = {}
     print("\nallocate + free, cache hits")

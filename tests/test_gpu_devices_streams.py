@@ -90,7 +90,8 @@ def test_external_stream_from_pytorch_is_the_same_queue():
     assert ours.cuda_stream == torch_stream.cuda_stream
     if hasattr(torch_stream, "__cuda_stream__"):
         assert cuda.external_stream(torch_stream).cuda_stream == torch_stream.cuda_stream
-    theirs = torch.cuda.ExternalStream(cuda.Stream().cuda_stream)
+    owner = cuda.Stream()  # must outlive the PyTorch wrapper, which does not own the stream
+    theirs = torch.cuda.ExternalStream(owner.cuda_stream)
     assert theirs.query()
 
 
