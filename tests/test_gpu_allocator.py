@@ -112,7 +112,9 @@ def test_stats_invariants_hold_for_random_sequences(operations):
                 assert pointer not in live
                 live[pointer] = size
             else:
-                cuda.caching_allocator_delete(live.pop(next(iter(live))))
+                oldest = next(iter(live))
+                del live[oldest]
+                cuda.caching_allocator_delete(oldest)
             stats = memory.memory_stats()
             # A block too small to split is handed out whole, so allocated bytes may exceed the
             # rounded requests (as in PyTorch); requested bytes are exact.
