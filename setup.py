@@ -17,10 +17,11 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 STAGE = ROOT / "build" / "package"
 
-# Headers that `cimport cuda.bindings.cyruntime` pulls into the generated C++
-# (notes/cuda_python.md 1.5); crt/host_defines.h is the one the runtime wheel lacks.
+# Headers that cimporting cyruntime, cydriver and cynvrtc pulls into the generated C++
+# (notes/cuda_python.md 1.5); crt/host_defines.h is the one the runtime wheel lacks, and
+# nvrtc.h comes from the NVRTC wheel where the toolkit lacks it.
 REQUIRED_HEADERS = ("cuda_runtime_api.h", "driver_types.h", "vector_types.h",
-                    "crt/host_defines.h")
+                    "crt/host_defines.h", "cuda.h", "cudaProfiler.h", "nvrtc.h")
 
 
 def cuda_include_dirs():
@@ -68,8 +69,10 @@ def stage_package():
     runtime = STAGE / "tensorplay" / "_runtime"
     runtime.mkdir()
     for source in (ROOT / "runtime").iterdir():
-        if source.suffix in (".pyx", ".pxd", ".py", ".cu"):
+        if source.suffix in (".pyx", ".pxd", ".py"):
             shutil.copy2(source, runtime / source.name)
+    # Kernel sources ship as data: NVRTC compiles them at run time (runtime/kernels.pyx).
+    shutil.copytree(ROOT / "runtime" / "kernels", runtime / "kernels")
 
 
 def module_name(path):
@@ -141,7 +144,7 @@ setup(
     packages=packages(),
     package_dir={"": str(STAGE.relative_to(ROOT))},
     # Stubs and the PEP 561 marker travel beside the compiled modules.
-    package_data={"": ["*.pyi", "py.typed"]},
+    package_data={"": ["*.pyi", "py.typed"], "tensorplay._runtime": ["kernels/*.cu"]},
     cmdclass={"build_ext": BuildExt},
     zip_safe=False,
 )

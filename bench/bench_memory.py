@@ -4,43 +4,17 @@ Run on the GPU machine after installing the package:  python bench/bench_memory.
 Each figure is the best of several timeit repeats, in nanoseconds per call. Ratios are
 tensorplay / other, so below 1.0 means tensorplay is faster.
 """
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import timeit
-from pathlib import Path
 
 import torch
+from baselines import per_call_ns, raw_c_figures
 
 from tensorplay import _schema, cuda
 from tensorplay.accelerator import memory
 
-HERE = Path(__file__).resolve().parent
 SIZES = {"1 KiB": 1 << 10, "1 MiB": 1 << 20, "64 MiB": 64 << 20}
-
-
-def per_call_ns(function, number=20_000, repeat=7):
-    function()  # warm the caches
-    return min(timeit.repeat(function, number=number, repeat=repeat)) / number * 1e9
-
-
-def raw_c_figures():
-    """Run raw_alloc.c (cudaMalloc/cudaFree without a cache) if nvcc is available."""
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    if not os.path.exists(nvcc):
-        return {}
-    with tempfile.TemporaryDirectory() as scratch:
-        binary = Path(scratch) / "raw_alloc"
-        subprocess.run([nvcc, "-O2", "-o", str(binary), str(HERE / "raw_alloc.c")], check=True)
-        output = subprocess.run([str(binary), "2000"], check=True, capture_output=True,
-                                text=True).stdout
-    figures = {}
-    for line in output.splitlines():
-        name, size, nanoseconds = line.rsplit(" ", 2)
-        figures[(name, int(size))] = float(nanoseconds)
-    return figures
 
 
 def import_seconds(module):

@@ -23,8 +23,8 @@ from .runtime_index import RuntimeModule, index_runtime
 from .types import TypeExpr, TypeSyntaxError, parse_type
 
 SCHEMA_VERSION = 1
-PARAM_KINDS = ("positional", "positional_only", "keyword_only")
-KIND_ORDER = {"positional_only": 0, "positional": 1, "keyword_only": 2}
+PARAM_KINDS = ("positional", "positional_only", "var_positional", "keyword_only")
+KIND_ORDER = {"positional_only": 0, "positional": 1, "var_positional": 2, "keyword_only": 3}
 CLASS_KINDS = ("extension", "exception")
 
 
@@ -309,7 +309,13 @@ class _Builder:
                 self.error(param_entry.value_locations["default"],
                            f"default {default!r} of {param_what} does not fit its type "
                            f"'{param_type.display()}'")
-            if kind != "keyword_only":
+            if kind == "var_positional" and default is not NO_DEFAULT:
+                self.error(param_entry.value_locations["default"],
+                           f"{param_what} is var_positional and cannot have a default")
+            if kind == "var_positional" and "var_positional" in seen_kinds:
+                self.error(param_entry.location, f"{param_what}: only one var_positional "
+                                                 "parameter is allowed")
+            if kind not in ("keyword_only", "var_positional"):
                 if seen_default and default is NO_DEFAULT:
                     self.error(param_entry.location, f"{param_what} has no default but "
                                                      "follows a parameter with one")

@@ -28,11 +28,15 @@ BUILTINS: dict[str, tuple[str, bool]] = {
     "Callable": ("Callable[..., Any]", False),
 }
 
-# Argument spellings that the wrapper normalises before calling the runtime. The conversion is
-# a cdef function of runtime/device.pxd taking (value, argument name).
-ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, str]] = {
-    # name: (stub annotation, admits None, conversion)
-    "Device": ("_DeviceLike", True, "_device.device_index_arg"),
+# Argument spellings: the ways users may name a device. Where the wrapper normalises the
+# argument, the conversion is a cdef function of runtime/device.pxd taking (value, argument
+# name); tensor placement is parsed by the tensor runtime itself (it must tell None from "cpu").
+ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, Optional[str], str]] = {
+    # name: (stub annotation, admits None, conversion, stub alias definition)
+    "Device": ("_DeviceLike", True, "_device.device_index_arg",
+               "_DeviceLike: TypeAlias = device | str | int | None"),
+    "TensorDevice": ("_TensorDeviceLike", True, None,
+                     "_TensorDeviceLike: TypeAlias = device | str | int | None"),
 }
 
 GENERICS = {"Optional": 1, "list": 1, "set": 1, "tuple": None, "dict": 2}
@@ -84,7 +88,7 @@ class TypeExpr:
         if isinstance(value, float):
             return self.name == "float"
         if isinstance(value, str):
-            return self.name in ("str", "Path", "Device")
+            return self.name in ("str", "Path", "Device", "TensorDevice")
         return False
 
     def conversion(self) -> Optional[str]:

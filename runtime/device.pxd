@@ -21,6 +21,8 @@ cdef class DeviceIndexCore:
 
 # Argument normalisation used by every generated wrapper (types.py: "Device").
 cdef int device_index_arg(object value, str argument) except -2
+# Tensor placement: -2 for None (unspecified), -1 for the CPU, else the CUDA index.
+cdef int tensor_device_arg(object value, str argument) except -3
 
 # Initialisation and the current device.
 cdef bint is_initialized() noexcept nogil

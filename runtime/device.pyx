@@ -330,6 +330,23 @@ cdef int device_index_arg(object value, str argument) except -2:
     return current_device() if ordinal < 0 else ordinal
 
 
+cdef int tensor_device_arg(object value, str argument) except -3:
+    """Where a tensor lives: None (-2, unspecified), the CPU (-1), or a CUDA device index."""
+    if value is None:
+        return -2
+    if isinstance(value, str):
+        value = public.public_class("DeviceCore", DeviceCore)(value)
+    kind = (<DeviceCore>value).kind if isinstance(value, DeviceCore) else getattr(value, "type",
+                                                                                  None)
+    if kind == "cpu":
+        return -1
+    index = device_index_arg(value, argument)
+    if index < 0:
+        raise ValueError(f"{argument} must be 'cpu', a CUDA device or a non-negative index, "
+                         f"got {value!r}")
+    return index
+
+
 cdef class DeviceCore:
     def __cinit__(self, *args, **kwargs):
         self.kind = "cpu"

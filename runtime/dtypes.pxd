@@ -3,6 +3,10 @@ cdef class DtypeCore:
     cdef readonly int itemsize
     cdef readonly bint floating
     cdef readonly bint signed
+    cdef readonly str numpy_name               # the numpy dtype holding the bits on the CPU
+    cdef readonly int dlpack_code              # DLDataTypeCode
+    cdef readonly str typestr                  # __cuda_array_interface__; "" when it has none
+    cdef readonly str kernel_type              # the C type kernels store it as
     cdef str repr_text(self)
     cdef str reduce(self)
     cdef int itemsize_value(self)
@@ -11,3 +15,5 @@ cdef class DtypeCore:
 
 cdef object named_dtype(str name)
 cdef list all_dtypes()
+cdef object dtype_from_numpy(object numpy_dtype)     # None when not representable
+cdef object dtype_from_dlpack(int code, int bits)     # None when not representable

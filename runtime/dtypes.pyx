@@ -2,18 +2,23 @@
 """Element types. One object per dtype, created on first use as the public tensorplay.dtype."""
 from tensorplay._runtime cimport public
 
-# name: (itemsize, floating point, signed), in the order users see them listed.
+# DLPack type codes (dlpack.h DLDataTypeCode).
+DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_BOOL = 0, 1, 2, 4, 6
+
+# name: (itemsize, floating point, signed, numpy storage, DLPack code, CAI typestr, kernel C
+# type), in the order users see them listed. numpy has no bfloat16: its bits live in uint16 on
+# the CPU, and __cuda_array_interface__ cannot describe it.
 DTYPE_TABLE = {
-    "bool": (1, False, False),
-    "uint8": (1, False, False),
-    "int8": (1, False, True),
-    "int16": (2, False, True),
-    "int32": (4, False, True),
-    "int64": (8, False, True),
-    "float16": (2, True, True),
-    "bfloat16": (2, True, True),
-    "float32": (4, True, True),
-    "float64": (8, True, True),
+    "bool": (1, False, False, "bool", DL_BOOL, "|b1", "bool"),
+    "uint8": (1, False, False, "uint8", DL_UINT, "|u1", "unsigned char"),
+    "int8": (1, False, True, "int8", DL_INT, "|i1", "signed char"),
+    "int16": (2, False, True, "int16", DL_INT, "<i2", "short"),
+    "int32": (4, False, True, "int32", DL_INT, "<i4", "int"),
+    "int64": (8, False, True, "int64", DL_INT, "<i8", "long long"),
+    "float16": (2, True, True, "float16", DL_FLOAT, "<f2", "half_bits"),
+    "bfloat16": (2, True, True, "uint16", DL_BFLOAT, "", "bfloat16_bits"),
+    "float32": (4, True, True, "float32", DL_FLOAT, "<f4", "float"),
+    "float64": (8, True, True, "float64", DL_FLOAT, "<f8", "double"),
 }
 
 cdef dict _dtypes = {}
@@ -51,10 +56,23 @@ cdef object named_dtype(str name):
         cls = public.public_class("DtypeCore", DtypeCore)
         dtype = cls.__new__(cls)
         dtype.name = name
-        dtype.itemsize, dtype.floating, dtype.signed = DTYPE_TABLE[name]
+        (dtype.itemsize, dtype.floating, dtype.signed, dtype.numpy_name, dtype.dlpack_code,
+         dtype.typestr, dtype.kernel_type) = DTYPE_TABLE[name]
         _dtypes[name] = dtype
     return dtype
 
 
 cdef list all_dtypes():
     return [named_dtype(name) for name in DTYPE_TABLE]
+
+
+cdef object dtype_from_numpy(object numpy_dtype):
+    name = str(numpy_dtype)
+    return named_dtype(name) if name in DTYPE_TABLE and name != "bfloat16" else None
+
+
+cdef object dtype_from_dlpack(int code, int bits):
+    for name, entry in DTYPE_TABLE.items():
+        if entry[4] == code and entry[0] * 8 == bits:
+            return named_dtype(name)
+    return None

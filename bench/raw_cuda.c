@@ -1,5 +1,6 @@
-/* Raw CUDA baseline for bench_memory.py: cost of cudaMalloc + cudaFree with no cache, and of
-   cudaMemGetInfo, in nanoseconds per call. Built by bench_memory.py with nvcc. */
+/* Raw CUDA baselines for the benchmarks, built with nvcc by bench_memory.py and bench_tensor.py:
+   cudaMalloc + cudaFree with no cache and cudaMemGetInfo (ns per call), and a 256 MiB
+   device-to-device cudaMemcpyAsync (ms per copy, timed with events). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -28,5 +29,22 @@ int main(int argc, char **argv) {
     double start = now_ns();
     for (int i = 0; i < iterations; i++) cudaMemGetInfo(&free_bytes, &total_bytes);
     printf("cudaMemGetInfo 0 %.1f\n", (now_ns() - start) / iterations);
+
+    size_t copy_bytes = (size_t)256 << 20;
+    void *source, *target;
+    cudaEvent_t begin, end;
+    float milliseconds;
+    cudaMalloc(&source, copy_bytes);
+    cudaMalloc(&target, copy_bytes);
+    cudaEventCreate(&begin);
+    cudaEventCreate(&end);
+    cudaMemcpyAsync(target, source, copy_bytes, cudaMemcpyDeviceToDevice, 0); /* warm up */
+    cudaEventRecord(begin, 0);
+    for (int i = 0; i < 20; i++)
+        cudaMemcpyAsync(target, source, copy_bytes, cudaMemcpyDeviceToDevice, 0);
+    cudaEventRecord(end, 0);
+    cudaEventSynchronize(end);
+    cudaEventElapsedTime(&milliseconds, begin, end);
+    printf("cudaMemcpyDeviceToDevice %zu %.4f\n", copy_bytes, milliseconds / 20);
     return 0;
 }

@@ -1,0 +1,32 @@
+"""What every benchmark here compares with: raw CUDA C (raw_cuda.c) and a host-time helper."""
+import os
+import shutil
+import subprocess
+import tempfile
+import timeit
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def per_call_ns(function, number=20_000, repeat=7):
+    """Best of several timeit repeats, in nanoseconds per call, after one warm-up call."""
+    function()
+    return min(timeit.repeat(function, number=number, repeat=repeat)) / number * 1e9
+
+
+def raw_c_figures():
+    """{(name, size): figure} from raw_cuda.c, or {} where nvcc is not available."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not os.path.exists(nvcc):
+        return {}
+    with tempfile.TemporaryDirectory() as scratch:
+        binary = Path(scratch) / "raw_cuda"
+        subprocess.run([nvcc, "-O2", "-o", str(binary), str(HERE / "raw_cuda.c")], check=True)
+        output = subprocess.run([str(binary), "2000"], check=True, capture_output=True,
+                                text=True).stdout
+    figures = {}
+    for line in output.splitlines():
+        name, size, value = line.rsplit(" ", 2)
+        figures[(name, int(size))] = float(value)
+    return figures

@@ -1,0 +1,249 @@
+# cython: language_level=3
+"""Kernel launches over raw device memory, one function per kernel of runtime/kernels/.
+
+Each source is instantiated per element type by a prelude of typedefs in front of common.cu
+(kernels.get_kernel compiles and caches each instance once). Launches use 256-thread blocks and
+grid-stride loops, so any element count fits a bounded grid.
+"""
+import struct
+
+from libc.stdint cimport int64_t, uintptr_t
+from libc.string cimport memcpy, memset
+
+from cuda.bindings.cydriver cimport CUfunction
+from cuda.bindings.cyruntime cimport cudaStream_t
+
+from tensorplay._runtime cimport allocator, kernels
+from tensorplay._runtime.kernels import read_kernel_source
+from tensorplay._runtime.dtypes cimport DtypeCore
+
+cdef enum:
+    THREADS = 256
+    MAX_BLOCKS = 65536          # with grid-stride loops, enough blocks to fill any GPU
+    REDUCE_BLOCKS = 1024        # partial results of a reduction, combined by one block
+    MAX_DIMS = 8                # MAX_DIMS in kernels/common.cu
+
+cdef struct Layout:             # matches Layout in kernels/common.cu
+    long long sizes[MAX_DIMS]
+    long long strides[MAX_DIMS]
+    int ndim
+
+cdef str _common_source = None
+cdef dict _preludes = {}
+
+
+cdef str prelude(str typedefs):
+    """common.cu followed by the typedefs that instantiate a source."""
+    global _common_source
+    cached = _preludes.get(typedefs)
+    if cached is None:
+        if _common_source is None:
+            _common_source = read_kernel_source("common")
+        cached = _preludes[typedefs] = _common_source + "\n" + typedefs
+    return cached
+
+
+cdef inline CUfunction kernel(int device, str source, str function, str typedefs) except NULL:
+    return kernels.get_kernel(device, source, function, prelude(typedefs))
+
+
+cdef inline unsigned int blocks_for(int64_t count) noexcept nogil:
+    cdef int64_t blocks = (count + THREADS - 1) // THREADS
+    return <unsigned int>(blocks if blocks < MAX_BLOCKS else MAX_BLOCKS)
+
+
+cdef inline str scalar_typedef(DtypeCore dtype):
+    return f"typedef {dtype.kernel_type} scalar_t;\n"
+
+
+# The accumulation type of each element type (accumulate<> in common.cu), for scalars passed by
+# value: float for 16-bit floats and float, double for double, long long otherwise.
+cdef bytes accumulator_bits(DtypeCore dtype, object value):
+    if dtype.floating:
+        return struct.pack("<d" if dtype.itemsize == 8 else "<f", float(value))
+    return struct.pack("<q", int(value))
+
+
+cdef bytes scalar_bits(DtypeCore dtype, object value):
+    """The bytes of value stored as dtype (what a kernel parameter of scalar_t holds)."""
+    import numpy
+    if dtype.name == "bfloat16":
+        bits = numpy.array([value], dtype=numpy.float32).view(numpy.uint32)[0]
+        rounded = (int(bits) + 0x7FFF + ((int(bits) >> 16) & 1)) >> 16
+        if value != value:  # NaN
+            rounded = (int(bits) >> 16) | 0x40
+        return struct.pack("<H", rounded & 0xFFFF)
+    return numpy.array([value]).astype(dtype.numpy_name).tobytes()
+
+
+cdef int fill(int device, DtypeCore dtype, uintptr_t out, int64_t count, bytes value,
+              cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "fill", scalar_typedef(dtype))
+    cdef unsigned char value_bytes[8]
+    memset(value_bytes, 0, 8)
+    memcpy(value_bytes, <const char*>value, len(value))
+    cdef void* arguments[3]
+    arguments[0] = &out
+    arguments[1] = &count
+    arguments[2] = value_bytes
+    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
+                int64_t count, int op, cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "binary", scalar_typedef(dtype))
+    cdef void* arguments[5]
+    arguments[0] = &a
+    arguments[1] = &b
+    arguments[2] = &out
+    arguments[3] = &count
+    arguments[4] = &op
+    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,
+                       int64_t count, int op, bint reverse, cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "binary_scalar",
+                                      scalar_typedef(dtype))
+    cdef bytes scalar_value = accumulator_bits(dtype, scalar)
+    cdef unsigned char scalar_bytes[8]
+    memcpy(scalar_bytes, <const char*>scalar_value, len(scalar_value))
+    cdef int reverse_flag = reverse
+    cdef void* arguments[6]
+    arguments[0] = &a
+    arguments[1] = scalar_bytes
+    arguments[2] = &out
+    arguments[3] = &count
+    arguments[4] = &op
+    arguments[5] = &reverse_flag
+    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int compare(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
+                 int64_t count, int op, cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "compare", scalar_typedef(dtype))
+    cdef void* arguments[5]
+    arguments[0] = &a
+    arguments[1] = &b
+    arguments[2] = &out
+    arguments[3] = &count
+    arguments[4] = &op
+    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int compare_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,
+                        int64_t count, int op, cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "compare_scalar",
+                                      scalar_typedef(dtype))
+    cdef bytes scalar_value = accumulator_bits(dtype, scalar)
+    cdef unsigned char scalar_bytes[8]
+    memcpy(scalar_bytes, <const char*>scalar_value, len(scalar_value))
+    cdef void* arguments[5]
+    arguments[0] = &a
+    arguments[1] = scalar_bytes
+    arguments[2] = &out
+    arguments[3] = &count
+    arguments[4] = &op
+    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int unary(int device, DtypeCore dtype, uintptr_t a, uintptr_t out, int64_t count, int op,
+               cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "unary", scalar_typedef(dtype))
+    cdef void* arguments[4]
+    arguments[0] = &a
+    arguments[1] = &out
+    arguments[2] = &count
+    arguments[3] = &op
+    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef Layout layout_of(tuple sizes, tuple strides) except *:
+    cdef Layout layout
+    cdef int dim
+    if len(sizes) > MAX_DIMS:
+        raise ValueError(f"tensors have at most {MAX_DIMS} dimensions, got {len(sizes)}")
+    layout.ndim = len(sizes)
+    for dim in range(layout.ndim):
+        layout.sizes[dim] = sizes[dim]
+        layout.strides[dim] = strides[dim]
+    return layout
+
+
+cdef int copy_strided(int device, DtypeCore source_dtype, uintptr_t source, tuple sizes,
+                      tuple source_strides, DtypeCore target_dtype, uintptr_t target,
+                      tuple target_strides, cudaStream_t stream) except -1:
+    cdef int64_t count = 1
+    for size in sizes:
+        count *= size
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(
+        device, "elementwise", "copy_strided",
+        f"typedef {source_dtype.kernel_type} scalar_t;\n"
+        f"typedef {target_dtype.kernel_type} target_t;\n")
+    cdef Layout source_layout = layout_of(sizes, source_strides)
+    cdef Layout target_layout = layout_of(sizes, target_strides)
+    cdef void* arguments[5]
+    arguments[0] = &source
+    arguments[1] = &source_layout
+    arguments[2] = &target
+    arguments[3] = &target_layout
+    arguments[4] = &count
+    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int reduce(int device, DtypeCore dtype, uintptr_t a, int64_t count, int op,
+                DtypeCore result_dtype, uintptr_t out, double divisor,
+                cudaStream_t stream) except -1:
+    typedefs = (f"typedef {dtype.kernel_type} scalar_t;\n"
+                f"typedef {result_dtype.kernel_type} result_t;\n")
+    cdef CUfunction partial = kernel(device, "reduce", "reduce_partial", typedefs)
+    cdef CUfunction final = kernel(device, "reduce", "reduce_final", typedefs)
+    cdef int blocks = max(1, min(blocks_for(count), REDUCE_BLOCKS))  # an empty sum is 0
+    # One 8-byte accumulator per block; stream-ordered, so it may be released right after use.
+    cdef uintptr_t partials = <uintptr_t>allocator.allocate(device, blocks * 8, stream)
+    cdef void* arguments[5]
+    try:
+        arguments[0] = &a
+        arguments[1] = &count
+        arguments[2] = &partials
+        arguments[3] = &op
+        kernels.launch(partial, blocks, THREADS, 0, stream, arguments)
+        arguments[0] = &partials
+        arguments[1] = &blocks
+        arguments[2] = &out
+        arguments[3] = &op
+        arguments[4] = &divisor
+        kernels.launch(final, 1, THREADS, 0, stream, arguments)
+    finally:
+        allocator.release(<void*>partials)
+    return 0
+
+
+cdef int matmul_f32(int device, uintptr_t a, uintptr_t b, uintptr_t c, int m, int n, int k,
+                    cudaStream_t stream) except -1:
+    if m == 0 or n == 0:
+        return 0
+    cdef CUfunction function = kernels.get_kernel(device, "matmul", "matmul_f32", "")
+    cdef unsigned int tiles = ((m + 15) // 16) * ((n + 15) // 16)
+    cdef void* arguments[6]
+    arguments[0] = &a
+    arguments[1] = &b
+    arguments[2] = &c
+    arguments[3] = &m
+    arguments[4] = &n
+    arguments[5] = &k
+    return kernels.launch(function, tiles, 256, 0, stream, arguments)

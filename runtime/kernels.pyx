@@ -1,0 +1,408 @@
+# cython: language_level=3
+"""Run-time kernels: NVRTC compiles kernels/<name>.cu to a cubin, the driver loads it.
+
+get_kernel(device, source_name, function_name, prelude) returns the CUfunction that launch()
+runs. The prelude goes in front of the source (a source is instantiated per dtype that way,
+e.g. "typedef float scalar_t;"), and the result is compiled for the device's exact
+architecture (sm_XY) with no -I: sources must be header-free (notes/cuda_python.md 3.2).
+
+Note [Kernel caches]
+NVRTC takes tens to hundreds of milliseconds per source, too slow to pay per call or, for a
+short script, per process. Two caches sit in front of it:
+- In the process, a dict from (device, source, function, prelude) to the CUfunction, so that
+  every get_kernel after the first costs one dict lookup. Libraries are never unloaded: the
+  functions they hand out stay cached for the life of the process.
+- On disk, one file per cubin, keyed as CuPy keys its cache (notes/cuda_python.md 3.4): sha256
+  of the full text (prelude included), the options, the NVRTC version, the architecture and
+  FORMAT_VERSION. A different compiler may emit different code for the same text, so its
+  version is part of the key; FORMAT_VERSION changes whenever the file layout or the way the
+  text is assembled does.
+  A file is MAGIC, the sha256 of the cubin, then the cubin. A file that does not check out (a
+  write cut short, a disk error, something else's file under our name) counts as corrupt and is
+  compiled again and rewritten, never handed to the driver, where a bad image would fail far
+  from its cause.
+  Writers write a temporary file in the cache directory, fsync it and os.replace it onto the
+  final name. Other threads and processes therefore see no entry or a whole one, without
+  locks; writers that race write the same bytes, so it does not matter which one wins.
+The disk cache only saves time: when its directory cannot be created or written, kernels are
+compiled and used all the same.
+"""
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from libc.stdint cimport uintptr_t
+from libc.stdlib cimport free, malloc
+
+from cuda.bindings cimport cydriver, cynvrtc, cyruntime
+from cuda.bindings.cydriver cimport (CUDA_ERROR_NOT_FOUND, CUDA_SUCCESS, CUfunction, CUkernel,
+                                     CUlibrary, CUresult, CUstream)
+from cuda.bindings.cynvrtc cimport (NVRTC_ERROR_COMPILATION, NVRTC_SUCCESS, nvrtcProgram,
+                                    nvrtcResult)
+from cuda.bindings.cyruntime cimport cudaStream_t
+
+from tensorplay._runtime cimport device as _device
+from tensorplay._runtime cimport errors
+
+FORMAT_VERSION = 1
+MAGIC = b"TPCUBIN1"
+DIGEST_BYTES = 32  # sha256
+# -default-device compiles unannotated functions for the device, as the sources assume.
+BASE_OPTIONS = ("-std=c++17", "-default-device")
+KERNEL_DIRECTORY = Path(__file__).parent / "kernels"
+
+# (device, source_name, function_name, prelude) -> CUfunction, as an address.
+cdef dict _functions = {}
+# (architecture, source_name, prelude) -> CUlibrary, as an address: one per distinct cubin.
+cdef dict _libraries = {}
+# device -> "sm_XY"
+cdef dict _architectures = {}
+cdef tuple _nvrtc_version = None
+
+# Counters for cache_statistics(); plain C integers, so updates under the GIL are atomic.
+cdef Py_ssize_t _disk_hits = 0
+cdef Py_ssize_t _disk_misses = 0
+cdef Py_ssize_t _compiles = 0
+cdef Py_ssize_t _corrupt = 0
+
+
+def _forget_handles():
+    # Handles belong to the parent's contexts; a forked child must load its own (and can use
+    # CUDA only if the parent never initialised it: device.pyx, Note [Fork safety]).
+    _functions.clear()
+    _libraries.clear()
+
+
+os.register_at_fork(after_in_child=_forget_handles)
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+
+
+cdef str _c_text(const char* text, str fallback):
+    return text.decode(errors="replace") if text != NULL else fallback
+
+
+cdef int _raise_driver_error(CUresult result, str call) except -1:
+    cdef const char* name = NULL
+    cdef const char* text = NULL
+    # Both leave NULL for a code they do not know (one from a newer driver).
+    cydriver.cuGetErrorName(result, &name)
+    cydriver.cuGetErrorString(result, &text)
+    raise RuntimeError(f"CUDA error {_c_text(name, 'CUDA_ERROR_UNKNOWN')} ({<int>result}) from "
+                       f"{call}: {_c_text(text, 'unknown error')}")
+
+
+cdef int _check_driver(CUresult result, const char* call) except -1 nogil:
+    # Driver calls raise (through their ?-except value) when libcuda cannot be loaded, and
+    # return any other failure: notes/cuda_python.md 1.2.
+    if result != CUDA_SUCCESS:
+        with gil:
+            _raise_driver_error(result, call.decode())
+    return 0
+
+
+cdef int _check_nvrtc(nvrtcResult result, const char* call) except -1 nogil:
+    if result != NVRTC_SUCCESS:
+        with gil:
+            raise RuntimeError(f"NVRTC error {_c_text(cynvrtc.nvrtcGetErrorString(result), '?')} "
+                               f"({<int>result}) from {call.decode()}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Compiling
+
+
+def nvrtc_version():
+    """(major, minor) of the NVRTC library in use; part of every disk-cache key."""
+    global _nvrtc_version
+    cdef int major = 0, minor = 0
+    if _nvrtc_version is None:
+        _check_nvrtc(cynvrtc.nvrtcVersion(&major, &minor), "nvrtcVersion")
+        _nvrtc_version = (major, minor)
+    return _nvrtc_version
+
+
+cdef tuple _options(str arch):
+    return (f"--gpu-architecture={arch}",) + BASE_OPTIONS
+
+
+cdef str _program_log(nvrtcProgram program):
+    cdef size_t size = 0
+    cdef char* buffer
+    _check_nvrtc(cynvrtc.nvrtcGetProgramLogSize(program, &size), "nvrtcGetProgramLogSize")
+    buffer = <char*>malloc(size + 1)
+    if buffer == NULL:
+        raise MemoryError()
+    try:
+        _check_nvrtc(cynvrtc.nvrtcGetProgramLog(program, buffer), "nvrtcGetProgramLog")
+        return buffer[:size].decode(errors="replace").rstrip("\0").strip()
+    finally:
+        free(buffer)
+
+
+cdef bytes _compile(str source_text, str program_name, str arch):
+    global _compiles
+    cdef bytes source = source_text.encode()
+    cdef bytes name = program_name.encode()
+    cdef list options = [option.encode() for option in _options(arch)]
+    cdef int count = len(options)
+    cdef int index
+    cdef const char** option_pointers = <const char**>malloc(count * sizeof(const char*))
+    cdef nvrtcProgram program = NULL
+    cdef nvrtcResult status
+    cdef size_t size = 0
+    cdef char* cubin = NULL
+    if option_pointers == NULL:
+        raise MemoryError()
+    try:
+        for index in range(count):
+            option_pointers[index] = <bytes>options[index]
+        _check_nvrtc(cynvrtc.nvrtcCreateProgram(&program, source, name, 0, NULL, NULL),
+                     "nvrtcCreateProgram")
+        with nogil:  # other threads keep running, and compiling, meanwhile
+            status = cynvrtc.nvrtcCompileProgram(program, count, option_pointers)
+        _compiles += 1
+        if status != NVRTC_SUCCESS:
+            major, minor = nvrtc_version()
+            if status == NVRTC_ERROR_COMPILATION:
+                advice = "Fix the source as the log below says."
+            else:  # the options, the architecture above all
+                advice = (f"If the log rejects the architecture, install an nvidia-cuda-nvrtc "
+                          f"that supports {arch}.")
+            raise RuntimeError(
+                f"NVRTC {major}.{minor} could not compile {program_name} for {arch} "
+                f"({_c_text(cynvrtc.nvrtcGetErrorString(status), '?')}). {advice}\n"
+                f"NVRTC log:\n{_program_log(program)}")
+        _check_nvrtc(cynvrtc.nvrtcGetCUBINSize(program, &size), "nvrtcGetCUBINSize")
+        cubin = <char*>malloc(size)
+        if cubin == NULL:
+            raise MemoryError()
+        _check_nvrtc(cynvrtc.nvrtcGetCUBIN(program, cubin), "nvrtcGetCUBIN")
+        return cubin[:size]
+    finally:
+        free(cubin)
+        free(option_pointers)
+        if program != NULL:
+            cynvrtc.nvrtcDestroyProgram(&program)
+
+
+def compile_cubin(str source_text, str arch, str program_name="kernel.cu"):
+    """Compile source_text for arch ("sm_90") with NVRTC and return the cubin; no caching.
+
+    program_name names the text in error messages. A compile error raises RuntimeError with
+    the NVRTC log.
+    """
+    return _compile(source_text, program_name, arch)
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel sources
+
+
+def kernel_source_names():
+    """The kernel sources shipped in the package: stems of kernels/*.cu, sorted."""
+    return sorted([path.stem for path in KERNEL_DIRECTORY.glob("*.cu")])
+
+
+def read_kernel_source(str name):
+    """The text of the shipped source kernels/<name>.cu."""
+    names = kernel_source_names()
+    if name not in names:  # a stem, never a path: only shipped sources are compiled
+        raise ValueError(f"no kernel source {name!r} in {KERNEL_DIRECTORY} (it holds {names}); "
+                         f"add runtime/kernels/{name}.cu and rebuild tensorplay")
+    return (KERNEL_DIRECTORY / f"{name}.cu").read_text(encoding="utf-8")
+
+
+cdef str _full_source(str source_name, str prelude):
+    # The #line directives make NVRTC's log name the prelude and the .cu file, with the line
+    # numbers of each, instead of line numbers into the concatenation.
+    return (f'#line 1 "{source_name}.cu prelude"\n{prelude}\n'
+            f'#line 1 "{source_name}.cu"\n{read_kernel_source(source_name)}')
+
+
+# --------------------------------------------------------------------------------------------
+# The disk cache (Note [Kernel caches])
+
+
+def cache_directory():
+    """Where cubins are cached: $TENSORPLAY_CACHE_DIR, else ~/.cache/tensorplay/kernels."""
+    configured = os.environ.get("TENSORPLAY_CACHE_DIR")
+    return Path(configured or "~/.cache/tensorplay/kernels").expanduser()
+
+
+def cache_statistics():
+    """Counts since import: disk hits and misses, NVRTC compiles, and corrupt entries found."""
+    return {"disk_hits": _disk_hits, "disk_misses": _disk_misses, "compiles": _compiles,
+            "corrupt": _corrupt}
+
+
+cdef str _cache_key(str source_text, tuple options, str arch):
+    digest = hashlib.sha256()
+    for part in (str(FORMAT_VERSION), "%d.%d" % nvrtc_version(), arch, "\0".join(options),
+                 source_text):
+        data = part.encode()
+        # Length-prefixed, so that no two different lists of parts hash the same bytes.
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+cdef object _usable_cache_directory():
+    directory = cache_directory()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:  # read-only home, a file in the way: compile without the cache
+        return None
+    return directory
+
+
+cdef object _read_entry(object path):
+    global _corrupt
+    try:
+        data = path.read_bytes()
+    except OSError:  # absent (the usual miss) or unreadable: compile
+        return None
+    header = len(MAGIC) + DIGEST_BYTES
+    payload = data[header:]
+    if (len(data) <= header or data[:len(MAGIC)] != MAGIC
+            or hashlib.sha256(payload).digest() != data[len(MAGIC):header]):
+        _corrupt += 1
+        return None
+    return payload
+
+
+cdef int _write_entry(object path, bytes cubin) except -1:
+    data = MAGIC + hashlib.sha256(cubin).digest() + cubin
+    try:
+        # Same directory, so os.replace is an atomic rename; the suffix keeps it out of *.cubin.
+        handle, temporary = tempfile.mkstemp(prefix=".", suffix=".partial", dir=path.parent)
+    except OSError:  # read-only directory: the kernel works, it just is not cached
+        return 0
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())  # on disk before the name points at it
+        os.replace(temporary, path)
+    except OSError:  # disk full, quota: drop the entry, keep the kernel
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+    return 0
+
+
+def cached_cubin(str source_name, str prelude, str arch):
+    """The cubin of kernels/<source_name>.cu with prelude in front, for arch ("sm_90").
+
+    Read from the disk cache when a valid entry exists, else compiled and stored there
+    (Note [Kernel caches]). get_kernel loads its cubins through this function.
+    """
+    global _disk_hits, _disk_misses
+    source_text = _full_source(source_name, prelude)
+    key = _cache_key(source_text, _options(arch), arch)
+    directory = _usable_cache_directory()
+    path = None if directory is None else directory / f"{key}.cubin"
+    if path is not None:
+        cubin = _read_entry(path)
+        if cubin is not None:
+            _disk_hits += 1
+            return cubin
+    _disk_misses += 1
+    cubin = _compile(source_text, f"{source_name}.cu", arch)
+    if path is not None:
+        _write_entry(path, cubin)
+    return cubin
+
+
+# --------------------------------------------------------------------------------------------
+# Loading and launching
+
+
+cdef str _architecture(int device):
+    cdef int major = 0, minor = 0
+    architecture = _architectures.get(device)
+    if architecture is None:
+        _device.checked_device(device)
+        with nogil:
+            errors.check(cyruntime.cudaDeviceGetAttribute(
+                &major, cyruntime.cudaDevAttrComputeCapabilityMajor, device),
+                "cudaDeviceGetAttribute")
+            errors.check(cyruntime.cudaDeviceGetAttribute(
+                &minor, cyruntime.cudaDevAttrComputeCapabilityMinor, device),
+                "cudaDeviceGetAttribute")
+        architecture = _architectures[device] = f"sm_{major}{minor}"
+    return architecture
+
+
+cdef CUlibrary _library(str arch, str source_name, str prelude) except NULL:
+    cdef CUlibrary library = NULL
+    cdef bytes cubin
+    cdef const char* image
+    key = (arch, source_name, prelude)
+    loaded = _libraries.get(key)
+    if loaded is not None:
+        return <CUlibrary><uintptr_t>loaded
+    cubin = cached_cubin(source_name, prelude, arch)
+    image = cubin
+    with nogil:
+        _check_driver(cydriver.cuLibraryLoadData(&library, image, NULL, NULL, 0, NULL, NULL, 0),
+                      "cuLibraryLoadData")
+    # Another thread may have loaded the same cubin while this one compiled without the GIL:
+    # keep the first library and unload this one.
+    kept = _libraries.setdefault(key, <uintptr_t>library)
+    if kept != <uintptr_t>library:
+        with nogil:
+            _check_driver(cydriver.cuLibraryUnload(library), "cuLibraryUnload")
+    return <CUlibrary><uintptr_t>kept
+
+
+cdef CUfunction _load_function(int device, str source_name, str function_name,
+                               str prelude) except NULL:
+    cdef CUlibrary library
+    cdef CUkernel kernel = NULL
+    cdef CUfunction function = NULL
+    cdef CUresult status
+    cdef bytes name = function_name.encode()
+    cdef const char* name_pointer = name
+    arch = _architecture(device)
+    previous = _device.current_device()
+    # cuKernelGetFunction answers for the context current in this thread. Setting the device
+    # even when it is already the current one makes its primary context current, which a
+    # thread that has made no runtime call yet does not have.
+    _device.set_current_device(device)
+    try:
+        library = _library(arch, source_name, prelude)
+        with nogil:
+            status = cydriver.cuLibraryGetKernel(&kernel, library, name_pointer)
+        if status == CUDA_ERROR_NOT_FOUND:
+            raise RuntimeError(f"{source_name}.cu has no kernel named {function_name!r}; kernels "
+                               f"must be declared extern \"C\" __global__ so that their names "
+                               f"are not mangled")
+        _check_driver(status, "cuLibraryGetKernel")
+        with nogil:
+            _check_driver(cydriver.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction")
+    finally:
+        if previous != device:
+            _device.set_current_device(previous)
+    _functions[(device, source_name, function_name, prelude)] = <uintptr_t>function
+    return function
+
+
+cdef CUfunction get_kernel(int device, str source_name, str function_name,
+                           str prelude) except NULL:
+    address = _functions.get((device, source_name, function_name, prelude))
+    if address is not None:
+        return <CUfunction><uintptr_t>address
+    return _load_function(device, source_name, function_name, prelude)
+
+
+cdef int launch(CUfunction function, unsigned int grid_x, unsigned int block_x,
+                unsigned int shared_bytes, cudaStream_t stream, void** arguments) except -1 nogil:
+    return _check_driver(cydriver.cuLaunchKernel(function, grid_x, 1, 1, block_x, 1, 1,
+                                                 shared_bytes, <CUstream>stream, arguments, NULL),
+                         "cuLaunchKernel")

@@ -1,0 +1,45 @@
+// Whole-tensor reductions in two launches: partial results per block, then one block combines
+// them. The prelude defines scalar_t (input) and result_t (output).
+typedef typename accumulate<scalar_t>::type acc_t;
+
+enum ReduceOp { SUM = 0, MAX = 1, MIN = 2 };
+#define REDUCE_THREADS 256
+
+__device__ inline acc_t combine(int op, acc_t a, acc_t b) {
+    if (op == SUM) return a + b;
+    if (op == MAX) return (a > b || a != a) ? a : b;  // NaN propagates, as in PyTorch
+    return (a < b || a != a) ? a : b;
+}
+
+__device__ inline acc_t block_reduce(int op, acc_t value) {
+    __shared__ acc_t shared[REDUCE_THREADS];
+    shared[threadIdx.x] = value;
+    __syncthreads();
+    for (int width = REDUCE_THREADS / 2; width > 0; width >>= 1) {
+        if (threadIdx.x < width) {
+            shared[threadIdx.x] = combine(op, shared[threadIdx.x], shared[threadIdx.x + width]);
+        }
+        __syncthreads();
+    }
+    return shared[0];
+}
+
+// identity: 0 for sums; for max/min the first element, which every thread may start from.
+extern "C" __global__ void reduce_partial(const scalar_t* input, long long count, acc_t* partials,
+                                          int op) {
+    acc_t value = op == SUM ? (acc_t)0 : load(input[0]);
+    GRID_STRIDE_LOOP(i, count) { value = combine(op, value, load(input[i])); }
+    value = block_reduce(op, value);
+    if (threadIdx.x == 0) partials[blockIdx.x] = value;
+}
+
+extern "C" __global__ void reduce_final(const acc_t* partials, int count, result_t* out, int op,
+                                        double divisor) {
+    acc_t value = op == SUM ? (acc_t)0 : partials[0];
+    for (int i = threadIdx.x; i < count; i += blockDim.x) value = combine(op, value, partials[i]);
+    value = block_reduce(op, value);
+    if (threadIdx.x == 0) {
+        out[0] = divisor == 1.0 ? convert<result_t>(value)
+                                : convert<result_t>((acc_t)(value / divisor));
+    }
+}

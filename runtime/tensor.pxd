@@ -1,0 +1,113 @@
+# The minimal tensor (tensor.pyx explains the model at its top).
+from libc.stdint cimport int64_t, uintptr_t
+
+from tensorplay._runtime.dtypes cimport DtypeCore
+
+cdef class TensorCore:
+    # Shape and strides are in elements; data is the address of the first element (the storage
+    # offset already applied). CPU tensors are numpy arrays underneath (array); CUDA tensors
+    # keep whatever owns their memory alive in owner: a DeviceStorage for memory from our
+    # allocator, or the producer of memory shared through DLPack or __cuda_array_interface__.
+    cdef readonly tuple sizes
+    cdef readonly tuple element_strides
+    cdef readonly DtypeCore dtype_object
+    cdef readonly int device_index            # -1: cpu
+    cdef uintptr_t data
+    cdef object owner
+    cdef object array                          # cpu only: the numpy view
+    cdef int64_t element_count
+    cdef tuple c_shape(self)
+    cdef int c_ndim(self)
+    cdef Py_hash_t c_hash(self)
+    cdef object c_dtype(self)
+    cdef object c_device(self)
+    cdef object c_stride(self, object dim)
+    cdef int c_dim(self, object dim) except -1
+    cdef int64_t c_numel(self)
+    cdef int c_element_size(self)
+    cdef int64_t c_nbytes(self)
+    cdef object c_data_ptr(self)
+    cdef bint c_is_contiguous(self)
+    cdef bint c_is_cuda(self)
+    cdef str c_repr(self)
+    cdef Py_ssize_t c_len(self) except -1
+    cdef object c_copy_(self, object src, bint non_blocking)
+    cdef object c_fill_(self, object value)
+    cdef object c_zero_(self)
+    cdef object c_clone(self)
+    cdef object c_contiguous(self)
+    cdef object c_to(self, object device, object dtype, bint non_blocking, bint copy)
+    cdef object c_cpu(self)
+    cdef object c_cuda(self, object device, bint non_blocking)
+    cdef object c_numpy(self)
+    cdef object c_item(self)
+    cdef object c_tolist(self)
+    cdef tuple c_new_shape(self, tuple shape)
+    cdef object c_view(self, tuple shape)
+    cdef object c_reshape(self, tuple shape)
+    cdef object c_getitem(self, object key)
+    cdef object c_setitem(self, object key, object value)
+    cdef object c_binary(self, object other, int op, bint reverse, bint inplace, str name)
+    cdef object c_add(self, object other)
+    cdef object c_radd(self, object other)
+    cdef object c_sub(self, object other)
+    cdef object c_rsub(self, object other)
+    cdef object c_mul(self, object other)
+    cdef object c_rmul(self, object other)
+    cdef object c_truediv(self, object other)
+    cdef object c_rtruediv(self, object other)
+    cdef object c_iadd(self, object other)
+    cdef object c_isub(self, object other)
+    cdef object c_imul(self, object other)
+    cdef object c_itruediv(self, object other)
+    cdef object c_compare(self, object other, int op)
+    cdef object c_eq(self, object other)
+    cdef object c_ne(self, object other)
+    cdef object c_lt(self, object other)
+    cdef object c_le(self, object other)
+    cdef object c_gt(self, object other)
+    cdef object c_ge(self, object other)
+    cdef object c_unary(self, int op)
+    cdef object c_neg(self)
+    cdef object c_abs(self)
+    cdef object c_relu(self)
+    cdef object c_sin(self)
+    cdef object c_cos(self)
+    cdef object c_exp(self)
+    cdef object c_sqrt(self)
+    cdef object c_reduce(self, int op, bint mean, str name)
+    cdef object c_sum(self)
+    cdef object c_mean(self)
+    cdef object c_max(self)
+    cdef object c_min(self)
+    cdef object c_matmul(self, object other)
+    cdef object c_record_stream(self, object stream)
+    cdef object c_dlpack(self, object stream, object max_version, object dl_device, object copy)
+    cdef tuple c_dlpack_device(self)
+    cdef dict c_cuda_array_interface(self)
+
+cdef class DeviceStorage:
+    # Device memory from the caching allocator, returned to it when the last tensor goes.
+    cdef uintptr_t pointer
+    cdef size_t nbytes
+    cdef int device_index
+
+# Constructors other runtime modules use (interop, graph).
+cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_strides,
+                               DtypeCore dtype, int device, object owner)
+cdef object wrap_numpy(object array)
+cdef object new_empty(tuple sizes, DtypeCore dtype, int device)   # device -1: cpu
+cdef bint is_contiguous(TensorCore tensor)
+
+# Factories (api.yaml: tensorplay).
+cdef object empty(tuple size, object dtype, object device)
+cdef object zeros(tuple size, object dtype, object device)
+cdef object ones(tuple size, object dtype, object device)
+cdef object full(object size, object fill_value, object dtype, object device)
+cdef object arange(object start, object end, object step, object dtype, object device)
+cdef object tensor(object data, object dtype, object device)
+cdef object empty_like(object input, object dtype, object device)
+cdef object zeros_like(object input, object dtype, object device)
+cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1
+cdef object as_tensor(object data, object dtype, object device)
+cdef object from_dlpack(object ext_tensor)

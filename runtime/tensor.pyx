@@ -1,0 +1,953 @@
+# cython: language_level=3
+"""The minimal tensor: enough to feed graphs and tests, not a framework (DESIGN.md section 5).
+
+Note [Tensor model]
+A tensor is a shape, strides (in elements), a dtype, a device and the address of its first
+element. CPU tensors are numpy arrays underneath, so their views and arithmetic are numpy's;
+bfloat16, which numpy lacks, keeps its bits in uint16 and computes through float32. CUDA tensors
+take memory from the caching allocator (a DeviceStorage shared by all views of it) or share
+memory with another library through DLPack or __cuda_array_interface__, keeping the producer
+alive. Every CUDA operation is enqueued on the current stream of the tensor's device.
+
+Rules kept deliberately small: elementwise operations take a tensor of the same shape, dtype and
+device, or a Python scalar; integer true division and integer-with-float-scalar arithmetic give
+float32, as in PyTorch; outputs are contiguous; reductions cover the whole tensor.
+"""
+import numpy
+
+from libc.stdint cimport int64_t, uintptr_t
+from libc.string cimport memcpy
+
+from cuda.bindings cimport cyruntime
+from cuda.bindings.cyruntime cimport (cudaMemcpyDeviceToDevice, cudaMemcpyDeviceToHost,
+                                      cudaMemcpyHostToDevice, cudaStream_t)
+
+from tensorplay._runtime cimport allocator, device as _device, device_ops, dtypes, errors
+from tensorplay._runtime cimport host_allocator, public
+from tensorplay._runtime cimport stream as _stream
+from tensorplay._runtime.dtypes cimport DtypeCore
+
+cdef int CPU = -1                # device index of CPU tensors
+cdef int UNSPECIFIED = -2        # device argument left as None
+
+BINARY_OPS = {"add": device_ops.OP_ADD, "sub": device_ops.OP_SUB, "mul": device_ops.OP_MUL,
+              "div": device_ops.OP_DIV}
+NUMPY_BINARY = {device_ops.OP_ADD: numpy.add, device_ops.OP_SUB: numpy.subtract,
+                device_ops.OP_MUL: numpy.multiply, device_ops.OP_DIV: numpy.true_divide}
+NUMPY_COMPARE = {device_ops.OP_EQ: numpy.equal, device_ops.OP_NE: numpy.not_equal,
+                 device_ops.OP_LT: numpy.less, device_ops.OP_LE: numpy.less_equal,
+                 device_ops.OP_GT: numpy.greater, device_ops.OP_GE: numpy.greater_equal}
+NUMPY_UNARY = {device_ops.OP_NEG: numpy.negative, device_ops.OP_ABS: numpy.abs,
+               device_ops.OP_RELU: lambda x: numpy.maximum(x, 0).astype(x.dtype),
+               device_ops.OP_SIN: numpy.sin, device_ops.OP_COS: numpy.cos,
+               device_ops.OP_EXP: numpy.exp, device_ops.OP_SQRT: numpy.sqrt}
+UNARY_NAMES = {device_ops.OP_NEG: "neg", device_ops.OP_ABS: "abs", device_ops.OP_RELU: "relu",
+               device_ops.OP_SIN: "sin", device_ops.OP_COS: "cos", device_ops.OP_EXP: "exp",
+               device_ops.OP_SQRT: "sqrt"}
+
+
+# --------------------------------------------------------------------------------------------
+# bfloat16 on the CPU: bits in uint16, arithmetic in float32.
+
+
+def bfloat16_bits_to_float32(bits):
+    return (bits.astype(numpy.uint32) << 16).view(numpy.float32)
+
+
+def float32_to_bfloat16_bits(values):
+    values = numpy.asarray(values, dtype=numpy.float32)
+    bits = values.view(numpy.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(numpy.uint16)
+    nan = numpy.isnan(values)
+    if nan.any():
+        rounded[nan] = ((bits[nan] >> 16) | 0x40).astype(numpy.uint16)
+    return rounded
+
+
+cdef object computable(TensorCore tensor):
+    """The CPU values as numpy can compute with them (bfloat16 as float32)."""
+    if tensor.dtype_object.name == "bfloat16":
+        return bfloat16_bits_to_float32(tensor.array)
+    return tensor.array
+
+
+cdef object stored(object values, DtypeCore dtype):
+    """numpy values converted to how dtype stores them on the CPU."""
+    if dtype.name == "bfloat16":
+        values = numpy.asarray(values)
+        if values.dtype == numpy.uint16:  # already bfloat16 bits
+            return values
+        return float32_to_bfloat16_bits(values.astype(numpy.float32))
+    return numpy.asarray(values).astype(dtype.numpy_name, copy=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Argument parsing
+
+
+cdef tuple contiguous_strides(tuple sizes):
+    strides = []
+    cdef int64_t running = 1
+    for size in reversed(sizes):
+        strides.append(running)
+        running *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+cdef int64_t product(tuple sizes):
+    cdef int64_t count = 1
+    for size in sizes:
+        count *= size
+    return count
+
+
+cdef tuple size_arg(tuple size, str argument):
+    """*size as ints, or one tuple/list of them, as PyTorch's factories accept."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for value in size:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{argument} must be non-negative ints, got {size!r}")
+    return size
+
+
+cdef DtypeCore dtype_arg(object value, DtypeCore default, str argument):
+    if value is None:
+        return default
+    if not isinstance(value, DtypeCore):
+        raise TypeError(f"{argument} must be a tensorplay dtype (e.g. tensorplay.float32) or "
+                        f"None, got {value!r}")
+    return value
+
+
+cdef DtypeCore dtype_of_scalar(object value):
+    if isinstance(value, bool):
+        return dtypes.named_dtype("bool")
+    if isinstance(value, int):
+        return dtypes.named_dtype("int64")
+    if isinstance(value, float):
+        return dtypes.named_dtype("float32")
+    raise TypeError(f"expected a bool, int or float, got {type(value).__name__}")
+
+
+cdef int device_arg(object value, int default) except -3:
+    cdef int index = _device.tensor_device_arg(value, "device")
+    return default if index == UNSPECIFIED else index
+
+
+cdef str device_text(int device):
+    return "cpu" if device == CPU else f"cuda:{device}"
+
+
+cdef cudaStream_t current_stream(int device) noexcept nogil:
+    return _stream.current_stream_handle(device)
+
+
+# --------------------------------------------------------------------------------------------
+# Construction
+
+
+cdef class DeviceStorage:
+    def __dealloc__(self):
+        # A forked child must not touch the parent's allocator state.
+        if self.pointer and _device.is_initialized():
+            allocator.release(<void*>self.pointer)
+
+
+cdef TensorCore _new_tensor():
+    cls = public.public_class("TensorCore", TensorCore)
+    return cls.__new__(cls)
+
+
+cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_strides,
+                               DtypeCore dtype, int device, object owner):
+    cdef TensorCore tensor = _new_tensor()
+    tensor.sizes = sizes
+    tensor.element_strides = element_strides
+    tensor.dtype_object = dtype
+    tensor.device_index = device
+    tensor.data = data
+    tensor.owner = owner
+    tensor.element_count = product(sizes)
+    return tensor
+
+
+cdef object wrap_numpy(object array):
+    """A CPU tensor viewing a numpy array (zero-copy)."""
+    dtype = dtypes.dtype_from_numpy(array.dtype)
+    if dtype is None:
+        raise TypeError(f"numpy dtype {array.dtype} has no tensorplay equivalent; supported: "
+                        "bool, uint8, int8, int16, int32, int64, float16, float32, float64")
+    return _wrap_cpu(array, dtype)
+
+
+cdef TensorCore _wrap_cpu(object array, DtypeCore dtype):
+    cdef TensorCore tensor = _new_tensor()
+    if any(stride < 0 or stride % array.itemsize for stride in array.strides):
+        array = numpy.ascontiguousarray(array)  # element strides must be whole and positive
+    tensor.array = array
+    tensor.sizes = tuple(array.shape)
+    tensor.element_strides = tuple(stride // array.itemsize for stride in array.strides)
+    tensor.dtype_object = dtype
+    tensor.device_index = CPU
+    tensor.owner = array
+    tensor.element_count = array.size
+    return tensor
+
+
+cdef object new_empty(tuple sizes, DtypeCore dtype, int device):
+    if device == CPU:
+        return _wrap_cpu(numpy.empty(sizes, dtype=dtype.numpy_name), dtype)
+    _device.checked_device(device)
+    cdef DeviceStorage storage = DeviceStorage()
+    storage.nbytes = product(sizes) * dtype.itemsize
+    storage.device_index = device
+    storage.pointer = <uintptr_t>allocator.allocate(device, storage.nbytes,
+                                                    current_stream(device))
+    return wrap_device_memory(storage.pointer, sizes, contiguous_strides(sizes), dtype, device,
+                              storage)
+
+
+cdef bint is_contiguous(TensorCore tensor):
+    cdef int64_t expected = 1
+    cdef int dim
+    for dim in range(len(tensor.sizes) - 1, -1, -1):
+        size = tensor.sizes[dim]
+        if size != 1 and tensor.element_strides[dim] != expected:
+            return False
+        expected *= size
+    return True
+
+
+cdef TensorCore contiguous_on_device(TensorCore tensor):
+    return tensor if is_contiguous(tensor) else tensor.c_contiguous()
+
+
+cdef int check_same(TensorCore a, TensorCore b, str what) except -1:
+    if a.device_index != b.device_index:
+        raise ValueError(f"{what}: the tensors are on different devices, {device_text(a.device_index)} "
+                         f"and {device_text(b.device_index)}; move one with .to()")
+    if a.sizes != b.sizes:
+        raise ValueError(f"{what}: shapes {a.sizes} and {b.sizes} differ; tensorplay supports "
+                         "operands of equal shape or a Python scalar (no broadcasting)")
+    if a.dtype_object is not b.dtype_object:
+        raise TypeError(f"{what}: dtypes {a.dtype_object.name} and {b.dtype_object.name} differ; "
+                        "convert one with .to(dtype)")
+    return 0
+
+
+cdef bint is_scalar(object value):
+    return isinstance(value, (bool, int, float))
+
+
+# --------------------------------------------------------------------------------------------
+# Copies
+
+
+cdef int copy_into(TensorCore target, TensorCore source, bint non_blocking) except -1:
+    if target.sizes != source.sizes:
+        raise ValueError(f"copy_: shapes {source.sizes} (source) and {target.sizes} (self) differ")
+    if target.element_count == 0:
+        return 0
+    if target.device_index == CPU and source.device_index == CPU:
+        target.array[...] = stored(computable(source), target.dtype_object)
+    elif target.device_index == CPU:
+        copy_to_host(target, source)
+    elif source.device_index == CPU:
+        copy_from_host(target, source, non_blocking)
+    else:
+        copy_on_device(target, source)
+    return 0
+
+
+cdef int copy_on_device(TensorCore target, TensorCore source) except -1:
+    cdef int device = target.device_index
+    cdef cudaStream_t stream = current_stream(device)
+    cdef size_t nbytes = target.element_count * target.dtype_object.itemsize
+    if source.device_index != device:
+        # Across devices: a contiguous copy of the source on its own device, then a peer copy.
+        staged = contiguous_on_device(source.c_to(device_text(source.device_index),
+                                                 target.dtype_object, False, False))
+        destination = target if is_contiguous(target) else \
+            new_empty(target.sizes, target.dtype_object, device)
+        with nogil:
+            errors.check(cyruntime.cudaMemcpyPeerAsync(
+                <void*>(<TensorCore>destination).data, device, <void*>(<TensorCore>staged).data,
+                (<TensorCore>staged).device_index, nbytes, stream), "cudaMemcpyPeerAsync")
+        if destination is not target:
+            copy_on_device(target, destination)
+        return 0
+    if source.dtype_object is target.dtype_object and is_contiguous(source) \
+            and is_contiguous(target):
+        with nogil:
+            errors.check(cyruntime.cudaMemcpyAsync(<void*>target.data, <void*>source.data,
+                                                   nbytes, cudaMemcpyDeviceToDevice, stream),
+                         "cudaMemcpyAsync")
+        return 0
+    return device_ops.copy_strided(device, source.dtype_object, source.data, source.sizes,
+                                   source.element_strides, target.dtype_object, target.data,
+                                   target.element_strides, stream)
+
+
+cdef int copy_from_host(TensorCore target, TensorCore source, bint non_blocking) except -1:
+    cdef int device = target.device_index
+    cdef cudaStream_t stream = current_stream(device)
+    host = numpy.asarray(stored(computable(source), target.dtype_object), order="C")
+    cdef size_t nbytes = host.nbytes
+    cdef uintptr_t host_pointer = host.__array_interface__["data"][0]
+    cdef void* pinned = NULL
+    destination = target if is_contiguous(target) else \
+        new_empty(target.sizes, target.dtype_object, device)
+    cdef uintptr_t destination_pointer = (<TensorCore>destination).data
+    if non_blocking:
+        # Stage through the pinned cache so the copy is truly asynchronous; the block is reused
+        # only after the copy recorded on it completes (host_allocator).
+        pinned = host_allocator.host_allocate(nbytes)
+        memcpy(pinned, <void*>host_pointer, nbytes)
+        host_pointer = <uintptr_t>pinned
+    try:
+        with nogil:
+            errors.check(cyruntime.cudaMemcpyAsync(<void*>destination_pointer,
+                                                   <void*>host_pointer, nbytes,
+                                                   cudaMemcpyHostToDevice, stream),
+                         "cudaMemcpyAsync")
+        if pinned != NULL:
+            host_allocator.host_record_stream(pinned, stream)
+    finally:
+        if pinned != NULL:
+            host_allocator.host_release(pinned)
+    if destination is not target:
+        copy_on_device(target, destination)
+    return 0
+
+
+cdef int copy_to_host(TensorCore target, TensorCore source) except -1:
+    cdef int device = source.device_index
+    cdef cudaStream_t stream = current_stream(device)
+    staged = source
+    if source.dtype_object is not target.dtype_object or not is_contiguous(source):
+        staged = new_empty(source.sizes, target.dtype_object, device)
+        copy_on_device(staged, source)
+    host = target.array if is_contiguous(target) and target.array.flags.c_contiguous else \
+        numpy.empty(target.sizes, dtype=target.dtype_object.numpy_name)
+    cdef uintptr_t host_pointer = host.__array_interface__["data"][0]
+    cdef uintptr_t device_pointer = (<TensorCore>staged).data
+    cdef size_t nbytes = host.nbytes
+    # Pageable host memory: the copy completes before this returns, as PyTorch's does.
+    with nogil:
+        errors.check(cyruntime.cudaMemcpyAsync(<void*>host_pointer, <void*>device_pointer,
+                                               nbytes, cudaMemcpyDeviceToHost, stream),
+                     "cudaMemcpyAsync")
+        errors.check(cyruntime.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
+    if host is not target.array:
+        target.array[...] = host
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# The tensor
+
+
+cdef class TensorCore:
+    def __cinit__(self, *args, **kwargs):
+        self.device_index = CPU
+        self.sizes = ()
+        self.element_strides = ()
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("tensors are made by factories: tensorplay.tensor(), empty(), zeros(), "
+                        "ones(), full(), arange(), as_tensor() or from_dlpack()")
+
+    # -- description ------------------------------------------------------------------------
+
+    cdef tuple c_shape(self):
+        return self.sizes
+
+    cdef int c_ndim(self):
+        return len(self.sizes)
+
+    cdef Py_hash_t c_hash(self):
+        return id(self) >> 4  # identity, as PyTorch: == is elementwise, so not value-based
+
+    cdef object c_dtype(self):
+        return self.dtype_object
+
+    cdef object c_device(self):
+        if self.device_index == CPU:
+            return public.public_class("DeviceCore", _device.DeviceCore)("cpu")
+        return _device.device_object(self.device_index)
+
+    cdef object c_stride(self, object dim):
+        if dim is None:
+            return self.element_strides
+        return self.element_strides[self.c_dim(dim)]
+
+    cdef int c_dim(self, object dim) except -1:
+        cdef int ndim = len(self.sizes)
+        if isinstance(dim, bool) or not isinstance(dim, int) or not -ndim <= dim < max(ndim, 1):
+            raise IndexError(f"dim must be an int in [{-ndim}, {ndim - 1}], got {dim!r}")
+        return dim + ndim if dim < 0 else dim
+
+    cdef int64_t c_numel(self):
+        return self.element_count
+
+    cdef int c_element_size(self):
+        return self.dtype_object.itemsize
+
+    cdef int64_t c_nbytes(self):
+        return self.element_count * self.dtype_object.itemsize
+
+    cdef object c_data_ptr(self):
+        if self.device_index == CPU:
+            return self.array.__array_interface__["data"][0]
+        return self.data
+
+    cdef bint c_is_contiguous(self):
+        return is_contiguous(self)
+
+    cdef bint c_is_cuda(self):
+        return self.device_index != CPU
+
+    cdef str c_repr(self):
+        values = self.c_cpu().c_tolist() if self.element_count <= 1000 else "..."
+        device = "" if self.device_index == CPU else f", device='{device_text(self.device_index)}'"
+        return f"tensor({values}, dtype={self.dtype_object.repr_text()}{device})"
+
+    cdef Py_ssize_t c_len(self) except -1:
+        if not self.sizes:
+            raise TypeError("len() of a 0-d tensor")
+        return self.sizes[0]
+
+    # -- copies and conversions ---------------------------------------------------------------
+
+    cdef object c_copy_(self, object src, bint non_blocking):
+        if not isinstance(src, TensorCore):
+            raise TypeError(f"src must be a tensorplay Tensor, got {type(src).__name__}")
+        copy_into(self, src, non_blocking)
+        return self
+
+    cdef object c_fill_(self, object value):
+        if not is_scalar(value):
+            raise TypeError(f"value must be a bool, int or float, got {type(value).__name__}")
+        if self.device_index == CPU:
+            self.array[...] = stored(numpy.array(value), self.dtype_object)
+            return self
+        if is_contiguous(self):
+            device_ops.fill(self.device_index, self.dtype_object, self.data, self.element_count,
+                            device_ops.scalar_bits(self.dtype_object, value),
+                            current_stream(self.device_index))
+        else:
+            filled = new_empty(self.sizes, self.dtype_object, self.device_index)
+            (<TensorCore>filled).c_fill_(value)
+            copy_on_device(self, filled)
+        return self
+
+    cdef object c_zero_(self):
+        return self.c_fill_(0)
+
+    cdef object c_clone(self):
+        result = new_empty(self.sizes, self.dtype_object, self.device_index)
+        copy_into(result, self, False)
+        return result
+
+    cdef object c_contiguous(self):
+        return self if is_contiguous(self) else self.c_clone()
+
+    cdef object c_to(self, object device, object dtype, bint non_blocking, bint copy):
+        if isinstance(device, DtypeCore):  # x.to(tensorplay.float16), as PyTorch allows
+            if dtype is not None:
+                raise TypeError("to() got a dtype twice (as device and as dtype)")
+            device, dtype = None, device
+        cdef int target_device = device_arg(device, self.device_index)
+        cdef DtypeCore target_dtype = dtype_arg(dtype, self.dtype_object, "dtype")
+        if target_device == self.device_index and target_dtype is self.dtype_object and not copy:
+            return self
+        result = new_empty(self.sizes, target_dtype, target_device)
+        copy_into(result, self, non_blocking)
+        return result
+
+    cdef object c_cpu(self):
+        return self.c_to("cpu", None, False, False)
+
+    cdef object c_cuda(self, object device, bint non_blocking):
+        cdef int index = _device.device_index_arg(device, "device")
+        return self.c_to(_device.device_object(index), None, non_blocking, False)
+
+    cdef object c_numpy(self):
+        if self.device_index != CPU:
+            raise TypeError(f"numpy() needs a CPU tensor, this one is on "
+                            f"{device_text(self.device_index)}; call .cpu() first")
+        if self.dtype_object.name == "bfloat16":
+            raise TypeError("numpy has no bfloat16; convert with .to(tensorplay.float32) first")
+        return self.array
+
+    cdef object c_item(self):
+        if self.element_count != 1:
+            raise ValueError(f"item() needs a tensor with exactly one element, this one has "
+                             f"{self.element_count} (shape {self.sizes})")
+        return computable(self.c_cpu()).reshape(()).item()
+
+    cdef object c_tolist(self):
+        return computable(self.c_cpu()).tolist()
+
+    # -- views ----------------------------------------------------------------------------------
+
+    cdef tuple c_new_shape(self, tuple shape):
+        """The shape a view or reshape asks for, with at most one -1 inferred."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        for size in shape:
+            if isinstance(size, bool) or not isinstance(size, int) or size < -1:
+                raise ValueError(f"shape must be ints >= 0 (and at most one -1), got {shape}")
+        if shape.count(-1) > 1:
+            raise ValueError(f"shape may contain at most one -1, got {shape}")
+        if -1 in shape:
+            known = product(tuple(size for size in shape if size != -1))
+            if known == 0 or self.element_count % known:
+                raise ValueError(f"shape {shape} is invalid for a tensor of "
+                                 f"{self.element_count} elements")
+            shape = tuple(self.element_count // known if size == -1 else size for size in shape)
+        if product(shape) != self.element_count:
+            raise ValueError(f"shape {shape} is invalid for a tensor of {self.element_count} "
+                             "elements")
+        return shape
+
+    cdef object c_view(self, tuple shape):
+        shape = self.c_new_shape(shape)
+        if not is_contiguous(self):
+            raise ValueError("view() needs a contiguous tensor; use reshape(), which copies "
+                             "when it must")
+        if self.device_index == CPU:
+            return _wrap_cpu(self.array.reshape(shape), self.dtype_object)
+        return wrap_device_memory(self.data, shape, contiguous_strides(shape), self.dtype_object,
+                                  self.device_index, self.owner)
+
+    cdef object c_reshape(self, tuple shape):
+        if is_contiguous(self):
+            return self.c_view(shape)
+        return (<TensorCore>self.c_clone()).c_view(shape)
+
+    cdef object c_getitem(self, object key):
+        if self.device_index == CPU:
+            _check_index(key)
+            # The trailing Ellipsis keeps integer indexing a 0-d view instead of a numpy scalar.
+            return _wrap_cpu(self.array[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)],
+                             self.dtype_object)
+        if not isinstance(key, tuple):
+            key = (key,)
+        if len(key) > len(self.sizes):
+            raise IndexError(f"too many indices ({len(key)}) for a tensor of "
+                             f"{len(self.sizes)} dimensions")
+        sizes, strides = [], []
+        cdef int64_t offset = 0
+        for dim, index in enumerate(key):
+            size, stride = self.sizes[dim], self.element_strides[dim]
+            if isinstance(index, slice):
+                start, stop, step = index.indices(size)
+                if step <= 0:
+                    raise ValueError(f"slice step must be greater than zero, got {step}")
+                sizes.append(len(range(start, stop, step)))
+                strides.append(stride * step)
+                offset += start * stride
+            elif isinstance(index, int) and not isinstance(index, bool):
+                if not -size <= index < size:
+                    raise IndexError(f"index {index} is out of range for dimension {dim} of "
+                                     f"size {size}")
+                offset += (index + size if index < 0 else index) * stride
+            else:
+                raise TypeError(f"indices must be ints or slices, got {type(index).__name__}")
+        sizes += self.sizes[len(key):]
+        strides += self.element_strides[len(key):]
+        return wrap_device_memory(self.data + offset * self.dtype_object.itemsize, tuple(sizes),
+                                  tuple(strides), self.dtype_object, self.device_index,
+                                  self.owner)
+
+    cdef object c_setitem(self, object key, object value):
+        target = <TensorCore>self.c_getitem(key)
+        if isinstance(value, TensorCore):
+            target.c_copy_(value, False)
+        else:
+            target.c_fill_(value)
+        return None
+
+    # -- arithmetic -----------------------------------------------------------------------------
+
+    cdef object c_binary(self, object other, int op, bint reverse, bint inplace, str name):
+        cdef DtypeCore result_dtype = self.dtype_object
+        if isinstance(other, TensorCore):
+            check_same(self, other, name)
+        elif not is_scalar(other):
+            raise TypeError(f"{name}: the other operand must be a tensor or a Python scalar, got "
+                            f"{type(other).__name__}")
+        if result_dtype.name == "bool":
+            raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
+                            ".to(tensorplay.int64) first")
+        if not result_dtype.floating and (op == device_ops.OP_DIV or isinstance(other, float)):
+            result_dtype = dtypes.named_dtype("float32")  # true division, as PyTorch
+        if inplace and result_dtype is not self.dtype_object:
+            raise TypeError(f"{name}: the result is {result_dtype.name}, which cannot be stored "
+                            f"in place into a {self.dtype_object.name} tensor")
+        left = self if result_dtype is self.dtype_object else self.c_to(None, result_dtype,
+                                                                          False, False)
+        right = other
+        if isinstance(other, TensorCore) and result_dtype is not self.dtype_object:
+            right = (<TensorCore>other).c_to(None, result_dtype, False, False)
+        if self.device_index == CPU:
+            a, b = computable(left), computable(right) if isinstance(right, TensorCore) else right
+            values = NUMPY_BINARY[op](b, a) if reverse else NUMPY_BINARY[op](a, b)
+            if inplace:
+                self.array[...] = stored(values, result_dtype)
+                return self
+            return _wrap_cpu(numpy.asarray(stored(values, result_dtype), order="C"), result_dtype)
+        left = contiguous_on_device(left)
+        output = self if inplace and is_contiguous(self) else \
+            new_empty(self.sizes, result_dtype, self.device_index)
+        cdef cudaStream_t stream = current_stream(self.device_index)
+        if isinstance(right, TensorCore):
+            right = contiguous_on_device(right)
+            a_pointer, b_pointer = (<TensorCore>left).data, (<TensorCore>right).data
+            if reverse:
+                a_pointer, b_pointer = b_pointer, a_pointer
+            device_ops.binary(self.device_index, result_dtype, a_pointer, b_pointer,
+                              (<TensorCore>output).data, self.element_count, op, stream)
+        else:
+            device_ops.binary_scalar(self.device_index, result_dtype, (<TensorCore>left).data,
+                                     right, (<TensorCore>output).data, self.element_count, op,
+                                     reverse, stream)
+        if inplace and output is not self:
+            copy_on_device(self, output)
+            return self
+        return output
+
+    cdef object c_add(self, object other):
+        return self.c_binary(other, device_ops.OP_ADD, False, False, "add")
+
+    cdef object c_radd(self, object other):
+        return self.c_binary(other, device_ops.OP_ADD, True, False, "add")
+
+    cdef object c_sub(self, object other):
+        return self.c_binary(other, device_ops.OP_SUB, False, False, "sub")
+
+    cdef object c_rsub(self, object other):
+        return self.c_binary(other, device_ops.OP_SUB, True, False, "sub")
+
+    cdef object c_mul(self, object other):
+        return self.c_binary(other, device_ops.OP_MUL, False, False, "mul")
+
+    cdef object c_rmul(self, object other):
+        return self.c_binary(other, device_ops.OP_MUL, True, False, "mul")
+
+    cdef object c_truediv(self, object other):
+        return self.c_binary(other, device_ops.OP_DIV, False, False, "div")
+
+    cdef object c_rtruediv(self, object other):
+        return self.c_binary(other, device_ops.OP_DIV, True, False, "div")
+
+    cdef object c_iadd(self, object other):
+        return self.c_binary(other, device_ops.OP_ADD, False, True, "add_")
+
+    cdef object c_isub(self, object other):
+        return self.c_binary(other, device_ops.OP_SUB, False, True, "sub_")
+
+    cdef object c_imul(self, object other):
+        return self.c_binary(other, device_ops.OP_MUL, False, True, "mul_")
+
+    cdef object c_itruediv(self, object other):
+        return self.c_binary(other, device_ops.OP_DIV, False, True, "div_")
+
+    cdef object c_compare(self, object other, int op):
+        names = {device_ops.OP_EQ: "eq", device_ops.OP_NE: "ne", device_ops.OP_LT: "lt",
+                 device_ops.OP_LE: "le", device_ops.OP_GT: "gt", device_ops.OP_GE: "ge"}
+        if isinstance(other, TensorCore):
+            check_same(self, other, names[op])
+        elif not is_scalar(other):
+            raise TypeError(f"{names[op]}: the other operand must be a tensor or a Python "
+                            f"scalar, got {type(other).__name__}")
+        boolean = dtypes.named_dtype("bool")
+        if self.device_index == CPU:
+            b = computable(other) if isinstance(other, TensorCore) else other
+            return _wrap_cpu(numpy.asarray(NUMPY_COMPARE[op](computable(self), b), order="C"),
+                             boolean)
+        left = contiguous_on_device(self)
+        output = new_empty(self.sizes, boolean, self.device_index)
+        cdef cudaStream_t stream = current_stream(self.device_index)
+        if isinstance(other, TensorCore):
+            right = contiguous_on_device(other)
+            device_ops.compare(self.device_index, self.dtype_object, (<TensorCore>left).data,
+                               (<TensorCore>right).data, (<TensorCore>output).data,
+                               self.element_count, op, stream)
+        else:
+            device_ops.compare_scalar(self.device_index, self.dtype_object,
+                                      (<TensorCore>left).data, other, (<TensorCore>output).data,
+                                      self.element_count, op, stream)
+        return output
+
+    cdef object c_eq(self, object other):
+        return self.c_compare(other, device_ops.OP_EQ)
+
+    cdef object c_ne(self, object other):
+        return self.c_compare(other, device_ops.OP_NE)
+
+    cdef object c_lt(self, object other):
+        return self.c_compare(other, device_ops.OP_LT)
+
+    cdef object c_le(self, object other):
+        return self.c_compare(other, device_ops.OP_LE)
+
+    cdef object c_gt(self, object other):
+        return self.c_compare(other, device_ops.OP_GT)
+
+    cdef object c_ge(self, object other):
+        return self.c_compare(other, device_ops.OP_GE)
+
+    cdef object c_unary(self, int op):
+        name = UNARY_NAMES[op]
+        if self.dtype_object.name == "bool":
+            raise TypeError(f"{name}() is not supported on bool tensors")
+        if op >= device_ops.OP_SIN and not self.dtype_object.floating:
+            raise TypeError(f"{name}() needs a floating-point tensor, got "
+                            f"{self.dtype_object.name}; convert with .to(tensorplay.float32)")
+        if self.device_index == CPU:
+            values = NUMPY_UNARY[op](computable(self))
+            return _wrap_cpu(numpy.asarray(stored(values, self.dtype_object), order="C"),
+                             self.dtype_object)
+        source = contiguous_on_device(self)
+        output = new_empty(self.sizes, self.dtype_object, self.device_index)
+        device_ops.unary(self.device_index, self.dtype_object, (<TensorCore>source).data,
+                         (<TensorCore>output).data, self.element_count, op,
+                         current_stream(self.device_index))
+        return output
+
+    cdef object c_neg(self):
+        return self.c_unary(device_ops.OP_NEG)
+
+    cdef object c_abs(self):
+        return self.c_unary(device_ops.OP_ABS)
+
+    cdef object c_relu(self):
+        return self.c_unary(device_ops.OP_RELU)
+
+    cdef object c_sin(self):
+        return self.c_unary(device_ops.OP_SIN)
+
+    cdef object c_cos(self):
+        return self.c_unary(device_ops.OP_COS)
+
+    cdef object c_exp(self):
+        return self.c_unary(device_ops.OP_EXP)
+
+    cdef object c_sqrt(self):
+        return self.c_unary(device_ops.OP_SQRT)
+
+    # -- reductions -----------------------------------------------------------------------------
+
+    cdef object c_reduce(self, int op, bint mean, str name):
+        cdef DtypeCore result_dtype = self.dtype_object
+        if op == device_ops.OP_SUM and not result_dtype.floating:
+            if mean:
+                raise TypeError(f"mean() needs a floating-point tensor, got {result_dtype.name}; "
+                                "convert with .to(tensorplay.float32)")
+            result_dtype = dtypes.named_dtype("int64")  # integer and bool sums, as PyTorch
+        if op != device_ops.OP_SUM and self.element_count == 0:
+            raise ValueError(f"{name}() of an empty tensor has no identity; it needs at least "
+                             "one element")
+        if self.device_index == CPU:
+            values = computable(self)
+            if op == device_ops.OP_SUM:
+                result = values.mean() if mean else values.sum(
+                    dtype=numpy.int64 if not self.dtype_object.floating else values.dtype)
+            else:
+                result = values.max() if op == device_ops.OP_MAX else values.min()
+            return _wrap_cpu(numpy.asarray(stored(numpy.asarray(result), result_dtype)),
+                             result_dtype)
+        source = contiguous_on_device(self)
+        output = new_empty((), result_dtype, self.device_index)
+        device_ops.reduce(self.device_index, self.dtype_object, (<TensorCore>source).data,
+                          self.element_count, op, result_dtype, (<TensorCore>output).data,
+                          float(self.element_count) if mean else 1.0,
+                          current_stream(self.device_index))
+        return output
+
+    cdef object c_sum(self):
+        return self.c_reduce(device_ops.OP_SUM, False, "sum")
+
+    cdef object c_mean(self):
+        return self.c_reduce(device_ops.OP_SUM, True, "mean")
+
+    cdef object c_max(self):
+        return self.c_reduce(device_ops.OP_MAX, False, "max")
+
+    cdef object c_min(self):
+        return self.c_reduce(device_ops.OP_MIN, False, "min")
+
+    cdef object c_matmul(self, object other):
+        if not isinstance(other, TensorCore):
+            raise TypeError(f"matmul: other must be a tensor, got {type(other).__name__}")
+        cdef TensorCore right = other
+        if self.device_index != right.device_index:
+            raise ValueError(f"matmul: the tensors are on different devices, "
+                             f"{device_text(self.device_index)} and "
+                             f"{device_text(right.device_index)}")
+        if len(self.sizes) != 2 or len(right.sizes) != 2:
+            raise ValueError(f"matmul supports 2-D tensors, got shapes {self.sizes} and "
+                             f"{right.sizes}")
+        if self.dtype_object.name != "float32" or right.dtype_object.name != "float32":
+            raise TypeError(f"matmul supports float32 tensors, got {self.dtype_object.name} and "
+                            f"{right.dtype_object.name}")
+        if self.sizes[1] != right.sizes[0]:
+            raise ValueError(f"matmul: shapes {self.sizes} and {right.sizes} cannot be "
+                             f"multiplied ({self.sizes[1]} != {right.sizes[0]})")
+        if self.device_index == CPU:
+            return _wrap_cpu(numpy.asarray(self.array @ right.array, order="C"), self.dtype_object)
+        m, k, n = self.sizes[0], self.sizes[1], right.sizes[1]
+        a, b = contiguous_on_device(self), contiguous_on_device(right)
+        output = new_empty((m, n), self.dtype_object, self.device_index)
+        if k == 0:
+            return (<TensorCore>output).c_zero_()
+        device_ops.matmul_f32(self.device_index, (<TensorCore>a).data, (<TensorCore>b).data,
+                              (<TensorCore>output).data, m, n, k,
+                              current_stream(self.device_index))
+        return output
+
+    cdef object c_record_stream(self, object stream):
+        cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
+        if on is None:
+            raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
+        if self.device_index == CPU:
+            raise TypeError("record_stream() needs a CUDA tensor")
+        if isinstance(self.owner, DeviceStorage):  # memory shared by others is theirs to track
+            allocator.record_stream(<void*>(<DeviceStorage>self.owner).pointer, on.handle)
+        return None
+
+    # -- interop --------------------------------------------------------------------------------
+
+    cdef object c_dlpack(self, object stream, object max_version, object dl_device, object copy):
+        from tensorplay._runtime import interop
+        return interop.to_dlpack(self, stream, max_version, dl_device, copy)
+
+    cdef tuple c_dlpack_device(self):
+        from tensorplay._runtime import interop
+        return interop.dlpack_device(self)
+
+    cdef dict c_cuda_array_interface(self):
+        from tensorplay._runtime import interop
+        return interop.cuda_array_interface(self)
+
+
+cdef int _check_index(object key) except -1:
+    for index in (key if isinstance(key, tuple) else (key,)):
+        if isinstance(index, slice):
+            if index.step is not None and index.step <= 0:
+                raise ValueError(f"slice step must be greater than zero, got {index.step}")
+        elif isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"indices must be ints or slices, got {type(index).__name__}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Factories (api.yaml: tensorplay)
+
+
+cdef object empty(tuple size, object dtype, object device):
+    return new_empty(size_arg(size, "size"), dtype_arg(dtype, dtypes.named_dtype("float32"),
+                                                       "dtype"), device_arg(device, CPU))
+
+
+cdef object zeros(tuple size, object dtype, object device):
+    return (<TensorCore>empty(size, dtype, device)).c_fill_(0)
+
+
+cdef object ones(tuple size, object dtype, object device):
+    return (<TensorCore>empty(size, dtype, device)).c_fill_(1)
+
+
+cdef object full(object size, object fill_value, object dtype, object device):
+    if not is_scalar(fill_value):
+        raise TypeError(f"fill_value must be a bool, int or float, got "
+                        f"{type(fill_value).__name__}")
+    shape = size_arg(tuple(size) if isinstance(size, (tuple, list)) else (size,), "size")
+    result = new_empty(shape, dtype_arg(dtype, dtype_of_scalar(fill_value), "dtype"),
+                       device_arg(device, CPU))
+    return (<TensorCore>result).c_fill_(fill_value)
+
+
+cdef object arange(object start, object end, object step, object dtype, object device):
+    if end is None:
+        start, end = 0, start
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be an int or float, got {value!r}")
+    if step == 0:
+        raise ValueError("step must be non-zero")
+    integral = all(isinstance(v, int) for v in (start, end, step))
+    default = dtypes.named_dtype("int64" if integral else "float32")
+    values = numpy.arange(start, end, step, dtype=numpy.int64 if integral else numpy.float64)
+    return from_numpy_values(values, dtype_arg(dtype, default, "dtype"), device_arg(device, CPU))
+
+
+cdef object from_numpy_values(object values, DtypeCore dtype, int device):
+    host = _wrap_cpu(numpy.asarray(stored(values, dtype), order="C"), dtype)
+    return host if device == CPU else host.c_to(_device.device_object(device), None, False,
+                                                False)
+
+
+cdef object tensor(object data, object dtype, object device):
+    if isinstance(data, TensorCore):
+        return (<TensorCore>data).c_to(device, dtype, False, True)
+    if isinstance(data, numpy.ndarray):
+        inferred = dtypes.dtype_from_numpy(data.dtype)
+        values = data
+    else:
+        values = numpy.asarray(data)
+        if values.dtype == object or values.dtype.kind not in "biuf":
+            raise TypeError(f"data must be numbers (nested lists of bool, int or float) or a "
+                            f"numpy array, got {type(data).__name__}")
+        # Python floats become float32 and ints int64, as in PyTorch.
+        inferred = dtypes.named_dtype({"b": "bool", "f": "float32"}.get(values.dtype.kind,
+                                                                        "int64"))
+    if inferred is None and dtype is None:
+        raise TypeError(f"numpy dtype {data.dtype} has no tensorplay equivalent")
+    return from_numpy_values(values, dtype_arg(dtype, inferred, "dtype"), device_arg(device, CPU))
+
+
+cdef object empty_like(object input, object dtype, object device):
+    if not isinstance(input, TensorCore):
+        raise TypeError(f"input must be a tensorplay Tensor, got {type(input).__name__}")
+    cdef TensorCore source = input
+    return new_empty(source.sizes, dtype_arg(dtype, source.dtype_object, "dtype"),
+                     device_arg(device, source.device_index))
+
+
+cdef object zeros_like(object input, object dtype, object device):
+    return (<TensorCore>empty_like(input, dtype, device)).c_fill_(0)
+
+
+cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1:
+    for name, value in (("input", input), ("other", other)):
+        if not isinstance(value, TensorCore):
+            raise TypeError(f"{name} must be a tensorplay Tensor, got {type(value).__name__}")
+    if (<TensorCore>input).sizes != (<TensorCore>other).sizes:
+        raise ValueError(f"allclose: shapes {(<TensorCore>input).sizes} and "
+                         f"{(<TensorCore>other).sizes} differ")
+    a = computable((<TensorCore>input).c_cpu()).astype(numpy.float64)
+    b = computable((<TensorCore>other).c_cpu()).astype(numpy.float64)
+    return bool(numpy.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+cdef object as_tensor(object data, object dtype, object device):
+    if isinstance(data, TensorCore):
+        return (<TensorCore>data).c_to(device, dtype, False, False)
+    if hasattr(data, "__cuda_array_interface__") or (
+            hasattr(data, "__dlpack__") and not isinstance(data, numpy.ndarray)):
+        from tensorplay._runtime import interop
+        shared = interop.from_cuda_array_interface(data) \
+            if hasattr(data, "__cuda_array_interface__") else interop.from_dlpack(data)
+        return (<TensorCore>shared).c_to(device, dtype, False, False)
+    if isinstance(data, numpy.ndarray) and dtypes.dtype_from_numpy(data.dtype) is not None:
+        return (<TensorCore>wrap_numpy(data)).c_to(device, dtype, False, False)
+    return tensor(data, dtype, device)
+
+
+cdef object from_dlpack(object ext_tensor):
+    from tensorplay._runtime import interop
+    return interop.from_dlpack(ext_tensor)

@@ -1,0 +1,326 @@
+"""The minimal tensor against numpy, on the CPU and (marked gpu) on CUDA, for every dtype."""
+import math
+
+import numpy
+import pytest
+
+import tensorplay as tp
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+ALL_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+              "float32", "float64"]
+NUMERIC = ALL_DTYPES[1:]
+FLOATING = ["float16", "bfloat16", "float32", "float64"]
+TOLERANCE = {"float16": 2e-3, "bfloat16": 2e-2, "float32": 1e-5, "float64": 1e-12}
+
+
+def dtype(name):
+    return getattr(tp, name)
+
+
+def sample(name, shape=(3, 4), low=1, high=9, seed=0):
+    """Values representable in every dtype of that kind, away from zero and overflow."""
+    rng = numpy.random.default_rng(seed)
+    if name == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if name in FLOATING:
+        return rng.uniform(low / 2, high / 2, shape).round(2)
+    return rng.integers(low, high, shape)
+
+
+def values_of(tensor):
+    return numpy.array(tensor.tolist(), dtype=float if tensor.dtype.is_floating_point else None)
+
+
+def assert_matches(tensor, expected, name):
+    got = values_of(tensor)
+    assert got.shape == numpy.shape(expected)
+    if name in FLOATING:
+        numpy.testing.assert_allclose(got, expected, rtol=TOLERANCE[name],
+                                      atol=TOLERANCE[name])
+    else:
+        numpy.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ALL_DTYPES)
+def test_factories_and_description(device, name):
+    data = sample(name)
+    t = tp.tensor(data.tolist(), dtype=dtype(name), device=device)
+    assert t.shape == (3, 4) and t.ndim == 2 and t.dtype is dtype(name)
+    assert t.device == tp.device(device if device == "cpu" else "cuda:0")
+    assert t.stride() == (4, 1) and t.stride(0) == 4 and t.stride(-1) == 1
+    assert t.numel() == 12 and t.element_size() == dtype(name).itemsize
+    assert t.nbytes == 12 * dtype(name).itemsize and t.is_contiguous()
+    assert t.data_ptr() != 0 and t.is_cuda == (device != "cpu")
+    assert_matches(t, data, name)
+    assert_matches(tp.zeros(2, 3, dtype=dtype(name), device=device), numpy.zeros((2, 3)), name)
+    assert_matches(tp.ones((2, 3), dtype=dtype(name), device=device), numpy.ones((2, 3)), name)
+    assert_matches(tp.full((2,), 1, dtype=dtype(name), device=device), numpy.ones(2), name)
+    assert tp.empty(5, dtype=dtype(name), device=device).shape == (5,)
+    like = tp.zeros_like(t)
+    assert like.shape == t.shape and like.dtype is t.dtype and like.device == t.device
+    assert_matches(like, numpy.zeros((3, 4)), name)
+    assert tp.empty_like(t, dtype=tp.float32).dtype is tp.float32
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inferred_dtypes_and_arange(device):
+    assert tp.tensor([1, 2], device=device).dtype is tp.int64
+    assert tp.tensor([1.5], device=device).dtype is tp.float32
+    assert tp.tensor([True], device=device).dtype is tp.bool
+    assert tp.tensor(numpy.zeros(2, numpy.float64), device=device).dtype is tp.float64
+    assert tp.full(3, 2.5, device=device).dtype is tp.float32
+    assert tp.arange(5, device=device).tolist() == [0, 1, 2, 3, 4]
+    assert tp.arange(1, 10, 3, device=device).tolist() == [1, 4, 7]
+    assert tp.arange(0, 1, 0.25, device=device).tolist() == [0.0, 0.25, 0.5, 0.75]
+    assert tp.arange(3, dtype=tp.float64, device=device).dtype is tp.float64
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("source", ALL_DTYPES)
+@pytest.mark.parametrize("target", ["bool", "uint8", "int32", "int64", "float16", "bfloat16",
+                                    "float32", "float64"])
+def test_copy_converts_any_dtype(device, source, target):
+    data = sample(source)
+    src = tp.tensor(data.tolist(), dtype=dtype(source), device=device)
+    dst = tp.empty(3, 4, dtype=dtype(target), device=device)
+    assert dst.copy_(src) is dst
+    expected = numpy.array(src.tolist()).astype(float if target in FLOATING else
+                                                numpy.int64 if target != "bool" else bool)
+    assert_matches(dst, expected, target)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_views_by_slicing_and_reshape_share_memory(device):
+    base = tp.arange(24, device=device).reshape(4, 6)
+    assert base.shape == (4, 6) and base.is_contiguous()
+    view = base[1:4:2, 2:6:3]
+    assert view.shape == (2, 2) and view.stride() == (12, 3) and not view.is_contiguous()
+    assert view.tolist() == [[8, 11], [20, 23]]
+    assert view.data_ptr() == base.data_ptr() + (6 + 2) * 8
+    row = base[2]
+    assert row.shape == (6,) and row.tolist() == list(range(12, 18))
+    assert base[-1, -1].item() == 23
+    view.fill_(-1)
+    assert base[1].tolist() == [6, 7, -1, 9, 10, -1]
+    base[0] = 5
+    assert base[0].tolist() == [5] * 6
+    flat = tp.arange(10, device=device)[2:8:2]
+    assert flat.tolist() == [2, 4, 6] and flat.stride() == (2,)
+    assert view.contiguous().is_contiguous() and view.contiguous().tolist() == view.tolist()
+    assert view.reshape(4).tolist() == [-1, -1, -1, -1]
+    assert base.view(2, -1).shape == (2, 12)
+    with pytest.raises(ValueError, match="view\\(\\) needs a contiguous tensor"):
+        view.view(4)
+    with pytest.raises(ValueError, match="shape \\(5, 5\\) is invalid for a tensor of 24"):
+        base.reshape(5, 5)
+    with pytest.raises(IndexError, match="index 4 is out of range|out of bounds"):
+        base[4]
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        base[::-1]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", NUMERIC)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_arithmetic_with_tensors_and_scalars(device, name, op):
+    a_data, b_data = sample(name, seed=1), sample(name, seed=2)
+    a = tp.tensor(a_data.tolist(), dtype=dtype(name), device=device)
+    b = tp.tensor(b_data.tolist(), dtype=dtype(name), device=device)
+    a_values, b_values = numpy.array(a.tolist(), float), numpy.array(b.tolist(), float)
+    apply = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y,
+             "mul": lambda x, y: x * y, "div": lambda x, y: x / y}[op]
+    result_name = name if name in FLOATING or op != "div" else "float32"
+
+    def expected_of(values):  # integers wrap like their C type
+        return values if result_name in FLOATING else values.astype(numpy.int64).astype(name)
+
+    expected = expected_of(apply(a_values, b_values))
+    result = apply(a, b)
+    assert result.dtype is dtype(result_name)
+    assert_matches(result, expected, result_name)
+    assert_matches(apply(a, 2), expected_of(apply(a_values, 2)), result_name)
+    assert_matches(apply(3, a), expected_of(apply(3, a_values)), result_name)
+    if result_name == name:
+        in_place = a.clone()
+        before = in_place.data_ptr()
+        in_place = {"add": in_place.__iadd__, "sub": in_place.__isub__,
+                    "mul": in_place.__imul__, "div": in_place.__itruediv__}[op](b)
+        assert in_place.data_ptr() == before
+        assert_matches(in_place, expected, name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_integer_and_float_scalar_give_float32(device):
+    t = tp.tensor([1, 2], device=device)
+    assert (t * 0.5).dtype is tp.float32 and (t * 0.5).tolist() == [0.5, 1.0]
+    assert (t / 2).tolist() == [0.5, 1.0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", NUMERIC)
+def test_unary_operations(device, name):
+    data = sample(name) - (4 if name not in ("uint8",) else 0)
+    t = tp.tensor(data.tolist(), dtype=dtype(name), device=device)
+    values = numpy.array(t.tolist(), float)
+    assert_matches(t.abs(), numpy.abs(values), name)
+    assert_matches(abs(t), numpy.abs(values), name)
+    assert_matches(t.relu(), numpy.maximum(values, 0), name)
+    if name != "uint8":
+        assert_matches(-t, -values, name)
+        assert_matches(t.neg(), -values, name)
+    if name in FLOATING:
+        positive = t.abs()
+        pv = numpy.abs(values)
+        for method, reference in (("sin", numpy.sin), ("cos", numpy.cos), ("exp", numpy.exp),
+                                  ("sqrt", numpy.sqrt)):
+            assert_matches(getattr(positive, method)(), reference(pv), name)
+    else:
+        with pytest.raises(TypeError, match="sin\\(\\) needs a floating-point tensor"):
+            t.sin()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", NUMERIC)
+def test_comparisons_give_bool_tensors(device, name):
+    a = tp.tensor(sample(name, seed=3).tolist(), dtype=dtype(name), device=device)
+    b = tp.tensor(sample(name, seed=4).tolist(), dtype=dtype(name), device=device)
+    av, bv = numpy.array(a.tolist()), numpy.array(b.tolist())
+    for result, expected in ((a == b, av == bv), (a != b, av != bv), (a < b, av < bv),
+                             (a <= b, av <= bv), (a > b, av > bv), (a >= b, av >= bv),
+                             (a > 3, av > 3), (a == 2, av == 2)):
+        assert result.dtype is tp.bool
+        assert result.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ALL_DTYPES)
+def test_reductions_over_the_whole_tensor(device, name):
+    t = tp.tensor(sample(name, shape=(5, 7)).tolist(), dtype=dtype(name), device=device)
+    values = numpy.array(t.tolist(), float)
+    total = t.sum()
+    assert total.shape == () and total.dtype is (dtype(name) if name in FLOATING else tp.int64)
+    assert math.isclose(total.item(), values.sum(), rel_tol=TOLERANCE.get(name, 0) * 10)
+    assert math.isclose(float(t.max().item()), values.max())
+    assert math.isclose(float(t.min().item()), values.min())
+    if name in FLOATING:
+        assert math.isclose(t.mean().item(), values.mean(), rel_tol=TOLERANCE[name] * 10)
+    else:
+        with pytest.raises(TypeError, match="mean\\(\\) needs a floating-point tensor"):
+            t.mean()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reductions_of_large_and_empty_tensors(device):
+    big = tp.ones(1_000_003, device=device)
+    assert big.sum().item() == 1_000_003.0
+    assert tp.zeros(0, device=device).sum().item() == 0.0
+    with pytest.raises(ValueError, match="max\\(\\) of an empty tensor"):
+        tp.zeros(0, device=device).max()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (3, 5, 2), (33, 17, 65), (128, 64, 96)])
+def test_matmul_float32(device, m, k, n):
+    rng = numpy.random.default_rng(m * k * n)
+    a_values = rng.standard_normal((m, k)).astype(numpy.float32)
+    b_values = rng.standard_normal((k, n)).astype(numpy.float32)
+    a, b = tp.tensor(a_values, device=device), tp.tensor(b_values, device=device)
+    numpy.testing.assert_allclose(numpy.array((a @ b).tolist()), a_values @ b_values,
+                                  rtol=1e-4, atol=1e-4)
+    assert tp.allclose(a.matmul(b), tp.tensor(a_values @ b_values), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_conversions_item_tolist_and_allclose(device):
+    t = tp.tensor([[1.5, 2.5]], device=device)
+    assert t.item if t.numel() != 1 else True
+    assert t[0, 1].item() == 2.5 and t.tolist() == [[1.5, 2.5]]
+    assert t.to(tp.float64).dtype is tp.float64 and t.to(tp.float64).tolist() == [[1.5, 2.5]]
+    assert t.to(device) is t and t.to(device, copy=True) is not t
+    assert t.cpu().device == tp.device("cpu")
+    assert tp.allclose(t, tp.tensor([[1.5, 2.5000001]]))
+    assert not tp.allclose(t, tp.tensor([[1.5, 2.6]]))
+    assert tp.allclose(tp.tensor([math.nan]), tp.tensor([math.nan]), equal_nan=True)
+    with pytest.raises(ValueError, match="item\\(\\) needs a tensor with exactly one element"):
+        t.item()
+
+
+def test_cpu_tensors_are_numpy_underneath():
+    array = numpy.arange(6, dtype=numpy.int32)
+    t = tp.as_tensor(array)
+    assert t.data_ptr() == array.ctypes.data
+    t[0] = 42
+    assert array[0] == 42 and t.numpy() is not None and t.numpy()[0] == 42
+    with pytest.raises(TypeError, match="numpy has no bfloat16"):
+        tp.zeros(2, dtype=tp.bfloat16).numpy()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_errors_name_both_operands(device):
+    a = tp.zeros(2, 3, device=device)
+    with pytest.raises(ValueError, match="shapes \\(2, 3\\) and \\(3, 2\\) differ"):
+        a + tp.zeros(3, 2, device=device)
+    with pytest.raises(TypeError, match="dtypes float32 and int64 differ"):
+        a + tp.zeros(2, 3, dtype=tp.int64, device=device)
+    with pytest.raises(TypeError, match="arithmetic on bool tensors is not supported"):
+        tp.zeros(2, dtype=tp.bool, device=device) + 1
+    with pytest.raises(TypeError, match="matmul supports float32 tensors, got float64"):
+        tp.zeros(2, 2, dtype=tp.float64, device=device) @ tp.zeros(2, 2, dtype=tp.float64,
+                                                                   device=device)
+    with pytest.raises(ValueError, match="cannot be multiplied \\(3 != 2\\)"):
+        a @ tp.zeros(2, 2, device=device)
+    with pytest.raises(TypeError, match="the other operand must be a tensor or a Python scalar"):
+        a + "x"
+    with pytest.raises(ValueError, match="copy_: shapes"):
+        a.copy_(tp.zeros(3, device=device))
+
+
+@pytest.mark.gpu
+def test_cross_device_mixing_names_both_devices():
+    with pytest.raises(ValueError, match="different devices, cuda:0 and cpu"):
+        tp.zeros(2, device="cuda") + tp.zeros(2)
+
+
+def test_factory_argument_errors():
+    with pytest.raises(ValueError, match="size must be non-negative ints"):
+        tp.zeros(-1)
+    with pytest.raises(TypeError, match="dtype must be a tensorplay dtype"):
+        tp.zeros(2, dtype="float32")
+    with pytest.raises(ValueError, match="unknown device type 'tpu'"):
+        tp.zeros(2, device="tpu")
+    with pytest.raises(TypeError, match="tensors are made by factories"):
+        tp.Tensor()
+    with pytest.raises(ValueError, match="step must be non-zero"):
+        tp.arange(0, 5, 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_host_device_copies_with_strides(non_blocking):
+    host = tp.arange(48, dtype=tp.float32).reshape(6, 8)
+    device = tp.zeros(6, 8, device="cuda")
+    device.copy_(host, non_blocking=non_blocking)
+    tp.accelerator.synchronize()
+    assert device.tolist() == host.tolist()
+    strided_target = tp.zeros(6, 16, device="cuda")[:, ::2]
+    strided_target.copy_(host[:, :], non_blocking=non_blocking)
+    assert strided_target.tolist() == host.tolist()
+    back = tp.zeros(3, 4, dtype=tp.float64)
+    back.copy_(device[::2, ::2])
+    assert back.tolist() == host[::2, ::2].tolist()
+    assert device.cuda() is device and host.cuda().device == tp.device("cuda:0")
+
+
+@pytest.mark.gpu
+def test_work_on_a_non_default_stream_is_ordered():
+    side = tp.cuda.Stream()
+    with tp.cuda.stream(side):
+        a = tp.full((1 << 24,), 2.0, device="cuda")
+        b = a * 3 + 1
+        assert b.sum().item() == 7.0 * (1 << 24)  # same stream: ordered without a sync
+        a.fill_(5.0)
+    main = tp.accelerator.current_stream()
+    main.wait_stream(side)  # the main stream now sees everything queued on side
+    assert (a == 5.0).sum().item() == 1 << 24 and b[:3].tolist() == [7.0, 7.0, 7.0]
