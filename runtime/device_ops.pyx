@@ -191,7 +191,7 @@ cdef int copy_strided(int device, DtypeCore source_dtype, uintptr_t source, tupl
     if count == 0:
         return 0
     cdef CUfunction function = kernel(
-        device, "elementwise", "copy_strided",
+        device, "copy", "copy_strided",
         f"typedef {source_dtype.kernel_type} scalar_t;\n"
         f"typedef {target_dtype.kernel_type} target_t;\n")
     cdef Layout source_layout = layout_of(sizes, source_strides)

@@ -81,6 +81,7 @@ cdef class TensorCore:
     cdef object c_max(self)
     cdef object c_min(self)
     cdef object c_matmul(self, object other)
+    cdef object c_rmatmul(self, object other)
     cdef object c_record_stream(self, object stream)
     cdef object c_dlpack(self, object stream, object max_version, object dl_device, object copy)
     cdef tuple c_dlpack_device(self)
@@ -96,6 +97,7 @@ cdef class DeviceStorage:
 cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_strides,
                                DtypeCore dtype, int device, object owner)
 cdef object wrap_numpy(object array)
+cdef TensorCore wrap_cpu(object array, DtypeCore dtype)   # array holds dtype's numpy storage
 cdef object new_empty(tuple sizes, DtypeCore dtype, int device)   # device -1: cpu
 cdef bint is_contiguous(TensorCore tensor)
 

@@ -178,10 +178,10 @@ cdef object wrap_numpy(object array):
     if dtype is None:
         raise TypeError(f"numpy dtype {array.dtype} has no tensorplay equivalent; supported: "
                         "bool, uint8, int8, int16, int32, int64, float16, float32, float64")
-    return _wrap_cpu(array, dtype)
+    return wrap_cpu(array, dtype)
 
 
-cdef TensorCore _wrap_cpu(object array, DtypeCore dtype):
+cdef TensorCore wrap_cpu(object array, DtypeCore dtype):
     cdef TensorCore tensor = _new_tensor()
     if any(stride < 0 or stride % array.itemsize for stride in array.strides):
         array = numpy.ascontiguousarray(array)  # element strides must be whole and positive
@@ -197,7 +197,7 @@ cdef TensorCore _wrap_cpu(object array, DtypeCore dtype):
 
 cdef object new_empty(tuple sizes, DtypeCore dtype, int device):
     if device == CPU:
-        return _wrap_cpu(numpy.empty(sizes, dtype=dtype.numpy_name), dtype)
+        return wrap_cpu(numpy.empty(sizes, dtype=dtype.numpy_name), dtype)
     _device.checked_device(device)
     cdef DeviceStorage storage = DeviceStorage()
     storage.nbytes = product(sizes) * dtype.itemsize
@@ -409,7 +409,7 @@ cdef class TensorCore:
         return self.device_index != CPU
 
     cdef str c_repr(self):
-        values = self.c_cpu().c_tolist() if self.element_count <= 1000 else "..."
+        values = (<TensorCore>self.c_cpu()).c_tolist() if self.element_count <= 1000 else "..."
         device = "" if self.device_index == CPU else f", device='{device_text(self.device_index)}'"
         return f"tensor({values}, dtype={self.dtype_object.repr_text()}{device})"
 
@@ -518,7 +518,7 @@ cdef class TensorCore:
             raise ValueError("view() needs a contiguous tensor; use reshape(), which copies "
                              "when it must")
         if self.device_index == CPU:
-            return _wrap_cpu(self.array.reshape(shape), self.dtype_object)
+            return wrap_cpu(self.array.reshape(shape), self.dtype_object)
         return wrap_device_memory(self.data, shape, contiguous_strides(shape), self.dtype_object,
                                   self.device_index, self.owner)
 
@@ -531,7 +531,7 @@ cdef class TensorCore:
         if self.device_index == CPU:
             _check_index(key)
             # The trailing Ellipsis keeps integer indexing a 0-d view instead of a numpy scalar.
-            return _wrap_cpu(self.array[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)],
+            return wrap_cpu(self.array[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)],
                              self.dtype_object)
         if not isinstance(key, tuple):
             key = (key,)
@@ -598,7 +598,7 @@ cdef class TensorCore:
             if inplace:
                 self.array[...] = stored(values, result_dtype)
                 return self
-            return _wrap_cpu(numpy.asarray(stored(values, result_dtype), order="C"), result_dtype)
+            return wrap_cpu(numpy.asarray(stored(values, result_dtype), order="C"), result_dtype)
         left = contiguous_on_device(left)
         output = self if inplace and is_contiguous(self) else \
             new_empty(self.sizes, result_dtype, self.device_index)
@@ -666,7 +666,7 @@ cdef class TensorCore:
         boolean = dtypes.named_dtype("bool")
         if self.device_index == CPU:
             b = computable(other) if isinstance(other, TensorCore) else other
-            return _wrap_cpu(numpy.asarray(NUMPY_COMPARE[op](computable(self), b), order="C"),
+            return wrap_cpu(numpy.asarray(NUMPY_COMPARE[op](computable(self), b), order="C"),
                              boolean)
         left = contiguous_on_device(self)
         output = new_empty(self.sizes, boolean, self.device_index)
@@ -709,7 +709,7 @@ cdef class TensorCore:
                             f"{self.dtype_object.name}; convert with .to(tensorplay.float32)")
         if self.device_index == CPU:
             values = NUMPY_UNARY[op](computable(self))
-            return _wrap_cpu(numpy.asarray(stored(values, self.dtype_object), order="C"),
+            return wrap_cpu(numpy.asarray(stored(values, self.dtype_object), order="C"),
                              self.dtype_object)
         source = contiguous_on_device(self)
         output = new_empty(self.sizes, self.dtype_object, self.device_index)
@@ -758,7 +758,7 @@ cdef class TensorCore:
                     dtype=numpy.int64 if not self.dtype_object.floating else values.dtype)
             else:
                 result = values.max() if op == device_ops.OP_MAX else values.min()
-            return _wrap_cpu(numpy.asarray(stored(numpy.asarray(result), result_dtype)),
+            return wrap_cpu(numpy.asarray(stored(numpy.asarray(result), result_dtype)),
                              result_dtype)
         source = contiguous_on_device(self)
         output = new_empty((), result_dtype, self.device_index)
@@ -798,7 +798,7 @@ cdef class TensorCore:
             raise ValueError(f"matmul: shapes {self.sizes} and {right.sizes} cannot be "
                              f"multiplied ({self.sizes[1]} != {right.sizes[0]})")
         if self.device_index == CPU:
-            return _wrap_cpu(numpy.asarray(self.array @ right.array, order="C"), self.dtype_object)
+            return wrap_cpu(numpy.asarray(self.array @ right.array, order="C"), self.dtype_object)
         m, k, n = self.sizes[0], self.sizes[1], right.sizes[1]
         a, b = contiguous_on_device(self), contiguous_on_device(right)
         output = new_empty((m, n), self.dtype_object, self.device_index)
@@ -808,6 +808,11 @@ cdef class TensorCore:
                               (<TensorCore>output).data, m, n, k,
                               current_stream(self.device_index))
         return output
+
+    cdef object c_rmatmul(self, object other):
+        if isinstance(other, TensorCore):
+            return (<TensorCore>other).c_matmul(self)
+        raise TypeError(f"matmul: other must be a tensor, got {type(other).__name__}")
 
     cdef object c_record_stream(self, object stream):
         cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
@@ -886,7 +891,7 @@ cdef object arange(object start, object end, object step, object dtype, object d
 
 
 cdef object from_numpy_values(object values, DtypeCore dtype, int device):
-    host = _wrap_cpu(numpy.asarray(stored(values, dtype), order="C"), dtype)
+    host = wrap_cpu(numpy.asarray(stored(values, dtype), order="C"), dtype)
     return host if device == CPU else host.c_to(_device.device_object(device), None, False,
                                                 False)
 

@@ -1,5 +1,4 @@
-// Elementwise kernels over contiguous memory. The prelude defines scalar_t (the element type)
-// and, for casts, target_t.
+// Elementwise kernels over contiguous memory. The prelude defines scalar_t, the element type.
 typedef typename accumulate<scalar_t>::type acc_t;
 
 enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3 };
@@ -80,14 +79,4 @@ __device__ inline acc_t apply_unary(int op, acc_t x) {
 
 extern "C" __global__ void unary(const scalar_t* a, scalar_t* out, long long count, int op) {
     GRID_STRIDE_LOOP(i, count) { out[i] = convert<scalar_t>(apply_unary(op, load(a[i]))); }
-}
-
-// Any strides to any strides, converting scalar_t to target_t on the way.
-extern "C" __global__ void copy_strided(const scalar_t* source, Layout source_layout,
-                                        target_t* target, Layout target_layout,
-                                        long long count) {
-    GRID_STRIDE_LOOP(i, count) {
-        target[strided_offset(i, target_layout)] =
-            convert<target_t>(load(source[strided_offset(i, source_layout)]));
-    }
 }
