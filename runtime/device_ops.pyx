@@ -95,14 +95,19 @@ cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t
                 int64_t count, int op, cudaStream_t stream) except -1:
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "binary", scalar_typedef(dtype))
+    cdef uintptr_t vector_bytes = 4 * dtype.itemsize
+    cdef bint vectorised = count % 4 == 0 and (a | b | out) % vector_bytes == 0
+    cdef CUfunction function = kernel(device, "elementwise",
+                                      "binary_vector4" if vectorised else "binary",
+                                      scalar_typedef(dtype))
+    cdef int64_t items = count // 4 if vectorised else count
     cdef void* arguments[5]
     arguments[0] = &a
     arguments[1] = &b
     arguments[2] = &out
-    arguments[3] = &count
+    arguments[3] = &items
     arguments[4] = &op
-    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+    return kernels.launch(function, blocks_for(items), THREADS, 0, stream, arguments)
 
 
 cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,

@@ -22,8 +22,8 @@ def compile_for_sm90(source, typedefs):
 @pytest.mark.parametrize("element", ELEMENT_TYPES)
 def test_elementwise_kernels_compile_for_every_dtype(element):
     cubin = compile_for_sm90("elementwise", f"typedef {element} scalar_t;\n")
-    for function in (b"fill", b"binary", b"binary_scalar", b"compare", b"compare_scalar",
-                     b"unary"):
+    for function in (b"fill", b"binary", b"binary_vector4", b"binary_scalar", b"compare",
+                     b"compare_scalar", b"unary"):
         assert function in cubin
 
 

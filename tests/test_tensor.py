@@ -324,3 +324,12 @@ def test_work_on_a_non_default_stream_is_ordered():
     main = tp.accelerator.current_stream()
     main.wait_stream(side)  # the main stream now sees everything queued on side
     assert (a == 5.0).sum().item() == 1 << 24 and b[:3].tolist() == [7.0, 7.0, 7.0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("start, stop", [(0, 8), (1, 9), (0, 9), (2, 7)])
+def test_add_with_wide_and_unaligned_memory(device, start, stop):
+    # Aligned multiples of four take the four-lane kernel; offsets and odd counts do not.
+    x = tp.arange(16, dtype=tp.float32, device=device)
+    view = x[start:stop]
+    assert (view + view).tolist() == [2.0 * v for v in range(start, stop)]
