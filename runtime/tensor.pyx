@@ -13,8 +13,6 @@ Rules kept deliberately small: elementwise operations take a tensor of the same 
 device, or a Python scalar; integer true division and integer-with-float-scalar arithmetic give
 float32, as in PyTorch; outputs are contiguous; reductions cover the whole tensor.
 """
-import numpy
-
 from libc.stdint cimport int64_t, uintptr_t
 from libc.string cimport memcpy
 
@@ -30,20 +28,31 @@ from tensorplay._runtime.dtypes cimport DtypeCore
 cdef int CPU = -1                # device index of CPU tensors
 cdef int UNSPECIFIED = -2        # device argument left as None
 
-BINARY_OPS = {"add": device_ops.OP_ADD, "sub": device_ops.OP_SUB, "mul": device_ops.OP_MUL,
-              "div": device_ops.OP_DIV}
-NUMPY_BINARY = {device_ops.OP_ADD: numpy.add, device_ops.OP_SUB: numpy.subtract,
-                device_ops.OP_MUL: numpy.multiply, device_ops.OP_DIV: numpy.true_divide}
-NUMPY_COMPARE = {device_ops.OP_EQ: numpy.equal, device_ops.OP_NE: numpy.not_equal,
-                 device_ops.OP_LT: numpy.less, device_ops.OP_LE: numpy.less_equal,
-                 device_ops.OP_GT: numpy.greater, device_ops.OP_GE: numpy.greater_equal}
-NUMPY_UNARY = {device_ops.OP_NEG: numpy.negative, device_ops.OP_ABS: numpy.abs,
-               device_ops.OP_RELU: lambda x: numpy.maximum(x, 0).astype(x.dtype),
-               device_ops.OP_SIN: numpy.sin, device_ops.OP_COS: numpy.cos,
-               device_ops.OP_EXP: numpy.exp, device_ops.OP_SQRT: numpy.sqrt}
+# The numpy ufunc computing each operation on the CPU, by name: numpy itself is imported on first
+# use, because it costs more than the rest of `import tensorplay` together.
+NUMPY_BINARY = {device_ops.OP_ADD: "add", device_ops.OP_SUB: "subtract",
+                device_ops.OP_MUL: "multiply", device_ops.OP_DIV: "true_divide"}
+NUMPY_COMPARE = {device_ops.OP_EQ: "equal", device_ops.OP_NE: "not_equal",
+                 device_ops.OP_LT: "less", device_ops.OP_LE: "less_equal",
+                 device_ops.OP_GT: "greater", device_ops.OP_GE: "greater_equal"}
+NUMPY_UNARY = {device_ops.OP_NEG: "negative", device_ops.OP_ABS: "abs",
+               device_ops.OP_RELU: "maximum", device_ops.OP_SIN: "sin", device_ops.OP_COS: "cos",
+               device_ops.OP_EXP: "exp", device_ops.OP_SQRT: "sqrt"}
 UNARY_NAMES = {device_ops.OP_NEG: "neg", device_ops.OP_ABS: "abs", device_ops.OP_RELU: "relu",
                device_ops.OP_SIN: "sin", device_ops.OP_COS: "cos", device_ops.OP_EXP: "exp",
                device_ops.OP_SQRT: "sqrt"}
+
+
+cdef object _numpy = None
+
+
+cdef inline object np():
+    """numpy, imported on first use (see NUMPY_BINARY)."""
+    global _numpy
+    if _numpy is None:
+        import numpy
+        _numpy = numpy
+    return _numpy
 
 
 # --------------------------------------------------------------------------------------------
@@ -51,16 +60,16 @@ UNARY_NAMES = {device_ops.OP_NEG: "neg", device_ops.OP_ABS: "abs", device_ops.OP
 
 
 def bfloat16_bits_to_float32(bits):
-    return (bits.astype(numpy.uint32) << 16).view(numpy.float32)
+    return (bits.astype(np().uint32) << 16).view(np().float32)
 
 
 def float32_to_bfloat16_bits(values):
-    values = numpy.asarray(values, dtype=numpy.float32)
-    bits = values.view(numpy.uint32)
-    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(numpy.uint16)
-    nan = numpy.isnan(values)
+    values = np().asarray(values, dtype=np().float32)
+    bits = values.view(np().uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np().uint16)
+    nan = np().isnan(values)
     if nan.any():
-        rounded[nan] = ((bits[nan] >> 16) | 0x40).astype(numpy.uint16)
+        rounded[nan] = ((bits[nan] >> 16) | 0x40).astype(np().uint16)
     return rounded
 
 
@@ -74,11 +83,11 @@ cdef object computable(TensorCore tensor):
 cdef object stored(object values, DtypeCore dtype):
     """numpy values converted to how dtype stores them on the CPU."""
     if dtype.name == "bfloat16":
-        values = numpy.asarray(values)
-        if values.dtype == numpy.uint16:  # already bfloat16 bits
+        values = np().asarray(values)
+        if values.dtype == np().uint16:  # already bfloat16 bits
             return values
-        return float32_to_bfloat16_bits(values.astype(numpy.float32))
-    return numpy.asarray(values).astype(dtype.numpy_name, copy=False)
+        return float32_to_bfloat16_bits(values.astype(np().float32))
+    return np().asarray(values).astype(dtype.numpy_name, copy=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,7 +193,7 @@ cdef object wrap_numpy(object array):
 cdef TensorCore wrap_cpu(object array, DtypeCore dtype):
     cdef TensorCore tensor = _new_tensor()
     if any(stride < 0 or stride % array.itemsize for stride in array.strides):
-        array = numpy.ascontiguousarray(array)  # element strides must be whole and positive
+        array = np().ascontiguousarray(array)  # element strides must be whole and positive
     tensor.array = array
     tensor.sizes = tuple(array.shape)
     tensor.element_strides = tuple(stride // array.itemsize for stride in array.strides)
@@ -197,7 +206,7 @@ cdef TensorCore wrap_cpu(object array, DtypeCore dtype):
 
 cdef object new_empty(tuple sizes, DtypeCore dtype, int device):
     if device == CPU:
-        return wrap_cpu(numpy.empty(sizes, dtype=dtype.numpy_name), dtype)
+        return wrap_cpu(np().empty(sizes, dtype=dtype.numpy_name), dtype)
     _device.checked_device(device)
     cdef DeviceStorage storage = DeviceStorage()
     storage.nbytes = product(sizes) * dtype.itemsize
@@ -292,7 +301,7 @@ cdef int copy_on_device(TensorCore target, TensorCore source) except -1:
 cdef int copy_from_host(TensorCore target, TensorCore source, bint non_blocking) except -1:
     cdef int device = target.device_index
     cdef cudaStream_t stream = current_stream(device)
-    host = numpy.asarray(stored(computable(source), target.dtype_object), order="C")
+    host = np().asarray(stored(computable(source), target.dtype_object), order="C")
     cdef size_t nbytes = host.nbytes
     cdef uintptr_t host_pointer = host.__array_interface__["data"][0]
     cdef void* pinned = NULL
@@ -329,7 +338,7 @@ cdef int copy_to_host(TensorCore target, TensorCore source) except -1:
         staged = new_empty(source.sizes, target.dtype_object, device)
         copy_on_device(staged, source)
     host = target.array if is_contiguous(target) and target.array.flags.c_contiguous else \
-        numpy.empty(target.sizes, dtype=target.dtype_object.numpy_name)
+        np().empty(target.sizes, dtype=target.dtype_object.numpy_name)
     cdef uintptr_t host_pointer = host.__array_interface__["data"][0]
     cdef uintptr_t device_pointer = (<TensorCore>staged).data
     cdef size_t nbytes = host.nbytes
@@ -430,7 +439,7 @@ cdef class TensorCore:
         if not is_scalar(value):
             raise TypeError(f"value must be a bool, int or float, got {type(value).__name__}")
         if self.device_index == CPU:
-            self.array[...] = stored(numpy.array(value), self.dtype_object)
+            self.array[...] = stored(np().array(value), self.dtype_object)
             return self
         if is_contiguous(self):
             device_ops.fill(self.device_index, self.dtype_object, self.data, self.element_count,
@@ -594,11 +603,12 @@ cdef class TensorCore:
             right = (<TensorCore>other).c_to(None, result_dtype, False, False)
         if self.device_index == CPU:
             a, b = computable(left), computable(right) if isinstance(right, TensorCore) else right
-            values = NUMPY_BINARY[op](b, a) if reverse else NUMPY_BINARY[op](a, b)
+            ufunc = getattr(np(), NUMPY_BINARY[op])
+            values = ufunc(b, a) if reverse else ufunc(a, b)
             if inplace:
                 self.array[...] = stored(values, result_dtype)
                 return self
-            return wrap_cpu(numpy.asarray(stored(values, result_dtype), order="C"), result_dtype)
+            return wrap_cpu(np().asarray(stored(values, result_dtype), order="C"), result_dtype)
         left = contiguous_on_device(left)
         output = self if inplace and is_contiguous(self) else \
             new_empty(self.sizes, result_dtype, self.device_index)
@@ -666,7 +676,8 @@ cdef class TensorCore:
         boolean = dtypes.named_dtype("bool")
         if self.device_index == CPU:
             b = computable(other) if isinstance(other, TensorCore) else other
-            return wrap_cpu(numpy.asarray(NUMPY_COMPARE[op](computable(self), b), order="C"),
+            values = getattr(np(), NUMPY_COMPARE[op])(computable(self), b)
+            return wrap_cpu(np().asarray(values, order="C"),
                              boolean)
         left = contiguous_on_device(self)
         output = new_empty(self.sizes, boolean, self.device_index)
@@ -708,8 +719,10 @@ cdef class TensorCore:
             raise TypeError(f"{name}() needs a floating-point tensor, got "
                             f"{self.dtype_object.name}; convert with .to(tensorplay.float32)")
         if self.device_index == CPU:
-            values = NUMPY_UNARY[op](computable(self))
-            return wrap_cpu(numpy.asarray(stored(values, self.dtype_object), order="C"),
+            values = computable(self)
+            values = np().maximum(values, 0).astype(values.dtype) if op == device_ops.OP_RELU \
+                else getattr(np(), NUMPY_UNARY[op])(values)
+            return wrap_cpu(np().asarray(stored(values, self.dtype_object), order="C"),
                              self.dtype_object)
         source = contiguous_on_device(self)
         output = new_empty(self.sizes, self.dtype_object, self.device_index)
@@ -755,10 +768,10 @@ cdef class TensorCore:
             values = computable(self)
             if op == device_ops.OP_SUM:
                 result = values.mean() if mean else values.sum(
-                    dtype=numpy.int64 if not self.dtype_object.floating else values.dtype)
+                    dtype=np().int64 if not self.dtype_object.floating else values.dtype)
             else:
                 result = values.max() if op == device_ops.OP_MAX else values.min()
-            return wrap_cpu(numpy.asarray(stored(numpy.asarray(result), result_dtype)),
+            return wrap_cpu(np().asarray(stored(np().asarray(result), result_dtype)),
                              result_dtype)
         source = contiguous_on_device(self)
         output = new_empty((), result_dtype, self.device_index)
@@ -798,7 +811,7 @@ cdef class TensorCore:
             raise ValueError(f"matmul: shapes {self.sizes} and {right.sizes} cannot be "
                              f"multiplied ({self.sizes[1]} != {right.sizes[0]})")
         if self.device_index == CPU:
-            return wrap_cpu(numpy.asarray(self.array @ right.array, order="C"), self.dtype_object)
+            return wrap_cpu(np().asarray(self.array @ right.array, order="C"), self.dtype_object)
         m, k, n = self.sizes[0], self.sizes[1], right.sizes[1]
         a, b = contiguous_on_device(self), contiguous_on_device(right)
         output = new_empty((m, n), self.dtype_object, self.device_index)
@@ -886,12 +899,12 @@ cdef object arange(object start, object end, object step, object dtype, object d
         raise ValueError("step must be non-zero")
     integral = all(isinstance(v, int) for v in (start, end, step))
     default = dtypes.named_dtype("int64" if integral else "float32")
-    values = numpy.arange(start, end, step, dtype=numpy.int64 if integral else numpy.float64)
+    values = np().arange(start, end, step, dtype=np().int64 if integral else np().float64)
     return from_numpy_values(values, dtype_arg(dtype, default, "dtype"), device_arg(device, CPU))
 
 
 cdef object from_numpy_values(object values, DtypeCore dtype, int device):
-    host = wrap_cpu(numpy.asarray(stored(values, dtype), order="C"), dtype)
+    host = wrap_cpu(np().asarray(stored(values, dtype), order="C"), dtype)
     return host if device == CPU else host.c_to(_device.device_object(device), None, False,
                                                 False)
 
@@ -899,11 +912,11 @@ cdef object from_numpy_values(object values, DtypeCore dtype, int device):
 cdef object tensor(object data, object dtype, object device):
     if isinstance(data, TensorCore):
         return (<TensorCore>data).c_to(device, dtype, False, True)
-    if isinstance(data, numpy.ndarray):
+    if isinstance(data, np().ndarray):
         inferred = dtypes.dtype_from_numpy(data.dtype)
         values = data
     else:
-        values = numpy.asarray(data)
+        values = np().asarray(data)
         if values.dtype == object or values.dtype.kind not in "biuf":
             raise TypeError(f"data must be numbers (nested lists of bool, int or float) or a "
                             f"numpy array, got {type(data).__name__}")
@@ -934,21 +947,21 @@ cdef bint allclose(object input, object other, double rtol, double atol, bint eq
     if (<TensorCore>input).sizes != (<TensorCore>other).sizes:
         raise ValueError(f"allclose: shapes {(<TensorCore>input).sizes} and "
                          f"{(<TensorCore>other).sizes} differ")
-    a = computable((<TensorCore>input).c_cpu()).astype(numpy.float64)
-    b = computable((<TensorCore>other).c_cpu()).astype(numpy.float64)
-    return bool(numpy.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    a = computable((<TensorCore>input).c_cpu()).astype(np().float64)
+    b = computable((<TensorCore>other).c_cpu()).astype(np().float64)
+    return bool(np().allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 cdef object as_tensor(object data, object dtype, object device):
     if isinstance(data, TensorCore):
         return (<TensorCore>data).c_to(device, dtype, False, False)
     if hasattr(data, "__cuda_array_interface__") or (
-            hasattr(data, "__dlpack__") and not isinstance(data, numpy.ndarray)):
+            hasattr(data, "__dlpack__") and not isinstance(data, np().ndarray)):
         from tensorplay._runtime import interop
         shared = interop.from_cuda_array_interface(data) \
             if hasattr(data, "__cuda_array_interface__") else interop.from_dlpack(data)
         return (<TensorCore>shared).c_to(device, dtype, False, False)
-    if isinstance(data, numpy.ndarray) and dtypes.dtype_from_numpy(data.dtype) is not None:
+    if isinstance(data, np().ndarray) and dtypes.dtype_from_numpy(data.dtype) is not None:
         return (<TensorCore>wrap_numpy(data)).c_to(device, dtype, False, False)
     return tensor(data, dtype, device)
 
