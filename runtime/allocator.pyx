@@ -400,20 +400,6 @@ cdef inline bint is_split(Block* block) noexcept nogil:
 # --------------------------------------------------------------------------------------------
 # CUDA calls on a given device
 
-cdef int switch_device(int device, int* previous) except -1 nogil:
-    """Make device current for CUDA calls that act on the current device."""
-    errors.check(cyruntime.cudaGetDevice(previous), b"cudaGetDevice")
-    if previous[0] != device:
-        errors.check(cyruntime.cudaSetDevice(device), b"cudaSetDevice")
-    return 0
-
-
-cdef int restore_device(int device, int previous) except -1 nogil:
-    if previous != device:
-        errors.check(cyruntime.cudaSetDevice(previous), b"cudaSetDevice")
-    return 0
-
-
 cdef int take_event(DeviceState* state, int device, cudaEvent_t* event) except -1:
     """An idle event of device: from the cache, else a new one (creating costs ~2 us)."""
     cdef vector[cudaEvent_t]* cache = &state.event_cache[device]
@@ -423,12 +409,12 @@ cdef int take_event(DeviceState* state, int device, cudaEvent_t* event) except -
         return 0
     cdef int previous
     with nogil:
-        switch_device(device, &previous)
+        devices.switch_device(device, &previous)
         try:
             errors.check(cyruntime.cudaEventCreateWithFlags(event, cudaEventDisableTiming),
                          b"cudaEventCreateWithFlags")
         finally:
-            restore_device(device, previous)
+            devices.restore_device(device, previous)
     return 0
 
 
@@ -444,7 +430,7 @@ cdef Block* malloc_segment(DeviceState* state, BlockPool* pool, cudaStream_t str
     # Note [Caching allocator policy]: relaxed, so that a capture on any thread stays valid.
     cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
     with nogil:
-        switch_device(state.device, &previous)
+        devices.switch_device(state.device, &previous)
         try:
             errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                          b"cudaThreadExchangeStreamCaptureMode")
@@ -454,7 +440,7 @@ cdef Block* malloc_segment(DeviceState* state, BlockPool* pool, cudaStream_t str
                 errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                              b"cudaThreadExchangeStreamCaptureMode")
         finally:
-            restore_device(state.device, previous)
+            devices.restore_device(state.device, previous)
     if status == cudaErrorMemoryAllocation:
         cyruntime.cudaGetLastError()  # the error is not sticky: clear it for the next check
         return NULL
@@ -471,11 +457,11 @@ cdef int free_segment(DeviceState* state, Block* block) except -1:
     """cudaFree a free block that spans its whole segment (never while a capture routes)."""
     cdef int previous
     with nogil:
-        switch_device(state.device, &previous)
+        devices.switch_device(state.device, &previous)
         try:
             errors.check(cyruntime.cudaFree(<void*>block.ptr), b"cudaFree")
         finally:
-            restore_device(state.device, previous)
+            devices.restore_device(state.device, previous)
     cdef BlockPool* pool = block.pool
     erase_free(pool, block)
     count(state.device, STAT_SEGMENT, pool.small, -1)
@@ -825,11 +811,11 @@ cdef int raise_out_of_memory(DeviceState* state, size_t requested, size_t segmen
     cdef int previous
     cdef cudaError_t status
     with nogil:
-        switch_device(device, &previous)
+        devices.switch_device(device, &previous)
         try:
             status = cyruntime.cudaMemGetInfo(&free_bytes, &total_bytes)
         finally:
-            restore_device(device, previous)
+            devices.restore_device(device, previous)
     if status == cudaSuccess:
         device_text = (f"free on device: {format_size(free_bytes)} of {format_size(total_bytes)} "
                        "total (cudaMemGetInfo)")

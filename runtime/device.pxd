@@ -32,6 +32,9 @@ cdef int call_when_initialized(object callback) except -1
 cdef int checked_device(int index) except -1
 cdef int current_device() noexcept nogil
 cdef int set_current_device(int index) except -1
+# Around CUDA calls that act on the current device, from code that holds no GIL.
+cdef int switch_device(int device, int* previous) except -1 nogil
+cdef int restore_device(int device, int previous) except -1 nogil
 cdef object device_object(int index)
 
 # The accelerator API (api.yaml: tensorplay.accelerator).

@@ -231,6 +231,23 @@ cdef int set_current_device(int index) except -1:
     return 0
 
 
+cdef int switch_device(int device, int* previous) except -1 nogil:
+    """Make device current for CUDA calls that act on the current device, without the GIL.
+
+    Reads CUDA's own current device (not the mirror above), so it is right on any thread.
+    """
+    errors.check(cyruntime.cudaGetDevice(previous), b"cudaGetDevice")
+    if previous[0] != device:
+        errors.check(cyruntime.cudaSetDevice(device), b"cudaSetDevice")
+    return 0
+
+
+cdef int restore_device(int device, int previous) except -1 nogil:
+    if previous != device:
+        errors.check(cyruntime.cudaSetDevice(previous), b"cudaSetDevice")
+    return 0
+
+
 cdef int current_device_index() except -1:
     ensure_initialized()
     return current_device()

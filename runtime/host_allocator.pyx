@@ -150,15 +150,12 @@ cdef int take_event(int device, cudaEvent_t* event) except -1:
         return 0
     cdef int previous
     with nogil:
-        errors.check(cyruntime.cudaGetDevice(&previous), b"cudaGetDevice")
-        if previous != device:
-            errors.check(cyruntime.cudaSetDevice(device), b"cudaSetDevice")
+        devices.switch_device(device, &previous)
         try:
             errors.check(cyruntime.cudaEventCreateWithFlags(event, cudaEventDisableTiming),
                          b"cudaEventCreateWithFlags")
         finally:
-            if previous != device:
-                errors.check(cyruntime.cudaSetDevice(previous), b"cudaSetDevice")
+            devices.restore_device(device, previous)
     return 0
 
 

@@ -218,15 +218,6 @@ cdef uintptr_t _stream_handle(object stream, str argument, bint no_sync_allowed)
     return stream
 
 
-cdef tuple _row_major_strides(tuple sizes):
-    strides = []
-    cdef int64_t running = 1
-    for size in reversed(sizes):
-        strides.append(running)
-        running *= max(size, 1)
-    return tuple(reversed(strides))
-
-
 cdef str _supported_dtypes():
     return ", ".join((<DtypeCore>dtype).name for dtype in dtypes.all_dtypes())
 
@@ -547,7 +538,7 @@ cdef object _import_capsule(object capsule):
             strides.append(described.strides[dim])
     sizes = tuple(sizes)
     # NULL strides, allowed before DLPack 1.2, mean compact row-major.
-    strides = _row_major_strides(sizes) if described.strides == NULL else tuple(strides)
+    strides = _tensor.contiguous_strides(sizes) if described.strides == NULL else tuple(strides)
     if any(stride < 0 for stride in strides):
         raise ValueError(f"the DLPack tensor has negative strides {strides}; tensorplay "
                          "tensors need non-negative strides, so make a copy in the producer "
@@ -676,7 +667,7 @@ def from_cuda_array_interface(producer):
                           "CUDA tensors are always writable, so import a copy instead")
     byte_strides = interface.get("strides")
     if byte_strides is None:
-        strides = _row_major_strides(shape)
+        strides = _tensor.contiguous_strides(shape)
     elif not isinstance(byte_strides, tuple) or len(byte_strides) != len(shape) or any(
             isinstance(stride, bool) or not isinstance(stride, int) or stride < 0
             or stride % dtype.itemsize for stride in byte_strides):

@@ -100,6 +100,7 @@ cdef object wrap_numpy(object array)
 cdef TensorCore wrap_cpu(object array, DtypeCore dtype)   # array holds dtype's numpy storage
 cdef object new_empty(tuple sizes, DtypeCore dtype, int device)   # device -1: cpu
 cdef bint is_contiguous(TensorCore tensor)
+cdef tuple contiguous_strides(tuple sizes)          # row-major, in elements
 
 # Factories (api.yaml: tensorplay).
 cdef object empty(tuple size, object dtype, object device)
