@@ -16,6 +16,7 @@ from cuda.bindings.cyruntime cimport cudaStream_t
 from tensorplay._runtime cimport allocator, kernels
 from tensorplay._runtime.kernels import read_kernel_source
 from tensorplay._runtime.dtypes cimport DtypeCore
+from tensorplay._runtime.dtypes import float32_to_bfloat16_bits
 
 cdef enum:
     THREADS = 256
@@ -68,11 +69,7 @@ cdef bytes scalar_bits(DtypeCore dtype, object value):
     """The bytes of value stored as dtype (what a kernel parameter of scalar_t holds)."""
     import numpy
     if dtype.name == "bfloat16":
-        bits = numpy.array([value], dtype=numpy.float32).view(numpy.uint32)[0]
-        rounded = (int(bits) + 0x7FFF + ((int(bits) >> 16) & 1)) >> 16
-        if value != value:  # NaN
-            rounded = (int(bits) >> 16) | 0x40
-        return struct.pack("<H", rounded & 0xFFFF)
+        return float32_to_bfloat16_bits(numpy.array([value], dtype=numpy.float32)).tobytes()
     return numpy.array([value]).astype(dtype.numpy_name).tobytes()
 
 

@@ -76,3 +76,24 @@ cdef object dtype_from_dlpack(int code, int bits):
         if entry[4] == code and entry[0] * 8 == bits:
             return named_dtype(name)
     return None
+
+
+# bfloat16 has no numpy dtype: on the CPU its bits live in uint16 and convert through float32.
+
+
+def bfloat16_bits_to_float32(bits):
+    """float32 values of bfloat16 bits held in a uint16 numpy array."""
+    import numpy
+    return (bits.astype(numpy.uint32) << 16).view(numpy.float32)
+
+
+def float32_to_bfloat16_bits(values):
+    """bfloat16 bits (uint16) of float values, rounded to nearest even; NaN stays NaN."""
+    import numpy
+    values = numpy.asarray(values, dtype=numpy.float32)
+    bits = values.view(numpy.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(numpy.uint16)
+    nan = numpy.isnan(values)
+    if nan.any():
+        rounded[nan] = ((bits[nan] >> 16) | 0x40).astype(numpy.uint16)
+    return rounded

@@ -7,7 +7,6 @@ available in this build.
 import sys
 import time
 
-import tensorplay
 from tensorplay import _build_info, _schema, accelerator, cuda
 
 

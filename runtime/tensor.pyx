@@ -24,6 +24,7 @@ from tensorplay._runtime cimport allocator, device as _device, device_ops, dtype
 from tensorplay._runtime cimport host_allocator, public
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.dtypes cimport DtypeCore
+from tensorplay._runtime.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
 
 cdef int CPU = -1                # device index of CPU tensors
 cdef int UNSPECIFIED = -2        # device argument left as None
@@ -56,21 +57,7 @@ cdef inline object np():
 
 
 # --------------------------------------------------------------------------------------------
-# bfloat16 on the CPU: bits in uint16, arithmetic in float32.
-
-
-def bfloat16_bits_to_float32(bits):
-    return (bits.astype(np().uint32) << 16).view(np().float32)
-
-
-def float32_to_bfloat16_bits(values):
-    values = np().asarray(values, dtype=np().float32)
-    bits = values.view(np().uint32)
-    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np().uint16)
-    nan = np().isnan(values)
-    if nan.any():
-        rounded[nan] = ((bits[nan] >> 16) | 0x40).astype(np().uint16)
-    return rounded
+# bfloat16 on the CPU: bits in uint16, arithmetic in float32 (dtypes.pyx converts).
 
 
 cdef object computable(TensorCore tensor):

@@ -1,6 +1,5 @@
 """generate / check / docs / list: deterministic output, drift detection, the reference pages."""
 import json
-import os
 import re
 import shutil
 import subprocess

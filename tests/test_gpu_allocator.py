@@ -1,5 +1,4 @@
 """The caching allocator on a real GPU: exact figures, stream safety, OOM, threads, fork."""
-import os
 import subprocess
 import sys
 import textwrap
