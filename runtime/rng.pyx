@@ -1,7 +1,8 @@
 # cython: language_level=3
 """Per-device Philox4x32-10 generator state: a 64-bit seed and a 64-bit offset.
 
-get_rng_state() is 16 bytes, seed then offset, little-endian (DESIGN.md section 4). Seeding
+get_rng_state() is a CPU uint8 tensor of 16 bytes, seed then offset, little-endian (DESIGN.md
+section 4), as PyTorch's generator states are uint8 tensors. Seeding
 before CUDA is initialised is deferred and the latest call wins (PyTorch's _lazy_call rule,
 notes/torch_graphs_accelerator.md 3.8), so seeding never initialises CUDA and never poisons
 fork.
@@ -9,7 +10,8 @@ fork.
 import os
 import struct
 
-from tensorplay._runtime cimport device as _device
+from tensorplay._runtime cimport device as _device, dtypes, tensor
+from tensorplay._runtime.tensor cimport TensorCore
 
 # PyTorch's default CUDA seed (c10::detail::default_rng_seed_val), so unseeded runs of both
 # libraries start from the same state.
@@ -87,7 +89,8 @@ cdef object get_rng_state(int device):
     if device < 0:
         raise ValueError(f"device must be a non-negative index, got {device}")
     state = _device_state(device)
-    return struct.pack(STATE_FORMAT, state[0], state[1])
+    return tensor.tensor(list(struct.pack(STATE_FORMAT, state[0], state[1])),
+                         dtypes.named_dtype("uint8"), "cpu")
 
 
 cdef list get_rng_state_all():
@@ -99,6 +102,11 @@ cdef list get_rng_state_all():
 cdef object set_rng_state(object new_state, int device):
     if device < 0:
         raise ValueError(f"device must be a non-negative index, got {device}")
+    if isinstance(new_state, TensorCore):
+        if (<TensorCore>new_state).dtype_object.name != "uint8":
+            raise TypeError(f"new_state must be a uint8 tensor, got "
+                            f"{(<TensorCore>new_state).dtype_object.name}")
+        new_state = bytes((<TensorCore>(<TensorCore>new_state).c_reshape((-1,))).c_tolist())
     try:
         raw = bytes(memoryview(new_state).cast("B"))
     except TypeError:

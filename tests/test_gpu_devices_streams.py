@@ -99,3 +99,38 @@ def test_capture_is_a_reported_gap_until_the_graph_issue_lands():
     with pytest.raises(NotImplementedError, match="graph-capture issue"):
         cuda.CUDAGraph().capture_begin()
     assert cuda.graphs.is_current_stream_capturing() is False
+
+
+SEED_BEFORE_INITIALISATION = """
+import tensorplay.accelerator as accelerator
+accelerator.random.manual_seed(111)
+accelerator.random.manual_seed(1234)  # deferred: the latest call wins
+print(accelerator.random.initial_seed(), accelerator.random.get_rng_state().tolist())
+"""
+
+
+def test_seeding_before_initialisation_is_deferred_and_the_latest_call_wins():
+    import subprocess
+    import sys
+    output = subprocess.run([sys.executable, "-c", SEED_BEFORE_INITIALISATION],
+                            capture_output=True, text=True, check=True).stdout.split(" ", 1)
+    assert output[0] == "1234"
+    assert output[1].strip() == str(list((1234).to_bytes(8, "little") + bytes(8)))
+
+
+def test_rng_state_round_trips_as_a_uint8_tensor():
+    random = tensorplay.accelerator.random
+    random.manual_seed(7)
+    state = random.get_rng_state()
+    assert state.dtype is tensorplay.uint8 and state.shape == (16,)
+    assert state.device == tensorplay.device("cpu")
+    random.set_rng_state(bytes(range(16)))
+    assert random.get_rng_state().tolist() == list(range(16))
+    random.set_rng_state(state)
+    assert random.initial_seed() == 7
+    assert [s.tolist() for s in random.get_rng_state_all()] == [state.tolist()] * \
+        tensorplay.accelerator.device_count()
+    with pytest.raises(ValueError, match="new_state must be 16 bytes"):
+        random.set_rng_state(bytes(3))
+    with pytest.raises(TypeError, match="new_state must be a uint8 tensor"):
+        random.set_rng_state(tensorplay.zeros(16))
