@@ -96,12 +96,13 @@ from libcpp.vector cimport vector
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorMemoryAllocation, cudaErrorNotReady,
-                                      cudaEvent_t, cudaEventDisableTiming, cudaStream_t,
+                                      cudaEvent_t, cudaStream_t,
                                       cudaStreamCaptureMode, cudaStreamCaptureModeRelaxed,
                                       cudaStreamCaptureStatus, cudaStreamCaptureStatusActive,
                                       cudaSuccess)
 
 from tensorplay._runtime cimport device as devices, errors
+from tensorplay._runtime cimport stream as streams
 from tensorplay._runtime.device cimport MAX_DEVICES
 
 cdef extern from *:
@@ -407,14 +408,8 @@ cdef int take_event(DeviceState* state, int device, cudaEvent_t* event) except -
         event[0] = cache.back()
         cache.pop_back()
         return 0
-    cdef int previous
     with nogil:
-        devices.switch_device(device, &previous)
-        try:
-            errors.check(cyruntime.cudaEventCreateWithFlags(event, cudaEventDisableTiming),
-                         b"cudaEventCreateWithFlags")
-        finally:
-            devices.restore_device(device, previous)
+        streams.create_ordering_event(device, event)
     return 0
 
 

@@ -42,12 +42,13 @@ from libcpp.vector cimport vector
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorMemoryAllocation, cudaErrorNotReady,
-                                      cudaEvent_t, cudaEventDisableTiming, cudaHostAllocDefault,
+                                      cudaEvent_t, cudaHostAllocDefault,
                                       cudaStream_t, cudaStreamCaptureMode,
                                       cudaStreamCaptureModeRelaxed, cudaStreamCaptureStatus,
                                       cudaStreamCaptureStatusNone, cudaSuccess)
 
 from tensorplay._runtime cimport device as devices, errors
+from tensorplay._runtime cimport stream as streams
 
 cdef enum:
     # The smallest block, as for device blocks: keeps any element type aligned and bounds the
@@ -148,14 +149,8 @@ cdef int take_event(int device, cudaEvent_t* event) except -1:
         event[0] = cache.back()
         cache.pop_back()
         return 0
-    cdef int previous
     with nogil:
-        devices.switch_device(device, &previous)
-        try:
-            errors.check(cyruntime.cudaEventCreateWithFlags(event, cudaEventDisableTiming),
-                         b"cudaEventCreateWithFlags")
-        finally:
-            devices.restore_device(device, previous)
+        streams.create_ordering_event(device, event)
     return 0
 
 

@@ -148,9 +148,7 @@ cdef object caching_allocator_delete(object ptr):
 
 
 cdef object caching_allocator_record_stream(object ptr, object stream):
-    cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
-    if on is None:
-        raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
+    cdef _stream.StreamCore on = _stream.required_stream_arg(stream, "stream")
     allocator.record_stream(pointer_arg(ptr, "ptr", "caching_allocator_alloc()"), on.handle)
     return None
 
@@ -169,9 +167,7 @@ cdef object caching_host_allocator_delete(object ptr):
 
 
 cdef object caching_host_allocator_record_stream(object ptr, object stream):
-    cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
-    if on is None:
-        raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
+    cdef _stream.StreamCore on = _stream.required_stream_arg(stream, "stream")
     host_allocator.host_record_stream(
         pointer_arg(ptr, "ptr", "caching_host_allocator_alloc()"), on.handle)
     return None

@@ -41,7 +41,9 @@ cdef class StreamContextCore:
     cdef object exit(self, object exc_type, object exc_value, object traceback)
 
 cdef cudaStream_t current_stream_handle(int device) noexcept nogil
-cdef StreamCore stream_arg(object value, str argument)
+cdef StreamCore stream_arg(object value, str argument)              # None allowed
+cdef StreamCore required_stream_arg(object value, str argument)
+cdef int create_ordering_event(int device, cudaEvent_t* event) except -1 nogil
 cdef object current_stream(int device)
 cdef object set_stream(object stream)
 cdef object stream_context(object stream)

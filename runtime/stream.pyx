@@ -54,15 +54,32 @@ cdef StreamCore stream_arg(object value, str argument):
                     "tensorplay.cuda.external_stream()")
 
 
+cdef StreamCore required_stream_arg(object value, str argument):
+    """A Stream argument that may not be None."""
+    if value is None:
+        raise TypeError(f"{argument} must be a tensorplay.cuda.Stream, got None")
+    return stream_arg(value, argument)
+
+
+cdef int create_ordering_event(int device, cudaEvent_t* event) except -1 nogil:
+    """A new event on device for ordering work only (timing off, so recording it is cheap)."""
+    cdef int previous
+    _device.switch_device(device, &previous)
+    try:
+        errors.check(cyruntime.cudaEventCreateWithFlags(event, cudaEventDisableTiming),
+                     b"cudaEventCreateWithFlags")
+    finally:
+        _device.restore_device(device, previous)
+    return 0
+
+
 cdef object current_stream(int device):
     _device.checked_device(device)
     return _wrap(device, current_stream_handle(device), 0, None)
 
 
 cdef object set_stream(object stream):
-    cdef StreamCore target = stream_arg(stream, "stream")
-    if target is None:
-        raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
+    cdef StreamCore target = required_stream_arg(stream, "stream")
     _device.set_current_device(target.device_index)
     tensorplay_put_stream(target.device_index, <void*>target.handle)
     return None
@@ -164,9 +181,7 @@ cdef class StreamCore:
         return None
 
     cdef object c_wait_stream(self, object stream):
-        cdef StreamCore other = stream_arg(stream, "stream")
-        if other is None:
-            raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
+        cdef StreamCore other = required_stream_arg(stream, "stream")
         self.c_wait_event(other.c_record_event(None))
         return None
 

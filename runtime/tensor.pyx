@@ -815,9 +815,7 @@ cdef class TensorCore:
         raise TypeError(f"matmul: other must be a tensor, got {type(other).__name__}")
 
     cdef object c_record_stream(self, object stream):
-        cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
-        if on is None:
-            raise TypeError("stream must be a tensorplay.cuda.Stream, got None")
+        cdef _stream.StreamCore on = _stream.required_stream_arg(stream, "stream")
         if self.device_index == CPU:
             raise TypeError("record_stream() needs a CUDA tensor")
         if isinstance(self.owner, DeviceStorage):  # memory shared by others is theirs to track
