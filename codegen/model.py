@@ -11,6 +11,7 @@ All problems are collected and raised together as one SchemaError, each as file:
 """
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import keyword
@@ -60,6 +61,12 @@ class Returns:
 
 
 @dataclass(frozen=True)
+class Raises:
+    type: str  # a builtin exception or an exception class the schema declares
+    doc: str
+
+
+@dataclass(frozen=True)
 class Function:
     """A module function or a class method; ``impl_module`` is empty for methods."""
 
@@ -71,6 +78,7 @@ class Function:
     returns: Optional[Returns]
     deprecated: Optional[str]
     since: Optional[str]
+    raises: tuple[Raises, ...] = ()
 
     @property
     def summary(self) -> str:
@@ -188,6 +196,7 @@ class _Builder:
         self.runtime = runtime
         self.diagnostics: list[Diagnostic] = []
         self.classes: frozenset[str] = frozenset()
+        self.exceptions: frozenset[str] = frozenset()
 
     def error(self, location: Location, message: str) -> None:
         self.diagnostics.append(Diagnostic(location, message))
@@ -341,12 +350,30 @@ class _Builder:
         return Returns(self.type_of(returns, "type", f"return type of {what}"),
                        self.doc(returns, f"return value of {what}"))
 
+    def raises(self, entry: LocatedMap, what: str) -> tuple[Raises, ...]:
+        """The exceptions a function documents: builtins or exception classes of the schema."""
+        found = []
+        for raw, location in self.items(entry, "raises", what):
+            item = self.mapping(raw, location, f"an entry of 'raises' of {what}")
+            if item is None:
+                continue
+            self.check_keys(item, f"'raises' of {what}", ("type", "doc"), ())
+            name = self.text(item, "type", f"'raises' of {what}")
+            builtin = getattr(builtins, name, None)
+            if name and name not in self.exceptions and not (
+                    isinstance(builtin, type) and issubclass(builtin, BaseException)):
+                self.error(item.value_locations["type"],
+                           f"'raises' of {what}: {name!r} is neither a builtin exception nor "
+                           "an exception class declared in the schema")
+            found.append(Raises(name, self.doc(item, f"'raises' {name} of {what}")))
+        return tuple(found)
+
     def function(self, entry: LocatedMap, scope: str, core: Optional[tuple[str, str]]) -> Function:
         """A module function (core None) or a method of the runtime class ``core``."""
         name = self.name(entry, f"item of {scope}")
         what = f"'{scope}.{name}'"
         self.check_keys(entry, what, ("name", "impl"),
-                        ("doc", "params", "returns", "deprecated", "since"))
+                        ("doc", "params", "returns", "raises", "deprecated", "since"))
         if core is None:
             module, symbol = self.impl(entry, what)
             if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
@@ -365,7 +392,7 @@ class _Builder:
         deprecated = self.text(entry, "deprecated", what, required=False) or None
         since = str(entry["since"]) if entry.get("since") is not None else None
         return Function(name, module, symbol, self.doc(entry, what), self.params(entry, what),
-                        self.returns(entry, what), deprecated, since)
+                        self.returns(entry, what), deprecated, since, self.raises(entry, what))
 
     def klass(self, entry: LocatedMap, scope: str) -> Class:
         name = self.name(entry, f"class of {scope}")
@@ -495,6 +522,10 @@ class _Builder:
             c.get("name") for m, _ in raw_modules if isinstance(m, LocatedMap)
             for c in (m.get("classes") or []) if isinstance(c, LocatedMap)
             and isinstance(c.get("name"), str))
+        self.exceptions = frozenset(
+            c.get("name") for m, _ in raw_modules if isinstance(m, LocatedMap)
+            for c in (m.get("classes") or []) if isinstance(c, LocatedMap)
+            and c.get("kind") == "exception" and isinstance(c.get("name"), str))
         modules, module_locations, item_locations = [], {}, {}
         for raw, location in raw_modules:
             entry = self.mapping(raw, location, "a module")
@@ -543,7 +574,8 @@ def normalise(modules: tuple[Module, ...]) -> dict:
         return {"name": f.name, "impl": f"{f.impl_module}.{f.impl_name}".lstrip("."),
                 "doc": f.doc, "params": [param(p) for p in f.params],
                 "returns": {"type": f.returns.type.display(), "doc": f.returns.doc}
-                if f.returns else None, "deprecated": f.deprecated, "since": f.since}
+                if f.returns else None, "raises": [{"type": r.type, "doc": r.doc} for r in f.raises],
+                "deprecated": f.deprecated, "since": f.since}
 
     def klass(c: Class) -> dict:
         return {"name": c.name, "kind": c.kind, "impl": f"{c.impl_module}.{c.impl_name}",

@@ -65,7 +65,7 @@ CASES = [
     ('unknown key in a function',
      '    doc: Number of devices.\n',
      '    doc: Number of devices.\n    colour: red\n',
-     ["api.yaml:22:5: unknown key 'colour' in 'tensorplay.accelerator.device_count'; allowed keys: name, impl, doc, params, returns, deprecated, since"]),
+     ["api.yaml:22:5: unknown key 'colour' in 'tensorplay.accelerator.device_count'; allowed keys: name, impl, doc, params, returns, raises, deprecated, since"]),
     ('unknown top-level key',
      'schema_version: 1\n',
      'schema_version: 1\nextra: 1\n',
@@ -177,7 +177,15 @@ CASES = [
     ('params not a list',
      '    params:\n    - name: device\n',
      '    params: {name: device}\n    x:\n    - name: device\n',
-     ["api.yaml:24:13: 'params' of 'tensorplay.accelerator.synchronize' must be a list", "api.yaml:25:5: unknown key 'x' in 'tensorplay.accelerator.synchronize'; allowed keys: name, impl, doc, params, returns, deprecated, since"]),
+     ["api.yaml:24:13: 'params' of 'tensorplay.accelerator.synchronize' must be a list", "api.yaml:25:5: unknown key 'x' in 'tensorplay.accelerator.synchronize'; allowed keys: name, impl, doc, params, returns, raises, deprecated, since"]),
+    ('raises names an unknown exception',
+     '    doc: Number of devices.\n',
+     '    doc: Number of devices.\n    raises:\n    - {type: Oops, doc: never.}\n',
+     ["api.yaml:23:14: 'raises' of 'tensorplay.accelerator.device_count': 'Oops' is neither a builtin exception nor an exception class declared in the schema"]),
+    ('raises a builtin exception',
+     '    doc: Number of devices.\n',
+     '    doc: Number of devices.\n    raises:\n    - {type: RuntimeError, doc: without a GPU.}\n',
+     []),
 ]
 
 
