@@ -266,9 +266,14 @@ class _Builder:
                 seen[name] = location
 
     def name(self, entry: LocatedMap, what: str) -> str:
+        """An item's name: an identifier that is not a Python keyword (it becomes a def)."""
         value = self.text(entry, "name", what)
         if value and not value.isidentifier():
             self.error(entry.value_locations["name"], f"{what} name {value!r} is not an identifier")
+        elif value and keyword.iskeyword(value):
+            self.error(entry.value_locations["name"],
+                       f"{what} name '{value}' is a Python keyword; the generated code could "
+                       "not define or call it")
         return value
 
     def impl(self, entry: LocatedMap, what: str) -> tuple[str, str]:
@@ -300,9 +305,6 @@ class _Builder:
             self.check_keys(param_entry, f"parameter of {what}", ("name", "type"),
                             ("doc", "default", "kind"))
             name = self.name(param_entry, f"parameter of {what}")
-            if name and keyword.iskeyword(name):
-                self.error(param_entry.value_locations["name"],
-                           f"parameter name '{name}' of {what} is a Python keyword")
             param_what = f"parameter '{name}' of {what}"
             kind = param_entry.get("kind", "positional")
             if kind not in PARAM_KINDS:

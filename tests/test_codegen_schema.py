@@ -157,7 +157,7 @@ CASES = [
     ('keyword param name',
      '{name: type, type: str, doc: the type.}',
      '{name: class, type: str, doc: the type.}',
-     ["api.yaml:12:16: parameter name 'class' of 'tensorplay.device' constructor is a Python keyword"]),
+     ["api.yaml:12:16: parameter of 'tensorplay.device' constructor name 'class' is a Python keyword; the generated code could not define or call it"]),
     ('undeclared submodule',
      'submodules: [tensorplay.accelerator]',
      'submodules: [tensorplay.accelerator, tensorplay.cuda]',
@@ -186,6 +186,14 @@ CASES = [
      '    doc: Number of devices.\n',
      '    doc: Number of devices.\n    raises:\n    - {type: RuntimeError, doc: without a GPU.}\n',
      []),
+    ('keyword function name',
+     '  - name: device_count\n',
+     '  - name: lambda\n',
+     ["api.yaml:18:11: item of tensorplay.accelerator name 'lambda' is a Python keyword; the generated code could not define or call it"]),
+    ('keyword property name',
+     "{name: index, impl: index_value,",
+     "{name: class, impl: index_value,",
+     ["api.yaml:14:14: property of 'tensorplay.device' name 'class' is a Python keyword; the generated code could not define or call it"]),
 ]
 
 
