@@ -162,11 +162,13 @@ class _BoundedLoader(yaml.SafeLoader):
         nodes = 1 + sum(count for count, _ in sizes)
         levels = 1 + max((depth for _, depth in sizes), default=0)
         if nodes > MAX_NODES:
-            self.fail(event.start_mark, f"this value expands to more than {MAX_NODES:,} nodes "
-                                        f"through its aliases; the schema needs far fewer")
+            self.fail(event.start_mark, f"this value holds more than {MAX_NODES:,} nodes, "
+                                        f"counting what its aliases expand to; the schema "
+                                        f"needs far fewer")
         if levels > MAX_DEPTH:
-            self.fail(event.start_mark, f"this value nests deeper than {MAX_DEPTH} levels "
-                                        f"through its aliases; the schema needs far fewer")
+            self.fail(event.start_mark, f"this value nests deeper than {MAX_DEPTH} levels, "
+                                        f"counting what its aliases expand to; the schema "
+                                        f"needs far fewer")
         self.expanded[id(node)] = (nodes, levels)
         return node
 

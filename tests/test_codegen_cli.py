@@ -81,8 +81,18 @@ def test_a_billion_laughs_alias_bomb_fails_fast_in_bounded_memory(workspace, tmp
     result = run_codegen(workspace, "validate", "--schema", str(schema), timeout=30,
                          memory_limit=1 << 30)
     assert time.monotonic() - started < 15
-    assert_one_error(result, INVALID, "bomb.yaml:", "expands to more than", "aliases")
+    assert_one_error(result, INVALID, "bomb.yaml:", "holds more than", "aliases expand to")
     assert len(result.stdout) + len(result.stderr) < 1000
+
+
+def test_aliases_that_nest_past_the_depth_limit_are_refused(workspace, tmp_path):
+    # Each anchor is 60 levels deep, within the limit; the second holds the first.
+    schema = tmp_path / "nested.yaml"
+    schema.write_text("a: &a " + "[" * 60 + "]" * 60 + "\n"
+                      "b: &b " + "[" * 60 + "*a" + "]" * 60 + "\n")
+    result = run_codegen(workspace, "validate", "--schema", str(schema))
+    assert_one_error(result, INVALID, "nested.yaml:2:", f"nests deeper than {MAX_DEPTH} levels",
+                     "aliases expand to")
 
 
 def test_an_alias_inside_the_node_it_names_is_refused(workspace, tmp_path):
