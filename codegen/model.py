@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .load import Diagnostic, LocatedList, LocatedMap, Location, SchemaError, load_schema
-from .runtime_index import RuntimeModule, index_runtime
+from .runtime_index import Arity, RuntimeModule, index_runtime
 from .types import TypeExpr, TypeSyntaxError, parse_type
 
 SCHEMA_VERSION = 1
@@ -376,25 +376,44 @@ class _Builder:
         what = f"'{scope}.{name}'"
         self.check_keys(entry, what, ("name", "impl"),
                         ("doc", "params", "returns", "raises", "deprecated", "since"))
+        problems = len(self.diagnostics)
+        params = self.params(entry, what)
+        # A count from a broken parameter list would only repeat its errors.
+        params_valid = len(self.diagnostics) == problems
         if core is None:
             module, symbol = self.impl(entry, what)
             if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
                 self.error(entry.value_locations["impl"],
                            f"impl of {what}: runtime/{module}.pxd declares no cdef function "
                            f"'{symbol}'")
+            elif module in self.runtime and symbol and params_valid:
+                self.arity(entry, what, f"runtime/{module}.pxd declares {symbol}()",
+                           self.runtime[module].functions[symbol], len(params))
         else:
             module, symbol = "", self.text(entry, "impl", what)
             core_module, core_class = core
             runtime = self.runtime.get(core_module)
-            if runtime and symbol and core_class in runtime.classes \
-                    and symbol not in runtime.methods_of(core_class):
-                self.error(entry.value_locations["impl"],
-                           f"impl of {what}: runtime class {core_module}.{core_class} declares "
-                           f"no cdef method '{symbol}'")
+            if runtime and symbol and core_class in runtime.classes:
+                methods = runtime.methods_of(core_class)
+                if symbol not in methods:
+                    self.error(entry.value_locations["impl"],
+                               f"impl of {what}: runtime class {core_module}.{core_class} "
+                               f"declares no cdef method '{symbol}'")
+                elif params_valid:
+                    self.arity(entry, what, f"runtime class {core_module}.{core_class} declares "
+                                            f"{symbol}()", methods[symbol], len(params))
         deprecated = self.text(entry, "deprecated", what, required=False) or None
         since = str(entry["since"]) if entry.get("since") is not None else None
-        return Function(name, module, symbol, self.doc(entry, what), self.params(entry, what),
+        return Function(name, module, symbol, self.doc(entry, what), params,
                         self.returns(entry, what), deprecated, since, self.raises(entry, what))
+
+    def arity(self, entry: LocatedMap, what: str, declared: str, arity: Arity,
+              count: int, key: str = "impl") -> None:
+        """The wrapper passes one argument per schema parameter; the C declaration must agree."""
+        if not arity.accepts(count):
+            self.error(entry.value_locations.get(key, entry.location),
+                       f"impl of {what}: {declared} with {arity}, but the wrapper passes {count} "
+                       f"(one per parameter)")
 
     def klass(self, entry: LocatedMap, scope: str) -> Class:
         name = self.name(entry, f"class of {scope}")
@@ -423,7 +442,13 @@ class _Builder:
                                       f"'init' of {what}")
             if init_entry is not None:
                 self.check_keys(init_entry, f"'init' of {what}", (), ("params",))
+                problems = len(self.diagnostics)
                 init = self.params(init_entry, f"{what} constructor")
+                if runtime and "init" in runtime.methods_of(symbol) \
+                        and len(self.diagnostics) == problems:
+                    self.arity(entry, f"{what} constructor", f"runtime class {module}.{symbol} "
+                               "declares init()", runtime.methods_of(symbol)["init"], len(init),
+                               key="init")
         methods = []
         for raw, location in self.items(entry, "methods", what):
             method = self.mapping(raw, location, f"a method of {what}")
@@ -439,11 +464,14 @@ class _Builder:
             prop_what = f"property '{prop_name}' of {what}"
             self.check_keys(prop, prop_what, ("name", "impl", "type"), ("doc",))
             impl_name = self.text(prop, "impl", prop_what)
-            if runtime and impl_name and symbol in runtime.classes \
-                    and impl_name not in runtime.methods_of(symbol):
-                self.error(prop.value_locations["impl"],
-                           f"impl of {prop_what}: runtime class {module}.{symbol} declares no "
-                           f"cdef method '{impl_name}'")
+            if runtime and impl_name and symbol in runtime.classes:
+                if impl_name not in runtime.methods_of(symbol):
+                    self.error(prop.value_locations["impl"],
+                               f"impl of {prop_what}: runtime class {module}.{symbol} declares no "
+                               f"cdef method '{impl_name}'")
+                else:
+                    self.arity(prop, prop_what, f"runtime class {module}.{symbol} declares "
+                               f"{impl_name}()", runtime.methods_of(symbol)[impl_name], 0)
             properties.append((Property(prop_name, impl_name, self.type_of(prop, "type", prop_what),
                                         self.doc(prop, prop_what)), prop.location))
         self.unique([(m.name, l) for m, l in methods] + [(p.name, l) for p, l in properties],
@@ -467,6 +495,9 @@ class _Builder:
         if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
             self.error(entry.value_locations["impl"],
                        f"impl of {what}: runtime/{module}.pxd declares no cdef function '{symbol}'")
+        elif module in self.runtime and symbol:  # called with the variable's name
+            self.arity(entry, what, f"runtime/{module}.pxd declares {symbol}()",
+                       self.runtime[module].functions[symbol], 1)
         return Variable(name, self.type_of(entry, "type", what), module, symbol,
                         self.doc(entry, what))
 
