@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jinja2
 
-from .load import SchemaError, read_schema, shown
+from .load import SchemaError, read_text, shown
 from .model import build_api
 from .render import FIX_COMMAND, Output, Renderer, drift, write_outputs
 
@@ -103,11 +103,14 @@ def run(args: argparse.Namespace) -> int:
 
     require_directory("--runtime", args.runtime, "*.pxd")
     try:
-        text = read_schema(args.schema)
+        text = read_text(args.schema)
     except OSError as error:
         raise UsageError(f"--schema {shown(str(args.schema))}: cannot read it "
                          f"({error.strerror or error})") from None
-    api = build_api(text, args.runtime, args.schema.name)
+    try:
+        api = build_api(text, args.runtime, args.schema.name)
+    except UnicodeDecodeError:  # the runtime index reads runtime/ sources as UTF-8
+        raise not_utf8(args.runtime, ("*.pxd", "*.pyx")) from None
 
     if command == "validate":
         say(f"{args.schema.name}: valid (schema sha256:{api.schema_hash})")
@@ -119,14 +122,16 @@ def run(args: argparse.Namespace) -> int:
         return OK
     require_directory("--templates", args.templates, "*.j2")
     renderer = Renderer(api, args.templates)
+    try:
+        outputs = renderer.render_references() if command == "docs" else renderer.render_all()
+    except UnicodeDecodeError:  # Jinja reads templates as UTF-8
+        raise not_utf8(args.templates, ("**/*.j2",)) from None
     if command == "docs":
         out = args.docs_out or args.out / "reference"
-        outputs = [type(o)(o.path.removeprefix("reference/"), o.content)
-                   for o in renderer.render_references()]
+        outputs = [type(o)(o.path.removeprefix("reference/"), o.content) for o in outputs]
         for path in write(outputs, out, "--docs-out", prune=False):
             say(f"wrote {out / path}")
         return OK
-    outputs = renderer.render_all()
     if command == "list":
         for output in outputs:
             print((args.out / output.path).as_posix())
@@ -145,6 +150,16 @@ def run(args: argparse.Namespace) -> int:
         say(f"wrote {args.out / path}")
     say(f"{len(touched)} file(s) changed, {len(outputs) - len(touched)} unchanged")
     return OK
+
+
+def not_utf8(directory: Path, patterns: tuple[str, ...]) -> SchemaError:
+    """The located error for the first source file under directory that is not UTF-8."""
+    for path in sorted(p for pattern in patterns for p in directory.glob(pattern)):
+        try:
+            read_text(path, path.relative_to(directory.parent).as_posix())
+        except SchemaError as error:
+            return error
+    raise AssertionError(f"a file under {directory} failed to decode, then decoded")
 
 
 def write(outputs: list[Output], out: Path, option: str, prune: bool = True) -> list[str]:
@@ -171,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     except SchemaError as error:
         for diagnostic in error.diagnostics:
             print(diagnostic, file=sys.stderr)
-        print(f"{len(error.diagnostics)} schema error(s)", file=sys.stderr)
+        print(f"{len(error.diagnostics)} error(s)", file=sys.stderr)
         return INVALID
     except jinja2.TemplateSyntaxError as error:
         name = error.filename or error.name or "template"

@@ -99,8 +99,9 @@ def _text_location(file: str, text: str, index: int) -> Location:
     return Location(file, text.count("\n", 0, index) + 1, index - line_start + 1)
 
 
-def read_schema(path: Path) -> str:
-    """The schema file's text; SchemaError, located, when it is not UTF-8.
+def read_text(path: Path, file: str | None = None) -> str:
+    """A source file's text; SchemaError located at file (default: the file's name) when it
+    is not UTF-8.
 
     OSError (a missing or unreadable file) is left to the caller, which knows the option
     that named the path.
@@ -110,8 +111,8 @@ def read_schema(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         good = data[:error.start].decode("utf-8")
-        where = _text_location(path.name, good, len(good))
-        raise SchemaError([Diagnostic(where, f"the schema must be UTF-8 text; byte "
+        where = _text_location(file or path.name, good, len(good))
+        raise SchemaError([Diagnostic(where, f"the file must be UTF-8 text; byte "
                                              f"0x{data[error.start]:02x} here is not "
                                              f"({error.reason})")]) from None
 

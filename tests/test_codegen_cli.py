@@ -143,6 +143,20 @@ def test_a_template_syntax_error_is_located_in_the_template(workspace):
     assert_one_error(result, INVALID, "module.pyi.j2:", "template error")
 
 
+def test_a_template_that_is_not_utf8_is_one_located_error(workspace):
+    template = workspace / "templates" / "module.pyx.j2"
+    template.write_bytes(template.read_bytes() + b"# caf\xff\n")
+    result = run_codegen(workspace, "generate")
+    assert_one_error(result, INVALID, "templates/module.pyx.j2:", "UTF-8", "0xff")
+
+
+def test_a_runtime_source_that_is_not_utf8_is_one_located_error(workspace):
+    source = workspace / "runtime" / "device.pxd"
+    source.write_bytes(b"# caf\xff\n" + source.read_bytes())
+    result = run_codegen(workspace, "validate")
+    assert_one_error(result, INVALID, "runtime/device.pxd:1:6:", "UTF-8", "0xff")
+
+
 def test_runtime_pointing_nowhere_is_one_message_naming_the_option(workspace, tmp_path):
     result = run_codegen(workspace, "validate", "--runtime", str(tmp_path / "nowhere"))
     assert_one_error(result, USAGE, "--runtime", "nowhere", "no such directory")
