@@ -143,6 +143,16 @@ def test_a_template_syntax_error_is_located_in_the_template(workspace):
     assert_one_error(result, INVALID, "module.pyi.j2:", "template error")
 
 
+def test_a_template_naming_a_missing_value_is_located_in_the_template(workspace):
+    template = workspace / "templates" / "module.pyi.j2"
+    text = template.read_text(encoding="utf-8")
+    template.write_text(text + "{{ no_such_value }}\n", encoding="utf-8")
+    result = run_codegen(workspace, "check")
+    line = text.count("\n") + 1
+    assert_one_error(result, INVALID, f"module.pyi.j2:{line}: template error",
+                     "'no_such_value' is undefined")
+
+
 def test_a_template_that_is_not_utf8_is_one_located_error(workspace):
     template = workspace / "templates" / "module.pyx.j2"
     template.write_bytes(template.read_bytes() + b"# caf\xff\n")
