@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import difflib
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,8 +155,8 @@ class Renderer:
                 names |= prop.type.names()
         for variable in module.variables:
             names |= variable.type.names()
-        if names & set(ARGUMENT_SPELLINGS):
-            names.add("device")
+        for spelling in names & set(ARGUMENT_SPELLINGS):  # classes its stub alias mentions
+            names |= set(re.findall(r"\w+", ARGUMENT_SPELLINGS[spelling][3].partition("=")[2]))
         local = {c.name for c in module.classes}
         return sorted((self.class_home[n], n) for n in names
                       if n in self.class_home and n not in local)
@@ -163,7 +164,9 @@ class Renderer:
     def argument_aliases(self, module: Module) -> list[str]:
         """Stub type aliases for the argument spellings a module uses (types.py)."""
         used = set().union(*(p.type.names() for p in module.all_params()))
-        return [ARGUMENT_SPELLINGS[name][3] for name in sorted(used) if name in ARGUMENT_SPELLINGS]
+        # Spellings may share an alias (Device and DeviceSelection): each definition once.
+        return list(dict.fromkeys(ARGUMENT_SPELLINGS[name][3] for name in sorted(used)
+                                  if name in ARGUMENT_SPELLINGS))
 
     def reexported(self, module: Module) -> list[tuple[str, object]]:
         """(kind, item) for re-exported functions and classes, resolved to their declaration."""
