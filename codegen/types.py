@@ -40,6 +40,9 @@ ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, Optional[str], str]] = {
     # name: (stub annotation, admits None, conversion, stub alias definition)
     "Device": ("_DeviceLike", True, "_device.device_index_arg",
                "_DeviceLike: TypeAlias = device | str | int | None"),
+    # A device to make current, where -1 means "no change" (set_device_index).
+    "DeviceSelection": ("_DeviceLike", True, "_device.device_selection_arg",
+                        "_DeviceLike: TypeAlias = device | str | int | None"),
     "TensorDevice": ("_TensorDeviceLike", True, None,
                      "_TensorDeviceLike: TypeAlias = device | str | int | None"),
     # The memory pool a capture allocates from: None for a private one, the handle that
