@@ -503,7 +503,10 @@ cdef class DeviceCore:
                                  f"must be None, got {errors.shown(index)}")
             ordinal = int(ordinal_text)
         elif index is not None:
-            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise TypeError(f"index must be an int or None, got "
+                                f"{builtin_type(index).__name__} ({errors.shown(index)})")
+            if index < 0:
                 raise ValueError(f"index must be a non-negative int or None, got "
                                  f"{errors.shown(index)}")
             ordinal = index
@@ -545,6 +548,10 @@ cdef class DeviceIndexCore:
         self.previous = -1
 
     cdef int init(self, object device) except -1:
+        # An int or None, as torch.accelerator.device_index takes (api.yaml).
+        if device is not None and (isinstance(device, bool) or not isinstance(device, int)):
+            raise TypeError(f"device must be a device index (an int) or None, got "
+                            f"{builtin_type(device).__name__} ({errors.shown(device)})")
         self.target = -1 if device is None else device_selection_arg(device, "device")
         return 0
 

@@ -159,10 +159,12 @@ cdef class StreamCore:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, got {type(priority).__name__} "
                             f"({errors.shown(priority)})")
+        if not -(1 << 31) <= priority < (1 << 31):
+            raise ValueError(f"priority must be an int that fits a C int (-2**31 to 2**31 - 1), "
+                             f"got {errors.shown(priority)}")
         _device.checked_device(device)  # after the arguments: a mistake reads the same anywhere
         cdef int least = 0, greatest = 0
-        # Any int is accepted and clamped below, so a huge one must not overflow the C int.
-        cdef int requested = max(-(1 << 30), min(1 << 30, priority))
+        cdef int requested = priority  # clamped below to the device's range, as CUDA does
         cdef _device.DeviceSwitch switch
         with nogil:
             _device.enter_device(device, &switch)

@@ -28,6 +28,8 @@ from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.dtypes cimport DtypeCore
 from tensorplay._runtime.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
 
+import math
+
 
 # The numpy ufunc computing each operation on the CPU, by name: numpy itself is imported on first
 # use, because it costs more than the rest of `import tensorplay` together.
@@ -99,13 +101,23 @@ cdef int64_t product(tuple sizes):
     return count
 
 
+# An element count, and so each size, must fit a C int64.
+cdef object ELEMENTS_LIMIT = 1 << 63
+
+
 cdef tuple size_arg(tuple size, str argument):
     """*size as ints, or one tuple/list of them, as PyTorch's factories accept."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for value in size:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{argument} must be non-negative ints, got {size!r}")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{argument} must be ints, or one tuple or list of ints, got "
+                            f"{errors.shown(size)}")
+        if not 0 <= value < ELEMENTS_LIMIT:
+            raise ValueError(f"{argument} must be non-negative ints below 2**63, got "
+                             f"{errors.shown(size)}")
+    if math.prod(size) >= ELEMENTS_LIMIT:
+        raise ValueError(f"{argument} {errors.shown(size)} has 2**63 elements or more")
     return size
 
 
@@ -114,7 +126,7 @@ cdef DtypeCore dtype_arg(object value, DtypeCore default, str argument):
         return default
     if not isinstance(value, DtypeCore):
         raise TypeError(f"{argument} must be a tensorplay dtype (e.g. tensorplay.float32) or "
-                        f"None, got {value!r}")
+                        f"None, got {errors.shown(value)}")
     return value
 
 
@@ -382,8 +394,11 @@ cdef class TensorCore:
 
     cdef int c_dim(self, object dim) except -1:
         cdef int ndim = len(self.sizes)
-        if isinstance(dim, bool) or not isinstance(dim, int) or not -ndim <= dim < max(ndim, 1):
-            raise IndexError(f"dim must be an int in [{-ndim}, {ndim - 1}], got {dim!r}")
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"dim must be an int, got {type(dim).__name__} ({errors.shown(dim)})")
+        if not -ndim <= dim < max(ndim, 1):  # an index out of range, as in PyTorch
+            raise IndexError(f"dim must be an int in [{-ndim}, {ndim - 1}], got "
+                             f"{errors.shown(dim)}")
         return dim + ndim if dim < 0 else dim
 
     cdef int64_t c_numel(self):
@@ -495,8 +510,12 @@ cdef class TensorCore:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         for size in shape:
-            if isinstance(size, bool) or not isinstance(size, int) or size < -1:
-                raise ValueError(f"shape must be ints >= 0 (and at most one -1), got {shape}")
+            if isinstance(size, bool) or not isinstance(size, int):
+                raise TypeError(f"shape must be ints, or one tuple or list of ints, got "
+                                f"{errors.shown(shape)}")
+            if not -1 <= size < ELEMENTS_LIMIT:
+                raise ValueError(f"shape must be ints >= 0 (and at most one -1), got "
+                                 f"{errors.shown(shape)}")
         if shape.count(-1) > 1:
             raise ValueError(f"shape may contain at most one -1, got {shape}")
         if -1 in shape:
@@ -877,17 +896,22 @@ cdef object full(object size, object fill_value, object dtype, object device):
 
 
 cdef object arange(object start, object end, object step, object dtype, object device):
-    if end is None:
-        start, end = 0, start
     for name, value in (("start", start), ("end", end), ("step", step)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{name} must be an int or float, got {value!r}")
+        if (isinstance(value, bool) or not isinstance(value, (int, float))) and not (
+                name == "end" and value is None):
+            raise TypeError(f"{name} must be an int or float, got {type(value).__name__} "
+                            f"({errors.shown(value)})")
     if step == 0:
         raise ValueError("step must be non-zero")
+    if end is None:
+        start, end = 0, start
     integral = all(isinstance(v, int) for v in (start, end, step))
     default = dtypes.named_dtype("int64" if integral else "float32")
+    # Every argument is checked before the values are made, which may take long.
+    cdef DtypeCore chosen = dtype_arg(dtype, default, "dtype")
+    cdef int target = device_arg(device, CPU)
     values = np().arange(start, end, step, dtype=np().int64 if integral else np().float64)
-    return from_numpy_values(values, dtype_arg(dtype, default, "dtype"), device_arg(device, CPU))
+    return from_numpy_values(values, chosen, target)
 
 
 cdef object from_numpy_values(object values, DtypeCore dtype, int device):

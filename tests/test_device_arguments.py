@@ -24,7 +24,8 @@ def test_device_constructor_spellings():
     (("cuda:-1",), ValueError, "invalid device index '-1'"),
     (("cuda:1", 2), ValueError, "type 'cuda:1' already has an index"),
     (("cuda", -1), ValueError, "index must be a non-negative int or None, got -1"),
-    (("cuda", True), ValueError, "index must be a non-negative int or None, got True"),
+    (("cuda", True), TypeError, "index must be an int or None, got bool (True)"),
+    (("cuda", "1"), TypeError, "index must be an int or None, got str ('1')"),
     ((7,), TypeError, "type must be a string such as 'cuda' or 'cuda:1', or a device, got int"),
     (("cuda:99",), ValueError, "device index 99 is too large"),
 ])
@@ -73,6 +74,10 @@ def test_an_echoed_value_is_cut_short():
 
 @pytest.mark.parametrize("call, error, message", [
     (lambda: cuda.Stream(priority="tpu"), TypeError, "priority must be an int, got str"),
+    (lambda: cuda.Stream(priority=2 ** 70), ValueError,
+     "priority must be an int that fits a C int .*, got 1180591620717411303424"),
+    (lambda: accelerator.device_index("cuda:0"), TypeError,
+     "device must be a device index \\(an int\\) or None, got str"),
     (lambda: cuda.external_stream(handle="tpu"), TypeError, "handle must be a cudaStream_t"),
     (lambda: cuda.external_stream(handle=2 ** 70), ValueError, "handle must be a cudaStream_t"),
     (lambda: cuda.caching_allocator_alloc(16, stream="tpu"), TypeError,
