@@ -1,0 +1,575 @@
+"""Every public callable rejects arguments outside its declared type and range, by name.
+
+The test walks api.yaml through codegen.model.load_api, so it sees exactly the functions,
+constructors and methods the wrappers are generated from, and a new API entry is fuzzed without
+editing this file. For each parameter, hypothesis draws values outside its schema type from the
+type vocabulary (codegen/types.py); the other parameters keep their defaults, or a small valid
+sample per type. Each call must raise TypeError (a wrong type) or ValueError (a wrong value of
+the right type) whose message names the parameter and stays short; never crash, hang or return.
+Two exceptions follow Python: a binary operator may answer NotImplemented, and an int index out
+of range may be an IndexError.
+
+Each argument rule is a test of its own. Rules the generated wrappers must apply (bool and float
+parameters, converted by Cython's coercion to C today) are expected failures until they do, and
+so are the callables of runtime modules being rewritten in other branches (BEING_REWRITTEN):
+strict, so that each marker goes as soon as its rule holds.
+
+The calls run in a child process per public module (this file, run as a script), which prints
+each call before making it: a crash or a hang is reported naming the call, and the child starts
+again after it.
+"""
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from codegen.model import load_api
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EXAMPLES_PER_PARAMETER = 6     # hypothesis draws per parameter, besides the fixed values
+CHILD_TIMEOUT_S = 60           # one module's calls take about a second; more is a hang
+MESSAGE_LIMIT = 400            # characters of an error message
+# Runtime modules being rewritten in their own branches: their callables' problems are
+# reported by a test of their own (the last one below), not by the rules' tests.
+BEING_REWRITTEN = ("rng", "graph")
+MAX_DEVICES = 63               # an index no machine here has; the runtime supports 64
+
+
+# --------------------------------------------------------------------------------------------
+# The callables, from the schema
+
+
+@dataclass(frozen=True)
+class Target:
+    """A public callable: a module function, a class constructor or a method."""
+
+    module: str          # the public module it is reached from
+    owner: str           # the class name, or "" for a module function
+    name: str            # the function or method name; "__init__" for a constructor
+    params: tuple
+    impl_module: str     # the runtime module implementing it (runtime/<name>.pyx)
+
+    @property
+    def qualname(self):
+        if not self.owner:
+            return f"{self.module}.{self.name}"
+        if self.name == "__init__":
+            return f"{self.module}.{self.owner}"
+        return f"{self.module}.{self.owner}.{self.name}"
+
+
+def load_schema():
+    return load_api(ROOT / "api.yaml", ROOT / "runtime")
+
+
+def targets_of(api):
+    """Every public callable, once (re-exports are the same objects); exceptions excluded."""
+    found = []
+    for module in api.modules:
+        for function in module.functions:
+            found.append(Target(module.name, "", function.name, function.params,
+                                function.impl_module))
+        for cls in module.classes:
+            if cls.kind == "exception":
+                continue
+            if cls.init is not None:
+                found.append(Target(module.name, cls.name, "__init__", cls.init,
+                                    cls.impl_module))
+            for method in cls.methods:
+                found.append(Target(module.name, cls.name, method.name, method.params,
+                                    cls.impl_module))
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Membership: whether a value is inside a schema type ("member"), of an accepted Python type
+# but a wrong value ("value", a ValueError), or of a wrong type ("type", a TypeError).
+
+RANK = {"type": 0, "value": 1, "member": 2}
+INT_RANGE = range(-2 ** 63, 2 ** 64)  # what any C integer parameter can hold
+LONG_TEXT = 10 ** 5                   # a string this long is no sensible argument
+DEVICE_TEXT = re.compile(r"cuda(:[0-9]+)?")
+
+
+def worst(kinds):
+    return min(kinds, key=RANK.__getitem__, default="member")
+
+
+def classify(expr, value, classes):
+    """'member', 'value' or 'type' for value against the schema type expr."""
+    name, args = expr.name, expr.args
+    if name == "|":
+        return max((classify(arg, value, classes) for arg in args), key=RANK.__getitem__)
+    if name == "Optional":
+        return "member" if value is None else classify(args[0], value, classes)
+    if name in ("Any", "object"):
+        return "member"
+    if name == "None":
+        return "member" if value is None else "type"
+    if name == "int":
+        if type(value) is not int:
+            return "type"
+        return "member" if value in INT_RANGE else "value"
+    if name == "float":
+        return "member" if type(value) in (int, float) else "type"
+    if name == "bool":
+        return "member" if type(value) is bool else "type"
+    if name in ("str", "bytes"):
+        if not isinstance(value, str if name == "str" else bytes):
+            return "type"
+        return "member" if len(value) < LONG_TEXT else "value"
+    if name == "Path":
+        return "member" if isinstance(value, (str, os.PathLike)) else "type"
+    if name == "Callable":
+        return "member" if callable(value) else "type"
+    if name == "Unset":
+        if not isinstance(value, str):
+            return "type"
+        return "member" if value == "__unset__" else "value"
+    if name in ("Device", "DeviceSelection", "TensorDevice"):
+        return classify_device(name, value)
+    if name == "GraphPool":
+        if value is None or isinstance(value, (classes["Graph"], classes["CUDAGraph"])):
+            return "member"
+        # A pool id is a tuple of two ints (the type); negative, both zero or too big for C is
+        # a wrong value.
+        if not (isinstance(value, tuple) and len(value) == 2
+                and all(type(v) is int for v in value)):
+            return "type"
+        return "member" if value != (0, 0) and all(v in range(2 ** 64) for v in value) \
+            else "value"
+    if name in ("list", "set", "tuple", "dict"):
+        container = {"list": list, "set": set, "tuple": tuple, "dict": dict}[name]
+        if not isinstance(value, container):
+            return "type"
+        if name == "dict":
+            return worst([classify(args[0], k, classes) for k in value]
+                         + [classify(args[1], v, classes) for v in value.values()])
+        if name == "tuple" and not (len(args) == 2 and args[1].name == "..."):
+            if len(value) != len(args):
+                return "value"
+            return worst([classify(a, v, classes) for a, v in zip(args, value)])
+        return worst([classify(args[0], v, classes) for v in value])
+    if name in classes:
+        return "member" if isinstance(value, classes[name]) else "type"
+    raise AssertionError(f"the fuzz test does not know the type name {name!r}; add it to "
+                         "classify() and outside()")
+
+
+def classify_device(name, value):
+    import tensorplay
+
+    if value is None:
+        return "member"
+    if isinstance(value, bool):
+        return "type"
+    if isinstance(value, int):
+        lowest = -1 if name == "DeviceSelection" else 0
+        return "member" if lowest <= value < MAX_DEVICES else "value"
+    if isinstance(value, str):
+        match = DEVICE_TEXT.fullmatch(value)
+        if (value == "cpu" and name == "TensorDevice") or (
+                match and (not match.group(1) or int(match.group(1)[1:]) < MAX_DEVICES)):
+            return "member"
+        return "value"
+    if isinstance(value, tensorplay.device):
+        kinds = ("cuda", "cpu") if name == "TensorDevice" else ("cuda",)
+        return "member" if value.type in kinds else "value"
+    return "type"
+
+
+# --------------------------------------------------------------------------------------------
+# Candidates outside each type: fixed values every run tries, and hypothesis strategies that
+# draw more. classify() decides which are really outside the whole parameter type and which
+# error each must give.
+
+
+def outside(expr, samples):
+    """(fixed values, strategy) of candidates outside the schema type expr."""
+    from hypothesis import strategies as st
+
+    name, args = expr.name, expr.args
+    other = samples["device"] if name != "device" else samples["dtype"]
+    if name in ("|", "Optional"):
+        parts = [outside(arg, samples) for arg in args if arg.name != "None"]
+        return [v for fixed, _ in parts for v in fixed], st.one_of([s for _, s in parts])
+    if name in ("Any", "object"):
+        return [], st.nothing()
+    if name == "int":
+        return (["tpu", 1.5, None, True, b"1", object(), 2 ** 70, -2 ** 70],
+                st.one_of(st.integers(min_value=2 ** 64, max_value=2 ** 80),
+                          st.integers(min_value=-2 ** 80, max_value=-2 ** 63 - 1),
+                          st.floats(), st.text(max_size=4)))
+    if name == "float":
+        return ["tpu", None, b"1", object(), 1j], st.text(max_size=4)
+    if name == "bool":
+        return ["tpu", object(), 2, None, 1.0], st.one_of(st.integers(), st.text(max_size=4))
+    if name == "str":
+        return [1, b"global", None, object(), "x" * 10 ** 6], st.one_of(st.integers(),
+                                                                        st.binary(max_size=4))
+    if name == "bytes":
+        return ["tpu", 1, None], st.integers()
+    if name == "None":
+        return [0, "tpu"], st.nothing()
+    if name == "Path":
+        return [1, None, object(), 1.5], st.integers()
+    if name == "Callable":
+        return [1, "tpu", None], st.integers()
+    if name == "Unset":
+        return ["tpu", 1, "x" * 10 ** 6], st.text(max_size=4)
+    if name in ("Device", "DeviceSelection", "TensorDevice"):
+        return ([-7, -2 ** 70, 63, 2 ** 70, "tpu", "cuda:x", "cuda:-1", object(), 1.5, True,
+                 "x" * 10 ** 6],
+                st.one_of(st.integers(max_value=-2), st.integers(min_value=MAX_DEVICES),
+                          st.text(max_size=6)))
+    if name == "GraphPool":
+        return (["tpu", 1, (1,), (1, 2, 3), ("a", "b"), object(), other, (0, 0), (-1, 0),
+                 (2 ** 70, 0)],
+                st.tuples(st.integers(), st.text(max_size=2)))
+    if name in ("list", "set", "tuple", "dict"):
+        fixed = ["", "tpu", {} if name != "dict" else [], 1, None, 1.5]
+        element_fixed, element = outside(args[0], samples)
+        if name == "list":
+            fixed.append(iter([]))
+        if not element_fixed or name not in ("list", "tuple"):
+            return fixed, st.nothing()
+        container = tuple if name == "tuple" else list
+        fixed.append(container(element_fixed[:2]))
+        return fixed, st.lists(element, min_size=1, max_size=2).map(container)
+    # A class the schema declares.
+    return ["tpu", 1, object(), other], st.integers()
+
+
+# --------------------------------------------------------------------------------------------
+# Valid samples for the parameters not being fuzzed, per type name
+
+
+def make_samples(api, classes):
+    """A small valid value per type name; classes from their constructor's defaults."""
+    import tensorplay
+
+    samples = {"int": 1, "float": 1.0, "bool": False, "str": "cpu", "bytes": b"",
+               "None": None, "Path": os.devnull,
+               "Callable": print, "Unset": "__unset__", "Device": None,
+               "DeviceSelection": -1, "TensorDevice": "cpu", "GraphPool": None,
+               "Tensor": tensorplay.tensor([1.0, 2.0]), "device": tensorplay.device("cpu"),
+               "dtype": tensorplay.float32}
+    # A tensor is a valid value of most parameters the schema leaves untyped (data, inputs).
+    samples["Any"] = samples["object"] = samples["Tensor"]
+    for module in api.modules:
+        for cls in module.classes:
+            if cls.name in samples or cls.kind == "exception":
+                continue
+            target = classes[cls.name]
+            try:
+                args, kwargs = arguments(cls.init or (), None, None, samples)
+                samples[cls.name] = target(*args, **kwargs)
+            except RuntimeError:
+                # Without a GPU the constructor says no accelerator is available; an instance
+                # that was never initialised still has the right type, and its methods must
+                # check their arguments before they need the device.
+                samples[cls.name] = target.__new__(target)
+    return samples
+
+
+def sample_of(expr, samples):
+    if expr.name == "|":
+        return sample_of(expr.args[0], samples)
+    if expr.name == "Optional":
+        return None
+    if expr.name in ("list", "tuple", "set", "dict"):
+        return {"list": [], "tuple": (), "set": set(), "dict": {}}[expr.name]
+    return samples[expr.name]
+
+
+def arguments(params, fuzzed, value, samples, positional=False):
+    """Positional and keyword arguments: value for fuzzed, defaults or samples elsewhere.
+
+    positional: pass every parameter that is not keyword-only by position (special methods
+    such as __add__ take no keywords).
+    """
+    args, kwargs = [], {}
+    needed = [p for p in params if p is fuzzed or not p.has_default]
+    by_position = ("positional_only", "var_positional") + (("positional",) if positional else ())
+    last_positional = max((i for i, p in enumerate(params)
+                           if p in needed and p.kind in by_position), default=-1)
+    for index, param in enumerate(params):
+        chosen = value if param is fuzzed else (
+            param.default if param.has_default else sample_of(param.type, samples))
+        if param.kind == "var_positional":
+            if param is fuzzed:
+                args.append(chosen)
+            elif param in needed:
+                args.append(sample_of(param.type, samples))
+        elif param.kind in by_position:
+            if index <= last_positional:
+                args.append(chosen)
+        elif param in needed:
+            kwargs[param.name] = chosen
+    return args, kwargs
+
+
+# --------------------------------------------------------------------------------------------
+# The child: calls one module's callables and prints one JSON line per call
+
+
+def shown(value, limit=120):
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+# Special methods (__add__) take their arguments by position only.
+SPECIAL = re.compile(r"__\w+__")
+# Binary operators answer NotImplemented for an operand they do not take, so that Python can
+# try the other operand and then raise TypeError itself.
+OPERATOR = re.compile(r"__r?(add|sub|mul|truediv|matmul|eq|ne|lt|le|gt|ge)__")
+
+
+def judge(target, param, expected, outcome):
+    """None when the outcome is right, else what is wrong with it."""
+    kind, result = outcome
+    if kind == "returned":
+        if result == "NotImplemented" and OPERATOR.fullmatch(target.name):
+            return None
+        return f"returned {result} instead of raising {expected}"
+    error, message = result
+    if error == "IndexError" and expected == "ValueError" and param.type.names() == {"int"}:
+        error = "ValueError"  # an index out of range is an IndexError, as in Python and PyTorch
+    if error != expected:
+        return f"raised {error} instead of {expected}: {shown(message, 300)}"
+    if len(message) > MESSAGE_LIMIT:
+        return f"{error} message of {len(message)} characters (at most {MESSAGE_LIMIT})"
+    return None
+
+
+def names_argument(param, value, message):
+    if re.search(rf"\b{re.escape(param.name)}\b", message):
+        return True
+    # A positional-only or variadic parameter may name the value instead of itself.
+    return param.kind in ("positional_only", "var_positional") and (
+        shown(value, 30)[:30] in message or type(value).__name__ in message)
+
+
+def resolve(target, classes, samples):
+    if not target.owner:
+        return getattr(importlib.import_module(target.module), target.name)
+    if target.name == "__init__":
+        return classes[target.owner]
+    return getattr(samples[target.owner], target.name)
+
+
+def run_child(module_name, start):
+    from hypothesis import HealthCheck, Phase, example, given, settings
+    from hypothesis import strategies as st
+
+    import tensorplay  # noqa: F401  (registers the public classes before any sample is made)
+
+    warnings.simplefilter("ignore", FutureWarning)  # the deprecated aliases are fuzzed too
+
+    api = load_schema()
+    classes = {cls.name: getattr(importlib.import_module(module.name), cls.name)
+               for module in api.modules for cls in module.classes}
+    samples = make_samples(api, classes)
+    cases = child_cases(api, module_name)
+
+    def emit(**fields):
+        print(json.dumps(fields), flush=True)
+
+    for index, (target, param) in enumerate(cases):
+        if index < start:
+            continue
+        call = resolve(target, classes, samples)
+        record = {"case": index, "target": target.qualname, "impl": target.impl_module,
+                  "param": param.name if param else "not_a_parameter"}
+        if param is None:
+            # Every callable, parameters or not, refuses a keyword it does not declare.
+            emit(start=True, rule="unknown keyword", value="not_a_parameter=1", **record)
+            emit(rule="unknown keyword", value="not_a_parameter=1",
+                 problem=unknown_keyword_problem(call), **record)
+            continue
+        fixed, drawn = outside(param.type, samples)
+
+        attempt = make_attempt(target, param, call, record, classes, samples, emit)
+        test = given(st.sampled_from(fixed) if drawn.is_empty else drawn)(attempt)
+        for value in reversed(fixed):
+            test = example(value)(test)
+        settings(max_examples=EXAMPLES_PER_PARAMETER, derandomize=True, database=None,
+                 deadline=None, phases=(Phase.explicit, Phase.generate),
+                 suppress_health_check=list(HealthCheck))(test)()
+    emit(done=True, cases=len(cases))
+
+
+def make_attempt(target, param, call, record, classes, samples, emit):
+    """One call with a drawn value, judged and printed before and after."""
+    def attempt(value):
+        kind = classify(param.type, value, classes)
+        if kind == "member":
+            return
+        expected = "TypeError" if kind == "type" else "ValueError"
+        rule = rule_of(param, kind)
+        emit(start=True, rule=rule, value=shown(value), **record)
+        args, kwargs = arguments(target.params, param, value, samples,
+                                 positional=SPECIAL.fullmatch(target.name) is not None)
+        try:
+            result = call(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001  (judged below)
+            outcome = ("raised", (type(error).__name__, str(error)))
+            problem = judge(target, param, expected, outcome)
+            if problem is None and not names_argument(param, value, str(error)):
+                problem = (f"{type(error).__name__} does not name {param.name}: "
+                           f"{shown(str(error), 300)}")
+        else:
+            problem = judge(target, param, expected, ("returned", shown(result)))
+        emit(rule=rule, value=shown(value), problem=problem, **record)
+
+    return attempt
+
+
+def unknown_keyword_problem(call):
+    try:
+        call(not_a_parameter=1)
+    except TypeError as error:
+        if "not_a_parameter" in str(error) or "takes no keyword arguments" in str(error):
+            return None
+        return f"TypeError does not name the keyword: {shown(str(error), 300)}"
+    except Exception as error:  # noqa: BLE001
+        return f"raised {type(error).__name__} instead of TypeError: {shown(str(error), 300)}"
+    return "accepted an unknown keyword argument"
+
+
+def child_cases(api, module_name):
+    """(target, parameter) pairs of one module, in a fixed order; None: the unknown keyword."""
+    cases = []
+    for target in targets_of(api):
+        if target.module != module_name:
+            continue
+        cases.append((target, None))
+        cases += [(target, p) for p in target.params
+                  if p.type.name not in ("Any", "object")]
+    return cases
+
+
+# --------------------------------------------------------------------------------------------
+# Rules: each test below checks one of them over every callable.
+
+
+def rule_of(param, kind):
+    """The argument rule a call exercises, from the parameter type and the value's kind."""
+    if param.type.name in ("bool", "float") and kind == "type":
+        return f"{param.type.name} parameter"
+    if kind == "value" and param.type.name == "int" or (
+            kind == "value" and param.type.name == "|"
+            and any(a.name == "int" for a in param.type.args)):
+        return "int out of range"
+    return "wrong type" if kind == "type" else "wrong value"
+
+
+def run_module(module_name):
+    """All outcomes of one module's calls; a crash or a hang becomes the outcome of its call."""
+    outcomes, start = [], 0
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    while True:
+        command = [sys.executable, __file__, module_name, str(start)]
+        try:
+            child = subprocess.run(command, capture_output=True, text=True, env=env,
+                                   timeout=CHILD_TIMEOUT_S, cwd=ROOT)
+            stdout, stderr, failure = child.stdout, child.stderr, (
+                None if child.returncode == 0 else f"crashed (exit status {child.returncode})")
+        except subprocess.TimeoutExpired as timeout:
+            stdout = timeout.stdout.decode() if isinstance(timeout.stdout, bytes) \
+                else timeout.stdout or ""
+            stderr = timeout.stderr.decode() if isinstance(timeout.stderr, bytes) \
+                else timeout.stderr or ""
+            failure = f"hung (no answer within {CHILD_TIMEOUT_S} s)"
+        lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+        outcomes += [line for line in lines if "problem" in line]
+        if failure is None and lines and lines[-1].get("done"):
+            return outcomes
+        started = [line for line in lines if line.get("start")]
+        if not started:
+            raise AssertionError(f"the fuzz child for {module_name} failed before any call: "
+                                 f"{failure}\n{stderr[-2000:]}")
+        last = started[-1]
+        outcomes.append(dict(last, start=False, problem=f"{failure}: {stderr[-300:]}".strip()))
+        start = last["case"] + 1
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    modules = sorted({t.module for t in targets_of(load_schema())})
+    with ThreadPoolExecutor(max_workers=len(modules)) as pool:
+        return [outcome for found in pool.map(run_module, modules) for outcome in found]
+
+
+def problems(outcomes, keep):
+    """The problems of the outcomes keep() selects: each (callable, parameter, rule) once,
+    with its first bad value."""
+    seen, lines = set(), []
+    for outcome in outcomes:
+        key = (outcome["target"], outcome["param"], outcome["rule"])
+        if outcome["problem"] and keep(outcome) and key not in seen:
+            seen.add(key)
+            lines.append(f"{outcome['target']}({outcome['param']}={outcome['value']}): "
+                         f"{outcome['problem']}")
+    return lines
+
+
+def report(lines):
+    if lines:
+        pytest.fail(f"{len(lines)} problems:\n" + "\n".join(lines), pytrace=False)
+
+
+def test_the_fuzz_covers_every_public_callable(outcomes):
+    expected = {t.qualname for t in targets_of(load_schema())}
+    calls = sum(1 for outcome in outcomes if "problem" in outcome)
+    print(f"fuzzed {len(expected)} public callables with {calls} calls")
+    assert {outcome["target"] for outcome in outcomes} == expected
+    assert len(expected) >= 100
+
+
+def test_no_call_crashes_or_hangs(outcomes):
+    report(problems(outcomes, lambda o: o["problem"].startswith(("crashed", "hung"))))
+
+
+# A rule the generated wrappers must apply, where Cython's own conversion of the argument to the
+# C parameter of the runtime function decides today (codegen/types.py, templates/module.pyx.j2).
+WRAPPER_RULE = ("the generated wrapper converts a {0} parameter with Cython's coercion to C "
+                "{1}, which {2}; the wrapper must check the type first and name the parameter")
+
+RULES = [
+    pytest.param("unknown keyword", id="unknown-keyword-is-a-TypeError-naming-it"),
+    pytest.param("wrong type", id="wrong-type-is-a-TypeError-naming-the-parameter"),
+    pytest.param("wrong value", id="wrong-value-is-a-ValueError-naming-the-parameter"),
+    pytest.param("int out of range", id="int-out-of-range-is-a-ValueError-naming-the-parameter"),
+    pytest.param("bool parameter", id="bool-parameter-takes-only-a-bool", marks=pytest.mark.xfail(
+        strict=True, reason=WRAPPER_RULE.format("bool", "bint", "takes any object's truth"))),
+    pytest.param("float parameter", id="float-parameter-names-itself-on-a-wrong-type",
+                 marks=pytest.mark.xfail(strict=True, reason=WRAPPER_RULE.format(
+                     "float", "double", "says 'must be real number, not str' without a name"))),
+]
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_every_callable_follows_the_argument_rule(outcomes, rule):
+    report(problems(outcomes, lambda o: o["rule"] == rule and o["impl"] not in BEING_REWRITTEN))
+
+
+@pytest.mark.parametrize("impl", [pytest.param(impl, marks=pytest.mark.xfail(
+    strict=True, reason=f"runtime/{impl}.pyx is being rewritten in its own branch"))
+    for impl in BEING_REWRITTEN])
+def test_callables_of_runtime_modules_being_rewritten_follow_every_rule(outcomes, impl):
+    report(problems(outcomes, lambda o: o["impl"] == impl))
+
+
+if __name__ == "__main__":
+    run_child(sys.argv[1], int(sys.argv[2]))
