@@ -86,23 +86,24 @@ def header_origin(directory, headers):
 
     pip deletes an isolated build environment, and with it the header wheels installed there,
     so a wheel is named by its distribution and version rather than by its path. A toolkit is
-    named by its resolved path and its version.
+    named by its resolved path and its version. The wheel is looked for beside the header
+    itself, not on sys.path, which need not list the site directory the header came from.
     """
     from importlib.metadata import distributions
 
     sample = (directory / headers[0]).resolve()
-    for distribution in distributions():
-        name = distribution.metadata["Name"] or ""
-        if not name.lower().startswith("nvidia"):
-            continue
-        base = Path(distribution.locate_file("")).resolve()
-        if not sample.is_relative_to(base):
-            continue
-        relative = sample.relative_to(base).as_posix()
-        if any(str(entry) == relative for entry in distribution.files or ()):
-            return f"{name} {distribution.version} (wheel)"
-    root = directory.resolve().parent
-    return f"CUDA toolkit {toolkit_version(root) or '(version unknown)'} at {root}"
+    for site in sample.parents:
+        for distribution in distributions(path=[str(site)]):
+            name = distribution.metadata["Name"] or ""
+            if not name.lower().startswith("nvidia"):
+                continue
+            relative = sample.relative_to(site).as_posix()
+            if any(str(entry) == relative for entry in distribution.files or ()):
+                return f"{name} {distribution.version} (wheel)"
+    if (directory / "cuda.h").is_file():
+        root = directory.resolve().parent
+        return f"CUDA toolkit {toolkit_version(root) or '(version unknown)'} at {root}"
+    return str(directory.resolve())
 
 
 def toolkit_version(root):
