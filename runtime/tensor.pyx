@@ -109,13 +109,13 @@ cdef tuple size_arg(tuple size, str argument):
     """*size as ints, or one tuple/list of them, as PyTorch's factories accept."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    for value in size:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{argument} must be ints, or one tuple or list of ints, got "
-                            f"{errors.shown(size)}")
-        if not 0 <= value < ELEMENTS_LIMIT:
-            raise ValueError(f"{argument} must be non-negative ints below 2**63, got "
-                             f"{errors.shown(size)}")
+    # Every type before any value: a wrong type anywhere is a TypeError.
+    if any(isinstance(value, bool) or not isinstance(value, int) for value in size):
+        raise TypeError(f"{argument} must be ints, or one tuple or list of ints, got "
+                        f"{errors.shown(size)}")
+    if not all(0 <= value < ELEMENTS_LIMIT for value in size):
+        raise ValueError(f"{argument} must be non-negative ints below 2**63, got "
+                         f"{errors.shown(size)}")
     if math.prod(size) >= ELEMENTS_LIMIT:
         raise ValueError(f"{argument} {errors.shown(size)} has 2**63 elements or more")
     return size
@@ -509,24 +509,24 @@ cdef class TensorCore:
         """The shape a view or reshape asks for, with at most one -1 inferred."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        for size in shape:
-            if isinstance(size, bool) or not isinstance(size, int):
-                raise TypeError(f"shape must be ints, or one tuple or list of ints, got "
-                                f"{errors.shown(shape)}")
-            if not -1 <= size < ELEMENTS_LIMIT:
-                raise ValueError(f"shape must be ints >= 0 (and at most one -1), got "
-                                 f"{errors.shown(shape)}")
+        # Every type before any value, as for sizes.
+        if any(isinstance(size, bool) or not isinstance(size, int) for size in shape):
+            raise TypeError(f"shape must be ints, or one tuple or list of ints, got "
+                            f"{errors.shown(shape)}")
+        if not all(-1 <= size < ELEMENTS_LIMIT for size in shape):
+            raise ValueError(f"shape must be ints >= 0 (and at most one -1), got "
+                             f"{errors.shown(shape)}")
         if shape.count(-1) > 1:
-            raise ValueError(f"shape may contain at most one -1, got {shape}")
-        if -1 in shape:
-            known = product(tuple(size for size in shape if size != -1))
+            raise ValueError(f"shape may contain at most one -1, got {errors.shown(shape)}")
+        if -1 in shape:  # math.prod: a product of big sizes must not overflow a C int64
+            known = math.prod(size for size in shape if size != -1)
             if known == 0 or self.element_count % known:
-                raise ValueError(f"shape {shape} is invalid for a tensor of "
+                raise ValueError(f"shape {errors.shown(shape)} is invalid for a tensor of "
                                  f"{self.element_count} elements")
             shape = tuple(self.element_count // known if size == -1 else size for size in shape)
-        if product(shape) != self.element_count:
-            raise ValueError(f"shape {shape} is invalid for a tensor of {self.element_count} "
-                             "elements")
+        if math.prod(shape) != self.element_count:
+            raise ValueError(f"shape {errors.shown(shape)} is invalid for a tensor of "
+                             f"{self.element_count} elements")
         return shape
 
     cdef object c_view(self, tuple shape):

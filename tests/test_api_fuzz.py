@@ -131,10 +131,8 @@ def classify(expr, value, classes):
         return "member" if isinstance(value, (str, os.PathLike)) else "type"
     if name == "Callable":
         return "member" if callable(value) else "type"
-    if name == "Unset":
-        if not isinstance(value, str):
-            return "type"
-        return "member" if value == "__unset__" else "value"
+    if name == "Unset":  # Literal['__unset__']: another string is another type
+        return "member" if value == "__unset__" else "type"
     if name in ("Device", "DeviceSelection", "TensorDevice"):
         return classify_device(name, value)
     if name == "GraphPool":
@@ -351,8 +349,12 @@ def judge(target, param, expected, outcome):
     return None
 
 
-def names_argument(param, value, message):
-    if re.search(rf"\b{re.escape(param.name)}\b", message):
+def names_argument(params, param, value, message):
+    """Whether message names param; or names a parameter given a sample, since a sample is a
+    valid value of its type but not always of its parameter (where()'s condition must be a bool
+    tensor), and an error may report either of two wrong arguments."""
+    sampled = [p for p in params if p is not param and not p.has_default]
+    if any(re.search(rf"\b{re.escape(p.name)}\b", message) for p in [param] + sampled):
         return True
     # A positional-only or variadic parameter may name the value instead of itself.
     return param.kind in ("positional_only", "var_positional") and (
@@ -424,7 +426,7 @@ def make_attempt(target, param, call, record, classes, samples, emit):
         except Exception as error:  # noqa: BLE001  (judged below)
             outcome = ("raised", (type(error).__name__, str(error)))
             problem = judge(target, param, expected, outcome)
-            if problem is None and not names_argument(param, value, str(error)):
+            if problem is None and not names_argument(target.params, param, value, str(error)):
                 problem = (f"{type(error).__name__} does not name {param.name}: "
                            f"{shown(str(error), 300)}")
         else:
