@@ -22,6 +22,7 @@ import importlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import warnings
@@ -485,25 +486,37 @@ def run_module(module_name):
         try:
             child = subprocess.run(command, capture_output=True, text=True, env=env,
                                    timeout=CHILD_TIMEOUT_S, cwd=ROOT)
-            stdout, stderr, failure = child.stdout, child.stderr, (
-                None if child.returncode == 0 else f"crashed (exit status {child.returncode})")
+            stdout, stderr, failure = child.stdout, child.stderr, crash_of(child.returncode)
         except subprocess.TimeoutExpired as timeout:
-            stdout = timeout.stdout.decode() if isinstance(timeout.stdout, bytes) \
-                else timeout.stdout or ""
-            stderr = timeout.stderr.decode() if isinstance(timeout.stderr, bytes) \
-                else timeout.stderr or ""
+            stdout, stderr = text_of(timeout.stdout), text_of(timeout.stderr)
             failure = f"hung (no answer within {CHILD_TIMEOUT_S} s)"
         lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
         outcomes += [line for line in lines if "problem" in line]
         if failure is None and lines and lines[-1].get("done"):
             return outcomes
-        started = [line for line in lines if line.get("start")]
-        if not started:
+        if not lines:
             raise AssertionError(f"the fuzz child for {module_name} failed before any call: "
-                                 f"{failure}\n{stderr[-2000:]}")
-        last = started[-1]
-        outcomes.append(dict(last, start=False, problem=f"{failure}: {stderr[-300:]}".strip()))
+                                 f"{failure or 'no output'}\n{stderr[-2000:]}")
+        last, said = lines[-1], f": {stderr[-300:]}" if stderr.strip() else ""
+        if last.get("done"):
+            outcomes.append(dict(outcomes[-1], problem=f"{failure} at exit, after every call "
+                                                       f"answered{said}"))
+            return outcomes
+        where = "" if last.get("start") else " after this call answered"
+        outcomes.append(dict(last, problem=f"{failure}{where}{said}"))
         start = last["case"] + 1
+
+
+def crash_of(returncode):
+    if returncode == 0:
+        return None
+    if returncode < 0:
+        return f"crashed (signal {signal.Signals(-returncode).name})"
+    return f"crashed (exit status {returncode})"
+
+
+def text_of(output):
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 @pytest.fixture(scope="module")
