@@ -39,9 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_PER_PARAMETER = 6     # hypothesis draws per parameter, besides the fixed values
 CHILD_TIMEOUT_S = 60           # one module's calls take about a second; more is a hang
 MESSAGE_LIMIT = 400            # characters of an error message
-# Runtime modules being rewritten in their own branches: their callables' problems are
-# reported by a test of their own (the last one below), not by the rules' tests.
-BEING_REWRITTEN = ("rng", "graph")
+# Runtime modules being rewritten in their own branches (RNG: rng, random_ops; capture:
+# graph): their callables' problems are reported by a test of their own (the last one below),
+# not by the rules' tests.
+BEING_REWRITTEN = ("rng", "random_ops", "graph")
 MAX_DEVICES = 63               # an index no machine here has; the runtime supports 64
 
 
@@ -280,13 +281,17 @@ def make_samples(api, classes):
     return samples
 
 
-def sample_of(expr, samples):
+def sample_of(expr, samples, position=0):
+    """The sample of a type; numbers ascend with the parameter's position among the required
+    ones, so that pairs such as randint's (low, high) come in order."""
     if expr.name == "|":
-        return sample_of(expr.args[0], samples)
+        return sample_of(expr.args[0], samples, position)
     if expr.name == "Optional":
         return None
     if expr.name in ("list", "tuple", "set", "dict"):
         return {"list": [], "tuple": (), "set": set(), "dict": {}}[expr.name]
+    if expr.name in ("int", "float"):
+        return samples[expr.name] + position
     return samples[expr.name]
 
 
@@ -303,12 +308,10 @@ def arguments(params, fuzzed, value, samples, positional=False):
                            if p in needed and p.kind in by_position), default=-1)
     for index, param in enumerate(params):
         chosen = value if param is fuzzed else (
-            param.default if param.has_default else sample_of(param.type, samples))
+            param.default if param.has_default else sample_of(param.type, samples,
+                                                              needed.index(param)))
         if param.kind == "var_positional":
-            if param is fuzzed:
-                args.append(chosen)
-            elif param in needed:
-                args.append(sample_of(param.type, samples))
+            args.append(chosen)
         elif param.kind in by_position:
             if index <= last_positional:
                 args.append(chosen)
@@ -583,6 +586,8 @@ def test_every_callable_follows_the_argument_rule(outcomes, rule):
     strict=True, reason=f"runtime/{impl}.pyx is being rewritten in its own branch"))
     for impl in BEING_REWRITTEN])
 def test_callables_of_runtime_modules_being_rewritten_follow_every_rule(outcomes, impl):
+    if not any(outcome["impl"] == impl for outcome in outcomes):
+        pytest.skip(f"no public callable is implemented in runtime/{impl}.pyx on this branch")
     report(problems(outcomes, lambda o: o["impl"] == impl))
 
 
