@@ -26,17 +26,27 @@ BUILTINS: dict[str, tuple[str, bool]] = {
     "object": ("object", True),
     "Path": ("str | os.PathLike[str]", False),
     "Callable": ("Callable[..., Any]", False),
+    # The one string that means "the settings given to the constructor" (Graph.capture_begin).
+    "Unset": ("Literal['__unset__']", False),
 }
+UNSET = "__unset__"
 
-# Argument spellings: the ways users may name a device. Where the wrapper normalises the
-# argument, the conversion is a cdef function of runtime/device.pxd taking (value, argument
-# name); tensor placement is parsed by the tensor runtime itself (it must tell None from "cpu").
+# Argument spellings: the ways users may name a device, or a capture's memory pool. Where the
+# wrapper normalises the argument, the conversion is "_module.function", a cdef function of
+# runtime/module.pxd taking (value, argument name) that validate checks; the generated module
+# cimports that runtime module. Tensor placement is parsed by the tensor runtime itself (it must
+# tell None from "cpu").
 ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, Optional[str], str]] = {
     # name: (stub annotation, admits None, conversion, stub alias definition)
     "Device": ("_DeviceLike", True, "_device.device_index_arg",
                "_DeviceLike: TypeAlias = device | str | int | None"),
     "TensorDevice": ("_TensorDeviceLike", True, None,
                      "_TensorDeviceLike: TypeAlias = device | str | int | None"),
+    # The memory pool a capture allocates from: None for a private one, the handle that
+    # graph_pool_handle() and pool_id give, or a graph whose pool to share. The graph runtime
+    # checks it where the capture settings are stored (runtime/graph.pyx, _pool_arg).
+    "GraphPool": ("_GraphPool", True, None,
+                  "_GraphPool: TypeAlias = tuple[int, int] | Graph | CUDAGraph | None"),
 }
 
 GENERICS = {"Optional": 1, "list": 1, "set": 1, "tuple": None, "dict": 2}
@@ -88,7 +98,8 @@ class TypeExpr:
         if isinstance(value, float):
             return self.name == "float"
         if isinstance(value, str):
-            return self.name in ("str", "Path", "Device", "TensorDevice")
+            return self.name in ("str", "Path", "Device", "TensorDevice") \
+                or (self.name == "Unset" and value == UNSET)
         return False
 
     def conversion(self) -> Optional[str]:
