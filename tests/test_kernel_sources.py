@@ -23,7 +23,7 @@ def compile_for_sm90(source, typedefs):
 def test_elementwise_kernels_compile_for_every_dtype(element):
     cubin = compile_for_sm90("elementwise", f"typedef {element} scalar_t;\n")
     for function in (b"fill", b"binary", b"binary_vector4", b"binary_scalar", b"compare",
-                     b"compare_scalar", b"unary"):
+                     b"compare_scalar", b"unary", b"add_scaled", b"clamp", b"where"):
         assert function in cubin
 
 

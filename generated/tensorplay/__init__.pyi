@@ -26,6 +26,7 @@ __all__ = [
     "empty_like",
     "zeros_like",
     "allclose",
+    "where",
     "device",
     "dtype",
     "Tensor",
@@ -196,6 +197,21 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
 
     Returns:
         bool: whether every element is close.
+    """
+
+
+def where(condition: Tensor, input: Tensor | builtins.bool | int | float, other: Tensor | builtins.bool | int | float) -> Tensor:
+    """Elements of input where condition holds, else of other.
+
+    Args:
+        condition: a bool tensor, such as a comparison's result.
+        input: taken where condition holds: a tensor of condition's shape and device, or a
+            Python scalar.
+        other: taken elsewhere: likewise; two tensors must share one dtype.
+
+    Returns:
+        Tensor: a new tensor of condition's shape; a scalar beside a tensor of a lower kind
+            (bool < integer < floating) gives int64 or float32, as PyTorch promotes.
     """
 
 
@@ -527,6 +543,121 @@ class Tensor:
 
         Returns:
             Tensor: the (m, n) product.
+        """
+
+    def add(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+        """Elementwise sum with other scaled by alpha.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self + alpha * other; float32 for an integer tensor with a float scalar.
+        """
+
+    def sub(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+        """Elementwise difference with other scaled by alpha.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self - alpha * other; float32 for an integer tensor with a float scalar.
+        """
+
+    def mul(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+        """Elementwise product.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+
+        Returns:
+            Tensor: the result; float32 for an integer tensor with a float scalar.
+        """
+
+    def div(self, other: Tensor | builtins.bool | int | float, *, rounding_mode: str | None = None) -> Tensor:
+        """Elementwise division, rounded as rounding_mode says.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
+                toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
+                division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
+
+        Returns:
+            Tensor: the quotient.
+        """
+
+    def add_(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+        """In-place add(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def sub_(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+        """In-place sub(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def mul_(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+        """In-place mul(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def div_(self, other: Tensor | builtins.bool | int | float, *, rounding_mode: str | None = None) -> Tensor:
+        """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
+                toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
+                division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def clamp(self, min: Tensor | builtins.bool | int | float | None = None, max: Tensor | builtins.bool | int | float | None = None) -> Tensor:
+        """Elementwise clamp into [min, max]; at least one bound must be given.
+
+        Args:
+            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
+                None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: min(max(self, min), max); NaN stays NaN; float32 for an integer tensor with a
+                float bound.
+        """
+
+    def clamp_(self, min: Tensor | builtins.bool | int | float | None = None, max: Tensor | builtins.bool | int | float | None = None) -> Tensor:
+        """In-place clamp(); the result must keep this tensor's dtype.
+
+        Args:
+            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
+                None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: self.
         """
 
     def record_stream(self, stream: Stream) -> None:

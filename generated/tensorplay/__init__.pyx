@@ -24,6 +24,7 @@ __all__ = [
     "empty_like",
     "zeros_like",
     "allclose",
+    "where",
     "device",
     "dtype",
     "Tensor",
@@ -206,6 +207,22 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         bool: whether every element is close.
     """
     return _tensor.allclose(input, other, rtol, atol, equal_nan)
+
+
+def where(condition, input, other):
+    """Elements of input where condition holds, else of other.
+
+    Args:
+        condition: a bool tensor, such as a comparison's result.
+        input: taken where condition holds: a tensor of condition's shape and device, or a
+            Python scalar.
+        other: taken elsewhere: likewise; two tensors must share one dtype.
+
+    Returns:
+        Tensor: a new tensor of condition's shape; a scalar beside a tensor of a lower kind
+            (bool < integer < floating) gives int64 or float32, as PyTorch promotes.
+    """
+    return _tensor.where(condition, input, other)
 
 
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
@@ -590,6 +607,131 @@ cdef class Tensor(_tensor.TensorCore):
             Tensor: the (m, n) product.
         """
         return self.c_matmul(other)
+
+    def add(self, other, *, alpha=1):
+        """Elementwise sum with other scaled by alpha.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self + alpha * other; float32 for an integer tensor with a float scalar.
+        """
+        return self.c_add_scaled(other, alpha)
+
+    def sub(self, other, *, alpha=1):
+        """Elementwise difference with other scaled by alpha.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self - alpha * other; float32 for an integer tensor with a float scalar.
+        """
+        return self.c_sub_scaled(other, alpha)
+
+    def mul(self, other):
+        """Elementwise product.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+
+        Returns:
+            Tensor: the result; float32 for an integer tensor with a float scalar.
+        """
+        return self.c_mul(other)
+
+    def div(self, other, *, rounding_mode=None):
+        """Elementwise division, rounded as rounding_mode says.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
+                toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
+                division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
+
+        Returns:
+            Tensor: the quotient.
+        """
+        return self.c_div(other, rounding_mode)
+
+    def add_(self, other, *, alpha=1):
+        """In-place add(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_add_scaled_(other, alpha)
+
+    def sub_(self, other, *, alpha=1):
+        """In-place sub(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_sub_scaled_(other, alpha)
+
+    def mul_(self, other):
+        """In-place mul(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_imul(other)
+
+    def div_(self, other, *, rounding_mode=None):
+        """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
+                toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
+                division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_div_(other, rounding_mode)
+
+    def clamp(self, min=None, max=None):
+        """Elementwise clamp into [min, max]; at least one bound must be given.
+
+        Args:
+            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
+                None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: min(max(self, min), max); NaN stays NaN; float32 for an integer tensor with a
+                float bound.
+        """
+        return self.c_clamp(min, max)
+
+    def clamp_(self, min=None, max=None):
+        """In-place clamp(); the result must keep this tensor's dtype.
+
+        Args:
+            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
+                None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_clamp_(min, max)
 
     def record_stream(self, stream):
         """Keep this tensor's memory from reuse until the work queued so far on stream completes.
