@@ -6,11 +6,18 @@ Note [Schema rules]
 - Every mapping accepts only its known keys; every item and parameter needs a non-empty doc.
 - Types come from the closed vocabulary (Note [Closed type vocabulary] in types.py).
 - A default must fit its parameter's type; parameters follow Python's ordering rules.
-- ``impl`` names a symbol that runtime/ declares (runtime_index.py).
+- ``impl`` names a symbol that runtime/ declares (runtime_index.py) taking one argument per
+  parameter.
+- A class may ``extends:`` a base from the top-level ``bases:`` list: a named set of methods and
+  properties that several classes share (the two graph classes). The base's members come first;
+  a member the class declares under an inherited name replaces it (an explicit override). A
+  base may extend another; an unknown or circular base, or a base no class extends, is an
+  error.
 All problems are collected and raised together as one SchemaError, each as file:line:col.
 """
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import keyword
@@ -19,7 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .load import Diagnostic, LocatedList, LocatedMap, Location, SchemaError, load_schema
-from .runtime_index import RuntimeModule, index_runtime
+from .runtime_index import Arity, RuntimeModule, index_runtime
 from .types import TypeExpr, TypeSyntaxError, parse_type
 
 SCHEMA_VERSION = 1
@@ -60,6 +67,12 @@ class Returns:
 
 
 @dataclass(frozen=True)
+class Raises:
+    type: str  # a builtin exception or an exception class the schema declares
+    doc: str
+
+
+@dataclass(frozen=True)
 class Function:
     """A module function or a class method; ``impl_module`` is empty for methods."""
 
@@ -71,6 +84,7 @@ class Function:
     returns: Optional[Returns]
     deprecated: Optional[str]
     since: Optional[str]
+    raises: tuple[Raises, ...] = ()
 
     @property
     def summary(self) -> str:
@@ -95,6 +109,7 @@ class Class:
     init: Optional[tuple[Param, ...]]
     methods: tuple[Function, ...]
     properties: tuple[Property, ...]
+    extends: Optional[str] = None  # the base (schema 'bases:') its shared members come from
 
     @property
     def summary(self) -> str:
@@ -144,8 +159,8 @@ class Module:
         """Runtime modules this module's wrappers cimport, sorted."""
         used = {f.impl_module for f in self.functions} | {c.impl_module for c in self.classes}
         used |= {v.impl_module for v in self.variables}
-        if any(p.conversion for p in self.all_params()):
-            used.add("device")
+        # A conversion is "_module.function" of the runtime module it lives in.
+        used |= {p.conversion.split(".")[0].lstrip("_") for p in self.all_params() if p.conversion}
         if self.classes:  # generated classes register with the runtime (runtime/public.pyx)
             used.add("public")
         return sorted(used)
@@ -188,6 +203,9 @@ class _Builder:
         self.runtime = runtime
         self.diagnostics: list[Diagnostic] = []
         self.classes: frozenset[str] = frozenset()
+        self.exceptions: frozenset[str] = frozenset()
+        self.bases: dict[str, LocatedMap] = {}
+        self.extended: set[str] = set()
 
     def error(self, location: Location, message: str) -> None:
         self.diagnostics.append(Diagnostic(location, message))
@@ -257,9 +275,14 @@ class _Builder:
                 seen[name] = location
 
     def name(self, entry: LocatedMap, what: str) -> str:
+        """An item's name: an identifier that is not a Python keyword (it becomes a def)."""
         value = self.text(entry, "name", what)
         if value and not value.isidentifier():
             self.error(entry.value_locations["name"], f"{what} name {value!r} is not an identifier")
+        elif value and keyword.iskeyword(value):
+            self.error(entry.value_locations["name"],
+                       f"{what} name '{value}' is a Python keyword; the generated code could "
+                       "not define or call it")
         return value
 
     def impl(self, entry: LocatedMap, what: str) -> tuple[str, str]:
@@ -291,9 +314,6 @@ class _Builder:
             self.check_keys(param_entry, f"parameter of {what}", ("name", "type"),
                             ("doc", "default", "kind"))
             name = self.name(param_entry, f"parameter of {what}")
-            if name and keyword.iskeyword(name):
-                self.error(param_entry.value_locations["name"],
-                           f"parameter name '{name}' of {what} is a Python keyword")
             param_what = f"parameter '{name}' of {what}"
             kind = param_entry.get("kind", "positional")
             if kind not in PARAM_KINDS:
@@ -341,37 +361,123 @@ class _Builder:
         return Returns(self.type_of(returns, "type", f"return type of {what}"),
                        self.doc(returns, f"return value of {what}"))
 
+    def raises(self, entry: LocatedMap, what: str) -> tuple[Raises, ...]:
+        """The exceptions a function documents: builtins or exception classes of the schema."""
+        found = []
+        for raw, location in self.items(entry, "raises", what):
+            item = self.mapping(raw, location, f"an entry of 'raises' of {what}")
+            if item is None:
+                continue
+            self.check_keys(item, f"'raises' of {what}", ("type", "doc"), ())
+            name = self.text(item, "type", f"'raises' of {what}")
+            builtin = getattr(builtins, name, None)
+            if name and name not in self.exceptions and not (
+                    isinstance(builtin, type) and issubclass(builtin, BaseException)):
+                self.error(item.value_locations["type"],
+                           f"'raises' of {what}: {name!r} is neither a builtin exception nor "
+                           "an exception class declared in the schema")
+            found.append(Raises(name, self.doc(item, f"'raises' {name} of {what}")))
+        return tuple(found)
+
     def function(self, entry: LocatedMap, scope: str, core: Optional[tuple[str, str]]) -> Function:
         """A module function (core None) or a method of the runtime class ``core``."""
         name = self.name(entry, f"item of {scope}")
         what = f"'{scope}.{name}'"
         self.check_keys(entry, what, ("name", "impl"),
-                        ("doc", "params", "returns", "deprecated", "since"))
+                        ("doc", "params", "returns", "raises", "deprecated", "since"))
+        problems = len(self.diagnostics)
+        params = self.params(entry, what)
+        # A count from a broken parameter list would only repeat its errors.
+        params_valid = len(self.diagnostics) == problems
         if core is None:
             module, symbol = self.impl(entry, what)
             if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
                 self.error(entry.value_locations["impl"],
                            f"impl of {what}: runtime/{module}.pxd declares no cdef function "
                            f"'{symbol}'")
+            elif module in self.runtime and symbol and params_valid:
+                self.arity(entry, what, f"runtime/{module}.pxd declares {symbol}()",
+                           self.runtime[module].functions[symbol], len(params))
         else:
             module, symbol = "", self.text(entry, "impl", what)
             core_module, core_class = core
             runtime = self.runtime.get(core_module)
-            if runtime and symbol and core_class in runtime.classes \
-                    and symbol not in runtime.methods_of(core_class):
-                self.error(entry.value_locations["impl"],
-                           f"impl of {what}: runtime class {core_module}.{core_class} declares "
-                           f"no cdef method '{symbol}'")
+            if runtime and symbol and core_class in runtime.classes:
+                methods = runtime.methods_of(core_class)
+                if symbol not in methods:
+                    self.error(entry.value_locations["impl"],
+                               f"impl of {what}: runtime class {core_module}.{core_class} "
+                               f"declares no cdef method '{symbol}'")
+                elif params_valid:
+                    self.arity(entry, what, f"runtime class {core_module}.{core_class} declares "
+                                            f"{symbol}()", methods[symbol], len(params))
         deprecated = self.text(entry, "deprecated", what, required=False) or None
         since = str(entry["since"]) if entry.get("since") is not None else None
-        return Function(name, module, symbol, self.doc(entry, what), self.params(entry, what),
-                        self.returns(entry, what), deprecated, since)
+        return Function(name, module, symbol, self.doc(entry, what), params,
+                        self.returns(entry, what), deprecated, since, self.raises(entry, what))
+
+    def arity(self, entry: LocatedMap, what: str, declared: str, arity: Arity,
+              count: int, key: str = "impl") -> None:
+        """The wrapper passes one argument per schema parameter; the C declaration must agree."""
+        if not arity.accepts(count):
+            self.error(entry.value_locations.get(key, entry.location),
+                       f"impl of {what}: {declared} with {arity}, but the wrapper passes {count} "
+                       f"(one per parameter)")
+
+    def members(self, entry: LocatedMap, what: str,
+                chain: tuple[str, ...] = ()) -> tuple[list[LocatedMap], list[LocatedMap]]:
+        """The method and property entries of a class or base, following 'extends'.
+
+        The base's members come first, in its order; a member declared here with the name of
+        an inherited one replaces it in place (an explicit override); new members follow.
+        ``chain`` holds the bases being resolved, to report a cycle instead of recursing.
+        """
+        methods: list[LocatedMap] = []
+        properties: list[LocatedMap] = []
+        if "extends" in entry:
+            base = entry["extends"]
+            location = entry.value_locations["extends"]
+            if not isinstance(base, str) or base not in self.bases:
+                known = ", ".join(sorted(self.bases)) or "none"
+                self.error(location, f"{what} extends unknown base {base!r}; the schema's "
+                                     f"bases: {known}")
+            elif base in chain:
+                self.error(location, f"{what} extends '{base}', which is circular: "
+                                     f"{' -> '.join(chain + (base,))}")
+            else:
+                self.extended.add(base)
+                methods, properties = self.members(self.bases[base], f"base '{base}'",
+                                                   chain + (base,))
+        declared: list[tuple[str, Location]] = []
+        for key, found in (("methods", methods), ("properties", properties)):
+            for raw, location in self.items(entry, key, what):
+                member = self.mapping(raw, location, f"an entry of '{key}' of {what}")
+                if member is None:
+                    continue
+                name = member.get("name")
+                if isinstance(name, str):
+                    declared.append((name, member.location))
+                inherited = [i for i, m in enumerate(found) if m.get("name") == name]
+                if inherited:
+                    found[inherited[0]] = member
+                else:
+                    found.append(member)
+        self.unique(declared, what)
+        return methods, properties
+
+    def base(self, entry: LocatedMap) -> None:
+        """A named set of members that classes share through 'extends:'; not a public class."""
+        name = self.name(entry, "base")
+        what = f"base '{name}'"
+        self.check_keys(entry, what, ("name",), ("doc", "extends", "methods", "properties"))
+        self.doc(entry, what)
+        self.members(entry, what, (name,))
 
     def klass(self, entry: LocatedMap, scope: str) -> Class:
         name = self.name(entry, f"class of {scope}")
         what = f"'{scope}.{name}'"
         self.check_keys(entry, what, ("name", "impl"),
-                        ("doc", "kind", "init", "methods", "properties"))
+                        ("doc", "kind", "extends", "init", "methods", "properties"))
         kind = entry.get("kind", "extension")
         if kind not in CLASS_KINDS:
             self.error(entry.value_locations.get("kind", entry.location),
@@ -394,27 +500,30 @@ class _Builder:
                                       f"'init' of {what}")
             if init_entry is not None:
                 self.check_keys(init_entry, f"'init' of {what}", (), ("params",))
+                problems = len(self.diagnostics)
                 init = self.params(init_entry, f"{what} constructor")
-        methods = []
-        for raw, location in self.items(entry, "methods", what):
-            method = self.mapping(raw, location, f"a method of {what}")
-            if method is not None:
-                methods.append((self.function(method, f"{scope}.{name}", (module, symbol)),
-                                method.location))
+                if runtime and "init" in runtime.methods_of(symbol) \
+                        and len(self.diagnostics) == problems:
+                    self.arity(entry, f"{what} constructor", f"runtime class {module}.{symbol} "
+                               "declares init()", runtime.methods_of(symbol)["init"], len(init),
+                               key="init")
+        method_entries, property_entries = self.members(entry, what)
+        methods = [(self.function(method, f"{scope}.{name}", (module, symbol)), method.location)
+                   for method in method_entries]
         properties = []
-        for raw, location in self.items(entry, "properties", what):
-            prop = self.mapping(raw, location, f"a property of {what}")
-            if prop is None:
-                continue
+        for prop in property_entries:
             prop_name = self.name(prop, f"property of {what}")
             prop_what = f"property '{prop_name}' of {what}"
             self.check_keys(prop, prop_what, ("name", "impl", "type"), ("doc",))
             impl_name = self.text(prop, "impl", prop_what)
-            if runtime and impl_name and symbol in runtime.classes \
-                    and impl_name not in runtime.methods_of(symbol):
-                self.error(prop.value_locations["impl"],
-                           f"impl of {prop_what}: runtime class {module}.{symbol} declares no "
-                           f"cdef method '{impl_name}'")
+            if runtime and impl_name and symbol in runtime.classes:
+                if impl_name not in runtime.methods_of(symbol):
+                    self.error(prop.value_locations["impl"],
+                               f"impl of {prop_what}: runtime class {module}.{symbol} declares no "
+                               f"cdef method '{impl_name}'")
+                else:
+                    self.arity(prop, prop_what, f"runtime class {module}.{symbol} declares "
+                               f"{impl_name}()", runtime.methods_of(symbol)[impl_name], 0)
             properties.append((Property(prop_name, impl_name, self.type_of(prop, "type", prop_what),
                                         self.doc(prop, prop_what)), prop.location))
         self.unique([(m.name, l) for m, l in methods] + [(p.name, l) for p, l in properties],
@@ -427,8 +536,9 @@ class _Builder:
                 self.error(location, f"impl '{member.impl_name}' of {what}.{member.name} is also "
                                      "a public name of the class; give the core method its own "
                                      f"name (for example c_{member.impl_name})")
+        extends = entry.get("extends") if isinstance(entry.get("extends"), str) else None
         return Class(name, kind, module, symbol, self.doc(entry, what), init,
-                     tuple(m for m, _ in methods), tuple(p for p, _ in properties))
+                     tuple(m for m, _ in methods), tuple(p for p, _ in properties), extends)
 
     def variable(self, entry: LocatedMap, scope: str) -> Variable:
         name = self.name(entry, f"variable of {scope}")
@@ -438,6 +548,9 @@ class _Builder:
         if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
             self.error(entry.value_locations["impl"],
                        f"impl of {what}: runtime/{module}.pxd declares no cdef function '{symbol}'")
+        elif module in self.runtime and symbol:  # called with the variable's name
+            self.arity(entry, what, f"runtime/{module}.pxd declares {symbol}()",
+                       self.runtime[module].functions[symbol], 1)
         return Variable(name, self.type_of(entry, "type", what), module, symbol,
                         self.doc(entry, what))
 
@@ -485,7 +598,7 @@ class _Builder:
                       tuple(classes), tuple(variables), tuple(reexports)), locations
 
     def api(self, root: LocatedMap) -> tuple[Module, ...]:
-        self.check_keys(root, "the schema", ("schema_version", "modules"), ())
+        self.check_keys(root, "the schema", ("schema_version", "modules"), ("bases",))
         if "schema_version" in root and root["schema_version"] != SCHEMA_VERSION:
             self.error(root.value_locations["schema_version"],
                        f"schema_version must be {SCHEMA_VERSION}, got {root['schema_version']!r}")
@@ -495,6 +608,20 @@ class _Builder:
             c.get("name") for m, _ in raw_modules if isinstance(m, LocatedMap)
             for c in (m.get("classes") or []) if isinstance(c, LocatedMap)
             and isinstance(c.get("name"), str))
+        self.exceptions = frozenset(
+            c.get("name") for m, _ in raw_modules if isinstance(m, LocatedMap)
+            for c in (m.get("classes") or []) if isinstance(c, LocatedMap)
+            and c.get("kind") == "exception" and isinstance(c.get("name"), str))
+        base_locations: list[tuple[str, Location]] = []
+        for raw, location in self.items(root, "bases", "the schema"):
+            entry = self.mapping(raw, location, "a base")
+            if entry is not None and isinstance(entry.get("name"), str):
+                self.bases.setdefault(entry["name"], entry)
+                base_locations.append((entry["name"], entry.location))
+        self.unique(base_locations, "the schema's bases")
+        for entry in self.bases.values():
+            self.base(entry)
+        self.extended.clear()  # count only what classes extend, not bases checking each other
         modules, module_locations, item_locations = [], {}, {}
         for raw, location in raw_modules:
             entry = self.mapping(raw, location, "a module")
@@ -507,6 +634,10 @@ class _Builder:
                 self.error(entry.location, f"duplicate module '{module.name}' (first declared "
                                            f"at line {module_locations[module.name].line})")
             module_locations[module.name] = entry.location
+        for base, entry in self.bases.items():
+            if base not in self.extended:
+                self.error(entry.location, f"base '{base}' is extended by no class; remove it "
+                                           "or extend it")
         by_name = {m.name: m for m in modules}
         for module in modules:
             entry, locations = item_locations[module.name]
@@ -543,11 +674,12 @@ def normalise(modules: tuple[Module, ...]) -> dict:
         return {"name": f.name, "impl": f"{f.impl_module}.{f.impl_name}".lstrip("."),
                 "doc": f.doc, "params": [param(p) for p in f.params],
                 "returns": {"type": f.returns.type.display(), "doc": f.returns.doc}
-                if f.returns else None, "deprecated": f.deprecated, "since": f.since}
+                if f.returns else None, "raises": [{"type": r.type, "doc": r.doc} for r in f.raises],
+                "deprecated": f.deprecated, "since": f.since}
 
     def klass(c: Class) -> dict:
         return {"name": c.name, "kind": c.kind, "impl": f"{c.impl_module}.{c.impl_name}",
-                "doc": c.doc, "init": [param(p) for p in c.init] if c.init is not None else None,
+                "extends": c.extends, "doc": c.doc, "init": [param(p) for p in c.init] if c.init is not None else None,
                 "methods": [function(m) for m in c.methods],
                 "properties": [{"name": p.name, "impl": p.impl_name, "type": p.type.display(),
                                 "doc": p.doc} for p in c.properties]}

@@ -4,7 +4,7 @@
 Capture itself (private pools through allocator.begin_allocate_to_pool, conditional nodes,
 DOT dumps, staging) is the graph-capture issue's work; until it lands, a capture on a machine
 with a GPU raises NotImplementedError saying so, and on a machine without one every capture
-path raises the no-accelerator RuntimeError of DESIGN.md section 4.
+path raises the no-accelerator RuntimeError (docs/design.md, "Without a GPU").
 """
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cyruntime cimport (cudaStreamCaptureStatus, cudaStreamCaptureStatusNone)
@@ -12,7 +12,7 @@ from cuda.bindings.cyruntime cimport (cudaStreamCaptureStatus, cudaStreamCapture
 from tensorplay._runtime cimport allocator, device as _device, errors
 from tensorplay._runtime cimport stream as _stream
 
-# capture_error_mode -> cudaStreamCaptureMode (notes/torch_graphs_accelerator.md 1.4).
+# capture_error_mode -> cudaStreamCaptureMode (docs/design.md, "Capture rules").
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 UNSET = "__unset__"
 

@@ -132,7 +132,7 @@ cdef int _launch(TensorCore target, int distribution, GeneratorCore generator, d
         for index in range(3):
             arguments[3 + index] = <void*>&doubles[index] if double_precision \
                 else <void*>&reals[index]
-    return kernels.launch(function, blocks, THREADS, 0, stream, arguments)
+    return kernels.launch(device, function, blocks, THREADS, 0, stream, arguments)
 
 
 cdef object _stored(object values, DtypeCore dtype):

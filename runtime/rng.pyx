@@ -27,14 +27,15 @@ import os
 
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.string cimport memcpy
-from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
+                             PyObject_GetBuffer)
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t, cudaStreamCaptureStatus
 
 from tensorplay._runtime cimport device as _device, dtypes, errors, kernels, public
+from tensorplay._runtime.device cimport DeviceSwitch
 from tensorplay._runtime.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor cimport TensorCore
 from tensorplay._runtime.kernels import read_kernel_source
@@ -47,7 +48,7 @@ cdef uint64_t OFFSET_STEP = 4      # offsets are multiples of one Philox block's
 
 cdef GeneratorCore _cpu_generator = None
 cdef list _device_generators = []  # index -> GeneratorCore or None, filled on first use
-cdef object _numpy_frombuffer = None
+cdef object _state_template = None   # 16 zero bytes, copied for each state tensor
 cdef DtypeCore _uint8 = None
 cdef str _common_source = None
 
@@ -80,16 +81,17 @@ cdef str _where(int device):
 cdef object _state_tensor(uint64_t seed, uint64_t offset):
     """A CPU uint8 tensor of (seed, offset), built directly: this is the whole cost of
     get_rng_state(), so it skips the general factories' argument handling."""
-    global _numpy_frombuffer, _uint8
-    if _numpy_frombuffer is None:
+    global _state_template, _uint8
+    cdef Py_buffer view
+    if _state_template is None:
         import numpy
-        _numpy_frombuffer = numpy.frombuffer
+        _state_template = numpy.zeros(STATE_BYTES, dtype=numpy.uint8)
         _uint8 = dtypes.named_dtype("uint8")
-    cdef bytearray raw = bytearray(STATE_BYTES)
-    cdef char* bytes_out = PyByteArray_AS_STRING(raw)
-    memcpy(bytes_out, &seed, 8)             # little-endian hosts only (x86-64, aarch64)
-    memcpy(bytes_out + 8, &offset, 8)
-    array = _numpy_frombuffer(raw, "u1")
+    array = _state_template.copy()
+    PyObject_GetBuffer(array, &view, PyBUF_ANY_CONTIGUOUS | PyBUF_WRITABLE)
+    memcpy(view.buf, &seed, 8)             # little-endian hosts only (x86-64, aarch64)
+    memcpy(<char*>view.buf + 8, &offset, 8)
+    PyBuffer_Release(&view)
     cls = public.public_class("TensorCore", TensorCore)
     cdef TensorCore result = cls.__new__(cls)
     result.array = array
@@ -199,11 +201,16 @@ cdef class GeneratorCore:
     cdef int philox_state(self, uint64_t increment, cudaStream_t stream,
                           PhiloxState* state) except -1:
         cdef cudaStreamCaptureStatus status = cyruntime.cudaStreamCaptureStatusNone
+        cdef DeviceSwitch saved
         increment = (increment + OFFSET_STEP - 1) // OFFSET_STEP * OFFSET_STEP
         if self.device_index >= 0:
             with nogil:
-                errors.check(cyruntime.cudaStreamIsCapturing(stream, &status),
-                             "cudaStreamIsCapturing")
+                _device.enter_device(self.device_index, &saved)
+                try:
+                    errors.check(cyruntime.cudaStreamIsCapturing(stream, &status),
+                                 "cudaStreamIsCapturing")
+                finally:
+                    _device.exit_device(&saved)
         if status == cyruntime.cudaStreamCaptureStatusActive:
             if self.capture is None:
                 raise RuntimeError(
@@ -275,17 +282,17 @@ cdef class CaptureRecord:
         self.open = False
 
     def __dealloc__(self):
-        cdef int previous = 0
+        cdef DeviceSwitch saved
         # cudaFree waits for the device, so no replay still reads the memory; a forked child
         # must not touch the parent's.
         if self.replay_state != NULL and _device.is_initialized():
-            _device.switch_device(self.generator.device_index, &previous)
+            _device.enter_device(self.generator.device_index, &saved)
             cyruntime.cudaFree(self.replay_state)
-            _device.restore_device(self.generator.device_index, previous)
+            _device.exit_device(&saved)
 
 
 cdef CaptureRecord register_capture(GeneratorCore generator):
-    cdef int previous = 0
+    cdef DeviceSwitch saved
     cdef void* memory = NULL
     if generator.device_index < 0:
         raise ValueError("CUDA graphs capture CUDA generators; this one is on the CPU")
@@ -295,11 +302,11 @@ cdef CaptureRecord register_capture(GeneratorCore generator):
     cdef CaptureRecord record = CaptureRecord()
     record.generator = generator
     with nogil:
-        _device.switch_device(generator.device_index, &previous)
+        _device.enter_device(generator.device_index, &saved)
         try:
             errors.check(cyruntime.cudaMalloc(&memory, 2 * sizeof(uint64_t)), "cudaMalloc")
         finally:
-            _device.restore_device(generator.device_index, previous)
+            _device.exit_device(&saved)
     record.replay_state = <uint64_t*>memory
     record.open = True
     generator.capture = record
@@ -331,19 +338,13 @@ cdef int advance_for_replay(CaptureRecord record, cudaStream_t stream) except -1
     arguments[0] = &replay_state
     arguments[1] = &seed
     arguments[2] = &offset
-    kernels.launch(function, 1, 1, 0, stream, arguments)
+    kernels.launch(generator.device_index, function, 1, 1, 0, stream, arguments)
     generator.offset += record.consumed
     return 0
 
 
 # --------------------------------------------------------------------------------------------
 # The accelerator API: default generators of CUDA devices
-
-
-cdef int _checked_index(int device) except -1:
-    if device < 0:
-        raise ValueError(f"device must be a non-negative index, got {device}")
-    return 0
 
 
 def _seed_current(uint64_t seed_value):
@@ -388,12 +389,10 @@ cdef object seed_all():
 
 
 cdef object initial_seed(int device):
-    _checked_index(device)
     return default_generator(device).seed_value
 
 
 cdef object get_rng_state(int device):
-    _checked_index(device)
     return default_generator(device).c_get_state()
 
 
@@ -404,7 +403,6 @@ cdef list get_rng_state_all():
 
 
 cdef object set_rng_state(object new_state, int device):
-    _checked_index(device)
     default_generator(device).c_set_state(new_state)
     return None
 
@@ -427,7 +425,9 @@ cdef object set_rng_state_all(object new_states):
 cdef object manual_seed_everywhere(object seed):
     cdef GeneratorCore cpu = default_generator(-1)
     cpu.c_manual_seed(seed)
-    if _device.is_available():
+    # Before initialisation the CUDA seeding waits in a queue: only queue it where a device
+    # exists (is_available() asks NVML, which is slower than seeding).
+    if _device.is_initialized() or _device.is_available():
         manual_seed_all(seed)
     return cpu
 
@@ -435,7 +435,7 @@ cdef object manual_seed_everywhere(object seed):
 cdef object seed_everywhere():
     cdef GeneratorCore cpu = default_generator(-1)
     seed_value = cpu.c_seed()
-    if _device.is_available():
+    if _device.is_initialized() or _device.is_available():
         manual_seed_all(seed_value)
     return seed_value
 
