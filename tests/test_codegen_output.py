@@ -234,3 +234,21 @@ def test_pool_arguments_are_typed_in_the_stubs(root):
     assert "pool: _GraphPool | Literal['__unset__'] = '__unset__'" in \
         outputs["tensorplay/accelerator/graphs.pyi"]
     assert "def graph_pool_handle() -> tuple[int, int]:" in outputs["tensorplay/cuda/graphs.pyi"]
+
+
+def test_accelerator_reexports_the_memory_functions_as_torch_accelerator_does(root):
+    api = load_api(root / "api.yaml", root / "runtime")
+    accelerator = api.module("tensorplay.accelerator")
+    reexported = {r.name for r in accelerator.reexports
+                  if r.source == "tensorplay.accelerator.memory"}
+    assert reexported == {"empty_cache", "max_memory_allocated", "max_memory_reserved",
+                          "memory_allocated", "memory_reserved", "memory_stats",
+                          "reset_accumulated_memory_stats", "reset_peak_memory_stats"}
+    assert reexported <= set(accelerator.public_names())
+    # Re-exports, not copies: the declaration lives once, in tensorplay.accelerator.memory.
+    assert not reexported & {f.name for f in accelerator.functions}
+    outputs = {o.path: o.content for o in Renderer(api, root / "templates").render_all()}
+    assert "from tensorplay.accelerator.memory import memory_stats\n" in \
+        outputs["tensorplay/accelerator/__init__.pyx"]
+    assert "from tensorplay.accelerator.memory import memory_stats as memory_stats\n" in \
+        outputs["tensorplay/accelerator/__init__.pyi"]

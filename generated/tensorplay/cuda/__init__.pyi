@@ -95,6 +95,11 @@ def caching_allocator_alloc(size: int, device: _DeviceLike = None, stream: Strea
 
     Returns:
         int: the device pointer.
+
+    Raises:
+        OutOfMemoryError: the device cannot hold size more bytes, even after the allocator
+            released its cached blocks.
+        RuntimeError: no accelerator is available.
     """
 
 
