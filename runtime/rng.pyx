@@ -50,7 +50,7 @@ cdef GeneratorCore _cpu_generator = None
 cdef list _device_generators = []  # index -> GeneratorCore or None, filled on first use
 cdef object _state_template = None   # 16 zero bytes, copied for each state tensor
 cdef DtypeCore _uint8 = None
-cdef str _common_source = None
+cdef dict _preludes = {}          # DtypeCore -> prelude of kernels/philox.cu
 
 
 # --------------------------------------------------------------------------------------------
@@ -265,10 +265,13 @@ cdef GeneratorCore generator_for(object generator, int device):
 
 
 cdef str philox_prelude(DtypeCore dtype):
-    global _common_source
-    if _common_source is None:
-        _common_source = read_kernel_source("common")
-    return f"{_common_source}\ntypedef {dtype.kernel_type} scalar_t;\n"
+    """Cached per dtype: get_kernel hashes the prelude on every launch, and a string built anew
+    would be hashed anew."""
+    cached = _preludes.get(dtype)
+    if cached is None:
+        cached = _preludes[dtype] = (f"{read_kernel_source('common')}\n"
+                                     f"typedef {dtype.kernel_type} scalar_t;\n")
+    return cached
 
 
 # --------------------------------------------------------------------------------------------
