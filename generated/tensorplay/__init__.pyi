@@ -222,6 +222,10 @@ def rand(*size: int | tuple[int, ...] | list[int], generator: Generator | None =
 
     Returns:
         Tensor: a tensor of uniform values in [0, 1).
+
+    Raises:
+        TypeError: size holds a non-int, or dtype is not a floating-point dtype.
+        ValueError: size holds a negative number, or generator is on another device.
     """
 
 
@@ -237,6 +241,10 @@ def randn(*size: int | tuple[int, ...] | list[int], generator: Generator | None 
 
     Returns:
         Tensor: a tensor of standard normal values.
+
+    Raises:
+        TypeError: size holds a non-int, or dtype is not a floating-point dtype.
+        ValueError: size holds a negative number, or generator is on another device.
     """
 
 
@@ -254,6 +262,11 @@ def randint(low: int, high: int | tuple[int, ...] | list[int], size: tuple[int, 
 
     Returns:
         Tensor: a tensor of integers drawn uniformly from [low, high).
+
+    Raises:
+        TypeError: low or high is not an int, size is not a sequence of ints, or dtype is bool.
+        ValueError: low >= high, [low, high) does not fit in dtype, or size holds a negative
+            number.
     """
 
 

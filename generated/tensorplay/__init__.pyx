@@ -233,6 +233,10 @@ def rand(*size, generator=None, dtype=None, device=None):
 
     Returns:
         Tensor: a tensor of uniform values in [0, 1).
+
+    Raises:
+        TypeError: size holds a non-int, or dtype is not a floating-point dtype.
+        ValueError: size holds a negative number, or generator is on another device.
     """
     return _random_ops.rand(size, generator, dtype, device)
 
@@ -249,6 +253,10 @@ def randn(*size, generator=None, dtype=None, device=None):
 
     Returns:
         Tensor: a tensor of standard normal values.
+
+    Raises:
+        TypeError: size holds a non-int, or dtype is not a floating-point dtype.
+        ValueError: size holds a negative number, or generator is on another device.
     """
     return _random_ops.randn(size, generator, dtype, device)
 
@@ -267,6 +275,11 @@ def randint(low, high, size=None, *, generator=None, dtype=None, device=None):
 
     Returns:
         Tensor: a tensor of integers drawn uniformly from [low, high).
+
+    Raises:
+        TypeError: low or high is not an int, size is not a sequence of ints, or dtype is bool.
+        ValueError: low >= high, [low, high) does not fit in dtype, or size holds a negative
+            number.
     """
     return _random_ops.randint(low, high, size, generator, dtype, device)
 
