@@ -12,7 +12,7 @@ from libc.stdint cimport int64_t, uint64_t, uintptr_t
 from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t
 
-from tensorplay._runtime cimport device as _device, dtypes, kernels, rng, tensor
+from tensorplay._runtime cimport device as _device, dtypes, errors, kernels, rng, tensor
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.dtypes cimport DtypeCore
 from tensorplay._runtime.rng cimport GeneratorCore, PhiloxState
@@ -47,9 +47,9 @@ cdef tuple _size_arg(tuple size):
         size = tuple(size[0])
     for value in size:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"size must be ints, got {size!r}"[:200])
+            raise TypeError(f"size must be ints, got {errors.shown(size)}")
         if value < 0:
-            raise ValueError(f"size must be non-negative, got {size!r}"[:200])
+            raise ValueError(f"size must be non-negative, got {errors.shown(size)}")
     return size
 
 
@@ -58,7 +58,7 @@ cdef DtypeCore _dtype_arg(object value, str default, tuple allowed, str op):
         return dtypes.named_dtype(default)
     if not isinstance(value, DtypeCore):
         raise TypeError(f"{op}: dtype must be a tensorplay dtype (e.g. tensorplay.float32) or "
-                        f"None, got {value!r}"[:300])
+                        f"None, got {errors.shown(value)}")
     if (<DtypeCore>value).name not in allowed:
         raise TypeError(f"{op}: dtype must be one of {', '.join(allowed)}, got "
                         f"tensorplay.{(<DtypeCore>value).name}")
@@ -85,7 +85,7 @@ cdef int _check_floating(TensorCore target, str op) except -1:
 
 cdef double _number_arg(object value, str name, str op) except? -1:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{op}: {name} must be an int or float, got {value!r}"[:200])
+        raise TypeError(f"{op}: {name} must be an int or float, got {errors.shown(value)}")
     return float(value)
 
 
@@ -268,11 +268,12 @@ cdef object randint(object low, object high, object size, object generator, obje
         low, high, size = 0, low, high
     for name, value in (("low", low), ("high", high)):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"randint(): {name} must be an int, got {value!r}"[:200])
+            raise TypeError(f"randint(): {name} must be an int, got {errors.shown(value)}")
     if low >= high:
         raise ValueError(f"randint(): low must be less than high, got low={low}, high={high}")
     if not isinstance(size, (tuple, list)):
-        raise TypeError(f"randint(): size must be a tuple or list of ints, got {size!r}"[:200])
+        raise TypeError(f"randint(): size must be a tuple or list of ints, got "
+                        f"{errors.shown(size)}")
     allowed = tuple(INTEGER_LIMITS) + FLOATING
     cdef DtypeCore element = _dtype_arg(dtype, "int64", allowed, "randint()")
     limits = INTEGER_LIMITS.get(element.name)
