@@ -3,8 +3,8 @@
 and bernoulli_ of a tensor, on CUDA (kernels/philox.cu) and on the CPU (philox.py, numpy).
 
 Both devices draw the same Philox stream (Note [Philox stream layout] in kernels/philox.cu): for
-one generator state, a CPU tensor and a CUDA tensor get the same uniforms, integers and masks bit
-for bit, and the same normals to float rounding. Each op reserves one Philox block per element
+one generator state, a CPU tensor and a CUDA tensor get the same uniforms, integers and masks
+bit for bit, and normals within 1e-5 (float32). Each op reserves one Philox block per element
 group from its generator, an offset step of 4 (rng.pyx).
 """
 from libc.stdint cimport int64_t, uint64_t, uintptr_t

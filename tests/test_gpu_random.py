@@ -44,7 +44,9 @@ def test_cuda_normals_equal_the_cpu_reference_to_float_rounding(dtype):
     element = getattr(tensorplay, dtype)
     gpu = values(tensorplay.randn(100_003, dtype=element, device="cuda", generator=on_gpu))
     cpu = values(tensorplay.randn(100_003, dtype=element, generator=on_cpu))
-    tolerance = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-6, "float64": 1e-12}[dtype]
+    # float: the kernel's fast hardware sine is within about 2^-20.5 (kernels/philox.cu);
+    # 16-bit types: one rounding step of the output type.
+    tolerance = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5, "float64": 1e-12}[dtype]
     assert numpy.allclose(gpu, cpu, rtol=tolerance, atol=tolerance)
 
 
