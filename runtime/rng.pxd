@@ -27,7 +27,8 @@ cdef class GeneratorCore:
     cdef int _check_not_captured(self, str call) except -1
     # Reserve `increment` 32-bit outputs per subsequence for one kernel launched on stream and
     # fill the state that kernel takes: captured (device pointer plus in-graph offset) when
-    # stream is capturing and this generator is registered with that capture, else eager.
+    # stream is capturing and this generator is registered with a capture, eager when stream is
+    # not capturing; a RuntimeError when stream captures and the generator is not registered.
     cdef int philox_state(self, uint64_t increment, cudaStream_t stream,
                           PhiloxState* state) except -1
 
