@@ -244,10 +244,13 @@ cdef GeneratorCore default_generator(int device):
             _cpu_generator = _new_generator(-1)
         return _cpu_generator
     if device >= len(_device_generators) or _device_generators[device] is None:
+        # Initialising CUDA here runs the deferred seeding, which may create this very
+        # generator: keep the one it seeded.
         _device.checked_device(device)
         while len(_device_generators) <= device:
             _device_generators.append(None)
-        _device_generators[device] = _new_generator(device)
+        if _device_generators[device] is None:
+            _device_generators[device] = _new_generator(device)
     return _device_generators[device]
 
 
