@@ -526,6 +526,19 @@ cdef class TensorCore:
     cdef object c_zero_(self):
         return self.c_fill_(0)
 
+    # random_ops cimports this module, so it is imported here, not cimported.
+    cdef object c_uniform_(self, object low, object high, object generator):
+        from tensorplay._runtime import random_ops
+        return random_ops.uniform_(self, low, high, generator)
+
+    cdef object c_normal_(self, object mean, object std, object generator):
+        from tensorplay._runtime import random_ops
+        return random_ops.normal_(self, mean, std, generator)
+
+    cdef object c_bernoulli_(self, object p, object generator):
+        from tensorplay._runtime import random_ops
+        return random_ops.bernoulli_(self, p, generator)
+
     cdef object c_clone(self):
         result = new_empty(self.sizes, self.dtype_object, self.device_index)
         copy_into(result, self, False)

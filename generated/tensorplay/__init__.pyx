@@ -9,6 +9,8 @@ from tensorplay._runtime cimport device as _device
 from tensorplay._runtime cimport dtypes as _dtypes
 from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport public as _public
+from tensorplay._runtime cimport random_ops as _random_ops
+from tensorplay._runtime cimport rng as _rng
 from tensorplay._runtime cimport tensor as _tensor
 from tensorplay._runtime import errors as _errors_classes
 
@@ -25,10 +27,19 @@ __all__ = [
     "zeros_like",
     "allclose",
     "where",
+    "rand",
+    "randn",
+    "randint",
+    "rand_like",
+    "randn_like",
+    "manual_seed",
+    "seed",
+    "initial_seed",
     "device",
     "dtype",
     "Tensor",
     "OutOfMemoryError",
+    "Generator",
     "bool",
     "uint8",
     "int8",
@@ -225,6 +236,133 @@ def where(condition, input, other):
     return _tensor.where(condition, input, other)
 
 
+def rand(*size, generator=None, dtype=None, device=None):
+    """A tensor of random numbers drawn uniformly from [0, 1).
+
+    Philox4x32-10: one seed gives the same values on the CPU and on every GPU.
+
+    Args:
+        *size: the shape, as ints or one sequence.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: float16, bfloat16, float32 or float64; None for float32.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+
+    Returns:
+        Tensor: a tensor of uniform values in [0, 1).
+
+    Raises:
+        TypeError: size holds a non-int, or dtype is not a floating-point dtype.
+        ValueError: size holds a negative number, or generator is on another device.
+    """
+    return _random_ops.rand(size, generator, dtype, device)
+
+
+def randn(*size, generator=None, dtype=None, device=None):
+    """A tensor of random numbers from the standard normal distribution (mean 0, variance 1).
+
+    Args:
+        *size: the shape, as ints or one sequence.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: float16, bfloat16, float32 or float64; None for float32.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+
+    Returns:
+        Tensor: a tensor of standard normal values.
+
+    Raises:
+        TypeError: size holds a non-int, or dtype is not a floating-point dtype.
+        ValueError: size holds a negative number, or generator is on another device.
+    """
+    return _random_ops.randn(size, generator, dtype, device)
+
+
+def randint(low, high, size=None, *, generator=None, dtype=None, device=None):
+    """A tensor of random integers drawn uniformly from [low, high).
+
+    Args:
+        low: the lowest value; with two arguments, randint(high, size), it is high and low is 0.
+        high: one above the highest value (or the size, in the two-argument form).
+        size: the shape; None in the two-argument form.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: an integer or floating-point dtype that holds [low, high); None for int64.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+
+    Returns:
+        Tensor: a tensor of integers drawn uniformly from [low, high).
+
+    Raises:
+        TypeError: low or high is not an int, size is not a sequence of ints, or dtype is bool.
+        ValueError: low >= high, [low, high) does not fit in dtype, or size holds a negative
+            number.
+    """
+    return _random_ops.randint(low, high, size, generator, dtype, device)
+
+
+def rand_like(input, *, generator=None, dtype=None, device=None):
+    """A tensor shaped like input of random numbers drawn uniformly from [0, 1).
+
+    Args:
+        input: the tensor whose shape (and by default dtype and device) to use.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: a floating-point dtype; None keeps input's.
+        device: the device; None keeps input's.
+
+    Returns:
+        Tensor: a tensor of uniform values in [0, 1).
+    """
+    return _random_ops.rand_like(input, generator, dtype, device)
+
+
+def randn_like(input, *, generator=None, dtype=None, device=None):
+    """A tensor shaped like input of random numbers from the standard normal distribution.
+
+    Args:
+        input: the tensor whose shape (and by default dtype and device) to use.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: a floating-point dtype; None keeps input's.
+        device: the device; None keeps input's.
+
+    Returns:
+        Tensor: a tensor of standard normal values.
+    """
+    return _random_ops.randn_like(input, generator, dtype, device)
+
+
+def manual_seed(seed):
+    """Seed the default CPU generator and the default generator of every CUDA device.
+
+    Seeding CUDA devices is deferred until CUDA is first used, so it never initialises CUDA.
+
+    Args:
+        seed: the seed, -2**63 to 2**64 - 1; negative seeds are read as unsigned 64-bit.
+
+    Returns:
+        Generator: the default CPU generator.
+    """
+    return _rng.manual_seed_everywhere(seed)
+
+
+def seed():
+    """Seed the default CPU generator and every CUDA device's with one non-deterministic seed.
+
+    Returns:
+        int: the seed.
+    """
+    return _rng.seed_everywhere()
+
+
+def initial_seed():
+    """The seed of the default CPU generator.
+
+    Returns:
+        int: the seed.
+    """
+    return _rng.initial_seed_cpu()
+
+
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
 # into __text_signature__ so inspect.signature() works on the class (cython/cython#3873).
 cdef class device(_device.DeviceCore):
@@ -412,6 +550,44 @@ cdef class Tensor(_tensor.TensorCore):
             Tensor: self.
         """
         return self.c_zero_()
+
+    def uniform_(self, low=0, high=1, *, generator=None):
+        """Fill with numbers drawn uniformly from [low, high) (floating-point tensors).
+
+        Args:
+            low: the lowest value (PyTorch's from).
+            high: the end, excluded (PyTorch's to).
+            generator: the generator to draw from; None for the default generator of the device.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_uniform_(low, high, generator)
+
+    def normal_(self, mean=0, std=1, *, generator=None):
+        """Fill with numbers from the normal distribution (floating-point tensors).
+
+        Args:
+            mean: the mean.
+            std: the standard deviation, >= 0.
+            generator: the generator to draw from; None for the default generator of the device.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_normal_(mean, std, generator)
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        """Fill with 1 with probability p and 0 otherwise (a dropout-style mask; any dtype).
+
+        Args:
+            p: the probability of a 1, in [0, 1].
+            generator: the generator to draw from; None for the default generator of the device.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_bernoulli_(p, generator)
 
     def clone(self):
         """A copy with its own memory.
@@ -1093,6 +1269,87 @@ class OutOfMemoryError(_errors_classes.OutOfMemoryErrorCore):
 
 
 _public.register_class("OutOfMemoryErrorCore", OutOfMemoryError)
+
+
+# The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
+# into __text_signature__ so inspect.signature() works on the class (cython/cython#3873).
+cdef class Generator(_rng.GeneratorCore):
+    """Generator(device='cpu')
+--
+
+A Philox4x32-10 random-number generator for the CPU or one CUDA device.
+
+Its state is a seed and an offset; random ops taking generator= draw from it and advance
+the offset. A new generator starts from seed 67280421310721, PyTorch's default.
+
+Args:
+    device: where the tensors it fills live ("cpu", "cuda", "cuda:1", a device or an index).
+"""
+
+    def __init__(self, device='cpu'):
+        self.init(device)
+
+    def manual_seed(self, seed):
+        """Set the seed and restart the stream (offset 0).
+
+        Args:
+            seed: the seed, -2**63 to 2**64 - 1; negative seeds are read as unsigned 64-bit.
+
+        Returns:
+            Generator: self.
+        """
+        return self.c_manual_seed(seed)
+
+    def seed(self):
+        """Seed from a non-deterministic source and restart the stream.
+
+        Returns:
+            int: the new seed.
+        """
+        return self.c_seed()
+
+    def initial_seed(self):
+        """The seed this generator was last seeded with.
+
+        Returns:
+            int: the seed.
+        """
+        return self.c_initial_seed()
+
+    def get_state(self):
+        """The generator state, to restore later with set_state().
+
+        Returns:
+            Tensor: a CPU uint8 tensor of 16 bytes: u64 seed then u64 offset, little-endian.
+        """
+        return self.c_get_state()
+
+    def set_state(self, new_state):
+        """Restore a state saved with get_state().
+
+        Args:
+            new_state: a state from get_state(): a uint8 tensor or any 16-byte buffer.
+
+        Returns:
+            Generator: self.
+        """
+        return self.c_set_state(new_state)
+
+    def __repr__(self):
+        """Describe the generator.
+
+        Returns:
+            str: the device and seed.
+        """
+        return self.repr_text()
+
+    @property
+    def device(self):
+        """The device whose tensors this generator fills."""
+        return self.c_device()
+
+
+_public.register_class("GeneratorCore", Generator)
 
 # Module constants; assigned through globals() because some names (bool) shadow builtins.
 globals()["bool"] = _dtypes.named_dtype("bool")
