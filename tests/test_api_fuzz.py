@@ -9,10 +9,9 @@ the right type) whose message names the parameter and stays short; never crash, 
 Two exceptions follow Python: a binary operator may answer NotImplemented, and an int index out
 of range may be an IndexError.
 
-Each argument rule is a test of its own. Rules the generated wrappers must apply (bool and float
-parameters, converted by Cython's coercion to C today) are expected failures until they do, and
-so are the callables of runtime modules being rewritten in other branches (BEING_REWRITTEN):
-strict, so that each marker goes as soon as its rule holds.
+Each argument rule is a test of its own. The callables of runtime modules being rewritten in
+other branches (BEING_REWRITTEN) are checked by a test of their own, an expected failure until
+they follow every rule: strict, so that its marker goes as soon as they do.
 
 The calls run in a child process per public module (this file, run as a script), which prints
 each call before making it: a crash or a hang is reported naming the call, and the child starts
@@ -559,21 +558,13 @@ def test_no_call_crashes_or_hangs(outcomes):
     report(problems(outcomes, lambda o: o["problem"].startswith(("crashed", "hung"))))
 
 
-# A rule the generated wrappers must apply, where Cython's own conversion of the argument to the
-# C parameter of the runtime function decides today (codegen/types.py, templates/module.pyx.j2).
-WRAPPER_RULE = ("the generated wrapper converts a {0} parameter with Cython's coercion to C "
-                "{1}, which {2}; the wrapper must check the type first and name the parameter")
-
 RULES = [
     pytest.param("unknown keyword", id="unknown-keyword-is-a-TypeError-naming-it"),
     pytest.param("wrong type", id="wrong-type-is-a-TypeError-naming-the-parameter"),
     pytest.param("wrong value", id="wrong-value-is-a-ValueError-naming-the-parameter"),
     pytest.param("int out of range", id="int-out-of-range-is-a-ValueError-naming-the-parameter"),
-    pytest.param("bool parameter", id="bool-parameter-takes-only-a-bool", marks=pytest.mark.xfail(
-        strict=True, reason=WRAPPER_RULE.format("bool", "bint", "takes any object's truth"))),
-    pytest.param("float parameter", id="float-parameter-names-itself-on-a-wrong-type",
-                 marks=pytest.mark.xfail(strict=True, reason=WRAPPER_RULE.format(
-                     "float", "double", "says 'must be real number, not str' without a name"))),
+    pytest.param("bool parameter", id="bool-parameter-takes-only-a-bool"),
+    pytest.param("float parameter", id="float-parameter-names-itself-on-a-wrong-type"),
 ]
 
 
