@@ -471,9 +471,8 @@ def rule_of(param, kind):
     """The argument rule a call exercises, from the parameter type and the value's kind."""
     if param.type.name in ("bool", "float") and kind == "type":
         return f"{param.type.name} parameter"
-    if kind == "value" and param.type.name == "int" or (
-            kind == "value" and param.type.name == "|"
-            and any(a.name == "int" for a in param.type.args)):
+    members = param.type.args if param.type.name in ("|", "Optional") else (param.type,)
+    if kind == "value" and any(member.name == "int" for member in members):
         return "int out of range"
     return "wrong type" if kind == "type" else "wrong value"
 
