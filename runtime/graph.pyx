@@ -248,6 +248,8 @@ cdef class GraphBase:
             self.release_pool_reference()
             raise
         if status != cudaSuccess or template == NULL:
+            if template != NULL:
+                cyruntime.cudaGraphDestroy(template)
             self.release_pool_reference()
             raise RuntimeError(
                 f"graph capture on cuda:{self.device} failed: {_cuda_error_text(status)}. "
@@ -268,7 +270,7 @@ cdef class GraphBase:
     cdef int instantiate_template(self) except -1:
         global _last_template, _last_device, _last_verbose
         cdef size_t node_count = 0
-        cdef cudaGraph_t previous_last = _last_template
+        cdef cudaGraph_t previous_last
         cdef cudaGraph_t last = NULL
         cdef int saved
         with nogil:
@@ -290,13 +292,16 @@ cdef class GraphBase:
                     self.template = NULL
             finally:
                 exit_device(self.device, saved)
+        # Swapped with the GIL held throughout, so that two captures ending at once on two
+        # threads cannot both destroy the same template.
+        previous_last = _last_template
         _last_template, _last_device, _last_verbose = last, self.device, self.debug_mode
         if previous_last != NULL:
             cyruntime.cudaGraphDestroy(previous_last)
         if node_count == 0:
             warnings.warn(f"the graph captured on cuda:{self.device} is empty: the work probably "
                           "ran on another stream or device than the capture stream",
-                          RuntimeWarning, stacklevel=3)
+                          RuntimeWarning)
         return 0
 
     cdef int finish_block(self, object exc_value) except -1:
@@ -504,17 +509,16 @@ cdef cudaStream_t _replay_stream(GraphBase graph, object stream) except? NULL:
 
 
 cdef int _write_dot(cudaGraph_t template, int device, str path, bint verbose) except -1:
+    # The GIL stays held: export_dot()'s template is replaced (and destroyed) under it.
     cdef bytes encoded = os.fsencode(path)
-    cdef const char* raw = encoded
     cdef unsigned int flags = cudaGraphDebugDotFlagsVerbose if verbose else 0
     cdef int saved
-    with nogil:
-        enter_device(device, &saved)
-        try:
-            errors.check(cyruntime.cudaGraphDebugDotPrint(template, raw, flags),
-                         b"cudaGraphDebugDotPrint")
-        finally:
-            exit_device(device, saved)
+    enter_device(device, &saved)
+    try:
+        errors.check(cyruntime.cudaGraphDebugDotPrint(template, encoded, flags),
+                     b"cudaGraphDebugDotPrint")
+    finally:
+        exit_device(device, saved)
     return 0
 
 
