@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent
 STAGE = ROOT / "build" / "package"
 
 # Headers that cimporting cyruntime, cydriver and cynvrtc pulls into the generated C++
-# (notes/cuda_python.md 1.5); crt/host_defines.h is the one the runtime wheel lacks, and
-# nvrtc.h comes from the NVRTC wheel where the toolkit lacks it.
+# (docs/design.md, "Building against CUDA headers"); crt/host_defines.h is the one the runtime
+# wheel lacks, and nvrtc.h comes from the NVRTC wheel where the toolkit lacks it.
 REQUIRED_HEADERS = ("cuda_runtime_api.h", "driver_types.h", "vector_types.h",
                     "crt/host_defines.h", "cuda.h", "cudaProfiler.h", "nvrtc.h")
 

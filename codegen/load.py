@@ -3,13 +3,35 @@
 PyYAML's plain loaders forget where things came from and silently keep the last of duplicate
 keys. We compose the node graph ourselves and convert it into dicts and lists that remember
 locations, so every later diagnostic can say ``api.yaml:LINE:COL: message``.
+
+Hostile input fails with one located diagnostic instead of a traceback or a runaway: bytes
+that are not UTF-8, nesting deeper than ``MAX_DEPTH`` (PyYAML composes recursively, so deep
+brackets would exhaust Python's stack) and aliases that expand to more than ``MAX_NODES``
+nodes (a "billion laughs" bomb is a few hundred bytes that expand to billions of nodes).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import yaml
+
+# api.yaml is about 10 levels deep and expands to under 5,000 nodes; these limits leave ample
+# room for growth while keeping recursion far below Python's limit and memory in megabytes.
+MAX_DEPTH = 100
+MAX_NODES = 200_000
+
+# Error messages echo at most this many characters of a value the user wrote.
+MAX_SHOWN = 200
+
+
+def shown(value: object) -> str:
+    """repr(value), cut to MAX_SHOWN characters so a huge value cannot flood a message."""
+    text = repr(value)
+    if len(text) <= MAX_SHOWN:
+        return text
+    return f"{text[:MAX_SHOWN]}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True, order=True)
@@ -30,6 +52,15 @@ class Diagnostic:
 
     location: Location
     message: str
+
+    def __post_init__(self) -> None:
+        # A safety net for messages that echo a value without shown(): keep the start (what
+        # is wrong) and the end (what was expected), drop the middle.
+        if len(self.message) > 2 * MAX_SHOWN + 100:
+            head, tail = self.message[:MAX_SHOWN], self.message[-MAX_SHOWN:]
+            omitted = len(self.message) - 2 * MAX_SHOWN
+            object.__setattr__(self, "message",
+                               f"{head}... ({omitted} characters omitted) ...{tail}")
 
     def __str__(self) -> str:
         return f"{self.location}: {self.message}"
@@ -62,18 +93,121 @@ def _location(file: str, node: yaml.Node) -> Location:
     return Location(file, node.start_mark.line + 1, node.start_mark.column + 1)
 
 
-def load_schema(text: str, file: str = "api.yaml") -> LocatedMap:
-    """Parse schema text; raise SchemaError for syntax errors and duplicate keys."""
+def _text_location(file: str, text: str, index: int) -> Location:
+    """The line and column of a character index inside text."""
+    line_start = text.rfind("\n", 0, index) + 1
+    return Location(file, text.count("\n", 0, index) + 1, index - line_start + 1)
+
+
+def read_text(path: Path, file: str | None = None) -> str:
+    """A source file's text; SchemaError located at file (default: the file's name) when it
+    is not UTF-8.
+
+    OSError (a missing or unreadable file) is left to the caller, which knows the option
+    that named the path.
+    """
+    data = path.read_bytes()
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        good = data[:error.start].decode("utf-8")
+        where = _text_location(file or path.name, good, len(good))
+        raise SchemaError([Diagnostic(where, f"the file must be UTF-8 text; byte "
+                                             f"0x{data[error.start]:02x} here is not "
+                                             f"({error.reason})")]) from None
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with limits on nesting depth and alias expansion.
+
+    While composing, it records for every node how many nodes and how many levels it stands
+    for once its aliases are expanded, and stops at the first node over a limit, at that
+    node's location. It also refuses an alias inside the node it names (``&a [*a]``), which
+    would expand forever.
+    """
+
+    def __init__(self, text: str, file: str):
+        super().__init__(text)
+        self.file = file
+        self.depth = 0
+        self.open_anchors: set[str] = set()
+        self.expanded: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, levels)
+
+    def fail(self, mark: yaml.Mark, message: str) -> NoReturn:
+        raise SchemaError([Diagnostic(Location(self.file, mark.line + 1, mark.column + 1),
+                                      message)])
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self.open_anchors:
+                self.fail(event.start_mark, f"alias *{event.anchor} is inside "
+                                            f"the node it names, so it would expand forever")
+            return super().compose_node(parent, index)
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            self.fail(event.start_mark, f"nesting deeper than {MAX_DEPTH} levels; the "
+                                        f"schema needs far fewer")
+        if event.anchor is not None:
+            self.open_anchors.add(event.anchor)
+        node = super().compose_node(parent, index)
+        self.open_anchors.discard(event.anchor)
+        self.depth -= 1
+        if isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        else:
+            children = []
+        sizes = [self.expanded[id(child)] for child in children]
+        nodes = 1 + sum(count for count, _ in sizes)
+        levels = 1 + max((depth for _, depth in sizes), default=0)
+        if nodes > MAX_NODES:
+            self.fail(event.start_mark, f"this value holds more than {MAX_NODES:,} nodes, "
+                                        f"counting what its aliases expand to; the schema "
+                                        f"needs far fewer")
+        if levels > MAX_DEPTH:
+            self.fail(event.start_mark, f"this value nests deeper than {MAX_DEPTH} levels, "
+                                        f"counting what its aliases expand to; the schema "
+                                        f"needs far fewer")
+        self.expanded[id(node)] = (nodes, levels)
+        return node
+
+
+def _compose(text: str, file: str) -> yaml.Node | None:
+    """The YAML node graph of text; SchemaError, located, for anything YAML rejects."""
+    try:
+        loader = _BoundedLoader(text, file)  # the reader checks every character here
+        try:
+            return loader.get_single_node()
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file, 1, 1)
         raise SchemaError([Diagnostic(where, f"YAML syntax error: {error.problem}")]) from None
+    except yaml.reader.ReaderError as error:
+        # Control characters such as NUL: valid UTF-8 that YAML does not accept as text.
+        raise SchemaError([Diagnostic(_text_location(file, text, error.position),
+                                      f"character 0x{error.character:02x} is not allowed in "
+                                      f"YAML text ({error.reason})")]) from None
+
+
+def load_schema(text: str, file: str = "api.yaml") -> LocatedMap:
+    """Parse schema text; raise SchemaError for syntax errors and duplicate keys."""
+    root = _compose(text, file)
     if root is None:
         raise SchemaError([Diagnostic(Location(file, 1, 1), "the schema is empty")])
     constructor = yaml.SafeLoader("")
     diagnostics: list[Diagnostic] = []
+
+    def construct(node: yaml.Node) -> Any:
+        """A plain value; a tag the safe loader refuses (``!!python/...``) is a diagnostic."""
+        try:
+            return constructor.construct_object(node)
+        except yaml.MarkedYAMLError as error:
+            diagnostics.append(Diagnostic(_location(file, node), f"YAML error: {error.problem}"))
+            return None
 
     def convert(node: yaml.Node) -> Any:
         if isinstance(node, yaml.MappingNode):
@@ -82,16 +216,16 @@ def load_schema(text: str, file: str = "api.yaml") -> LocatedMap:
             result.key_locations = {}
             result.value_locations = {}
             for key_node, value_node in node.value:
-                key = constructor.construct_object(key_node)
+                key = construct(key_node)
                 if not isinstance(key, str):
                     diagnostics.append(Diagnostic(_location(file, key_node),
-                                                  f"keys must be strings, got {key!r}"))
+                                                  f"keys must be strings, got {shown(key)}"))
                     continue
                 if key in result:
                     first = result.key_locations[key]
                     diagnostics.append(Diagnostic(
                         _location(file, key_node),
-                        f"duplicate key '{key}' (first given at line {first.line})"))
+                        f"duplicate key {shown(key)} (first given at line {first.line})"))
                     continue
                 result[key] = convert(value_node)
                 result.key_locations[key] = _location(file, key_node)
@@ -102,7 +236,7 @@ def load_schema(text: str, file: str = "api.yaml") -> LocatedMap:
             items.location = _location(file, node)
             items.item_locations = [_location(file, item) for item in node.value]
             return items
-        return constructor.construct_object(node)
+        return construct(node)
 
     document = convert(root)
     if diagnostics:

@@ -11,6 +11,7 @@ All problems are collected and raised together as one SchemaError, each as file:
 """
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import keyword
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .load import Diagnostic, LocatedList, LocatedMap, Location, SchemaError, load_schema
-from .runtime_index import RuntimeModule, index_runtime
+from .runtime_index import Arity, RuntimeModule, index_runtime
 from .types import TypeExpr, TypeSyntaxError, parse_type
 
 SCHEMA_VERSION = 1
@@ -60,6 +61,12 @@ class Returns:
 
 
 @dataclass(frozen=True)
+class Raises:
+    type: str  # a builtin exception or an exception class the schema declares
+    doc: str
+
+
+@dataclass(frozen=True)
 class Function:
     """A module function or a class method; ``impl_module`` is empty for methods."""
 
@@ -71,6 +78,7 @@ class Function:
     returns: Optional[Returns]
     deprecated: Optional[str]
     since: Optional[str]
+    raises: tuple[Raises, ...] = ()
 
     @property
     def summary(self) -> str:
@@ -188,6 +196,7 @@ class _Builder:
         self.runtime = runtime
         self.diagnostics: list[Diagnostic] = []
         self.classes: frozenset[str] = frozenset()
+        self.exceptions: frozenset[str] = frozenset()
 
     def error(self, location: Location, message: str) -> None:
         self.diagnostics.append(Diagnostic(location, message))
@@ -257,9 +266,14 @@ class _Builder:
                 seen[name] = location
 
     def name(self, entry: LocatedMap, what: str) -> str:
+        """An item's name: an identifier that is not a Python keyword (it becomes a def)."""
         value = self.text(entry, "name", what)
         if value and not value.isidentifier():
             self.error(entry.value_locations["name"], f"{what} name {value!r} is not an identifier")
+        elif value and keyword.iskeyword(value):
+            self.error(entry.value_locations["name"],
+                       f"{what} name '{value}' is a Python keyword; the generated code could "
+                       "not define or call it")
         return value
 
     def impl(self, entry: LocatedMap, what: str) -> tuple[str, str]:
@@ -291,9 +305,6 @@ class _Builder:
             self.check_keys(param_entry, f"parameter of {what}", ("name", "type"),
                             ("doc", "default", "kind"))
             name = self.name(param_entry, f"parameter of {what}")
-            if name and keyword.iskeyword(name):
-                self.error(param_entry.value_locations["name"],
-                           f"parameter name '{name}' of {what} is a Python keyword")
             param_what = f"parameter '{name}' of {what}"
             kind = param_entry.get("kind", "positional")
             if kind not in PARAM_KINDS:
@@ -341,31 +352,68 @@ class _Builder:
         return Returns(self.type_of(returns, "type", f"return type of {what}"),
                        self.doc(returns, f"return value of {what}"))
 
+    def raises(self, entry: LocatedMap, what: str) -> tuple[Raises, ...]:
+        """The exceptions a function documents: builtins or exception classes of the schema."""
+        found = []
+        for raw, location in self.items(entry, "raises", what):
+            item = self.mapping(raw, location, f"an entry of 'raises' of {what}")
+            if item is None:
+                continue
+            self.check_keys(item, f"'raises' of {what}", ("type", "doc"), ())
+            name = self.text(item, "type", f"'raises' of {what}")
+            builtin = getattr(builtins, name, None)
+            if name and name not in self.exceptions and not (
+                    isinstance(builtin, type) and issubclass(builtin, BaseException)):
+                self.error(item.value_locations["type"],
+                           f"'raises' of {what}: {name!r} is neither a builtin exception nor "
+                           "an exception class declared in the schema")
+            found.append(Raises(name, self.doc(item, f"'raises' {name} of {what}")))
+        return tuple(found)
+
     def function(self, entry: LocatedMap, scope: str, core: Optional[tuple[str, str]]) -> Function:
         """A module function (core None) or a method of the runtime class ``core``."""
         name = self.name(entry, f"item of {scope}")
         what = f"'{scope}.{name}'"
         self.check_keys(entry, what, ("name", "impl"),
-                        ("doc", "params", "returns", "deprecated", "since"))
+                        ("doc", "params", "returns", "raises", "deprecated", "since"))
+        problems = len(self.diagnostics)
+        params = self.params(entry, what)
+        # A count from a broken parameter list would only repeat its errors.
+        params_valid = len(self.diagnostics) == problems
         if core is None:
             module, symbol = self.impl(entry, what)
             if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
                 self.error(entry.value_locations["impl"],
                            f"impl of {what}: runtime/{module}.pxd declares no cdef function "
                            f"'{symbol}'")
+            elif module in self.runtime and symbol and params_valid:
+                self.arity(entry, what, f"runtime/{module}.pxd declares {symbol}()",
+                           self.runtime[module].functions[symbol], len(params))
         else:
             module, symbol = "", self.text(entry, "impl", what)
             core_module, core_class = core
             runtime = self.runtime.get(core_module)
-            if runtime and symbol and core_class in runtime.classes \
-                    and symbol not in runtime.methods_of(core_class):
-                self.error(entry.value_locations["impl"],
-                           f"impl of {what}: runtime class {core_module}.{core_class} declares "
-                           f"no cdef method '{symbol}'")
+            if runtime and symbol and core_class in runtime.classes:
+                methods = runtime.methods_of(core_class)
+                if symbol not in methods:
+                    self.error(entry.value_locations["impl"],
+                               f"impl of {what}: runtime class {core_module}.{core_class} "
+                               f"declares no cdef method '{symbol}'")
+                elif params_valid:
+                    self.arity(entry, what, f"runtime class {core_module}.{core_class} declares "
+                                            f"{symbol}()", methods[symbol], len(params))
         deprecated = self.text(entry, "deprecated", what, required=False) or None
         since = str(entry["since"]) if entry.get("since") is not None else None
-        return Function(name, module, symbol, self.doc(entry, what), self.params(entry, what),
-                        self.returns(entry, what), deprecated, since)
+        return Function(name, module, symbol, self.doc(entry, what), params,
+                        self.returns(entry, what), deprecated, since, self.raises(entry, what))
+
+    def arity(self, entry: LocatedMap, what: str, declared: str, arity: Arity,
+              count: int, key: str = "impl") -> None:
+        """The wrapper passes one argument per schema parameter; the C declaration must agree."""
+        if not arity.accepts(count):
+            self.error(entry.value_locations.get(key, entry.location),
+                       f"impl of {what}: {declared} with {arity}, but the wrapper passes {count} "
+                       f"(one per parameter)")
 
     def klass(self, entry: LocatedMap, scope: str) -> Class:
         name = self.name(entry, f"class of {scope}")
@@ -394,7 +442,13 @@ class _Builder:
                                       f"'init' of {what}")
             if init_entry is not None:
                 self.check_keys(init_entry, f"'init' of {what}", (), ("params",))
+                problems = len(self.diagnostics)
                 init = self.params(init_entry, f"{what} constructor")
+                if runtime and "init" in runtime.methods_of(symbol) \
+                        and len(self.diagnostics) == problems:
+                    self.arity(entry, f"{what} constructor", f"runtime class {module}.{symbol} "
+                               "declares init()", runtime.methods_of(symbol)["init"], len(init),
+                               key="init")
         methods = []
         for raw, location in self.items(entry, "methods", what):
             method = self.mapping(raw, location, f"a method of {what}")
@@ -410,11 +464,14 @@ class _Builder:
             prop_what = f"property '{prop_name}' of {what}"
             self.check_keys(prop, prop_what, ("name", "impl", "type"), ("doc",))
             impl_name = self.text(prop, "impl", prop_what)
-            if runtime and impl_name and symbol in runtime.classes \
-                    and impl_name not in runtime.methods_of(symbol):
-                self.error(prop.value_locations["impl"],
-                           f"impl of {prop_what}: runtime class {module}.{symbol} declares no "
-                           f"cdef method '{impl_name}'")
+            if runtime and impl_name and symbol in runtime.classes:
+                if impl_name not in runtime.methods_of(symbol):
+                    self.error(prop.value_locations["impl"],
+                               f"impl of {prop_what}: runtime class {module}.{symbol} declares no "
+                               f"cdef method '{impl_name}'")
+                else:
+                    self.arity(prop, prop_what, f"runtime class {module}.{symbol} declares "
+                               f"{impl_name}()", runtime.methods_of(symbol)[impl_name], 0)
             properties.append((Property(prop_name, impl_name, self.type_of(prop, "type", prop_what),
                                         self.doc(prop, prop_what)), prop.location))
         self.unique([(m.name, l) for m, l in methods] + [(p.name, l) for p, l in properties],
@@ -438,6 +495,9 @@ class _Builder:
         if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
             self.error(entry.value_locations["impl"],
                        f"impl of {what}: runtime/{module}.pxd declares no cdef function '{symbol}'")
+        elif module in self.runtime and symbol:  # called with the variable's name
+            self.arity(entry, what, f"runtime/{module}.pxd declares {symbol}()",
+                       self.runtime[module].functions[symbol], 1)
         return Variable(name, self.type_of(entry, "type", what), module, symbol,
                         self.doc(entry, what))
 
@@ -495,6 +555,10 @@ class _Builder:
             c.get("name") for m, _ in raw_modules if isinstance(m, LocatedMap)
             for c in (m.get("classes") or []) if isinstance(c, LocatedMap)
             and isinstance(c.get("name"), str))
+        self.exceptions = frozenset(
+            c.get("name") for m, _ in raw_modules if isinstance(m, LocatedMap)
+            for c in (m.get("classes") or []) if isinstance(c, LocatedMap)
+            and c.get("kind") == "exception" and isinstance(c.get("name"), str))
         modules, module_locations, item_locations = [], {}, {}
         for raw, location in raw_modules:
             entry = self.mapping(raw, location, "a module")
@@ -543,7 +607,8 @@ def normalise(modules: tuple[Module, ...]) -> dict:
         return {"name": f.name, "impl": f"{f.impl_module}.{f.impl_name}".lstrip("."),
                 "doc": f.doc, "params": [param(p) for p in f.params],
                 "returns": {"type": f.returns.type.display(), "doc": f.returns.doc}
-                if f.returns else None, "deprecated": f.deprecated, "since": f.since}
+                if f.returns else None, "raises": [{"type": r.type, "doc": r.doc} for r in f.raises],
+                "deprecated": f.deprecated, "since": f.since}
 
     def klass(c: Class) -> dict:
         return {"name": c.name, "kind": c.kind, "impl": f"{c.impl_module}.{c.impl_name}",

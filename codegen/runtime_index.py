@@ -1,7 +1,8 @@
 """What runtime/ declares at C level, read from its .pxd (and .pyx for Python classes).
 
 The schema's ``impl:`` entries name runtime symbols; validation checks them against this index
-so a typo fails in ``codegen validate`` with a location instead of in the C compiler.
+so a typo or a wrong parameter count fails in ``codegen validate`` with a location instead of
+in the C compiler.
 """
 from __future__ import annotations
 
@@ -15,20 +16,75 @@ _METHOD = re.compile(r"^\s+(?:cdef|cpdef)\s+[^(=]*?\b(\w+)\s*\(")
 _PY_CLASS = re.compile(r"^class\s+(\w+)\s*[(:]")
 
 
+@dataclass(frozen=True)
+class Arity:
+    """How many arguments a C declaration takes (self excluded): optional ones end in ``=*``."""
+
+    required: int
+    total: int
+
+    def accepts(self, count: int) -> bool:
+        return self.required <= count <= self.total
+
+    def __str__(self) -> str:
+        if self.required == self.total:
+            return f"{self.total} argument{'s' if self.total != 1 else ''}"
+        return f"{self.required} to {self.total} arguments"
+
+
 @dataclass
 class RuntimeModule:
-    functions: set[str] = field(default_factory=set)
-    classes: dict[str, set[str]] = field(default_factory=dict)
+    functions: dict[str, Arity] = field(default_factory=dict)
+    classes: dict[str, dict[str, Arity]] = field(default_factory=dict)
     class_bases: dict[str, str] = field(default_factory=dict)
     python_classes: set[str] = field(default_factory=set)
 
-    def methods_of(self, class_name: str) -> set[str]:
+    def methods_of(self, class_name: str) -> dict[str, Arity]:
         """Methods of a class including those of its bases in the same module."""
-        methods: set[str] = set()
+        methods: dict[str, Arity] = {}
         while class_name in self.classes:
-            methods |= self.classes[class_name]
+            methods = self.classes[class_name] | methods  # the subclass's declaration wins
             class_name = self.class_bases.get(class_name, "")
         return methods
+
+
+def _parameter_list(lines: list[str], start: int, column: int) -> str:
+    """The text between the parenthesis opened at lines[start][column] and its match."""
+    depth, text = 0, []
+    for line in lines[start:]:
+        for char in line[column:]:
+            if char == "(":
+                depth += 1
+                if depth == 1:
+                    continue
+            elif char == ")":
+                depth -= 1
+                if depth == 0:
+                    return "".join(text)
+            text.append(char)
+        text.append(" ")
+        column = 0
+    return "".join(text)
+
+
+def _arity(parameters: str, method: bool) -> Arity:
+    """Count the top-level comma-separated parameters (a function-pointer type holds commas)."""
+    names, depth, current = [], 0, []
+    for char in parameters + ",":
+        if char == "," and depth == 0:
+            names.append("".join(current).strip())
+            current = []
+            continue
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        current.append(char)
+    names = [name for name in names if name and name != "void"]
+    if method and names:
+        names = names[1:]  # self
+    optional = sum(1 for name in names if re.search(r"=\s*\*$", name))
+    return Arity(len(names) - optional, len(names))
 
 
 def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
@@ -37,13 +93,14 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
     for pxd in sorted(runtime_dir.glob("*.pxd")):
         module = modules.setdefault(pxd.stem, RuntimeModule())
         current_class = None
-        for line in pxd.read_text().splitlines():
+        lines = pxd.read_text().splitlines()
+        for number, line in enumerate(lines):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             class_match = _CDEF_CLASS.match(line)
             if class_match:
                 current_class = class_match.group(1)
-                module.classes.setdefault(current_class, set())
+                module.classes.setdefault(current_class, {})
                 if class_match.group(2):
                     module.class_bases[current_class] = class_match.group(2).split(".")[-1]
                 continue
@@ -51,11 +108,13 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
                 current_class = None
                 function_match = _FUNCTION.match(line)
                 if function_match:
-                    module.functions.add(function_match.group(1))
+                    module.functions[function_match.group(1)] = _arity(
+                        _parameter_list(lines, number, function_match.end() - 1), method=False)
                 continue
             method_match = _METHOD.match(line)
             if current_class and method_match:
-                module.classes[current_class].add(method_match.group(1))
+                module.classes[current_class][method_match.group(1)] = _arity(
+                    _parameter_list(lines, number, method_match.end() - 1), method=True)
     for pyx in sorted(runtime_dir.glob("*.pyx")):
         module = modules.setdefault(pyx.stem, RuntimeModule())
         for line in pyx.read_text().splitlines():

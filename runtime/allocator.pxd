@@ -4,7 +4,7 @@ from cuda.bindings.cyruntime cimport cudaStream_t
 
 # Statistics kept per device, each with current / peak / allocated (accumulated) / freed
 # (accumulated) counters per pool kind, in PyTorch's flat key schema
-# ("allocated_bytes.all.current", notes/allocator.md 1.8 and 8.2).
+# ("allocated_bytes.all.current"; docs/design.md, "Memory statistics").
 cdef enum Stat:
     STAT_ALLOCATION            # "allocation": live blocks handed out
     STAT_SEGMENT               # "segment": cudaMalloc'ed segments
@@ -48,7 +48,7 @@ cdef int reset_accumulated_stats(int device) except -1
 cdef int empty_cache(int device) except -1          # frees unused cached segments to CUDA
 cdef bint device_used(int device) noexcept nogil
 
-# Private pools for graph capture (notes/allocator.md 1.7 and 8.3). Pools are refcounted by
+# Private pools for graph capture (docs/design.md, "Capture rules"). Pools are refcounted by
 # graphs and handles; while a pool is selected for a capture id, allocations made on a stream
 # capturing with that id go to the pool; a pool's memory returns to CUDA when its count drops
 # to zero and all its blocks are free.

@@ -6,7 +6,7 @@ Note [Caching allocator policy]
 cudaMalloc and cudaFree are slow (tens of microseconds to milliseconds), and cudaFree
 synchronizes the whole device. So memory, once obtained from CUDA, is cached: a freed block goes
 back to a free list of its device and serves later requests without any CUDA call. The rules
-below are PyTorch's (c10/cuda/CUDACachingAllocator.cpp, notes/allocator.md sections 0 and 1), so
+below are PyTorch's (c10/cuda/CUDACachingAllocator.cpp; docs/design.md, "Caching allocator"), so
 that sizes, statistics and fragmentation behave the way PyTorch users expect.
 
 - Segments and blocks. A segment is one cudaMalloc. It is carved into blocks, kept in address
@@ -50,14 +50,14 @@ that sizes, statistics and fragmentation behave the way PyTorch users expect.
 - empty_cache waits for the pending events, then cudaFrees every segment that is entirely free,
   in the shared pools and in private pools no graph or handle holds any more.
 
-- Statistics are PyTorch's (notes/allocator.md 1.8): nine statistics, each per pool kind (all,
-  small, large) with current / peak / allocated / freed counters, kept in a static C array so the
+- Statistics are PyTorch's (docs/design.md, "Memory statistics"): nine statistics, each per
+  pool kind (all, small, large) with current / peak / allocated / freed counters, kept in a static C array so the
   scalar queries (memory_allocated and friends) are plain reads. Settings PyTorch offers but we
   leave at their defaults (max_split_size unlimited, no expandable segments, no garbage
   collection threshold) report their default values, as PyTorch does.
 
-- Graph capture and private pools (notes/allocator.md 1.7). A graph's allocations must survive
-  for as long as the graph can be replayed, so they come from a private pool: pools are
+- Graph capture and private pools (docs/design.md, "Capture rules"). A graph's allocations
+  must survive for as long as the graph can be replayed, so they come from a private pool: pools are
   refcounted by graphs and pool handles (retain_pool / release_pool), and while a pool is
   selected for a capture id (begin_allocate_to_pool), every allocation on a stream that is
   capturing with that id comes from it. Its blocks are reused only within the pool. While any
@@ -118,7 +118,7 @@ cdef extern from *:
 
 
 # --------------------------------------------------------------------------------------------
-# Sizes (PyTorch's constants, notes/allocator.md section 0)
+# Sizes (PyTorch's constants; docs/design.md, "Caching allocator")
 
 cdef enum:
     # Every block is a multiple of this and at least this large (kMinBlockSize), which keeps
@@ -158,7 +158,7 @@ cdef inline size_t segment_size(size_t size) noexcept nogil:
 
 
 # --------------------------------------------------------------------------------------------
-# Statistics (notes/allocator.md 1.8 and 8.2)
+# Statistics (docs/design.md, "Memory statistics")
 
 cdef enum Counter:
     COUNTER_CURRENT

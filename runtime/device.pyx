@@ -3,10 +3,10 @@
 the per-thread current device, and the one parser of device arguments.
 
 Note [Fork safety]
-cuInit in a parent process breaks CUDA in every forked child (notes/cuda_python.md 5.1), and
+cuInit in a parent process breaks CUDA in every forked child (docs/design.md, "Fork safety"), and
 cudaGetDeviceCount calls cuInit. So until the first real use, device_count() and is_available()
 count through NVML and apply CUDA_VISIBLE_DEVICES themselves, as PyTorch's
-_device_count_nvml does (notes/torch_graphs_accelerator.md 5.5). The first real use
+_device_count_nvml does (docs/design.md, "Device discovery"). The first real use
 initialises under a lock; a child forked after that gets a clear error instead of a hang.
 """
 import os
@@ -304,7 +304,7 @@ cdef dict get_device_capability(int index):
         "total_memory": properties.totalGlobalMem,
         "multi_processor_count": properties.multiProcessorCount,
         # If nodes need CUDA 12.3 and while nodes 12.4, in both driver and runtime
-        # (notes/cuda_python.md 2.3).
+        # (docs/design.md, "Conditional nodes").
         "conditional_nodes": min(driver_version, runtime_version) >= 12040,
         "driver_version": driver_version,
         "runtime_version": runtime_version,

@@ -48,7 +48,7 @@ from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
 
-# capture_error_mode -> cudaStreamCaptureMode (CUDA Runtime API, cudaStreamBeginCapture).
+# capture_error_mode -> cudaStreamCaptureMode (docs/design.md, "Capture rules").
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 UNSET = "__unset__"
 

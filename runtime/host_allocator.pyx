@@ -5,7 +5,7 @@
 Note [Pinned host cache policy]
 Asynchronous copies between host and device need page-locked host memory. cudaHostAlloc is
 slow (it pins every page) and cudaFreeHost synchronizes the device, so pinned blocks are cached
-and reused (notes/allocator.md sections 2 and 8.4):
+and reused (docs/design.md, "Pinned host cache"):
 
 - Sizes are rounded up to a power of two, at least 512 bytes, and blocks are never split, so
   the free blocks of one size form an exact-size list and reuse is O(1). The price is up to 2x

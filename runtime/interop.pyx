@@ -3,8 +3,8 @@
 
 tensor.pyx reaches this module at Python level (Tensor.__dlpack__, __dlpack_device__,
 __cuda_array_interface__, tensorplay.from_dlpack, tensorplay.as_tensor), which avoids a cimport
-cycle; everything else here is C-level. The protocol details are in notes/cuda_python.md 4.2
-and 4.3.
+cycle; everything else here is C-level. The protocols and their public specifications are
+summarised in docs/design.md, "Interop".
 
 Note [Interop protocols]
 DLPack hands over a PyCapsule holding a DLManagedTensor (legacy, capsule "dltensor") or a

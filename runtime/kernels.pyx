@@ -4,7 +4,7 @@
 get_kernel(device, source_name, function_name, prelude) returns the CUfunction that launch()
 runs. The prelude goes in front of the source (a source is instantiated per dtype that way,
 e.g. "typedef float scalar_t;"), and the result is compiled for the device's exact
-architecture (sm_XY) with no -I: sources must be header-free (notes/cuda_python.md 3.2).
+architecture (sm_XY) with no -I: sources must be header-free (docs/design.md, "Kernel caches").
 
 Note [Kernel caches]
 NVRTC takes tens to hundreds of milliseconds per source, too slow to pay per call or, for a
@@ -12,7 +12,7 @@ short script, per process. Two caches sit in front of it:
 - In the process, a dict from (device, source, function, prelude) to the CUfunction, so that
   every get_kernel after the first costs one dict lookup. Libraries are never unloaded: the
   functions they hand out stay cached for the life of the process.
-- On disk, one file per cubin, keyed as CuPy keys its cache (notes/cuda_python.md 3.4): sha256
+- On disk, one file per cubin, keyed as CuPy keys its cache (cupy/cuda/compiler.py): sha256
   of the full text (prelude included), the options, the NVRTC version, the architecture and
   FORMAT_VERSION. A different compiler may emit different code for the same text, so its
   version is part of the key; FORMAT_VERSION changes whenever the file layout or the way the
@@ -97,7 +97,7 @@ cdef int _raise_driver_error(CUresult result, str call) except -1:
 
 cdef int _check_driver(CUresult result, const char* call) except -1 nogil:
     # Driver calls raise (through their ?-except value) when libcuda cannot be loaded, and
-    # return any other failure: notes/cuda_python.md 1.2.
+    # return any other failure (docs/design.md, "Calling CUDA from Cython").
     if result != CUDA_SUCCESS:
         with gil:
             _raise_driver_error(result, call.decode())

@@ -2,7 +2,8 @@
 """The memory API over the caching allocators: statistics, cache control, direct allocation.
 
 Before a device is first used every query answers as for an empty allocator (0, {}), which is
-also the answer on a machine without a GPU (DESIGN.md section 4). The scalar queries are O(1)
+also the answer on a machine without a GPU (docs/design.md, "Without a GPU"). The scalar
+queries are O(1)
 reads of the allocator's counters (allocator.pxd).
 """
 from libc.stdint cimport int64_t, uintptr_t

@@ -1,10 +1,10 @@
 # cython: language_level=3
 """Per-device Philox4x32-10 generator state: a 64-bit seed and a 64-bit offset.
 
-get_rng_state() is a CPU uint8 tensor of 16 bytes, seed then offset, little-endian (DESIGN.md
-section 4), as PyTorch's generator states are uint8 tensors. Seeding
+get_rng_state() is a CPU uint8 tensor of 16 bytes, seed then offset, little-endian
+(docs/design.md, "RNG state"), as PyTorch's generator states are uint8 tensors. Seeding
 before CUDA is initialised is deferred and the latest call wins (PyTorch's _lazy_call rule,
-notes/torch_graphs_accelerator.md 3.8), so seeding never initialises CUDA and never poisons
+torch/cuda/random.py), so seeding never initialises CUDA and never poisons
 fork.
 """
 import os

@@ -4,7 +4,7 @@
 The current stream lives in C thread-local storage so the allocator and launches read it
 without touching Python objects. A thread starts on each device's legacy default stream
 (handle 0), as in PyTorch. The legacy default stream cannot capture, so each device also has a
-dedicated side stream that graph capture uses by default (DESIGN.md section 4).
+dedicated side stream that graph capture uses by default (docs/design.md, "Streams").
 """
 from libc.stdint cimport uintptr_t
 
@@ -98,7 +98,7 @@ cdef object external_stream(object handle, int device):
     _device.checked_device(device)
     keep_alive = None
     if hasattr(handle, "__cuda_stream__"):
-        # notes/cuda_python.md 4.1: __cuda_stream__() returns (version, address).
+        # __cuda_stream__() returns (version, address) (docs/design.md, "Interop").
         keep_alive = handle
         version, address = handle.__cuda_stream__()
         if version != 0:

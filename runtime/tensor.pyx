@@ -1,5 +1,7 @@
 # cython: language_level=3
-"""The minimal tensor: enough to feed graphs and tests, not a framework (DESIGN.md section 5).
+"""The minimal tensor: enough to feed graphs and tests, not a framework.
+
+See docs/design.md, "Minimal tensor".
 
 Note [Tensor model]
 A tensor is a shape, strides (in elements), a dtype, a device and the address of its first

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from codegen.model import NO_DEFAULT, load_api
+from codegen.render import described
 
 KIND = {
     "positional": inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -71,7 +72,8 @@ def test_every_function_and_method_has_the_schema_signature_and_doc(module_name,
         # keeps no signature for them, so existence is what can be checked.
         return
     assert actual_parameters(obj) == expected_parameters(item.params, with_self=bool(class_name))
-    assert item.doc in inspect.getdoc(obj)
+    # help() shows the signature once (from inspect) and the docstring with its Args: section.
+    assert inspect.getdoc(obj) == described(item)
 
 
 def test_every_class_property_and_variable_exists_with_its_doc(api):
@@ -79,7 +81,7 @@ def test_every_class_property_and_variable_exists_with_its_doc(api):
         runtime_module = importlib.import_module(module.name)
         for cls in module.classes:
             runtime_class = getattr(runtime_module, cls.name)
-            assert inspect.getdoc(runtime_class) == cls.doc
+            assert inspect.getdoc(runtime_class) == described(cls)
             assert runtime_class.__module__ == module.name
             for prop in cls.properties:
                 assert inspect.getdoc(getattr(runtime_class, prop.name)) == prop.doc

@@ -6,7 +6,9 @@ import pytest
 
 from codegen.load import SchemaError
 from codegen.model import build_api
+from codegen.types import ARGUMENT_SPELLINGS, BUILTINS, GENERICS
 
+VOCABULARY = ", ".join(sorted(set(BUILTINS) | set(ARGUMENT_SPELLINGS) | set(GENERICS)))
 RUNTIME_MODULES = ", ".join(sorted({
     p.stem for p in (Path(__file__).resolve().parent.parent / "runtime").glob("*.p[xy][dx]")}))
 
@@ -23,6 +25,7 @@ VALID = textwrap.dedent("""\
         init:
           params:
           - {name: type, type: str, doc: the type.}
+          - {name: index, type: int | None, default: ~, doc: the index.}
         properties:
         - {name: index, impl: index_value, type: 'Optional[int]', doc: The index.}
     - name: tensorplay.accelerator
@@ -65,7 +68,7 @@ CASES = [
     ('unknown key in a function',
      '    doc: Number of devices.\n',
      '    doc: Number of devices.\n    colour: red\n',
-     ["api.yaml:22:5: unknown key 'colour' in 'tensorplay.accelerator.device_count'; allowed keys: name, impl, doc, params, returns, deprecated, since"]),
+     ["api.yaml:23:5: unknown key 'colour' in 'tensorplay.accelerator.device_count'; allowed keys: name, impl, doc, params, returns, raises, deprecated, since"]),
     ('unknown top-level key',
      'schema_version: 1\n',
      'schema_version: 1\nextra: 1\n',
@@ -73,39 +76,39 @@ CASES = [
     ('duplicate key',
      '    doc: Number of devices.\n',
      '    doc: Number of devices.\n    doc: Again.\n',
-     ["api.yaml:22:5: duplicate key 'doc' (first given at line 21)"]),
+     ["api.yaml:23:5: duplicate key 'doc' (first given at line 22)"]),
     ('missing function doc',
      '    doc: Number of devices.\n',
      '',
-     ["api.yaml:18:5: 'tensorplay.accelerator.device_count' has no doc; every public item needs one"]),
+     ["api.yaml:19:5: 'tensorplay.accelerator.device_count' has no doc; every public item needs one"]),
     ('empty doc',
      '    doc: Number of devices.\n',
      "    doc: ''\n",
-     ["api.yaml:21:10: 'doc' of 'tensorplay.accelerator.device_count' must be a non-empty string, got ''"]),
+     ["api.yaml:22:10: 'doc' of 'tensorplay.accelerator.device_count' must be a non-empty string, got ''"]),
     ('missing param doc',
      '      doc: the device.\n',
      '',
-     ["api.yaml:25:7: parameter 'device' of 'tensorplay.accelerator.synchronize' has no doc; every public item needs one"]),
+     ["api.yaml:26:7: parameter 'device' of 'tensorplay.accelerator.synchronize' has no doc; every public item needs one"]),
     ('missing return doc',
      '{type: int, doc: the count.}',
      '{type: int}',
-     ["api.yaml:20:14: return value of 'tensorplay.accelerator.device_count' has no doc; every public item needs one"]),
+     ["api.yaml:21:14: return value of 'tensorplay.accelerator.device_count' has no doc; every public item needs one"]),
     ('unknown type name',
      '      type: Device\n',
      '      type: Devise\n',
-     ["api.yaml:26:13: parameter 'device' of 'tensorplay.accelerator.synchronize': unknown type name 'Devise' in 'Devise'; expected one of Any, Callable, Device, None, Optional, Path, TensorDevice, bool, bytes, dict, float, int, list, object, set, str, tuple or a class declared in the schema"]),
+     ["api.yaml:27:13: parameter 'device' of 'tensorplay.accelerator.synchronize': unknown type name 'Devise' in 'Devise'; expected one of " + VOCABULARY + " or a class declared in the schema"]),
     ('malformed generic',
      "type: 'Optional[int]'",
      "type: 'Optional[int'",
-     ["api.yaml:14:46: property 'index' of 'tensorplay.device': malformed type 'Optional[int': expected ]"]),
+     ["api.yaml:15:46: property 'index' of 'tensorplay.device': malformed type 'Optional[int': expected ]"]),
     ('generic arity',
      "type: 'Optional[int]'",
      "type: 'dict[int]'",
-     ["api.yaml:14:46: property 'index' of 'tensorplay.device': malformed type 'dict[int]': dict takes 2 argument(s), got 1"]),
+     ["api.yaml:15:46: property 'index' of 'tensorplay.device': malformed type 'dict[int]': dict takes 2 argument(s), got 1"]),
     ('default does not fit',
      '      default: null\n      doc: the device.\n',
      '      default: 1.5\n      doc: the device.\n',
-     ["api.yaml:27:16: default 1.5 of parameter 'device' of 'tensorplay.accelerator.synchronize' does not fit its type 'Device'"]),
+     ["api.yaml:28:16: default 1.5 of parameter 'device' of 'tensorplay.accelerator.synchronize' does not fit its type 'Device'"]),
     ('null default for non-optional',
      '{name: type, type: str, doc: the type.}',
      '{name: type, type: str, default: null, doc: the type.}',
@@ -113,23 +116,23 @@ CASES = [
     ('bool default for int',
      'returns: {type: int, doc: the count.}',
      'params: [{name: n, type: int, default: true, doc: n.}]\n    returns: {type: int, doc: the count.}',
-     ["api.yaml:20:44: default True of parameter 'n' of 'tensorplay.accelerator.device_count' does not fit its type 'int'"]),
+     ["api.yaml:21:44: default True of parameter 'n' of 'tensorplay.accelerator.device_count' does not fit its type 'int'"]),
     ('duplicate function name',
      '  - name: synchronize\n',
      '  - name: device_count\n',
-     ["api.yaml:22:5: duplicate name 'device_count' in module 'tensorplay.accelerator' (first declared at line 18)"]),
+     ["api.yaml:23:5: duplicate name 'device_count' in module 'tensorplay.accelerator' (first declared at line 19)"]),
     ('duplicate param name',
      '    doc: Wait.\n',
      '    - {name: device, type: int, default: 0, doc: again.}\n    doc: Wait.\n',
-     ["api.yaml:29:7: duplicate name 'device' in the parameters of 'tensorplay.accelerator.synchronize' (first declared at line 25)"]),
+     ["api.yaml:30:7: duplicate name 'device' in the parameters of 'tensorplay.accelerator.synchronize' (first declared at line 26)"]),
     ('impl module missing',
      'impl: device.device_count',
      'impl: devices.device_count',
-     ["api.yaml:19:11: impl of 'tensorplay.accelerator.device_count': no runtime module 'devices' (runtime/devices.pxd); known modules: " + RUNTIME_MODULES]),
+     ["api.yaml:20:11: impl of 'tensorplay.accelerator.device_count': no runtime module 'devices' (runtime/devices.pxd); known modules: " + RUNTIME_MODULES]),
     ('impl function missing',
      'impl: device.device_count',
      'impl: device.device_counter',
-     ["api.yaml:19:11: impl of 'tensorplay.accelerator.device_count': runtime/device.pxd declares no cdef function 'device_counter'"]),
+     ["api.yaml:20:11: impl of 'tensorplay.accelerator.device_count': runtime/device.pxd declares no cdef function 'device_counter'"]),
     ('impl class missing',
      'impl: device.DeviceCore',
      'impl: device.DevCore',
@@ -137,19 +140,19 @@ CASES = [
     ('impl property method missing',
      'impl: index_value',
      'impl: index_number',
-     ["api.yaml:14:27: impl of property 'index' of 'tensorplay.device': runtime class device.DeviceCore declares no cdef method 'index_number'"]),
+     ["api.yaml:15:27: impl of property 'index' of 'tensorplay.device': runtime class device.DeviceCore declares no cdef method 'index_number'"]),
     ('impl without module',
      'impl: device.device_count',
      'impl: device_count',
-     ["api.yaml:19:11: impl of 'tensorplay.accelerator.device_count' must be 'runtime_module.symbol', got 'device_count'"]),
+     ["api.yaml:20:11: impl of 'tensorplay.accelerator.device_count' must be 'runtime_module.symbol', got 'device_count'"]),
     ('bad parameter kind',
      '      default: null\n',
      '      default: null\n      kind: keyword\n',
-     ["api.yaml:28:13: kind of parameter 'device' of 'tensorplay.accelerator.synchronize' must be one of positional, positional_only, var_positional, keyword_only, got 'keyword'"]),
+     ["api.yaml:29:13: kind of parameter 'device' of 'tensorplay.accelerator.synchronize' must be one of positional, positional_only, var_positional, keyword_only, got 'keyword'"]),
     ('non-default after default',
      '    doc: Wait.\n',
      '    - {name: other, type: int, doc: other.}\n    doc: Wait.\n',
-     ["api.yaml:29:7: parameter 'other' of 'tensorplay.accelerator.synchronize' has no default but follows a parameter with one"]),
+     ["api.yaml:30:7: parameter 'other' of 'tensorplay.accelerator.synchronize' has no default but follows a parameter with one"]),
     ('keyword-only last parameter is valid',
      '      default: null\n',
      '      default: null\n      kind: keyword_only\n',
@@ -157,7 +160,7 @@ CASES = [
     ('keyword param name',
      '{name: type, type: str, doc: the type.}',
      '{name: class, type: str, doc: the type.}',
-     ["api.yaml:12:16: parameter name 'class' of 'tensorplay.device' constructor is a Python keyword"]),
+     ["api.yaml:12:16: parameter of 'tensorplay.device' constructor name 'class' is a Python keyword; the generated code could not define or call it"]),
     ('undeclared submodule',
      'submodules: [tensorplay.accelerator]',
      'submodules: [tensorplay.accelerator, tensorplay.cuda]',
@@ -173,11 +176,39 @@ CASES = [
     ('yaml syntax error',
      '  doc: Accelerator.\n',
      '  doc: [Accelerator.\n',
-     ["api.yaml:17:12: YAML syntax error: expected ',' or ']', but got ':'"]),
+     ["api.yaml:18:12: YAML syntax error: expected ',' or ']', but got ':'"]),
     ('params not a list',
      '    params:\n    - name: device\n',
      '    params: {name: device}\n    x:\n    - name: device\n',
-     ["api.yaml:24:13: 'params' of 'tensorplay.accelerator.synchronize' must be a list", "api.yaml:25:5: unknown key 'x' in 'tensorplay.accelerator.synchronize'; allowed keys: name, impl, doc, params, returns, deprecated, since"]),
+     ["api.yaml:25:13: 'params' of 'tensorplay.accelerator.synchronize' must be a list", "api.yaml:26:5: unknown key 'x' in 'tensorplay.accelerator.synchronize'; allowed keys: name, impl, doc, params, returns, raises, deprecated, since"]),
+    ('raises names an unknown exception',
+     '    doc: Number of devices.\n',
+     '    doc: Number of devices.\n    raises:\n    - {type: Oops, doc: never.}\n',
+     ["api.yaml:24:14: 'raises' of 'tensorplay.accelerator.device_count': 'Oops' is neither a builtin exception nor an exception class declared in the schema"]),
+    ('raises a builtin exception',
+     '    doc: Number of devices.\n',
+     '    doc: Number of devices.\n    raises:\n    - {type: RuntimeError, doc: without a GPU.}\n',
+     []),
+    ('keyword function name',
+     '  - name: device_count\n',
+     '  - name: lambda\n',
+     ["api.yaml:19:11: item of tensorplay.accelerator name 'lambda' is a Python keyword; the generated code could not define or call it"]),
+    ('keyword property name',
+     "{name: index, impl: index_value,",
+     "{name: class, impl: index_value,",
+     ["api.yaml:15:14: property of 'tensorplay.device' name 'class' is a Python keyword; the generated code could not define or call it"]),
+    ('function parameter count differs from the .pxd declaration',
+     '    doc: Wait.\n',
+     '    - {name: extra, type: int, default: 0, doc: one too many.}\n    doc: Wait.\n',
+     ["api.yaml:24:11: impl of 'tensorplay.accelerator.synchronize': runtime/device.pxd declares synchronize() with 1 argument, but the wrapper passes 2 (one per parameter)"]),
+    ('constructor parameter count differs from the .pxd declaration',
+     "      - {name: index, type: int | None, default: ~, doc: the index.}\n",
+     '',
+     ["api.yaml:11:7: impl of 'tensorplay.device' constructor: runtime class device.DeviceCore declares init() with 2 arguments, but the wrapper passes 1 (one per parameter)"]),
+    ('property implemented by a method that takes arguments',
+     "{name: index, impl: index_value,",
+     "{name: index, impl: init,",
+     ["api.yaml:15:27: impl of property 'index' of 'tensorplay.device': runtime class device.DeviceCore declares init() with 2 arguments, but the wrapper passes 0 (one per parameter)"]),
 ]
 
 
@@ -200,7 +231,7 @@ def test_parameter_kinds_must_follow_python_order(runtime_dir):
                         "    - {name: late, type: int, default: 0, doc: late.}\n"
                         "    doc: Wait.\n")
     assert errors_of(text, runtime_dir) == [
-        "api.yaml:30:7: parameter 'late' of 'tensorplay.accelerator.synchronize' is "
+        "api.yaml:31:7: parameter 'late' of 'tensorplay.accelerator.synchronize' is "
         "positional but follows a keyword_only parameter"]
 
 
@@ -210,5 +241,20 @@ def test_three_planted_errors_give_three_located_messages(runtime_dir):
     text = text.replace("    doc: Wait.\n", "    doc: Wait.\n    colour: red\n")
     messages = errors_of(text, runtime_dir)
     assert len(messages) == 3
-    assert [m.split(": ")[0] for m in messages] == ["api.yaml:19:11", "api.yaml:26:13",
-                                                      "api.yaml:30:5"]
+    assert [m.split(": ")[0] for m in messages] == ["api.yaml:20:11", "api.yaml:27:13",
+                                                      "api.yaml:31:5"]
+
+
+def test_runtime_index_counts_parameters_across_lines_and_optional_ones(tmp_path):
+    from codegen.runtime_index import Arity, index_runtime
+    (tmp_path / "demo.pxd").write_text(
+        "cdef object spread(object first,\n"
+        "                   object second, object third)\n"
+        "cdef int callback(int (*hook)(int, int), object value=*) except -1\n"
+        "cdef int nothing() except -1\n"
+        "cdef class Core:\n"
+        "    cdef object c_method(self, object value)\n")
+    demo = index_runtime(tmp_path)["demo"]
+    assert demo.functions == {"spread": Arity(3, 3), "callback": Arity(1, 2),
+                              "nothing": Arity(0, 0)}
+    assert demo.methods_of("Core") == {"c_method": Arity(1, 1)}

@@ -1,6 +1,6 @@
 // Shared by every tensorplay kernel source: element types and their conversions.
 //
-// Sources are compiled header-free (notes/cuda_python.md 3.2), so half and bfloat16 are plain
+// Sources are compiled header-free (docs/design.md, "Kernel caches"), so half and bfloat16 are
 // 16-bit containers converted with PTX instructions and bit arithmetic instead of cuda_fp16.h.
 // Arithmetic runs in an accumulation type: float for 16-bit floats and float, double for double,
 // long long for integers and bool.
