@@ -595,3 +595,11 @@ def test_garbage_collection_on_entry_is_opt_in(quiet_device, monkeypatch):
     with cuda.graph(g):
         x += 1
     assert len(collected) == 1
+
+
+def test_report_demonstration_compares_one_replay_with_eager_launches(quiet_device):
+    from tensorplay._runtime import report
+    title, timings = report.capture_lines()
+    assert title.startswith("capture/replay demonstration on cuda:0")
+    assert "eager launches" in timings and "one replay()" in timings
+    assert timings.endswith("replay gives the eager result: True")
