@@ -311,7 +311,8 @@ cdef class GraphBase:
         was_capturing = self.capturing
         try:
             self.discard_capture()
-            self.release_pool_reference()
+            if self.executable == NULL:  # a graph the body already captured keeps its pool
+                self.release_pool_reference()
         except Exception as cleanup_error:
             if hasattr(exc_value, "add_note"):
                 exc_value.add_note(f"ending the graph capture also failed: {cleanup_error}")
@@ -451,8 +452,10 @@ cdef class GraphBase:
             handle = _stream.current_stream_handle(self.device)
         else:
             handle = _replay_stream(self, stream)
-        # RNG hook (issue 10): graphs that drew random numbers advance their generators'
-        # offsets here, ordered on `handle` before the launch; graphs that drew none pay nothing.
+        # RNG hook (issue 10), where graph-safe RNG plugs in: generators register with
+        # self.capture_id while the capture runs, end() collects the offsets each consumed, and
+        # here every replay advances them, ordered on `handle` before the launch. Graphs that
+        # drew no random numbers pay nothing.
         with nogil:
             enter_device(self.device, &saved)
             status = cyruntime.cudaGraphLaunch(self.executable, handle)
