@@ -4,8 +4,25 @@ The package is assembled in build/package/ before cythonizing:
     generated/tensorplay/**  ->  tensorplay/**            wrappers, stubs, py.typed
     runtime/*                ->  tensorplay/_runtime/*    handwritten core
 so that `cimport tensorplay._runtime.device` resolves exactly as the installed module names.
+
+Note [Incremental build]
+A fresh build cythonizes every module once, in parallel, then compiles the modules in parallel,
+one compiler per CPU. Cythonizing waits for build_ext instead of happening when setup.py is
+loaded, because pip loads setup.py more than once per install (for the build requirements and
+the metadata too). pip builds in the source tree, so build/ survives between installs, and a
+rebuild redoes only what a change reaches:
+- staging copies a source only when its bytes differ from the staged copy, so an unchanged
+  source keeps its old modification time and a changed one becomes newer than its outputs;
+- cythonize regenerates a .cpp only when its .pyx, or a .pxd it cimports, is newer than it;
+- build_ext recompiles a module only when its .cpp is newer than the built module.
+Staged files whose source is gone are deleted, with their .cpp, and build/lib* is pruned of
+every file the current build does not produce, so a removed module never reaches the wheel.
+A change of compiler, flags, Cython or CUDA headers is not tracked: remove build/ then.
 """
+import filecmp
+import functools
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -13,9 +30,11 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 STAGE = ROOT / "build" / "package"
+BUILD_INFO = STAGE / "tensorplay" / "_build_info.py"
 
 # Headers that cimporting cyruntime, cydriver and cynvrtc pulls into the generated C++
 # (docs/design.md, "Building against CUDA headers"); crt/host_defines.h is the one the runtime
@@ -24,8 +43,10 @@ REQUIRED_HEADERS = ("cuda_runtime_api.h", "driver_types.h", "vector_types.h",
                     "crt/host_defines.h", "cuda.h", "cudaProfiler.h", "nvrtc.h")
 
 
-def cuda_include_dirs():
-    """Directories holding every required CUDA header, or a SystemExit naming what is missing."""
+@functools.cache
+def find_cuda_headers():
+    """{header: directory holding it} for every required header, or a SystemExit naming the
+    missing one. One directory that holds them all is preferred to a union of several."""
     candidates = []
     for variable in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(variable):
@@ -44,9 +65,9 @@ def cuda_include_dirs():
     existing = [c for c in dict.fromkeys(candidates) if c.is_dir()]
     for directory in existing:
         if all((directory / header).is_file() for header in REQUIRED_HEADERS):
-            return [str(directory)], str(directory)
+            return {header: directory for header in REQUIRED_HEADERS}
     # No single complete directory: a union of the wheels (runtime + crt) also works.
-    chosen = []
+    holders = {}
     for header in REQUIRED_HEADERS:
         holder = next((d for d in existing if (d / header).is_file()), None)
         if holder is None:
@@ -55,24 +76,123 @@ def cuda_include_dirs():
                 f"tensorplay build: CUDA header '{header}' not found (searched: {searched}). "
                 "Install the CUDA toolkit and set CUDA_HOME, or install the header wheels: "
                 "pip install 'nvidia-cuda-runtime==13.*' 'nvidia-cuda-crt==13.*'")
-        if str(holder) not in chosen:
-            chosen.append(str(holder))
-    return chosen, os.pathsep.join(chosen)
+        holders[header] = holder
+    return holders
+
+
+def header_origin(directory, headers):
+    """Where a header directory comes from, in words that stay true after the build.
+
+    pip deletes an isolated build environment, and with it the header wheels installed there,
+    so a wheel is named by its distribution and version rather than by its path. A toolkit is
+    named by its resolved path and its version.
+    """
+    from importlib.metadata import distributions
+
+    sample = (directory / headers[0]).resolve()
+    for distribution in distributions():
+        name = distribution.metadata["Name"] or ""
+        if not name.lower().startswith("nvidia"):
+            continue
+        base = Path(distribution.locate_file("")).resolve()
+        if not sample.is_relative_to(base):
+            continue
+        relative = sample.relative_to(base).as_posix()
+        if any(str(entry) == relative for entry in distribution.files or ()):
+            return f"{name} {distribution.version} (wheel)"
+    root = directory.resolve().parent
+    return f"CUDA toolkit {toolkit_version(root) or '(version unknown)'} at {root}"
+
+
+def toolkit_version(root):
+    """A toolkit's full version from version.json, else major.minor from its cuda.h."""
+    import json
+    try:
+        return json.loads((root / "version.json").read_text())["cuda"]["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return cuda_h_version(root / "include")
+
+
+def cuda_h_version(include_dir):
+    """The CUDA major.minor that include_dir/cuda.h declares (CUDA_VERSION 13000 -> '13.0')."""
+    try:
+        text = (include_dir / "cuda.h").read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"^#define CUDA_VERSION (\d+)", text, re.MULTILINE)
+    if not match:
+        return None
+    number = int(match.group(1))
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
+def build_info(holders):
+    """The text of tensorplay/_build_info.py: what this build used, for python -m tensorplay."""
+    from Cython import __version__ as cython_version
+    try:
+        from cuda.bindings import __version__ as bindings_version
+    except ImportError:
+        bindings_version = "unknown"
+    by_directory = {}
+    for header, directory in holders.items():
+        by_directory.setdefault(directory, []).append(header)
+    # The directory with cuda.h is named alone; any other one with the headers it supplied.
+    sources = []
+    for directory, headers in by_directory.items():
+        origin = header_origin(directory, headers)
+        sources.append(origin if "cuda.h" in headers else f"{', '.join(headers)} from {origin}")
+    return (
+        '"""How this copy of tensorplay was built (written by setup.py)."""\n'
+        f"CUDA_HEADERS_VERSION = {cuda_h_version(holders['cuda.h'])!r}\n"
+        f"CUDA_HEADERS_FROM = {tuple(sources)!r}\n"
+        f"CUDA_BINDINGS_VERSION = {bindings_version!r}\n"
+        f"CYTHON_VERSION = {cython_version!r}\n"
+    )
+
+
+def staged_sources():
+    """{path in the staging tree: source path} for every file the package is built from."""
+    wanted = {}
+    generated = ROOT / "generated" / "tensorplay"
+    for source in generated.rglob("*"):
+        if source.is_file() and "__pycache__" not in source.parts:
+            wanted[STAGE / "tensorplay" / source.relative_to(generated)] = source
+    runtime = STAGE / "tensorplay" / "_runtime"
+    for source in (ROOT / "runtime").iterdir():
+        if source.suffix in (".pyx", ".pxd", ".py"):
+            wanted[runtime / source.name] = source
+    # Kernel sources ship as data: NVRTC compiles them at run time (runtime/kernels.pyx).
+    kernels = ROOT / "runtime" / "kernels"
+    for source in kernels.rglob("*"):
+        if source.is_file():
+            wanted[runtime / "kernels" / source.relative_to(kernels)] = source
+    return wanted
 
 
 def stage_package():
-    """Copy the sources into the package layout Cython and setuptools expect."""
-    # Start from nothing: stale modules from an earlier layout must not reach the wheel.
-    if STAGE.parent.exists():
-        shutil.rmtree(STAGE.parent)
-    shutil.copytree(ROOT / "generated" / "tensorplay", STAGE / "tensorplay")
-    runtime = STAGE / "tensorplay" / "_runtime"
-    runtime.mkdir()
-    for source in (ROOT / "runtime").iterdir():
-        if source.suffix in (".pyx", ".pxd", ".py"):
-            shutil.copy2(source, runtime / source.name)
-    # Kernel sources ship as data: NVRTC compiles them at run time (runtime/kernels.pyx).
-    shutil.copytree(ROOT / "runtime" / "kernels", runtime / "kernels")
+    """Bring build/package/ up to date with the sources (Note [Incremental build])."""
+    wanted = staged_sources()
+    keep = set(wanted) | {path.with_suffix(".cpp") for path in wanted if path.suffix == ".pyx"}
+    keep.add(BUILD_INFO)
+    if STAGE.exists():
+        # Children sort after their parents, so reversed order empties a directory first.
+        for path in sorted(STAGE.rglob("*"), reverse=True):
+            if path.relative_to(STAGE).parts[0].endswith(".egg-info"):
+                continue  # setuptools' metadata, rewritten by every build
+            if path.is_dir():
+                if not any(path.iterdir()):
+                    path.rmdir()
+            elif path not in keep:
+                path.unlink()
+    for target, source in wanted.items():
+        if not (target.is_file() and filecmp.cmp(source, target, shallow=False)):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+
+
+def write_if_changed(path, text):
+    if not (path.is_file() and path.read_text() == text):
+        path.write_text(text)
 
 
 def module_name(path):
@@ -82,13 +202,59 @@ def module_name(path):
     return ".".join(parts)
 
 
-class BuildExt(build_ext):
-    """Put a compiled package module at PACKAGE/__init__.<suffix>.
+class BuildPy(build_py):
+    """Write tensorplay/_build_info.py before the Python modules are copied."""
 
-    The extension is named after the package ("tensorplay.accelerator") so Cython gives its
-    classes that module name; only the file goes inside the package directory, where the
+    def run(self):
+        write_if_changed(BUILD_INFO, build_info(find_cuda_headers()))
+        super().run()
+
+
+class BuildExt(build_ext):
+    """Cythonize, then compile in parallel (Note [Incremental build]); and put a compiled
+    package module at PACKAGE/__init__.<suffix>.
+
+    A package's extension is named after the package ("tensorplay.accelerator") so Cython gives
+    its classes that module name; only the file goes inside the package directory, where the
     import system finds it as the package itself.
     """
+
+    def finalize_options(self):
+        super().finalize_options()
+        # pip offers no way to pass -j, so the build uses every CPU unless told otherwise.
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
+
+    def run(self):
+        from Cython.Build import cythonize
+
+        include_dirs = [str(d) for d in dict.fromkeys(find_cuda_headers().values())]
+        cythonized = cythonize(
+            [Extension(ext.name, ext.sources, language="c++") for ext in self.extensions],
+            include_path=[str(STAGE)],
+            compiler_directives={"language_level": 3, "binding": True, "embedsignature": True},
+            nthreads=self.parallel,
+            quiet=True,
+        )
+        sources = {ext.name: ext.sources for ext in cythonized}
+        for ext in self.extensions:
+            ext.sources = sources[ext.name]
+            ext.include_dirs = include_dirs
+        if not self.inplace:
+            self.prune_build_lib()
+        super().run()
+
+    def prune_build_lib(self):
+        """Delete from build/lib* every file this build does not produce (a module whose source
+        was removed, say), so that only current modules reach the wheel."""
+        produced = {os.path.abspath(self.get_ext_fullpath(ext.name)) for ext in self.extensions}
+        build_py = self.get_finalized_command("build_py")
+        produced.update(os.path.abspath(path) for path in build_py.get_outputs(include_bytecode=0))
+        package_dir = Path(self.build_lib) / "tensorplay"
+        if package_dir.is_dir():
+            for path in package_dir.rglob("*"):
+                if path.is_file() and os.path.abspath(path) not in produced:
+                    path.unlink()
 
     def get_ext_fullpath(self, ext_name):
         path = super().get_ext_fullpath(ext_name)
@@ -100,51 +266,26 @@ class BuildExt(build_ext):
         return os.path.join(directory, package, "__init__" + sysconfig.get_config_var("EXT_SUFFIX"))
 
 
-def build_info(include_dirs):
-    from Cython import __version__ as cython_version
-    try:
-        from cuda.bindings import __version__ as bindings_version
-    except ImportError:
-        bindings_version = "unknown"
-    return (
-        '"""How this copy of tensorplay was built (written by setup.py)."""\n'
-        f"CUDA_INCLUDE_DIRS = {include_dirs!r}\n"
-        f"CUDA_BINDINGS_VERSION = {bindings_version!r}\n"
-        f"CYTHON_VERSION = {cython_version!r}\n"
-    )
-
-
 def extensions():
-    from Cython.Build import cythonize
-
-    stage_package()
-    include_dirs, include_text = cuda_include_dirs()
-    (STAGE / "tensorplay" / "_build_info.py").write_text(build_info(include_text))
-    modules = [
-        Extension(module_name(pyx), [str(pyx.relative_to(ROOT))], include_dirs=include_dirs,
-                  language="c++", extra_compile_args=["-O2", "-std=c++17"])
+    # Debug info (-g in Python's CFLAGS) costs a quarter of the compile time and is not shipped.
+    return [
+        Extension(module_name(pyx), [str(pyx.relative_to(ROOT))], language="c++",
+                  extra_compile_args=["-O2", "-g0", "-std=c++17"])
         for pyx in sorted(STAGE.rglob("*.pyx"))
     ]
-    return cythonize(
-        modules,
-        include_path=[str(STAGE)],
-        compiler_directives={"language_level": 3, "binding": True, "embedsignature": True},
-        nthreads=os.cpu_count() or 1,
-        quiet=True,
-    )
 
 
 def packages():
     return sorted(module_name(init) for init in STAGE.rglob("__init__.py*"))
 
 
-ext_modules = extensions()
+stage_package()
 setup(
-    ext_modules=ext_modules,
+    ext_modules=extensions(),
     packages=packages(),
     package_dir={"": str(STAGE.relative_to(ROOT))},
     # Stubs and the PEP 561 marker travel beside the compiled modules.
     package_data={"": ["*.pyi", "py.typed"], "tensorplay._runtime": ["kernels/*.cu"]},
-    cmdclass={"build_ext": BuildExt},
+    cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
     zip_safe=False,
 )

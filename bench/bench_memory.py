@@ -11,6 +11,7 @@ import timeit
 import torch
 from baselines import per_call_ns, raw_c_figures
 
+import tensorplay
 from tensorplay import _schema, cuda
 from tensorplay.accelerator import memory
 
@@ -65,6 +66,12 @@ def main():
         row(f"alloc+free {label}", ours, others)
         results[label] = ours / empty
 
+    print("\ntensor factory, cache hits")
+    ours_empty = per_call_ns(lambda: tensorplay.empty(1 << 20, dtype=tensorplay.uint8,
+                                                      device="cuda"))
+    torch_empty = per_call_ns(lambda: torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    row("empty(1 MiB)+release", ours_empty, [("torch.empty+del", torch_empty)])
+
     print("\nstatistics")
     ours_allocated = per_call_ns(memory.memory_allocated, number=200_000)
     torch_allocated = per_call_ns(torch.cuda.memory_allocated, number=20_000)
@@ -90,6 +97,12 @@ def main():
     for label, ratio in results.items():
         print(f"  alloc+free {label} no slower than torch.empty+del: "
               f"{'met' if ratio <= 1.0 else 'MISSED'} (ratio {ratio:.3f})")
+    print(f"  empty(1 MiB)+release at most 0.5x torch.empty: "
+          f"{'met' if ours_empty <= 0.5 * torch_empty else 'MISSED'} "
+          f"(ratio {ours_empty / torch_empty:.3f})")
+    print(f"  memory_stats() at most 0.1x torch.cuda.memory_stats: "
+          f"{'met' if ours_stats <= 0.1 * torch_stats else 'MISSED'} "
+          f"(ratio {ours_stats / torch_stats:.3f})")
     print(f"  memory_allocated() under 500 ns: "
           f"{'met' if ours_allocated < 500 else 'MISSED'} ({ours_allocated:.1f} ns)")
     print(f"  import under 0.25 s with no CUDA call: "

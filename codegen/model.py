@@ -6,7 +6,13 @@ Note [Schema rules]
 - Every mapping accepts only its known keys; every item and parameter needs a non-empty doc.
 - Types come from the closed vocabulary (Note [Closed type vocabulary] in types.py).
 - A default must fit its parameter's type; parameters follow Python's ordering rules.
-- ``impl`` names a symbol that runtime/ declares (runtime_index.py).
+- ``impl`` names a symbol that runtime/ declares (runtime_index.py) taking one argument per
+  parameter.
+- A class may ``extends:`` a base from the top-level ``bases:`` list: a named set of methods and
+  properties that several classes share (the two graph classes). The base's members come first;
+  a member the class declares under an inherited name replaces it (an explicit override). A
+  base may extend another; an unknown or circular base, or a base no class extends, is an
+  error.
 All problems are collected and raised together as one SchemaError, each as file:line:col.
 """
 from __future__ import annotations
@@ -103,6 +109,7 @@ class Class:
     init: Optional[tuple[Param, ...]]
     methods: tuple[Function, ...]
     properties: tuple[Property, ...]
+    extends: Optional[str] = None  # the base (schema 'bases:') its shared members come from
 
     @property
     def summary(self) -> str:
@@ -152,8 +159,8 @@ class Module:
         """Runtime modules this module's wrappers cimport, sorted."""
         used = {f.impl_module for f in self.functions} | {c.impl_module for c in self.classes}
         used |= {v.impl_module for v in self.variables}
-        if any(p.conversion for p in self.all_params()):
-            used.add("device")
+        # A conversion is "_module.function" of the runtime module it lives in.
+        used |= {p.conversion.split(".")[0].lstrip("_") for p in self.all_params() if p.conversion}
         if self.classes:  # generated classes register with the runtime (runtime/public.pyx)
             used.add("public")
         return sorted(used)
@@ -197,6 +204,8 @@ class _Builder:
         self.diagnostics: list[Diagnostic] = []
         self.classes: frozenset[str] = frozenset()
         self.exceptions: frozenset[str] = frozenset()
+        self.bases: dict[str, LocatedMap] = {}
+        self.extended: set[str] = set()
 
     def error(self, location: Location, message: str) -> None:
         self.diagnostics.append(Diagnostic(location, message))
@@ -415,11 +424,60 @@ class _Builder:
                        f"impl of {what}: {declared} with {arity}, but the wrapper passes {count} "
                        f"(one per parameter)")
 
+    def members(self, entry: LocatedMap, what: str,
+                chain: tuple[str, ...] = ()) -> tuple[list[LocatedMap], list[LocatedMap]]:
+        """The method and property entries of a class or base, following 'extends'.
+
+        The base's members come first, in its order; a member declared here with the name of
+        an inherited one replaces it in place (an explicit override); new members follow.
+        ``chain`` holds the bases being resolved, to report a cycle instead of recursing.
+        """
+        methods: list[LocatedMap] = []
+        properties: list[LocatedMap] = []
+        if "extends" in entry:
+            base = entry["extends"]
+            location = entry.value_locations["extends"]
+            if not isinstance(base, str) or base not in self.bases:
+                known = ", ".join(sorted(self.bases)) or "none"
+                self.error(location, f"{what} extends unknown base {base!r}; the schema's "
+                                     f"bases: {known}")
+            elif base in chain:
+                self.error(location, f"{what} extends '{base}', which is circular: "
+                                     f"{' -> '.join(chain + (base,))}")
+            else:
+                self.extended.add(base)
+                methods, properties = self.members(self.bases[base], f"base '{base}'",
+                                                   chain + (base,))
+        declared: list[tuple[str, Location]] = []
+        for key, found in (("methods", methods), ("properties", properties)):
+            for raw, location in self.items(entry, key, what):
+                member = self.mapping(raw, location, f"an entry of '{key}' of {what}")
+                if member is None:
+                    continue
+                name = member.get("name")
+                if isinstance(name, str):
+                    declared.append((name, member.location))
+                inherited = [i for i, m in enumerate(found) if m.get("name") == name]
+                if inherited:
+                    found[inherited[0]] = member
+                else:
+                    found.append(member)
+        self.unique(declared, what)
+        return methods, properties
+
+    def base(self, entry: LocatedMap) -> None:
+        """A named set of members that classes share through 'extends:'; not a public class."""
+        name = self.name(entry, "base")
+        what = f"base '{name}'"
+        self.check_keys(entry, what, ("name",), ("doc", "extends", "methods", "properties"))
+        self.doc(entry, what)
+        self.members(entry, what, (name,))
+
     def klass(self, entry: LocatedMap, scope: str) -> Class:
         name = self.name(entry, f"class of {scope}")
         what = f"'{scope}.{name}'"
         self.check_keys(entry, what, ("name", "impl"),
-                        ("doc", "kind", "init", "methods", "properties"))
+                        ("doc", "kind", "extends", "init", "methods", "properties"))
         kind = entry.get("kind", "extension")
         if kind not in CLASS_KINDS:
             self.error(entry.value_locations.get("kind", entry.location),
@@ -449,17 +507,11 @@ class _Builder:
                     self.arity(entry, f"{what} constructor", f"runtime class {module}.{symbol} "
                                "declares init()", runtime.methods_of(symbol)["init"], len(init),
                                key="init")
-        methods = []
-        for raw, location in self.items(entry, "methods", what):
-            method = self.mapping(raw, location, f"a method of {what}")
-            if method is not None:
-                methods.append((self.function(method, f"{scope}.{name}", (module, symbol)),
-                                method.location))
+        method_entries, property_entries = self.members(entry, what)
+        methods = [(self.function(method, f"{scope}.{name}", (module, symbol)), method.location)
+                   for method in method_entries]
         properties = []
-        for raw, location in self.items(entry, "properties", what):
-            prop = self.mapping(raw, location, f"a property of {what}")
-            if prop is None:
-                continue
+        for prop in property_entries:
             prop_name = self.name(prop, f"property of {what}")
             prop_what = f"property '{prop_name}' of {what}"
             self.check_keys(prop, prop_what, ("name", "impl", "type"), ("doc",))
@@ -484,8 +536,9 @@ class _Builder:
                 self.error(location, f"impl '{member.impl_name}' of {what}.{member.name} is also "
                                      "a public name of the class; give the core method its own "
                                      f"name (for example c_{member.impl_name})")
+        extends = entry.get("extends") if isinstance(entry.get("extends"), str) else None
         return Class(name, kind, module, symbol, self.doc(entry, what), init,
-                     tuple(m for m, _ in methods), tuple(p for p, _ in properties))
+                     tuple(m for m, _ in methods), tuple(p for p, _ in properties), extends)
 
     def variable(self, entry: LocatedMap, scope: str) -> Variable:
         name = self.name(entry, f"variable of {scope}")
@@ -545,7 +598,7 @@ class _Builder:
                       tuple(classes), tuple(variables), tuple(reexports)), locations
 
     def api(self, root: LocatedMap) -> tuple[Module, ...]:
-        self.check_keys(root, "the schema", ("schema_version", "modules"), ())
+        self.check_keys(root, "the schema", ("schema_version", "modules"), ("bases",))
         if "schema_version" in root and root["schema_version"] != SCHEMA_VERSION:
             self.error(root.value_locations["schema_version"],
                        f"schema_version must be {SCHEMA_VERSION}, got {root['schema_version']!r}")
@@ -559,6 +612,16 @@ class _Builder:
             c.get("name") for m, _ in raw_modules if isinstance(m, LocatedMap)
             for c in (m.get("classes") or []) if isinstance(c, LocatedMap)
             and c.get("kind") == "exception" and isinstance(c.get("name"), str))
+        base_locations: list[tuple[str, Location]] = []
+        for raw, location in self.items(root, "bases", "the schema"):
+            entry = self.mapping(raw, location, "a base")
+            if entry is not None and isinstance(entry.get("name"), str):
+                self.bases.setdefault(entry["name"], entry)
+                base_locations.append((entry["name"], entry.location))
+        self.unique(base_locations, "the schema's bases")
+        for entry in self.bases.values():
+            self.base(entry)
+        self.extended.clear()  # count only what classes extend, not bases checking each other
         modules, module_locations, item_locations = [], {}, {}
         for raw, location in raw_modules:
             entry = self.mapping(raw, location, "a module")
@@ -571,6 +634,10 @@ class _Builder:
                 self.error(entry.location, f"duplicate module '{module.name}' (first declared "
                                            f"at line {module_locations[module.name].line})")
             module_locations[module.name] = entry.location
+        for base, entry in self.bases.items():
+            if base not in self.extended:
+                self.error(entry.location, f"base '{base}' is extended by no class; remove it "
+                                           "or extend it")
         by_name = {m.name: m for m in modules}
         for module in modules:
             entry, locations = item_locations[module.name]
@@ -612,7 +679,7 @@ def normalise(modules: tuple[Module, ...]) -> dict:
 
     def klass(c: Class) -> dict:
         return {"name": c.name, "kind": c.kind, "impl": f"{c.impl_module}.{c.impl_name}",
-                "doc": c.doc, "init": [param(p) for p in c.init] if c.init is not None else None,
+                "extends": c.extends, "doc": c.doc, "init": [param(p) for p in c.init] if c.init is not None else None,
                 "methods": [function(m) for m in c.methods],
                 "properties": [{"name": p.name, "impl": p.impl_name, "type": p.type.display(),
                                 "doc": p.doc} for p in c.properties]}

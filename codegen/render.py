@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import difflib
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,8 +155,8 @@ class Renderer:
                 names |= prop.type.names()
         for variable in module.variables:
             names |= variable.type.names()
-        if names & set(ARGUMENT_SPELLINGS):
-            names.add("device")
+        for spelling in names & set(ARGUMENT_SPELLINGS):  # classes its stub alias mentions
+            names |= set(re.findall(r"\w+", ARGUMENT_SPELLINGS[spelling][3].partition("=")[2]))
         local = {c.name for c in module.classes}
         return sorted((self.class_home[n], n) for n in names
                       if n in self.class_home and n not in local)

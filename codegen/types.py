@@ -26,7 +26,10 @@ BUILTINS: dict[str, tuple[str, bool]] = {
     "object": ("object", True),
     "Path": ("str | os.PathLike[str]", False),
     "Callable": ("Callable[..., Any]", False),
+    # The one string that means "the settings given to the constructor" (Graph.capture_begin).
+    "Unset": ("Literal['__unset__']", False),
 }
+UNSET = "__unset__"
 
 # Argument spellings: the ways users may name a device. Where the wrapper normalises the
 # argument, the conversion is a cdef function of runtime/device.pxd taking (value, argument
@@ -37,6 +40,11 @@ ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, Optional[str], str]] = {
                "_DeviceLike: TypeAlias = device | str | int | None"),
     "TensorDevice": ("_TensorDeviceLike", True, None,
                      "_TensorDeviceLike: TypeAlias = device | str | int | None"),
+    # The memory pool a capture allocates from: None for a private one, the handle that
+    # graph_pool_handle() and pool_id give, or a graph whose pool to share. The graph runtime
+    # checks it where the capture settings are stored (runtime/graph.pyx, _pool_arg).
+    "GraphPool": ("_GraphPool", True, None,
+                  "_GraphPool: TypeAlias = tuple[int, int] | Graph | CUDAGraph | None"),
 }
 
 GENERICS = {"Optional": 1, "list": 1, "set": 1, "tuple": None, "dict": 2}
@@ -88,7 +96,8 @@ class TypeExpr:
         if isinstance(value, float):
             return self.name == "float"
         if isinstance(value, str):
-            return self.name in ("str", "Path", "Device", "TensorDevice")
+            return self.name in ("str", "Path", "Device", "TensorDevice") \
+                or (self.name == "Unset" and value == UNSET)
         return False
 
     def conversion(self) -> Optional[str]:

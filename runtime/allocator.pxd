@@ -38,7 +38,7 @@ cdef int record_stream(void* ptr, cudaStream_t stream) except -1
 cdef int device_of_pointer(void* ptr) except -2     # -1: not ours
 cdef size_t block_size(void* ptr) except? 0         # rounded size of a live block
 
-# O(1) counter reads, safe on any device index (0 for devices never used).
+# O(1) counter reads (0 for devices never used); device must be a checked index below MAX_DEVICES.
 cdef int64_t stat_current(int device, Stat stat, PoolKind pool) noexcept nogil
 cdef int64_t stat_peak(int device, Stat stat, PoolKind pool) noexcept nogil
 

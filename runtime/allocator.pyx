@@ -33,9 +33,9 @@ that sizes, statistics and fragmentation behave the way PyTorch users expect.
   so a block freed on stream S may be handed to the next request on S at once, even while
   kernels that use it are still queued: they finish before any later work on S starts. It is
   never handed to another stream directly. record_stream(ptr, T) marks a block as also used on
-  stream T; when such a block is released, one event (from a per-device cache of
-  cudaEventDisableTiming events) is recorded on each of those streams, and the block stays out
-  of the free lists until all of its events have completed. Completed events are collected at
+  stream T; when such a block is released, one event (from the per-device cache of idle
+  ordering events, stream.pyx Note [Idle ordering events]) is recorded on each of those
+  streams, and the block stays out of the free lists until all of its events have completed. Completed events are collected at
   the start of every allocation, by querying each stream's oldest events first (one queue per
   stream, so a busy stream does not hold up the others), and by empty_cache, which waits for
   them.
@@ -83,8 +83,7 @@ Allocations and frees run with the GIL held, and Python code must not deadlock o
 """
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock,
                                PyThread_allocate_lock, PyThread_free_lock,
-                               PyThread_get_thread_ident, PyThread_release_lock,
-                               PyThread_type_lock)
+                               PyThread_release_lock, PyThread_type_lock)
 from cython.operator cimport dereference as deref, preincrement as inc
 from libc.stdint cimport int64_t, uintptr_t
 from libc.string cimport memcpy
@@ -104,6 +103,7 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorMemoryAllocation, cu
 from tensorplay._runtime cimport device as devices, errors
 from tensorplay._runtime cimport stream as streams
 from tensorplay._runtime.device cimport MAX_DEVICES
+from tensorplay._runtime.reentrant_lock cimport ReentrantLock, acquire, release_lock
 
 cdef extern from *:
     """
@@ -215,32 +215,6 @@ cdef inline void count(int device, Stat stat, bint small, int64_t delta) noexcep
 # --------------------------------------------------------------------------------------------
 # Data structures
 
-cdef struct ReentrantLock:
-    PyThread_type_lock handle
-    long owner    # thread ident of the holder, 0 when free
-    int depth     # how many times the holder has entered
-
-
-cdef inline void acquire(ReentrantLock* lock) noexcept:
-    # Note [Allocator locks]
-    cdef long me = PyThread_get_thread_ident()
-    if lock.owner == me:
-        lock.depth += 1
-        return
-    if not PyThread_acquire_lock(lock.handle, NOWAIT_LOCK):
-        with nogil:
-            PyThread_acquire_lock(lock.handle, WAIT_LOCK)
-    lock.owner = me
-    lock.depth = 1
-
-
-cdef inline void release_lock(ReentrantLock* lock) noexcept:
-    lock.depth -= 1
-    if lock.depth == 0:
-        lock.owner = 0
-        PyThread_release_lock(lock.handle)
-
-
 cdef struct StreamUse:
     cudaStream_t stream
     int device        # the stream's device: its events must be created there
@@ -311,8 +285,6 @@ cdef cppclass DeviceState:
     size_t pending_event_count
     # Released blocks whose events could not be recorded because a capture was routing.
     vector[Block*] deferred_until_no_capture
-    # Idle events by device (a block's other streams may belong to other devices).
-    unordered_map[int, vector[cudaEvent_t]] event_cache
 
 
 # Created on first use of a device (allocation or pool), never destroyed.
@@ -399,21 +371,6 @@ cdef inline bint is_split(Block* block) noexcept nogil:
 
 
 # --------------------------------------------------------------------------------------------
-# CUDA calls on a given device
-
-cdef int take_event(DeviceState* state, int device, cudaEvent_t* event) except -1:
-    """An idle event of device: from the cache, else a new one (creating costs ~2 us)."""
-    cdef vector[cudaEvent_t]* cache = &state.event_cache[device]
-    if not cache.empty():
-        event[0] = cache.back()
-        cache.pop_back()
-        return 0
-    with nogil:
-        streams.create_ordering_event(device, event)
-    return 0
-
-
-# --------------------------------------------------------------------------------------------
 # Segments
 
 cdef Block* malloc_segment(DeviceState* state, BlockPool* pool, cudaStream_t stream,
@@ -421,11 +378,11 @@ cdef Block* malloc_segment(DeviceState* state, BlockPool* pool, cudaStream_t str
     """A new segment of size bytes as one free block, or NULL if CUDA is out of memory."""
     cdef void* ptr = NULL
     cdef cudaError_t status = cudaSuccess
-    cdef int previous
+    cdef devices.DeviceSwitch switch
     # Note [Caching allocator policy]: relaxed, so that a capture on any thread stays valid.
     cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
     with nogil:
-        devices.switch_device(state.device, &previous)
+        devices.enter_device(state.device, &switch)
         try:
             errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                          b"cudaThreadExchangeStreamCaptureMode")
@@ -435,7 +392,7 @@ cdef Block* malloc_segment(DeviceState* state, BlockPool* pool, cudaStream_t str
                 errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                              b"cudaThreadExchangeStreamCaptureMode")
         finally:
-            devices.restore_device(state.device, previous)
+            devices.exit_device(&switch)
     if status == cudaErrorMemoryAllocation:
         cyruntime.cudaGetLastError()  # the error is not sticky: clear it for the next check
         return NULL
@@ -450,13 +407,13 @@ cdef Block* malloc_segment(DeviceState* state, BlockPool* pool, cudaStream_t str
 
 cdef int free_segment(DeviceState* state, Block* block) except -1:
     """cudaFree a free block that spans its whole segment (never while a capture routes)."""
-    cdef int previous
+    cdef devices.DeviceSwitch switch
     with nogil:
-        devices.switch_device(state.device, &previous)
+        devices.enter_device(state.device, &switch)
         try:
             errors.check(cyruntime.cudaFree(<void*>block.ptr), b"cudaFree")
         finally:
-            devices.restore_device(state.device, previous)
+            devices.exit_device(&switch)
     cdef BlockPool* pool = block.pool
     erase_free(pool, block)
     count(state.device, STAT_SEGMENT, pool.small, -1)
@@ -598,12 +555,12 @@ cdef int insert_events(DeviceState* state, Block* block) except -1:
     cdef cudaError_t status
     while not block.stream_uses.empty():
         use = block.stream_uses.back()
-        take_event(state, use.device, &pending.event)
+        streams.take_ordering_event(use.device, &pending.event)
         pending.device = use.device
         pending.block = block
         status = cyruntime.cudaEventRecord(pending.event, use.stream)
         if status != cudaSuccess:
-            state.event_cache[use.device].push_back(pending.event)
+            streams.give_back_ordering_event(use.device, pending.event)
             errors.check(status, b"cudaEventRecord")
         block.stream_uses.pop_back()
         block.event_count += 1
@@ -622,7 +579,7 @@ cdef int insert_deferred_events(DeviceState* state) except -1:
 
 
 cdef int event_completed(DeviceState* state, PendingEvent pending) except -1:
-    state.event_cache[pending.device].push_back(pending.event)
+    streams.give_back_ordering_event(pending.device, pending.event)
     state.pending_event_count -= 1
     pending.block.event_count -= 1
     if pending.block.event_count == 0:
@@ -803,14 +760,14 @@ cdef int raise_out_of_memory(DeviceState* state, size_t requested, size_t segmen
     cdef int device = state.device
     scalars[device][<int>SCALAR_NUM_OOMS] += 1
     cdef size_t free_bytes = 0, total_bytes = 0, graph_bytes = 0
-    cdef int previous
+    cdef devices.DeviceSwitch switch
     cdef cudaError_t status
     with nogil:
-        devices.switch_device(device, &previous)
+        devices.enter_device(device, &switch)
         try:
             status = cyruntime.cudaMemGetInfo(&free_bytes, &total_bytes)
         finally:
-            devices.restore_device(device, previous)
+            devices.exit_device(&switch)
     if status == cudaSuccess:
         device_text = (f"free on device: {format_size(free_bytes)} of {format_size(total_bytes)} "
                        "total (cudaMemGetInfo)")
@@ -940,25 +897,39 @@ cdef bint device_used(int device) noexcept nogil:
 
 
 cdef int64_t stat_current(int device, Stat stat, PoolKind pool) noexcept nogil:
-    if device < 0 or device >= MAX_DEVICES or not (0 <= <int>stat < <int>STAT_COUNT) \
-            or not (0 <= <int>pool < <int>POOL_KIND_COUNT):
-        return 0
     return counters[device][<int>stat][<int>pool][<int>COUNTER_CURRENT]
 
 
 cdef int64_t stat_peak(int device, Stat stat, PoolKind pool) noexcept nogil:
-    if device < 0 or device >= MAX_DEVICES or not (0 <= <int>stat < <int>STAT_COUNT) \
-            or not (0 <= <int>pool < <int>POOL_KIND_COUNT):
-        return 0
     return counters[device][<int>stat][<int>pool][<int>COUNTER_PEAK]
 
 
-cdef struct StatsSnapshot:
-    int64_t counters[<int>STAT_COUNT][<int>POOL_KIND_COUNT][<int>COUNTER_COUNT]
-    int64_t scalars[<int>SCALAR_COUNT]
-    size_t largest_free_block
-    size_t graph_pools
-    bint capturing
+# Note [Building memory_stats]
+# memory_stats() returns some 150 keys, sorted, as PyTorch does. Formatting and sorting them on
+# every call cost more than everything else together, so the sorted keys are made once, with
+# for each the position of its value in a flat snapshot: the counters (laid out in the order
+# of their names), then the scalars, then the figures computed per call, then the fixed ones.
+cdef enum:
+    COUNTER_VALUES = STAT_COUNT * POOL_KIND_COUNT * COUNTER_COUNT
+    EXTRA_LARGEST_FREE_BLOCK = COUNTER_VALUES + SCALAR_COUNT
+    EXTRA_GRAPH_POOLS
+    EXTRA_CAPTURING
+    FIXED_VALUES_START
+
+
+def _snapshot_names():
+    """The key of each position of the flat snapshot."""
+    return ([f"{stat}.{kind}.{counter}" for stat in STAT_NAMES for kind in POOL_KIND_NAMES
+             for counter in COUNTER_NAMES]
+            + list(SCALAR_NAMES) + ["largest_free_block", "num_graph_pools", "capturing"]
+            + list(FIXED_STATS))
+
+
+SNAPSHOT_NAMES = _snapshot_names()
+cdef size_t snapshot_size = len(SNAPSHOT_NAMES)
+STATS_KEYS = tuple(sorted(SNAPSHOT_NAMES))
+cdef vector[int] stats_positions = [SNAPSHOT_NAMES.index(key) for key in STATS_KEYS]
+cdef vector[int64_t] fixed_values = list(FIXED_STATS.values())
 
 
 cdef size_t largest_free(BlockPool* pool) noexcept nogil:
@@ -975,31 +946,24 @@ cdef dict memory_stats(int device):
     if not device_used(device):
         return {}
     cdef DeviceState* state = states[device]
-    cdef StatsSnapshot snapshot
+    cdef vector[int64_t] snapshot
+    snapshot.resize(snapshot_size)
+    cdef int64_t* values = snapshot.data()
     # Copied under the lock so that the numbers agree with each other; the dict is built
-    # after it (Note [Allocator locks]).
+    # after it (Note [Allocator locks], Note [Building memory_stats]).
     acquire(&state.lock)
-    memcpy(snapshot.counters, counters[device], sizeof(snapshot.counters))
-    memcpy(snapshot.scalars, scalars[device], sizeof(snapshot.scalars))
+    memcpy(values, counters[device], sizeof(counters[device]))
+    memcpy(values + <int>COUNTER_VALUES, scalars[device], sizeof(scalars[device]))
     # Private pools serve only their graphs, so only the shared pools count here.
-    snapshot.largest_free_block = max(largest_free(&state.small_blocks),
-                                      largest_free(&state.large_blocks))
-    snapshot.graph_pools = state.private_pools.size()
-    snapshot.capturing = not state.routings.empty()
+    values[<int>EXTRA_LARGEST_FREE_BLOCK] = max(largest_free(&state.small_blocks),
+                                               largest_free(&state.large_blocks))
+    values[<int>EXTRA_GRAPH_POOLS] = state.private_pools.size()
+    values[<int>EXTRA_CAPTURING] = not state.routings.empty()
     release_lock(&state.lock)
-    cdef int stat, kind, counter, scalar
-    stats = dict(FIXED_STATS)
-    for stat in range(<int>STAT_COUNT):
-        for kind in range(<int>POOL_KIND_COUNT):
-            for counter in range(<int>COUNTER_COUNT):
-                key = f"{STAT_NAMES[stat]}.{POOL_KIND_NAMES[kind]}.{COUNTER_NAMES[counter]}"
-                stats[key] = snapshot.counters[stat][kind][counter]
-    for scalar in range(<int>SCALAR_COUNT):
-        stats[SCALAR_NAMES[scalar]] = snapshot.scalars[scalar]
-    stats["largest_free_block"] = snapshot.largest_free_block
-    stats["num_graph_pools"] = snapshot.graph_pools
-    stats["capturing"] = int(snapshot.capturing)
-    return dict(sorted(stats.items()))
+    memcpy(values + <int>FIXED_VALUES_START, fixed_values.data(),
+           fixed_values.size() * sizeof(int64_t))
+    cdef list ordered = [values[position] for position in stats_positions]
+    return dict(zip(STATS_KEYS, ordered))
 
 
 cdef int reset_peak_stats(int device) except -1:

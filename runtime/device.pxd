@@ -1,5 +1,13 @@
+from cuda.bindings.cydriver cimport CUcontext
+
 cdef enum:
     MAX_DEVICES = 64
+
+# What enter_device changed on the calling thread, for exit_device to undo (docs/design.md,
+# "Devices, threads and contexts").
+cdef struct DeviceSwitch:
+    CUcontext previous
+    bint switched
 
 cdef class DeviceCore:
     cdef readonly str kind
@@ -19,8 +27,11 @@ cdef class DeviceIndexCore:
     cdef object enter(self)
     cdef object exit(self, object exc_type, object exc_value, object traceback)
 
-# Argument normalisation used by every generated wrapper (types.py: "Device").
+# Argument normalisation used by every generated wrapper (types.py: "Device" and
+# "DeviceSelection"); the one place a device argument is checked (docs/design.md, "Where
+# arguments are checked").
 cdef int device_index_arg(object value, str argument) except -2
+cdef int device_selection_arg(object value, str argument) except -3   # -1: "no change"
 # Tensor placement: -2 for None (unspecified), -1 for the CPU, else the CUDA index.
 cdef int tensor_device_arg(object value, str argument) except -3
 
@@ -32,9 +43,11 @@ cdef int call_when_initialized(object callback) except -1
 cdef int checked_device(int index) except -1
 cdef int current_device() noexcept nogil
 cdef int set_current_device(int index) except -1
-# Around CUDA calls that act on the current device, from code that holds no GIL.
-cdef int switch_device(int device, int* previous) except -1 nogil
-cdef int restore_device(int device, int previous) except -1 nogil
+# Around every CUDA call made for a given device (driver or runtime API), with or without the
+# GIL: enter_device makes the device's primary context current on this thread, exit_device puts
+# back what was current before, so the thread's current device is left as it was.
+cdef int enter_device(int device, DeviceSwitch* saved) except -1 nogil
+cdef int exit_device(DeviceSwitch* saved) except -1 nogil
 cdef object device_object(int index)
 
 # The accelerator API (api.yaml: tensorplay.accelerator).

@@ -12,7 +12,8 @@ initialises under a lock; a child forked after that gets a clear error instead o
 import os
 import threading
 
-from cuda.bindings cimport cyruntime
+from cuda.bindings cimport cydriver, cyruntime
+from cuda.bindings.cydriver cimport CUcontext, CUdevice
 from cuda.bindings.cyruntime cimport cudaDeviceProp, cudaError_t, cudaSuccess
 
 from tensorplay._runtime cimport dtypes, errors, public
@@ -142,11 +143,19 @@ cdef int _runtime_device_count() except -1:
     errors.raise_cuda_error(<int>status, "cudaGetDeviceCount")
 
 
+cdef int _count_before_init = -1
+
+
 cdef int device_count() except -1:
+    # Counted once: the devices a process can see do not change while it runs (PyTorch caches
+    # its NVML count the same way), and argument checks ask on every call.
+    global _count_before_init
     if _initialized:
         return _device_count_at_init
-    count = _nvml_device_count()
-    return count if count >= 0 else _runtime_device_count()
+    if _count_before_init < 0:
+        count = _nvml_device_count()
+        _count_before_init = min(count if count >= 0 else _runtime_device_count(), MAX_DEVICES)
+    return _count_before_init
 
 
 cdef bint is_available() except -1:
@@ -231,20 +240,68 @@ cdef int set_current_device(int index) except -1:
     return 0
 
 
-cdef int switch_device(int device, int* previous) except -1 nogil:
-    """Make device current for CUDA calls that act on the current device, without the GIL.
+# --------------------------------------------------------------------------------------------
+# Contexts (docs/design.md, "Devices, threads and contexts")
+#
+# Note [One rule for contexts]
+# The driver API acts on the context current on the calling thread, and a thread has none
+# until something makes one current: the runtime API does that by itself at a thread's first
+# runtime call, the driver API never does. A kernel launched with no context current fails
+# with CUDA_ERROR_INVALID_CONTEXT, and one launched while another device's context is current
+# fails with CUDA_ERROR_INVALID_HANDLE. So every CUDA call made for a device goes through
+# enter_device/exit_device, which make that device's primary context (the one the runtime
+# uses too) current for the call and put back what was there. The check costs one
+# cuCtxGetCurrent (a thread-local read in libcuda) and a compare when the right context is
+# already current, which is the common case. It reads the context itself rather than a mirror
+# of our own, so it stays right when other code on the thread (PyTorch, CuPy) switches device.
+# A thread with no context that works on its own current device keeps the context afterwards,
+# as a runtime call would have left it; any other switch is undone, so the thread's current
+# device never changes behind the user's back.
 
-    Reads CUDA's own current device (not the mirror above), so it is right on any thread.
-    """
-    errors.check(cyruntime.cudaGetDevice(previous), b"cudaGetDevice")
-    if previous[0] != device:
-        errors.check(cyruntime.cudaSetDevice(device), b"cudaSetDevice")
+# Primary context of each device, retained once and kept for the life of the process.
+cdef CUcontext _primary_contexts[MAX_DEVICES]
+
+
+cdef CUcontext _primary_context(int device) except NULL:
+    cdef CUdevice handle = 0
+    cdef CUcontext context = NULL
+    checked_device(device)
+    if _primary_contexts[device] == NULL:
+        with nogil:
+            errors.check_driver(cydriver.cuDeviceGet(&handle, device), b"cuDeviceGet")
+            errors.check_driver(cydriver.cuDevicePrimaryCtxRetain(&context, handle),
+                                b"cuDevicePrimaryCtxRetain")
+        # Under the GIL: two threads may both retain, and both get the same context back.
+        _primary_contexts[device] = context
+    return _primary_contexts[device]
+
+
+cdef int enter_device(int device, DeviceSwitch* saved) except -1 nogil:
+    cdef CUcontext current = NULL
+    cdef CUcontext target = NULL
+    saved.switched = False
+    if 0 <= device < MAX_DEVICES:
+        target = _primary_contexts[device]
+    errors.check_driver(cydriver.cuCtxGetCurrent(&current), b"cuCtxGetCurrent")
+    if current == target and target != NULL:
+        return 0
+    if target == NULL:  # first use of the device in this process, or an invalid index
+        with gil:
+            target = _primary_context(device)
+        if current == target:
+            return 0
+    errors.check_driver(cydriver.cuCtxSetCurrent(target), b"cuCtxSetCurrent")
+    # A fresh thread working on its current device keeps the context (Note above).
+    if current != NULL or device != tensorplay_get_current_device():
+        saved.previous = current
+        saved.switched = True
     return 0
 
 
-cdef int restore_device(int device, int previous) except -1 nogil:
-    if previous != device:
-        errors.check(cyruntime.cudaSetDevice(previous), b"cudaSetDevice")
+cdef int exit_device(DeviceSwitch* saved) except -1 nogil:
+    if saved.switched:
+        saved.switched = False
+        errors.check_driver(cydriver.cuCtxSetCurrent(saved.previous), b"cuCtxSetCurrent")
     return 0
 
 
@@ -254,7 +311,7 @@ cdef int current_device_index() except -1:
 
 
 cdef object set_device_index(int index):
-    if index < 0:  # PyTorch's rule: a negative index is a no-op
+    if index == -1:  # "no change", as PyTorch's set_device(-1)
         return None
     if index != current_device() or not _initialized:
         set_current_device(index)
@@ -265,13 +322,13 @@ cdef object synchronize(int index):
     if not _initialized:  # nothing can be running: no-op, as in PyTorch
         return None
     checked_device(index)
-    cdef int previous = current_device()
+    cdef DeviceSwitch switch
     with nogil:
-        if index != previous:
-            errors.check(cyruntime.cudaSetDevice(index), "cudaSetDevice")
-        errors.check(cyruntime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
-        if index != previous:
-            errors.check(cyruntime.cudaSetDevice(previous), "cudaSetDevice")
+        enter_device(index, &switch)
+        try:
+            errors.check(cyruntime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+        finally:
+            exit_device(&switch)
     return None
 
 
@@ -315,36 +372,83 @@ cdef dict get_device_capability(int index):
 # Device arguments
 
 
+# Device strings already parsed ("cuda:1" -> ("cuda", 1)): factories take device="cuda" on
+# every call, and parsing it again each time was a good part of their cost. Bounded, so that
+# a program generating strings cannot grow it without limit.
+cdef dict _parsed_device_texts = {}
+cdef int PARSED_DEVICE_TEXTS_KEPT = 64
+
+
+cdef tuple _parse_device_text(str text):
+    parsed = _parsed_device_texts.get(text)
+    if parsed is None:
+        device = DeviceCore(text)  # raises for a malformed string, which is never kept
+        parsed = (device.kind, device.ordinal)
+        if len(_parsed_device_texts) < PARSED_DEVICE_TEXTS_KEPT:
+            _parsed_device_texts[text] = parsed
+    return parsed
+
+
 cdef int device_index_arg(object value, str argument) except -2:
-    """Normalise a device argument to an index; None means the current device.
+    """A device argument as the index of a visible device; None means the current device.
 
     Accepts a tensorplay.device, any object with .type and .index (torch.device), "cuda",
-    "cuda:1", or an int. Negative ints come back as -1 (callers treat them as no-ops).
+    "cuda:1", or an int. An explicit index must name a visible device; a negative one is a
+    ValueError.
     """
+    return _device_argument(value, argument, False)
+
+
+cdef int device_selection_arg(object value, str argument) except -3:
+    """As device_index_arg, but -1 means "leave the current device" (set_device_index)."""
+    return _device_argument(value, argument, True)
+
+
+cdef str _device_expectation(str argument):
+    return (f"{argument} must be a device, a string such as 'cuda:1', an int or None")
+
+
+cdef int _device_argument(object value, str argument, bint minus_one_keeps) except -3:
     if value is None:
         return current_device()
     if isinstance(value, bool):
-        raise TypeError(f"{argument} must be a device, a string such as 'cuda:1', an int or "
-                        f"None, got a bool ({value!r})")
+        raise TypeError(f"{_device_expectation(argument)}, got a bool ({value!r})")
     if isinstance(value, int):
-        if value < 0:
+        if value == -1 and minus_one_keeps:
             return -1
-        if value >= MAX_DEVICES:
-            raise ValueError(f"{argument}={value} is not a valid device index: at most "
-                             f"{MAX_DEVICES} devices are supported")
-        return value
+        if value < 0:
+            allowed = "-1 (no change) or " if minus_one_keeps else ""
+            raise ValueError(f"{argument} must be {allowed}a non-negative device index, got "
+                             f"{errors.shown(value)}")
+        return _visible_index(value, argument)
     if isinstance(value, str):
-        value = public.public_class("DeviceCore", DeviceCore)(value)
-    if isinstance(value, DeviceCore):
+        kind, ordinal = _parse_device_text(value)
+    elif isinstance(value, DeviceCore):
         kind, ordinal = (<DeviceCore>value).kind, (<DeviceCore>value).ordinal
     elif hasattr(value, "type") and hasattr(value, "index"):  # torch.device and friends
-        kind, ordinal = str(value.type), -1 if value.index is None else int(value.index)
+        kind, ordinal = value.type, value.index
+        if not isinstance(kind, str) or not (ordinal is None or (
+                isinstance(ordinal, int) and not isinstance(ordinal, bool) and ordinal >= 0)):
+            raise TypeError(f"{argument} has .type {errors.shown(kind)} and .index "
+                            f"{errors.shown(ordinal)}; expected a str and a non-negative int "
+                            f"or None, as torch.device has")
+        ordinal = -1 if ordinal is None else ordinal
     else:
-        raise TypeError(f"{argument} must be a device, a string such as 'cuda:1', an int or "
-                        f"None, got {type(value).__name__} ({value!r})")
+        raise TypeError(f"{_device_expectation(argument)}, got {type(value).__name__} "
+                        f"({errors.shown(value)})")
     if kind != "cuda":
-        raise ValueError(f"{argument} must be a CUDA device, got {kind!r} ({value!r})")
-    return current_device() if ordinal < 0 else ordinal
+        raise ValueError(f"{argument} must be a CUDA device, got {kind!r} ({errors.shown(value)})")
+    return current_device() if ordinal < 0 else _visible_index(ordinal, argument)
+
+
+cdef int _visible_index(object index, str argument) except -1:
+    cdef int count = device_count()
+    if index >= count:
+        visible = "no CUDA device is visible" if count == 0 else (
+            f"{count} CUDA device(s) are visible, so valid indices are 0 to {count - 1}")
+        raise ValueError(f"{argument}: device index {errors.shown(index)} is out of range: "
+                         f"{visible}")
+    return index
 
 
 cdef int tensor_device_arg(object value, str argument) except -3:
@@ -352,9 +456,11 @@ cdef int tensor_device_arg(object value, str argument) except -3:
     if value is None:
         return -2
     if isinstance(value, str):
-        value = public.public_class("DeviceCore", DeviceCore)(value)
-    kind = (<DeviceCore>value).kind if isinstance(value, DeviceCore) else getattr(value, "type",
-                                                                                  None)
+        kind = _parse_device_text(value)[0]
+    elif isinstance(value, DeviceCore):
+        kind = (<DeviceCore>value).kind
+    else:
+        kind = getattr(value, "type", None)
     if kind == "cpu":
         return -1
     index = device_index_arg(value, argument)
@@ -375,7 +481,8 @@ cdef class DeviceCore:
     cdef int init(self, object type, object index) except -1:
         if isinstance(type, DeviceCore):
             if index is not None:
-                raise ValueError(f"index must be None when type is a device, got {index!r}")
+                raise ValueError(f"index must be None when type is a device, got "
+                                 f"{errors.shown(index)}")
             self.kind, self.ordinal = (<DeviceCore>type).kind, (<DeviceCore>type).ordinal
             return 0
         if not isinstance(type, str):
@@ -383,24 +490,26 @@ cdef class DeviceCore:
                             f"got {builtin_type(type).__name__}")
         kind, separator, ordinal_text = type.partition(":")
         if kind not in ("cpu", "cuda"):
-            raise ValueError(f"unknown device type {kind!r} in {type!r}; expected 'cpu' or "
+            raise ValueError(f"unknown device type in {errors.shown(type)}; expected 'cpu' or "
                              "'cuda', optionally with an index as in 'cuda:1'")
         ordinal = -1
         if separator:
             if not ordinal_text.isdigit():
-                raise ValueError(f"invalid device index {ordinal_text!r} in {type!r}; expected "
-                                 "a non-negative integer as in 'cuda:1'")
+                raise ValueError(f"invalid device index {errors.shown(ordinal_text)} in "
+                                 f"{errors.shown(type)}; expected a non-negative integer as in "
+                                 "'cuda:1'")
             if index is not None:
-                raise ValueError(f"type {type!r} already has an index, so index must be None, "
-                                 f"got {index!r}")
+                raise ValueError(f"type {errors.shown(type)} already has an index, so index "
+                                 f"must be None, got {errors.shown(index)}")
             ordinal = int(ordinal_text)
         elif index is not None:
             if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-                raise ValueError(f"index must be a non-negative int or None, got {index!r}")
+                raise ValueError(f"index must be a non-negative int or None, got "
+                                 f"{errors.shown(index)}")
             ordinal = index
         if ordinal >= MAX_DEVICES:
-            raise ValueError(f"device index {ordinal} is too large: at most {MAX_DEVICES} "
-                             "devices are supported")
+            raise ValueError(f"device index {errors.shown(ordinal)} is too large: at most "
+                             f"{MAX_DEVICES} devices are supported")
         self.kind, self.ordinal = kind, ordinal
         return 0
 
@@ -436,7 +545,7 @@ cdef class DeviceIndexCore:
         self.previous = -1
 
     cdef int init(self, object device) except -1:
-        self.target = -1 if device is None else device_index_arg(device, "device")
+        self.target = -1 if device is None else device_selection_arg(device, "device")
         return 0
 
     cdef object enter(self):

@@ -85,7 +85,7 @@ cdef int fill(int device, DtypeCore dtype, uintptr_t out, int64_t count, bytes v
     arguments[0] = &out
     arguments[1] = &count
     arguments[2] = value_bytes
-    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
 
 
 cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
@@ -104,7 +104,7 @@ cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t
     arguments[2] = &out
     arguments[3] = &items
     arguments[4] = &op
-    return kernels.launch(function, blocks_for(items), THREADS, 0, stream, arguments)
+    return kernels.launch(device, function, blocks_for(items), THREADS, 0, stream, arguments)
 
 
 cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,
@@ -124,7 +124,7 @@ cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, 
     arguments[3] = &count
     arguments[4] = &op
     arguments[5] = &reverse_flag
-    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
 
 
 cdef int compare(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
@@ -138,7 +138,7 @@ cdef int compare(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_
     arguments[2] = &out
     arguments[3] = &count
     arguments[4] = &op
-    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
 
 
 cdef int compare_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,
@@ -156,7 +156,7 @@ cdef int compare_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar,
     arguments[2] = &out
     arguments[3] = &count
     arguments[4] = &op
-    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
 
 
 cdef int unary(int device, DtypeCore dtype, uintptr_t a, uintptr_t out, int64_t count, int op,
@@ -169,7 +169,7 @@ cdef int unary(int device, DtypeCore dtype, uintptr_t a, uintptr_t out, int64_t 
     arguments[1] = &out
     arguments[2] = &count
     arguments[3] = &op
-    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
 
 
 cdef Layout layout_of(tuple sizes, tuple strides) except *:
@@ -204,7 +204,7 @@ cdef int copy_strided(int device, DtypeCore source_dtype, uintptr_t source, tupl
     arguments[2] = &target
     arguments[3] = &target_layout
     arguments[4] = &count
-    return kernels.launch(function, blocks_for(count), THREADS, 0, stream, arguments)
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
 
 
 cdef int reduce(int device, DtypeCore dtype, uintptr_t a, int64_t count, int op,
@@ -223,13 +223,13 @@ cdef int reduce(int device, DtypeCore dtype, uintptr_t a, int64_t count, int op,
         arguments[1] = &count
         arguments[2] = &partials
         arguments[3] = &op
-        kernels.launch(partial, blocks, THREADS, 0, stream, arguments)
+        kernels.launch(device, partial, blocks, THREADS, 0, stream, arguments)
         arguments[0] = &partials
         arguments[1] = &blocks
         arguments[2] = &out
         arguments[3] = &op
         arguments[4] = &divisor
-        kernels.launch(final, 1, THREADS, 0, stream, arguments)
+        kernels.launch(device, final, 1, THREADS, 0, stream, arguments)
     finally:
         allocator.release(<void*>partials)
     return 0
@@ -248,4 +248,4 @@ cdef int matmul_f32(int device, uintptr_t a, uintptr_t b, uintptr_t c, int m, in
     arguments[3] = &m
     arguments[4] = &n
     arguments[5] = &k
-    return kernels.launch(function, tiles, 256, 0, stream, arguments)
+    return kernels.launch(device, function, tiles, 256, 0, stream, arguments)

@@ -1,6 +1,10 @@
+from cuda.bindings.cydriver cimport CUresult
 from cuda.bindings.cyruntime cimport cudaError_t
 
 cdef int raise_cuda_error(int code, str call) except -1
 cdef int check(cudaError_t code, const char* call) except -1 nogil
+cdef int check_driver(CUresult code, const char* call) except -1 nogil
 cdef int raise_no_accelerator(str what) except -1
 cdef object out_of_memory_error(str message)
+# repr(value) cut to about 200 characters, for error messages that echo what the user gave.
+cdef str shown(object value)

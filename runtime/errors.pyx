@@ -1,6 +1,7 @@
 # cython: language_level=3
 """Errors: CUDA failures name the CUDA error and the call; missing devices say so plainly."""
-from cuda.bindings cimport cyruntime
+from cuda.bindings cimport cydriver, cyruntime
+from cuda.bindings.cydriver cimport CUDA_SUCCESS, CUresult
 from cuda.bindings.cyruntime cimport cudaError_t, cudaSuccess
 
 from tensorplay._runtime cimport public
@@ -22,6 +23,39 @@ cdef int check(cudaError_t code, const char* call) except -1 nogil:
     if code != cudaSuccess:
         with gil:
             raise_cuda_error(<int>code, call.decode())
+    return 0
+
+
+cdef int SHOWN_CHARACTERS = 200
+
+
+cdef str shown(object value):
+    text = repr(value)
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    return f"{text[:SHOWN_CHARACTERS - 40]}... ({len(text)} characters) ...{text[-20:]}"
+
+
+cdef str _c_text(const char* text, str fallback):
+    return text.decode(errors="replace") if text != NULL else fallback
+
+
+cdef int _raise_driver_error(CUresult code, str call) except -1:
+    cdef const char* name = NULL
+    cdef const char* text = NULL
+    # Both leave NULL for a code they do not know (one from a newer driver).
+    cydriver.cuGetErrorName(code, &name)
+    cydriver.cuGetErrorString(code, &text)
+    raise RuntimeError(f"CUDA error {_c_text(name, 'CUDA_ERROR_UNKNOWN')} ({<int>code}) from "
+                       f"{call}: {_c_text(text, 'unknown error')}")
+
+
+cdef int check_driver(CUresult code, const char* call) except -1 nogil:
+    # Driver calls, like runtime calls, raise only when libcuda cannot be loaded and return
+    # any other failure.
+    if code != CUDA_SUCCESS:
+        with gil:
+            _raise_driver_error(code, call.decode())
     return 0
 
 

@@ -32,9 +32,7 @@ Note [Allocator locks]): it is tried without waiting first, waited for with the 
 reentrant for its holder, and Python objects are only created under it where the structures
 are consistent.
 """
-from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock,
-                               PyThread_allocate_lock, PyThread_get_thread_ident,
-                               PyThread_release_lock, PyThread_type_lock)
+from cpython.pythread cimport PyThread_allocate_lock
 from cython.operator cimport dereference as deref, preincrement as inc
 from libc.stdint cimport int64_t, uintptr_t
 from libcpp.unordered_map cimport unordered_map
@@ -49,6 +47,7 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorMemoryAllocation, cu
 
 from tensorplay._runtime cimport device as devices, errors
 from tensorplay._runtime cimport stream as streams
+from tensorplay._runtime.reentrant_lock cimport ReentrantLock, acquire, release_lock
 
 cdef enum:
     # The smallest block, as for device blocks: keeps any element type aligned and bounds the
@@ -109,50 +108,15 @@ cdef unordered_map[size_t, vector[HostBlock*]] ready_blocks
 # Released blocks that still wait for events.
 cdef vector[HostBlock*] waiting_blocks
 # Idle events, by device.
-cdef unordered_map[int, vector[cudaEvent_t]] event_cache
 
-cdef PyThread_type_lock lock_handle = PyThread_allocate_lock()
-if lock_handle == NULL:
+cdef ReentrantLock lock
+lock.handle = PyThread_allocate_lock()
+if lock.handle == NULL:
     raise MemoryError("cannot allocate the lock of tensorplay's pinned host cache")
-cdef long lock_owner = 0    # thread ident of the holder, 0 when free
-cdef int lock_depth = 0     # how many times the holder has entered
-
-
-cdef inline void acquire() noexcept:
-    global lock_owner, lock_depth
-    cdef long me = PyThread_get_thread_ident()
-    if lock_owner == me:
-        lock_depth += 1
-        return
-    if not PyThread_acquire_lock(lock_handle, NOWAIT_LOCK):
-        with nogil:
-            PyThread_acquire_lock(lock_handle, WAIT_LOCK)
-    lock_owner = me
-    lock_depth = 1
-
-
-cdef inline void release_lock() noexcept:
-    global lock_owner, lock_depth
-    lock_depth -= 1
-    if lock_depth == 0:
-        lock_owner = 0
-        PyThread_release_lock(lock_handle)
 
 
 # --------------------------------------------------------------------------------------------
 # Events
-
-cdef int take_event(int device, cudaEvent_t* event) except -1:
-    """An idle event of device: from the cache, else a new one."""
-    cdef vector[cudaEvent_t]* cache = &event_cache[device]
-    if not cache.empty():
-        event[0] = cache.back()
-        cache.pop_back()
-        return 0
-    with nogil:
-        streams.create_ordering_event(device, event)
-    return 0
-
 
 cdef bint events_completed(HostBlock* block) except -1:
     cdef RecordedEvent recorded
@@ -179,7 +143,7 @@ cdef int collect_waiting_blocks() except -1:
         waiting_blocks[i] = waiting_blocks.back()
         waiting_blocks.pop_back()
         for recorded in block.events:
-            event_cache[recorded.device].push_back(recorded.event)
+            streams.give_back_ordering_event(recorded.device, recorded.event)
         block.events.clear()
         ready_blocks[block.size].push_back(block)
     return 0
@@ -289,7 +253,7 @@ cdef void* host_allocate(size_t size) except? NULL:
                            "machine has")
     cdef size_t rounded = round_size(size)
     cdef HostBlock* block = NULL
-    acquire()
+    acquire(&lock)
     try:
         used = True
         block = take_ready_block(rounded)
@@ -302,12 +266,12 @@ cdef void* host_allocate(size_t size) except? NULL:
         count(HOST_ALLOCATIONS, 1)
         count(HOST_ALLOCATED_BYTES, <int64_t>rounded)
     finally:
-        release_lock()
+        release_lock(&lock)
     return block.ptr
 
 
 cdef int host_release(void* ptr) except -1:
-    acquire()
+    acquire(&lock)
     cdef HostBlock* block = allocated_block(ptr)
     if block != NULL:
         block.allocated = False
@@ -317,7 +281,7 @@ cdef int host_release(void* ptr) except -1:
             ready_blocks[block.size].push_back(block)
         else:
             waiting_blocks.push_back(block)
-    release_lock()
+    release_lock(&lock)
     if block == NULL:
         raise ValueError(unknown_pointer(ptr))
     return 0
@@ -329,7 +293,7 @@ cdef int host_record_stream(void* ptr, cudaStream_t stream) except -1:
     cdef RecordedEvent recorded
     cdef cudaError_t status
     cdef size_t i
-    acquire()
+    acquire(&lock)
     try:
         block = allocated_block(ptr)
         if block == NULL:
@@ -346,26 +310,26 @@ cdef int host_record_stream(void* ptr, cudaStream_t stream) except -1:
         recorded.stream = stream
         errors.check(cyruntime.cudaStreamGetDevice(stream, &recorded.device),
                      b"cudaStreamGetDevice")
-        take_event(recorded.device, &recorded.event)
+        streams.take_ordering_event(recorded.device, &recorded.event)
         status = cyruntime.cudaEventRecord(recorded.event, stream)
         if status != cudaSuccess:
-            event_cache[recorded.device].push_back(recorded.event)
+            streams.give_back_ordering_event(recorded.device, recorded.event)
             errors.check(status, b"cudaEventRecord")
         block.events.push_back(recorded)
     finally:
-        release_lock()
+        release_lock(&lock)
     return 0
 
 
 cdef int empty_host_cache() except -1:
     if not used:
         return 0
-    acquire()
+    acquire(&lock)
     try:
         collect_waiting_blocks()
         free_ready_blocks()
     finally:
-        release_lock()
+        release_lock(&lock)
     return 0
 
 
@@ -374,11 +338,11 @@ cdef dict host_memory_stats():
         return {}
     cdef int64_t current_copy[<int>HOST_STAT_COUNT]
     cdef int64_t peak_copy[<int>HOST_STAT_COUNT]
-    acquire()
+    acquire(&lock)
     current_copy = current
     peak_copy = peak
     cdef int64_t allocs = num_host_alloc, frees = num_host_free
-    release_lock()
+    release_lock(&lock)
     return {
         "allocated_bytes.current": current_copy[<int>HOST_ALLOCATED_BYTES],
         "allocated_bytes.peak": peak_copy[<int>HOST_ALLOCATED_BYTES],

@@ -55,7 +55,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport strncmp
 
 from cuda.bindings cimport cyruntime
-from cuda.bindings.cyruntime cimport (cudaEvent_t, cudaEventDisableTiming, cudaMemoryTypeDevice,
+from cuda.bindings.cyruntime cimport (cudaEvent_t, cudaMemoryTypeDevice,
                                       cudaMemoryTypeHost, cudaMemoryTypeManaged,
                                       cudaPointerAttributes, cudaStream_t)
 
@@ -152,8 +152,6 @@ cdef const char* VERSIONED_NAME = b"dltensor_versioned"
 cdef const char* USED_LEGACY_NAME = b"used_dltensor"
 cdef const char* USED_VERSIONED_NAME = b"used_dltensor_versioned"
 
-cdef int CPU = -1                          # device index of CPU tensors (tensor.pyx)
-
 DLPACK_TYPE_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque_handle", 4: "bfloat",
                      5: "complex", 6: "bool"}
 DEVICE_TYPES = "kDLCPU (1), kDLCUDA (2), kDLCUDAHost (3) or kDLCUDAManaged (13)"
@@ -178,25 +176,22 @@ cdef int _order_after(int device, uintptr_t waiter, uintptr_t waited) except -1:
     """
     if waiter == waited:
         return 0
-    cdef int previous = _device.current_device()
     cdef cudaEvent_t event = NULL
-    # The event, and the streams that 1 and 2 stand for, belong to the current device.
-    if device != previous:
-        _device.set_current_device(device)
-    try:
-        with nogil:
-            errors.check(cyruntime.cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-                         "cudaEventCreateWithFlags")
+    cdef _device.DeviceSwitch switch
+    # The streams that 1 and 2 stand for are those of the device whose context is current.
+    with nogil:
+        _device.enter_device(device, &switch)
+        try:
+            _stream.create_ordering_event(device, &event)
             errors.check(cyruntime.cudaEventRecord(event, <cudaStream_t>waited),
                          "cudaEventRecord")
             errors.check(cyruntime.cudaStreamWaitEvent(<cudaStream_t>waiter, event, 0),
                          "cudaStreamWaitEvent")
-    finally:
-        if event != NULL:
-            # Safe while the wait is pending: CUDA releases the event once it is done.
-            cyruntime.cudaEventDestroy(event)
-        if device != previous:
-            _device.set_current_device(previous)
+        finally:
+            if event != NULL:
+                # Safe while the wait is pending: CUDA releases the event once it is done.
+                cyruntime.cudaEventDestroy(event)
+            _device.exit_device(&switch)
     return 0
 
 
@@ -220,10 +215,6 @@ cdef uintptr_t _stream_handle(object stream, str argument, bint no_sync_allowed)
 
 cdef str _supported_dtypes():
     return ", ".join((<DtypeCore>dtype).name for dtype in dtypes.all_dtypes())
-
-
-cdef str _device_text(int device):
-    return "cpu" if device == CPU else f"cuda:{device}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -285,7 +276,7 @@ cdef tuple _device_pair(object dl_device):
 
 
 cdef tuple _dlpack_device(TensorCore tensor):
-    if tensor.device_index == CPU:
+    if tensor.device_index == _tensor.CPU:
         return (DL_CPU, 0)
     return (DL_CUDA, tensor.device_index)
 
@@ -305,8 +296,8 @@ cdef int _describe(DLTensor* described, TensorCore tensor, int64_t* shape) excep
     cdef int ndim = len(tensor.sizes)
     cdef int dim
     described.data = <void*><uintptr_t>tensor.c_data_ptr()
-    described.device.device_type = DL_CPU if tensor.device_index == CPU else DL_CUDA
-    described.device.device_id = 0 if tensor.device_index == CPU else tensor.device_index
+    described.device.device_type = DL_CPU if tensor.device_index == _tensor.CPU else DL_CUDA
+    described.device.device_id = 0 if tensor.device_index == _tensor.CPU else tensor.device_index
     described.ndim = ndim
     described.dtype.code = tensor.dtype_object.dlpack_code
     described.dtype.bits = tensor.dtype_object.itemsize * 8
@@ -373,7 +364,7 @@ def to_dlpack(TensorCore tensor not None, stream, max_version, dl_device, copy):
                               "to (1, 0) (kDLCPU) or (2, index) (kDLCUDA)")
         if copy is False:
             raise BufferError(f"dl_device={dl_device!r} asks for another device than the "
-                              f"tensor's {own} ({_device_text(tensor.device_index)}), and "
+                              f"tensor's {own} ({_tensor.device_text(tensor.device_index)}), and "
                               "copy=False forbids the copy that moving it needs")
     cdef uintptr_t consumer = 0   # stays 0 where nothing is to be synchronized
     if target[0] == DL_CPU:
@@ -387,7 +378,7 @@ def to_dlpack(TensorCore tensor not None, stream, max_version, dl_device, copy):
     exported, copied = _exported(tensor, target, copy is True)
     cdef TensorCore source = exported
     cdef uint64_t flags = FLAG_IS_COPIED if copied else 0
-    if source.device_index == CPU and not source.array.flags.writeable:
+    if source.device_index == _tensor.CPU and not source.array.flags.writeable:
         # Only the versioned struct can say so; a legacy consumer would assume it may write.
         if version is None:
             raise BufferError("the tensor views read-only memory, which a legacy DLPack capsule "
@@ -574,7 +565,7 @@ def from_dlpack(producer):
 
 def cuda_array_interface(TensorCore tensor not None):
     """Tensor.__cuda_array_interface__: the CAI v3 dict of a CUDA tensor."""
-    if tensor.device_index == CPU:
+    if tensor.device_index == _tensor.CPU:
         # AttributeError, so that hasattr() is False and consumers fall back to other protocols.
         raise AttributeError("__cuda_array_interface__ describes CUDA memory, and this tensor "
                              "is on the CPU; use .numpy() or DLPack (__dlpack__) instead")

@@ -85,25 +85,6 @@ cdef str _c_text(const char* text, str fallback):
     return text.decode(errors="replace") if text != NULL else fallback
 
 
-cdef int _raise_driver_error(CUresult result, str call) except -1:
-    cdef const char* name = NULL
-    cdef const char* text = NULL
-    # Both leave NULL for a code they do not know (one from a newer driver).
-    cydriver.cuGetErrorName(result, &name)
-    cydriver.cuGetErrorString(result, &text)
-    raise RuntimeError(f"CUDA error {_c_text(name, 'CUDA_ERROR_UNKNOWN')} ({<int>result}) from "
-                       f"{call}: {_c_text(text, 'unknown error')}")
-
-
-cdef int _check_driver(CUresult result, const char* call) except -1 nogil:
-    # Driver calls raise (through their ?-except value) when libcuda cannot be loaded, and
-    # return any other failure (docs/design.md, "Calling CUDA from Cython").
-    if result != CUDA_SUCCESS:
-        with gil:
-            _raise_driver_error(result, call.decode())
-    return 0
-
-
 cdef int _check_nvrtc(nvrtcResult result, const char* call) except -1 nogil:
     if result != NVRTC_SUCCESS:
         with gil:
@@ -350,14 +331,14 @@ cdef CUlibrary _library(str arch, str source_name, str prelude) except NULL:
     cubin = cached_cubin(source_name, prelude, arch)
     image = cubin
     with nogil:
-        _check_driver(cydriver.cuLibraryLoadData(&library, image, NULL, NULL, 0, NULL, NULL, 0),
+        errors.check_driver(cydriver.cuLibraryLoadData(&library, image, NULL, NULL, 0, NULL, NULL, 0),
                       "cuLibraryLoadData")
     # Another thread may have loaded the same cubin while this one compiled without the GIL:
     # keep the first library and unload this one.
     kept = _libraries.setdefault(key, <uintptr_t>library)
     if kept != <uintptr_t>library:
         with nogil:
-            _check_driver(cydriver.cuLibraryUnload(library), "cuLibraryUnload")
+            errors.check_driver(cydriver.cuLibraryUnload(library), "cuLibraryUnload")
     return <CUlibrary><uintptr_t>kept
 
 
@@ -369,26 +350,26 @@ cdef CUfunction _load_function(int device, str source_name, str function_name,
     cdef CUresult status
     cdef bytes name = function_name.encode()
     cdef const char* name_pointer = name
+    cdef _device.DeviceSwitch switch
     arch = _architecture(device)
-    previous = _device.current_device()
-    # cuKernelGetFunction answers for the context current in this thread. Setting the device
-    # even when it is already the current one makes its primary context current, which a
-    # thread that has made no runtime call yet does not have.
-    _device.set_current_device(device)
-    try:
-        library = _library(arch, source_name, prelude)
-        with nogil:
-            status = cydriver.cuLibraryGetKernel(&kernel, library, name_pointer)
-        if status == CUDA_ERROR_NOT_FOUND:
-            raise RuntimeError(f"{source_name}.cu has no kernel named {function_name!r}; kernels "
-                               f"must be declared extern \"C\" __global__ so that their names "
-                               f"are not mangled")
-        _check_driver(status, "cuLibraryGetKernel")
-        with nogil:
-            _check_driver(cydriver.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction")
-    finally:
-        if previous != device:
-            _device.set_current_device(previous)
+    library = _library(arch, source_name, prelude)
+    with nogil:
+        status = cydriver.cuLibraryGetKernel(&kernel, library, name_pointer)
+    if status == CUDA_ERROR_NOT_FOUND:
+        raise RuntimeError(f"{source_name}.cu has no kernel named {function_name!r}; kernels "
+                           f"must be declared extern \"C\" __global__ so that their names "
+                           f"are not mangled")
+    errors.check_driver(status, "cuLibraryGetKernel")
+    # A library is loaded independently of contexts; the function that launch() takes is the
+    # kernel's handle in one context, so it is fetched in the device's (Note [One rule for
+    # contexts] in device.pyx), and cached per device.
+    with nogil:
+        _device.enter_device(device, &switch)
+        try:
+            errors.check_driver(cydriver.cuKernelGetFunction(&function, kernel),
+                                "cuKernelGetFunction")
+        finally:
+            _device.exit_device(&switch)
     _functions[(device, source_name, function_name, prelude)] = <uintptr_t>function
     return function
 
@@ -401,8 +382,15 @@ cdef CUfunction get_kernel(int device, str source_name, str function_name,
     return _load_function(device, source_name, function_name, prelude)
 
 
-cdef int launch(CUfunction function, unsigned int grid_x, unsigned int block_x,
+cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned int block_x,
                 unsigned int shared_bytes, cudaStream_t stream, void** arguments) except -1 nogil:
-    return _check_driver(cydriver.cuLaunchKernel(function, grid_x, 1, 1, block_x, 1, 1,
-                                                 shared_bytes, <CUstream>stream, arguments, NULL),
-                         "cuLaunchKernel")
+    cdef _device.DeviceSwitch switch
+    _device.enter_device(device, &switch)
+    try:
+        errors.check_driver(cydriver.cuLaunchKernel(function, grid_x, 1, 1, block_x, 1, 1,
+                                                    shared_bytes, <CUstream>stream, arguments,
+                                                    NULL),
+                            "cuLaunchKernel")
+    finally:
+        _device.exit_device(&switch)
+    return 0

@@ -3,8 +3,9 @@
 
 Before a device is first used every query answers as for an empty allocator (0, {}), which is
 also the answer on a machine without a GPU (docs/design.md, "Without a GPU"). The scalar
-queries are O(1)
-reads of the allocator's counters (allocator.pxd).
+queries are O(1) reads of the allocator's counters (allocator.pxd). Device arguments arrive
+checked: the generated wrappers convert them (device.device_index_arg), so none is checked
+again here.
 """
 from libc.stdint cimport int64_t, uintptr_t
 
@@ -17,46 +18,23 @@ from tensorplay._runtime.allocator cimport (POOL_ALL, STAT_ALLOCATED_BYTES,
                                             STAT_RESERVED_BYTES)
 
 
-cdef inline int valid_stats_device(int device) except -1:
-    """Reject an index beyond the visible devices once CUDA is up; stay silent before."""
-    cdef int count = _device.initialized_device_count()
-    if count and device >= count:
-        _device.checked_device(device)
-    return 0
-
-
 cdef int64_t memory_allocated(int device) except -1:
-    if device < 0:
-        return 0
-    valid_stats_device(device)
     return allocator.stat_current(device, STAT_ALLOCATED_BYTES, POOL_ALL)
 
 
 cdef int64_t max_memory_allocated(int device) except -1:
-    if device < 0:
-        return 0
-    valid_stats_device(device)
     return allocator.stat_peak(device, STAT_ALLOCATED_BYTES, POOL_ALL)
 
 
 cdef int64_t memory_reserved(int device) except -1:
-    if device < 0:
-        return 0
-    valid_stats_device(device)
     return allocator.stat_current(device, STAT_RESERVED_BYTES, POOL_ALL)
 
 
 cdef int64_t max_memory_reserved(int device) except -1:
-    if device < 0:
-        return 0
-    valid_stats_device(device)
     return allocator.stat_peak(device, STAT_RESERVED_BYTES, POOL_ALL)
 
 
 cdef dict memory_stats(int device):
-    if device < 0:
-        return {}
-    valid_stats_device(device)
     return allocator.memory_stats(device)
 
 
@@ -72,16 +50,12 @@ cdef dict memory_stats_as_nested_dict(int device):
 
 
 cdef object reset_accumulated_memory_stats(int device):
-    if device >= 0:
-        valid_stats_device(device)
-        allocator.reset_accumulated_stats(device)
+    allocator.reset_accumulated_stats(device)
     return None
 
 
 cdef object reset_peak_memory_stats(int device):
-    if device >= 0:
-        valid_stats_device(device)
-        allocator.reset_peak_stats(device)
+    allocator.reset_peak_stats(device)
     return None
 
 
@@ -98,19 +72,15 @@ cdef object empty_host_cache():
 
 
 cdef tuple get_memory_info(int device):
-    if device < 0:
-        raise ValueError(f"device must be a non-negative index, got {device}")
     _device.checked_device(device)
     cdef size_t free_bytes = 0, total_bytes = 0
-    cdef int previous = _device.current_device()
-    if device != previous:
-        _device.set_current_device(device)
-    try:
-        with nogil:
+    cdef _device.DeviceSwitch switch
+    with nogil:
+        _device.enter_device(device, &switch)
+        try:
             errors.check(cyruntime.cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo")
-    finally:
-        if device != previous:
-            _device.set_current_device(previous)
+        finally:
+            _device.exit_device(&switch)
     return (free_bytes, total_bytes)
 
 
@@ -129,8 +99,6 @@ cdef inline size_t size_arg(object size) except? 0:
 
 cdef object caching_allocator_alloc(object size, int device, object stream):
     cdef size_t size_bytes = size_arg(size)
-    if device < 0:
-        raise ValueError(f"device must be a non-negative index, got {device}")
     _device.checked_device(device)
     cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
     cdef cudaStream_t handle

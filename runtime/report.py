@@ -20,7 +20,9 @@ def build_lines():
         f"tensorplay {_package_version()} (schema sha256:{_schema.SCHEMA_HASH})",
         f"python {sys.version.split()[0]}",
         f"built with Cython {_build_info.CYTHON_VERSION}, cuda-bindings "
-        f"{_build_info.CUDA_BINDINGS_VERSION}, CUDA headers from {_build_info.CUDA_INCLUDE_DIRS}",
+        f"{_build_info.CUDA_BINDINGS_VERSION} and CUDA "
+        f"{_build_info.CUDA_HEADERS_VERSION or '(version unknown)'} headers",
+        "  CUDA headers: " + "; ".join(_build_info.CUDA_HEADERS_FROM),
         f"running with cuda-bindings {bindings_version}",
     ]
 

@@ -46,6 +46,10 @@ cdef void put_current_stream(int device, cudaStream_t handle) noexcept nogil
 cdef StreamCore stream_arg(object value, str argument)              # None allowed
 cdef StreamCore required_stream_arg(object value, str argument)
 cdef int create_ordering_event(int device, cudaEvent_t* event) except -1 nogil
+# Idle ordering events, per device, shared by the device allocator and the pinned host cache.
+# Both take the GIL-protected cache with the GIL held (Note [Idle ordering events]).
+cdef int take_ordering_event(int device, cudaEvent_t* event) except -1
+cdef void give_back_ordering_event(int device, cudaEvent_t event) noexcept
 cdef object current_stream(int device)
 cdef object set_stream(object stream)
 cdef object stream_context(object stream)

@@ -7,6 +7,7 @@ without touching Python objects. A thread starts on each device's legacy default
 dedicated side stream that graph capture uses by default (docs/design.md, "Streams").
 """
 from libc.stdint cimport uintptr_t
+from libcpp.vector cimport vector
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cyruntime cimport (cudaEvent_t, cudaEventBlockingSync,
@@ -67,14 +68,37 @@ cdef StreamCore required_stream_arg(object value, str argument):
 
 cdef int create_ordering_event(int device, cudaEvent_t* event) except -1 nogil:
     """A new event on device for ordering work only (timing off, so recording it is cheap)."""
-    cdef int previous
-    _device.switch_device(device, &previous)
+    cdef _device.DeviceSwitch switch
+    _device.enter_device(device, &switch)
     try:
         errors.check(cyruntime.cudaEventCreateWithFlags(event, cudaEventDisableTiming),
                      b"cudaEventCreateWithFlags")
     finally:
-        _device.restore_device(device, previous)
+        _device.exit_device(&switch)
     return 0
+
+
+# Note [Idle ordering events]
+# Creating an event costs about 2 us, so the allocators that order memory reuse by events (the
+# device allocator and the pinned host cache) take them from, and give them back to, one cache
+# per device. Its two operations run with the GIL held and never release it, so the GIL is
+# their lock; only creating a new event releases it, outside the cache.
+cdef vector[cudaEvent_t] _idle_events[_device.MAX_DEVICES]
+
+
+cdef int take_ordering_event(int device, cudaEvent_t* event) except -1:
+    cdef vector[cudaEvent_t]* idle = &_idle_events[device]
+    if not idle.empty():
+        event[0] = idle.back()
+        idle.pop_back()
+        return 0
+    with nogil:
+        create_ordering_event(device, event)
+    return 0
+
+
+cdef void give_back_ordering_event(int device, cudaEvent_t event) noexcept:
+    _idle_events[device].push_back(event)
 
 
 cdef object current_stream(int device):
@@ -137,24 +161,23 @@ cdef class StreamCore:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, got {type(priority).__name__}")
         cdef int least = 0, greatest = 0
-        cdef int previous = _device.current_device()
-        cdef int chosen
+        # Any int is accepted and clamped below, so a huge one must not overflow the C int.
+        cdef int requested = max(-(1 << 30), min(1 << 30, priority))
+        cdef _device.DeviceSwitch switch
         with nogil:
-            errors.check(cyruntime.cudaDeviceGetStreamPriorityRange(&least, &greatest),
-                         "cudaDeviceGetStreamPriorityRange")
-        # Lower numbers are higher priority; clamp to what the device offers, as CUDA does.
-        chosen = max(greatest, min(least, <int>priority))
-        if device != previous:
-            _device.set_current_device(device)
-        try:
-            with nogil:
+            _device.enter_device(device, &switch)
+            try:
+                errors.check(cyruntime.cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                             "cudaDeviceGetStreamPriorityRange")
+                # Lower numbers are higher priority; clamp to what the device offers, as CUDA
+                # does.
                 errors.check(cyruntime.cudaStreamCreateWithPriority(
-                    &self.handle, cudaStreamNonBlocking, chosen), "cudaStreamCreateWithPriority")
-        finally:
-            if device != previous:
-                _device.set_current_device(previous)
+                    &self.handle, cudaStreamNonBlocking, max(greatest, min(least, requested))),
+                    "cudaStreamCreateWithPriority")
+            finally:
+                _device.exit_device(&switch)
         self.device_index = device
-        self.stream_priority = chosen
+        self.stream_priority = max(greatest, min(least, requested))
         self.owned = True
         return 0
 
@@ -243,11 +266,16 @@ cdef class EventCore:
         cdef StreamCore target = stream_arg(stream, "stream")
         if target is None:
             target = current_stream(_device.current_device())
+        cdef _device.DeviceSwitch switch
         if self.handle == NULL:
             # Created on first record, on the stream's device, as PyTorch does.
             with nogil:
-                errors.check(cyruntime.cudaEventCreateWithFlags(&self.handle, self.flags),
-                             "cudaEventCreateWithFlags")
+                _device.enter_device(target.device_index, &switch)
+                try:
+                    errors.check(cyruntime.cudaEventCreateWithFlags(&self.handle, self.flags),
+                                 "cudaEventCreateWithFlags")
+                finally:
+                    _device.exit_device(&switch)
             self.device_index = target.device_index
         elif self.device_index != target.device_index:
             raise ValueError(f"the event was first recorded on cuda:{self.device_index} and "

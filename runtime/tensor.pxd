@@ -3,6 +3,13 @@ from libc.stdint cimport int64_t, uintptr_t
 
 from tensorplay._runtime.dtypes cimport DtypeCore
 
+cdef enum:
+    CPU = -1                 # device index of CPU tensors
+    UNSPECIFIED = -2         # device argument left as None
+
+# "cpu" or "cuda:N", as error messages name a tensor's device.
+cdef str device_text(int device)
+
 cdef class TensorCore:
     # Shape and strides are in elements; data is the address of the first element (the storage
     # offset already applied). CPU tensors are numpy arrays underneath (array); CUDA tensors

@@ -28,8 +28,6 @@ from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.dtypes cimport DtypeCore
 from tensorplay._runtime.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
 
-cdef int CPU = -1                # device index of CPU tensors
-cdef int UNSPECIFIED = -2        # device argument left as None
 
 # The numpy ufunc computing each operation on the CPU, by name: numpy itself is imported on first
 # use, because it costs more than the rest of `import tensorplay` together.
@@ -84,6 +82,8 @@ cdef object stored(object values, DtypeCore dtype):
 
 
 cdef tuple contiguous_strides(tuple sizes):
+    if len(sizes) == 1:  # the common case, without building a list
+        return (1,)
     strides = []
     cdef int64_t running = 1
     for size in reversed(sizes):
@@ -197,7 +197,7 @@ cdef object new_empty(tuple sizes, DtypeCore dtype, int device):
     if device == CPU:
         return wrap_cpu(np().empty(sizes, dtype=dtype.numpy_name), dtype)
     _device.checked_device(device)
-    cdef DeviceStorage storage = DeviceStorage()
+    cdef DeviceStorage storage = DeviceStorage.__new__(DeviceStorage)
     storage.nbytes = product(sizes) * dtype.itemsize
     storage.device_index = device
     storage.pointer = <uintptr_t>allocator.allocate(device, storage.nbytes,

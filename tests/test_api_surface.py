@@ -106,6 +106,12 @@ def test_reexports_are_the_same_objects(api):
     assert tensorplay.accelerator.Graph is tensorplay.accelerator.graphs.Graph
     assert tensorplay.cuda.CUDAGraph is tensorplay.cuda.graphs.CUDAGraph
     assert tensorplay.cuda.graph is tensorplay.cuda.graphs.graph
+    # As torch.accelerator, the memory functions are reachable at the top level too.
+    for name in ("empty_cache", "max_memory_allocated", "max_memory_reserved", "memory_allocated",
+                 "memory_reserved", "memory_stats", "reset_accumulated_memory_stats",
+                 "reset_peak_memory_stats"):
+        assert getattr(tensorplay.accelerator, name) is getattr(tensorplay.accelerator.memory, name)
+        assert name in tensorplay.accelerator.__all__
 
 
 def test_installed_package_was_built_from_this_schema(api):

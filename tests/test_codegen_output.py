@@ -171,10 +171,11 @@ def test_reference_section_counts_match_the_schema(root):
 
 def test_accelerator_page_has_the_spec_signatures(root):
     page = (root / "generated" / "reference" / "tensorplay.accelerator.md").read_text()
-    assert ("class tensorplay.accelerator.Graph(keep_graph: bool = False, *, pool: Any = None, "
-            "capture_error_mode: str = 'global')") in page
-    assert "capture_begin(pool: Any = '__unset__', capture_error_mode: Any = '__unset__', " \
-           "stream: Any = None) → None" in page
+    # The spec's names, kinds and defaults; the types are the schema's (a pool, a stream).
+    assert ("class tensorplay.accelerator.Graph(keep_graph: bool = False, *, pool: GraphPool = "
+            "None, capture_error_mode: str = 'global')") in page
+    assert "capture_begin(pool: GraphPool | Unset = '__unset__', capture_error_mode: str = " \
+           "'__unset__', stream: Optional[Stream] = None) → None" in page
     assert "tensorplay.accelerator.get_device_capability(device: Device = None) → " \
            "dict[str, Any]" in page
 
@@ -202,3 +203,52 @@ def test_docstrings_carry_args_returns_and_raises_sections_without_a_signature_l
                 and '    """Bytes currently occupied by live tensors on the given device.\n\n'
                     "    Args:\n        device: " in wrappers[path]
                 and "    Returns:\n        int: bytes.\n" in wrappers[path]), path
+
+
+def test_both_graph_classes_share_one_declaration_and_differ_where_the_specs_do(root):
+    api = load_api(root / "api.yaml", root / "runtime")
+    graph = api.find("tensorplay.accelerator.graphs", "Graph")
+    cuda_graph = api.find("tensorplay.cuda.graphs", "CUDAGraph")
+    assert graph.extends == cuda_graph.extends == "GraphBase"
+    graph_methods = {m.name: m for m in graph.methods}
+    cuda_methods = {m.name: m for m in cuda_graph.methods}
+    assert set(graph_methods) - set(cuda_methods) == {"__enter__", "__exit__", "pool"}
+    assert set(cuda_methods) <= set(graph_methods)
+    differing = {name for name in cuda_methods if graph_methods[name] != cuda_methods[name]}
+    assert differing == {"capture_begin"}
+    assert graph.properties == cuda_graph.properties
+    assert [(p.name, p.default) for p in graph_methods["capture_begin"].params] == [
+        ("pool", "__unset__"), ("capture_error_mode", "__unset__"), ("stream", None)]
+    assert "settings given to the constructor" in graph_methods["capture_begin"].doc
+    assert [(p.name, p.default) for p in cuda_methods["capture_begin"].params] == [
+        ("pool", None), ("capture_error_mode", "global"), ("stream", None)]
+
+
+def test_pool_arguments_are_typed_in_the_stubs(root):
+    api = load_api(root / "api.yaml", root / "runtime")
+    outputs = {o.path: o.content for o in Renderer(api, root / "templates").render_all()}
+    for path in ("tensorplay/accelerator/graphs.pyi", "tensorplay/cuda/graphs.pyi"):
+        stub = outputs[path]
+        assert "_GraphPool: TypeAlias = tuple[int, int] | Graph | CUDAGraph | None" in stub
+        assert "pool: Any" not in stub and "stream: Any" not in stub, path
+    assert "pool: _GraphPool | Literal['__unset__'] = '__unset__'" in \
+        outputs["tensorplay/accelerator/graphs.pyi"]
+    assert "def graph_pool_handle() -> tuple[int, int]:" in outputs["tensorplay/cuda/graphs.pyi"]
+
+
+def test_accelerator_reexports_the_memory_functions_as_torch_accelerator_does(root):
+    api = load_api(root / "api.yaml", root / "runtime")
+    accelerator = api.module("tensorplay.accelerator")
+    reexported = {r.name for r in accelerator.reexports
+                  if r.source == "tensorplay.accelerator.memory"}
+    assert reexported == {"empty_cache", "max_memory_allocated", "max_memory_reserved",
+                          "memory_allocated", "memory_reserved", "memory_stats",
+                          "reset_accumulated_memory_stats", "reset_peak_memory_stats"}
+    assert reexported <= set(accelerator.public_names())
+    # Re-exports, not copies: the declaration lives once, in tensorplay.accelerator.memory.
+    assert not reexported & {f.name for f in accelerator.functions}
+    outputs = {o.path: o.content for o in Renderer(api, root / "templates").render_all()}
+    assert "from tensorplay.accelerator.memory import memory_stats\n" in \
+        outputs["tensorplay/accelerator/__init__.pyx"]
+    assert "from tensorplay.accelerator.memory import memory_stats as memory_stats\n" in \
+        outputs["tensorplay/accelerator/__init__.pyi"]

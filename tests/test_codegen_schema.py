@@ -72,7 +72,7 @@ CASES = [
     ('unknown top-level key',
      'schema_version: 1\n',
      'schema_version: 1\nextra: 1\n',
-     ["api.yaml:2:1: unknown key 'extra' in the schema; allowed keys: schema_version, modules"]),
+     ["api.yaml:2:1: unknown key 'extra' in the schema; allowed keys: schema_version, modules, bases"]),
     ('duplicate key',
      '    doc: Number of devices.\n',
      '    doc: Number of devices.\n    doc: Again.\n',
@@ -258,3 +258,84 @@ def test_runtime_index_counts_parameters_across_lines_and_optional_ones(tmp_path
     assert demo.functions == {"spread": Arity(3, 3), "callback": Arity(1, 2),
                               "nothing": Arity(0, 0)}
     assert demo.methods_of("Core") == {"c_method": Arity(1, 1)}
+
+
+BASES = textwrap.dedent("""\
+    bases:
+    - name: Shared
+      doc: Members two classes share.
+      methods:
+      - {name: first, impl: c_capture_end, returns: {type: None, doc: nothing.}, doc: First.}
+      - {name: second, impl: c_reset, returns: {type: None, doc: nothing.}, doc: Second.}
+      properties:
+      - {name: pool_id, impl: c_pool, type: Any, doc: The pool.}
+    """)
+GRAPHS = textwrap.indent(textwrap.dedent("""\
+      classes:
+      - name: One
+        impl: graph.CUDAGraphCore
+        extends: Shared
+        doc: One.
+      - name: Two
+        impl: graph.GraphCore
+        extends: Shared
+        doc: Two.
+        methods:
+        - {name: first, impl: c_instantiate, returns: {type: None, doc: nothing.}, doc: Overridden.}
+        - {name: third, impl: c_enable_debug_mode, returns: {type: None, doc: nothing.}, doc: Third.}
+    """), "  ")
+
+
+def with_bases(bases=BASES, graphs=GRAPHS):
+    return VALID.replace("schema_version: 1\n", "schema_version: 1\n" + bases) + graphs
+
+
+def test_classes_share_the_members_of_their_base_and_override_by_name(runtime_dir):
+    api = build_api(with_bases(), runtime_dir)
+    module = api.module("tensorplay.accelerator")
+    one, two = module.classes
+    assert [(m.name, m.impl_name, m.doc) for m in one.methods] == [
+        ("first", "c_capture_end", "First."), ("second", "c_reset", "Second.")]
+    # The override keeps the inherited position; new members follow.
+    assert [(m.name, m.impl_name, m.doc) for m in two.methods] == [
+        ("first", "c_instantiate", "Overridden."), ("second", "c_reset", "Second."),
+        ("third", "c_enable_debug_mode", "Third.")]
+    assert one.properties == two.properties and one.properties[0].name == "pool_id"
+    assert one.extends == two.extends == "Shared"
+
+
+def test_unknown_base_is_a_located_error(runtime_dir):
+    text = with_bases(graphs=GRAPHS.replace("extends: Shared\n    doc: Two.",
+                                            "extends: Sharde\n    doc: Two."))
+    assert errors_of(text, runtime_dir) == [
+        "api.yaml:46:14: 'tensorplay.accelerator.Two' extends unknown base 'Sharde'; the "
+        "schema's bases: Shared"]
+
+
+def test_circular_bases_are_located_errors(runtime_dir):
+    bases = BASES + textwrap.dedent("""\
+        - name: Loop
+          doc: Extends itself through Back.
+          extends: Back
+        - name: Back
+          doc: Closes the loop.
+          extends: Loop
+        """)
+    text = with_bases(bases=bases, graphs=GRAPHS.replace("extends: Shared\n    doc: Two.",
+                                                         "extends: Loop\n    doc: Two."))
+    assert errors_of(text, runtime_dir) == [
+        "api.yaml:12:12: base 'Loop' extends 'Back', which is circular: Back -> Loop -> Back",
+        "api.yaml:15:12: base 'Back' extends 'Loop', which is circular: Loop -> Back -> Loop"]
+
+
+def test_base_no_class_extends_is_an_error(runtime_dir):
+    bases = BASES + "- {name: Unused, doc: Nobody extends it.}\n"
+    assert errors_of(with_bases(bases=bases), runtime_dir) == [
+        "api.yaml:10:3: base 'Unused' is extended by no class; remove it or extend it"]
+
+
+def test_base_member_missing_from_a_core_class_is_reported_for_that_class(runtime_dir):
+    bases = BASES.replace("impl: c_reset", "impl: c_enter")  # only GraphCore declares c_enter
+    messages = errors_of(with_bases(bases=bases), runtime_dir)
+    assert messages == ["api.yaml:7:26: impl of 'tensorplay.accelerator.One.second': runtime "
+                        "class graph.CUDAGraphCore declares no cdef method 'c_enter'"]

@@ -2,6 +2,7 @@
 import pytest
 
 import tensorplay
+from tensorplay import accelerator
 from tensorplay.accelerator import memory
 
 
@@ -18,7 +19,7 @@ def test_device_constructor_spellings():
 
 
 @pytest.mark.parametrize("args, error, message", [
-    (("gpu",), ValueError, "unknown device type 'gpu' in 'gpu'"),
+    (("gpu",), ValueError, "unknown device type in 'gpu'"),
     (("cuda:x",), ValueError, "invalid device index 'x' in 'cuda:x'"),
     (("cuda:-1",), ValueError, "invalid device index '-1'"),
     (("cuda:1", 2), ValueError, "type 'cuda:1' already has an index"),
@@ -38,7 +39,10 @@ def test_device_constructor_rejects_bad_input(args, error, message):
     (1.5, TypeError, "device must be a device, a string such as 'cuda:1', an int or None, got "
                      "float"),
     (True, TypeError, "got a bool"),
-    (1 << 40, ValueError, "is not a valid device index"),
+    (1 << 40, ValueError, "device: device index 1099511627776 is out of range"),
+    (-1, ValueError, "device must be a non-negative device index, got -1"),
+    (-2 ** 70, ValueError, "device must be a non-negative device index, got -1180591620717411303424"),
+    (accelerator.device_count(), ValueError, "is out of range"),
     ("cuda:abc", ValueError, "invalid device index 'abc'"),
 ])
 def test_device_arguments_are_checked_everywhere(value, error, message):
@@ -48,5 +52,20 @@ def test_device_arguments_are_checked_everywhere(value, error, message):
 
 def test_objects_with_type_and_index_are_accepted():
     class TorchLikeDevice:
-        type, index = "cuda", 0
-    assert memory.memory_allocated(TorchLikeDevice()) == 0
+        type, index = "cuda", None
+    assert memory.memory_allocated(TorchLikeDevice()) == memory.memory_allocated()
+
+
+def test_set_device_index_takes_minus_one_as_no_change_and_nothing_lower():
+    for call in (accelerator.set_device_index, accelerator.device_index):
+        with pytest.raises(ValueError, match=r"device must be -1 \(no change\) or a non-negative"):
+            call(-7)
+        with pytest.raises(ValueError, match="got -1180591620717411303424$"):
+            call(-2 ** 70)
+    assert accelerator.set_device_index(-1) is None
+
+
+def test_an_echoed_value_is_cut_short():
+    with pytest.raises(ValueError) as raised:
+        accelerator.set_device_index("x" * 10 ** 7)
+    assert len(str(raised.value)) < 400

@@ -21,7 +21,6 @@ def test_queries_answer_without_a_device():
 
 def test_device_bound_calls_raise_that_no_accelerator_is_available():
     for call in (accelerator.current_device_index,
-                 lambda: accelerator.set_device_index(0),
                  accelerator.get_device_capability,
                  accelerator.current_stream,
                  lambda: accelerator.set_stream(None),
@@ -47,17 +46,25 @@ def test_set_stream_none_is_a_type_error():
 def test_no_ops_stay_no_ops():
     assert accelerator.set_device_index(-1) is None
     assert accelerator.synchronize() is None
-    assert accelerator.synchronize("cuda:3") is None
+    assert accelerator.synchronize("cuda") is None
     assert memory.empty_cache() is None
     assert memory.empty_host_cache() is None
     assert memory.reset_peak_memory_stats() is None
-    assert memory.reset_accumulated_memory_stats(0) is None
+    assert memory.reset_accumulated_memory_stats() is None
     with accelerator.device_index(None):
         pass
 
 
+def test_an_explicit_device_index_names_a_visible_device_even_without_one():
+    for call in (accelerator.synchronize, accelerator.set_device_index,
+                 memory.memory_allocated, memory.memory_stats, memory.reset_peak_memory_stats):
+        for device in (0, 63, "cuda:0", tensorplay.device("cuda", 2)):
+            with pytest.raises(ValueError, match="out of range: no CUDA device is visible"):
+                call(device)
+
+
 def test_memory_statistics_are_empty():
-    for device in (None, 0, "cuda", "cuda:0", tensorplay.device("cuda", 2)):
+    for device in (None, "cuda", tensorplay.device("cuda")):
         assert memory.memory_allocated(device) == 0
         assert memory.max_memory_allocated(device) == 0
         assert memory.memory_reserved(device) == 0

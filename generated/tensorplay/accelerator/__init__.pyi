@@ -5,11 +5,19 @@ Importing makes no CUDA call; is_available() and device_count() answer without
 initialising CUDA, so a process can still fork afterwards.
 """
 import os
-from typing import Any, Callable, TypeAlias
+from typing import Any, Callable, Literal, TypeAlias
 
 from tensorplay import device
 from tensorplay.cuda import Stream
 from tensorplay.accelerator.graphs import Graph as Graph
+from tensorplay.accelerator.memory import empty_cache as empty_cache
+from tensorplay.accelerator.memory import max_memory_allocated as max_memory_allocated
+from tensorplay.accelerator.memory import max_memory_reserved as max_memory_reserved
+from tensorplay.accelerator.memory import memory_allocated as memory_allocated
+from tensorplay.accelerator.memory import memory_reserved as memory_reserved
+from tensorplay.accelerator.memory import memory_stats as memory_stats
+from tensorplay.accelerator.memory import reset_accumulated_memory_stats as reset_accumulated_memory_stats
+from tensorplay.accelerator.memory import reset_peak_memory_stats as reset_peak_memory_stats
 from tensorplay.accelerator import graphs as graphs
 from tensorplay.accelerator import memory as memory
 from tensorplay.accelerator import random as random
@@ -30,6 +38,14 @@ __all__ = [
     "set_device_idx",
     "device_index",
     "Graph",
+    "empty_cache",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
     "graphs",
     "memory",
     "random",

@@ -25,6 +25,14 @@ __all__ = [
     "set_device_idx",
     "device_index",
     "Graph",
+    "empty_cache",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
     "graphs",
     "memory",
     "random",
@@ -189,6 +197,14 @@ Args:
 _public.register_class("DeviceIndexCore", device_index)
 
 from tensorplay.accelerator.graphs import Graph
+from tensorplay.accelerator.memory import empty_cache
+from tensorplay.accelerator.memory import max_memory_allocated
+from tensorplay.accelerator.memory import max_memory_reserved
+from tensorplay.accelerator.memory import memory_allocated
+from tensorplay.accelerator.memory import memory_reserved
+from tensorplay.accelerator.memory import memory_stats
+from tensorplay.accelerator.memory import reset_accumulated_memory_stats
+from tensorplay.accelerator.memory import reset_peak_memory_stats
 from tensorplay.accelerator import graphs
 from tensorplay.accelerator import memory
 from tensorplay.accelerator import random

@@ -5,9 +5,12 @@ Graph records a sequence of operations on the active accelerator
 backend and replays it with reduced launch overhead.
 """
 import os
-from typing import Any, Callable, TypeAlias
+from typing import Any, Callable, Literal, TypeAlias
 
 from tensorplay.cuda import Stream
+from tensorplay.cuda.graphs import CUDAGraph
+
+_GraphPool: TypeAlias = tuple[int, int] | Graph | CUDAGraph | None
 
 __all__ = [
     "Graph",
@@ -26,7 +29,7 @@ class Graph:
             "thread_local" only watches this thread, "relaxed" skips the guards.
     """
 
-    def __init__(self, keep_graph: bool = False, *, pool: Any = None, capture_error_mode: str = 'global') -> None: ...
+    def __init__(self, keep_graph: bool = False, *, pool: _GraphPool = None, capture_error_mode: str = 'global') -> None: ...
 
     def begin_capture_to_if_node(self, scalar_pred: Any) -> None:
         """Inside an open capture, gate the following work on an if node.
@@ -47,8 +50,11 @@ class Graph:
             scalar_pred: a single-element CUDA Bool tensor sampled before each iteration.
         """
 
-    def capture_begin(self, pool: Any = '__unset__', capture_error_mode: Any = '__unset__', stream: Any = None) -> None:
+    def capture_begin(self, pool: _GraphPool | Literal['__unset__'] = '__unset__', capture_error_mode: str = '__unset__', stream: Stream | None = None) -> None:
         """Begin capture on the current stream with the stored settings.
+
+        For pool and capture_error_mode, the default '__unset__' means
+        the settings given to the constructor.
 
         Args:
             pool: a pool to share for this capture; "__unset__" keeps the one given to the
@@ -84,37 +90,12 @@ class Graph:
     def instantiate(self) -> None:
         """No-op once instantiated; kept for late callers."""
 
-    def __enter__(self) -> Graph:
-        """Synchronize the device and begin capture on the current stream
-        (the stored pool and capture_error_mode apply).
-
-        Returns:
-            Graph: this graph.
-        """
-
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any, /) -> None:
-        """End capture, compiling the executable.
-
-        Args:
-            exc_type: the exception type, if any.
-            exc_value: the exception, if any.
-            traceback: the traceback, if any.
-        """
-
-    def pool(self) -> Any:
-        """Opaque id of this graph’s memory pool, shareable with others.
-
-        Returns:
-            Any: the pool id.
-        """
-
     def replay(self, stream: Stream | None = None) -> None:
         """Run the graph: launch the cached executable on the current stream.
 
         Args:
-            stream: launch on this explicit stream instead
-                of querying the current one - shaves a TLS lookup off hot
-                loops pinned to a single stream.
+            stream: launch on this explicit stream instead of querying the current one; this saves a
+                thread-local lookup in hot loops pinned to one stream.
         """
 
     def reset(self) -> None:
@@ -141,10 +122,34 @@ class Graph:
         Args:
             static_inputs: buffers captured by the graph (kept alive by the caller).
             inputs: fresh tensors whose contents overwrite the matching static buffer this
-                iteration. Contiguous same-dtype/ same-device pairs take a raw async device-to-device
-                copy; anything else falls back to full copy semantics.
+                iteration. Contiguous pairs of the same dtype and device take a raw async device-to-
+                device copy; anything else falls back to full copy semantics.
+        """
+
+    def __enter__(self) -> Graph:
+        """Synchronize the device and begin capture on the current stream
+        (the stored pool and capture_error_mode apply).
+
+        Returns:
+            Graph: this graph.
+        """
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any, /) -> None:
+        """End capture, compiling the executable.
+
+        Args:
+            exc_type: the exception type, if any.
+            exc_value: the exception, if any.
+            traceback: the traceback, if any.
+        """
+
+    def pool(self) -> tuple[int, int] | None:
+        """Opaque id of this graph’s memory pool, shareable with others.
+
+        Returns:
+            tuple[int, int] | None: the pool id, or None when there is none to share yet.
         """
 
     @property
-    def pool_id(self) -> Any:
+    def pool_id(self) -> tuple[int, int] | None:
         """Allocator pool id this graph captured against."""

@@ -58,6 +58,9 @@ Args:
     def capture_begin(self, pool='__unset__', capture_error_mode='__unset__', stream=None):
         """Begin capture on the current stream with the stored settings.
 
+        For pool and capture_error_mode, the default '__unset__' means
+        the settings given to the constructor.
+
         Args:
             pool: a pool to share for this capture; "__unset__" keeps the one given to the
                 constructor.
@@ -98,40 +101,12 @@ Args:
         """No-op once instantiated; kept for late callers."""
         self.c_instantiate()
 
-    def __enter__(self):
-        """Synchronize the device and begin capture on the current stream
-        (the stored pool and capture_error_mode apply).
-
-        Returns:
-            Graph: this graph.
-        """
-        return self.c_enter()
-
-    def __exit__(self, exc_type, exc_value, traceback, /):
-        """End capture, compiling the executable.
-
-        Args:
-            exc_type: the exception type, if any.
-            exc_value: the exception, if any.
-            traceback: the traceback, if any.
-        """
-        self.c_exit(exc_type, exc_value, traceback)
-
-    def pool(self):
-        """Opaque id of this graph’s memory pool, shareable with others.
-
-        Returns:
-            Any: the pool id.
-        """
-        return self.c_pool()
-
     def replay(self, stream=None):
         """Run the graph: launch the cached executable on the current stream.
 
         Args:
-            stream: launch on this explicit stream instead
-                of querying the current one - shaves a TLS lookup off hot
-                loops pinned to a single stream.
+            stream: launch on this explicit stream instead of querying the current one; this saves a
+                thread-local lookup in hot loops pinned to one stream.
         """
         self.c_replay(stream)
 
@@ -161,10 +136,37 @@ Args:
         Args:
             static_inputs: buffers captured by the graph (kept alive by the caller).
             inputs: fresh tensors whose contents overwrite the matching static buffer this
-                iteration. Contiguous same-dtype/ same-device pairs take a raw async device-to-device
-                copy; anything else falls back to full copy semantics.
+                iteration. Contiguous pairs of the same dtype and device take a raw async device-to-
+                device copy; anything else falls back to full copy semantics.
         """
         self.c_stage_and_launch(static_inputs, inputs)
+
+    def __enter__(self):
+        """Synchronize the device and begin capture on the current stream
+        (the stored pool and capture_error_mode apply).
+
+        Returns:
+            Graph: this graph.
+        """
+        return self.c_enter()
+
+    def __exit__(self, exc_type, exc_value, traceback, /):
+        """End capture, compiling the executable.
+
+        Args:
+            exc_type: the exception type, if any.
+            exc_value: the exception, if any.
+            traceback: the traceback, if any.
+        """
+        self.c_exit(exc_type, exc_value, traceback)
+
+    def pool(self):
+        """Opaque id of this graph’s memory pool, shareable with others.
+
+        Returns:
+            tuple[int, int] | None: the pool id, or None when there is none to share yet.
+        """
+        return self.c_pool()
 
     @property
     def pool_id(self):

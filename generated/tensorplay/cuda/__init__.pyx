@@ -93,6 +93,11 @@ def caching_allocator_alloc(size, device=None, stream=None):
 
     Returns:
         int: the device pointer.
+
+    Raises:
+        OutOfMemoryError: the device cannot hold size more bytes, even after the allocator
+            released its cached blocks.
+        RuntimeError: no accelerator is available.
     """
     return _memory.caching_allocator_alloc(size, _device.device_index_arg(device, 'device'), stream)
 

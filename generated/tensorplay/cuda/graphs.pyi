@@ -3,9 +3,12 @@
 bulk input staging and graphed callables.
 """
 import os
-from typing import Any, Callable, TypeAlias
+from typing import Any, Callable, Literal, TypeAlias
 
+from tensorplay.accelerator.graphs import Graph
 from tensorplay.cuda import Stream
+
+_GraphPool: TypeAlias = tuple[int, int] | Graph | CUDAGraph | None
 
 __all__ = [
     "export_dot",
@@ -20,7 +23,7 @@ __all__ = [
 def export_dot(file_path: str) -> str:
     """Export the most recently completed capture to a DOT file.
 
-    Returns the path written.  For richer node attributes call
+    Returns the path written. For richer node attributes call
     CUDAGraph.enable_debug_mode() before that capture.
 
     Args:
@@ -31,18 +34,18 @@ def export_dot(file_path: str) -> str:
     """
 
 
-def graph_pool_handle() -> Any:
+def graph_pool_handle() -> tuple[int, int]:
     """Return an opaque token representing the id of a graph memory pool.
 
     Pass it as the pool= argument of graph() so several graphs
     capture into (and reuse memory from) one shared private pool.
 
     Returns:
-        Any: an opaque pool id.
+        tuple[int, int]: an opaque pool id, to pass as pool=.
     """
 
 
-def graph(cuda_graph: CUDAGraph, pool: Any = None, stream: Stream | None = None, capture_error_mode: str = 'global') -> Any:
+def graph(cuda_graph: CUDAGraph, pool: _GraphPool = None, stream: Stream | None = None, capture_error_mode: str = 'global') -> Any:
     """Context-manager that captures CUDA work into a tensorplay.cuda.CUDAGraph.
 
     Args:
@@ -67,17 +70,18 @@ def is_current_stream_capturing() -> bool:
     """
 
 
-def make_graphed_callables(callables: Any, sample_args: Any, num_warmup_iters: int = 3, allow_unused_input: bool = False, pool: Any = None, capture_error_mode: str = 'global') -> Any:
+def make_graphed_callables(callables: Any, sample_args: Any, num_warmup_iters: int = 3, allow_unused_input: bool = False, pool: _GraphPool = None, capture_error_mode: str = 'global') -> Any:
     """Callables that run per-iteration with CUDA graph capture.
 
-    forward (and backward, via tensorplay.autograd.grad()) into CUDA
-    graphs sharing one private memory pool, then wraps them in autograd
-    Functions whose forward/backward are graph replays.  Per-iteration host
-    overhead drops to two graph launches.
+    Each callable's forward pass (and its backward pass, through
+    tensorplay.autograd.grad()) is captured into CUDA graphs that share one
+    private memory pool, then wrapped in an autograd Function whose forward
+    and backward replay those graphs. Per-iteration host overhead drops to
+    two graph launches.
 
-    carried over verbatim: sample_args must contain only Tensors whose
-    requires_grad matches the live workload; modules may not carry hooks
-    or trainable buffers; arguments must keep their order and shapes.
+    sample_args must contain only Tensors whose requires_grad matches the
+    live workload; modules may not carry hooks or trainable buffers;
+    arguments must keep their order and shapes.
 
     Args:
         callables: function or tensorplay.nn.Module, or a tuple of them in live-workload order.
@@ -117,7 +121,7 @@ class CUDAGraph:
             scalar_pred: a single-element CUDA Bool tensor sampled before each iteration.
         """
 
-    def capture_begin(self, pool: Any = None, capture_error_mode: str = 'global', stream: Stream | None = None) -> None:
+    def capture_begin(self, pool: _GraphPool = None, capture_error_mode: str = 'global', stream: Stream | None = None) -> None:
         """Begin capture.
 
         Args:
@@ -161,9 +165,8 @@ class CUDAGraph:
         """Run the graph: launch the cached executable on the current stream.
 
         Args:
-            stream: launch on this explicit stream instead
-                of querying the current one - shaves a TLS lookup off hot
-                loops pinned to a single stream.
+            stream: launch on this explicit stream instead of querying the current one; this saves a
+                thread-local lookup in hot loops pinned to one stream.
         """
 
     def reset(self) -> None:
@@ -190,10 +193,10 @@ class CUDAGraph:
         Args:
             static_inputs: buffers captured by the graph (kept alive by the caller).
             inputs: fresh tensors whose contents overwrite the matching static buffer this
-                iteration. Contiguous same-dtype/ same-device pairs take a raw async device-to-device
-                copy; anything else falls back to full copy semantics.
+                iteration. Contiguous pairs of the same dtype and device take a raw async device-to-
+                device copy; anything else falls back to full copy semantics.
         """
 
     @property
-    def pool_id(self) -> Any:
+    def pool_id(self) -> tuple[int, int] | None:
         """Allocator pool id this graph captured against."""

@@ -20,7 +20,7 @@ __all__ = [
 def export_dot(file_path):
     """Export the most recently completed capture to a DOT file.
 
-    Returns the path written.  For richer node attributes call
+    Returns the path written. For richer node attributes call
     CUDAGraph.enable_debug_mode() before that capture.
 
     Args:
@@ -39,7 +39,7 @@ def graph_pool_handle():
     capture into (and reuse memory from) one shared private pool.
 
     Returns:
-        Any: an opaque pool id.
+        tuple[int, int]: an opaque pool id, to pass as pool=.
     """
     return _graph.graph_pool_handle()
 
@@ -74,14 +74,15 @@ def is_current_stream_capturing():
 def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unused_input=False, pool=None, capture_error_mode='global'):
     """Callables that run per-iteration with CUDA graph capture.
 
-    forward (and backward, via tensorplay.autograd.grad()) into CUDA
-    graphs sharing one private memory pool, then wraps them in autograd
-    Functions whose forward/backward are graph replays.  Per-iteration host
-    overhead drops to two graph launches.
+    Each callable's forward pass (and its backward pass, through
+    tensorplay.autograd.grad()) is captured into CUDA graphs that share one
+    private memory pool, then wrapped in an autograd Function whose forward
+    and backward replay those graphs. Per-iteration host overhead drops to
+    two graph launches.
 
-    carried over verbatim: sample_args must contain only Tensors whose
-    requires_grad matches the live workload; modules may not carry hooks
-    or trainable buffers; arguments must keep their order and shapes.
+    sample_args must contain only Tensors whose requires_grad matches the
+    live workload; modules may not carry hooks or trainable buffers;
+    arguments must keep their order and shapes.
 
     Args:
         callables: function or tensorplay.nn.Module, or a tuple of them in live-workload order.
@@ -181,9 +182,8 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
         """Run the graph: launch the cached executable on the current stream.
 
         Args:
-            stream: launch on this explicit stream instead
-                of querying the current one - shaves a TLS lookup off hot
-                loops pinned to a single stream.
+            stream: launch on this explicit stream instead of querying the current one; this saves a
+                thread-local lookup in hot loops pinned to one stream.
         """
         self.c_replay(stream)
 
@@ -213,8 +213,8 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
         Args:
             static_inputs: buffers captured by the graph (kept alive by the caller).
             inputs: fresh tensors whose contents overwrite the matching static buffer this
-                iteration. Contiguous same-dtype/ same-device pairs take a raw async device-to-device
-                copy; anything else falls back to full copy semantics.
+                iteration. Contiguous pairs of the same dtype and device take a raw async device-to-
+                device copy; anything else falls back to full copy semantics.
         """
         self.c_stage_and_launch(static_inputs, inputs)
 
