@@ -45,6 +45,7 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureImplici
 from tensorplay._runtime cimport allocator, device as _device, errors
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.allocator cimport PoolId
+from tensorplay._runtime.device cimport DeviceSwitch
 from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
 
@@ -57,16 +58,6 @@ UNSET = "__unset__"
 cdef cudaGraph_t _last_template = NULL
 cdef int _last_device = -1
 cdef bint _last_verbose = False
-
-
-# Every CUDA call on a graph's device runs between these two, so that it acts on that device
-# whatever the calling thread has current.
-cdef inline int enter_device(int device, int* saved) except -1 nogil:
-    return _device.switch_device(device, saved)
-
-
-cdef inline int exit_device(int device, int saved) except -1 nogil:
-    return _device.restore_device(device, saved)
 
 
 cdef int capture_mode_arg(object value, str argument) except -1:
@@ -171,14 +162,14 @@ cdef class GraphBase:
                                "stream; pass a tensorplay.cuda.Stream(), or stream=None for the "
                                "device's side stream")
         cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
-        cdef int saved
+        cdef DeviceSwitch saved
         with nogil:
-            enter_device(device, &saved)
+            _device.enter_device(device, &saved)
             try:
                 errors.check(cyruntime.cudaStreamIsCapturing(handle, &status),
                              b"cudaStreamIsCapturing")
             finally:
-                exit_device(device, saved)
+                _device.exit_device(&saved)
         if status != cudaStreamCaptureStatusNone:
             raise RuntimeError(f"stream {<uintptr_t>handle:#x} on cuda:{device} is already "
                                "capturing a graph, and captures cannot nest on one stream; end "
@@ -209,9 +200,9 @@ cdef class GraphBase:
     cdef int begin_on_stream(self, int capture_mode) except -1:
         cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
         cdef unsigned long long capture_id = 0
-        cdef int saved
+        cdef DeviceSwitch saved
         with nogil:
-            enter_device(self.device, &saved)
+            _device.enter_device(self.device, &saved)
             try:
                 errors.check(cyruntime.cudaStreamBeginCapture(
                     self.capture_stream, <cudaStreamCaptureMode>capture_mode),
@@ -221,7 +212,7 @@ cdef class GraphBase:
                     self.capture_stream, &status, &capture_id, NULL, NULL, NULL, NULL),
                     b"cudaStreamGetCaptureInfo")
             finally:
-                exit_device(self.device, saved)
+                _device.exit_device(&saved)
         self.capture_id = capture_id
         return 0
 
@@ -232,13 +223,13 @@ cdef class GraphBase:
                                "capture_begin() first")
         cdef cudaGraph_t template = NULL
         cdef cudaError_t status = cudaSuccess
-        cdef int saved
+        cdef DeviceSwitch saved
         with nogil:
-            enter_device(self.device, &saved)
+            _device.enter_device(self.device, &saved)
             status = cyruntime.cudaStreamEndCapture(self.capture_stream, &template)
             if status != cudaSuccess:
                 cyruntime.cudaGetLastError()  # reported below; must not surface elsewhere
-            exit_device(self.device, saved)
+            _device.exit_device(&saved)
         self.capturing = False
         try:
             self.discard_capture()  # stops routing and restores the stream
@@ -272,9 +263,9 @@ cdef class GraphBase:
         cdef size_t node_count = 0
         cdef cudaGraph_t previous_last
         cdef cudaGraph_t last = NULL
-        cdef int saved
+        cdef DeviceSwitch saved
         with nogil:
-            enter_device(self.device, &saved)
+            _device.enter_device(self.device, &saved)
             try:
                 errors.check(cyruntime.cudaGraphGetNodes(self.template, NULL, &node_count),
                              b"cudaGraphGetNodes")
@@ -291,7 +282,7 @@ cdef class GraphBase:
                     last = self.template
                     self.template = NULL
             finally:
-                exit_device(self.device, saved)
+                _device.exit_device(&saved)
         # Swapped with the GIL held throughout, so that two captures ending at once on two
         # threads cannot both destroy the same template.
         previous_last = _last_template
@@ -326,17 +317,17 @@ cdef class GraphBase:
     cdef int discard_capture(self) except -1:
         """End an open capture without keeping it, stop routing and restore the stream."""
         cdef cudaGraph_t partial = NULL
-        cdef int saved
+        cdef DeviceSwitch saved
         if self.capturing:
             self.capturing = False
             with nogil:
-                enter_device(self.device, &saved)
+                _device.enter_device(self.device, &saved)
                 # Its error (usually "invalidated") is the reason we are here, not news.
                 if cyruntime.cudaStreamEndCapture(self.capture_stream, &partial) != cudaSuccess:
                     cyruntime.cudaGetLastError()
                 if partial != NULL:
                     cyruntime.cudaGraphDestroy(partial)
-                exit_device(self.device, saved)
+                _device.exit_device(&saved)
         try:
             if self.routing:
                 self.routing = False
@@ -363,13 +354,13 @@ cdef class GraphBase:
         return 0
 
     cdef int destroy_graphs(self) except -1:
-        cdef int saved
+        cdef DeviceSwitch saved
         # Relaxed: destroying is legal while another thread captures in global mode.
         cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
         if self.executable == NULL and self.template == NULL:
             return 0
         with nogil:
-            enter_device(self.device, &saved)
+            _device.enter_device(self.device, &saved)
             try:
                 errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                              b"cudaThreadExchangeStreamCaptureMode")
@@ -382,7 +373,7 @@ cdef class GraphBase:
                 errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                              b"cudaThreadExchangeStreamCaptureMode")
             finally:
-                exit_device(self.device, saved)
+                _device.exit_device(&saved)
         return 0
 
     # -- the public methods ---------------------------------------------------------------------
@@ -445,7 +436,7 @@ cdef class GraphBase:
     cdef object c_replay(self, object stream):
         cdef cudaStream_t handle
         cdef cudaError_t status
-        cdef int saved
+        cdef DeviceSwitch saved
         if self.executable == NULL:
             _not_replayable(self, stream)
         if stream is None:
@@ -457,9 +448,9 @@ cdef class GraphBase:
         # here every replay advances them, ordered on `handle` before the launch. Graphs that
         # drew no random numbers pay nothing.
         with nogil:
-            enter_device(self.device, &saved)
+            _device.enter_device(self.device, &saved)
             status = cyruntime.cudaGraphLaunch(self.executable, handle)
-            exit_device(self.device, saved)
+            _device.exit_device(&saved)
         if status != cudaSuccess:
             errors.raise_cuda_error(<int>status, "cudaGraphLaunch")
         return None
@@ -515,13 +506,13 @@ cdef int _write_dot(cudaGraph_t template, int device, str path, bint verbose) ex
     # The GIL stays held: export_dot()'s template is replaced (and destroyed) under it.
     cdef bytes encoded = os.fsencode(path)
     cdef unsigned int flags = cudaGraphDebugDotFlagsVerbose if verbose else 0
-    cdef int saved
-    enter_device(device, &saved)
+    cdef DeviceSwitch saved
+    _device.enter_device(device, &saved)
     try:
         errors.check(cyruntime.cudaGraphDebugDotPrint(template, encoded, flags),
                      b"cudaGraphDebugDotPrint")
     finally:
-        exit_device(device, saved)
+        _device.exit_device(&saved)
     return 0
 
 
