@@ -618,8 +618,11 @@ cdef bint is_current_stream_capturing() except -1:
     cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
     cdef cudaError_t result
     cdef int current = _device.current_device()
+    cdef DeviceSwitch saved
     with nogil:
+        _device.enter_device(current, &saved)
         result = cyruntime.cudaStreamIsCapturing(_stream.current_stream_handle(current), &status)
+        _device.exit_device(&saved)
     if result == cudaErrorStreamCaptureImplicit:
         # The legacy default stream, while a blocking stream of its device captures: work
         # issued to it now would join (and break) that capture.
