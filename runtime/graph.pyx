@@ -63,16 +63,11 @@ cdef bint _last_verbose = False
 cdef int capture_mode_arg(object value, str argument) except -1:
     if not isinstance(value, str):
         raise TypeError(f"{argument} must be a str, one of {', '.join(map(repr, CAPTURE_MODES))}"
-                        f", got {_shown(value)}")
+                        f", got {errors.shown(value)}")
     if value not in CAPTURE_MODES:
         raise ValueError(f"{argument} must be one of {', '.join(map(repr, CAPTURE_MODES))}, "
-                         f"got {_shown(value)}")
+                         f"got {errors.shown(value)}")
     return CAPTURE_MODES[value]
-
-
-cdef str _shown(object value):
-    text = repr(value)
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 cdef object _pool_arg(object pool):
@@ -83,10 +78,10 @@ cdef object _pool_arg(object pool):
             isinstance(part, int) and not isinstance(part, bool) for part in pool):
         if min(pool) < 0 or pool == (0, 0):
             raise ValueError(f"pool must be an id from graph_pool_handle() or a graph's pool_id "
-                             f"(two non-negative ints, not both zero), got {_shown(pool)}")
+                             f"(two non-negative ints, not both zero), got {errors.shown(pool)}")
         return pool
     raise TypeError(f"pool must be None, a handle from graph_pool_handle(), a graph or a "
-                    f"graph's pool_id, got {_shown(pool)}")
+                    f"graph's pool_id, got {errors.shown(pool)}")
 
 
 cdef PoolId _pool_for_capture(object pool) except *:
@@ -404,7 +399,7 @@ cdef class GraphBase:
     cdef object c_debug_dump(self, object path):
         path = os.fspath(path)
         if not isinstance(path, str):
-            raise TypeError(f"path must be a str or os.PathLike of str, got {_shown(path)}")
+            raise TypeError(f"path must be a str or os.PathLike of str, got {errors.shown(path)}")
         if self.template == NULL:
             raise RuntimeError("debug_dump() needs the captured graph, which is kept only when "
                                "enable_debug_mode() (or accelerator.Graph(keep_graph=True)) came "
@@ -541,7 +536,7 @@ cdef int _prepare_device(int device) except -1:
 cdef class GraphCore(GraphBase):
     cdef int init(self, object keep_graph, object pool, object capture_error_mode) except -1:
         if not isinstance(keep_graph, bool):
-            raise TypeError(f"keep_graph must be a bool, got {_shown(keep_graph)}")
+            raise TypeError(f"keep_graph must be a bool, got {errors.shown(keep_graph)}")
         self.settings.pool = _pool_arg(pool)
         self.settings.capture_mode = capture_mode_arg(capture_error_mode, "capture_error_mode")
         self.keep_graph = keep_graph
@@ -638,7 +633,7 @@ cdef object make_graphed_callables(object callables, object sample_args, object 
     if isinstance(num_warmup_iters, bool) or not isinstance(num_warmup_iters, int) \
             or num_warmup_iters < 0:
         raise ValueError(f"num_warmup_iters must be a non-negative int, got "
-                         f"{_shown(num_warmup_iters)}")
+                         f"{errors.shown(num_warmup_iters)}")
     _pool_arg(pool)
     capture_mode_arg(capture_error_mode, "capture_error_mode")
     if not _device.is_available():
