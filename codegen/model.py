@@ -322,6 +322,7 @@ class _Builder:
                            f"got {kind!r}")
                 kind = "positional"
             param_type = self.type_of(param_entry, "type", param_what)
+            self.conversion(param_entry, param_what, param_type)
             doc = self.doc(param_entry, param_what)
             default = param_entry.get("default", NO_DEFAULT) if "default" in param_entry \
                 else NO_DEFAULT
@@ -349,6 +350,23 @@ class _Builder:
         self.unique([(p.name, l) for p, (_, l) in zip(params, self.items(entry, "params", what))],
                     f"the parameters of {what}")
         return tuple(params)
+
+    def conversion(self, entry: LocatedMap, what: str, param_type: TypeExpr) -> None:
+        """The runtime function a type's conversion names (types.py) takes (value, name)."""
+        conversion = param_type.conversion()
+        if not conversion:
+            return
+        module, _, function = conversion.lstrip("_").partition(".")
+        declared = self.runtime.get(module, RuntimeModule()).functions.get(function)
+        location = entry.value_locations.get("type", entry.location)
+        if declared is None:
+            self.error(location, f"{what}: type '{param_type.display()}' converts through "
+                                 f"{module}.{function}(), which runtime/{module}.pxd does not "
+                                 "declare")
+        elif not declared.accepts(2):
+            self.error(location, f"{what}: type '{param_type.display()}' converts through "
+                                 f"{module}.{function}(), declared with {declared}, but the "
+                                 "wrapper passes 2 (the value and the parameter name)")
 
     def returns(self, entry: LocatedMap, what: str) -> Optional[Returns]:
         if "returns" not in entry:

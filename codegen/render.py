@@ -164,7 +164,9 @@ class Renderer:
     def argument_aliases(self, module: Module) -> list[str]:
         """Stub type aliases for the argument spellings a module uses (types.py)."""
         used = set().union(*(p.type.names() for p in module.all_params()))
-        return [ARGUMENT_SPELLINGS[name][3] for name in sorted(used) if name in ARGUMENT_SPELLINGS]
+        # Spellings may share an alias (Device and DeviceSelection): each definition once.
+        return list(dict.fromkeys(ARGUMENT_SPELLINGS[name][3] for name in sorted(used)
+                                  if name in ARGUMENT_SPELLINGS))
 
     def reexported(self, module: Module) -> list[tuple[str, object]]:
         """(kind, item) for re-exported functions and classes, resolved to their declaration."""

@@ -31,13 +31,18 @@ BUILTINS: dict[str, tuple[str, bool]] = {
 }
 UNSET = "__unset__"
 
-# Argument spellings: the ways users may name a device. Where the wrapper normalises the
-# argument, the conversion is a cdef function of runtime/device.pxd taking (value, argument
-# name); tensor placement is parsed by the tensor runtime itself (it must tell None from "cpu").
+# Argument spellings: the ways users may name a device, or a capture's memory pool. Where the
+# wrapper normalises the argument, the conversion is "_module.function", a cdef function of
+# runtime/module.pxd taking (value, argument name) that validate checks; the generated module
+# cimports that runtime module. Tensor placement is parsed by the tensor runtime itself (it must
+# tell None from "cpu").
 ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, Optional[str], str]] = {
     # name: (stub annotation, admits None, conversion, stub alias definition)
     "Device": ("_DeviceLike", True, "_device.device_index_arg",
                "_DeviceLike: TypeAlias = device | str | int | None"),
+    # A device to make current, where -1 means "no change" (set_device_index).
+    "DeviceSelection": ("_DeviceLike", True, "_device.device_selection_arg",
+                        "_DeviceLike: TypeAlias = device | str | int | None"),
     "TensorDevice": ("_TensorDeviceLike", True, None,
                      "_TensorDeviceLike: TypeAlias = device | str | int | None"),
     # The memory pool a capture allocates from: None for a private one, the handle that

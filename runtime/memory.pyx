@@ -85,22 +85,29 @@ cdef tuple get_memory_info(int device):
 
 
 cdef inline void* pointer_arg(object ptr, str argument, str source) except? NULL:
-    if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr <= 0:
-        raise TypeError(f"{argument} must be a pointer (a positive int) returned by {source}, "
-                        f"got {ptr!r}")
+    if isinstance(ptr, bool) or not isinstance(ptr, int):
+        raise TypeError(f"{argument} must be a pointer (an int) returned by {source}, got "
+                        f"{type(ptr).__name__} ({errors.shown(ptr)})")
+    if not 0 < ptr < (1 << 64):
+        raise ValueError(f"{argument} must be a pointer returned by {source}, got "
+                         f"{errors.shown(ptr)}")
     return <void*><uintptr_t>ptr
 
 
 cdef inline size_t size_arg(object size) except? 0:
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise ValueError(f"size must be a non-negative int (bytes), got {size!r}")
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(f"size must be an int (bytes), got {type(size).__name__} "
+                        f"({errors.shown(size)})")
+    if not 0 <= size < (1 << 63):
+        raise ValueError(f"size must be a non-negative number of bytes below 2**63, got "
+                         f"{errors.shown(size)}")
     return size
 
 
 cdef object caching_allocator_alloc(object size, int device, object stream):
     cdef size_t size_bytes = size_arg(size)
-    _device.checked_device(device)
     cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
+    _device.checked_device(device)  # after the arguments: a mistake reads the same anywhere
     cdef cudaStream_t handle
     if on is None:
         handle = _stream.current_stream_handle(device)

@@ -119,7 +119,6 @@ cdef object stream_context(object stream):
 
 
 cdef object external_stream(object handle, int device):
-    _device.checked_device(device)
     keep_alive = None
     if hasattr(handle, "__cuda_stream__"):
         # __cuda_stream__() returns (version, address) (docs/design.md, "Interop").
@@ -129,9 +128,13 @@ cdef object external_stream(object handle, int device):
             raise ValueError(f"handle.__cuda_stream__() reported protocol version {version}; "
                              "only version 0 is supported")
         handle = address
-    if isinstance(handle, bool) or not isinstance(handle, int) or handle < 0:
-        raise TypeError(f"handle must be a cudaStream_t as a non-negative int or an object "
-                        f"with __cuda_stream__, got {handle!r}")
+    if isinstance(handle, bool) or not isinstance(handle, int):
+        raise TypeError(f"handle must be a cudaStream_t as an int, or an object with "
+                        f"__cuda_stream__, got {type(handle).__name__} ({errors.shown(handle)})")
+    if not 0 <= handle < (1 << 64):
+        raise ValueError(f"handle must be a cudaStream_t address (0 to 2**64 - 1), got "
+                         f"{errors.shown(handle)}")
+    _device.checked_device(device)  # after the arguments: a mistake reads the same anywhere
     return _wrap(device, <cudaStream_t><uintptr_t>handle, 0, keep_alive)
 
 
@@ -157,9 +160,10 @@ cdef class StreamCore:
             cyruntime.cudaStreamDestroy(self.handle)
 
     cdef int init(self, int device, object priority) except -1:
-        _device.checked_device(device)
         if isinstance(priority, bool) or not isinstance(priority, int):
-            raise TypeError(f"priority must be an int, got {type(priority).__name__}")
+            raise TypeError(f"priority must be an int, got {type(priority).__name__} "
+                            f"({errors.shown(priority)})")
+        _device.checked_device(device)  # after the arguments: a mistake reads the same anywhere
         cdef int least = 0, greatest = 0
         # Any int is accepted and clamped below, so a huge one must not overflow the C int.
         cdef int requested = max(-(1 << 30), min(1 << 30, priority))

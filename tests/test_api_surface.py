@@ -149,3 +149,12 @@ def test_stubtest_passes_on_both_public_modules(root):
          "--mypy-config-file", str(root / "codegen" / "stubtest_mypy.ini")],
         capture_output=True, text=True, cwd=root / "tests")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_help_shows_the_signature_once_and_the_parameter_docs():
+    import pydoc
+    import tensorplay.accelerator
+    text = pydoc.render_doc(tensorplay.accelerator.memory_allocated, renderer=pydoc.plaintext)
+    assert text.count("memory_allocated(device=None)") == 1
+    assert "Args:\n" in text and "device: a device object" in text
+    assert "Returns:\n" in text and "int: bytes." in text

@@ -339,3 +339,14 @@ def test_base_member_missing_from_a_core_class_is_reported_for_that_class(runtim
     messages = errors_of(with_bases(bases=bases), runtime_dir)
     assert messages == ["api.yaml:7:26: impl of 'tensorplay.accelerator.One.second': runtime "
                         "class graph.CUDAGraphCore declares no cdef method 'c_enter'"]
+
+
+def test_a_conversion_the_runtime_does_not_declare_is_a_located_error(runtime_dir, monkeypatch):
+    from codegen import types
+    spelling = types.ARGUMENT_SPELLINGS["Device"]
+    monkeypatch.setitem(types.ARGUMENT_SPELLINGS, "Device",
+                        (spelling[0], spelling[1], "_device.device_index_argument", spelling[3]))
+    assert errors_of(VALID, runtime_dir) == [
+        "api.yaml:27:13: parameter 'device' of 'tensorplay.accelerator.synchronize': type "
+        "'Device' converts through device.device_index_argument(), which runtime/device.pxd "
+        "does not declare"]

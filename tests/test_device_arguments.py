@@ -2,7 +2,7 @@
 import pytest
 
 import tensorplay
-from tensorplay import accelerator
+from tensorplay import accelerator, cuda
 from tensorplay.accelerator import memory
 
 
@@ -69,3 +69,21 @@ def test_an_echoed_value_is_cut_short():
     with pytest.raises(ValueError) as raised:
         accelerator.set_device_index("x" * 10 ** 7)
     assert len(str(raised.value)) < 400
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: cuda.Stream(priority="tpu"), TypeError, "priority must be an int, got str"),
+    (lambda: cuda.external_stream(handle="tpu"), TypeError, "handle must be a cudaStream_t"),
+    (lambda: cuda.external_stream(handle=2 ** 70), ValueError, "handle must be a cudaStream_t"),
+    (lambda: cuda.caching_allocator_alloc(16, stream="tpu"), TypeError,
+     "stream must be a tensorplay.cuda.Stream or None, got str"),
+    (lambda: cuda.caching_allocator_alloc(None), TypeError, "size must be an int"),
+    (lambda: cuda.caching_allocator_alloc(2 ** 70), ValueError,
+     "size must be a non-negative number of bytes below 2\\*\\*63, got 1180591620717411303424"),
+    (lambda: cuda.caching_allocator_delete(-1), ValueError, "ptr must be a pointer returned by"),
+    (lambda: cuda.caching_allocator_delete(None), TypeError, "ptr must be a pointer"),
+])
+def test_arguments_are_checked_before_the_device_is_needed(call, error, message):
+    """The same mistake gives the same error with or without a GPU."""
+    with pytest.raises(error, match=message):
+        call()

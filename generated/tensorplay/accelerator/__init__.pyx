@@ -105,7 +105,7 @@ def set_device_index(device):
     Args:
         device: a device object, a spelling such as "cuda:1", or an integer index.
     """
-    return _device.set_device_index(_device.device_index_arg(device, 'device'))
+    return _device.set_device_index(_device.device_selection_arg(device, 'device'))
 
 
 def synchronize(device=None):
@@ -159,7 +159,7 @@ def set_device_idx(device):
     """
     warnings.warn("tensorplay.accelerator.set_device_idx() is deprecated; use set_device_index() instead.",
                   FutureWarning, stacklevel=2)
-    return _device.set_device_index(_device.device_index_arg(device, 'device'))
+    return _device.set_device_index(_device.device_selection_arg(device, 'device'))
 
 
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
