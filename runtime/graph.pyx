@@ -19,6 +19,13 @@ The capture stream is the one given, else (CUDAGraph, graph()) the device's dedi
 stream, or (accelerator.Graph) the current stream unless that is the legacy default stream,
 which cannot capture (CUDA Runtime API, "Stream capture").
 
+Conditional nodes follow the capture-into-body recipe of PyTorch and cuda.core: a one-thread
+kernel copies the predicate into a condition handle, an if or while node joins the capture after
+it, and the node's body graph is captured on a stream of its own (cudaStreamBeginCaptureToGraph)
+that stays current until end_capture_to_conditional_node(); a while node's body copies the
+predicate again as its last step. Allocations in a body go to a private pool of their own (the
+allocator routes one capture id per pool), held like the graph's pool.
+
 Replay is the hot path: no Python objects are created; it reads the current stream from C
 thread-local storage, makes the capture device current and calls cudaGraphLaunch once.
 
@@ -32,17 +39,24 @@ import warnings
 
 from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport uintptr_t
+from libc.stdlib cimport calloc, free
 
 from cuda.bindings cimport cyruntime
-from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureImplicit, cudaGraph_t,
-                                      cudaGraphDebugDotFlagsVerbose, cudaGraphExec_t,
+from cuda.bindings.cydriver cimport CUfunction
+from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureImplicit,
+                                      cudaGraphCondTypeIf, cudaGraphCondTypeWhile,
+                                      cudaGraphConditionalHandle, cudaGraphDebugDotFlagsVerbose,
+                                      cudaGraphEdgeData, cudaGraphExec_t,
                                       cudaGraphInstantiateFlagAutoFreeOnLaunch,
-                                      cudaGraphInstantiateFlagUseNodePriority,
-                                      cudaStreamCaptureMode, cudaStreamCaptureModeRelaxed,
-                                      cudaStreamCaptureStatus, cudaStreamCaptureStatusNone,
-                                      cudaStreamLegacy, cudaStream_t, cudaSuccess)
+                                      cudaGraphInstantiateFlagUseNodePriority, cudaGraphNode_t,
+                                      cudaGraphNodeParams, cudaGraphNodeTypeConditional,
+                                      cudaGraph_t, cudaStreamCaptureMode,
+                                      cudaStreamCaptureModeRelaxed, cudaStreamCaptureStatus,
+                                      cudaStreamCaptureStatusNone, cudaStreamLegacy,
+                                      cudaStreamNonBlocking, cudaStreamSetCaptureDependencies,
+                                      cudaStream_t, cudaSuccess)
 
-from tensorplay._runtime cimport allocator, device as _device, errors
+from tensorplay._runtime cimport allocator, device as _device, errors, kernels
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.device cimport DeviceSwitch
@@ -117,6 +131,9 @@ cdef class GraphBase:
     def __cinit__(self, *args, **kwargs):
         self.settings = CaptureSettings()
         self.device = -1
+        self.bodies = []
+        self.body_pools = []
+        self.predicates = []
 
     def __dealloc__(self):
         # A forked child must not touch the parent's CUDA objects; errors cannot propagate here.
@@ -175,6 +192,7 @@ cdef class GraphBase:
         self.pool_id = pool_id
         self.holds_pool = True
         self.capture_stream = handle
+        self.capture_mode = capture_mode
         try:
             self.previous_device = _device.current_device()
             self.previous_stream = _stream.current_stream_handle(device)
@@ -216,6 +234,10 @@ cdef class GraphBase:
         if not self.capturing:
             raise RuntimeError("capture_end() called without an open capture; call "
                                "capture_begin() first")
+        if self.bodies:
+            raise RuntimeError(f"capture_end() called with {len(self.bodies)} conditional "
+                               "node(s) still open; call end_capture_to_conditional_node() for "
+                               "each first")
         cdef cudaGraph_t template = NULL
         cdef cudaError_t status = cudaSuccess
         cdef DeviceSwitch saved
@@ -313,6 +335,8 @@ cdef class GraphBase:
         """End an open capture without keeping it, stop routing and restore the stream."""
         cdef cudaGraph_t partial = NULL
         cdef DeviceSwitch saved
+        while self.bodies:
+            self.close_body(False)
         if self.capturing:
             self.capturing = False
             with nogil:
@@ -343,9 +367,92 @@ cdef class GraphBase:
         return 0
 
     cdef int release_pool_reference(self) except -1:
+        cdef PoolId body_pool
+        self.predicates = []
+        while self.body_pools:
+            body_pool.first, body_pool.second = self.body_pools.pop()
+            allocator.release_pool(self.device, body_pool)
         if self.holds_pool:
             self.holds_pool = False
             allocator.release_pool(self.device, self.pool_id)
+        return 0
+
+    # -- conditional nodes (Note [Capture state]) -----------------------------------------------
+
+    cdef int open_body(self, object scalar_pred, int node_type, str what) except -1:
+        if not self.capturing:
+            raise RuntimeError(f"{what} needs an open capture: call it between capture_begin() "
+                               "and capture_end()")
+        cdef TensorCore predicate = _predicate_arg(self, scalar_pred)
+        cdef CUfunction setter = _setter_kernel(self.device)
+        cdef ConditionalBody body = ConditionalBody.__new__(ConditionalBody)
+        body.parent = (<ConditionalBody>self.bodies[-1]).stream if self.bodies \
+            else self.capture_stream
+        body.predicate = predicate
+        body.is_while = node_type == cudaGraphCondTypeWhile
+        cdef unsigned long long body_capture_id = 0
+        cdef PoolId body_pool
+        self.bodies.append(body)  # from here on, close_body() undoes what was done
+        try:
+            _begin_body(self.device, setter, predicate.data, node_type, self.capture_mode, body,
+                        &body_capture_id)
+            body_pool = _pool_for_capture(None)
+            allocator.retain_pool(self.device, body_pool)
+            self.body_pools.append((body_pool.first, body_pool.second))
+            allocator.begin_allocate_to_pool(self.device, body_pool, body_capture_id)
+            body.pool = body_pool
+            body.routing = True
+            self.predicates.append(predicate)
+            if PyThread_get_thread_ident() == self.capture_thread:
+                _stream.put_current_stream(self.device, body.stream)
+        except BaseException:
+            self.close_body(False)  # the capture goes on without this node
+            raise
+        return 0
+
+    cdef int close_body(self, bint keep) except -1:
+        """End the innermost body's capture: kept (its node stays), or on the way to discard."""
+        cdef ConditionalBody body = self.bodies.pop()
+        cdef cudaGraph_t body_graph = NULL
+        cdef cudaError_t status = cudaSuccess
+        cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+        cdef DeviceSwitch saved
+        try:
+            if keep and body.is_while:
+                self.set_predicate(body, body.predicate)  # the loop tests it after each pass
+        finally:
+            try:
+                if body.routing:
+                    body.routing = False
+                    allocator.end_allocate_to_pool(self.device, body.pool)
+            finally:
+                with nogil:
+                    _device.enter_device(self.device, &saved)
+                    if body.capturing:
+                        body.capturing = False
+                        status = cyruntime.cudaStreamEndCapture(body.stream, &body_graph)
+                        if status != cudaSuccess:
+                            cyruntime.cudaGetLastError()
+                    if body.stream != NULL:
+                        cyruntime.cudaThreadExchangeStreamCaptureMode(&mode)
+                        cyruntime.cudaStreamDestroy(body.stream)
+                        cyruntime.cudaThreadExchangeStreamCaptureMode(&mode)
+                        body.stream = NULL
+                    _device.exit_device(&saved)
+                if PyThread_get_thread_ident() == self.capture_thread:
+                    _stream.put_current_stream(self.device, body.parent)
+        if keep and status != cudaSuccess:
+            errors.raise_cuda_error(<int>status, "cudaStreamEndCapture (conditional body)")
+        return 0
+
+    cdef int set_predicate(self, ConditionalBody body, TensorCore predicate) except -1:
+        cdef CUfunction setter = _setter_kernel(self.device)
+        cdef uintptr_t predicate_address = predicate.data
+        cdef void* arguments[2]
+        arguments[0] = &body.handle
+        arguments[1] = &predicate_address
+        with nogil:
+            kernels.launch(self.device, setter, 1, 1, 0, body.stream, arguments)
         return 0
 
     cdef int destroy_graphs(self) except -1:
@@ -374,10 +481,12 @@ cdef class GraphBase:
     # -- the public methods ---------------------------------------------------------------------
 
     cdef object c_begin_capture_to_if_node(self, object scalar_pred):
-        _conditional_nodes_missing("begin_capture_to_if_node()")
+        self.open_body(scalar_pred, cudaGraphCondTypeIf, "begin_capture_to_if_node()")
+        return None
 
     cdef object c_begin_capture_to_while_node(self, object scalar_pred):
-        _conditional_nodes_missing("begin_capture_to_while_node()")
+        self.open_body(scalar_pred, cudaGraphCondTypeWhile, "begin_capture_to_while_node()")
+        return None
 
     cdef object c_capture_begin(self, object pool, object capture_error_mode, object stream):
         if isinstance(pool, str) and pool == UNSET:
@@ -413,7 +522,12 @@ cdef class GraphBase:
         return None
 
     cdef object c_end_capture_to_conditional_node(self):
-        _conditional_nodes_missing("end_capture_to_conditional_node()")
+        if not self.bodies:
+            raise RuntimeError("end_capture_to_conditional_node() called without an open "
+                               "conditional node; call begin_capture_to_if_node() or "
+                               "begin_capture_to_while_node() first")
+        self.close_body(True)
+        return None
 
     cdef object c_instantiate(self):
         # capture_end() instantiates, so that replay never pays for it.
@@ -457,7 +571,15 @@ cdef class GraphBase:
         return None
 
     cdef object c_set_conditional_handle_for_current_node(self, object scalar_pred):
-        _conditional_nodes_missing("set_conditional_handle_for_current_node()")
+        if not self.bodies:
+            raise RuntimeError("set_conditional_handle_for_current_node() called without an open "
+                               "conditional node")
+        cdef TensorCore predicate = _predicate_arg(self, scalar_pred)
+        cdef ConditionalBody body = self.bodies[-1]
+        self.set_predicate(body, predicate)
+        body.predicate = predicate  # what a while node tests again at the end of its body
+        self.predicates.append(predicate)
+        return None
 
     cdef object c_stage_and_launch(self, object static_inputs, object inputs):
         if not isinstance(static_inputs, (list, tuple)):
@@ -511,11 +633,102 @@ cdef int _write_dot(cudaGraph_t template, int device, str path, bint verbose) ex
     return 0
 
 
-cdef int _conditional_nodes_missing(str what) except -1:
-    if not _device.is_available():
-        errors.raise_no_accelerator(what)
-    raise NotImplementedError(f"{what}: conditional graph nodes are not implemented in this "
-                              "build yet; capture and replay are")
+cdef class ConditionalBody:
+    """One open conditional node of a capture (graph.pxd lists its state)."""
+
+
+cdef int _begin_body(int device, CUfunction setter, uintptr_t predicate, int node_type,
+                     int capture_mode, ConditionalBody body,
+                     unsigned long long* body_capture_id) except -1:
+    """Add a conditional node after a predicate-copying kernel; start capturing its body."""
+    cdef cudaStream_t parent = body.parent
+    cdef void* arguments[2]
+    cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
+    cdef cudaGraph_t graph = NULL
+    cdef const cudaGraphNode_t* dependencies = NULL
+    cdef const cudaGraphEdgeData* edges = NULL
+    cdef size_t dependency_count = 0
+    cdef cudaGraphNode_t node = NULL
+    # Zeroed on the heap: C++ cannot default-construct the struct (a union of non-trivial
+    # members), and CUDA wants its unused fields zero.
+    cdef cudaGraphNodeParams* params = <cudaGraphNodeParams*>calloc(1, sizeof(cudaGraphNodeParams))
+    cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+    cdef DeviceSwitch saved
+    if params == NULL:
+        raise MemoryError("cannot allocate the parameters of a conditional graph node")
+    with nogil:
+        _device.enter_device(device, &saved)
+        try:
+            errors.check(cyruntime.cudaStreamGetCaptureInfo(parent, &status, NULL, &graph, NULL,
+                                                            NULL, NULL),
+                         b"cudaStreamGetCaptureInfo")
+            errors.check(cyruntime.cudaGraphConditionalHandleCreate(&body.handle, graph, 0, 0),
+                         b"cudaGraphConditionalHandleCreate")
+            arguments[0] = &body.handle
+            arguments[1] = &predicate
+            kernels.launch(device, setter, 1, 1, 0, parent, arguments)
+            # The node follows the kernel: the capture's frontier now, with its edge data.
+            errors.check(cyruntime.cudaStreamGetCaptureInfo(parent, &status, NULL, &graph,
+                                                            &dependencies, &edges,
+                                                            &dependency_count),
+                         b"cudaStreamGetCaptureInfo")
+            params.type = cudaGraphNodeTypeConditional
+            params.conditional.handle = body.handle
+            params.conditional.type = <cyruntime.cudaGraphConditionalNodeType>node_type
+            params.conditional.size = 1
+            errors.check(cyruntime.cudaGraphAddNode(&node, graph, dependencies, edges,
+                                                    dependency_count, params),
+                         b"cudaGraphAddNode")
+            errors.check(cyruntime.cudaStreamUpdateCaptureDependencies(
+                parent, &node, NULL, 1, cudaStreamSetCaptureDependencies),
+                b"cudaStreamUpdateCaptureDependencies")
+            # Creating the body's stream is not captured work: relaxed mode around it.
+            errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                         b"cudaThreadExchangeStreamCaptureMode")
+            try:
+                errors.check(cyruntime.cudaStreamCreateWithFlags(&body.stream,
+                                                                 cudaStreamNonBlocking),
+                             b"cudaStreamCreateWithFlags")
+            finally:
+                errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                             b"cudaThreadExchangeStreamCaptureMode")
+            errors.check(cyruntime.cudaStreamBeginCaptureToGraph(
+                body.stream, params.conditional.phGraph_out[0], NULL, NULL, 0,
+                <cudaStreamCaptureMode>capture_mode), b"cudaStreamBeginCaptureToGraph")
+            body.capturing = True
+            errors.check(cyruntime.cudaStreamGetCaptureInfo(body.stream, &status,
+                                                            body_capture_id, NULL, NULL, NULL,
+                                                            NULL),
+                         b"cudaStreamGetCaptureInfo")
+        finally:
+            free(params)
+            _device.exit_device(&saved)
+    return 0
+
+
+cdef TensorCore _predicate_arg(GraphBase graph, object value):
+    if not isinstance(value, TensorCore):
+        raise TypeError(f"scalar_pred must be a tensorplay Tensor, got {type(value).__name__}")
+    cdef TensorCore predicate = value
+    if (predicate.dtype_object.name != "bool" or predicate.element_count != 1
+            or predicate.device_index != graph.device):
+        raise ValueError(f"scalar_pred must be a single-element bool tensor on cuda:"
+                         f"{graph.device}, got {predicate.element_count} element(s) of "
+                         f"{predicate.dtype_object.name} on "
+                         f"{'cpu' if predicate.device_index < 0 else predicate.device_index}")
+    return predicate
+
+
+cdef CUfunction _setter_kernel(int device) except NULL:
+    """The predicate-copying kernel; loading it is not captured work, so relaxed mode."""
+    cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+    errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                 b"cudaThreadExchangeStreamCaptureMode")
+    try:
+        return kernels.get_kernel(device, "graphs", "set_conditional", "")
+    finally:
+        errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                     b"cudaThreadExchangeStreamCaptureMode")
 
 
 cdef class CUDAGraphCore(GraphBase):

@@ -191,6 +191,97 @@ def test_stage_and_launch_copies_inputs_then_replays(quiet_device):
     assert values(out) == {8.0}
 
 
+# -- conditional nodes ---------------------------------------------------------------------------
+
+
+def test_if_node_runs_its_body_only_while_the_predicate_is_true(quiet_device):
+    x = warmed(0.0, 1024)
+    flag = tp.zeros(1, dtype=tp.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        x += 1
+        g.begin_capture_to_if_node(flag)
+        x += 10
+        g.end_capture_to_conditional_node()
+    g.replay()
+    assert values(x) == {1.0}
+    flag.fill_(True)
+    g.replay()
+    assert values(x) == {12.0}
+
+
+def test_while_node_loops_until_its_body_clears_the_predicate(quiet_device):
+    counter = warmed(0.0, 1)
+    keep_going = tp.zeros(1, dtype=tp.bool, device="cuda")
+    keep_going.copy_(counter < 5)  # the comparison and copy kernels load before the capture
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        keep_going.copy_(counter < 5)
+        g.begin_capture_to_while_node(keep_going)
+        counter += 1
+        keep_going.copy_(counter < 5)  # allocates inside the body: from the body's pool
+        g.end_capture_to_conditional_node()
+    assert values(counter) == {0.0}
+    g.replay()
+    assert values(counter) == {5.0}
+    counter.fill_(2.0)
+    g.replay()
+    assert values(counter) == {5.0}
+    counter.fill_(7.0)
+    g.replay()
+    assert values(counter) == {7.0}  # tested before the first pass: no iteration
+
+
+def test_set_conditional_handle_refreshes_the_innermost_node(quiet_device):
+    counter = warmed(0.0, 1)
+    keep_going = tp.zeros(1, dtype=tp.bool, device="cuda")
+    stop = tp.zeros(1, dtype=tp.bool, device="cuda")
+    go = tp.ones(1, dtype=tp.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        g.begin_capture_to_while_node(go)
+        counter += 1
+        g.set_conditional_handle_for_current_node(stop)  # one pass only
+        g.end_capture_to_conditional_node()
+    g.replay()
+    assert values(counter) == {1.0}
+
+
+def test_conditional_node_misuse_is_a_clear_error(quiet_device):
+    x = warmed(0.0, 1024)
+    flag = tp.ones(1, dtype=tp.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    g.capture_begin()
+    with pytest.raises(TypeError, match="scalar_pred must be a tensorplay Tensor"):
+        g.begin_capture_to_if_node(True)
+    with pytest.raises(ValueError, match="single-element bool tensor"):
+        g.begin_capture_to_if_node(tp.ones(2, dtype=tp.bool, device="cuda"))
+    g.begin_capture_to_if_node(flag)
+    x += 1
+    with pytest.raises(RuntimeError, match="still open"):
+        g.capture_end()
+    g.end_capture_to_conditional_node()
+    g.capture_end()
+    g.replay()
+    assert values(x) == {1.0}
+
+
+def test_an_exception_inside_a_conditional_body_unwinds_everything(quiet_device):
+    x = warmed(0.0, 1024)
+    before = accelerator.current_stream()
+    flag = tp.ones(1, dtype=tp.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    with pytest.raises(KeyError):
+        with cuda.graph(g):
+            g.begin_capture_to_if_node(flag)
+            x += 1
+            raise KeyError("inside the body")
+    gc.collect()
+    memory.empty_cache()
+    assert memory.memory_stats()["num_graph_pools"] == 0
+    _assert_clean_after_failure(g, x, before)
+
+
 # -- clear errors --------------------------------------------------------------------------------
 
 

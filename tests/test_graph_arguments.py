@@ -102,3 +102,15 @@ def test_pool_id_before_capture_is_the_pool_the_graph_will_share():
     assert accelerator.Graph(pool=handle).pool() == handle
     assert accelerator.Graph(pool=handle).pool_id == handle
     assert accelerator.Graph().pool() is None and cuda.CUDAGraph().pool_id is None
+
+
+def test_conditional_nodes_need_an_open_capture():
+    g = cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match=r"begin_capture_to_if_node\(\) needs an open capture"):
+        g.begin_capture_to_if_node(None)
+    with pytest.raises(RuntimeError, match=r"begin_capture_to_while_node\(\) needs an open"):
+        accelerator.Graph().begin_capture_to_while_node(None)
+    with pytest.raises(RuntimeError, match="without an open conditional node"):
+        g.end_capture_to_conditional_node()
+    with pytest.raises(RuntimeError, match="without an open conditional node"):
+        g.set_conditional_handle_for_current_node(None)
