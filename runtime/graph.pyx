@@ -42,6 +42,7 @@ from libc.stdint cimport uintptr_t
 from libc.stdlib cimport calloc, free
 
 from cuda.bindings cimport cyruntime
+from cuda.bindings cimport cydriver
 from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureImplicit,
                                       cudaGraphCondTypeIf, cudaGraphCondTypeWhile,
@@ -720,15 +721,25 @@ cdef TensorCore _predicate_arg(GraphBase graph, object value):
 
 
 cdef CUfunction _setter_kernel(int device) except NULL:
-    """The predicate-copying kernel; loading it is not captured work, so relaxed mode."""
+    """The predicate-copying kernel, loaded now: its first launch is inside a capture, where
+    lazy loading must not happen. Loading is not captured work, so relaxed mode."""
     cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+    cdef CUfunction function = NULL
+    cdef DeviceSwitch saved
     errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                  b"cudaThreadExchangeStreamCaptureMode")
     try:
-        return kernels.get_kernel(device, "graphs", "set_conditional", "")
+        function = kernels.get_kernel(device, "graphs", "set_conditional", "")
+        with nogil:
+            _device.enter_device(device, &saved)
+            try:
+                errors.check_driver(cydriver.cuFuncLoad(function), b"cuFuncLoad")
+            finally:
+                _device.exit_device(&saved)
     finally:
         errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                      b"cudaThreadExchangeStreamCaptureMode")
+    return function
 
 
 cdef class CUDAGraphCore(GraphBase):
