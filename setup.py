@@ -6,10 +6,10 @@ The package is assembled in build/package/ before cythonizing:
 so that `cimport tensorplay._runtime.device` resolves exactly as the installed module names.
 
 Note [Incremental build]
-A fresh build cythonizes every module once, in parallel, then compiles the modules in parallel,
-one compiler per CPU. Cythonizing waits for build_ext instead of happening when setup.py is
-loaded, because pip loads setup.py more than once per install (for the build requirements and
-the metadata too). pip builds in the source tree, so build/ survives between installs, and a
+A fresh build cythonizes every module once and compiles it, with one Cython process and one
+compiler per CPU, each module compiled as soon as its C++ is ready (BuildExt.build_extensions).
+Cythonizing waits for build_ext instead of happening when setup.py is loaded, because pip loads
+setup.py more than once per install (for the build requirements and the metadata too). pip builds in the source tree, so build/ survives between installs, and a
 rebuild redoes only what a change reaches:
 - staging copies a source only when its bytes differ from the staged copy, so an unchanged
   source keeps its old modification time and a changed one becomes newer than its outputs;
@@ -35,6 +35,7 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 STAGE = ROOT / "build" / "package"
 BUILD_INFO = STAGE / "tensorplay" / "_build_info.py"
+CYTHON_DIRECTIVES = {"language_level": 3, "binding": True, "embedsignature": True}
 
 # Headers that cimporting cyruntime, cydriver and cynvrtc pulls into the generated C++
 # (docs/design.md, "Building against CUDA headers"); crt/host_defines.h is the one the runtime
@@ -85,23 +86,24 @@ def header_origin(directory, headers):
 
     pip deletes an isolated build environment, and with it the header wheels installed there,
     so a wheel is named by its distribution and version rather than by its path. A toolkit is
-    named by its resolved path and its version.
+    named by its resolved path and its version. The wheel is looked for beside the header
+    itself, not on sys.path, which need not list the site directory the header came from.
     """
     from importlib.metadata import distributions
 
     sample = (directory / headers[0]).resolve()
-    for distribution in distributions():
-        name = distribution.metadata["Name"] or ""
-        if not name.lower().startswith("nvidia"):
-            continue
-        base = Path(distribution.locate_file("")).resolve()
-        if not sample.is_relative_to(base):
-            continue
-        relative = sample.relative_to(base).as_posix()
-        if any(str(entry) == relative for entry in distribution.files or ()):
-            return f"{name} {distribution.version} (wheel)"
-    root = directory.resolve().parent
-    return f"CUDA toolkit {toolkit_version(root) or '(version unknown)'} at {root}"
+    for site in sample.parents:
+        for distribution in distributions(path=[str(site)]):
+            name = distribution.metadata["Name"] or ""
+            if not name.lower().startswith("nvidia"):
+                continue
+            relative = sample.relative_to(site).as_posix()
+            if any(str(entry) == relative for entry in distribution.files or ()):
+                return f"{name} {distribution.version} (wheel)"
+    if (directory / "cuda.h").is_file():
+        root = directory.resolve().parent
+        return f"CUDA toolkit {toolkit_version(root) or '(version unknown)'} at {root}"
+    return str(directory.resolve())
 
 
 def toolkit_version(root):
@@ -211,8 +213,8 @@ class BuildPy(build_py):
 
 
 class BuildExt(build_ext):
-    """Cythonize, then compile in parallel (Note [Incremental build]); and put a compiled
-    package module at PACKAGE/__init__.<suffix>.
+    """Cythonize and compile in parallel (Note [Incremental build]); and put a compiled package
+    module at PACKAGE/__init__.<suffix>.
 
     A package's extension is named after the package ("tensorplay.accelerator") so Cython gives
     its classes that module name; only the file goes inside the package directory, where the
@@ -226,23 +228,38 @@ class BuildExt(build_ext):
             self.parallel = os.cpu_count() or 1
 
     def run(self):
-        from Cython.Build import cythonize
-
-        include_dirs = [str(d) for d in dict.fromkeys(find_cuda_headers().values())]
-        cythonized = cythonize(
-            [Extension(ext.name, ext.sources, language="c++") for ext in self.extensions],
-            include_path=[str(STAGE)],
-            compiler_directives={"language_level": 3, "binding": True, "embedsignature": True},
-            nthreads=self.parallel,
-            quiet=True,
-        )
-        sources = {ext.name: ext.sources for ext in cythonized}
-        for ext in self.extensions:
-            ext.sources = sources[ext.name]
-            ext.include_dirs = include_dirs
         if not self.inplace:
             self.prune_build_lib()
         super().run()
+
+    def build_extensions(self):
+        """Cythonize each module in a worker process and compile it, in a worker thread (the
+        compiler is a subprocess), as soon as its C++ is ready: cythonizing the next modules
+        overlaps with compiling the first, and no CPU waits for a whole phase to end."""
+        from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+        from Cython.Build import cythonize
+
+        self.check_extensions_list(self.extensions)
+        include_dirs = [str(d) for d in dict.fromkeys(find_cuda_headers().values())]
+        workers = os.cpu_count() if self.parallel is True else self.parallel
+        # Largest first, so that no CPU sits idle at the end waiting for one long job.
+        order = sorted(self.extensions, key=lambda ext: -os.path.getsize(ext.sources[0]))
+        with ProcessPoolExecutor(workers) as cython, ThreadPoolExecutor(workers) as compilers:
+            cythonizing = {
+                cython.submit(cythonize, [Extension(ext.name, ext.sources, language="c++")],
+                              include_path=[str(STAGE)], compiler_directives=CYTHON_DIRECTIVES,
+                              quiet=True): ext
+                for ext in order
+            }
+            compiling = []
+            for done in as_completed(cythonizing):
+                ext = cythonizing[done]
+                (cythonized,) = done.result()
+                ext.sources = cythonized.sources
+                ext.include_dirs = include_dirs
+                compiling.append(compilers.submit(self.build_extension, ext))
+            for build in compiling:
+                build.result()
 
     def prune_build_lib(self):
         """Delete from build/lib* every file this build does not produce (a module whose source

@@ -10,6 +10,8 @@ cdef enum:
     OP_SUB = 1
     OP_MUL = 2
     OP_DIV = 3
+    OP_DIV_TRUNC = 4             # torch.div(rounding_mode="trunc")
+    OP_DIV_FLOOR = 5             # torch.div(rounding_mode="floor")
     OP_EQ = 0
     OP_NE = 1
     OP_LT = 2
@@ -48,3 +50,12 @@ cdef int reduce(int device, DtypeCore dtype, uintptr_t a, int64_t count, int op,
 cdef int matmul_f32(int device, uintptr_t a, uintptr_t b, uintptr_t c, int m, int n, int k,
                     cudaStream_t stream) except -1
 cdef bytes scalar_bits(DtypeCore dtype, object value)
+# The tensor methods of PyTorch beyond the operators: add/sub with alpha, clamp, where.
+cdef int add_scaled(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, object alpha,
+                    uintptr_t out, int64_t count, cudaStream_t stream) except -1
+cdef int clamp(int device, DtypeCore dtype, uintptr_t a, uintptr_t low, uintptr_t high,
+               object low_scalar, object high_scalar, uintptr_t out, int64_t count,
+               cudaStream_t stream) except -1
+cdef int where(int device, DtypeCore dtype, uintptr_t condition, uintptr_t a, uintptr_t b,
+               object a_scalar, object b_scalar, uintptr_t out, int64_t count,
+               cudaStream_t stream) except -1

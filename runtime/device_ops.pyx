@@ -249,3 +249,81 @@ cdef int matmul_f32(int device, uintptr_t a, uintptr_t b, uintptr_t c, int m, in
     arguments[4] = &n
     arguments[5] = &k
     return kernels.launch(device, function, tiles, 256, 0, stream, arguments)
+
+
+# --------------------------------------------------------------------------------------------
+# The tensor methods of PyTorch beyond the operators (tensor.pyx): add/sub with alpha, clamp,
+# where.
+
+
+cdef int add_scaled(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, object alpha,
+                    uintptr_t out, int64_t count, cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "add_scaled", scalar_typedef(dtype))
+    cdef bytes alpha_value = accumulator_bits(dtype, alpha)
+    cdef unsigned char alpha_bytes[8]
+    memcpy(alpha_bytes, <const char*>alpha_value, len(alpha_value))
+    cdef void* arguments[5]
+    arguments[0] = &a
+    arguments[1] = &b
+    arguments[2] = alpha_bytes
+    arguments[3] = &out
+    arguments[4] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef enum:
+    CLAMP_LOW = 1               # ClampBounds in kernels/elementwise.cu
+    CLAMP_HIGH = 2
+
+
+cdef int clamp(int device, DtypeCore dtype, uintptr_t a, uintptr_t low, uintptr_t high,
+               object low_scalar, object high_scalar, uintptr_t out, int64_t count,
+               cudaStream_t stream) except -1:
+    """A bound is the tensor at low/high when that is not 0, else the scalar unless None."""
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "clamp", scalar_typedef(dtype))
+    cdef int bounds = (CLAMP_LOW if low or low_scalar is not None else 0) | \
+        (CLAMP_HIGH if high or high_scalar is not None else 0)
+    cdef bytes low_value = accumulator_bits(dtype, 0 if low_scalar is None else low_scalar)
+    cdef bytes high_value = accumulator_bits(dtype, 0 if high_scalar is None else high_scalar)
+    cdef unsigned char low_bytes[8]
+    cdef unsigned char high_bytes[8]
+    memcpy(low_bytes, <const char*>low_value, len(low_value))
+    memcpy(high_bytes, <const char*>high_value, len(high_value))
+    cdef void* arguments[8]
+    arguments[0] = &a
+    arguments[1] = &low
+    arguments[2] = &high
+    arguments[3] = low_bytes
+    arguments[4] = high_bytes
+    arguments[5] = &bounds
+    arguments[6] = &out
+    arguments[7] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int where(int device, DtypeCore dtype, uintptr_t condition, uintptr_t a, uintptr_t b,
+               object a_scalar, object b_scalar, uintptr_t out, int64_t count,
+               cudaStream_t stream) except -1:
+    """An operand is the tensor at a/b when that is not 0, else its scalar."""
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "where", scalar_typedef(dtype))
+    cdef bytes a_value = scalar_bits(dtype, 0 if a_scalar is None else a_scalar)
+    cdef bytes b_value = scalar_bits(dtype, 0 if b_scalar is None else b_scalar)
+    cdef unsigned char a_bytes[8]
+    cdef unsigned char b_bytes[8]
+    memcpy(a_bytes, <const char*>a_value, len(a_value))
+    memcpy(b_bytes, <const char*>b_value, len(b_value))
+    cdef void* arguments[7]
+    arguments[0] = &condition
+    arguments[1] = &a
+    arguments[2] = &b
+    arguments[3] = a_bytes
+    arguments[4] = b_bytes
+    arguments[5] = &out
+    arguments[6] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)

@@ -222,20 +222,103 @@ cdef TensorCore contiguous_on_device(TensorCore tensor):
 
 
 cdef int check_same(TensorCore a, TensorCore b, str what) except -1:
-    if a.device_index != b.device_index:
-        raise ValueError(f"{what}: the tensors are on different devices, {device_text(a.device_index)} "
-                         f"and {device_text(b.device_index)}; move one with .to()")
-    if a.sizes != b.sizes:
-        raise ValueError(f"{what}: shapes {a.sizes} and {b.sizes} differ; tensorplay supports "
-                         "operands of equal shape or a Python scalar (no broadcasting)")
+    check_shape_and_device(a, b, what)
     if a.dtype_object is not b.dtype_object:
         raise TypeError(f"{what}: dtypes {a.dtype_object.name} and {b.dtype_object.name} differ; "
                         "convert one with .to(dtype)")
     return 0
 
 
+cdef int check_shape_and_device(TensorCore a, TensorCore b, str what) except -1:
+    if a.device_index != b.device_index:
+        raise ValueError(f"{what}: the tensors are on different devices, {device_text(a.device_index)} "
+                         f"and {device_text(b.device_index)}; move one with .to()")
+    if a.sizes != b.sizes:
+        raise ValueError(f"{what}: shapes {a.sizes} and {b.sizes} differ; tensorplay supports "
+                         "operands of equal shape or a Python scalar (no broadcasting)")
+    return 0
+
+
 cdef bint is_scalar(object value):
     return isinstance(value, (bool, int, float))
+
+
+cdef DtypeCore float32_if_float(DtypeCore dtype, object scalar):
+    """dtype, or float32 for a non-floating dtype meeting a float scalar, as PyTorch promotes."""
+    if isinstance(scalar, float) and not dtype.floating:
+        return dtypes.named_dtype("float32")
+    return dtype
+
+
+cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_division,
+                                bint inplace, str name):
+    """The result dtype of tensor (op) other under the operators' rules, which it checks: other
+    is a tensor of the same shape, dtype and device or a Python scalar; no bool arithmetic;
+    integers divide truly into float32; an in-place result keeps the tensor's dtype."""
+    if isinstance(other, TensorCore):
+        check_same(tensor, other, name)
+    elif not is_scalar(other):
+        raise TypeError(f"{name}: the other operand must be a tensor or a Python scalar, got "
+                        f"{type(other).__name__}")
+    if tensor.dtype_object.name == "bool":
+        raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
+                        ".to(tensorplay.int64) first")
+    cdef DtypeCore result = float32_if_float(tensor.dtype_object, other)
+    if true_division and not result.floating:
+        result = dtypes.named_dtype("float32")  # true division, as PyTorch
+    if inplace:
+        check_in_place(tensor, result, name)
+    return result
+
+
+cdef int check_in_place(TensorCore tensor, DtypeCore result, str name) except -1:
+    if result is not tensor.dtype_object:
+        raise TypeError(f"{name}: the result is {result.name}, which cannot be stored in place "
+                        f"into a {tensor.dtype_object.name} tensor")
+    return 0
+
+
+cdef int division_op(object rounding_mode, str name) except -1:
+    """The kernel operation of torch.div's rounding_mode."""
+    if rounding_mode is None:
+        return device_ops.OP_DIV
+    if rounding_mode == "trunc":
+        return device_ops.OP_DIV_TRUNC
+    if rounding_mode == "floor":
+        return device_ops.OP_DIV_FLOOR
+    if not isinstance(rounding_mode, str):
+        raise TypeError(f"{name}: rounding_mode must be None, 'trunc' or 'floor', got "
+                        f"{type(rounding_mode).__name__}")
+    raise ValueError(f"{name}: rounding_mode must be None, 'trunc' or 'floor', got "
+                     f"{rounding_mode!r:.200}")
+
+
+cdef object cpu_binary(int op, object a, object b):
+    """a (op) b in numpy; a and b are arrays or Python scalars."""
+    if op == device_ops.OP_DIV_TRUNC or op == device_ops.OP_DIV_FLOOR:
+        if np().result_type(a, b).kind in "iu":
+            if np().any(np().asarray(b) == 0):
+                # PyTorch's CPU kernels raise too; numpy would give 0 with a warning.
+                raise ZeroDivisionError("div: integer division by zero (other has a zero)")
+            quotient = np().floor_divide(a, b)
+            if op == device_ops.OP_DIV_TRUNC:  # floor + 1 where inexact and the signs differ
+                quotient = quotient + ((np().remainder(a, b) != 0) & ((np().asarray(a) < 0) !=
+                                                                      (np().asarray(b) < 0)))
+            return quotient
+        with np().errstate(divide="ignore", invalid="ignore"):
+            if op == device_ops.OP_DIV_TRUNC:
+                return np().trunc(np().true_divide(a, b))
+            return np().floor_divide(a, b)
+    return getattr(np(), NUMPY_BINARY[op])(a, b)
+
+
+cdef object opmath(TensorCore tensor):
+    """The CPU values in the type CUDA kernels compute in (accumulate<> in kernels/common.cu):
+    float32 for 16-bit floats, int64 for integers, so that both devices round alike."""
+    values = computable(tensor)
+    if tensor.dtype_object.floating:
+        return values.astype(np().float32) if tensor.dtype_object.itemsize == 2 else values
+    return values.astype(np().int64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -443,6 +526,19 @@ cdef class TensorCore:
     cdef object c_zero_(self):
         return self.c_fill_(0)
 
+    # random_ops cimports this module, so it is imported here, not cimported.
+    cdef object c_uniform_(self, object low, object high, object generator):
+        from tensorplay._runtime import random_ops
+        return random_ops.uniform_(self, low, high, generator)
+
+    cdef object c_normal_(self, object mean, object std, object generator):
+        from tensorplay._runtime import random_ops
+        return random_ops.normal_(self, mean, std, generator)
+
+    cdef object c_bernoulli_(self, object p, object generator):
+        from tensorplay._runtime import random_ops
+        return random_ops.bernoulli_(self, p, generator)
+
     cdef object c_clone(self):
         result = new_empty(self.sizes, self.dtype_object, self.device_index)
         copy_into(result, self, False)
@@ -571,33 +667,19 @@ cdef class TensorCore:
     # -- arithmetic -----------------------------------------------------------------------------
 
     cdef object c_binary(self, object other, int op, bint reverse, bint inplace, str name):
-        cdef DtypeCore result_dtype = self.dtype_object
-        if isinstance(other, TensorCore):
-            check_same(self, other, name)
-        elif not is_scalar(other):
-            raise TypeError(f"{name}: the other operand must be a tensor or a Python scalar, got "
-                            f"{type(other).__name__}")
-        if result_dtype.name == "bool":
-            raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
-                            ".to(tensorplay.int64) first")
-        if not result_dtype.floating and (op == device_ops.OP_DIV or isinstance(other, float)):
-            result_dtype = dtypes.named_dtype("float32")  # true division, as PyTorch
-        if inplace and result_dtype is not self.dtype_object:
-            raise TypeError(f"{name}: the result is {result_dtype.name}, which cannot be stored "
-                            f"in place into a {self.dtype_object.name} tensor")
+        cdef DtypeCore result_dtype = arithmetic_dtype(self, other, op == device_ops.OP_DIV,
+                                                       inplace, name)
         left = self if result_dtype is self.dtype_object else self.c_to(None, result_dtype,
                                                                           False, False)
         right = other
         if isinstance(other, TensorCore) and result_dtype is not self.dtype_object:
             right = (<TensorCore>other).c_to(None, result_dtype, False, False)
         if self.device_index == CPU:
-            a, b = computable(left), computable(right) if isinstance(right, TensorCore) else right
-            ufunc = getattr(np(), NUMPY_BINARY[op])
-            values = ufunc(b, a) if reverse else ufunc(a, b)
-            if inplace:
-                self.array[...] = stored(values, result_dtype)
-                return self
-            return wrap_cpu(np().asarray(stored(values, result_dtype), order="C"), result_dtype)
+            # In the kernels' types, so that integers wrap like CUDA's and like PyTorch's (numpy
+            # refuses a Python int outside the array's own dtype).
+            a, b = opmath(left), opmath(right) if isinstance(right, TensorCore) else right
+            values = cpu_binary(op, b, a) if reverse else cpu_binary(op, a, b)
+            return self.c_cpu_result(values, result_dtype, inplace)
         left = contiguous_on_device(left)
         output = self if inplace and is_contiguous(self) else \
             new_empty(self.sizes, result_dtype, self.device_index)
@@ -740,6 +822,123 @@ cdef class TensorCore:
 
     cdef object c_sqrt(self):
         return self.c_unary(device_ops.OP_SQRT)
+
+    # -- PyTorch's named arithmetic and clamp, under the operators' rules (c_binary) ------------
+
+    cdef object c_add_scaled(self, object other, object alpha):
+        return self.c_scaled(other, alpha, False, False)
+
+    cdef object c_sub_scaled(self, object other, object alpha):
+        return self.c_scaled(other, alpha, True, False)
+
+    cdef object c_add_scaled_(self, object other, object alpha):
+        return self.c_scaled(other, alpha, False, True)
+
+    cdef object c_sub_scaled_(self, object other, object alpha):
+        return self.c_scaled(other, alpha, True, True)
+
+    cdef object c_scaled(self, object other, object alpha, bint subtract, bint inplace):
+        """self + alpha * other, or self - alpha * other, as torch.add and torch.sub."""
+        cdef TensorCore output
+        name = ("sub" if subtract else "add") + ("_" if inplace else "")
+        cdef DtypeCore result_dtype = arithmetic_dtype(self, other, False, inplace, name)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+            raise TypeError(f"{name}: alpha must be an int or float, got {alpha!r:.200}")
+        if isinstance(alpha, float) and not result_dtype.floating:
+            raise TypeError(f"{name}: alpha must be an int for a {result_dtype.name} result, got "
+                            f"{alpha!r} (a float alpha needs floating-point operands, as in "
+                            "PyTorch)")
+        cdef int op = device_ops.OP_SUB if subtract else device_ops.OP_ADD
+        if not isinstance(other, TensorCore):
+            return self.c_binary(other * alpha, op, False, inplace, name)
+        if alpha == 1:
+            return self.c_binary(other, op, False, inplace, name)
+        scale = -alpha if subtract else alpha
+        if self.device_index == CPU:
+            return self.c_cpu_result(opmath(self) + scale * opmath(other), result_dtype, inplace)
+        left, right = contiguous_on_device(self), contiguous_on_device(other)
+        output = self.c_output(result_dtype, inplace)
+        device_ops.add_scaled(self.device_index, result_dtype, (<TensorCore>left).data,
+                              (<TensorCore>right).data, scale, output.data, self.element_count,
+                              current_stream(self.device_index))
+        return self.c_finish(output, inplace)
+
+    cdef object c_div(self, object other, object rounding_mode):
+        return self.c_binary(other, division_op(rounding_mode, "div"), False, False, "div")
+
+    cdef object c_div_(self, object other, object rounding_mode):
+        return self.c_binary(other, division_op(rounding_mode, "div_"), False, True, "div_")
+
+    cdef object c_clamp(self, object min, object max):
+        return self.c_clamp_bounds(min, max, False)
+
+    cdef object c_clamp_(self, object min, object max):
+        return self.c_clamp_bounds(min, max, True)
+
+    cdef object c_clamp_bounds(self, object low, object high, bint inplace):
+        """min(max(self, low), high) as torch.clamp; a bound is a tensor, a scalar or None."""
+        cdef TensorCore output
+        name = "clamp_" if inplace else "clamp"
+        if low is None and high is None:
+            raise ValueError(f"{name}: at least one of min and max must not be None")
+        if self.dtype_object.name == "bool":
+            raise TypeError(f"{name}: bool tensors are not supported; convert with "
+                            ".to(tensorplay.int64) first")
+        cdef DtypeCore result_dtype = self.dtype_object
+        for argument, bound in (("min", low), ("max", high)):
+            if isinstance(bound, TensorCore):
+                check_same(self, bound, f"{name}: {argument}")
+            elif bound is not None and not is_scalar(bound):
+                raise TypeError(f"{name}: {argument} must be a tensor, a Python scalar or None, "
+                                f"got {type(bound).__name__}")
+            else:
+                result_dtype = float32_if_float(result_dtype, bound)
+        if inplace:
+            check_in_place(self, result_dtype, name)
+        source = self.c_to(None, result_dtype, False, False)
+        bounds = [(<TensorCore>bound).c_to(None, result_dtype, False, False)
+                  if isinstance(bound, TensorCore) else bound for bound in (low, high)]
+        if self.device_index == CPU:
+            values = opmath(source)
+            if low is not None:
+                values = np().maximum(values, opmath(bounds[0]) if isinstance(low, TensorCore)
+                                      else low)
+            if high is not None:
+                values = np().minimum(values, opmath(bounds[1]) if isinstance(high, TensorCore)
+                                      else high)
+            return self.c_cpu_result(values, result_dtype, inplace)
+        source = contiguous_on_device(source)
+        bounds = [contiguous_on_device(bound) if isinstance(bound, TensorCore) else bound
+                  for bound in bounds]
+        output = self.c_output(result_dtype, inplace)
+        device_ops.clamp(self.device_index, result_dtype, (<TensorCore>source).data,
+                         (<TensorCore>bounds[0]).data if isinstance(low, TensorCore) else 0,
+                         (<TensorCore>bounds[1]).data if isinstance(high, TensorCore) else 0,
+                         None if isinstance(low, TensorCore) else low,
+                         None if isinstance(high, TensorCore) else high,
+                         output.data, self.element_count, current_stream(self.device_index))
+        return self.c_finish(output, inplace)
+
+    cdef object c_cpu_result(self, object values, DtypeCore dtype, bint inplace):
+        """numpy values computed from this CPU tensor, stored as dtype: into self in place, or
+        as a new tensor."""
+        if inplace:
+            self.array[...] = stored(values, dtype)
+            return self
+        return wrap_cpu(np().asarray(stored(values, dtype), order="C"), dtype)
+
+    cdef TensorCore c_output(self, DtypeCore dtype, bint inplace):
+        """Where a CUDA result is written: self in place when contiguous, else a new tensor."""
+        if inplace and is_contiguous(self):
+            return self
+        return new_empty(self.sizes, dtype, self.device_index)
+
+    cdef object c_finish(self, TensorCore output, bint inplace):
+        """The result of an operation written to output (see c_output)."""
+        if inplace and output is not self:
+            copy_on_device(self, output)
+            return self
+        return output
 
     # -- reductions -----------------------------------------------------------------------------
 
@@ -956,3 +1155,59 @@ cdef object as_tensor(object data, object dtype, object device):
 cdef object from_dlpack(object ext_tensor):
     from tensorplay._runtime import interop
     return interop.from_dlpack(ext_tensor)
+
+
+cdef object where(object condition, object input, object other):
+    if not isinstance(condition, TensorCore) or \
+            (<TensorCore>condition).dtype_object.name != "bool":
+        got = f"a {(<TensorCore>condition).dtype_object.name} tensor" \
+            if isinstance(condition, TensorCore) else type(condition).__name__
+        raise TypeError(f"where: condition must be a bool tensor (a comparison such as x > 0), "
+                        f"got {got}")
+    cdef TensorCore mask = condition
+    for argument, value in (("input", input), ("other", other)):
+        if isinstance(value, TensorCore):
+            check_shape_and_device(mask, value, f"where: condition and {argument}")
+        elif not is_scalar(value):
+            raise TypeError(f"where: {argument} must be a tensor or a Python scalar, got "
+                            f"{type(value).__name__}")
+    if isinstance(input, TensorCore) and isinstance(other, TensorCore):
+        check_same(input, other, "where: input and other")
+    cdef DtypeCore result_dtype = where_dtype(input, other)
+    operands = [(<TensorCore>value).c_to(None, result_dtype, False, False)
+                if isinstance(value, TensorCore) else value for value in (input, other)]
+    if mask.device_index == CPU:
+        chosen = np().where(mask.array, *[
+            (<TensorCore>value).array if isinstance(value, TensorCore)
+            else stored(np().array(value), result_dtype) for value in operands])
+        return wrap_cpu(np().asarray(chosen, order="C"), result_dtype)
+    operands = [contiguous_on_device(value) if isinstance(value, TensorCore) else value
+                for value in operands]
+    mask = contiguous_on_device(mask)
+    output = new_empty(mask.sizes, result_dtype, mask.device_index)
+    a, b = operands
+    device_ops.where(mask.device_index, result_dtype, mask.data,
+                     (<TensorCore>a).data if isinstance(a, TensorCore) else 0,
+                     (<TensorCore>b).data if isinstance(b, TensorCore) else 0,
+                     None if isinstance(a, TensorCore) else a,
+                     None if isinstance(b, TensorCore) else b,
+                     (<TensorCore>output).data, mask.element_count,
+                     current_stream(mask.device_index))
+    return output
+
+
+cdef DtypeCore where_dtype(object input, object other):
+    """The dtype of where(condition, input, other), by PyTorch's type promotion restricted to the
+    operators' rule (two tensors share one dtype): a scalar changes a tensor's dtype only when
+    of a higher kind (bool < integer < floating), to that kind's default (int64, float32); two
+    scalars give the default of the higher kind."""
+    cdef DtypeCore result = dtypes.named_dtype("bool")
+    for value in (input, other):
+        if isinstance(value, TensorCore):
+            result = (<TensorCore>value).dtype_object
+    for value in (input, other):
+        if isinstance(value, int) and not isinstance(value, bool) and result.name == "bool":
+            result = dtypes.named_dtype("int64")
+    for value in (input, other):
+        result = float32_if_float(result, value)
+    return result

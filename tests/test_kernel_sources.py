@@ -23,7 +23,7 @@ def compile_for_sm90(source, typedefs):
 def test_elementwise_kernels_compile_for_every_dtype(element):
     cubin = compile_for_sm90("elementwise", f"typedef {element} scalar_t;\n")
     for function in (b"fill", b"binary", b"binary_vector4", b"binary_scalar", b"compare",
-                     b"compare_scalar", b"unary"):
+                     b"compare_scalar", b"unary", b"add_scaled", b"clamp", b"where"):
         assert function in cubin
 
 
@@ -53,6 +53,15 @@ def test_conditional_node_kernel_compiles_and_calls_the_device_runtime():
     assert b"set_conditional" in cubin and b"cudaGraphSetConditional" in cubin
 
 
+@pytest.mark.parametrize("element", ELEMENT_TYPES)
+def test_random_kernels_compile_for_every_dtype(element):
+    cubin = compile_for_sm90("philox", f"typedef {element} scalar_t;\n")
+    for function in (b"uniform", b"normal", b"bernoulli", b"randint32", b"randint64",
+                     b"set_replay_state"):
+        assert function in cubin
+
+
 def test_every_shipped_source_is_covered():
     assert set(kernels.kernel_source_names()) == {"common", "elementwise", "reduce", "copy",
-                                                  "matmul", "selftest", "graphs"}
+                                                  "matmul", "selftest", "philox",
+                                                  "graphs"}

@@ -26,10 +26,20 @@ __all__ = [
     "empty_like",
     "zeros_like",
     "allclose",
+    "where",
+    "rand",
+    "randn",
+    "randint",
+    "rand_like",
+    "randn_like",
+    "manual_seed",
+    "seed",
+    "initial_seed",
     "device",
     "dtype",
     "Tensor",
     "OutOfMemoryError",
+    "Generator",
     "bool",
     "uint8",
     "int8",
@@ -199,6 +209,140 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
     """
 
 
+def where(condition: Tensor, input: Tensor | builtins.bool | int | float, other: Tensor | builtins.bool | int | float) -> Tensor:
+    """Elements of input where condition holds, else of other.
+
+    Args:
+        condition: a bool tensor, such as a comparison's result.
+        input: taken where condition holds: a tensor of condition's shape and device, or a
+            Python scalar.
+        other: taken elsewhere: likewise; two tensors must share one dtype.
+
+    Returns:
+        Tensor: a new tensor of condition's shape; a scalar beside a tensor of a lower kind
+            (bool < integer < floating) gives int64 or float32, as PyTorch promotes.
+    """
+
+
+def rand(*size: int | tuple[int, ...] | list[int], generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+    """A tensor of random numbers drawn uniformly from [0, 1).
+
+    Philox4x32-10: one seed gives the same values on the CPU and on every GPU.
+
+    Args:
+        *size: the shape, as ints or one sequence.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: float16, bfloat16, float32 or float64; None for float32.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+
+    Returns:
+        Tensor: a tensor of uniform values in [0, 1).
+
+    Raises:
+        TypeError: size holds a non-int, or dtype is not a floating-point dtype.
+        ValueError: size holds a negative number, or generator is on another device.
+    """
+
+
+def randn(*size: int | tuple[int, ...] | list[int], generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+    """A tensor of random numbers from the standard normal distribution (mean 0, variance 1).
+
+    Args:
+        *size: the shape, as ints or one sequence.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: float16, bfloat16, float32 or float64; None for float32.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+
+    Returns:
+        Tensor: a tensor of standard normal values.
+
+    Raises:
+        TypeError: size holds a non-int, or dtype is not a floating-point dtype.
+        ValueError: size holds a negative number, or generator is on another device.
+    """
+
+
+def randint(low: int, high: int | tuple[int, ...] | list[int], size: tuple[int, ...] | list[int] | None = None, *, generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+    """A tensor of random integers drawn uniformly from [low, high).
+
+    Args:
+        low: the lowest value; with two arguments, randint(high, size), it is high and low is 0.
+        high: one above the highest value (or the size, in the two-argument form).
+        size: the shape; None in the two-argument form.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: an integer or floating-point dtype that holds [low, high); None for int64.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+
+    Returns:
+        Tensor: a tensor of integers drawn uniformly from [low, high).
+
+    Raises:
+        TypeError: low or high is not an int, size is not a sequence of ints, or dtype is bool.
+        ValueError: low >= high, [low, high) does not fit in dtype, or size holds a negative
+            number.
+    """
+
+
+def rand_like(input: Tensor, *, generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+    """A tensor shaped like input of random numbers drawn uniformly from [0, 1).
+
+    Args:
+        input: the tensor whose shape (and by default dtype and device) to use.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: a floating-point dtype; None keeps input's.
+        device: the device; None keeps input's.
+
+    Returns:
+        Tensor: a tensor of uniform values in [0, 1).
+    """
+
+
+def randn_like(input: Tensor, *, generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+    """A tensor shaped like input of random numbers from the standard normal distribution.
+
+    Args:
+        input: the tensor whose shape (and by default dtype and device) to use.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: a floating-point dtype; None keeps input's.
+        device: the device; None keeps input's.
+
+    Returns:
+        Tensor: a tensor of standard normal values.
+    """
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default CPU generator and the default generator of every CUDA device.
+
+    Seeding CUDA devices is deferred until CUDA is first used, so it never initialises CUDA.
+
+    Args:
+        seed: the seed, -2**63 to 2**64 - 1; negative seeds are read as unsigned 64-bit.
+
+    Returns:
+        Generator: the default CPU generator.
+    """
+
+
+def seed() -> int:
+    """Seed the default CPU generator and every CUDA device's with one non-deterministic seed.
+
+    Returns:
+        int: the seed.
+    """
+
+
+def initial_seed() -> int:
+    """The seed of the default CPU generator.
+
+    Returns:
+        int: the seed.
+    """
+
+
 class device:
     """A device on which memory lives and work runs: "cpu" or "cuda" with an optional index.
 
@@ -351,6 +495,41 @@ class Tensor:
 
     def zero_(self) -> Tensor:
         """Set every element to zero.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def uniform_(self, low: int | float = 0, high: int | float = 1, *, generator: Generator | None = None) -> Tensor:
+        """Fill with numbers drawn uniformly from [low, high) (floating-point tensors).
+
+        Args:
+            low: the lowest value (PyTorch's from).
+            high: the end, excluded (PyTorch's to).
+            generator: the generator to draw from; None for the default generator of the device.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def normal_(self, mean: int | float = 0, std: int | float = 1, *, generator: Generator | None = None) -> Tensor:
+        """Fill with numbers from the normal distribution (floating-point tensors).
+
+        Args:
+            mean: the mean.
+            std: the standard deviation, >= 0.
+            generator: the generator to draw from; None for the default generator of the device.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def bernoulli_(self, p: int | float = 0.5, *, generator: Generator | None = None) -> Tensor:
+        """Fill with 1 with probability p and 0 otherwise (a dropout-style mask; any dtype).
+
+        Args:
+            p: the probability of a 1, in [0, 1].
+            generator: the generator to draw from; None for the default generator of the device.
 
         Returns:
             Tensor: self.
@@ -527,6 +706,121 @@ class Tensor:
 
         Returns:
             Tensor: the (m, n) product.
+        """
+
+    def add(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+        """Elementwise sum with other scaled by alpha.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self + alpha * other; float32 for an integer tensor with a float scalar.
+        """
+
+    def sub(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+        """Elementwise difference with other scaled by alpha.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self - alpha * other; float32 for an integer tensor with a float scalar.
+        """
+
+    def mul(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+        """Elementwise product.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+
+        Returns:
+            Tensor: the result; float32 for an integer tensor with a float scalar.
+        """
+
+    def div(self, other: Tensor | builtins.bool | int | float, *, rounding_mode: str | None = None) -> Tensor:
+        """Elementwise division, rounded as rounding_mode says.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
+                toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
+                division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
+
+        Returns:
+            Tensor: the quotient.
+        """
+
+    def add_(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+        """In-place add(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def sub_(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+        """In-place sub(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def mul_(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+        """In-place mul(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def div_(self, other: Tensor | builtins.bool | int | float, *, rounding_mode: str | None = None) -> Tensor:
+        """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
+                toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
+                division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def clamp(self, min: Tensor | builtins.bool | int | float | None = None, max: Tensor | builtins.bool | int | float | None = None) -> Tensor:
+        """Elementwise clamp into [min, max]; at least one bound must be given.
+
+        Args:
+            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
+                None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: min(max(self, min), max); NaN stays NaN; float32 for an integer tensor with a
+                float bound.
+        """
+
+    def clamp_(self, min: Tensor | builtins.bool | int | float | None = None, max: Tensor | builtins.bool | int | float | None = None) -> Tensor:
+        """In-place clamp(); the result must keep this tensor's dtype.
+
+        Args:
+            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
+                None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: self.
         """
 
     def record_stream(self, stream: Stream) -> None:
@@ -846,6 +1140,71 @@ class OutOfMemoryError(RuntimeError):
 
     A RuntimeError; the message gives the requested, allocated, reserved and free bytes.
     """
+
+
+class Generator:
+    """A Philox4x32-10 random-number generator for the CPU or one CUDA device.
+
+    Its state is a seed and an offset; random ops taking generator= draw from it and advance
+    the offset. A new generator starts from seed 67280421310721, PyTorch's default.
+
+    Args:
+        device: where the tensors it fills live ("cpu", "cuda", "cuda:1", a device or an index).
+    """
+
+    def __init__(self, device: _TensorDeviceLike = 'cpu') -> None: ...
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Set the seed and restart the stream (offset 0).
+
+        Args:
+            seed: the seed, -2**63 to 2**64 - 1; negative seeds are read as unsigned 64-bit.
+
+        Returns:
+            Generator: self.
+        """
+
+    def seed(self) -> int:
+        """Seed from a non-deterministic source and restart the stream.
+
+        Returns:
+            int: the new seed.
+        """
+
+    def initial_seed(self) -> int:
+        """The seed this generator was last seeded with.
+
+        Returns:
+            int: the seed.
+        """
+
+    def get_state(self) -> Tensor:
+        """The generator state, to restore later with set_state().
+
+        Returns:
+            Tensor: a CPU uint8 tensor of 16 bytes: u64 seed then u64 offset, little-endian.
+        """
+
+    def set_state(self, new_state: Any) -> Generator:
+        """Restore a state saved with get_state().
+
+        Args:
+            new_state: a state from get_state(): a uint8 tensor or any 16-byte buffer.
+
+        Returns:
+            Generator: self.
+        """
+
+    def __repr__(self) -> str:
+        """Describe the generator.
+
+        Returns:
+            str: the device and seed.
+        """
+
+    @property
+    def device(self) -> device:
+        """The device whose tensors this generator fills."""
 
 bool: dtype
 """Boolean, one byte per element."""

@@ -9,6 +9,8 @@ from tensorplay._runtime cimport device as _device
 from tensorplay._runtime cimport dtypes as _dtypes
 from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport public as _public
+from tensorplay._runtime cimport random_ops as _random_ops
+from tensorplay._runtime cimport rng as _rng
 from tensorplay._runtime cimport tensor as _tensor
 from tensorplay._runtime import errors as _errors_classes
 
@@ -24,10 +26,20 @@ __all__ = [
     "empty_like",
     "zeros_like",
     "allclose",
+    "where",
+    "rand",
+    "randn",
+    "randint",
+    "rand_like",
+    "randn_like",
+    "manual_seed",
+    "seed",
+    "initial_seed",
     "device",
     "dtype",
     "Tensor",
     "OutOfMemoryError",
+    "Generator",
     "bool",
     "uint8",
     "int8",
@@ -206,6 +218,149 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         bool: whether every element is close.
     """
     return _tensor.allclose(input, other, rtol, atol, equal_nan)
+
+
+def where(condition, input, other):
+    """Elements of input where condition holds, else of other.
+
+    Args:
+        condition: a bool tensor, such as a comparison's result.
+        input: taken where condition holds: a tensor of condition's shape and device, or a
+            Python scalar.
+        other: taken elsewhere: likewise; two tensors must share one dtype.
+
+    Returns:
+        Tensor: a new tensor of condition's shape; a scalar beside a tensor of a lower kind
+            (bool < integer < floating) gives int64 or float32, as PyTorch promotes.
+    """
+    return _tensor.where(condition, input, other)
+
+
+def rand(*size, generator=None, dtype=None, device=None):
+    """A tensor of random numbers drawn uniformly from [0, 1).
+
+    Philox4x32-10: one seed gives the same values on the CPU and on every GPU.
+
+    Args:
+        *size: the shape, as ints or one sequence.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: float16, bfloat16, float32 or float64; None for float32.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+
+    Returns:
+        Tensor: a tensor of uniform values in [0, 1).
+
+    Raises:
+        TypeError: size holds a non-int, or dtype is not a floating-point dtype.
+        ValueError: size holds a negative number, or generator is on another device.
+    """
+    return _random_ops.rand(size, generator, dtype, device)
+
+
+def randn(*size, generator=None, dtype=None, device=None):
+    """A tensor of random numbers from the standard normal distribution (mean 0, variance 1).
+
+    Args:
+        *size: the shape, as ints or one sequence.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: float16, bfloat16, float32 or float64; None for float32.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+
+    Returns:
+        Tensor: a tensor of standard normal values.
+
+    Raises:
+        TypeError: size holds a non-int, or dtype is not a floating-point dtype.
+        ValueError: size holds a negative number, or generator is on another device.
+    """
+    return _random_ops.randn(size, generator, dtype, device)
+
+
+def randint(low, high, size=None, *, generator=None, dtype=None, device=None):
+    """A tensor of random integers drawn uniformly from [low, high).
+
+    Args:
+        low: the lowest value; with two arguments, randint(high, size), it is high and low is 0.
+        high: one above the highest value (or the size, in the two-argument form).
+        size: the shape; None in the two-argument form.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: an integer or floating-point dtype that holds [low, high); None for int64.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+
+    Returns:
+        Tensor: a tensor of integers drawn uniformly from [low, high).
+
+    Raises:
+        TypeError: low or high is not an int, size is not a sequence of ints, or dtype is bool.
+        ValueError: low >= high, [low, high) does not fit in dtype, or size holds a negative
+            number.
+    """
+    return _random_ops.randint(low, high, size, generator, dtype, device)
+
+
+def rand_like(input, *, generator=None, dtype=None, device=None):
+    """A tensor shaped like input of random numbers drawn uniformly from [0, 1).
+
+    Args:
+        input: the tensor whose shape (and by default dtype and device) to use.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: a floating-point dtype; None keeps input's.
+        device: the device; None keeps input's.
+
+    Returns:
+        Tensor: a tensor of uniform values in [0, 1).
+    """
+    return _random_ops.rand_like(input, generator, dtype, device)
+
+
+def randn_like(input, *, generator=None, dtype=None, device=None):
+    """A tensor shaped like input of random numbers from the standard normal distribution.
+
+    Args:
+        input: the tensor whose shape (and by default dtype and device) to use.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: a floating-point dtype; None keeps input's.
+        device: the device; None keeps input's.
+
+    Returns:
+        Tensor: a tensor of standard normal values.
+    """
+    return _random_ops.randn_like(input, generator, dtype, device)
+
+
+def manual_seed(seed):
+    """Seed the default CPU generator and the default generator of every CUDA device.
+
+    Seeding CUDA devices is deferred until CUDA is first used, so it never initialises CUDA.
+
+    Args:
+        seed: the seed, -2**63 to 2**64 - 1; negative seeds are read as unsigned 64-bit.
+
+    Returns:
+        Generator: the default CPU generator.
+    """
+    return _rng.manual_seed_everywhere(seed)
+
+
+def seed():
+    """Seed the default CPU generator and every CUDA device's with one non-deterministic seed.
+
+    Returns:
+        int: the seed.
+    """
+    return _rng.seed_everywhere()
+
+
+def initial_seed():
+    """The seed of the default CPU generator.
+
+    Returns:
+        int: the seed.
+    """
+    return _rng.initial_seed_cpu()
 
 
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
@@ -395,6 +550,44 @@ cdef class Tensor(_tensor.TensorCore):
             Tensor: self.
         """
         return self.c_zero_()
+
+    def uniform_(self, low=0, high=1, *, generator=None):
+        """Fill with numbers drawn uniformly from [low, high) (floating-point tensors).
+
+        Args:
+            low: the lowest value (PyTorch's from).
+            high: the end, excluded (PyTorch's to).
+            generator: the generator to draw from; None for the default generator of the device.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_uniform_(low, high, generator)
+
+    def normal_(self, mean=0, std=1, *, generator=None):
+        """Fill with numbers from the normal distribution (floating-point tensors).
+
+        Args:
+            mean: the mean.
+            std: the standard deviation, >= 0.
+            generator: the generator to draw from; None for the default generator of the device.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_normal_(mean, std, generator)
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        """Fill with 1 with probability p and 0 otherwise (a dropout-style mask; any dtype).
+
+        Args:
+            p: the probability of a 1, in [0, 1].
+            generator: the generator to draw from; None for the default generator of the device.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_bernoulli_(p, generator)
 
     def clone(self):
         """A copy with its own memory.
@@ -590,6 +783,131 @@ cdef class Tensor(_tensor.TensorCore):
             Tensor: the (m, n) product.
         """
         return self.c_matmul(other)
+
+    def add(self, other, *, alpha=1):
+        """Elementwise sum with other scaled by alpha.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self + alpha * other; float32 for an integer tensor with a float scalar.
+        """
+        return self.c_add_scaled(other, alpha)
+
+    def sub(self, other, *, alpha=1):
+        """Elementwise difference with other scaled by alpha.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self - alpha * other; float32 for an integer tensor with a float scalar.
+        """
+        return self.c_sub_scaled(other, alpha)
+
+    def mul(self, other):
+        """Elementwise product.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+
+        Returns:
+            Tensor: the result; float32 for an integer tensor with a float scalar.
+        """
+        return self.c_mul(other)
+
+    def div(self, other, *, rounding_mode=None):
+        """Elementwise division, rounded as rounding_mode says.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
+                toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
+                division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
+
+        Returns:
+            Tensor: the quotient.
+        """
+        return self.c_div(other, rounding_mode)
+
+    def add_(self, other, *, alpha=1):
+        """In-place add(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_add_scaled_(other, alpha)
+
+    def sub_(self, other, *, alpha=1):
+        """In-place sub(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_sub_scaled_(other, alpha)
+
+    def mul_(self, other):
+        """In-place mul(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_imul(other)
+
+    def div_(self, other, *, rounding_mode=None):
+        """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
+
+        Args:
+            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
+                toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
+                division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_div_(other, rounding_mode)
+
+    def clamp(self, min=None, max=None):
+        """Elementwise clamp into [min, max]; at least one bound must be given.
+
+        Args:
+            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
+                None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: min(max(self, min), max); NaN stays NaN; float32 for an integer tensor with a
+                float bound.
+        """
+        return self.c_clamp(min, max)
+
+    def clamp_(self, min=None, max=None):
+        """In-place clamp(); the result must keep this tensor's dtype.
+
+        Args:
+            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
+                None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_clamp_(min, max)
 
     def record_stream(self, stream):
         """Keep this tensor's memory from reuse until the work queued so far on stream completes.
@@ -951,6 +1269,87 @@ class OutOfMemoryError(_errors_classes.OutOfMemoryErrorCore):
 
 
 _public.register_class("OutOfMemoryErrorCore", OutOfMemoryError)
+
+
+# The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
+# into __text_signature__ so inspect.signature() works on the class (cython/cython#3873).
+cdef class Generator(_rng.GeneratorCore):
+    """Generator(device='cpu')
+--
+
+A Philox4x32-10 random-number generator for the CPU or one CUDA device.
+
+Its state is a seed and an offset; random ops taking generator= draw from it and advance
+the offset. A new generator starts from seed 67280421310721, PyTorch's default.
+
+Args:
+    device: where the tensors it fills live ("cpu", "cuda", "cuda:1", a device or an index).
+"""
+
+    def __init__(self, device='cpu'):
+        self.init(device)
+
+    def manual_seed(self, seed):
+        """Set the seed and restart the stream (offset 0).
+
+        Args:
+            seed: the seed, -2**63 to 2**64 - 1; negative seeds are read as unsigned 64-bit.
+
+        Returns:
+            Generator: self.
+        """
+        return self.c_manual_seed(seed)
+
+    def seed(self):
+        """Seed from a non-deterministic source and restart the stream.
+
+        Returns:
+            int: the new seed.
+        """
+        return self.c_seed()
+
+    def initial_seed(self):
+        """The seed this generator was last seeded with.
+
+        Returns:
+            int: the seed.
+        """
+        return self.c_initial_seed()
+
+    def get_state(self):
+        """The generator state, to restore later with set_state().
+
+        Returns:
+            Tensor: a CPU uint8 tensor of 16 bytes: u64 seed then u64 offset, little-endian.
+        """
+        return self.c_get_state()
+
+    def set_state(self, new_state):
+        """Restore a state saved with get_state().
+
+        Args:
+            new_state: a state from get_state(): a uint8 tensor or any 16-byte buffer.
+
+        Returns:
+            Generator: self.
+        """
+        return self.c_set_state(new_state)
+
+    def __repr__(self):
+        """Describe the generator.
+
+        Returns:
+            str: the device and seed.
+        """
+        return self.repr_text()
+
+    @property
+    def device(self):
+        """The device whose tensors this generator fills."""
+        return self.c_device()
+
+
+_public.register_class("GeneratorCore", Generator)
 
 # Module constants; assigned through globals() because some names (bool) shadow builtins.
 globals()["bool"] = _dtypes.named_dtype("bool")

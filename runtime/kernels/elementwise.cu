@@ -1,15 +1,45 @@
 // Elementwise kernels over contiguous memory. The prelude defines scalar_t, the element type.
 typedef typename accumulate<scalar_t>::type acc_t;
 
-enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3 };
+enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, DIV_TRUNC = 4, DIV_FLOOR = 5 };
 enum CompareOp { EQ = 0, NE = 1, LT = 2, LE = 3, GT = 4, GE = 5 };
 enum UnaryOp { NEG = 0, ABS = 1, RELU = 2, SIN = 3, COS = 4, EXP = 5, SQRT = 6 };
+
+// Division rounded toward zero and toward negative infinity: torch.div's rounding_mode "trunc"
+// and "floor". An integer divided by zero gives 0 rather than undefined behaviour (the CPU raises
+// ZeroDivisionError, as PyTorch's CPU kernels do).
+__device__ inline float divide_trunc(float a, float b) { return truncf(a / b); }
+__device__ inline double divide_trunc(double a, double b) { return trunc(a / b); }
+__device__ inline long long divide_trunc(long long a, long long b) { return b == 0 ? 0 : a / b; }
+
+__device__ inline long long divide_floor(long long a, long long b) {
+    if (b == 0) return 0;
+    long long quotient = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? quotient - 1 : quotient;
+}
+
+// Floating floor division as Python's float // defines it (Objects/floatobject.c, float_divmod),
+// which PyTorch and numpy follow: derived from fmod so that it agrees with the remainder.
+#define DIVIDE_FLOOR_FLOATING(F, FMOD, FLOOR, COPYSIGN)                                        \
+    __device__ inline F divide_floor(F a, F b) {                                               \
+        if (b == (F)0) return a / b;                                                           \
+        F remainder = FMOD(a, b);                                                              \
+        F quotient = (a - remainder) / b;                                                      \
+        if (remainder != (F)0 && (b < (F)0) != (remainder < (F)0)) quotient -= (F)1;           \
+        if (quotient == (F)0) return COPYSIGN((F)0, a / b);                                    \
+        F floored = FLOOR(quotient);                                                           \
+        return quotient - floored > (F)0.5 ? floored + (F)1 : floored;                         \
+    }
+DIVIDE_FLOOR_FLOATING(float, fmodf, floorf, copysignf)
+DIVIDE_FLOOR_FLOATING(double, fmod, floor, copysign)
 
 __device__ inline acc_t apply_binary(int op, acc_t a, acc_t b) {
     switch (op) {
         case ADD: return a + b;
         case SUB: return a - b;
         case MUL: return a * b;
+        case DIV_TRUNC: return divide_trunc(a, b);
+        case DIV_FLOOR: return divide_floor(a, b);
         default: return a / b;
     }
 }
@@ -97,4 +127,38 @@ __device__ inline acc_t apply_unary(int op, acc_t x) {
 
 extern "C" __global__ void unary(const scalar_t* a, scalar_t* out, long long count, int op) {
     GRID_STRIDE_LOOP(i, count) { out[i] = convert<scalar_t>(apply_unary(op, load(a[i]))); }
+}
+
+// a + alpha * b in the accumulation type, as torch.add(a, b, alpha=alpha); sub passes -alpha.
+extern "C" __global__ void add_scaled(const scalar_t* a, const scalar_t* b, acc_t alpha,
+                                      scalar_t* out, long long count) {
+    GRID_STRIDE_LOOP(i, count) { out[i] = convert<scalar_t>(load(a[i]) + alpha * load(b[i])); }
+}
+
+// min(max(x, low), high) as torch.clamp: a NaN in x or in either bound gives NaN, and low > high
+// gives high. bounds says which bounds apply; a null bound tensor selects the scalar instead.
+enum ClampBounds { CLAMP_LOW = 1, CLAMP_HIGH = 2 };
+
+__device__ inline acc_t at_least(acc_t x, acc_t low) { return (x != x || x > low) ? x : low; }
+__device__ inline acc_t at_most(acc_t x, acc_t high) { return (x != x || x < high) ? x : high; }
+
+extern "C" __global__ void clamp(const scalar_t* a, const scalar_t* low_tensor,
+                                 const scalar_t* high_tensor, acc_t low, acc_t high, int bounds,
+                                 scalar_t* out, long long count) {
+    GRID_STRIDE_LOOP(i, count) {
+        acc_t x = load(a[i]);
+        if (bounds & CLAMP_LOW) x = at_least(x, low_tensor ? load(low_tensor[i]) : low);
+        if (bounds & CLAMP_HIGH) x = at_most(x, high_tensor ? load(high_tensor[i]) : high);
+        out[i] = convert<scalar_t>(x);
+    }
+}
+
+// torch.where: elements of a where condition holds, else of b; a null operand tensor selects
+// its scalar instead. Elements are copied, never converted.
+extern "C" __global__ void where(const bool* condition, const scalar_t* a, const scalar_t* b,
+                                 scalar_t a_scalar, scalar_t b_scalar, scalar_t* out,
+                                 long long count) {
+    GRID_STRIDE_LOOP(i, count) {
+        out[i] = condition[i] ? (a ? a[i] : a_scalar) : (b ? b[i] : b_scalar);
+    }
 }

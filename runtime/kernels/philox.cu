@@ -1,0 +1,216 @@
+// Random numbers from Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
+// 3", SC11). The prelude defines scalar_t, the output element type; common.cu comes first.
+//
+// Note [Philox stream layout] (the host reference, runtime/philox.py, follows it exactly)
+// A call that fills `count` elements owns one Philox block per group of PER elements (PER = 4,
+// or 2 for 64-bit values). Group g is cuRAND's curand_init(seed, subsequence=g, offset) followed
+// by one curand4: counter = (offset / 4 as 64 bits in words 0-1, g as 64 bits in words 2-3),
+// key = (seed low, seed high). Every call therefore advances the generator's offset by 4, and
+// the numbers depend only on (seed, offset, element index): not on the grid, the GPU model or
+// the CPU, which draws the same groups with numpy.
+//
+// Transforms: 32-bit words become floats in [0, 1) as (word >> 8) * 2^-24, exact in float; two
+// words become a double in [0, 1) as (((hi << 32) | lo) >> 11) * 2^-53. Scaling uses explicit
+// round-to-nearest multiply and add (no fused multiply-add), so the host computes the same bits.
+// Normals are Box-Muller pairs: u1 in (0, 1], radius sqrt(-2 log u1), angle 2 pi u2.
+
+struct PhiloxState {               // matches PhiloxState in runtime/rng.pxd
+    unsigned long long seed;
+    unsigned long long offset;     // in 32-bit outputs, a multiple of 4
+    // Captured into a CUDA graph: device memory holding (seed, base offset), written before each
+    // replay; offset above is then the offset within the graph, added to the base.
+    const unsigned long long* replay_state;
+};
+
+struct uint4_t { unsigned int x, y, z, w; };
+
+__device__ inline void unpack(const PhiloxState& state, unsigned long long& seed,
+                              unsigned long long& offset) {
+    if (state.replay_state != nullptr) {
+        seed = state.replay_state[0];
+        offset = state.replay_state[1] + state.offset;
+    } else {
+        seed = state.seed;
+        offset = state.offset;
+    }
+}
+
+__device__ inline uint4_t philox4x32_10(uint4_t counter, unsigned int key0, unsigned int key1) {
+#pragma unroll
+    for (int round = 0; round < 10; ++round) {
+        if (round > 0) {
+            key0 += 0x9E3779B9u;
+            key1 += 0xBB67AE85u;
+        }
+        unsigned int hi0 = __umulhi(0xD2511F53u, counter.x), lo0 = 0xD2511F53u * counter.x;
+        unsigned int hi1 = __umulhi(0xCD9E8D57u, counter.z), lo1 = 0xCD9E8D57u * counter.z;
+        counter = {hi1 ^ counter.y ^ key0, lo1, hi0 ^ counter.w ^ key1, lo0};
+    }
+    return counter;
+}
+
+__device__ inline uint4_t draw(unsigned long long seed, unsigned long long offset,
+                               unsigned long long group) {
+    unsigned long long block = offset >> 2;
+    uint4_t counter = {(unsigned int)block, (unsigned int)(block >> 32), (unsigned int)group,
+                       (unsigned int)(group >> 32)};
+    return philox4x32_10(counter, (unsigned int)seed, (unsigned int)(seed >> 32));
+}
+
+// The real type values are computed in: double for double output, float otherwise.
+template <typename T> struct real_of { typedef float type; };
+template <> struct real_of<double> { typedef double type; };
+typedef typename real_of<scalar_t>::type real_t;
+
+// Values per Philox block: four 32-bit draws, or two 64-bit ones.
+#define REAL_PER_DRAW (sizeof(real_t) == 8 ? 2 : 4)
+
+__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
+__device__ inline float unit_float(unsigned int word) {
+    return (float)(word >> 8) * 5.9604644775390625e-08f;  // 2^-24
+}
+__device__ inline double unit_double(unsigned int hi, unsigned int lo) {
+    return (double)((((unsigned long long)hi << 32) | lo) >> 11) * 1.1102230246251565e-16;  // 2^-53
+}
+
+// The uniforms in [0, 1) of one block.
+__device__ inline void uniforms(uint4_t r, float* u) {
+    u[0] = unit_float(r.x); u[1] = unit_float(r.y); u[2] = unit_float(r.z); u[3] = unit_float(r.w);
+}
+__device__ inline void uniforms(uint4_t r, double* u) {
+    u[0] = unit_double(r.x, r.y); u[1] = unit_double(r.z, r.w);
+}
+
+// Standard normals of one block, Box-Muller in the type's own precision. As cuRAND's
+// curand_normal4, float uses the accurate logf (the radius of u1 near 1 needs it) and the fast
+// hardware __sincosf, whose absolute error is about 2^-20.5 over the angle's range (PTX ISA,
+// sin.approx.f32): normals stay within 1e-5 of the host's double-precision ones.
+__device__ inline void normals(uint4_t r, float* z) {
+#pragma unroll
+    for (int pair = 0; pair < 2; ++pair) {
+        unsigned int a = pair ? r.z : r.x, b = pair ? r.w : r.y;
+        float u1 = 1.0f - unit_float(a);               // (0, 1]: log stays finite
+        float radius = sqrtf(-2.0f * logf(u1));
+        float s, c;
+        __sincosf(6.2831853071795865f * unit_float(b), &s, &c);
+        z[2 * pair] = radius * c;
+        z[2 * pair + 1] = radius * s;
+    }
+}
+__device__ inline void normals(uint4_t r, double* z) {
+    double u1 = 1.0 - unit_double(r.x, r.y);
+    double radius = sqrt(-2.0 * log(u1));
+    double s, c;
+    sincospi(2.0 * unit_double(r.z, r.w), &s, &c);
+    z[0] = radius * c;
+    z[1] = radius * s;
+}
+
+// Stores the PER values of group g: one vector store when the group is whole and the output
+// aligned (the common case), else element by element up to count.
+template <int PER> struct alignas(sizeof(scalar_t) * PER) group_t { scalar_t lane[PER]; };
+
+template <int PER>
+__device__ inline void store(scalar_t* out, long long count, long long group, bool aligned,
+                             const scalar_t* values) {
+    long long first = group * PER;
+    if (aligned && first + PER <= count) {
+        group_t<PER> packed;
+#pragma unroll
+        for (int lane = 0; lane < PER; ++lane) packed.lane[lane] = values[lane];
+        reinterpret_cast<group_t<PER>*>(out)[group] = packed;
+    } else {
+        for (int lane = 0; lane < PER && first + lane < count; ++lane) out[first + lane] = values[lane];
+    }
+}
+
+#define GROUP_LOOP(PER)                                                                       \
+    unsigned long long seed, offset;                                                         \
+    unpack(state, seed, offset);                                                             \
+    const bool aligned = ((unsigned long long)out % (sizeof(scalar_t) * (PER))) == 0;         \
+    const long long groups = (count + (PER) - 1) / (PER);                                    \
+    GRID_STRIDE_LOOP(group, groups)
+
+// Uniform on [low, high): low + u * (high - low); a value that rounds to high becomes low, as
+// PyTorch's uniform_ does (pytorch/pytorch#16706).
+extern "C" __global__ void uniform(scalar_t* out, long long count, PhiloxState state, real_t low,
+                                   real_t range, real_t high) {
+    const real_t high_stored = (real_t)load(convert<scalar_t>(high));
+    GROUP_LOOP(REAL_PER_DRAW) {
+        real_t u[REAL_PER_DRAW];
+        uniforms(draw(seed, offset, group), u);
+        scalar_t values[REAL_PER_DRAW];
+#pragma unroll
+        for (int lane = 0; lane < REAL_PER_DRAW; ++lane) {
+            scalar_t value = convert<scalar_t>(add_rn(mul_rn(u[lane], range), low));
+            values[lane] = (real_t)load(value) == high_stored ? convert<scalar_t>(low) : value;
+        }
+        store<REAL_PER_DRAW>(out, count, group, aligned, values);
+    }
+}
+
+extern "C" __global__ void normal(scalar_t* out, long long count, PhiloxState state, real_t mean,
+                                  real_t std) {
+    GROUP_LOOP(REAL_PER_DRAW) {
+        real_t z[REAL_PER_DRAW];
+        normals(draw(seed, offset, group), z);
+        scalar_t values[REAL_PER_DRAW];
+#pragma unroll
+        for (int lane = 0; lane < REAL_PER_DRAW; ++lane) {
+            values[lane] = convert<scalar_t>(add_rn(mul_rn(z[lane], std), mean));
+        }
+        store<REAL_PER_DRAW>(out, count, group, aligned, values);
+    }
+}
+
+// 1 where a uniform in [0, 1) is below p, else 0.
+extern "C" __global__ void bernoulli(scalar_t* out, long long count, PhiloxState state, real_t p) {
+    GROUP_LOOP(REAL_PER_DRAW) {
+        real_t u[REAL_PER_DRAW];
+        uniforms(draw(seed, offset, group), u);
+        scalar_t values[REAL_PER_DRAW];
+#pragma unroll
+        for (int lane = 0; lane < REAL_PER_DRAW; ++lane) {
+            values[lane] = convert<scalar_t>((long long)(u[lane] < p));
+        }
+        store<REAL_PER_DRAW>(out, count, group, aligned, values);
+    }
+}
+
+// Integers in [low, low + range): one 32-bit word per value while range fits in 32 bits, else
+// two words per value. Modulo reduction, as PyTorch's random_from_to (its bias is below
+// range / 2^32, or range / 2^64).
+extern "C" __global__ void randint32(scalar_t* out, long long count, PhiloxState state,
+                                     long long low, unsigned int range) {
+    GROUP_LOOP(4) {
+        uint4_t r = draw(seed, offset, group);
+        scalar_t values[4] = {convert<scalar_t>(low + (long long)(r.x % range)),
+                              convert<scalar_t>(low + (long long)(r.y % range)),
+                              convert<scalar_t>(low + (long long)(r.z % range)),
+                              convert<scalar_t>(low + (long long)(r.w % range))};
+        store<4>(out, count, group, aligned, values);
+    }
+}
+
+extern "C" __global__ void randint64(scalar_t* out, long long count, PhiloxState state,
+                                     long long low, unsigned long long range) {
+    GROUP_LOOP(2) {
+        uint4_t r = draw(seed, offset, group);
+        unsigned long long first = ((unsigned long long)r.x << 32) | r.y;
+        unsigned long long second = ((unsigned long long)r.z << 32) | r.w;
+        scalar_t values[2] = {convert<scalar_t>((long long)((unsigned long long)low + first % range)),
+                              convert<scalar_t>((long long)((unsigned long long)low + second % range))};
+        store<2>(out, count, group, aligned, values);
+    }
+}
+
+// Before each replay of a graph that drew random numbers: the state its kernels read.
+extern "C" __global__ void set_replay_state(unsigned long long* replay_state,
+                                            unsigned long long seed, unsigned long long offset) {
+    replay_state[0] = seed;
+    replay_state[1] = offset;
+}

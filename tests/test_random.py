@@ -1,0 +1,301 @@
+"""Random numbers on the CPU: the Philox reference, the generator API and the random ops.
+
+The CPU generator runs the same Philox4x32-10 stream as the CUDA kernels (Note [Philox stream
+layout] in runtime/kernels/philox.cu); test_gpu_random.py checks the GPU against it.
+"""
+import numpy
+import pytest
+
+import tensorplay
+from tensorplay._runtime import philox
+
+DEFAULT_SEED = 67280421310721
+
+# Random123's known-answer vectors for philox4x32 with 10 rounds (counter, key, output), from
+# https://github.com/DEShawResearch/random123/blob/main/tests/kat_vectors
+KNOWN_ANSWERS = [
+    ((0x00000000, 0x00000000, 0x00000000, 0x00000000), (0x00000000, 0x00000000),
+     (0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8)),
+    ((0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff), (0xffffffff, 0xffffffff),
+     (0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd)),
+    ((0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344), (0xa4093822, 0x299f31d0),
+     (0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1)),
+]
+
+
+def state_of(seed, offset):
+    return list(seed.to_bytes(8, "little") + offset.to_bytes(8, "little"))
+
+
+def values(tensor):
+    return tensor.to(tensorplay.float32).numpy() if tensor.dtype is tensorplay.bfloat16 \
+        else tensor.numpy()
+
+
+# -- the Philox reference ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("counter, key, expected", KNOWN_ANSWERS)
+def test_reference_matches_random123_known_answers(counter, key, expected):
+    output = philox.philox4x32_10(numpy.array([counter], dtype=numpy.uint32), key)
+    assert output.dtype == numpy.uint32
+    assert tuple(int(word) for word in output[0]) == expected
+
+
+def test_reference_is_vectorised_over_counters():
+    counters = numpy.array([answer[0] for answer in KNOWN_ANSWERS], dtype=numpy.uint32)
+    # One key for all rows: the first and last answers share no key, so check row by row.
+    for row, (counter, key, expected) in enumerate(KNOWN_ANSWERS):
+        assert tuple(philox.philox4x32_10(counters, key)[row]) == expected
+
+
+def test_blocks_follow_curand_counter_layout():
+    seed, offset = 0x0123456789ABCDEF, 8 + (5 << 34)
+    block = offset >> 2
+    expected = philox.philox4x32_10(
+        numpy.array([[block & 0xFFFFFFFF, block >> 32, 7, 0],
+                     [block & 0xFFFFFFFF, block >> 32, 8, 0]], dtype=numpy.uint32),
+        (seed & 0xFFFFFFFF, seed >> 32))
+    assert numpy.array_equal(philox.blocks(seed, offset, 7, 2), expected)
+
+
+def test_rand_is_the_documented_transform_of_the_stream():
+    generator = tensorplay.Generator().manual_seed(42)
+    drawn = tensorplay.rand(10, generator=generator).numpy()
+    words = philox.blocks(42, 0, 0, 3).reshape(-1)[:10]
+    assert numpy.array_equal(drawn, (words >> 8).astype(numpy.float32) * numpy.float32(2 ** -24))
+
+
+def test_float64_uniforms_take_two_words_each():
+    generator = tensorplay.Generator().manual_seed(9)
+    drawn = tensorplay.rand(4, generator=generator, dtype=tensorplay.float64).numpy()
+    words = philox.blocks(9, 0, 0, 2).astype(numpy.uint64)
+    expected = (((words[:, 0::2] << numpy.uint64(32)) | words[:, 1::2]) >> numpy.uint64(11))
+    assert numpy.array_equal(drawn, expected.reshape(-1).astype(numpy.float64) * 2.0 ** -53)
+
+
+# -- generators and seeding ---------------------------------------------------------------------
+
+
+def test_new_generator_starts_from_pytorch_default_seed_on_the_cpu():
+    generator = tensorplay.Generator()
+    assert generator.device == tensorplay.device("cpu")
+    assert generator.initial_seed() == DEFAULT_SEED
+    assert generator.get_state().tolist() == state_of(DEFAULT_SEED, 0)
+    assert "cpu" in repr(generator)
+
+
+def test_manual_seed_returns_the_generator_and_restarts_the_stream():
+    generator = tensorplay.Generator()
+    assert generator.manual_seed(5) is generator
+    first = tensorplay.rand(6, generator=generator).numpy()
+    assert generator.get_state().tolist() == state_of(5, 4)
+    generator.manual_seed(5)
+    assert numpy.array_equal(tensorplay.rand(6, generator=generator).numpy(), first)
+
+
+def test_negative_seeds_read_as_unsigned_64_bit():
+    assert tensorplay.Generator().manual_seed(-1).initial_seed() == (1 << 64) - 1
+
+
+def test_each_op_advances_the_offset_by_four():
+    generator = tensorplay.Generator().manual_seed(1)
+    for op in (lambda: tensorplay.rand(1000, generator=generator),
+               lambda: tensorplay.randn(3, generator=generator),
+               lambda: tensorplay.randint(0, 1 << 40, (5,), generator=generator),
+               lambda: tensorplay.zeros(7).bernoulli_(0.5, generator=generator)):
+        before = int.from_bytes(bytes(generator.get_state().tolist()[8:]), "little")
+        op()
+        after = int.from_bytes(bytes(generator.get_state().tolist()[8:]), "little")
+        assert after - before == 4
+
+
+def test_empty_tensors_draw_nothing():
+    generator = tensorplay.Generator().manual_seed(1)
+    assert tensorplay.rand(0, 3, generator=generator).shape == (0, 3)
+    assert generator.get_state().tolist() == state_of(1, 0)
+
+
+def test_consecutive_draws_differ_and_restore_repeats_them():
+    generator = tensorplay.Generator().manual_seed(11)
+    state = generator.get_state()
+    first = tensorplay.rand(1000, generator=generator).numpy()
+    second = tensorplay.rand(1000, generator=generator).numpy()
+    assert not numpy.array_equal(first, second)
+    assert abs(numpy.corrcoef(first, second)[0, 1]) < 0.15
+    assert generator.set_state(state) is generator
+    assert numpy.array_equal(tensorplay.rand(1000, generator=generator).numpy(), first)
+
+
+def test_state_is_a_fresh_uint8_tensor_and_bytes_restore_it():
+    generator = tensorplay.Generator().manual_seed(3)
+    state = generator.get_state()
+    assert state.dtype is tensorplay.uint8 and state.shape == (16,)
+    state[0] = 99  # writable, and a copy: the generator is unchanged
+    assert generator.initial_seed() == 3
+    generator.set_state(bytes(state_of(77, 40)))
+    assert generator.initial_seed() == 77
+    assert generator.get_state().tolist() == state_of(77, 40)
+
+
+def test_seed_draws_a_fresh_seed():
+    generator = tensorplay.Generator()
+    chosen = generator.seed()
+    assert isinstance(chosen, int) and generator.initial_seed() == chosen
+    assert generator.get_state().tolist() == state_of(chosen, 0)
+
+
+def test_top_level_seeding_sets_the_default_cpu_generator():
+    default = tensorplay.manual_seed(2024)
+    assert isinstance(default, tensorplay.Generator)
+    assert tensorplay.initial_seed() == 2024
+    first = tensorplay.rand(8).numpy()
+    assert numpy.array_equal(first, tensorplay.rand(8, generator=tensorplay.Generator()
+                                                    .manual_seed(2024)).numpy())
+    chosen = tensorplay.seed()
+    assert tensorplay.initial_seed() == chosen
+
+
+def test_set_state_rejects_bad_states():
+    generator = tensorplay.Generator()
+    with pytest.raises(ValueError, match="new_state must be 16 bytes"):
+        generator.set_state(bytes(8))
+    with pytest.raises(ValueError, match="not a multiple of 4"):
+        generator.set_state(bytes(state_of(1, 6)))
+    with pytest.raises(TypeError, match="new_state must be a uint8 tensor"):
+        generator.set_state(tensorplay.zeros(16))
+    with pytest.raises(TypeError, match="new_state must be the 16-byte state"):
+        generator.set_state(12)
+    assert generator.get_state().tolist() == state_of(DEFAULT_SEED, 0)
+
+
+def test_seed_argument_errors():
+    with pytest.raises(TypeError, match="seed must be an int, got float"):
+        tensorplay.Generator().manual_seed(1.5)
+    with pytest.raises(ValueError, match="seed must fit in 64 bits"):
+        tensorplay.manual_seed(1 << 64)
+
+
+@pytest.mark.no_gpu
+def test_cuda_generator_needs_an_accelerator():
+    with pytest.raises(RuntimeError, match="no accelerator is available"):
+        tensorplay.Generator("cuda")
+
+
+# -- the random ops on the CPU ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_rand_is_in_unit_interval_for_every_float_dtype(dtype):
+    drawn = tensorplay.rand(4, 1000, dtype=getattr(tensorplay, dtype))
+    assert drawn.dtype is getattr(tensorplay, dtype) and drawn.shape == (4, 1000)
+    array = values(drawn)
+    assert array.min() >= 0.0 and array.max() < 1.0
+    assert 0.45 < array.mean() < 0.55
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_randn_has_unit_variance_for_every_float_dtype(dtype):
+    array = values(tensorplay.randn(200_000, dtype=getattr(tensorplay, dtype))).astype("f8")
+    assert abs(array.mean()) < 0.02 and abs(array.var() - 1.0) < 0.02
+
+
+def test_uniform_and_normal_scale_and_shift():
+    generator = tensorplay.Generator().manual_seed(8)
+    uniform = tensorplay.empty(100_000).uniform_(-3, 5, generator=generator).numpy()
+    assert uniform.min() >= -3 and uniform.max() < 5 and abs(uniform.mean() - 1) < 0.05
+    normal = tensorplay.empty(100_000, dtype=tensorplay.float64).normal_(10, 2).numpy()
+    assert abs(normal.mean() - 10) < 0.05 and abs(normal.std() - 2) < 0.05
+
+
+def test_uniform_never_returns_high_in_half_precision():
+    drawn = tensorplay.empty(1_000_000, dtype=tensorplay.float16).uniform_(0, 1).numpy()
+    assert drawn.max() < 1.0
+
+
+def test_randint_covers_the_range_in_both_call_forms():
+    narrow = tensorplay.randint(-3, 4, (100_000,)).numpy()
+    assert narrow.dtype == numpy.int64 and set(numpy.unique(narrow)) == set(range(-3, 4))
+    two_arguments = tensorplay.randint(10, (5, 6))
+    assert two_arguments.shape == (5, 6) and 0 <= two_arguments.numpy().min()
+    assert two_arguments.numpy().max() < 10
+    wide = tensorplay.randint(-(1 << 62), 1 << 62, (10_000,)).numpy()
+    assert wide.min() >= -(1 << 62) and wide.max() < (1 << 62) and wide.min() < -(1 << 60)
+    small = tensorplay.randint(0, 256, (10_000,), dtype=tensorplay.uint8).numpy()
+    assert small.dtype == numpy.uint8 and small.max() > 250
+
+
+def test_bernoulli_fills_masks_of_any_dtype_at_rate_p():
+    mask = tensorplay.zeros(200_000, dtype=tensorplay.bool).bernoulli_(0.25).numpy()
+    assert mask.dtype == numpy.bool_ and abs(mask.mean() - 0.25) < 0.01
+    ones = tensorplay.zeros(100, dtype=tensorplay.int32).bernoulli_(1.0).numpy()
+    assert (ones == 1).all()
+    assert (tensorplay.ones(100).bernoulli_(0).numpy() == 0).all()
+
+
+def test_like_factories_keep_shape_and_dtype():
+    source = tensorplay.zeros(3, 4, dtype=tensorplay.float64)
+    for factory in (tensorplay.rand_like, tensorplay.randn_like):
+        made = factory(source)
+        assert made.shape == (3, 4) and made.dtype is tensorplay.float64
+        assert factory(source, dtype=tensorplay.float16).dtype is tensorplay.float16
+
+
+def test_strided_targets_get_the_numbers_of_a_contiguous_draw():
+    base = tensorplay.zeros(4, 6)
+    view = base[:, 1:4]
+    view.uniform_(generator=tensorplay.Generator().manual_seed(6))
+    dense = tensorplay.empty(4, 3).uniform_(generator=tensorplay.Generator().manual_seed(6))
+    assert numpy.array_equal(base.numpy()[:, 1:4], dense.numpy())
+    assert (base.numpy()[:, 0] == 0).all() and (base.numpy()[:, 4:] == 0).all()
+
+
+# -- argument errors ----------------------------------------------------------------------------
+
+
+def test_sizes_must_be_non_negative_ints():
+    with pytest.raises(ValueError, match="size must be non-negative"):
+        tensorplay.rand(2, -1)
+    with pytest.raises(TypeError, match="size must be ints"):
+        tensorplay.randn(2.5)
+
+
+def test_dtypes_must_fit_the_op():
+    with pytest.raises(TypeError, match=r"rand\(\): dtype must be one of .*int64"):
+        tensorplay.rand(2, dtype=tensorplay.int64)
+    with pytest.raises(TypeError, match=r"randint\(\): dtype must be one of .*bool"):
+        tensorplay.randint(0, 2, (2,), dtype=tensorplay.bool)
+    with pytest.raises(TypeError, match="uniform_.. needs a floating-point tensor"):
+        tensorplay.zeros(2, dtype=tensorplay.int32).uniform_()
+    with pytest.raises(TypeError, match="normal_.. needs a floating-point tensor"):
+        tensorplay.zeros(2, dtype=tensorplay.bool).normal_()
+    with pytest.raises(TypeError, match="dtype must be a tensorplay dtype"):
+        tensorplay.randn(2, dtype="float32")
+
+
+def test_randint_bounds_are_checked():
+    with pytest.raises(ValueError, match="low must be less than high, got low=5, high=5"):
+        tensorplay.randint(5, 5, (2,))
+    with pytest.raises(ValueError, match=r"\[0, 300\) does not fit in tensorplay.uint8"):
+        tensorplay.randint(0, 300, (2,), dtype=tensorplay.uint8)
+    with pytest.raises(TypeError, match=r"randint\(\): high must be an int"):
+        tensorplay.randint(0, 2.5, (2,))
+    with pytest.raises(TypeError, match="size must be a tuple or list"):
+        tensorplay.randint(0, 3, 4)
+
+
+def test_distribution_parameters_are_checked():
+    with pytest.raises(ValueError, match="needs low <= high"):
+        tensorplay.empty(2).uniform_(3, 1)
+    with pytest.raises(ValueError, match="std must be >= 0, got -1"):
+        tensorplay.empty(2).normal_(0, -1)
+    with pytest.raises(ValueError, match=r"p must be in \[0, 1\], got 1.5"):
+        tensorplay.empty(2).bernoulli_(1.5)
+    with pytest.raises(TypeError, match="p must be an int or float"):
+        tensorplay.empty(2).bernoulli_("0.5")
+
+
+def test_generator_must_be_a_generator():
+    with pytest.raises(TypeError, match="generator must be a tensorplay.Generator or None, "
+                                        "got int"):
+        tensorplay.rand(2, generator=3)
