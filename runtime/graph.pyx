@@ -553,10 +553,11 @@ cdef class GraphBase:
             handle = _stream.current_stream_handle(self.device)
         else:
             handle = _replay_stream(self, stream)
-        # RNG hook (issue 10), where graph-safe RNG plugs in: generators register with
-        # self.capture_id while the capture runs, end() collects the offsets each consumed, and
-        # here every replay advances them, ordered on `handle` before the launch. Graphs that
-        # drew no random numbers pay nothing.
+        # RNG hook (issue 10; the protocol is in rng.pxd): begin() registers the capture
+        # device's default generator (rng.register_capture) before cudaStreamBeginCapture, end()
+        # and discard_capture() collect rng.capture_offset_consumed, and here, for each record
+        # that consumed something, rng.advance_for_replay(record, handle) runs before the
+        # launch. Graphs that drew no random numbers pay nothing.
         with nogil:
             _device.enter_device(self.device, &saved)
             status = cyruntime.cudaGraphLaunch(self.executable, handle)
