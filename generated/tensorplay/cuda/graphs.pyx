@@ -4,6 +4,7 @@
 bulk input staging and graphed callables.
 """
 
+from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport graph as _graph
 from tensorplay._runtime cimport public as _public
 
@@ -29,7 +30,7 @@ def export_dot(file_path):
     Returns:
         str: the path written.
     """
-    return _graph.export_dot(file_path)
+    return _graph.export_dot(_errors.str_arg(file_path, 'file_path'))
 
 
 def graph_pool_handle():
@@ -59,7 +60,7 @@ def graph(cuda_graph, pool=None, stream=None, capture_error_mode='global'):
     Returns:
         Any: a context manager.
     """
-    return _graph.graph_context(cuda_graph, pool, stream, capture_error_mode)
+    return _graph.graph_context(cuda_graph, pool, stream, _errors.str_arg(capture_error_mode, 'capture_error_mode'))
 
 
 def is_current_stream_capturing():
@@ -96,7 +97,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
     Returns:
         Any: the graphed callables, in the same structure as callables.
     """
-    return _graph.make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unused_input, pool, capture_error_mode)
+    return _graph.make_graphed_callables(callables, sample_args, num_warmup_iters, _errors.bool_arg(allow_unused_input, 'allow_unused_input'), pool, _errors.str_arg(capture_error_mode, 'capture_error_mode'))
 
 
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
@@ -145,7 +146,7 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
                 dedicated per-device side stream; the legacy default stream cannot participate in
                 capture.
         """
-        self.c_capture_begin(pool, capture_error_mode, stream)
+        self.c_capture_begin(pool, _errors.str_arg(capture_error_mode, 'capture_error_mode'), stream)
 
     def capture_end(self):
         """End capture and compile the executable (paid here, not on first
