@@ -15,15 +15,15 @@ def per_call_ns(function, number=20_000, repeat=7):
     return min(timeit.repeat(function, number=number, repeat=repeat)) / number * 1e9
 
 
-def raw_c_figures():
-    """{(name, size): figure} from raw_cuda.c, or {} where nvcc is not available."""
+def raw_c_figures(source="raw_cuda.c", arguments=("2000",)):
+    """{(name, size): figure} from a C baseline here, or {} where nvcc is not available."""
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     if not os.path.exists(nvcc):
         return {}
     with tempfile.TemporaryDirectory() as scratch:
-        binary = Path(scratch) / "raw_cuda"
-        subprocess.run([nvcc, "-O2", "-o", str(binary), str(HERE / "raw_cuda.c")], check=True)
-        output = subprocess.run([str(binary), "2000"], check=True, capture_output=True,
+        binary = Path(scratch) / Path(source).stem
+        subprocess.run([nvcc, "-O2", "-o", str(binary), str(HERE / source)], check=True)
+        output = subprocess.run([str(binary), *arguments], check=True, capture_output=True,
                                 text=True).stdout
     figures = {}
     for line in output.splitlines():

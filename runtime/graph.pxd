@@ -1,12 +1,60 @@
+from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraph_t, cudaGraphExec_t,
+                                      cudaStream_t)
+
+from tensorplay._runtime.allocator cimport PoolId
+from tensorplay._runtime.tensor cimport TensorCore
+
+# One open conditional node of a capture: its handle and the stream its body captures on.
+cdef class ConditionalBody:
+    cdef cudaStream_t stream           # owned; destroyed when the body closes
+    cdef cudaStream_t parent           # where capture continues after the body
+    cdef cudaGraphConditionalHandle handle
+    cdef TensorCore predicate
+    cdef bint is_while
+    cdef bint capturing
+    cdef bint routing                  # begin_allocate_to_pool done for the body's pool
+    cdef PoolId pool
+
 cdef class CaptureSettings:
-    cdef object pool                   # what the user gave: None, a handle or another graph
+    cdef object pool                   # checked: None, a pool id tuple or another graph
     cdef int capture_mode              # cudaStreamCaptureMode
 
-# What both public graph classes share; they differ only in their constructors.
+# What both public graph classes share; they differ in their constructors and in the stream a
+# capture takes when none is given (Note [Capture state] in graph.pyx).
 cdef class GraphBase:
     cdef CaptureSettings settings
     cdef bint debug_mode
-    cdef bint captured
+    cdef bint keep_template            # keep the cudaGraph_t after instantiation (debug_dump)
+    cdef bint side_stream_default      # stream=None: the side stream, not the current one
+    cdef int device                    # the capture device; -1 before the first capture
+    cdef cudaStream_t capture_stream
+    cdef unsigned long long capture_id
+    cdef PoolId pool_id
+    cdef bint holds_pool               # retain_pool done: reset() or a failed capture releases
+    cdef bint routing                  # begin_allocate_to_pool done: the capture's end stops it
+    cdef bint capturing                # cudaStreamBeginCapture done and not ended
+    cdef bint stream_swapped           # the capture stream is current on capture_thread
+    cdef cudaGraph_t template
+    cdef cudaGraphExec_t executable
+    cdef int capture_mode              # of the open capture; its conditional bodies inherit it
+    cdef list bodies                   # open conditional bodies, innermost last
+    cdef list body_pools               # (first, second) pool ids retained for bodies' allocations
+    cdef list predicates               # conditional predicates the graph reads at replay
+    cdef int previous_device           # what capture_begin replaced, restored at its end
+    cdef cudaStream_t previous_stream
+    cdef unsigned long capture_thread
+    cdef int begin(self, object pool, int capture_mode, object stream) except -1
+    cdef int begin_on_stream(self, int capture_mode) except -1
+    cdef int end(self) except -1
+    cdef int instantiate_template(self) except -1
+    cdef int finish_block(self, object exc_value) except -1
+    cdef int discard_capture(self) except -1
+    cdef int restore_stream(self) except -1
+    cdef int release_pool_reference(self) except -1
+    cdef int destroy_graphs(self) except -1
+    cdef int open_body(self, object scalar_pred, int node_type, str what) except -1
+    cdef int close_body(self, bint keep) except -1
+    cdef int set_predicate(self, ConditionalBody body, TensorCore predicate) except -1
     cdef object c_begin_capture_to_if_node(self, object scalar_pred)
     cdef object c_begin_capture_to_while_node(self, object scalar_pred)
     cdef object c_capture_begin(self, object pool, object capture_error_mode, object stream)

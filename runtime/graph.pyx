@@ -1,46 +1,123 @@
-# cython: language_level=3
-"""CUDA graph capture and replay: the argument rules and the no-GPU behaviour.
+# cython: language_level=3, auto_pickle=False
+"""CUDA graph capture and replay: CUDAGraph, accelerator.Graph, graph() and private pools.
 
-Capture itself (private pools through allocator.begin_allocate_to_pool, conditional nodes,
-DOT dumps, staging) is the graph-capture issue's work; until it lands, a capture on a machine
-with a GPU raises NotImplementedError saying so, and on a machine without one every capture
-path raises the no-accelerator RuntimeError (docs/design.md, "Without a GPU").
+Note [Capture state]
+A graph object goes through: empty -> capturing (capture_begin) -> executable (capture_end,
+which instantiates) -> empty again (reset). Each step records what it took, so every exit path
+(a failed capture, an exception in the body, reset(), the destructor) gives back exactly that:
+- holds_pool: one reference to the private pool (allocator.retain_pool), released by reset()
+  or by a capture that fails. Allocations made while the capture runs come from that pool
+  (allocator.begin_allocate_to_pool, keyed by the capture id, so work on any stream joined to
+  the capture is routed too); they survive the graph's reset until the tensors are freed, and
+  empty_cache() then returns the memory (PyTorch's rules, docs/design.md).
+- routing: the pool receives the capture's allocations; stopped as soon as the capture ends,
+  before any error is raised, so that no "capture active" state outlives a failed capture.
+- capturing: cudaStreamBeginCapture ran on capture_stream and cudaStreamEndCapture did not.
+- stream_swapped: capture_begin made the capture stream (and its device) current on the
+  capturing thread, so the body's work lands in the capture; its end restores both.
+The capture stream is the one given, else (CUDAGraph, graph()) the device's dedicated side
+stream, or (accelerator.Graph) the current stream unless that is the legacy default stream,
+which cannot capture (CUDA Runtime API, "Stream capture").
+
+Conditional nodes follow the capture-into-body recipe of PyTorch and cuda.core: a one-thread
+kernel copies the predicate into a condition handle, an if or while node joins the capture after
+it, and the node's body graph is captured on a stream of its own (cudaStreamBeginCaptureToGraph)
+that stays current until end_capture_to_conditional_node(); a while node's body copies the
+predicate again as its last step. Allocations in a body go to a private pool of their own (the
+allocator routes one capture id per pool), held like the graph's pool.
+
+Replay is the hot path: no Python objects are created; it reads the current stream from C
+thread-local storage, makes the capture device current and calls cudaGraphLaunch once.
+
+Setting TENSORPLAY_GRAPH_GC=1 makes graph() and accelerator.Graph run gc.collect() on entry,
+before emptying the cache (PyTorch made this opt-in because it is slow for back-to-back
+captures).
 """
-from cuda.bindings cimport cyruntime
-from cuda.bindings.cyruntime cimport (cudaStreamCaptureStatus, cudaStreamCaptureStatusNone)
+import gc
+import os
+import warnings
 
-from tensorplay._runtime cimport allocator, device as _device, errors
+from cpython.pythread cimport PyThread_get_thread_ident
+from libc.stdint cimport uintptr_t
+from libc.stdlib cimport calloc, free
+
+from cuda.bindings cimport cyruntime
+from cuda.bindings cimport cydriver
+from cuda.bindings.cydriver cimport CUfunction
+from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureImplicit,
+                                      cudaGraphCondTypeIf, cudaGraphCondTypeWhile,
+                                      cudaGraphConditionalHandle, cudaGraphDebugDotFlagsVerbose,
+                                      cudaGraphEdgeData, cudaGraphExec_t,
+                                      cudaGraphInstantiateFlagAutoFreeOnLaunch,
+                                      cudaGraphInstantiateFlagUseNodePriority, cudaGraphNode_t,
+                                      cudaGraphNodeParams, cudaGraphNodeTypeConditional,
+                                      cudaGraph_t, cudaStreamCaptureMode,
+                                      cudaStreamCaptureModeRelaxed, cudaStreamCaptureStatus,
+                                      cudaStreamCaptureStatusNone, cudaStreamLegacy,
+                                      cudaStreamNonBlocking, cudaStreamSetCaptureDependencies,
+                                      cudaStream_t, cudaSuccess)
+
+from tensorplay._runtime cimport allocator, device as _device, errors, kernels
 from tensorplay._runtime cimport stream as _stream
+from tensorplay._runtime.allocator cimport PoolId
+from tensorplay._runtime.device cimport DeviceSwitch
+from tensorplay._runtime.stream cimport StreamCore
+from tensorplay._runtime.tensor cimport TensorCore
 
 # capture_error_mode -> cudaStreamCaptureMode (docs/design.md, "Capture rules").
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 UNSET = "__unset__"
 
+# The template of the most recently completed capture, for export_dot(): owned here until the
+# next capture completes (a graph that keeps its own template gives this a clone).
+cdef cudaGraph_t _last_template = NULL
+cdef int _last_device = -1
+cdef bint _last_verbose = False
+
 
 cdef int capture_mode_arg(object value, str argument) except -1:
-    if not isinstance(value, str) or value not in CAPTURE_MODES:
+    # The generated wrappers have checked that value is a str.
+    if value not in CAPTURE_MODES:
         raise ValueError(f"{argument} must be one of {', '.join(map(repr, CAPTURE_MODES))}, "
-                         f"got {value!r}")
+                         f"got {errors.shown(value)}")
     return CAPTURE_MODES[value]
 
 
-cdef int _pool_arg(object pool) except -1:
-    """Accept None, a handle from graph_pool_handle(), a graph, or a graph's pool id."""
+cdef object _pool_arg(object pool):
+    """Check a pool argument: None, a graph, or a pool id such as graph_pool_handle() gives."""
     if pool is None or isinstance(pool, GraphBase):
-        return 0
+        return pool
     if isinstance(pool, tuple) and len(pool) == 2 and all(
-            isinstance(part, int) and not isinstance(part, bool) and part >= 0 for part in pool):
-        return 0
+            isinstance(part, int) and not isinstance(part, bool) for part in pool):
+        if min(pool) < 0 or pool == (0, 0):
+            raise ValueError(f"pool must be an id from graph_pool_handle() or a graph's pool_id "
+                             f"(two non-negative ints, not both zero), got {errors.shown(pool)}")
+        return pool
     raise TypeError(f"pool must be None, a handle from graph_pool_handle(), a graph or a "
-                    f"graph's pool_id, got {pool!r}")
+                    f"graph's pool_id, got {errors.shown(pool)}")
 
 
-cdef int _needs_capture_support(str what) except -1:
-    if not _device.is_available():
-        errors.raise_no_accelerator(what)
-    raise NotImplementedError(
-        f"{what}: CUDA graph capture is not implemented in this build yet (it arrives with "
-        "the graph-capture issue); devices, streams and memory are")
+cdef PoolId _pool_for_capture(object pool) except *:
+    """The pool a capture allocates from, for a pool argument _pool_arg accepted."""
+    cdef PoolId chosen
+    if pool is None:
+        # A graph's own pool is (n, 0), a user handle (0, n): PyTorch's MempoolId_t halves.
+        chosen = allocator.new_pool_handle()
+        chosen.first, chosen.second = chosen.second, 0
+    elif isinstance(pool, GraphBase):
+        if not (<GraphBase>pool).holds_pool:
+            raise ValueError("pool: the graph given holds no pool (it has not captured yet, or "
+                             "was reset); capture it first, or share a handle from "
+                             "graph_pool_handle()")
+        chosen = (<GraphBase>pool).pool_id
+    else:
+        chosen.first, chosen.second = pool
+    return chosen
+
+
+cdef str _cuda_error_text(cudaError_t status):
+    return (f"{cyruntime.cudaGetErrorName(status).decode()} ({<int>status}): "
+            f"{cyruntime.cudaGetErrorString(status).decode()}")
 
 
 cdef class CaptureSettings:
@@ -52,122 +129,688 @@ cdef class CaptureSettings:
 cdef class GraphBase:
     def __cinit__(self, *args, **kwargs):
         self.settings = CaptureSettings()
+        self.device = -1
+        self.bodies = []
+        self.body_pools = []
+        self.predicates = []
+
+    def __dealloc__(self):
+        # A forked child must not touch the parent's CUDA objects; errors cannot propagate here.
+        if not _device.is_initialized() or self.device < 0:
+            return
+        try:
+            self.discard_capture()
+            self.destroy_graphs()
+            self.release_pool_reference()
+        except Exception:
+            pass
+
+    # -- capture ------------------------------------------------------------------------------
+
+    cdef int begin(self, object pool, int capture_mode, object stream) except -1:
+        """Start a capture; the arguments were checked by the caller (Note [Capture state])."""
+        if self.capturing:
+            raise RuntimeError("capture_begin() called while this graph is already capturing; "
+                               "call capture_end() first")
+        if self.executable != NULL:
+            raise RuntimeError("this graph already holds a captured graph; call reset() before "
+                               "capturing into it again, or create a new graph")
+        cdef StreamCore target = stream
+        cdef int device
+        cdef cudaStream_t handle
+        if target is not None:
+            device = target.device_index
+            handle = target.handle
+        else:
+            if not _device.is_available():
+                errors.raise_no_accelerator("graph capture")
+            device = _device.current_device_index()
+            handle = _stream.current_stream_handle(device)
+            if self.side_stream_default or <uintptr_t>handle <= cudaStreamLegacy:
+                handle = _stream.capture_side_stream(device)
+        if <uintptr_t>handle <= cudaStreamLegacy:
+            raise RuntimeError("stream: CUDA graphs cannot be captured on the legacy default "
+                               "stream; pass a tensorplay.cuda.Stream(), or stream=None for the "
+                               "device's side stream")
+        cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
+        cdef DeviceSwitch saved
+        with nogil:
+            _device.enter_device(device, &saved)
+            try:
+                errors.check(cyruntime.cudaStreamIsCapturing(handle, &status),
+                             b"cudaStreamIsCapturing")
+            finally:
+                _device.exit_device(&saved)
+        if status != cudaStreamCaptureStatusNone:
+            raise RuntimeError(f"stream {<uintptr_t>handle:#x} on cuda:{device} is already "
+                               "capturing a graph, and captures cannot nest on one stream; end "
+                               "that capture first, or capture on another stream")
+        cdef PoolId pool_id = _pool_for_capture(pool)
+        allocator.retain_pool(device, pool_id)
+        self.device = device
+        self.pool_id = pool_id
+        self.holds_pool = True
+        self.capture_stream = handle
+        self.capture_mode = capture_mode
+        try:
+            self.previous_device = _device.current_device()
+            self.previous_stream = _stream.current_stream_handle(device)
+            self.capture_thread = PyThread_get_thread_ident()
+            if self.previous_device != device:
+                _device.set_current_device(device)
+            _stream.put_current_stream(device, handle)
+            self.stream_swapped = True
+            self.begin_on_stream(capture_mode)
+            allocator.begin_allocate_to_pool(device, pool_id, self.capture_id)
+            self.routing = True
+        except BaseException:
+            self.discard_capture()
+            self.release_pool_reference()
+            raise
+        return 0
+
+    cdef int begin_on_stream(self, int capture_mode) except -1:
+        cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
+        cdef unsigned long long capture_id = 0
+        cdef DeviceSwitch saved
+        with nogil:
+            _device.enter_device(self.device, &saved)
+            try:
+                errors.check(cyruntime.cudaStreamBeginCapture(
+                    self.capture_stream, <cudaStreamCaptureMode>capture_mode),
+                    b"cudaStreamBeginCapture")
+                self.capturing = True
+                errors.check(cyruntime.cudaStreamGetCaptureInfo(
+                    self.capture_stream, &status, &capture_id, NULL, NULL, NULL, NULL),
+                    b"cudaStreamGetCaptureInfo")
+            finally:
+                _device.exit_device(&saved)
+        self.capture_id = capture_id
+        return 0
+
+    cdef int end(self) except -1:
+        """End the capture and instantiate; a failed capture releases what it took."""
+        if not self.capturing:
+            raise RuntimeError("capture_end() called without an open capture; call "
+                               "capture_begin() first")
+        if self.bodies:
+            raise RuntimeError(f"capture_end() called with {len(self.bodies)} conditional "
+                               "node(s) still open; call end_capture_to_conditional_node() for "
+                               "each first")
+        cdef cudaGraph_t template = NULL
+        cdef cudaError_t status = cudaSuccess
+        cdef DeviceSwitch saved
+        with nogil:
+            _device.enter_device(self.device, &saved)
+            status = cyruntime.cudaStreamEndCapture(self.capture_stream, &template)
+            if status != cudaSuccess:
+                cyruntime.cudaGetLastError()  # reported below; must not surface elsewhere
+            _device.exit_device(&saved)
+        self.capturing = False
+        try:
+            self.discard_capture()  # stops routing and restores the stream
+        except BaseException:
+            self.template = template
+            self.destroy_graphs()
+            self.release_pool_reference()
+            raise
+        if status != cudaSuccess or template == NULL:
+            if template != NULL:
+                cyruntime.cudaGraphDestroy(template)
+            self.release_pool_reference()
+            raise RuntimeError(
+                f"graph capture on cuda:{self.device} failed: {_cuda_error_text(status)}. "
+                "Something inside the capture was not permitted while capturing: a synchronising "
+                "call (synchronize(), item(), tolist(), a copy to the host), work on another "
+                "stream not joined to the capture, or (in 'global' mode) unsafe CUDA work on "
+                "another thread. The capture was discarded, its pool released and the previous "
+                "stream restored")
+        self.template = template
+        try:
+            self.instantiate_template()
+        except BaseException:
+            self.destroy_graphs()
+            self.release_pool_reference()
+            raise
+        return 0
+
+    cdef int instantiate_template(self) except -1:
+        global _last_template, _last_device, _last_verbose
+        cdef size_t node_count = 0
+        cdef cudaGraph_t previous_last
+        cdef cudaGraph_t last = NULL
+        cdef DeviceSwitch saved
+        with nogil:
+            _device.enter_device(self.device, &saved)
+            try:
+                errors.check(cyruntime.cudaGraphGetNodes(self.template, NULL, &node_count),
+                             b"cudaGraphGetNodes")
+                errors.check(cyruntime.cudaGraphInstantiate(
+                    &self.executable, self.template,
+                    cudaGraphInstantiateFlagAutoFreeOnLaunch
+                    | cudaGraphInstantiateFlagUseNodePriority), b"cudaGraphInstantiate")
+                # export_dot() reads the latest template: hand this one over, or a clone when
+                # the graph keeps its own for debug_dump().
+                if self.keep_template:
+                    errors.check(cyruntime.cudaGraphClone(&last, self.template),
+                                 b"cudaGraphClone")
+                else:
+                    last = self.template
+                    self.template = NULL
+            finally:
+                _device.exit_device(&saved)
+        # Swapped with the GIL held throughout, so that two captures ending at once on two
+        # threads cannot both destroy the same template.
+        previous_last = _last_template
+        _last_template, _last_device, _last_verbose = last, self.device, self.debug_mode
+        if previous_last != NULL:
+            cyruntime.cudaGraphDestroy(previous_last)
+        if node_count == 0:
+            warnings.warn(f"the graph captured on cuda:{self.device} is empty: the work probably "
+                          "ran on another stream or device than the capture stream",
+                          RuntimeWarning)
+        return 0
+
+    cdef int finish_block(self, object exc_value) except -1:
+        """End the capture of a with-block: normally, or quietly after the body raised."""
+        if exc_value is None:
+            return self.end()
+        was_capturing = self.capturing
+        try:
+            self.discard_capture()
+            if self.executable == NULL:  # a graph the body already captured keeps its pool
+                self.release_pool_reference()
+        except Exception as cleanup_error:
+            if hasattr(exc_value, "add_note"):
+                exc_value.add_note(f"ending the graph capture also failed: {cleanup_error}")
+            return 0
+        if was_capturing and hasattr(exc_value, "add_note"):
+            exc_value.add_note(f"tensorplay: raised during a graph capture on cuda:{self.device}; "
+                               "the capture was ended and discarded, its pool released and the "
+                               "previous stream restored")
+        return 0
+
+    cdef int discard_capture(self) except -1:
+        """End an open capture without keeping it, stop routing and restore the stream."""
+        cdef cudaGraph_t partial = NULL
+        cdef DeviceSwitch saved
+        while self.bodies:
+            self.close_body(False)
+        if self.capturing:
+            self.capturing = False
+            with nogil:
+                _device.enter_device(self.device, &saved)
+                # Its error (usually "invalidated") is the reason we are here, not news.
+                if cyruntime.cudaStreamEndCapture(self.capture_stream, &partial) != cudaSuccess:
+                    cyruntime.cudaGetLastError()
+                if partial != NULL:
+                    cyruntime.cudaGraphDestroy(partial)
+                _device.exit_device(&saved)
+        try:
+            if self.routing:
+                self.routing = False
+                allocator.end_allocate_to_pool(self.device, self.pool_id)
+        finally:
+            self.restore_stream()
+        return 0
+
+    cdef int restore_stream(self) except -1:
+        if not self.stream_swapped:
+            return 0
+        self.stream_swapped = False
+        if PyThread_get_thread_ident() != self.capture_thread:
+            return 0  # another thread's current stream is not ours to change
+        _stream.put_current_stream(self.device, self.previous_stream)
+        if self.previous_device != self.device:
+            _device.set_current_device(self.previous_device)
+        return 0
+
+    cdef int release_pool_reference(self) except -1:
+        cdef PoolId body_pool
+        self.predicates = []
+        while self.body_pools:
+            body_pool.first, body_pool.second = self.body_pools.pop()
+            allocator.release_pool(self.device, body_pool)
+        if self.holds_pool:
+            self.holds_pool = False
+            allocator.release_pool(self.device, self.pool_id)
+        return 0
+
+    # -- conditional nodes (Note [Capture state]) -----------------------------------------------
+
+    cdef int open_body(self, object scalar_pred, int node_type, str what) except -1:
+        if not self.capturing:
+            raise RuntimeError(f"{what} needs an open capture: call it between capture_begin() "
+                               "and capture_end()")
+        cdef TensorCore predicate = _predicate_arg(self, scalar_pred)
+        cdef CUfunction setter = _setter_kernel(self.device)
+        cdef ConditionalBody body = ConditionalBody.__new__(ConditionalBody)
+        body.parent = (<ConditionalBody>self.bodies[-1]).stream if self.bodies \
+            else self.capture_stream
+        body.predicate = predicate
+        body.is_while = node_type == cudaGraphCondTypeWhile
+        cdef unsigned long long body_capture_id = 0
+        cdef PoolId body_pool
+        self.bodies.append(body)  # from here on, close_body() undoes what was done
+        try:
+            _begin_body(self.device, setter, predicate.data, node_type, self.capture_mode, body,
+                        &body_capture_id)
+            body_pool = _pool_for_capture(None)
+            allocator.retain_pool(self.device, body_pool)
+            self.body_pools.append((body_pool.first, body_pool.second))
+            allocator.begin_allocate_to_pool(self.device, body_pool, body_capture_id)
+            body.pool = body_pool
+            body.routing = True
+            self.predicates.append(predicate)
+            if PyThread_get_thread_ident() == self.capture_thread:
+                _stream.put_current_stream(self.device, body.stream)
+        except BaseException:
+            self.close_body(False)  # the capture goes on without this node
+            raise
+        return 0
+
+    cdef int close_body(self, bint keep) except -1:
+        """End the innermost body's capture: kept (its node stays), or on the way to discard."""
+        cdef ConditionalBody body = self.bodies.pop()
+        cdef cudaGraph_t body_graph = NULL
+        cdef cudaError_t status = cudaSuccess
+        cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+        cdef DeviceSwitch saved
+        try:
+            if keep and body.is_while:
+                self.set_predicate(body, body.predicate)  # the loop tests it after each pass
+        finally:
+            try:
+                if body.routing:
+                    body.routing = False
+                    allocator.end_allocate_to_pool(self.device, body.pool)
+            finally:
+                with nogil:
+                    _device.enter_device(self.device, &saved)
+                    if body.capturing:
+                        body.capturing = False
+                        status = cyruntime.cudaStreamEndCapture(body.stream, &body_graph)
+                        if status != cudaSuccess:
+                            cyruntime.cudaGetLastError()
+                    if body.stream != NULL:
+                        cyruntime.cudaThreadExchangeStreamCaptureMode(&mode)
+                        cyruntime.cudaStreamDestroy(body.stream)
+                        cyruntime.cudaThreadExchangeStreamCaptureMode(&mode)
+                        body.stream = NULL
+                    _device.exit_device(&saved)
+                if PyThread_get_thread_ident() == self.capture_thread:
+                    _stream.put_current_stream(self.device, body.parent)
+        if keep and status != cudaSuccess:
+            errors.raise_cuda_error(<int>status, "cudaStreamEndCapture (conditional body)")
+        return 0
+
+    cdef int set_predicate(self, ConditionalBody body, TensorCore predicate) except -1:
+        cdef CUfunction setter = _setter_kernel(self.device)
+        cdef uintptr_t predicate_address = predicate.data
+        cdef void* arguments[2]
+        arguments[0] = &body.handle
+        arguments[1] = &predicate_address
+        with nogil:
+            kernels.launch(self.device, setter, 1, 1, 0, body.stream, arguments)
+        return 0
+
+    cdef int destroy_graphs(self) except -1:
+        cdef DeviceSwitch saved
+        # Relaxed: destroying is legal while another thread captures in global mode.
+        cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+        if self.executable == NULL and self.template == NULL:
+            return 0
+        with nogil:
+            _device.enter_device(self.device, &saved)
+            try:
+                errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                             b"cudaThreadExchangeStreamCaptureMode")
+                if self.executable != NULL:
+                    cyruntime.cudaGraphExecDestroy(self.executable)
+                    self.executable = NULL
+                if self.template != NULL:
+                    cyruntime.cudaGraphDestroy(self.template)
+                    self.template = NULL
+                errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                             b"cudaThreadExchangeStreamCaptureMode")
+            finally:
+                _device.exit_device(&saved)
+        return 0
+
+    # -- the public methods ---------------------------------------------------------------------
 
     cdef object c_begin_capture_to_if_node(self, object scalar_pred):
-        _needs_capture_support("begin_capture_to_if_node()")
+        self.open_body(scalar_pred, cudaGraphCondTypeIf, "begin_capture_to_if_node()")
+        return None
 
     cdef object c_begin_capture_to_while_node(self, object scalar_pred):
-        _needs_capture_support("begin_capture_to_while_node()")
+        self.open_body(scalar_pred, cudaGraphCondTypeWhile, "begin_capture_to_while_node()")
+        return None
 
     cdef object c_capture_begin(self, object pool, object capture_error_mode, object stream):
         if isinstance(pool, str) and pool == UNSET:
             pool = self.settings.pool
+        else:
+            pool = _pool_arg(pool)
+        cdef int capture_mode
         if isinstance(capture_error_mode, str) and capture_error_mode == UNSET:
             capture_mode = self.settings.capture_mode
         else:
             capture_mode = capture_mode_arg(capture_error_mode, "capture_error_mode")
-        _pool_arg(pool)
-        _stream.stream_arg(stream, "stream")
-        _needs_capture_support("capture_begin()")
+        self.begin(pool, capture_mode, _stream.stream_arg(stream, "stream"))
+        return None
 
     cdef object c_capture_end(self):
-        raise RuntimeError("capture_end() called without an open capture; call "
-                           "capture_begin() first")
+        self.end()
+        return None
 
     cdef object c_debug_dump(self, object path):
-        raise RuntimeError("debug_dump() needs a captured graph; capture one first (with "
-                           "enable_debug_mode() called before the capture)")
+        path = os.fspath(path)
+        if not isinstance(path, str):
+            raise TypeError(f"path must be a str or os.PathLike of str, got {errors.shown(path)}")
+        if self.template == NULL:
+            raise RuntimeError("debug_dump() needs the captured graph, which is kept only when "
+                               "enable_debug_mode() (or accelerator.Graph(keep_graph=True)) came "
+                               "before the capture")
+        _write_dot(self.template, self.device, path, self.debug_mode)
+        return None
 
     cdef object c_enable_debug_mode(self):
         self.debug_mode = True
+        self.keep_template = True
         return None
 
     cdef object c_end_capture_to_conditional_node(self):
-        raise RuntimeError("end_capture_to_conditional_node() called without an open "
-                           "conditional node")
+        if not self.bodies:
+            raise RuntimeError("end_capture_to_conditional_node() called without an open "
+                               "conditional node; call begin_capture_to_if_node() or "
+                               "begin_capture_to_while_node() first")
+        self.close_body(True)
+        return None
 
     cdef object c_instantiate(self):
-        if not self.captured:
+        # capture_end() instantiates, so that replay never pays for it.
+        if self.executable == NULL:
             raise RuntimeError("instantiate() needs a completed capture; call capture_begin() "
                                "and capture_end() first")
         return None
 
     cdef object c_pool(self):
+        # The pool this graph holds, else the one its next capture will share, if known.
+        if self.holds_pool:
+            return (self.pool_id.first, self.pool_id.second)
         return self.settings.pool if isinstance(self.settings.pool, tuple) else None
 
     cdef object c_replay(self, object stream):
-        _stream.stream_arg(stream, "stream")
-        raise RuntimeError("replay() needs a captured graph; capture one first")
+        cdef cudaStream_t handle
+        cdef cudaError_t status
+        cdef DeviceSwitch saved
+        if self.executable == NULL:
+            _not_replayable(self, stream)
+        if stream is None:
+            handle = _stream.current_stream_handle(self.device)
+        else:
+            handle = _replay_stream(self, stream)
+        # RNG hook (issue 10; the protocol is in rng.pxd): begin() registers the capture
+        # device's default generator (rng.register_capture) before cudaStreamBeginCapture, end()
+        # and discard_capture() collect rng.capture_offset_consumed, and here, for each record
+        # that consumed something, rng.advance_for_replay(record, handle) runs before the
+        # launch. Graphs that drew no random numbers pay nothing.
+        with nogil:
+            _device.enter_device(self.device, &saved)
+            status = cyruntime.cudaGraphLaunch(self.executable, handle)
+            _device.exit_device(&saved)
+        if status != cudaSuccess:
+            errors.raise_cuda_error(<int>status, "cudaGraphLaunch")
+        return None
 
     cdef object c_reset(self):
-        self.captured = False
+        self.discard_capture()
+        self.destroy_graphs()
+        self.release_pool_reference()
         return None
 
     cdef object c_set_conditional_handle_for_current_node(self, object scalar_pred):
-        raise RuntimeError("set_conditional_handle_for_current_node() called without an open "
-                           "conditional node")
+        if not self.bodies:
+            raise RuntimeError("set_conditional_handle_for_current_node() called without an open "
+                               "conditional node")
+        cdef TensorCore predicate = _predicate_arg(self, scalar_pred)
+        cdef ConditionalBody body = self.bodies[-1]
+        self.set_predicate(body, predicate)
+        body.predicate = predicate  # what a while node tests again at the end of its body
+        self.predicates.append(predicate)
+        return None
 
     cdef object c_stage_and_launch(self, object static_inputs, object inputs):
+        if not isinstance(static_inputs, (list, tuple)):
+            raise TypeError(f"static_inputs must be a list or tuple of tensors, got "
+                            f"{type(static_inputs).__name__}")
+        if not isinstance(inputs, (list, tuple)):
+            raise TypeError(f"inputs must be a list or tuple of tensors, got "
+                            f"{type(inputs).__name__}")
         if len(static_inputs) != len(inputs):
             raise ValueError(f"static_inputs and inputs must pair up, got {len(static_inputs)} "
                              f"static buffers and {len(inputs)} inputs")
-        raise RuntimeError("stage_and_launch() needs a captured graph; capture one first")
+        if self.executable == NULL:
+            _not_replayable(self, None)
+        for index, (static, fresh) in enumerate(zip(static_inputs, inputs)):
+            if not isinstance(static, TensorCore):
+                raise TypeError(f"static_inputs[{index}] must be a tensorplay Tensor, got "
+                                f"{type(static).__name__}")
+            # Copies and the launch share the current stream, so they run in order.
+            (<TensorCore>static).c_copy_(fresh, True)
+        return self.c_replay(None)
+
+
+cdef int _not_replayable(GraphBase graph, object stream) except -1:
+    _stream.stream_arg(stream, "stream")  # a wrong argument is reported first
+    if graph.capturing:
+        raise RuntimeError("replay() called while this graph is still capturing; call "
+                           "capture_end() first")
+    raise RuntimeError("replay() needs a captured graph, and this one holds none (never "
+                       "captured, or reset() since); capture it first")
+
+
+cdef cudaStream_t _replay_stream(GraphBase graph, object stream) except? NULL:
+    cdef StreamCore target = _stream.stream_arg(stream, "stream")
+    if target.device_index != graph.device:
+        raise ValueError(f"stream is on cuda:{target.device_index}, but the graph was captured "
+                         f"on cuda:{graph.device}; replay it on a stream of that device")
+    return target.handle
+
+
+cdef int _write_dot(cudaGraph_t template, int device, str path, bint verbose) except -1:
+    # The GIL stays held: export_dot()'s template is replaced (and destroyed) under it.
+    cdef bytes encoded = os.fsencode(path)
+    cdef unsigned int flags = cudaGraphDebugDotFlagsVerbose if verbose else 0
+    cdef DeviceSwitch saved
+    _device.enter_device(device, &saved)
+    try:
+        errors.check(cyruntime.cudaGraphDebugDotPrint(template, encoded, flags),
+                     b"cudaGraphDebugDotPrint")
+    finally:
+        _device.exit_device(&saved)
+    return 0
+
+
+cdef class ConditionalBody:
+    """One open conditional node of a capture (graph.pxd lists its state)."""
+
+
+cdef int _begin_body(int device, CUfunction setter, uintptr_t predicate, int node_type,
+                     int capture_mode, ConditionalBody body,
+                     unsigned long long* body_capture_id) except -1:
+    """Add a conditional node after a predicate-copying kernel; start capturing its body."""
+    cdef cudaStream_t parent = body.parent
+    cdef void* arguments[2]
+    cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
+    cdef cudaGraph_t graph = NULL
+    cdef const cudaGraphNode_t* dependencies = NULL
+    cdef const cudaGraphEdgeData* edges = NULL
+    cdef size_t dependency_count = 0
+    cdef cudaGraphNode_t node = NULL
+    # Zeroed on the heap: C++ cannot default-construct the struct (a union of non-trivial
+    # members), and CUDA wants its unused fields zero.
+    cdef cudaGraphNodeParams* params = <cudaGraphNodeParams*>calloc(1, sizeof(cudaGraphNodeParams))
+    cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+    cdef DeviceSwitch saved
+    if params == NULL:
+        raise MemoryError("cannot allocate the parameters of a conditional graph node")
+    with nogil:
+        _device.enter_device(device, &saved)
+        try:
+            errors.check(cyruntime.cudaStreamGetCaptureInfo(parent, &status, NULL, &graph, NULL,
+                                                            NULL, NULL),
+                         b"cudaStreamGetCaptureInfo")
+            errors.check(cyruntime.cudaGraphConditionalHandleCreate(&body.handle, graph, 0, 0),
+                         b"cudaGraphConditionalHandleCreate")
+            arguments[0] = &body.handle
+            arguments[1] = &predicate
+            kernels.launch(device, setter, 1, 1, 0, parent, arguments)
+            # The node follows the kernel: the capture's frontier now, with its edge data.
+            errors.check(cyruntime.cudaStreamGetCaptureInfo(parent, &status, NULL, &graph,
+                                                            &dependencies, &edges,
+                                                            &dependency_count),
+                         b"cudaStreamGetCaptureInfo")
+            params.type = cudaGraphNodeTypeConditional
+            params.conditional.handle = body.handle
+            params.conditional.type = <cyruntime.cudaGraphConditionalNodeType>node_type
+            params.conditional.size = 1
+            errors.check(cyruntime.cudaGraphAddNode(&node, graph, dependencies, edges,
+                                                    dependency_count, params),
+                         b"cudaGraphAddNode")
+            errors.check(cyruntime.cudaStreamUpdateCaptureDependencies(
+                parent, &node, NULL, 1, cudaStreamSetCaptureDependencies),
+                b"cudaStreamUpdateCaptureDependencies")
+            # Creating the body's stream is not captured work: relaxed mode around it.
+            errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                         b"cudaThreadExchangeStreamCaptureMode")
+            try:
+                errors.check(cyruntime.cudaStreamCreateWithFlags(&body.stream,
+                                                                 cudaStreamNonBlocking),
+                             b"cudaStreamCreateWithFlags")
+            finally:
+                errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                             b"cudaThreadExchangeStreamCaptureMode")
+            errors.check(cyruntime.cudaStreamBeginCaptureToGraph(
+                body.stream, params.conditional.phGraph_out[0], NULL, NULL, 0,
+                <cudaStreamCaptureMode>capture_mode), b"cudaStreamBeginCaptureToGraph")
+            body.capturing = True
+            errors.check(cyruntime.cudaStreamGetCaptureInfo(body.stream, &status,
+                                                            body_capture_id, NULL, NULL, NULL,
+                                                            NULL),
+                         b"cudaStreamGetCaptureInfo")
+        finally:
+            free(params)
+            _device.exit_device(&saved)
+    return 0
+
+
+cdef TensorCore _predicate_arg(GraphBase graph, object value):
+    if not isinstance(value, TensorCore):
+        raise TypeError(f"scalar_pred must be a tensorplay Tensor, got {type(value).__name__}")
+    cdef TensorCore predicate = value
+    if (predicate.dtype_object.name != "bool" or predicate.element_count != 1
+            or predicate.device_index != graph.device):
+        raise ValueError(f"scalar_pred must be a single-element bool tensor on cuda:"
+                         f"{graph.device}, got {predicate.element_count} element(s) of "
+                         f"{predicate.dtype_object.name} on "
+                         f"{'cpu' if predicate.device_index < 0 else predicate.device_index}")
+    return predicate
+
+
+cdef CUfunction _setter_kernel(int device) except NULL:
+    """The predicate-copying kernel, loaded now: its first launch is inside a capture, where
+    lazy loading must not happen. Loading is not captured work, so relaxed mode."""
+    cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+    cdef CUfunction function = NULL
+    cdef DeviceSwitch saved
+    errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                 b"cudaThreadExchangeStreamCaptureMode")
+    try:
+        function = kernels.get_kernel(device, "graphs", "set_conditional", "")
+        with nogil:
+            _device.enter_device(device, &saved)
+            try:
+                errors.check_driver(cydriver.cuFuncLoad(function), b"cuFuncLoad")
+            finally:
+                _device.exit_device(&saved)
+    finally:
+        errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                     b"cudaThreadExchangeStreamCaptureMode")
+    return function
 
 
 cdef class CUDAGraphCore(GraphBase):
     cdef int init(self) except -1:
+        self.side_stream_default = True
         return 0
+
+
+cdef int _prepare_device(int device) except -1:
+    """What entering a capture block does first: a quiet device and an empty cache."""
+    _device.synchronize(device)
+    if os.environ.get("TENSORPLAY_GRAPH_GC") == "1":
+        gc.collect()
+    allocator.empty_cache(device)
+    return 0
 
 
 cdef class GraphCore(GraphBase):
     cdef int init(self, object keep_graph, object pool, object capture_error_mode) except -1:
-        if not isinstance(keep_graph, bool):
-            raise TypeError(f"keep_graph must be a bool, got {keep_graph!r}")
-        _pool_arg(pool)
-        self.keep_graph = keep_graph
-        self.settings.pool = pool
+        self.settings.pool = _pool_arg(pool)
         self.settings.capture_mode = capture_mode_arg(capture_error_mode, "capture_error_mode")
+        self.keep_graph = keep_graph
+        self.keep_template = keep_graph
         return 0
 
     cdef object c_enter(self):
-        # As torch.accelerator.Graph.__enter__: capture starts from a quiet device.
-        _device.synchronize(_device.current_device())
-        self.c_capture_begin(UNSET, UNSET, None)
+        if not _device.is_available():
+            errors.raise_no_accelerator("graph capture")
+        _prepare_device(_device.current_device_index())
+        self.begin(self.settings.pool, self.settings.capture_mode, None)
         return self
 
     cdef object c_exit(self, object exc_type, object exc_value, object traceback):
-        self.c_capture_end()
+        self.finish_block(exc_value)
+        return None
+
+
+cdef class GraphContext:
+    """What tensorplay.cuda.graphs.graph() returns: captures its block into cuda_graph."""
+    cdef GraphBase cuda_graph
+    cdef object pool
+    cdef object stream
+    cdef int capture_mode
+
+    def __enter__(self):
+        cdef int device
+        if self.stream is not None:
+            device = (<StreamCore>self.stream).device_index
+        else:
+            if not _device.is_available():
+                errors.raise_no_accelerator("graph capture")
+            device = _device.current_device_index()
+        _prepare_device(device)
+        self.cuda_graph.begin(self.pool, self.capture_mode, self.stream)
+        return self.cuda_graph
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        self.cuda_graph.finish_block(exc_value)
         return None
 
 
 cdef object export_dot(object file_path):
-    if not isinstance(file_path, str):
-        raise TypeError(f"file_path must be a str, got {type(file_path).__name__}")
-    raise RuntimeError("export_dot() needs a completed capture, and none has completed in this "
-                       "process; capture a graph first")
+    if _last_template == NULL:
+        raise RuntimeError("export_dot() needs a completed capture, and none has completed in "
+                           "this process; capture a graph first")
+    _write_dot(_last_template, _last_device, file_path, _last_verbose)
+    return file_path
 
 
 cdef object graph_pool_handle():
-    cdef allocator.PoolId handle = allocator.new_pool_handle()
+    cdef PoolId handle = allocator.new_pool_handle()
     return (handle.first, handle.second)
-
-
-class GraphContext:
-    """What tensorplay.cuda.graphs.graph() returns: captures its block into cuda_graph."""
-
-    def __init__(self, cuda_graph, pool, stream, capture_error_mode):
-        self.cuda_graph = cuda_graph
-        self.pool = pool
-        self.stream = stream
-        self.capture_error_mode = capture_error_mode
-
-    def __enter__(self):
-        self.cuda_graph.capture_begin(self.pool, self.capture_error_mode, self.stream)
-        return self
-
-    def __exit__(self, exc_type, exc_value, traceback):
-        self.cuda_graph.capture_end()
-        return None
 
 
 cdef object graph_context(object cuda_graph, object pool, object stream,
@@ -175,20 +818,31 @@ cdef object graph_context(object cuda_graph, object pool, object stream,
     if not isinstance(cuda_graph, CUDAGraphCore):
         raise TypeError(f"cuda_graph must be a tensorplay.cuda.CUDAGraph, got "
                         f"{type(cuda_graph).__name__}")
-    _pool_arg(pool)
-    _stream.stream_arg(stream, "stream")
-    capture_mode_arg(capture_error_mode, "capture_error_mode")
-    return GraphContext(cuda_graph, pool, stream, capture_error_mode)
+    cdef GraphContext context = GraphContext.__new__(GraphContext)
+    context.cuda_graph = cuda_graph
+    context.pool = _pool_arg(pool)
+    context.stream = _stream.stream_arg(stream, "stream")
+    context.capture_mode = capture_mode_arg(capture_error_mode, "capture_error_mode")
+    return context
 
 
 cdef bint is_current_stream_capturing() except -1:
     if not _device.is_initialized():
-        return False
+        return False  # no context yet, so nothing can capture; do not create one
     cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
+    cdef cudaError_t result
     cdef int current = _device.current_device()
+    cdef DeviceSwitch saved
     with nogil:
-        errors.check(cyruntime.cudaStreamIsCapturing(_stream.current_stream_handle(current),
-                                                     &status), "cudaStreamIsCapturing")
+        _device.enter_device(current, &saved)
+        result = cyruntime.cudaStreamIsCapturing(_stream.current_stream_handle(current), &status)
+        _device.exit_device(&saved)
+    if result == cudaErrorStreamCaptureImplicit:
+        # The legacy default stream, while a blocking stream of its device captures: work
+        # issued to it now would join (and break) that capture.
+        cyruntime.cudaGetLastError()
+        return True
+    errors.check(result, b"cudaStreamIsCapturing")
     return status != cudaStreamCaptureStatusNone
 
 
@@ -197,7 +851,11 @@ cdef object make_graphed_callables(object callables, object sample_args, object 
                                    object capture_error_mode):
     if isinstance(num_warmup_iters, bool) or not isinstance(num_warmup_iters, int) \
             or num_warmup_iters < 0:
-        raise ValueError(f"num_warmup_iters must be a non-negative int, got {num_warmup_iters!r}")
+        raise ValueError(f"num_warmup_iters must be a non-negative int, got "
+                         f"{errors.shown(num_warmup_iters)}")
     _pool_arg(pool)
     capture_mode_arg(capture_error_mode, "capture_error_mode")
-    _needs_capture_support("make_graphed_callables()")
+    if not _device.is_available():
+        errors.raise_no_accelerator("make_graphed_callables()")
+    raise NotImplementedError("make_graphed_callables() needs autograd, which this build does "
+                              "not have; capture with tensorplay.cuda.graph() instead")

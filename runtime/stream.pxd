@@ -41,6 +41,8 @@ cdef class StreamContextCore:
     cdef object exit(self, object exc_type, object exc_value, object traceback)
 
 cdef cudaStream_t current_stream_handle(int device) noexcept nogil
+# Make handle current on device for this thread; the caller makes the device current (capture).
+cdef void put_current_stream(int device, cudaStream_t handle) noexcept nogil
 cdef StreamCore stream_arg(object value, str argument)              # None allowed
 cdef StreamCore required_stream_arg(object value, str argument)
 cdef int create_ordering_event(int device, cudaEvent_t* event) except -1 nogil

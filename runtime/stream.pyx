@@ -35,6 +35,10 @@ cdef cudaStream_t current_stream_handle(int device) noexcept nogil:
     return <cudaStream_t>tensorplay_get_stream(device)
 
 
+cdef void put_current_stream(int device, cudaStream_t handle) noexcept nogil:
+    tensorplay_put_stream(device, <void*>handle)
+
+
 cdef object _wrap(int device, cudaStream_t handle, int priority, object keep_alive):
     cls = public.public_class("StreamCore", StreamCore)
     cdef StreamCore stream = cls.__new__(cls)

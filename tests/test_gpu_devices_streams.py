@@ -95,12 +95,6 @@ def test_external_stream_from_pytorch_is_the_same_queue():
     assert theirs.query()
 
 
-def test_capture_is_a_reported_gap_until_the_graph_issue_lands():
-    with pytest.raises(NotImplementedError, match="graph-capture issue"):
-        cuda.CUDAGraph().capture_begin()
-    assert cuda.graphs.is_current_stream_capturing() is False
-
-
 SEED_BEFORE_INITIALISATION = """
 import tensorplay.accelerator as accelerator
 accelerator.random.manual_seed(111)

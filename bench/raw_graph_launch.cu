@@ -1,0 +1,54 @@
+/* Raw CUDA baseline for bench_graphs.py: the host cost of cudaGraphLaunch called in a loop, for
+   graphs of 1 to 1024 one-block kernels captured from a stream. Prints "cudaGraphLaunch KERNELS
+   NS" lines: nanoseconds per launch, best of 7 rounds, with the schedule bench_graphs.py uses
+   (max(20, 2000 / KERNELS) launches per round, the device synchronised between rounds). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <cuda_runtime_api.h>
+
+#define CHECK(call) do { cudaError_t status_ = (call); if (status_ != cudaSuccess) { \
+    fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(status_)); exit(1); } } while (0)
+
+__global__ void add_one(float *x) { x[threadIdx.x] += 1.0f; }
+
+static double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+int main(void) {
+    float *x;
+    cudaStream_t stream;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaMalloc(&x, 32 * sizeof(float)));
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    add_one<<<1, 32, 0, stream>>>(x); /* load the module outside the capture */
+    CHECK(cudaStreamSynchronize(stream));
+    for (int kernels = 1; kernels <= 1024; kernels *= 4) {
+        cudaGraph_t graph;
+        cudaGraphExec_t executable;
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        for (int k = 0; k < kernels; k++) add_one<<<1, 32, 0, stream>>>(x);
+        CHECK(cudaStreamEndCapture(stream, &graph));
+        CHECK(cudaGraphInstantiate(&executable, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch
+                                   | cudaGraphInstantiateFlagUseNodePriority));
+        CHECK(cudaGraphLaunch(executable, stream)); /* the first launch uploads the graph */
+        CHECK(cudaStreamSynchronize(stream));
+        int launches = 2000 / kernels < 20 ? 20 : 2000 / kernels;
+        double best = 1e30;
+        for (int round = 0; round < 7; round++) {
+            CHECK(cudaDeviceSynchronize());
+            double start = now_ns();
+            for (int i = 0; i < launches; i++) cudaGraphLaunch(executable, stream);
+            double elapsed = (now_ns() - start) / launches;
+            if (elapsed < best) best = elapsed;
+        }
+        CHECK(cudaDeviceSynchronize());
+        printf("cudaGraphLaunch %d %.1f\n", kernels, best);
+        CHECK(cudaGraphExecDestroy(executable));
+        CHECK(cudaGraphDestroy(graph));
+    }
+    return 0;
+}

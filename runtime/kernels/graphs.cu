@@ -1,0 +1,13 @@
+// Conditional graph nodes: copy a one-element bool predicate into a node's condition handle,
+// read by the driver when the node runs (CUDA Programming Guide, "Conditional Graph Nodes").
+// Header-free: the device runtime's declaration is spelled out here, as NVRTC has no CUDA
+// headers at run time (docs/design.md, "Kernel caches").
+typedef unsigned long long cudaGraphConditionalHandle;
+extern "C" __device__ __cudart_builtin__ void cudaGraphSetConditional(
+    cudaGraphConditionalHandle handle, unsigned int value);
+
+// Launched with one thread: concurrent calls on one handle are undefined behaviour.
+extern "C" __global__ void set_conditional(cudaGraphConditionalHandle handle,
+                                           const bool* predicate) {
+    cudaGraphSetConditional(handle, *predicate ? 1u : 0u);
+}

@@ -1,0 +1,116 @@
+"""Graph arguments are checked once, before any device is touched: the same errors with or
+without a GPU."""
+import pathlib
+
+import pytest
+
+from tensorplay import accelerator, cuda
+from tensorplay.cuda import graphs
+
+MODES = "'global', 'thread_local', 'relaxed'"
+
+
+@pytest.mark.parametrize("make", [
+    lambda mode: accelerator.Graph(capture_error_mode=mode),
+    lambda mode: cuda.CUDAGraph().capture_begin(capture_error_mode=mode),
+    lambda mode: accelerator.Graph().capture_begin(capture_error_mode=mode),
+    lambda mode: cuda.graph(cuda.CUDAGraph(), capture_error_mode=mode),
+])
+def test_capture_error_mode_must_be_one_of_the_cuda_modes(make):
+    with pytest.raises(ValueError, match=f"capture_error_mode must be one of {MODES}, "
+                                         "got 'default'"):
+        make("default")
+    with pytest.raises(TypeError, match=r"capture_error_mode must be a str, got int \(0\)"):
+        make(0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda pool: accelerator.Graph(pool=pool),
+    lambda pool: cuda.CUDAGraph().capture_begin(pool=pool),
+    lambda pool: cuda.graph(cuda.CUDAGraph(), pool=pool),
+])
+def test_pool_must_be_a_handle_a_graph_or_a_pool_id(make):
+    with pytest.raises(TypeError, match="pool must be None, a handle from graph_pool_handle"):
+        make("mine")
+    with pytest.raises(TypeError, match="pool must be None"):
+        make((1.0, 0))
+    with pytest.raises(ValueError, match=r"not both zero\), got \(0, 0\)"):
+        make((0, 0))
+    with pytest.raises(ValueError, match=r"got \(-1, 0\)"):
+        make((-1, 0))
+
+
+def test_pool_values_in_errors_are_shortened():
+    with pytest.raises(TypeError) as raised:
+        accelerator.Graph(pool="x" * 1000)
+    assert len(str(raised.value)) < 400
+
+
+@pytest.mark.parametrize("call", [
+    lambda g: g.capture_begin(stream=7),
+    lambda g: g.replay(stream="stream"),
+    lambda g: cuda.graph(g, stream=object()),
+])
+def test_stream_must_be_a_tensorplay_stream(call):
+    with pytest.raises(TypeError, match="stream must be a tensorplay.cuda.Stream or None"):
+        call(cuda.CUDAGraph())
+
+
+def test_other_arguments_are_checked():
+    with pytest.raises(TypeError, match="cuda_graph must be a tensorplay.cuda.CUDAGraph, got "
+                                        "Graph"):
+        cuda.graph(accelerator.Graph())
+    with pytest.raises(TypeError, match=r"keep_graph must be a bool \(True or False\), got str"):
+        accelerator.Graph(keep_graph="yes")
+    with pytest.raises(TypeError, match="file_path must be a str, got int"):
+        graphs.export_dot(3)
+    with pytest.raises(TypeError, match="path must be a str or os.PathLike"):
+        cuda.CUDAGraph().debug_dump(b"graph.dot")
+    with pytest.raises(ValueError, match="num_warmup_iters must be a non-negative int"):
+        graphs.make_graphed_callables(lambda x: x, ((),), num_warmup_iters=-1)
+
+
+def test_stage_and_launch_checks_its_sequences():
+    g = cuda.CUDAGraph()
+    with pytest.raises(TypeError, match="static_inputs must be a list or tuple"):
+        g.stage_and_launch(None, [])
+    with pytest.raises(TypeError, match="inputs must be a list or tuple"):
+        g.stage_and_launch([], 3)
+    with pytest.raises(ValueError, match="must pair up, got 1 static buffers and 0 inputs"):
+        g.stage_and_launch([1], [])
+    with pytest.raises(RuntimeError, match="needs a captured graph"):
+        g.stage_and_launch([], [])
+
+
+def test_methods_that_need_a_capture_say_so():
+    g = cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="capture_end\\(\\) called without an open capture"):
+        g.capture_end()
+    with pytest.raises(RuntimeError, match="instantiate\\(\\) needs a completed capture"):
+        g.instantiate()
+    with pytest.raises(RuntimeError, match="replay\\(\\) needs a captured graph"):
+        g.replay()
+    with pytest.raises(RuntimeError, match="enable_debug_mode"):
+        g.debug_dump(pathlib.Path("graph.dot"))
+    assert g.reset() is None and g.reset() is None  # nothing to release: a no-op
+    assert g.pool_id is None
+
+
+def test_pool_id_before_capture_is_the_pool_the_graph_will_share():
+    handle = graphs.graph_pool_handle()
+    assert handle[0] == 0 and handle[1] > 0 and graphs.graph_pool_handle()[1] > handle[1]
+    assert accelerator.Graph(pool=handle).pool() == handle
+    assert accelerator.Graph(pool=handle).pool_id == handle
+    assert accelerator.Graph().pool() is None and cuda.CUDAGraph().pool_id is None
+
+
+def test_conditional_nodes_need_an_open_capture():
+    g = cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match=r"begin_capture_to_if_node\(\) needs an open capture"):
+        g.begin_capture_to_if_node(None)
+    with pytest.raises(RuntimeError, match=r"begin_capture_to_while_node\(\) needs an open"):
+        accelerator.Graph().begin_capture_to_while_node(None)
+    with pytest.raises(RuntimeError, match="without an open conditional node"):
+        g.end_capture_to_conditional_node()
+    with pytest.raises(RuntimeError, match="without an open conditional node"):
+        g.set_conditional_handle_for_current_node(None)
