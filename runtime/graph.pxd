@@ -1,5 +1,5 @@
-from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraph_t, cudaGraphExec_t,
-                                      cudaStream_t)
+from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraphNode_t, cudaGraph_t,
+                                      cudaGraphExec_t, cudaStream_t)
 
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.tensor cimport TensorCore
@@ -14,6 +14,8 @@ cdef class ConditionalBody:
     cdef bint capturing
     cdef bint routing                  # begin_allocate_to_pool done for the body's pool
     cdef PoolId pool
+    cdef cudaGraphNode_t node          # the conditional node, in the parent graph
+    cdef cudaGraph_t graph             # its body graph, owned by the node
 
 cdef class CaptureSettings:
     cdef object pool                   # checked: None, a pool id tuple or another graph
@@ -68,6 +70,12 @@ cdef class GraphBase:
     cdef object c_reset(self)
     cdef object c_set_conditional_handle_for_current_node(self, object scalar_pred)
     cdef object c_stage_and_launch(self, object static_inputs, object inputs)
+    # Debugging (graph_topology.pyx): conditional node address -> (type, [body graph address]),
+    # recorded as the capture adds each node.
+    cdef dict conditional_nodes
+    cdef object c_get_graph_data(self)
+    cdef object c_raw_cuda_graph(self)
+    cdef object c_raw_cuda_graph_exec(self)
 
 cdef class CUDAGraphCore(GraphBase):
     cdef int init(self) except -1

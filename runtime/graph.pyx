@@ -57,12 +57,14 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureImplici
                                       cudaStreamNonBlocking, cudaStreamSetCaptureDependencies,
                                       cudaStream_t, cudaSuccess)
 
-from tensorplay._runtime cimport allocator, device as _device, errors, kernels
+from tensorplay._runtime cimport allocator, device as _device, errors, graph_topology, kernels
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.device cimport DeviceSwitch
 from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
+
+from tensorplay._runtime import graph_render
 
 # capture_error_mode -> cudaStreamCaptureMode (docs/design.md, "Capture rules").
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
@@ -135,6 +137,7 @@ cdef class GraphBase:
         self.bodies = []
         self.body_pools = []
         self.predicates = []
+        self.conditional_nodes = {}
 
     def __dealloc__(self):
         # A forked child must not touch the parent's CUDA objects; errors cannot propagate here.
@@ -194,6 +197,7 @@ cdef class GraphBase:
         self.holds_pool = True
         self.capture_stream = handle
         self.capture_mode = capture_mode
+        self.conditional_nodes = {}
         try:
             self.previous_device = _device.current_device()
             self.previous_stream = _stream.current_stream_handle(device)
@@ -397,6 +401,8 @@ cdef class GraphBase:
         try:
             _begin_body(self.device, setter, predicate.data, node_type, self.capture_mode, body,
                         &body_capture_id)
+            self.conditional_nodes[<uintptr_t>body.node] = (
+                "while" if body.is_while else "if", [<uintptr_t>body.graph])
             body_pool = _pool_for_capture(None)
             allocator.retain_pool(self.device, body_pool)
             self.body_pools.append((body_pool.first, body_pool.second))
@@ -603,6 +609,29 @@ cdef class GraphBase:
             (<TensorCore>static).c_copy_(fresh, True)
         return self.c_replay(None)
 
+    # -- debugging: the handles and the topology (graph_topology.pyx) ------------------------------
+
+    cdef object c_get_graph_data(self):
+        if self.template == NULL:
+            raise RuntimeError(_NO_TEMPLATE.format(what="get_graph_data()"))
+        return graph_topology.graph_data(self.template, self.device, self.conditional_nodes)
+
+    cdef object c_raw_cuda_graph(self):
+        if self.template == NULL:
+            raise RuntimeError(_NO_TEMPLATE.format(what="raw_cuda_graph()"))
+        return <uintptr_t>self.template
+
+    cdef object c_raw_cuda_graph_exec(self):
+        if self.executable == NULL:
+            raise RuntimeError("raw_cuda_graph_exec() needs a captured graph, and this one holds "
+                               "none (never captured, or reset() since); capture it first")
+        return <uintptr_t>self.executable
+
+
+_NO_TEMPLATE = ("{what} needs the captured graph, which is kept only when enable_debug_mode() "
+                "(or accelerator.Graph(keep_graph=True)) came before the capture, and until "
+                "reset()")
+
 
 cdef int _not_replayable(GraphBase graph, object stream) except -1:
     _stream.stream_arg(stream, "stream")  # a wrong argument is reported first
@@ -623,6 +652,11 @@ cdef cudaStream_t _replay_stream(GraphBase graph, object stream) except? NULL:
 
 cdef int _write_dot(cudaGraph_t template, int device, str path, bint verbose) except -1:
     # The GIL stays held: export_dot()'s template is replaced (and destroyed) under it.
+    picture = graph_render.picture_format(path)
+    if picture is not None:  # .svg or .png: Graphviz draws the DOT text (graph_render.py)
+        with graph_render.rendered_to(path, picture) as dot_path:
+            _write_dot(template, device, dot_path, verbose)
+        return 0
     cdef bytes encoded = os.fsencode(path)
     cdef unsigned int flags = cudaGraphDebugDotFlagsVerbose if verbose else 0
     cdef DeviceSwitch saved
@@ -681,6 +715,8 @@ cdef int _begin_body(int device, CUfunction setter, uintptr_t predicate, int nod
             errors.check(cyruntime.cudaGraphAddNode(&node, graph, dependencies, edges,
                                                     dependency_count, params),
                          b"cudaGraphAddNode")
+            body.node = node
+            body.graph = params.conditional.phGraph_out[0]
             errors.check(cyruntime.cudaStreamUpdateCaptureDependencies(
                 parent, &node, NULL, 1, cudaStreamSetCaptureDependencies),
                 b"cudaStreamUpdateCaptureDependencies")
@@ -863,5 +899,7 @@ cdef object make_graphed_callables(object callables, object sample_args, object 
     capture_mode_arg(capture_error_mode, "capture_error_mode")
     if not _device.is_available():
         errors.raise_no_accelerator("make_graphed_callables()")
-    raise NotImplementedError("make_graphed_callables() needs autograd, which this build does "
-                              "not have; capture with tensorplay.cuda.graph() instead")
+    # Python over the public graph API: its cost is paid once, at capture (graphed_callables.py).
+    from tensorplay._runtime import graphed_callables
+    return graphed_callables.make_graphed_callables(callables, sample_args, num_warmup_iters,
+                                                    allow_unused_input, pool, capture_error_mode)
