@@ -52,6 +52,16 @@ ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, Optional[str], str]] = {
                   "_GraphPool: TypeAlias = tuple[int, int] | Graph | CUDAGraph | None"),
 }
 
+# Builtins whose type a C-level runtime signature cannot enforce (Cython reads any object as a
+# bint, and float() and str() of an object rarely fail): the wrapper checks them through these
+# runtime functions, so that a mistake is a TypeError naming the argument. int is left to the
+# runtime functions, which check each int's range where they know it.
+BUILTIN_CONVERSIONS: dict[str, str] = {
+    "bool": "_errors.bool_arg",
+    "float": "_errors.float_arg",
+    "str": "_errors.str_arg",
+}
+
 GENERICS = {"Optional": 1, "list": 1, "set": 1, "tuple": None, "dict": 2}
 
 _TOKEN = re.compile(r"\s*(\.\.\.|[A-Za-z_][A-Za-z0-9_]*|[\[\],|])")
@@ -106,7 +116,9 @@ class TypeExpr:
         return False
 
     def conversion(self) -> Optional[str]:
-        """The runtime call that normalises an argument of this type, if any."""
+        """The runtime call that normalises or checks an argument of this type, if any."""
+        if self.name in BUILTIN_CONVERSIONS:
+            return BUILTIN_CONVERSIONS[self.name]
         spelling = ARGUMENT_SPELLINGS.get(self.name)
         return spelling[2] if spelling else None
 

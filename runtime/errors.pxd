@@ -8,3 +8,8 @@ cdef int raise_no_accelerator(str what) except -1
 cdef object out_of_memory_error(str message)
 # repr(value) cut to about 200 characters, for error messages that echo what the user gave.
 cdef str shown(object value)
+# The checks generated wrappers apply to parameters of the builtin types bool, float and str
+# (codegen/types.py): a wrong type is a TypeError naming the argument.
+cdef object bool_arg(object value, str argument)
+cdef object float_arg(object value, str argument)
+cdef object str_arg(object value, str argument)

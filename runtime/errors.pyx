@@ -36,6 +36,31 @@ cdef str shown(object value):
     return f"{text[:SHOWN_CHARACTERS - 40]}... ({len(text)} characters) ...{text[-20:]}"
 
 
+cdef int _wrong_type(object value, str argument, str expected) except -1:
+    raise TypeError(f"{argument} must be {expected}, got {type(value).__name__} "
+                    f"({shown(value)})")
+
+
+cdef object bool_arg(object value, str argument):
+    # Only True and False: Cython would read any object as a C truth value, so a mistake such
+    # as check_available='tpu' would pass silently.
+    if value is not True and value is not False:
+        _wrong_type(value, argument, "a bool (True or False)")
+    return value
+
+
+cdef object float_arg(object value, str argument):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _wrong_type(value, argument, "a float (or an int)")
+    return float(value)
+
+
+cdef object str_arg(object value, str argument):
+    if not isinstance(value, str):
+        _wrong_type(value, argument, "a str")
+    return value
+
+
 cdef str _c_text(const char* text, str fallback):
     return text.decode(errors="replace") if text != NULL else fallback
 

@@ -87,3 +87,16 @@ def test_arguments_are_checked_before_the_device_is_needed(call, error, message)
     """The same mistake gives the same error with or without a GPU."""
     with pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: accelerator.current_accelerator(check_available="tpu"),
+     "check_available must be a bool \\(True or False\\), got str \\('tpu'\\)"),
+    (lambda: cuda.Event(enable_timing=object()), "enable_timing must be a bool"),
+    (lambda: tensorplay.allclose(tensorplay.ones(2), tensorplay.ones(2), rtol="x"),
+     "rtol must be a float \\(or an int\\), got str"),
+    (lambda: tensorplay.ones(2).to("cpu", non_blocking=1), "non_blocking must be a bool"),
+])
+def test_builtin_typed_parameters_take_only_their_type(call, message):
+    with pytest.raises(TypeError, match=message):
+        call()

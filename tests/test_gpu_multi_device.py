@@ -164,3 +164,52 @@ def test_visible_devices_one_leaves_the_second_gpu_as_index_zero():
     counts, seen_bus = result.stdout.splitlines()
     assert counts.split() == ["1", "0", "3.0"]
     assert seen_bus == bus_id(1) != bus_id(0)
+
+
+def test_a_graph_captured_on_the_second_device_keeps_its_pool_there():
+    pools_on_zero = memory.memory_stats(0).get("num_graph_pools", 0)
+    x = tensorplay.ones(1024, device="cuda:1")
+    x += 0  # kernels loaded before the capture
+    with accelerator.device_index(1):
+        g = tensorplay.cuda.CUDAGraph()
+        with tensorplay.cuda.graphs.graph(g):
+            y = x * 3  # allocated in the graph's pool on cuda:1
+    assert accelerator.current_device_index() == 0
+    assert y.device == tensorplay.device("cuda", 1)
+    assert memory.memory_stats(1)["num_graph_pools"] >= 1
+    assert memory.memory_stats(0).get("num_graph_pools", 0) == pools_on_zero
+    x.fill_(2)
+    g.replay()  # from device 0: replays on the current stream of the graph's device
+    accelerator.synchronize(1)
+    assert set(y.cpu().tolist()) == {6.0}
+    del y
+    g.reset()
+    memory.empty_cache()
+    assert memory.memory_stats(1)["num_graph_pools"] == 0
+
+
+def test_two_threads_capture_and_replay_on_two_devices_at_once():
+    results = {}
+    barrier = threading.Barrier(2, timeout=60)
+
+    def work(device):
+        accelerator.set_device_index(device)
+        x = tensorplay.full((4096,), float(device), device="cuda")
+        x += 0
+        g = tensorplay.cuda.CUDAGraph()
+        barrier.wait()
+        with tensorplay.cuda.graphs.graph(g, capture_error_mode="thread_local"):
+            x += 1
+        barrier.wait()
+        for _ in range(10):
+            g.replay()
+        accelerator.synchronize(device)
+        results[device] = set(x.cpu().tolist())
+
+    threads = [threading.Thread(target=work, args=(device,)) for device in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    # The capture itself does not run the body; ten replays add ten.
+    assert results == {0: {10.0}, 1: {11.0}}

@@ -1,4 +1,4 @@
-"""Without a GPU every public function answers as DESIGN.md section 4 documents."""
+"""Without a GPU every public function answers as docs/design.md, "Without a GPU", documents."""
 import pickle
 
 import pytest

@@ -217,7 +217,7 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     Returns:
         bool: whether every element is close.
     """
-    return _tensor.allclose(input, other, rtol, atol, equal_nan)
+    return _tensor.allclose(input, other, _errors.float_arg(rtol, 'rtol'), _errors.float_arg(atol, 'atol'), _errors.bool_arg(equal_nan, 'equal_nan'))
 
 
 def where(condition, input, other):
@@ -530,7 +530,7 @@ cdef class Tensor(_tensor.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_copy_(src, non_blocking)
+        return self.c_copy_(src, _errors.bool_arg(non_blocking, 'non_blocking'))
 
     def fill_(self, value):
         """Set every element to value.
@@ -617,7 +617,7 @@ cdef class Tensor(_tensor.TensorCore):
         Returns:
             Tensor: this tensor when nothing changes and copy is false, else a new one.
         """
-        return self.c_to(device, dtype, non_blocking, copy)
+        return self.c_to(device, dtype, _errors.bool_arg(non_blocking, 'non_blocking'), _errors.bool_arg(copy, 'copy'))
 
     def cpu(self):
         """This tensor on the CPU.
@@ -637,7 +637,7 @@ cdef class Tensor(_tensor.TensorCore):
         Returns:
             Tensor: a CUDA tensor.
         """
-        return self.c_cuda(_device.device_index_arg(device, 'device'), non_blocking)
+        return self.c_cuda(_device.device_index_arg(device, 'device'), _errors.bool_arg(non_blocking, 'non_blocking'))
 
     def numpy(self):
         """The numpy array under a CPU tensor (zero-copy).

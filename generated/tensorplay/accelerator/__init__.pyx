@@ -8,6 +8,7 @@ initialising CUDA, so a process can still fork afterwards.
 import warnings
 
 from tensorplay._runtime cimport device as _device
+from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport public as _public
 from tensorplay._runtime cimport stream as _stream
 
@@ -53,7 +54,7 @@ def current_accelerator(check_available=False):
     Returns:
         Optional[device]: device("cuda") on a CUDA build, or None.
     """
-    return _device.current_accelerator(check_available)
+    return _device.current_accelerator(_errors.bool_arg(check_available, 'check_available'))
 
 
 def current_device_index():

@@ -6,6 +6,7 @@ Graph records a sequence of operations on the active accelerator
 backend and replays it with reduced launch overhead.
 """
 
+from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport graph as _graph
 from tensorplay._runtime cimport public as _public
 
@@ -32,7 +33,7 @@ Args:
 """
 
     def __init__(self, keep_graph=False, *, pool=None, capture_error_mode='global'):
-        self.init(keep_graph, pool, capture_error_mode)
+        self.init(_errors.bool_arg(keep_graph, 'keep_graph'), pool, _errors.str_arg(capture_error_mode, 'capture_error_mode'))
 
     def begin_capture_to_if_node(self, scalar_pred):
         """Inside an open capture, gate the following work on an if node.
@@ -68,7 +69,7 @@ Args:
                 to the constructor.
             stream: the stream to capture on; None captures on the current stream.
         """
-        self.c_capture_begin(pool, capture_error_mode, stream)
+        self.c_capture_begin(pool, _errors.str_arg(capture_error_mode, 'capture_error_mode'), stream)
 
     def capture_end(self):
         """End capture and compile the executable (paid here, not on first

@@ -3,6 +3,7 @@
 """CUDA streams, events and the caching allocator's direct interface."""
 
 from tensorplay._runtime cimport device as _device
+from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport memory as _memory
 from tensorplay._runtime cimport public as _public
 from tensorplay._runtime cimport stream as _stream
@@ -342,7 +343,7 @@ Args:
 """
 
     def __init__(self, enable_timing=False, blocking=False):
-        self.init(enable_timing, blocking)
+        self.init(_errors.bool_arg(enable_timing, 'enable_timing'), _errors.bool_arg(blocking, 'blocking'))
 
     def record(self, stream=None):
         """Record the event on a stream.

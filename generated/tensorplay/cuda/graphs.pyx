@@ -4,6 +4,7 @@
 bulk input staging and graphed callables.
 """
 
+from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport graph as _graph
 from tensorplay._runtime cimport public as _public
 
@@ -36,7 +37,7 @@ def export_dot(file_path):
         RuntimeError: the path ends in .svg or .png and Graphviz's dot program is not installed
             (the message says what to install).
     """
-    return _graph.export_dot(file_path)
+    return _graph.export_dot(_errors.str_arg(file_path, 'file_path'))
 
 
 def graph_pool_handle():
@@ -66,7 +67,7 @@ def graph(cuda_graph, pool=None, stream=None, capture_error_mode='global'):
     Returns:
         Any: a context manager.
     """
-    return _graph.graph_context(cuda_graph, pool, stream, capture_error_mode)
+    return _graph.graph_context(cuda_graph, pool, stream, _errors.str_arg(capture_error_mode, 'capture_error_mode'))
 
 
 def is_current_stream_capturing():
@@ -121,7 +122,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
         ValueError: sample_args do not pair with callables, a sample tensor is not a CUDA
             tensor, sample tensors span devices, or a sample argument requires grad.
     """
-    return _graph.make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unused_input, pool, capture_error_mode)
+    return _graph.make_graphed_callables(callables, sample_args, num_warmup_iters, _errors.bool_arg(allow_unused_input, 'allow_unused_input'), pool, _errors.str_arg(capture_error_mode, 'capture_error_mode'))
 
 
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
@@ -170,7 +171,7 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
                 dedicated per-device side stream; the legacy default stream cannot participate in
                 capture.
         """
-        self.c_capture_begin(pool, capture_error_mode, stream)
+        self.c_capture_begin(pool, _errors.str_arg(capture_error_mode, 'capture_error_mode'), stream)
 
     def capture_end(self):
         """End capture and compile the executable (paid here, not on first
