@@ -1,4 +1,4 @@
-# cython: language_level=3
+# cython: language_level=3, auto_pickle=False
 """CUDA graph capture and replay: CUDAGraph, accelerator.Graph, graph() and private pools.
 
 Note [Capture state]
