@@ -205,6 +205,57 @@ Args:
         """
         return self.c_raw_cuda_graph_exec()
 
+    def begin_capture_to_if_else_node(self, scalar_pred):
+        """Inside an open capture, add an if node with an else body.
+
+        The work captured next forms the body that runs when the predicate
+        is true at replay time; begin_capture_to_next_body() switches to
+        the else body, which runs when it is false, and
+        end_capture_to_conditional_node() closes the node (a body left
+        without work does nothing). Needs a CUDA 12.8 or newer driver.
+
+        Args:
+            scalar_pred: a single-element CUDA Bool tensor sampled at replay time.
+
+        Raises:
+            RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
+                its version).
+        """
+        self.c_begin_capture_to_if_else_node(scalar_pred)
+
+    def begin_capture_to_switch_node(self, scalar_index, num_cases):
+        """Inside an open capture, add a switch node of num_cases bodies.
+
+        At replay time the node runs the body whose position is the value
+        of scalar_index, and none when the index is negative or at least
+        num_cases. The work captured next forms body 0;
+        begin_capture_to_next_body() moves on to the next body, and
+        end_capture_to_conditional_node() closes the node (bodies left
+        without work do nothing). Needs a CUDA 12.8 or newer driver.
+
+        Args:
+            scalar_index: a single-element CUDA int32 tensor sampled at replay time: the body to
+                run.
+            num_cases: how many bodies the node has, at least 1.
+
+        Raises:
+            RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
+                its version).
+        """
+        self.c_begin_capture_to_switch_node(scalar_index, num_cases)
+
+    def begin_capture_to_next_body(self):
+        """Close the body being captured and capture the node's next one.
+
+        Applies to the innermost open if/else node (its else body) or
+        switch node (its next case).
+
+        Raises:
+            RuntimeError: the innermost open conditional node is not an if/else or switch node, or
+                its last body is being captured.
+        """
+        self.c_begin_capture_to_next_body()
+
     def __enter__(self):
         """Synchronize the device and begin capture on the current stream
         (the stored pool and capture_error_mode apply).
