@@ -80,9 +80,7 @@ cdef bint _last_verbose = False
 
 
 cdef int capture_mode_arg(object value, str argument) except -1:
-    if not isinstance(value, str):
-        raise TypeError(f"{argument} must be a str, one of {', '.join(map(repr, CAPTURE_MODES))}"
-                        f", got {errors.shown(value)}")
+    # The generated wrappers have checked that value is a str.
     if value not in CAPTURE_MODES:
         raise ValueError(f"{argument} must be one of {', '.join(map(repr, CAPTURE_MODES))}, "
                          f"got {errors.shown(value)}")
@@ -853,8 +851,6 @@ cdef int _prepare_device(int device) except -1:
 
 cdef class GraphCore(GraphBase):
     cdef int init(self, object keep_graph, object pool, object capture_error_mode) except -1:
-        if not isinstance(keep_graph, bool):
-            raise TypeError(f"keep_graph must be a bool, got {errors.shown(keep_graph)}")
         self.settings.pool = _pool_arg(pool)
         self.settings.capture_mode = capture_mode_arg(capture_error_mode, "capture_error_mode")
         self.keep_graph = keep_graph
@@ -898,8 +894,6 @@ cdef class GraphContext:
 
 
 cdef object export_dot(object file_path):
-    if not isinstance(file_path, str):
-        raise TypeError(f"file_path must be a str, got {type(file_path).__name__}")
     if _last_template == NULL:
         raise RuntimeError("export_dot() needs a completed capture, and none has completed in "
                            "this process; capture a graph first")

@@ -20,7 +20,7 @@ def test_capture_error_mode_must_be_one_of_the_cuda_modes(make):
     with pytest.raises(ValueError, match=f"capture_error_mode must be one of {MODES}, "
                                          "got 'default'"):
         make("default")
-    with pytest.raises(TypeError, match="capture_error_mode must be a str.*got 0"):
+    with pytest.raises(TypeError, match=r"capture_error_mode must be a str, got int \(0\)"):
         make(0)
 
 
@@ -60,7 +60,7 @@ def test_other_arguments_are_checked():
     with pytest.raises(TypeError, match="cuda_graph must be a tensorplay.cuda.CUDAGraph, got "
                                         "Graph"):
         cuda.graph(accelerator.Graph())
-    with pytest.raises(TypeError, match="keep_graph must be a bool, got 'yes'"):
+    with pytest.raises(TypeError, match=r"keep_graph must be a bool \(True or False\), got str"):
         accelerator.Graph(keep_graph="yes")
     with pytest.raises(TypeError, match="file_path must be a str, got int"):
         graphs.export_dot(3)
