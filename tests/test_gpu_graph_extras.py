@@ -96,9 +96,13 @@ def test_graphed_callable_checks_its_arguments(quiet_device):
 
 
 def test_make_graphed_callables_refuses_what_it_cannot_graph(quiet_device):
+    def returns_a_number(a):
+        a += 1
+        return 1.5
+
     with pytest.raises(TypeError, match="must return a tensorplay Tensor or a tuple of them, "
                                         "got 1.5"):
-        graphs.make_graphed_callables(lambda a: 1.5, (full(1.0),))
+        graphs.make_graphed_callables(returns_a_number, (full(1.0),))
     with pytest.raises(ValueError, match=r"sample_args\[0\] must be a CUDA tensor, got one on "
                                          "cpu"):
         graphs.make_graphed_callables(lambda a: a, (tp.zeros(3),))
@@ -193,3 +197,115 @@ def test_debug_dump_to_svg_renders_through_graphviz(quiet_device, tmp_path):
     assert (tmp_path / "last.png").read_bytes().startswith(b"\x89PNG")
     g.debug_dump(tmp_path / "graph.dot")
     assert (tmp_path / "graph.dot").read_text().lstrip().startswith("digraph")
+
+
+# -- if/else and switch nodes -------------------------------------------------------------------
+
+
+def warmed_for_branches():
+    """x, after loading the kernels the captures below use (a capture cannot load them)."""
+    x = full(0.0)
+    x += 1
+    x.fill_(0)
+    accelerator.synchronize()
+    return x
+
+
+def test_if_else_node_runs_the_body_the_predicate_picks(quiet_device):
+    x = warmed_for_branches()
+    flag = tp.ones(1, dtype=tp.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        g.begin_capture_to_if_else_node(flag)
+        x += 1
+        g.begin_capture_to_next_body()
+        x += 10
+        g.end_capture_to_conditional_node()
+    g.replay()
+    assert values(x) == {1.0}
+    flag.fill_(False)
+    g.replay()
+    assert values(x) == {11.0}
+
+
+def test_switch_node_runs_the_case_its_index_names(quiet_device):
+    x = warmed_for_branches()
+    index = tp.zeros(1, dtype=tp.int32, device="cuda")
+    index.fill_(1)
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        g.begin_capture_to_switch_node(index, 4)  # case 3 stays empty
+        x += 1
+        g.begin_capture_to_next_body()
+        x += 10
+        g.begin_capture_to_next_body()
+        x += 100
+        g.end_capture_to_conditional_node()
+    for case, added in ((0, 1.0), (1, 10.0), (2, 100.0), (3, 0.0), (4, 0.0), (-1, 0.0)):
+        x.fill_(0)
+        index.fill_(case)
+        g.replay()
+        assert values(x) == {added}, f"case {case}"
+
+
+def test_an_if_node_nests_inside_a_switch_case(quiet_device):
+    x = warmed_for_branches()
+    index = tp.zeros(1, dtype=tp.int32, device="cuda")
+    flag = tp.zeros(1, dtype=tp.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        g.begin_capture_to_switch_node(index, 2)
+        g.begin_capture_to_if_node(flag)
+        x += 1
+        g.end_capture_to_conditional_node()
+        g.begin_capture_to_next_body()
+        x += 10
+        g.end_capture_to_conditional_node()
+    g.replay()
+    assert values(x) == {0.0}
+    flag.fill_(True)
+    g.replay()
+    assert values(x) == {1.0}
+    index.fill_(1)
+    g.replay()
+    assert values(x) == {11.0}
+
+
+def test_multi_body_nodes_report_misuse(quiet_device):
+    x = warmed_for_branches()
+    flag = tp.ones(1, dtype=tp.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    g.capture_begin()
+    with pytest.raises(ValueError, match="scalar_index must be a single-element int32 tensor"):
+        g.begin_capture_to_switch_node(flag, 2)
+    g.begin_capture_to_if_node(flag)
+    with pytest.raises(RuntimeError, match="needs an if/else or switch node as the innermost"):
+        g.begin_capture_to_next_body()
+    g.end_capture_to_conditional_node()
+    g.begin_capture_to_if_else_node(flag)
+    x += 1
+    g.begin_capture_to_next_body()
+    with pytest.raises(RuntimeError, match="all 2 bodies of the node have been captured"):
+        g.begin_capture_to_next_body()
+    g.end_capture_to_conditional_node()
+    g.capture_end()
+    g.replay()
+    assert values(x) == {1.0}
+
+
+def test_graph_data_shows_every_body_of_a_switch_node(quiet_device):
+    x = warmed_for_branches()
+    index = tp.zeros(1, dtype=tp.int32, device="cuda")
+    g = cuda.CUDAGraph()
+    g.enable_debug_mode()
+    with cuda.graph(g):
+        g.begin_capture_to_switch_node(index, 3)
+        x += 1
+        g.begin_capture_to_next_body()
+        x += 10
+        x += 10
+        g.end_capture_to_conditional_node()
+    (switch,) = [node for node in g.get_graph_data()["nodes"] if node["type"] == "conditional"]
+    assert switch["conditional_type"] == "switch"
+    assert [[node["type"] for node in body["nodes"]] for body in switch["body_graphs"]] == [
+        ["kernel"], ["kernel", "kernel"], ["empty"]]

@@ -113,3 +113,26 @@ def test_dot_failures_are_reported_with_its_message(tmp_path):
         with graph_render.rendered_to(str(tmp_path / "graph.svg"), "svg") as dot_path:
             with open(dot_path, "w") as dot_file:
                 dot_file.write("this is not DOT {")
+
+
+def test_if_else_and_switch_nodes_need_an_open_capture():
+    g = cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match=r"begin_capture_to_if_else_node\(\) needs an open "
+                                           "capture"):
+        g.begin_capture_to_if_else_node(None)
+    with pytest.raises(RuntimeError, match=r"begin_capture_to_switch_node\(\) needs an open "
+                                           "capture"):
+        g.begin_capture_to_switch_node(None, 3)
+    with pytest.raises(RuntimeError, match=r"begin_capture_to_next_body\(\) needs an if/else or "
+                                           "switch node"):
+        g.begin_capture_to_next_body()
+
+
+def test_switch_nodes_need_a_positive_case_count():
+    g = cuda.CUDAGraph()
+    for wrong in ("3", True, 2.0):
+        with pytest.raises(TypeError, match="num_cases must be an int, got"):
+            g.begin_capture_to_switch_node(None, wrong)
+    for wrong in (0, -1, 1 << 32):
+        with pytest.raises(ValueError, match=f"num_cases must be at least 1.*got {wrong}"):
+            g.begin_capture_to_switch_node(None, wrong)
