@@ -175,9 +175,12 @@ def test_raw_handles_work_with_cuda_bindings(quiet_device):
     g = accelerator.Graph(keep_graph=True)
     with g:
         x += 1
-    error, _, count = cudart.cudaGraphGetNodes(cudart.cudaGraph_t(g.raw_cuda_graph()))
-    assert error == cudart.cudaError_t.cudaSuccess
-    assert count == len(g.get_graph_data()["nodes"]) == 1
+    raw = cudart.cudaGraph_t(g.raw_cuda_graph())
+    error, _, count = cudart.cudaGraphGetNodes(raw)
+    assert error == cudart.cudaError_t.cudaSuccess and count == 1
+    error, nodes, count = cudart.cudaGraphGetNodes(raw, count)
+    assert [int(node) for node in nodes] == [node["handle"]
+                                             for node in g.get_graph_data()["nodes"]]
     accelerator.synchronize()
     (error,) = cudart.cudaGraphLaunch(cudart.cudaGraphExec_t(g.raw_cuda_graph_exec()), 0)
     assert error == cudart.cudaError_t.cudaSuccess
