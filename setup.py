@@ -13,7 +13,10 @@ setup.py more than once per install (for the build requirements and the metadata
 rebuild redoes only what a change reaches:
 - staging copies a source only when its bytes differ from the staged copy, so an unchanged
   source keeps its old modification time and a changed one becomes newer than its outputs;
-- cythonize regenerates a .cpp only when its .pyx, or a .pxd it cimports, is newer than it;
+- cythonize regenerates a .cpp only when its .pyx, or a .pxd it cimports, is newer than it.
+  Cython's own scan misses the form `from tensorplay._runtime cimport stream`, which is how
+  the modules cimport each other, so staging also removes every .cpp that is older than a
+  runtime .pxd its module reaches through cimports (stale_cpp_files), and cythonize remakes it;
 - build_ext recompiles a module only when its .cpp is newer than the built module.
 Staged files whose source is gone are deleted, with their .cpp, and build/lib* is pruned of
 every file the current build does not produce, so a removed module never reaches the wheel.
@@ -190,6 +193,45 @@ def stage_package():
         if not (target.is_file() and filecmp.cmp(source, target, shallow=False)):
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
+    for cpp in list(stale_cpp_files()):
+        cpp.unlink()
+
+
+RUNTIME_CIMPORT = re.compile(
+    r"^[ \t]*(?:from[ \t]+tensorplay\._runtime(?:\.(\w+))?[ \t]+cimport[ \t]+"
+    r"(?:\(([\w\s,]+)\)|([\w \t,]+))|cimport[ \t]+tensorplay\._runtime\.(\w+))", re.MULTILINE)
+
+
+def runtime_cimports(path):
+    """The staged runtime .pxd files that path cimports directly."""
+    names = set()
+    for module, bracketed, imported, dotted in RUNTIME_CIMPORT.findall(path.read_text()):
+        if module or dotted:
+            names.add(module or dotted)
+        else:  # from tensorplay._runtime cimport a, b as c
+            names.update(part.split()[0] for part in (bracketed or imported).split(",")
+                         if part.strip())
+    runtime = STAGE / "tensorplay" / "_runtime"
+    return {runtime / f"{name}.pxd" for name in names if (runtime / f"{name}.pxd").is_file()}
+
+
+def stale_cpp_files():
+    """Generated C++ older than a runtime .pxd its module reaches through cimports."""
+    reached = {}
+
+    def reach(path):
+        if path not in reached:
+            reached[path] = set()
+            for pxd in runtime_cimports(path):
+                reached[path] |= {pxd} | reach(pxd)
+        return reached[path]
+
+    for pyx in STAGE.rglob("*.pyx"):
+        cpp = pyx.with_suffix(".cpp")
+        own = pyx.with_suffix(".pxd")
+        dependencies = reach(pyx) | (reach(own) | {own} if own.is_file() else set())
+        if cpp.is_file() and any(d.stat().st_mtime > cpp.stat().st_mtime for d in dependencies):
+            yield cpp
 
 
 def write_if_changed(path, text):
