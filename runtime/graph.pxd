@@ -1,5 +1,5 @@
-from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraph_t, cudaGraphExec_t,
-                                      cudaStream_t)
+from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraphNode_t, cudaGraph_t,
+                                      cudaGraphExec_t, cudaStream_t)
 
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.tensor cimport TensorCore
@@ -14,6 +14,11 @@ cdef class ConditionalBody:
     cdef bint capturing
     cdef bint routing                  # begin_allocate_to_pool done for the body's pool
     cdef PoolId pool
+    cdef cudaGraphNode_t node          # the conditional node, in the parent graph
+    cdef cudaGraph_t* graphs           # its size body graphs: a CUDA-owned array, as the node
+    cdef unsigned int size
+    cdef unsigned int branch           # the body capturing now (if/else and switch nodes)
+    cdef bint is_switch                # the condition is an index (int32), not a bool
 
 cdef class CaptureSettings:
     cdef object pool                   # checked: None, a pool id tuple or another graph
@@ -52,7 +57,8 @@ cdef class GraphBase:
     cdef int restore_stream(self) except -1
     cdef int release_pool_reference(self) except -1
     cdef int destroy_graphs(self) except -1
-    cdef int open_body(self, object scalar_pred, int node_type, str what) except -1
+    cdef int open_body(self, object scalar_pred, int node_type, str what,
+                       unsigned int size=*) except -1
     cdef int close_body(self, bint keep) except -1
     cdef int set_predicate(self, ConditionalBody body, TensorCore predicate) except -1
     cdef object c_begin_capture_to_if_node(self, object scalar_pred)
@@ -68,6 +74,16 @@ cdef class GraphBase:
     cdef object c_reset(self)
     cdef object c_set_conditional_handle_for_current_node(self, object scalar_pred)
     cdef object c_stage_and_launch(self, object static_inputs, object inputs)
+    # Debugging (graph_topology.pyx): conditional node address -> (type, [body graph address]),
+    # recorded as the capture adds each node.
+    cdef dict conditional_nodes
+    cdef object c_get_graph_data(self)
+    cdef object c_raw_cuda_graph(self)
+    cdef object c_raw_cuda_graph_exec(self)
+    # if/else and switch nodes: several bodies, captured one after the other.
+    cdef object c_begin_capture_to_if_else_node(self, object scalar_pred)
+    cdef object c_begin_capture_to_switch_node(self, object scalar_index, object num_cases)
+    cdef object c_begin_capture_to_next_body(self)
 
 cdef class CUDAGraphCore(GraphBase):
     cdef int init(self) except -1

@@ -45,7 +45,8 @@ from cuda.bindings cimport cyruntime
 from cuda.bindings cimport cydriver
 from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureImplicit,
-                                      cudaGraphCondTypeIf, cudaGraphCondTypeWhile,
+                                      cudaGraphCondTypeIf, cudaGraphCondTypeSwitch,
+                                      cudaGraphCondTypeWhile,
                                       cudaGraphConditionalHandle, cudaGraphDebugDotFlagsVerbose,
                                       cudaGraphEdgeData, cudaGraphExec_t,
                                       cudaGraphInstantiateFlagAutoFreeOnLaunch,
@@ -57,12 +58,15 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureImplici
                                       cudaStreamNonBlocking, cudaStreamSetCaptureDependencies,
                                       cudaStream_t, cudaSuccess)
 
-from tensorplay._runtime cimport allocator, device as _device, errors, kernels
+from tensorplay._runtime cimport allocator, device as _device, errors, graph_topology, kernels
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.device cimport DeviceSwitch
 from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
+
+from tensorplay._runtime import graph_render
+from tensorplay._runtime.graph_topology import CONDITIONAL_TYPES
 
 # capture_error_mode -> cudaStreamCaptureMode (docs/design.md, "Capture rules").
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
@@ -133,6 +137,7 @@ cdef class GraphBase:
         self.bodies = []
         self.body_pools = []
         self.predicates = []
+        self.conditional_nodes = {}
 
     def __dealloc__(self):
         # A forked child must not touch the parent's CUDA objects; errors cannot propagate here.
@@ -192,6 +197,7 @@ cdef class GraphBase:
         self.holds_pool = True
         self.capture_stream = handle
         self.capture_mode = capture_mode
+        self.conditional_nodes = {}
         try:
             self.previous_device = _device.current_device()
             self.previous_stream = _stream.current_stream_handle(device)
@@ -378,13 +384,17 @@ cdef class GraphBase:
 
     # -- conditional nodes (Note [Capture state]) -----------------------------------------------
 
-    cdef int open_body(self, object scalar_pred, int node_type, str what) except -1:
+    cdef int open_body(self, object scalar_pred, int node_type, str what,
+                       unsigned int size=1) except -1:
         if not self.capturing:
             raise RuntimeError(f"{what} needs an open capture: call it between capture_begin() "
                                "and capture_end()")
-        cdef TensorCore predicate = _predicate_arg(self, scalar_pred)
-        cdef CUfunction setter = _setter_kernel(self.device)
+        cdef bint is_switch = node_type == cudaGraphCondTypeSwitch
+        cdef TensorCore predicate = _index_arg(self, scalar_pred) if is_switch \
+            else _predicate_arg(self, scalar_pred)
+        cdef CUfunction setter = _setter_kernel(self.device, is_switch)
         cdef ConditionalBody body = ConditionalBody.__new__(ConditionalBody)
+        body.is_switch = is_switch
         body.parent = (<ConditionalBody>self.bodies[-1]).stream if self.bodies \
             else self.capture_stream
         body.predicate = predicate
@@ -393,8 +403,10 @@ cdef class GraphBase:
         cdef PoolId body_pool
         self.bodies.append(body)  # from here on, close_body() undoes what was done
         try:
-            _begin_body(self.device, setter, predicate.data, node_type, self.capture_mode, body,
-                        &body_capture_id)
+            _begin_body(self.device, setter, predicate.data, node_type, size, self.capture_mode,
+                        body, &body_capture_id)
+            self.conditional_nodes[<uintptr_t>body.node] = (
+                CONDITIONAL_TYPES[node_type], [<uintptr_t>body.graphs[i] for i in range(size)])
             body_pool = _pool_for_capture(None)
             allocator.retain_pool(self.device, body_pool)
             self.body_pools.append((body_pool.first, body_pool.second))
@@ -445,7 +457,7 @@ cdef class GraphBase:
         return 0
 
     cdef int set_predicate(self, ConditionalBody body, TensorCore predicate) except -1:
-        cdef CUfunction setter = _setter_kernel(self.device)
+        cdef CUfunction setter = _setter_kernel(self.device, body.is_switch)
         cdef uintptr_t predicate_address = predicate.data
         cdef void* arguments[2]
         arguments[0] = &body.handle
@@ -525,7 +537,10 @@ cdef class GraphBase:
             raise RuntimeError("end_capture_to_conditional_node() called without an open "
                                "conditional node; call begin_capture_to_if_node() or "
                                "begin_capture_to_while_node() first")
+        cdef ConditionalBody body = self.bodies[-1]
         self.close_body(True)
+        if body.size > 1:
+            _fill_empty_bodies(self.device, body)
         return None
 
     cdef object c_instantiate(self):
@@ -574,8 +589,9 @@ cdef class GraphBase:
         if not self.bodies:
             raise RuntimeError("set_conditional_handle_for_current_node() called without an open "
                                "conditional node")
-        cdef TensorCore predicate = _predicate_arg(self, scalar_pred)
         cdef ConditionalBody body = self.bodies[-1]
+        cdef TensorCore predicate = _index_arg(self, scalar_pred) if body.is_switch \
+            else _predicate_arg(self, scalar_pred)
         self.set_predicate(body, predicate)
         body.predicate = predicate  # what a while node tests again at the end of its body
         self.predicates.append(predicate)
@@ -601,6 +617,60 @@ cdef class GraphBase:
             (<TensorCore>static).c_copy_(fresh, True)
         return self.c_replay(None)
 
+    # -- debugging: the handles and the topology (graph_topology.pyx) ------------------------------
+
+    cdef object c_get_graph_data(self):
+        if self.template == NULL:
+            raise RuntimeError(_NO_TEMPLATE.format(what="get_graph_data()"))
+        return graph_topology.graph_data(self.template, self.device, self.conditional_nodes)
+
+    cdef object c_raw_cuda_graph(self):
+        if self.template == NULL:
+            raise RuntimeError(_NO_TEMPLATE.format(what="raw_cuda_graph()"))
+        return <uintptr_t>self.template
+
+    cdef object c_raw_cuda_graph_exec(self):
+        if self.executable == NULL:
+            raise RuntimeError("raw_cuda_graph_exec() needs a captured graph, and this one holds "
+                               "none (never captured, or reset() since); capture it first")
+        return <uintptr_t>self.executable
+
+    cdef object c_begin_capture_to_if_else_node(self, object scalar_pred):
+        if self.capturing:
+            _require_multi_body_nodes("begin_capture_to_if_else_node()")
+        self.open_body(scalar_pred, cudaGraphCondTypeIf, "begin_capture_to_if_else_node()", 2)
+        return None
+
+    cdef object c_begin_capture_to_switch_node(self, object scalar_index, object num_cases):
+        if isinstance(num_cases, bool) or not isinstance(num_cases, int):
+            raise TypeError(f"num_cases must be an int, got {errors.shown(num_cases)}")
+        if not 1 <= num_cases <= 0xFFFFFFFF:
+            raise ValueError(f"num_cases must be at least 1 (and fit in 32 bits), got "
+                             f"{num_cases}")
+        if self.capturing:
+            _require_multi_body_nodes("begin_capture_to_switch_node()")
+        self.open_body(scalar_index, cudaGraphCondTypeSwitch, "begin_capture_to_switch_node()",
+                       num_cases)
+        return None
+
+    cdef object c_begin_capture_to_next_body(self):
+        if not self.bodies or (<ConditionalBody>self.bodies[-1]).size < 2:
+            raise RuntimeError("begin_capture_to_next_body() needs an if/else or switch node as "
+                               "the innermost open conditional node; call "
+                               "begin_capture_to_if_else_node() or begin_capture_to_switch_node() "
+                               "first, and close any node opened inside its body")
+        cdef ConditionalBody body = self.bodies[-1]
+        if body.branch + 1 >= body.size:
+            raise RuntimeError(f"begin_capture_to_next_body(): all {body.size} bodies of the node "
+                               "have been captured; call end_capture_to_conditional_node()")
+        _next_body(self.device, self.capture_mode, body)
+        return None
+
+
+_NO_TEMPLATE = ("{what} needs the captured graph, which is kept only when enable_debug_mode() "
+                "(or accelerator.Graph(keep_graph=True)) came before the capture, and until "
+                "reset()")
+
 
 cdef int _not_replayable(GraphBase graph, object stream) except -1:
     _stream.stream_arg(stream, "stream")  # a wrong argument is reported first
@@ -621,6 +691,11 @@ cdef cudaStream_t _replay_stream(GraphBase graph, object stream) except? NULL:
 
 cdef int _write_dot(cudaGraph_t template, int device, str path, bint verbose) except -1:
     # The GIL stays held: export_dot()'s template is replaced (and destroyed) under it.
+    picture = graph_render.picture_format(path)
+    if picture is not None:  # .svg or .png: Graphviz draws the DOT text (graph_render.py)
+        with graph_render.rendered_to(path, picture) as dot_path:
+            _write_dot(template, device, dot_path, verbose)
+        return 0
     cdef bytes encoded = os.fsencode(path)
     cdef unsigned int flags = cudaGraphDebugDotFlagsVerbose if verbose else 0
     cdef DeviceSwitch saved
@@ -638,7 +713,7 @@ cdef class ConditionalBody:
 
 
 cdef int _begin_body(int device, CUfunction setter, uintptr_t predicate, int node_type,
-                     int capture_mode, ConditionalBody body,
+                     unsigned int size, int capture_mode, ConditionalBody body,
                      unsigned long long* body_capture_id) except -1:
     """Add a conditional node after a predicate-copying kernel; start capturing its body."""
     cdef cudaStream_t parent = body.parent
@@ -675,10 +750,13 @@ cdef int _begin_body(int device, CUfunction setter, uintptr_t predicate, int nod
             params.type = cudaGraphNodeTypeConditional
             params.conditional.handle = body.handle
             params.conditional.type = <cyruntime.cudaGraphConditionalNodeType>node_type
-            params.conditional.size = 1
+            params.conditional.size = size
             errors.check(cyruntime.cudaGraphAddNode(&node, graph, dependencies, edges,
                                                     dependency_count, params),
                          b"cudaGraphAddNode")
+            body.node = node
+            body.graphs = params.conditional.phGraph_out
+            body.size = size
             errors.check(cyruntime.cudaStreamUpdateCaptureDependencies(
                 parent, &node, NULL, 1, cudaStreamSetCaptureDependencies),
                 b"cudaStreamUpdateCaptureDependencies")
@@ -719,16 +797,31 @@ cdef TensorCore _predicate_arg(GraphBase graph, object value):
     return predicate
 
 
-cdef CUfunction _setter_kernel(int device) except NULL:
-    """The predicate-copying kernel, loaded now: its first launch is inside a capture, where
-    lazy loading must not happen. Loading is not captured work, so relaxed mode."""
+cdef TensorCore _index_arg(GraphBase graph, object value):
+    if not isinstance(value, TensorCore):
+        raise TypeError(f"scalar_index must be a tensorplay Tensor, got {type(value).__name__}")
+    cdef TensorCore index = value
+    if (index.dtype_object.name != "int32" or index.element_count != 1
+            or index.device_index != graph.device):
+        raise ValueError(f"scalar_index must be a single-element int32 tensor on cuda:"
+                         f"{graph.device}, got {index.element_count} element(s) of "
+                         f"{index.dtype_object.name} on "
+                         f"{'cpu' if index.device_index < 0 else index.device_index}")
+    return index
+
+
+cdef CUfunction _setter_kernel(int device, bint index=False) except NULL:
+    """The predicate-copying kernel (index: the one copying a switch node's index), loaded now:
+    its first launch is inside a capture, where lazy loading must not happen. Loading is not
+    captured work, so relaxed mode."""
     cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
     cdef CUfunction function = NULL
     cdef DeviceSwitch saved
     errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                  b"cudaThreadExchangeStreamCaptureMode")
     try:
-        function = kernels.get_kernel(device, "graphs", "set_conditional", "")
+        function = kernels.get_kernel(device, "graphs",
+                                      "set_conditional_index" if index else "set_conditional", "")
         with nogil:
             _device.enter_device(device, &saved)
             try:
@@ -857,5 +950,84 @@ cdef object make_graphed_callables(object callables, object sample_args, object 
     capture_mode_arg(capture_error_mode, "capture_error_mode")
     if not _device.is_available():
         errors.raise_no_accelerator("make_graphed_callables()")
-    raise NotImplementedError("make_graphed_callables() needs autograd, which this build does "
-                              "not have; capture with tensorplay.cuda.graph() instead")
+    # Python over the public graph API: its cost is paid once, at capture (graphed_callables.py).
+    from tensorplay._runtime import graphed_callables
+    return graphed_callables.make_graphed_callables(callables, sample_args, num_warmup_iters,
+                                                    allow_unused_input, pool, capture_error_mode)
+
+
+# -- if/else and switch nodes: several bodies, captured one after the other -------------------
+
+cdef int _require_multi_body_nodes(str what) except -1:
+    """If/else (an if node of two bodies) and switch nodes arrived with CUDA 12.8."""
+    cdef int version = 0
+    errors.check(cyruntime.cudaDriverGetVersion(&version), b"cudaDriverGetVersion")
+    if version < 12080:
+        raise RuntimeError(f"{what} needs a CUDA 12.8 or newer driver for if/else and switch "
+                           f"graph nodes, and this one supports CUDA {version // 1000}."
+                           f"{version % 1000 // 10}; update the NVIDIA driver, or use "
+                           "begin_capture_to_if_node() instead")
+    return 0
+
+
+cdef int _next_body(int device, int capture_mode, ConditionalBody body) except -1:
+    """End the capture of the body being captured, and capture the next on the same stream.
+    Its allocations go to the node's pool, routed by the new capture's id."""
+    cdef cudaGraph_t captured = NULL
+    cdef unsigned long long capture_id = 0
+    cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
+    cdef DeviceSwitch saved
+    if body.routing:
+        body.routing = False
+        allocator.end_allocate_to_pool(device, body.pool)
+    with nogil:
+        _device.enter_device(device, &saved)
+        try:
+            body.capturing = False
+            # Captured into the node's own body graph: nothing to destroy.
+            errors.check(cyruntime.cudaStreamEndCapture(body.stream, &captured),
+                         b"cudaStreamEndCapture (conditional body)")
+            body.branch += 1
+            errors.check(cyruntime.cudaStreamBeginCaptureToGraph(
+                body.stream, body.graphs[body.branch], NULL, NULL, 0,
+                <cudaStreamCaptureMode>capture_mode), b"cudaStreamBeginCaptureToGraph")
+            body.capturing = True
+            errors.check(cyruntime.cudaStreamGetCaptureInfo(body.stream, &status, &capture_id,
+                                                            NULL, NULL, NULL, NULL),
+                         b"cudaStreamGetCaptureInfo")
+        finally:
+            _device.exit_device(&saved)
+    allocator.begin_allocate_to_pool(device, body.pool, capture_id)
+    body.routing = True
+    return 0
+
+
+cdef int _fill_empty_bodies(int device, ConditionalBody body) except -1:
+    """Give each body the capture never reached (or left without work) one empty node, so that
+    every body is a graph with a node to run. Building a graph is not captured work: relaxed
+    mode, as the enclosing capture may still be open."""
+    cdef unsigned int index
+    cdef size_t count
+    cdef cudaGraphNode_t empty = NULL
+    cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+    cdef DeviceSwitch saved
+    with nogil:
+        _device.enter_device(device, &saved)
+        try:
+            errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                         b"cudaThreadExchangeStreamCaptureMode")
+            try:
+                for index in range(body.size):
+                    count = 0
+                    errors.check(cyruntime.cudaGraphGetNodes(body.graphs[index], NULL, &count),
+                                 b"cudaGraphGetNodes")
+                    if count == 0:
+                        errors.check(cyruntime.cudaGraphAddEmptyNode(&empty, body.graphs[index],
+                                                                     NULL, 0),
+                                     b"cudaGraphAddEmptyNode")
+            finally:
+                errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                             b"cudaThreadExchangeStreamCaptureMode")
+        finally:
+            _device.exit_device(&saved)
+    return 0

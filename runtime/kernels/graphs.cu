@@ -11,3 +11,10 @@ extern "C" __global__ void set_conditional(cudaGraphConditionalHandle handle,
                                            const bool* predicate) {
     cudaGraphSetConditional(handle, *predicate ? 1u : 0u);
 }
+
+// A switch node runs the body its index names; a negative index, read as unsigned, is out of
+// range, and then no body runs (CUDA Runtime API, cudaConditionalNodeParams).
+extern "C" __global__ void set_conditional_index(cudaGraphConditionalHandle handle,
+                                                 const int* index) {
+    cudaGraphSetConditional(handle, (unsigned int)*index);
+}

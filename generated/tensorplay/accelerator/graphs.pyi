@@ -73,10 +73,17 @@ class Graph:
         """Write a DOT rendering of the captured graph to path.
 
         Call enable_debug_mode() before capturing for a dump that
-        includes full node attributes.
+        includes full node attributes. Conditional nodes show with their
+        bodies. A path ending in .svg or .png is rendered through
+        Graphviz's dot program, which must be installed.
 
         Args:
-            path: the DOT file to write.
+            path: the DOT file to write; a path ending in .svg or .png gets a picture drawn by
+                Graphviz instead.
+
+        Raises:
+            RuntimeError: the path ends in .svg or .png and Graphviz's dot program is not installed
+                (the message says what to install).
         """
 
     def enable_debug_mode(self) -> None:
@@ -124,6 +131,107 @@ class Graph:
             inputs: fresh tensors whose contents overwrite the matching static buffer this
                 iteration. Contiguous pairs of the same dtype and device take a raw async device-to-
                 device copy; anything else falls back to full copy semantics.
+        """
+
+    def get_graph_data(self) -> dict[str, Any]:
+        """Return the topology of the captured graph as a dict.
+
+        Nodes are listed in the driver's order; "id" is a node's position,
+        which "dependencies" and "dependents" refer to. Kernel nodes carry
+        the kernel's name as the driver reports it (cuFuncGetName). A
+        conditional node carries its type ("if", "while" or "switch") and
+        its body graphs, described the same way, recursively. Needs the
+        captured graph: call enable_debug_mode() (or pass keep_graph=True to
+        accelerator.Graph) before capturing.
+
+        Returns:
+            dict[str, Any]: {"handle": int, "nodes": [...]}, each node a dict with "id", "handle",
+                "type", "dependencies" and "dependents" (ids), "kernel_name" for kernel nodes,
+                "conditional_type" and "body_graphs" for conditional nodes, "body_graphs" for child-
+                graph nodes.
+
+        Raises:
+            RuntimeError: the captured graph was not kept (enable_debug_mode() or keep_graph=True
+                before the capture), or reset() came since.
+        """
+
+    def raw_cuda_graph(self) -> int:
+        """Return the captured graph (cudaGraph_t) as an int, for cuda.bindings.
+
+        The graph stays owned by this object: it is valid until reset() or
+        until this object is destroyed, and must not be destroyed by the
+        caller. It is kept only when enable_debug_mode() (or
+        accelerator.Graph(keep_graph=True)) came before the capture. Edits
+        made through it do not reach the executable already instantiated.
+
+        Returns:
+            int: the cudaGraph_t handle as an int.
+
+        Raises:
+            RuntimeError: the captured graph was not kept, or reset() came since.
+        """
+
+    def raw_cuda_graph_exec(self) -> int:
+        """Return the executable graph (cudaGraphExec_t) as an int, for cuda.bindings.
+
+        The executable stays owned by this object: it is valid until reset()
+        or until this object is destroyed, and must not be destroyed by the
+        caller. Launching it directly skips what replay() does around the
+        launch (making the capture device current).
+
+        Returns:
+            int: the cudaGraphExec_t handle as an int.
+
+        Raises:
+            RuntimeError: no capture has completed, or reset() came since.
+        """
+
+    def begin_capture_to_if_else_node(self, scalar_pred: Any) -> None:
+        """Inside an open capture, add an if node with an else body.
+
+        The work captured next forms the body that runs when the predicate
+        is true at replay time; begin_capture_to_next_body() switches to
+        the else body, which runs when it is false, and
+        end_capture_to_conditional_node() closes the node (a body left
+        without work does nothing). Needs a CUDA 12.8 or newer driver.
+
+        Args:
+            scalar_pred: a single-element CUDA Bool tensor sampled at replay time.
+
+        Raises:
+            RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
+                its version).
+        """
+
+    def begin_capture_to_switch_node(self, scalar_index: Any, num_cases: int) -> None:
+        """Inside an open capture, add a switch node of num_cases bodies.
+
+        At replay time the node runs the body whose position is the value
+        of scalar_index, and none when the index is negative or at least
+        num_cases. The work captured next forms body 0;
+        begin_capture_to_next_body() moves on to the next body, and
+        end_capture_to_conditional_node() closes the node (bodies left
+        without work do nothing). Needs a CUDA 12.8 or newer driver.
+
+        Args:
+            scalar_index: a single-element CUDA int32 tensor sampled at replay time: the body to
+                run.
+            num_cases: how many bodies the node has, at least 1.
+
+        Raises:
+            RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
+                its version).
+        """
+
+    def begin_capture_to_next_body(self) -> None:
+        """Close the body being captured and capture the node's next one.
+
+        Applies to the innermost open if/else node (its else body) or
+        switch node (its next case).
+
+        Raises:
+            RuntimeError: the innermost open conditional node is not an if/else or switch node, or
+                its last body is being captured.
         """
 
     def __enter__(self) -> Graph:

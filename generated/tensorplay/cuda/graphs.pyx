@@ -22,13 +22,20 @@ def export_dot(file_path):
     """Export the most recently completed capture to a DOT file.
 
     Returns the path written. For richer node attributes call
-    CUDAGraph.enable_debug_mode() before that capture.
+    CUDAGraph.enable_debug_mode() before that capture. A path ending
+    in .svg or .png is rendered through Graphviz's dot program, which
+    must be installed.
 
     Args:
-        file_path: the DOT file to write.
+        file_path: the DOT file to write; a path ending in .svg or .png gets a picture drawn by
+            Graphviz instead.
 
     Returns:
         str: the path written.
+
+    Raises:
+        RuntimeError: the path ends in .svg or .png and Graphviz's dot program is not installed
+            (the message says what to install).
     """
     return _graph.export_dot(_errors.str_arg(file_path, 'file_path'))
 
@@ -85,6 +92,17 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
     live workload; modules may not carry hooks or trainable buffers;
     arguments must keep their order and shapes.
 
+    This build graphs the forward pass of functions: each callable is
+    warmed up num_warmup_iters times on a side stream, then captured on
+    that stream into its own CUDAGraph, in the order given, all sharing
+    one private pool. A graphed callable takes tensors of its sample
+    arguments' shapes and dtypes, copies them into the captured inputs,
+    replays, and returns the captured outputs: the same tensors on every
+    call, overwritten by the next one (clone them to keep them). Its
+    cuda_graph attribute is the CUDAGraph. The callables must return a
+    Tensor or a tuple of Tensors. Sample arguments that require grad are
+    refused until gradients arrive with autograd.
+
     Args:
         callables: function or tensorplay.nn.Module, or a tuple of them in live-workload order.
         sample_args: matching tuple of argument-tuples of CUDA Tensors.
@@ -96,6 +114,13 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
 
     Returns:
         Any: the graphed callables, in the same structure as callables.
+
+    Raises:
+        TypeError: a callable is not callable, sample_args hold something other than tuples of
+            tensorplay Tensors, or a callable returned something other than a Tensor or a tuple of
+            Tensors.
+        ValueError: sample_args do not pair with callables, a sample tensor is not a CUDA
+            tensor, sample tensors span devices, or a sample argument requires grad.
     """
     return _graph.make_graphed_callables(callables, sample_args, num_warmup_iters, _errors.bool_arg(allow_unused_input, 'allow_unused_input'), pool, _errors.str_arg(capture_error_mode, 'capture_error_mode'))
 
@@ -158,10 +183,17 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
         """Write a DOT rendering of the captured graph to path.
 
         Call enable_debug_mode() before capturing for a dump that
-        includes full node attributes.
+        includes full node attributes. Conditional nodes show with their
+        bodies. A path ending in .svg or .png is rendered through
+        Graphviz's dot program, which must be installed.
 
         Args:
-            path: the DOT file to write.
+            path: the DOT file to write; a path ending in .svg or .png gets a picture drawn by
+                Graphviz instead.
+
+        Raises:
+            RuntimeError: the path ends in .svg or .png and Graphviz's dot program is not installed
+                (the message says what to install).
         """
         self.c_debug_dump(path)
 
@@ -218,6 +250,113 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
                 device copy; anything else falls back to full copy semantics.
         """
         self.c_stage_and_launch(static_inputs, inputs)
+
+    def get_graph_data(self):
+        """Return the topology of the captured graph as a dict.
+
+        Nodes are listed in the driver's order; "id" is a node's position,
+        which "dependencies" and "dependents" refer to. Kernel nodes carry
+        the kernel's name as the driver reports it (cuFuncGetName). A
+        conditional node carries its type ("if", "while" or "switch") and
+        its body graphs, described the same way, recursively. Needs the
+        captured graph: call enable_debug_mode() (or pass keep_graph=True to
+        accelerator.Graph) before capturing.
+
+        Returns:
+            dict[str, Any]: {"handle": int, "nodes": [...]}, each node a dict with "id", "handle",
+                "type", "dependencies" and "dependents" (ids), "kernel_name" for kernel nodes,
+                "conditional_type" and "body_graphs" for conditional nodes, "body_graphs" for child-
+                graph nodes.
+
+        Raises:
+            RuntimeError: the captured graph was not kept (enable_debug_mode() or keep_graph=True
+                before the capture), or reset() came since.
+        """
+        return self.c_get_graph_data()
+
+    def raw_cuda_graph(self):
+        """Return the captured graph (cudaGraph_t) as an int, for cuda.bindings.
+
+        The graph stays owned by this object: it is valid until reset() or
+        until this object is destroyed, and must not be destroyed by the
+        caller. It is kept only when enable_debug_mode() (or
+        accelerator.Graph(keep_graph=True)) came before the capture. Edits
+        made through it do not reach the executable already instantiated.
+
+        Returns:
+            int: the cudaGraph_t handle as an int.
+
+        Raises:
+            RuntimeError: the captured graph was not kept, or reset() came since.
+        """
+        return self.c_raw_cuda_graph()
+
+    def raw_cuda_graph_exec(self):
+        """Return the executable graph (cudaGraphExec_t) as an int, for cuda.bindings.
+
+        The executable stays owned by this object: it is valid until reset()
+        or until this object is destroyed, and must not be destroyed by the
+        caller. Launching it directly skips what replay() does around the
+        launch (making the capture device current).
+
+        Returns:
+            int: the cudaGraphExec_t handle as an int.
+
+        Raises:
+            RuntimeError: no capture has completed, or reset() came since.
+        """
+        return self.c_raw_cuda_graph_exec()
+
+    def begin_capture_to_if_else_node(self, scalar_pred):
+        """Inside an open capture, add an if node with an else body.
+
+        The work captured next forms the body that runs when the predicate
+        is true at replay time; begin_capture_to_next_body() switches to
+        the else body, which runs when it is false, and
+        end_capture_to_conditional_node() closes the node (a body left
+        without work does nothing). Needs a CUDA 12.8 or newer driver.
+
+        Args:
+            scalar_pred: a single-element CUDA Bool tensor sampled at replay time.
+
+        Raises:
+            RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
+                its version).
+        """
+        self.c_begin_capture_to_if_else_node(scalar_pred)
+
+    def begin_capture_to_switch_node(self, scalar_index, num_cases):
+        """Inside an open capture, add a switch node of num_cases bodies.
+
+        At replay time the node runs the body whose position is the value
+        of scalar_index, and none when the index is negative or at least
+        num_cases. The work captured next forms body 0;
+        begin_capture_to_next_body() moves on to the next body, and
+        end_capture_to_conditional_node() closes the node (bodies left
+        without work do nothing). Needs a CUDA 12.8 or newer driver.
+
+        Args:
+            scalar_index: a single-element CUDA int32 tensor sampled at replay time: the body to
+                run.
+            num_cases: how many bodies the node has, at least 1.
+
+        Raises:
+            RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
+                its version).
+        """
+        self.c_begin_capture_to_switch_node(scalar_index, num_cases)
+
+    def begin_capture_to_next_body(self):
+        """Close the body being captured and capture the node's next one.
+
+        Applies to the innermost open if/else node (its else body) or
+        switch node (its next case).
+
+        Raises:
+            RuntimeError: the innermost open conditional node is not an if/else or switch node, or
+                its last body is being captured.
+        """
+        self.c_begin_capture_to_next_body()
 
     @property
     def pool_id(self):

@@ -1,0 +1,91 @@
+"""A while node against host-driven loops: what looping on the device saves the host.
+
+Run on the GPU machine after installing the package:  python bench/bench_graph_extras.py
+For N in 1..1000 loop iterations of a one-kernel body (x += 1):
+- while graph: one replay() of a graph whose while node runs the body N times (the body also
+  counts, and compares the count with N to decide whether to go on);
+- N replays: N replay() calls of a graph holding the body alone.
+Printed: host microseconds spent in the launching calls (the device is synchronised outside the
+timed part), and microseconds from the first launch to the end of a synchronize, best of
+ROUNDS; ratios are while graph / N replays, so below 1 means the while node is cheaper.
+"""
+import time
+
+import tensorplay as tp
+from tensorplay import accelerator, cuda
+
+ITERATIONS = (1, 10, 100, 1000)
+ROUNDS = 7
+
+
+def while_graph(x, iterations):
+    counter = tp.zeros(1, device="cuda")
+    keep_going = tp.zeros(1, dtype=tp.bool, device="cuda")
+    counter.fill_(0)
+    keep_going.copy_(counter < iterations)  # load every kernel before the capture
+    counter += 1
+    accelerator.synchronize()
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        counter.fill_(0)
+        keep_going.copy_(counter < iterations)
+        graph.begin_capture_to_while_node(keep_going)
+        x += 1
+        counter += 1
+        keep_going.copy_(counter < iterations)
+        graph.end_capture_to_conditional_node()
+    return graph, (counter, keep_going)
+
+
+def body_graph(x):
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        x += 1
+    return graph
+
+
+def best_us(launch):
+    """(host µs in launch(), µs until the device is done), each the best of ROUNDS."""
+    launch()
+    accelerator.synchronize()
+    host = total = float("inf")
+    for _ in range(ROUNDS):
+        accelerator.synchronize()
+        start = time.perf_counter_ns()
+        launch()
+        launched = time.perf_counter_ns()
+        accelerator.synchronize()
+        done = time.perf_counter_ns()
+        host = min(host, (launched - start) / 1e3)
+        total = min(total, (done - start) / 1e3)
+    return host, total
+
+
+def main():
+    x = tp.zeros(32, device="cuda")
+    x += 1
+    body = body_graph(x)
+    print(f"device: {accelerator.current_accelerator()}, {ROUNDS} rounds, best of each")
+    print(f"{'N':>6} {'while host us':>14} {'replays host us':>16} {'host ratio':>11} "
+          f"{'while total us':>15} {'replays total us':>17} {'total ratio':>12}")
+    for iterations in ITERATIONS:
+        looping, keep_alive = while_graph(x, iterations)
+        before = x.tolist()[0]
+        looping.replay()
+        accelerator.synchronize()
+        assert x.tolist()[0] == before + iterations, "the while node ran the wrong count"
+
+        def replays():
+            for _ in range(iterations):
+                body.replay()
+
+        while_host, while_total = best_us(looping.replay)
+        replays_host, replays_total = best_us(replays)
+        print(f"{iterations:>6} {while_host:>14.1f} {replays_host:>16.1f} "
+              f"{while_host / replays_host:>11.3f} {while_total:>15.1f} {replays_total:>17.1f} "
+              f"{while_total / replays_total:>12.3f}")
+        del looping, keep_alive
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,314 @@
+"""Graphed callables (forward path), graph topology, raw handles and pictures, on a real GPU."""
+import gc
+import shutil
+
+import pytest
+
+import tensorplay as tp
+from tensorplay import accelerator, cuda
+from tensorplay.accelerator import memory
+from tensorplay.cuda import graphs
+
+pytestmark = pytest.mark.gpu
+
+COUNT = 1024
+
+
+@pytest.fixture
+def quiet_device():
+    """A synchronised device with an empty cache, and no capture left open afterwards."""
+    gc.collect()
+    accelerator.synchronize()
+    memory.empty_cache()
+    yield
+    assert not graphs.is_current_stream_capturing()
+    accelerator.synchronize()
+    memory.empty_cache()
+
+
+def full(value, count=COUNT):
+    return tp.full((count,), value, device="cuda")
+
+
+def values(tensor):
+    accelerator.synchronize()
+    return set(tensor.tolist())
+
+
+# -- make_graphed_callables --------------------------------------------------------------------
+
+
+def test_graphed_function_warms_up_then_replays_without_calling_python(quiet_device):
+    calls = []
+
+    def affine(a):
+        calls.append(1)
+        return a * 2 + 1
+
+    graphed = graphs.make_graphed_callables(affine, (full(1.0),), num_warmup_iters=2)
+    assert len(calls) == 3  # two warm-up runs and the capture
+    out = graphed(full(3.0))
+    assert values(out) == {7.0}
+    again = graphed(full(5.0))
+    assert again is out and values(out) == {11.0}  # the static output, updated by each call
+    assert len(calls) == 3
+    assert graphed.__name__ == "graphed_affine"
+
+
+def test_graphed_function_reads_its_sample_tensor_in_place(quiet_device):
+    sample = full(1.0)
+    graphed = graphs.make_graphed_callables(lambda a: a + 1, (sample,), num_warmup_iters=0)
+    sample.fill_(41.0)
+    assert values(graphed(sample)) == {42.0}
+
+
+def test_two_graphed_functions_share_one_pool_and_chain(quiet_device):
+    def first(a, b):
+        return a + b
+
+    def second(c):
+        return (c * 3, c - 1)
+
+    one, two = graphs.make_graphed_callables((first, second),
+                                             ((full(0.0), full(0.0)), (full(0.0),)))
+    assert one.cuda_graph.pool_id == two.cuda_graph.pool_id
+    tripled, lowered = two(one(full(1.0), full(2.0)))
+    assert values(tripled) == {9.0} and values(lowered) == {2.0}
+    tripled, lowered = two(one(full(10.0), full(20.0)))
+    assert values(tripled) == {90.0} and values(lowered) == {29.0}
+
+
+def test_graphed_callables_use_the_pool_given(quiet_device):
+    handle = graphs.graph_pool_handle()
+    graphed = graphs.make_graphed_callables(lambda a: a * 2, (full(1.0),), pool=handle)
+    assert graphed.cuda_graph.pool_id == handle
+    assert values(graphed(full(4.0))) == {8.0}
+
+
+def test_graphed_callable_checks_its_arguments(quiet_device):
+    graphed = graphs.make_graphed_callables(lambda a: a + 1, (full(1.0),))
+    with pytest.raises(TypeError, match=r"takes 1 tensor argument\(s\).*got 2"):
+        graphed(full(1.0), full(1.0))
+    with pytest.raises(ValueError, match=r"must keep its sample's shape \(1024,\)"):
+        graphed(full(1.0, 8))
+    with pytest.raises(TypeError, match="argument 0 .* must be a tensorplay Tensor, got 3"):
+        graphed(3)
+
+
+def test_make_graphed_callables_refuses_what_it_cannot_graph(quiet_device):
+    def returns_a_number(a):
+        a += 1
+        return 1.5
+
+    with pytest.raises(TypeError, match="must return a tensorplay Tensor or a tuple of them, "
+                                        "got 1.5"):
+        graphs.make_graphed_callables(returns_a_number, (full(1.0),))
+    with pytest.raises(ValueError, match=r"sample_args\[0\] must be a CUDA tensor, got one on "
+                                         "cpu"):
+        graphs.make_graphed_callables(lambda a: a, (tp.zeros(3),))
+
+    class NeedsGrad:
+        requires_grad = True
+
+    with pytest.raises(ValueError, match="requires grad.*gradients arrive with the autograd"):
+        graphs.make_graphed_callables(lambda a: a, (NeedsGrad(),))
+
+
+# -- topology, raw handles, pictures -----------------------------------------------------------
+
+
+def _graph_with_an_if_node(flag, x):
+    g = cuda.CUDAGraph()
+    g.enable_debug_mode()
+    x += 1  # loads the kernels before the capture
+    x += 10
+    with cuda.graph(g):
+        x += 1
+        g.begin_capture_to_if_node(flag)
+        x += 10
+        g.end_capture_to_conditional_node()
+    return g
+
+
+def test_graph_data_shows_an_if_node_and_its_body(quiet_device):
+    flag = tp.ones(1, dtype=tp.bool, device="cuda")
+    g = _graph_with_an_if_node(flag, full(0.0))
+    data = g.get_graph_data()
+    assert data["handle"] == g.raw_cuda_graph()
+    nodes = data["nodes"]
+    conditional = [node for node in nodes if node["type"] == "conditional"]
+    assert len(conditional) == 1 and conditional[0]["conditional_type"] == "if"
+    (body,) = conditional[0]["body_graphs"]
+    assert [node["type"] for node in body["nodes"]] == ["kernel"]
+    assert "binary" in body["nodes"][0]["kernel_name"]
+    # The node follows the kernel that copies the predicate into its handle.
+    (setter_id,) = conditional[0]["dependencies"]
+    setter = nodes[setter_id]
+    assert setter["type"] == "kernel" and setter["kernel_name"] == "set_conditional"
+    assert conditional[0]["id"] in setter["dependents"]
+    for node in nodes:
+        for other in node["dependents"]:
+            assert node["id"] in nodes[other]["dependencies"]
+
+
+def test_graph_data_and_raw_graph_need_the_kept_graph(quiet_device):
+    x = full(0.0)
+    x += 1
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        x += 1
+    assert isinstance(g.raw_cuda_graph_exec(), int) and g.raw_cuda_graph_exec() != 0
+    with pytest.raises(RuntimeError, match="enable_debug_mode"):
+        g.get_graph_data()
+    with pytest.raises(RuntimeError, match="enable_debug_mode"):
+        g.raw_cuda_graph()
+    g.reset()
+    with pytest.raises(RuntimeError, match="needs a captured graph"):
+        g.raw_cuda_graph_exec()
+
+
+def test_raw_handles_work_with_cuda_bindings(quiet_device):
+    from cuda.bindings import runtime as cudart
+
+    x = full(0.0)
+    x += 1
+    g = accelerator.Graph(keep_graph=True)
+    with g:
+        x += 1
+    raw = cudart.cudaGraph_t(g.raw_cuda_graph())
+    error, _, count = cudart.cudaGraphGetNodes(raw)
+    assert error == cudart.cudaError_t.cudaSuccess and count == 1
+    error, nodes, count = cudart.cudaGraphGetNodes(raw, count)
+    assert [int(node) for node in nodes] == [node["handle"]
+                                             for node in g.get_graph_data()["nodes"]]
+    accelerator.synchronize()
+    (error,) = cudart.cudaGraphLaunch(cudart.cudaGraphExec_t(g.raw_cuda_graph_exec()), 0)
+    assert error == cudart.cudaError_t.cudaSuccess
+    assert values(x) == {2.0}
+
+
+def test_debug_dump_to_svg_renders_through_graphviz(quiet_device, tmp_path):
+    flag = tp.ones(1, dtype=tp.bool, device="cuda")
+    g = _graph_with_an_if_node(flag, full(0.0))
+    if shutil.which("dot") is None:
+        with pytest.raises(RuntimeError, match="apt-get install graphviz"):
+            g.debug_dump(tmp_path / "graph.svg")
+        return
+    g.debug_dump(tmp_path / "graph.svg")
+    assert "<svg" in (tmp_path / "graph.svg").read_text()
+    assert graphs.export_dot(str(tmp_path / "last.png")) == str(tmp_path / "last.png")
+    assert (tmp_path / "last.png").read_bytes().startswith(b"\x89PNG")
+    g.debug_dump(tmp_path / "graph.dot")
+    assert (tmp_path / "graph.dot").read_text().lstrip().startswith("digraph")
+
+
+# -- if/else and switch nodes -------------------------------------------------------------------
+
+
+def warmed_for_branches():
+    """x, after loading the kernels the captures below use (a capture cannot load them)."""
+    x = full(0.0)
+    x += 1
+    x.fill_(0)
+    accelerator.synchronize()
+    return x
+
+
+def test_if_else_node_runs_the_body_the_predicate_picks(quiet_device):
+    x = warmed_for_branches()
+    flag = tp.ones(1, dtype=tp.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        g.begin_capture_to_if_else_node(flag)
+        x += 1
+        g.begin_capture_to_next_body()
+        x += 10
+        g.end_capture_to_conditional_node()
+    g.replay()
+    assert values(x) == {1.0}
+    flag.fill_(False)
+    g.replay()
+    assert values(x) == {11.0}
+
+
+def test_switch_node_runs_the_case_its_index_names(quiet_device):
+    x = warmed_for_branches()
+    index = tp.zeros(1, dtype=tp.int32, device="cuda")
+    index.fill_(1)
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        g.begin_capture_to_switch_node(index, 4)  # case 3 stays empty
+        x += 1
+        g.begin_capture_to_next_body()
+        x += 10
+        g.begin_capture_to_next_body()
+        x += 100
+        g.end_capture_to_conditional_node()
+    for case, added in ((0, 1.0), (1, 10.0), (2, 100.0), (3, 0.0), (4, 0.0), (-1, 0.0)):
+        x.fill_(0)
+        index.fill_(case)
+        g.replay()
+        assert values(x) == {added}, f"case {case}"
+
+
+def test_an_if_node_nests_inside_a_switch_case(quiet_device):
+    x = warmed_for_branches()
+    index = tp.zeros(1, dtype=tp.int32, device="cuda")
+    flag = tp.zeros(1, dtype=tp.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        g.begin_capture_to_switch_node(index, 2)
+        g.begin_capture_to_if_node(flag)
+        x += 1
+        g.end_capture_to_conditional_node()
+        g.begin_capture_to_next_body()
+        x += 10
+        g.end_capture_to_conditional_node()
+    g.replay()
+    assert values(x) == {0.0}
+    flag.fill_(True)
+    g.replay()
+    assert values(x) == {1.0}
+    index.fill_(1)
+    g.replay()
+    assert values(x) == {11.0}
+
+
+def test_multi_body_nodes_report_misuse(quiet_device):
+    x = warmed_for_branches()
+    flag = tp.ones(1, dtype=tp.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    g.capture_begin()
+    with pytest.raises(ValueError, match="scalar_index must be a single-element int32 tensor"):
+        g.begin_capture_to_switch_node(flag, 2)
+    g.begin_capture_to_if_node(flag)
+    with pytest.raises(RuntimeError, match="needs an if/else or switch node as the innermost"):
+        g.begin_capture_to_next_body()
+    g.end_capture_to_conditional_node()
+    g.begin_capture_to_if_else_node(flag)
+    x += 1
+    g.begin_capture_to_next_body()
+    with pytest.raises(RuntimeError, match="all 2 bodies of the node have been captured"):
+        g.begin_capture_to_next_body()
+    g.end_capture_to_conditional_node()
+    g.capture_end()
+    g.replay()
+    assert values(x) == {1.0}
+
+
+def test_graph_data_shows_every_body_of_a_switch_node(quiet_device):
+    x = warmed_for_branches()
+    index = tp.zeros(1, dtype=tp.int32, device="cuda")
+    g = cuda.CUDAGraph()
+    g.enable_debug_mode()
+    with cuda.graph(g):
+        g.begin_capture_to_switch_node(index, 3)
+        x += 1
+        g.begin_capture_to_next_body()
+        x += 10
+        x += 10
+        g.end_capture_to_conditional_node()
+    (switch,) = [node for node in g.get_graph_data()["nodes"] if node["type"] == "conditional"]
+    assert switch["conditional_type"] == "switch"
+    assert [[node["type"] for node in body["nodes"]] for body in switch["body_graphs"]] == [
+        ["kernel"], ["kernel", "kernel"], ["empty"]]
