@@ -2,6 +2,7 @@ from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraphNode_
                                       cudaGraphExec_t, cudaStream_t)
 
 from tensorplay._runtime.allocator cimport PoolId
+from tensorplay._runtime.rng cimport CaptureRecord
 from tensorplay._runtime.tensor cimport TensorCore
 
 # One open conditional node of a capture: its handle and the stream its body captures on.
@@ -13,6 +14,7 @@ cdef class ConditionalBody:
     cdef bint is_while
     cdef bint capturing
     cdef bint routing                  # begin_allocate_to_pool done for the body's pool
+    cdef unsigned long long rng_used_before  # the capture's random offset when the body opened
     cdef PoolId pool
     cdef cudaGraphNode_t node          # the conditional node, in the parent graph
     cdef cudaGraph_t* graphs           # its size body graphs: a CUDA-owned array, as the node
@@ -33,6 +35,10 @@ cdef class GraphBase:
     cdef bint side_stream_default      # stream=None: the side stream, not the current one
     cdef int device                    # the capture device; -1 before the first capture
     cdef cudaStream_t capture_stream
+    cdef object capture_stream_owner   # the Stream given to capture_begin, alive until the end
+    # The capture device's default generator, registered for the capture (rng.pxd); kept after
+    # capture_end only when the graph draws random numbers, so that other graphs pay nothing.
+    cdef CaptureRecord rng_record
     cdef unsigned long long capture_id
     cdef PoolId pool_id
     cdef bint holds_pool               # retain_pool done: reset() or a failed capture releases

@@ -59,6 +59,7 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureImplici
                                       cudaStream_t, cudaSuccess)
 
 from tensorplay._runtime cimport allocator, device as _device, errors, graph_topology, kernels
+from tensorplay._runtime cimport rng
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.device cimport DeviceSwitch
@@ -196,6 +197,9 @@ cdef class GraphBase:
         self.pool_id = pool_id
         self.holds_pool = True
         self.capture_stream = handle
+        # A Stream made for the call (capture_begin(stream=Stream())) would otherwise be
+        # destroyed while it captures.
+        self.capture_stream_owner = target
         self.capture_mode = capture_mode
         self.conditional_nodes = {}
         try:
@@ -207,6 +211,10 @@ cdef class GraphBase:
             _stream.put_current_stream(device, handle)
             self.stream_swapped = True
             self.begin_on_stream(capture_mode)
+            # Before any work is captured: random ops captured from now on read their state
+            # from device memory (docs/design.md, "RNG state").
+            self.rng_record = rng.register_capture(rng.default_generator(device),
+                                                   self.capture_id)
             allocator.begin_allocate_to_pool(device, pool_id, self.capture_id)
             self.routing = True
         except BaseException:
@@ -358,6 +366,10 @@ cdef class GraphBase:
                 allocator.end_allocate_to_pool(self.device, self.pool_id)
         finally:
             self.restore_stream()
+            self.capture_stream_owner = None
+            # Unregistered either way; a graph that drew nothing keeps no record.
+            if self.rng_record is not None and rng.capture_offset_consumed(self.rng_record) == 0:
+                self.rng_record = None
         return 0
 
     cdef int restore_stream(self) except -1:
@@ -373,6 +385,7 @@ cdef class GraphBase:
 
     cdef int release_pool_reference(self) except -1:
         cdef PoolId body_pool
+        self.rng_record = None
         self.predicates = []
         while self.body_pools:
             body_pool.first, body_pool.second = self.body_pools.pop()
@@ -401,6 +414,7 @@ cdef class GraphBase:
         body.is_while = node_type == cudaGraphCondTypeWhile
         cdef unsigned long long body_capture_id = 0
         cdef PoolId body_pool
+        body.rng_used_before = self.rng_record.consumed if self.rng_record is not None else 0
         self.bodies.append(body)  # from here on, close_body() undoes what was done
         try:
             _begin_body(self.device, setter, predicate.data, node_type, size, self.capture_mode,
@@ -454,6 +468,13 @@ cdef class GraphBase:
                     _stream.put_current_stream(self.device, body.parent)
         if keep and status != cudaSuccess:
             errors.raise_cuda_error(<int>status, "cudaStreamEndCapture (conditional body)")
+        if keep and self.rng_record is not None \
+                and self.rng_record.consumed != body.rng_used_before:
+            # A body may run any number of times per replay, but its kernels read one fixed
+            # offset: each pass would repeat the same numbers. PyTorch refuses them too.
+            raise RuntimeError("random numbers were drawn inside a conditional node's body; a "
+                               "body can run several times per replay and would repeat them. "
+                               "Draw them before begin_capture_to_*_node() and use them inside")
         return 0
 
     cdef int set_predicate(self, ConditionalBody body, TensorCore predicate) except -1:
@@ -566,11 +587,10 @@ cdef class GraphBase:
             handle = _stream.current_stream_handle(self.device)
         else:
             handle = _replay_stream(self, stream)
-        # RNG hook (issue 10; the protocol is in rng.pxd): begin() registers the capture
-        # device's default generator (rng.register_capture) before cudaStreamBeginCapture, end()
-        # and discard_capture() collect rng.capture_offset_consumed, and here, for each record
-        # that consumed something, rng.advance_for_replay(record, handle) runs before the
-        # launch. Graphs that drew no random numbers pay nothing.
+        # Graph-safe random numbers (rng.pxd): this replay's (seed, offset) goes to the device,
+        # stream-ordered before the launch, and the generator advances as an eager run would.
+        if self.rng_record is not None:
+            rng.advance_for_replay(self.rng_record, handle)
         with nogil:
             _device.enter_device(self.device, &saved)
             status = cyruntime.cudaGraphLaunch(self.executable, handle)

@@ -15,7 +15,7 @@ cdef class GeneratorCore:
     cdef readonly int device_index  # -1: the CPU
     cdef uint64_t seed_value
     cdef uint64_t offset            # the next call's offset, in 32-bit outputs (cuRAND's unit)
-    cdef CaptureRecord capture      # the capture this generator is registered with, or None
+    cdef dict captures              # capture id -> CaptureRecord, for captures in progress
     cdef int init(self, object device) except -1
     cdef object c_manual_seed(self, object seed)
     cdef object c_seed(self)
@@ -40,10 +40,11 @@ cdef GeneratorCore default_generator(int device)
 cdef str philox_prelude(DtypeCore dtype)
 
 # Graph capture. Note [Graph-safe random numbers] in rng.pyx; the graph code calls, in order:
-#   record = register_capture(generator)     before cudaStreamBeginCapture: the generator's
-#       kernels captured from now on read (seed, offset) from record's device memory. A CUDA
-#       generator is registered with one capture at a time; register the default generator of
-#       the capture device, plus any Generator the captured code uses.
+#   record = register_capture(generator, capture_id)    right after cudaStreamBeginCapture, before
+#       any work is captured: the generator's kernels captured into that capture (found by the
+#       stream's capture id) read (seed, offset) from device memory that the record allocates,
+#       from the capture's private pool, at the first such kernel. A generator may be registered
+#       with several captures at once (two threads capturing on one device).
 #   consumed = capture_offset_consumed(record)    after cudaStreamEndCapture (or when capture
 #       fails): unregisters and returns the offset the graph consumes per replay (0: it drew
 #       nothing). The graph must reject captures that drew random numbers inside conditional
@@ -52,14 +53,15 @@ cdef str philox_prelude(DtypeCore dtype)
 #       generator's current (seed, offset) into record's device memory (one one-thread kernel,
 #       stream-ordered) and advances the generator by consumed, so every replay draws fresh
 #       numbers, the same ones eager execution would have drawn. Does nothing when consumed is 0.
-# The graph keeps the record alive as long as it can replay; the record frees its device memory.
+# The graph keeps the record alive as long as it can replay; the record returns its memory.
 cdef class CaptureRecord:
     cdef GeneratorCore generator
+    cdef unsigned long long capture_id
     cdef uint64_t* replay_state     # device memory: (seed, base offset) for the next replay
     cdef uint64_t consumed          # offset the captured kernels use, reserved so far
     cdef bint open                  # registered, capture not yet ended
 
-cdef CaptureRecord register_capture(GeneratorCore generator)
+cdef CaptureRecord register_capture(GeneratorCore generator, unsigned long long capture_id)
 cdef uint64_t capture_offset_consumed(CaptureRecord record) except? 0xFFFFFFFFFFFFFFFF
 cdef int advance_for_replay(CaptureRecord record, cudaStream_t stream) except -1
 

@@ -34,7 +34,7 @@ from cuda.bindings cimport cyruntime
 from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t, cudaStreamCaptureStatus
 
-from tensorplay._runtime cimport device as _device, dtypes, errors, kernels, public
+from tensorplay._runtime cimport allocator, device as _device, dtypes, errors, kernels, public
 from tensorplay._runtime.device cimport DeviceSwitch
 from tensorplay._runtime.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor cimport TensorCore
@@ -144,7 +144,7 @@ cdef class GeneratorCore:
         self.device_index = -1
         self.seed_value = DEFAULT_SEED
         self.offset = 0
-        self.capture = None
+        self.captures = {}
 
     cdef int init(self, object device) except -1:
         cdef int index = _device.tensor_device_arg(device, "device")
@@ -154,7 +154,7 @@ cdef class GeneratorCore:
         return 0
 
     cdef int _check_not_captured(self, str call) except -1:
-        if self.capture is not None:
+        if self.captures:
             raise RuntimeError(
                 f"{call} cannot run while the {_where(self.device_index)} generator is registered "
                 "with a CUDA graph capture: the captured kernels read its state only when the "
@@ -201,27 +201,36 @@ cdef class GeneratorCore:
     cdef int philox_state(self, uint64_t increment, cudaStream_t stream,
                           PhiloxState* state) except -1:
         cdef cudaStreamCaptureStatus status = cyruntime.cudaStreamCaptureStatusNone
+        cdef unsigned long long capture_id = 0
         cdef DeviceSwitch saved
+        cdef CaptureRecord capture
         increment = (increment + OFFSET_STEP - 1) // OFFSET_STEP * OFFSET_STEP
         if self.device_index >= 0:
             with nogil:
                 _device.enter_device(self.device_index, &saved)
                 try:
-                    errors.check(cyruntime.cudaStreamIsCapturing(stream, &status),
-                                 "cudaStreamIsCapturing")
+                    errors.check(cyruntime.cudaStreamGetCaptureInfo(
+                        stream, &status, &capture_id, NULL, NULL, NULL, NULL),
+                        "cudaStreamGetCaptureInfo")
                 finally:
                     _device.exit_device(&saved)
         if status == cyruntime.cudaStreamCaptureStatusActive:
-            if self.capture is None:
+            capture = self.captures.get(capture_id)
+            if capture is None:
                 raise RuntimeError(
                     f"the {_where(self.device_index)} generator is not registered with the CUDA "
                     "graph capture in progress on this stream, so its numbers would repeat on "
                     "every replay; capture through tensorplay.cuda.graphs, which registers the "
                     "device's default generator, and pass that generator (or none)")
+            if capture.replay_state == NULL:
+                # The first random kernel of this capture: the (seed, offset) slot comes from
+                # the capture's private pool, so graphs that draw nothing allocate nothing.
+                capture.replay_state = <uint64_t*>allocator.allocate(
+                    self.device_index, 2 * sizeof(uint64_t), stream)
             state.seed = 0
-            state.offset = self.capture.consumed
-            state.replay_state = self.capture.replay_state
-            self.capture.consumed += increment
+            state.offset = capture.consumed
+            state.replay_state = capture.replay_state
+            capture.consumed += increment
             return 0
         state.seed = self.seed_value
         state.offset = self.offset
@@ -288,41 +297,27 @@ cdef class CaptureRecord:
         self.open = False
 
     def __dealloc__(self):
-        cdef DeviceSwitch saved
-        # cudaFree waits for the device, so no replay still reads the memory; a forked child
-        # must not touch the parent's.
+        # Back to the caching allocator, which reuses it only in stream order; a forked child
+        # must not touch the parent's allocator.
         if self.replay_state != NULL and _device.is_initialized():
-            _device.enter_device(self.generator.device_index, &saved)
-            cyruntime.cudaFree(self.replay_state)
-            _device.exit_device(&saved)
+            allocator.release(self.replay_state)
 
 
-cdef CaptureRecord register_capture(GeneratorCore generator):
-    cdef DeviceSwitch saved
-    cdef void* memory = NULL
+cdef CaptureRecord register_capture(GeneratorCore generator, unsigned long long capture_id):
     if generator.device_index < 0:
         raise ValueError("CUDA graphs capture CUDA generators; this one is on the CPU")
-    if generator.capture is not None:
-        raise RuntimeError(f"the {_where(generator.device_index)} generator is already registered "
-                           "with a capture in progress; end that capture first")
     cdef CaptureRecord record = CaptureRecord()
     record.generator = generator
-    with nogil:
-        _device.enter_device(generator.device_index, &saved)
-        try:
-            errors.check(cyruntime.cudaMalloc(&memory, 2 * sizeof(uint64_t)), "cudaMalloc")
-        finally:
-            _device.exit_device(&saved)
-    record.replay_state = <uint64_t*>memory
+    record.capture_id = capture_id
     record.open = True
-    generator.capture = record
+    generator.captures[capture_id] = record
     return record
 
 
 cdef uint64_t capture_offset_consumed(CaptureRecord record) except? 0xFFFFFFFFFFFFFFFF:
     if record.open:
         record.open = False
-        record.generator.capture = None
+        del record.generator.captures[record.capture_id]
     return record.consumed
 
 
@@ -332,8 +327,9 @@ cdef int advance_for_replay(CaptureRecord record, cudaStream_t stream) except -1
                            "capture_offset_consumed() at capture end first")
     if record.consumed == 0:
         return 0
+    # Captures in progress elsewhere are no obstacle: their kernels read the state from their
+    # own records at their own replays, never the offset advanced here.
     cdef GeneratorCore generator = record.generator
-    generator._check_not_captured("replaying a graph that draws random numbers")
     cdef CUfunction function = kernels.get_kernel(generator.device_index, "philox",
                                                   "set_replay_state",
                                                   philox_prelude(dtypes.named_dtype("float32")))

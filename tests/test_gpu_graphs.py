@@ -398,8 +398,10 @@ def test_sharing_the_pool_of_a_graph_without_one_is_a_value_error(quiet_device):
 
 def test_empty_cache_during_capture_frees_nothing_and_keeps_the_capture_valid(quiet_device):
     x = warmed(1.0)
-    cached = tp.empty((4 * N,), device="cuda")
-    del cached  # a whole free segment, which empty_cache() would cudaFree
+    # Larger than what is left of x's 20 MiB segment, so it gets a segment of its own: once
+    # freed, a whole free segment, which empty_cache() would cudaFree.
+    cached = tp.empty((8 * N,), device="cuda")
+    del cached
     reserved = memory.memory_reserved()
     g = cuda.CUDAGraph()
     g.capture_begin()
@@ -429,6 +431,7 @@ def _assert_clean_after_failure(g, x, stream_before):
 
 def test_a_synchronising_call_inside_the_body_raises_and_everything_is_released(quiet_device):
     x = warmed(0.0)
+    pools_before = memory.memory_stats()["num_graph_pools"]
     before = accelerator.current_stream()
     g = cuda.CUDAGraph()
     with pytest.raises(RuntimeError, match="cudaErrorStreamCaptureUnsupported") as raised:
@@ -438,7 +441,8 @@ def test_a_synchronising_call_inside_the_body_raises_and_everything_is_released(
     assert "capture was ended and discarded" in notes(raised.value)
     del out
     memory.empty_cache()
-    assert memory.memory_stats()["num_graph_pools"] == 0  # the failed capture's pool is gone
+    # The failed capture's pool is gone.
+    assert memory.memory_stats()["num_graph_pools"] == pools_before
     _assert_clean_after_failure(g, x, before)
     assert values(x) == {1.0}
 
@@ -694,3 +698,62 @@ def test_report_demonstration_compares_one_replay_with_eager_launches(quiet_devi
     assert title.startswith("capture/replay demonstration on cuda:0")
     assert "eager launches" in timings and "one replay()" in timings
     assert timings.endswith("replay gives the eager result: True")
+
+
+# -- graph-safe random numbers -------------------------------------------------------------------
+
+
+def test_replays_draw_fresh_random_numbers_and_advance_the_generator_as_eager_runs(quiet_device):
+    random = accelerator.random
+    out = tp.empty((4096,), device="cuda")
+    out.uniform_()  # kernels loaded before the capture
+    random.manual_seed(2024)
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        out.uniform_()
+        noise = tp.randn(4096, device="cuda")
+    after_capture = random.get_rng_state().tolist()
+    draws = []
+    for _ in range(3):
+        g.replay()
+        accelerator.synchronize()
+        draws.append((out.tolist(), noise.tolist()))
+    assert len({tuple(u) for u, _ in draws}) == 3 and len({tuple(n) for _, n in draws}) == 3
+    replayed_state = random.get_rng_state().tolist()
+    # The same work run eagerly three times from the same state draws the same numbers.
+    random.set_rng_state(bytes(after_capture))
+    for uniforms, normals in draws:
+        out.uniform_()
+        again = tp.randn(4096, device="cuda")
+        assert out.tolist() == uniforms and again.tolist() == normals
+    assert random.get_rng_state().tolist() == replayed_state
+
+
+def test_a_graph_that_draws_nothing_leaves_the_generator_alone(quiet_device):
+    x = warmed(0.0)
+    random = accelerator.random
+    state = random.get_rng_state().tolist()
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        x += 1
+    for _ in range(5):
+        g.replay()
+    assert random.get_rng_state().tolist() == state
+    assert values(x) == {5.0}
+
+
+def test_random_numbers_inside_a_conditional_body_are_refused(quiet_device):
+    x = warmed(0.0)
+    x.uniform_()
+    flag = tp.ones(1, dtype=tp.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    g.capture_begin()
+    try:
+        g.begin_capture_to_if_node(flag)
+        x.uniform_()
+        with pytest.raises(RuntimeError, match="inside a conditional node's body"):
+            g.end_capture_to_conditional_node()
+    finally:
+        g.capture_end()  # the capture itself goes on; only the body was refused
+        g.reset()
+    assert not graphs.is_current_stream_capturing()
