@@ -76,6 +76,9 @@ UNSET = "__unset__"
 # The template of the most recently completed capture, for export_dot(): owned here until the
 # next capture completes (a graph that keeps its own template gives this a clone).
 cdef cudaGraph_t _last_template = NULL
+# A graph that keeps its template (keep_graph, debug mode) is referenced instead: graphs with
+# conditional nodes cannot be cloned (cudaGraphClone answers cudaErrorNotSupported).
+cdef GraphBase _last_owner = None
 cdef int _last_device = -1
 cdef bint _last_verbose = False
 
@@ -289,7 +292,7 @@ cdef class GraphBase:
         return 0
 
     cdef int instantiate_template(self) except -1:
-        global _last_template, _last_device, _last_verbose
+        global _last_template, _last_device, _last_verbose, _last_owner
         cdef size_t node_count = 0
         cdef cudaGraph_t previous_last
         cdef cudaGraph_t last = NULL
@@ -303,12 +306,9 @@ cdef class GraphBase:
                     &self.executable, self.template,
                     cudaGraphInstantiateFlagAutoFreeOnLaunch
                     | cudaGraphInstantiateFlagUseNodePriority), b"cudaGraphInstantiate")
-                # export_dot() reads the latest template: hand this one over, or a clone when
-                # the graph keeps its own for debug_dump().
-                if self.keep_template:
-                    errors.check(cyruntime.cudaGraphClone(&last, self.template),
-                                 b"cudaGraphClone")
-                else:
+                # export_dot() reads the latest template: hand this one over, unless the graph
+                # keeps its own for debug_dump() (then export_dot reads it from the graph).
+                if not self.keep_template:
                     last = self.template
                     self.template = NULL
             finally:
@@ -317,6 +317,7 @@ cdef class GraphBase:
         # threads cannot both destroy the same template.
         previous_last = _last_template
         _last_template, _last_device, _last_verbose = last, self.device, self.debug_mode
+        _last_owner = self if self.keep_template else None
         if previous_last != NULL:
             cyruntime.cudaGraphDestroy(previous_last)
         if node_count == 0:
@@ -419,6 +420,9 @@ cdef class GraphBase:
         try:
             _begin_body(self.device, setter, predicate.data, node_type, size, self.capture_mode,
                         body, &body_capture_id)
+            body.capture_id = body_capture_id
+            if self.rng_record is not None:
+                rng.share_capture(self.rng_record, body_capture_id)
             self.conditional_nodes[<uintptr_t>body.node] = (
                 CONDITIONAL_TYPES[node_type], [<uintptr_t>body.graphs[i] for i in range(size)])
             body_pool = _pool_for_capture(None)
@@ -446,6 +450,8 @@ cdef class GraphBase:
             if keep and body.is_while:
                 self.set_predicate(body, body.predicate)  # the loop tests it after each pass
         finally:
+            if self.rng_record is not None and body.capture_id:
+                rng.unshare_capture(self.rng_record, body.capture_id)
             try:
                 if body.routing:
                     body.routing = False
@@ -914,10 +920,13 @@ cdef class GraphContext:
 
 
 cdef object export_dot(object file_path):
-    if _last_template == NULL:
+    cdef cudaGraph_t template = _last_owner.template if _last_owner is not None \
+        else _last_template
+    if template == NULL:
         raise RuntimeError("export_dot() needs a completed capture, and none has completed in "
-                           "this process; capture a graph first")
-    _write_dot(_last_template, _last_device, file_path, _last_verbose)
+                           "this process (or the most recent graph was reset since); capture a "
+                           "graph first")
+    _write_dot(template, _last_device, file_path, _last_verbose)
     return file_path
 
 

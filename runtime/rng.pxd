@@ -63,6 +63,10 @@ cdef class CaptureRecord:
 
 cdef CaptureRecord register_capture(GeneratorCore generator, unsigned long long capture_id)
 cdef uint64_t capture_offset_consumed(CaptureRecord record) except? 0xFFFFFFFFFFFFFFFF
+# A conditional node's body is captured under a capture id of its own: random ops there count
+# against the graph's record while the body is open, so that the graph can refuse them.
+cdef int share_capture(CaptureRecord record, unsigned long long body_capture_id) except -1
+cdef int unshare_capture(CaptureRecord record, unsigned long long body_capture_id) except -1
 cdef int advance_for_replay(CaptureRecord record, cudaStream_t stream) except -1
 
 # The accelerator API (api.yaml: tensorplay.accelerator.random).

@@ -321,6 +321,16 @@ cdef uint64_t capture_offset_consumed(CaptureRecord record) except? 0xFFFFFFFFFF
     return record.consumed
 
 
+cdef int share_capture(CaptureRecord record, unsigned long long body_capture_id) except -1:
+    record.generator.captures[body_capture_id] = record
+    return 0
+
+
+cdef int unshare_capture(CaptureRecord record, unsigned long long body_capture_id) except -1:
+    record.generator.captures.pop(body_capture_id, None)
+    return 0
+
+
 cdef int advance_for_replay(CaptureRecord record, cudaStream_t stream) except -1:
     if record.open:
         raise RuntimeError("advance_for_replay() before the capture ended; call "

@@ -100,8 +100,8 @@ def test_make_graphed_callables_refuses_what_it_cannot_graph(quiet_device):
         a += 1
         return 1.5
 
-    with pytest.raises(TypeError, match="must return a tensorplay Tensor or a tuple of them, "
-                                        "got 1.5"):
+    with pytest.raises(TypeError, match="must return a tensorplay Tensor or a tuple of them "
+                                        r"\(the graph's static outputs\), got 1.5"):
         graphs.make_graphed_callables(returns_a_number, (full(1.0),))
     with pytest.raises(ValueError, match=r"sample_args\[0\] must be a CUDA tensor, got one on "
                                          "cpu"):
