@@ -27,7 +27,7 @@ predicate again as its last step. Allocations in a body go to a private pool of 
 allocator routes one capture id per pool), held like the graph's pool.
 
 Replay is the hot path: no Python objects are created; it reads the current stream from C
-thread-local storage, makes the capture device current and calls cudaGraphLaunch once.
+thread-local storage, makes the capture device current and calls cuGraphLaunch once.
 
 Setting TENSORPLAY_GRAPH_GC=1 makes graph() and accelerator.Graph run gc.collect() on entry,
 before emptying the cache (PyTorch made this opt-in because it is slow for back-to-back
@@ -91,15 +91,34 @@ cdef int capture_mode_arg(object value, str argument) except -1:
     return CAPTURE_MODES[value]
 
 
+# The longest path Linux accepts (PATH_MAX, with its terminating NUL).
+cdef int PATH_BYTES = 4096
+
+
+cdef str _path_arg(object path, str argument):
+    """A file path argument as a str: a str or os.PathLike of str, of a length a path can have."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{argument} must be a str or os.PathLike, got {type(path).__name__} "
+                        f"({errors.shown(path)})")
+    path = os.fspath(path)
+    if not isinstance(path, str):
+        raise TypeError(f"{argument} must name a path as str, got {errors.shown(path)}")
+    if len(os.fsencode(path)) >= PATH_BYTES:
+        raise ValueError(f"{argument} is {len(path)} characters long, longer than a path can be "
+                         f"({PATH_BYTES - 1} bytes): {errors.shown(path)}")
+    return path
+
+
 cdef object _pool_arg(object pool):
     """Check a pool argument: None, a graph, or a pool id such as graph_pool_handle() gives."""
     if pool is None or isinstance(pool, GraphBase):
         return pool
     if isinstance(pool, tuple) and len(pool) == 2 and all(
             isinstance(part, int) and not isinstance(part, bool) for part in pool):
-        if min(pool) < 0 or pool == (0, 0):
+        if min(pool) < 0 or max(pool) >= 1 << 64 or pool == (0, 0):
             raise ValueError(f"pool must be an id from graph_pool_handle() or a graph's pool_id "
-                             f"(two non-negative ints, not both zero), got {errors.shown(pool)}")
+                             f"(two ints from 0 to 2**64 - 1, not both zero), got "
+                             f"{errors.shown(pool)}")
         return pool
     raise TypeError(f"pool must be None, a handle from graph_pool_handle(), a graph or a "
                     f"graph's pool_id, got {errors.shown(pool)}")
@@ -544,9 +563,7 @@ cdef class GraphBase:
         return None
 
     cdef object c_debug_dump(self, object path):
-        path = os.fspath(path)
-        if not isinstance(path, str):
-            raise TypeError(f"path must be a str or os.PathLike of str, got {errors.shown(path)}")
+        path = _path_arg(path, "path")
         if self.template == NULL:
             raise RuntimeError("debug_dump() needs the captured graph, which is kept only when "
                                "enable_debug_mode() (or accelerator.Graph(keep_graph=True)) came "
@@ -585,7 +602,7 @@ cdef class GraphBase:
 
     cdef object c_replay(self, object stream):
         cdef cudaStream_t handle
-        cdef cudaError_t status
+        cdef cydriver.CUresult status
         cdef DeviceSwitch saved
         if self.executable == NULL:
             _not_replayable(self, stream)
@@ -597,12 +614,15 @@ cdef class GraphBase:
         # stream-ordered before the launch, and the generator advances as an eager run would.
         if self.rng_record is not None:
             rng.advance_for_replay(self.rng_record, handle)
+        # The driver's launch, directly: the runtime's adds its own context bookkeeping on top,
+        # which enter_device has done already (docs/design.md, "Devices, threads and contexts").
         with nogil:
             _device.enter_device(self.device, &saved)
-            status = cyruntime.cudaGraphLaunch(self.executable, handle)
+            status = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>self.executable,
+                                            <cydriver.CUstream>handle)
             _device.exit_device(&saved)
-        if status != cudaSuccess:
-            errors.raise_cuda_error(<int>status, "cudaGraphLaunch")
+        if status != cydriver.CUDA_SUCCESS:
+            errors.check_driver(status, "cuGraphLaunch")
         return None
 
     cdef object c_reset(self):
@@ -920,6 +940,7 @@ cdef class GraphContext:
 
 
 cdef object export_dot(object file_path):
+    _path_arg(file_path, "file_path")
     cdef cudaGraph_t template = _last_owner.template if _last_owner is not None \
         else _last_template
     if template == NULL:
@@ -971,9 +992,11 @@ cdef bint is_current_stream_capturing() except -1:
 cdef object make_graphed_callables(object callables, object sample_args, object num_warmup_iters,
                                    object allow_unused_input, object pool,
                                    object capture_error_mode):
-    if isinstance(num_warmup_iters, bool) or not isinstance(num_warmup_iters, int) \
-            or num_warmup_iters < 0:
-        raise ValueError(f"num_warmup_iters must be a non-negative int, got "
+    if isinstance(num_warmup_iters, bool) or not isinstance(num_warmup_iters, int):
+        raise TypeError(f"num_warmup_iters must be an int, got "
+                        f"{type(num_warmup_iters).__name__} ({errors.shown(num_warmup_iters)})")
+    if not 0 <= num_warmup_iters < 1 << 31:
+        raise ValueError(f"num_warmup_iters must be from 0 to 2**31 - 1, got "
                          f"{errors.shown(num_warmup_iters)}")
     _pool_arg(pool)
     capture_mode_arg(capture_error_mode, "capture_error_mode")

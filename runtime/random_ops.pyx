@@ -41,18 +41,6 @@ cdef uint64_t WORD_RANGE = 0xFFFFFFFF   # largest range drawn from one 32-bit wo
 # Arguments
 
 
-cdef tuple _size_arg(tuple size):
-    """*size as ints, or one tuple/list of them, as PyTorch's factories accept."""
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    for value in size:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"size must be ints, got {errors.shown(size)}")
-        if value < 0:
-            raise ValueError(f"size must be non-negative, got {errors.shown(size)}")
-    return size
-
-
 cdef DtypeCore _dtype_arg(object value, str default, tuple allowed, str op):
     if value is None:
         return dtypes.named_dtype(default)
@@ -251,39 +239,46 @@ def bernoulli_(object self, object p, object generator):
 
 
 cdef object rand(tuple size, object generator, object dtype, object device):
-    target = tensor.new_empty(_size_arg(size), _dtype_arg(dtype, "float32", FLOATING, "rand()"),
+    target = tensor.new_empty(tensor.size_arg(size, "size"), _dtype_arg(dtype, "float32", FLOATING, "rand()"),
                               _device_arg(device, -1))
     return _fill(target, UNIFORM, generator, 0.0, 1.0, 1.0, 0, 0)
 
 
 cdef object randn(tuple size, object generator, object dtype, object device):
-    target = tensor.new_empty(_size_arg(size), _dtype_arg(dtype, "float32", FLOATING, "randn()"),
+    target = tensor.new_empty(tensor.size_arg(size, "size"), _dtype_arg(dtype, "float32", FLOATING, "randn()"),
                               _device_arg(device, -1))
     return _fill(target, NORMAL, generator, 0.0, 1.0, 0.0, 0, 0)
 
 
 cdef object randint(object low, object high, object size, object generator, object dtype,
                     object device):
-    if size is None:  # randint(high, size): PyTorch's second form
+    size_name = "size"
+    if size is None and isinstance(high, (tuple, list)):  # randint(high, size), PyTorch's form
         low, high, size = 0, low, high
+        size_name = "high (the size, in the form randint(high, size))"
+    # Every argument's type and the placement first, then the values.
+    cdef int where = _device_arg(device, -1)
+    rng.generator_for(generator, where)
+    allowed = tuple(INTEGER_LIMITS) + FLOATING
+    cdef DtypeCore element = _dtype_arg(dtype, "int64", allowed, "randint()")
     for name, value in (("low", low), ("high", high)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"randint(): {name} must be an int, got {errors.shown(value)}")
     if low >= high:
-        raise ValueError(f"randint(): low must be less than high, got low={low}, high={high}")
-    if not isinstance(size, (tuple, list)):
-        raise TypeError(f"randint(): size must be a tuple or list of ints, got "
-                        f"{errors.shown(size)}")
-    allowed = tuple(INTEGER_LIMITS) + FLOATING
-    cdef DtypeCore element = _dtype_arg(dtype, "int64", allowed, "randint()")
+        raise ValueError(f"randint(): low must be less than high, got low={errors.shown(low)}, "
+                         f"high={errors.shown(high)}")
     limits = INTEGER_LIMITS.get(element.name)
     if limits is not None and not (limits[0] <= low and high - 1 <= limits[1]):
-        raise ValueError(f"randint(): [low, high) = [{low}, {high}) does not fit in "
+        raise ValueError(f"randint(): [low, high) = [{errors.shown(low)}, {errors.shown(high)}) "
+                         f"does not fit in "
                          f"tensorplay.{element.name} ({limits[0]} to {limits[1]})")
     if not (-(1 << 63) <= low and high <= (1 << 63) and high - low < (1 << 64)):
         raise ValueError(f"randint(): low and high must fit in 64-bit integers and high - low "
-                         f"below 2**64, got low={low}, high={high}")
-    target = tensor.new_empty(_size_arg(tuple(size)), element, _device_arg(device, -1))
+                         f"below 2**64, got low={errors.shown(low)}, high={errors.shown(high)}")
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"randint(): size must be a tuple or list of ints (randint(low, high, "
+                        f"size) or randint(high, size)), got {errors.shown(size)}")
+    target = tensor.new_empty(tensor.size_arg(tuple(size), size_name), element, where)
     return _fill(target, INTEGERS, generator, 0.0, 0.0, 0.0, low, <uint64_t>(high - low))
 
 

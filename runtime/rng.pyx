@@ -420,6 +420,9 @@ cdef object set_rng_state(object new_state, int device):
 
 
 cdef object set_rng_state_all(object new_states):
+    if not isinstance(new_states, (list, tuple)):
+        raise TypeError(f"new_states must be a list or tuple of states, one per device, got "
+                        f"{type(new_states).__name__} ({errors.shown(new_states)})")
     states = list(new_states)
     count = _device.device_count()
     if len(states) != count:

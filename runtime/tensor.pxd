@@ -122,6 +122,8 @@ cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_stride
 cdef object wrap_numpy(object array)
 cdef TensorCore wrap_cpu(object array, DtypeCore dtype)   # array holds dtype's numpy storage
 cdef object new_empty(tuple sizes, DtypeCore dtype, int device)   # device -1: cpu
+# *size as ints, or one tuple/list of them (the factories' size argument), checked.
+cdef tuple size_arg(tuple size, str argument)
 cdef bint is_contiguous(TensorCore tensor)
 cdef tuple contiguous_strides(tuple sizes)          # row-major, in elements
 

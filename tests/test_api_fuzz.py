@@ -9,9 +9,7 @@ the right type) whose message names the parameter and stays short; never crash, 
 Two exceptions follow Python: a binary operator may answer NotImplemented, and an int index out
 of range may be an IndexError.
 
-Each argument rule is a test of its own. The callables of runtime modules being rewritten in
-other branches (BEING_REWRITTEN) are checked by a test of their own, an expected failure until
-they follow every rule: strict, so that its marker goes as soon as they do.
+Each argument rule is a test of its own, over every public callable.
 
 The calls run in a child process per public module (this file, run as a script), which prints
 each call before making it: a crash or a hang is reported naming the call, and the child starts
@@ -41,7 +39,6 @@ MESSAGE_LIMIT = 400            # characters of an error message
 # Runtime modules being rewritten in their own branches (RNG: rng, random_ops; capture:
 # graph): their callables' problems are reported by a test of their own (the last one below),
 # not by the rules' tests.
-BEING_REWRITTEN = ("rng", "random_ops", "graph")
 MAX_DEVICES = 63               # an index no machine here has; the runtime supports 64
 
 
@@ -569,16 +566,7 @@ RULES = [
 
 @pytest.mark.parametrize("rule", RULES)
 def test_every_callable_follows_the_argument_rule(outcomes, rule):
-    report(problems(outcomes, lambda o: o["rule"] == rule and o["impl"] not in BEING_REWRITTEN))
-
-
-@pytest.mark.parametrize("impl", [pytest.param(impl, marks=pytest.mark.xfail(
-    strict=True, reason=f"runtime/{impl}.pyx is being rewritten in its own branch"))
-    for impl in BEING_REWRITTEN])
-def test_callables_of_runtime_modules_being_rewritten_follow_every_rule(outcomes, impl):
-    if not any(outcome["impl"] == impl for outcome in outcomes):
-        pytest.skip(f"no public callable is implemented in runtime/{impl}.pyx on this branch")
-    report(problems(outcomes, lambda o: o["impl"] == impl))
+    report(problems(outcomes, lambda o: o["rule"] == rule))
 
 
 if __name__ == "__main__":
