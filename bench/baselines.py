@@ -1,4 +1,5 @@
-"""What every benchmark here compares with: raw CUDA C (raw_cuda.c) and a host-time helper."""
+"""What every benchmark here compares with: raw CUDA C baselines, and the host-time and
+device-time helpers."""
 import os
 import shutil
 import subprocess
@@ -13,6 +14,34 @@ def per_call_ns(function, number=20_000, repeat=7):
     """Best of several timeit repeats, in nanoseconds per call, after one warm-up call."""
     function()
     return min(timeit.repeat(function, number=number, repeat=repeat)) / number * 1e9
+
+
+REPEATS = 50
+
+
+def device_ms(run, start, end, synchronize):
+    """Milliseconds per run() on the device, from two CUDA events around REPEATS runs after a
+    warm-up run (which compiles kernels and fills the allocator cache)."""
+    run()
+    synchronize()
+    start.record()
+    for _ in range(REPEATS):
+        run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / REPEATS
+
+
+def ours_ms(run):
+    import tensorplay as tp
+    return device_ms(run, tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True),
+                     tp.accelerator.synchronize)
+
+
+def torch_ms(run):
+    import torch
+    return device_ms(run, torch.cuda.Event(enable_timing=True),
+                     torch.cuda.Event(enable_timing=True), torch.cuda.synchronize)
 
 
 def raw_c_figures(source="raw_cuda.c", arguments=("2000",)):

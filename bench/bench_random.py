@@ -8,33 +8,11 @@ least 0.9x PyTorch's throughput (time ratio <= 1/0.9), get_rng_state and set_rng
 0.5x PyTorch's per-call cost, manual_seed below PyTorch's.
 """
 import torch
-from baselines import per_call_ns
+from baselines import ours_ms, per_call_ns, torch_ms
 
 import tensorplay as tp
 
-REPEATS = 50
 COUNT = 64 << 20
-
-
-def device_ms(run, start, end, synchronize):
-    run()  # warm-up: compiles kernels
-    synchronize()
-    start.record()
-    for _ in range(REPEATS):
-        run()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / REPEATS
-
-
-def ours_ms(run):
-    return device_ms(run, tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True),
-                     tp.accelerator.synchronize)
-
-
-def torch_ms(run):
-    return device_ms(run, torch.cuda.Event(enable_timing=True),
-                     torch.cuda.Event(enable_timing=True), torch.cuda.synchronize)
 
 
 def report(name, ours, theirs, unit, target_text, met):

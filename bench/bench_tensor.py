@@ -5,32 +5,9 @@ Device times come from CUDA events around repeated operations on the current str
 launch overhead is timeit over a tiny op. Ratios are tensorplay / other: below 1.0 is faster.
 """
 import torch
-from baselines import per_call_ns, raw_c_figures
+from baselines import ours_ms, per_call_ns, raw_c_figures, torch_ms
 
 import tensorplay as tp
-
-REPEATS = 50
-
-
-def device_ms(run, start, end, synchronize):
-    run()  # warm-up: compiles kernels, fills the allocator cache
-    synchronize()
-    start.record()
-    for _ in range(REPEATS):
-        run()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / REPEATS
-
-
-def ours_ms(run):
-    return device_ms(run, tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True),
-                     tp.accelerator.synchronize)
-
-
-def torch_ms(run):
-    return device_ms(run, torch.cuda.Event(enable_timing=True),
-                     torch.cuda.Event(enable_timing=True), torch.cuda.synchronize)
 
 
 def main():
