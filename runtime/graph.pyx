@@ -59,7 +59,7 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureImplici
                                       cudaStream_t, cudaSuccess)
 
 from tensorplay._runtime cimport allocator, device as _device, errors, graph_topology, kernels
-from tensorplay._runtime cimport rng
+from tensorplay._runtime cimport rng, tensor
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.device cimport DeviceSwitch
@@ -830,30 +830,31 @@ cdef int _begin_body(int device, CUfunction setter, uintptr_t predicate, int nod
     return 0
 
 
-cdef TensorCore _predicate_arg(GraphBase graph, object value):
+cdef TensorCore _scalar_arg(GraphBase graph, object value, str argument, str dtype_name):
+    """A single-element tensor of dtype_name on the graph's device: ours, or any tensor that
+    shares its memory through __cuda_array_interface__ or DLPack (PyTorch's, CuPy's)."""
+    if not isinstance(value, TensorCore) and (hasattr(value, "__cuda_array_interface__")
+                                              or hasattr(value, "__dlpack__")):
+        value = tensor.as_tensor(value, None, None)  # zero-copy: replays read its memory
     if not isinstance(value, TensorCore):
-        raise TypeError(f"scalar_pred must be a tensorplay Tensor, got {type(value).__name__}")
-    cdef TensorCore predicate = value
-    if (predicate.dtype_object.name != "bool" or predicate.element_count != 1
-            or predicate.device_index != graph.device):
-        raise ValueError(f"scalar_pred must be a single-element bool tensor on cuda:"
-                         f"{graph.device}, got {predicate.element_count} element(s) of "
-                         f"{predicate.dtype_object.name} on "
-                         f"{'cpu' if predicate.device_index < 0 else predicate.device_index}")
-    return predicate
+        raise TypeError(f"{argument} must be a tensor (tensorplay's, or one with "
+                        f"__cuda_array_interface__ or __dlpack__), got {type(value).__name__}")
+    cdef TensorCore scalar = value
+    if (scalar.dtype_object.name != dtype_name or scalar.element_count != 1
+            or scalar.device_index != graph.device):
+        raise ValueError(f"{argument} must be a single-element {dtype_name} tensor on cuda:"
+                         f"{graph.device}, got {scalar.element_count} element(s) of "
+                         f"{scalar.dtype_object.name} on "
+                         f"{tensor.device_text(scalar.device_index)}")
+    return scalar
 
 
-cdef TensorCore _index_arg(GraphBase graph, object value):
-    if not isinstance(value, TensorCore):
-        raise TypeError(f"scalar_index must be a tensorplay Tensor, got {type(value).__name__}")
-    cdef TensorCore index = value
-    if (index.dtype_object.name != "int32" or index.element_count != 1
-            or index.device_index != graph.device):
-        raise ValueError(f"scalar_index must be a single-element int32 tensor on cuda:"
-                         f"{graph.device}, got {index.element_count} element(s) of "
-                         f"{index.dtype_object.name} on "
-                         f"{'cpu' if index.device_index < 0 else index.device_index}")
-    return index
+cdef inline TensorCore _predicate_arg(GraphBase graph, object value):
+    return _scalar_arg(graph, value, "scalar_pred", "bool")
+
+
+cdef inline TensorCore _index_arg(GraphBase graph, object value):
+    return _scalar_arg(graph, value, "scalar_index", "int32")
 
 
 cdef CUfunction _setter_kernel(int device, bint index=False) except NULL:

@@ -282,19 +282,20 @@ cdef object randint(object low, object high, object size, object generator, obje
     return _fill(target, INTEGERS, generator, 0.0, 0.0, 0.0, low, <uint64_t>(high - low))
 
 
-cdef object rand_like(object input, object generator, object dtype, object device):
+cdef object _random_like(object input, object generator, object dtype, object device,
+                         int distribution, str op):
     cdef TensorCore source = _tensor_arg(input, "input")
     element = source.dtype_object if dtype is None else dtype
-    target = tensor.new_empty(source.sizes, _dtype_arg(element, "float32", FLOATING,
-                                                       "rand_like()"),
+    target = tensor.new_empty(source.sizes, _dtype_arg(element, "float32", FLOATING, op),
                               _device_arg(device, source.device_index))
-    return _fill(target, UNIFORM, generator, 0.0, 1.0, 1.0, 0, 0)
+    if distribution == UNIFORM:
+        return _fill(target, UNIFORM, generator, 0.0, 1.0, 1.0, 0, 0)
+    return _fill(target, NORMAL, generator, 0.0, 1.0, 0.0, 0, 0)
+
+
+cdef object rand_like(object input, object generator, object dtype, object device):
+    return _random_like(input, generator, dtype, device, UNIFORM, "rand_like()")
 
 
 cdef object randn_like(object input, object generator, object dtype, object device):
-    cdef TensorCore source = _tensor_arg(input, "input")
-    element = source.dtype_object if dtype is None else dtype
-    target = tensor.new_empty(source.sizes, _dtype_arg(element, "float32", FLOATING,
-                                                       "randn_like()"),
-                              _device_arg(device, source.device_index))
-    return _fill(target, NORMAL, generator, 0.0, 1.0, 0.0, 0, 0)
+    return _random_like(input, generator, dtype, device, NORMAL, "randn_like()")

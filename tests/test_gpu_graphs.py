@@ -210,6 +210,23 @@ def test_if_node_runs_its_body_only_while_the_predicate_is_true(quiet_device):
     assert values(x) == {12.0}
 
 
+def test_a_pytorch_tensor_can_be_the_predicate(quiet_device):
+    torch = pytest.importorskip("torch")
+    x = warmed(0.0, 1024)
+    flag = torch.zeros(1, dtype=torch.bool, device="cuda")
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        g.begin_capture_to_if_node(flag)  # shared through __cuda_array_interface__, no copy
+        x += 1
+        g.end_capture_to_conditional_node()
+    g.replay()
+    assert values(x) == {0.0}
+    flag.fill_(True)
+    torch.cuda.synchronize()
+    g.replay()
+    assert values(x) == {1.0}
+
+
 def test_while_node_loops_until_its_body_clears_the_predicate(quiet_device):
     counter = warmed(0.0, 1)
     keep_going = tp.zeros(1, dtype=tp.bool, device="cuda")
@@ -252,7 +269,7 @@ def test_conditional_node_misuse_is_a_clear_error(quiet_device):
     flag = tp.ones(1, dtype=tp.bool, device="cuda")
     g = cuda.CUDAGraph()
     g.capture_begin()
-    with pytest.raises(TypeError, match="scalar_pred must be a tensorplay Tensor"):
+    with pytest.raises(TypeError, match="scalar_pred must be a tensor"):
         g.begin_capture_to_if_node(True)
     with pytest.raises(ValueError, match="single-element bool tensor"):
         g.begin_capture_to_if_node(tp.ones(2, dtype=tp.bool, device="cuda"))
