@@ -1,6 +1,9 @@
-"""A while node against host-driven loops: what looping on the device saves the host.
+"""A while node against host-driven loops, and stage_and_launch against copies plus replay.
 
 Run on the GPU machine after installing the package:  python bench/bench_graph_extras.py
+stage_and_launch: 8 inputs of 1 MiB staged into a graph's static inputs and the graph launched,
+in one call, against PyTorch's 8 copy_() calls and replay() (target: at most 0.35x its host
+time).
 For N in 1..1000 loop iterations of a one-kernel body (x += 1):
 - while graph: one replay() of a graph whose while node runs the body N times (the body also
   counts, and compares the count with N to decide whether to go on);
@@ -16,6 +19,9 @@ from tensorplay import accelerator, cuda
 
 ITERATIONS = (1, 10, 100, 1000)
 ROUNDS = 7
+STAGED_INPUTS = 8
+STAGED_ELEMENTS = (1 << 20) // 4  # float32: 1 MiB each
+STAGE_TARGET = 0.35
 
 
 def while_graph(x, iterations):
@@ -44,21 +50,61 @@ def body_graph(x):
     return graph
 
 
-def best_us(launch):
+def best_us(launch, synchronize=accelerator.synchronize):
     """(host µs in launch(), µs until the device is done), each the best of ROUNDS."""
     launch()
-    accelerator.synchronize()
+    synchronize()
     host = total = float("inf")
     for _ in range(ROUNDS):
-        accelerator.synchronize()
+        synchronize()
         start = time.perf_counter_ns()
         launch()
         launched = time.perf_counter_ns()
-        accelerator.synchronize()
+        synchronize()
         done = time.perf_counter_ns()
         host = min(host, (launched - start) / 1e3)
         total = min(total, (done - start) / 1e3)
     return host, total
+
+
+def staged_graphs():
+    """(stage_and_launch, PyTorch's copies + replay), over graphs that read 8 static inputs."""
+    import torch
+
+    ours_static = [tp.zeros(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
+    ours_fresh = [tp.ones(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
+    for static in ours_static:
+        static *= 2  # load the kernel before the capture
+    ours = cuda.CUDAGraph()
+    with cuda.graph(ours):
+        for static in ours_static:
+            static *= 2
+    torch_static = [torch.zeros(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
+    torch_fresh = [torch.ones(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for static in torch_static:
+            static.mul_(2)  # warm up on a side stream, as PyTorch's documentation asks
+    torch.cuda.current_stream().wait_stream(side)
+    theirs = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(theirs):
+        for static in torch_static:
+            static.mul_(2)
+
+    def ours_launch():
+        ours.stage_and_launch(ours_static, ours_fresh)
+
+    def torch_launch():
+        for static, fresh in zip(torch_static, torch_fresh):
+            static.copy_(fresh)
+        theirs.replay()
+
+    ours_host, _ = best_us(ours_launch)
+    torch_host, _ = best_us(torch_launch, torch.cuda.synchronize)
+    accelerator.synchronize()
+    assert set(ours_static[0].tolist()) == {2.0}, "stage_and_launch did not stage the inputs"
+    return ours_host, torch_host
 
 
 def main():
@@ -85,6 +131,12 @@ def main():
               f"{while_host / replays_host:>11.3f} {while_total:>15.1f} {replays_total:>17.1f} "
               f"{while_total / replays_total:>12.3f}")
         del looping, keep_alive
+
+    ours_host, torch_host = staged_graphs()
+    ratio = ours_host / torch_host
+    print(f"\nstage_and_launch, {STAGED_INPUTS} inputs of 1 MiB: tensorplay {ours_host:.1f} us, "
+          f"torch 8 copy_() + replay() {torch_host:.1f} us; ratio {ratio:.3f} "
+          f"(target <= {STAGE_TARGET}x: {'met' if ratio <= STAGE_TARGET else 'NOT met'})")
 
 
 if __name__ == "__main__":
