@@ -36,7 +36,7 @@ from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc
 
 from cuda.bindings cimport cydriver, cynvrtc, cyruntime
-from cuda.bindings.cydriver cimport (CUDA_ERROR_NOT_FOUND, CUDA_SUCCESS, CUfunction, CUkernel,
+from cuda.bindings.cydriver cimport (CUDA_ERROR_NOT_FOUND, CUfunction, CUkernel,
                                      CUlibrary, CUresult, CUstream)
 from cuda.bindings.cynvrtc cimport (NVRTC_ERROR_COMPILATION, NVRTC_SUCCESS, nvrtcProgram,
                                     nvrtcResult)
