@@ -32,3 +32,21 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def root():
     return ROOT
+
+
+@pytest.fixture
+def quiet_device():
+    """A synchronised device with an empty cache, and no capture or graph pool left behind."""
+    import gc
+
+    from tensorplay import accelerator
+    from tensorplay.accelerator import memory
+    from tensorplay.cuda import graphs
+    gc.collect()  # graphs and outputs kept alive by earlier tracebacks release their pools
+    accelerator.synchronize()
+    memory.empty_cache()
+    yield
+    assert not graphs.is_current_stream_capturing()
+    accelerator.synchronize()
+    memory.empty_cache()
+    assert memory.memory_stats().get("capturing", 0) == 0

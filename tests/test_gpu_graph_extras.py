@@ -1,29 +1,15 @@
 """Graphed callables (forward path), graph topology, raw handles and pictures, on a real GPU."""
-import gc
 import shutil
 
 import pytest
 
 import tensorplay as tp
 from tensorplay import accelerator, cuda
-from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
 
 pytestmark = pytest.mark.gpu
 
 COUNT = 1024
-
-
-@pytest.fixture
-def quiet_device():
-    """A synchronised device with an empty cache, and no capture left open afterwards."""
-    gc.collect()
-    accelerator.synchronize()
-    memory.empty_cache()
-    yield
-    assert not graphs.is_current_stream_capturing()
-    accelerator.synchronize()
-    memory.empty_cache()
 
 
 def full(value, count=COUNT):

@@ -16,19 +16,6 @@ pytestmark = pytest.mark.gpu
 N = 1 << 20  # float32 elements: 4 MiB, a large-pool block
 
 
-@pytest.fixture
-def quiet_device():
-    """A synchronised device with an empty cache, and no capture or graph pool left behind."""
-    gc.collect()  # graphs and outputs kept alive by earlier tracebacks release their pools
-    accelerator.synchronize()
-    memory.empty_cache()
-    yield
-    assert not graphs.is_current_stream_capturing()
-    accelerator.synchronize()
-    memory.empty_cache()
-    assert memory.memory_stats().get("capturing", 0) == 0
-
-
 def warmed(value=0.0, count=N):
     """A CUDA tensor, after running every kernel the captures below use (compiled before)."""
     x = tp.full((count,), value, device="cuda")
@@ -251,7 +238,6 @@ def test_while_node_loops_until_its_body_clears_the_predicate(quiet_device):
 
 def test_set_conditional_handle_refreshes_the_innermost_node(quiet_device):
     counter = warmed(0.0, 1)
-    keep_going = tp.zeros(1, dtype=tp.bool, device="cuda")
     stop = tp.zeros(1, dtype=tp.bool, device="cuda")
     go = tp.ones(1, dtype=tp.bool, device="cuda")
     g = cuda.CUDAGraph()
