@@ -19,9 +19,11 @@ captured (seed, offset) would give the same numbers on every replay. As PyTorch 
 a capture hands captured kernels a pointer to device memory holding (seed, base offset) plus the
 offset within the graph; the capture counts the offset its kernels consume. Before each replay
 the host writes the generator's current (seed, offset) there and advances the offset by what the
-graph consumes, so a replay draws what the same kernels run eagerly would have drawn. rng.pxd
-lists the three calls the graph code makes. While registered, reading or changing the
-generator's state raises: the captured kernels read it only when the graph replays.
+graph consumes, so a replay draws what the same kernels run eagerly would have drawn. A
+generator is registered per capture id, so captures running at once on several threads each
+count their own offset; a random op finds its capture through its stream's capture id. rng.pxd
+lists the calls the graph code makes. While registered, reading or changing the generator's
+state raises: the captured kernels read it only when the graph replays.
 """
 import os
 
