@@ -3,7 +3,8 @@
 Run on the GPU machine after installing the package:  python bench/bench_graph_extras.py
 stage_and_launch: 8 inputs of 1 MiB staged into a graph's static inputs and the graph launched,
 in one call, against PyTorch's 8 copy_() calls and replay() (target: at most 0.35x its host
-time).
+time), and against a C program's 8 cudaMemcpyAsync calls and cudaGraphLaunch (raw_staging.cu,
+built with nvcc where it is installed).
 For N in 1..1000 loop iterations of a one-kernel body (x += 1):
 - while graph: one replay() of a graph whose while node runs the body N times (the body also
   counts, and compares the count with N to decide whether to go on);
@@ -13,6 +14,8 @@ timed part), and microseconds from the first launch to the end of a synchronize,
 ROUNDS; ratios are while graph / N replays, so below 1 means the while node is cheaper.
 """
 import time
+
+from baselines import raw_c_figures
 
 import tensorplay as tp
 from tensorplay import accelerator, cuda
@@ -137,6 +140,13 @@ def main():
     print(f"\nstage_and_launch, {STAGED_INPUTS} inputs of 1 MiB: tensorplay {ours_host:.1f} us, "
           f"torch 8 copy_() + replay() {torch_host:.1f} us; ratio {ratio:.3f} "
           f"(target <= {STAGE_TARGET}x: {'met' if ratio <= STAGE_TARGET else 'NOT met'})")
+    raw = raw_c_figures("raw_staging.cu", ())
+    if raw:
+        c_host = raw[("memcpy_and_launch", STAGED_INPUTS)]
+        print(f"C, {STAGED_INPUTS} cudaMemcpyAsync + cudaGraphLaunch: {c_host:.1f} us; "
+              f"tensorplay/C {ours_host / c_host:.3f}, torch/C {torch_host / c_host:.3f}")
+    else:
+        print("C baseline skipped: nvcc not found")
 
 
 if __name__ == "__main__":

@@ -78,6 +78,8 @@ cdef class GraphBase:
     cdef object c_instantiate(self)
     cdef object c_pool(self)
     cdef object c_replay(self, object stream)
+    # Replay on handle (the graph's RNG record advanced, then one cuGraphLaunch).
+    cdef int launch_on(self, cudaStream_t handle) except -1
     cdef object c_reset(self)
     cdef object c_set_conditional_handle_for_current_node(self, object scalar_pred)
     cdef object c_stage_and_launch(self, object static_inputs, object inputs)

@@ -602,14 +602,18 @@ cdef class GraphBase:
 
     cdef object c_replay(self, object stream):
         cdef cudaStream_t handle
-        cdef cydriver.CUresult status
-        cdef DeviceSwitch saved
         if self.executable == NULL:
             _not_replayable(self, stream)
         if stream is None:
             handle = _stream.current_stream_handle(self.device)
         else:
             handle = _replay_stream(self, stream)
+        self.launch_on(handle)
+        return None
+
+    cdef int launch_on(self, cudaStream_t handle) except -1:
+        cdef cydriver.CUresult status
+        cdef DeviceSwitch saved
         # Graph-safe random numbers (rng.pxd): this replay's (seed, offset) goes to the device,
         # stream-ordered before the launch, and the generator advances as an eager run would.
         if self.rng_record is not None:
@@ -623,7 +627,7 @@ cdef class GraphBase:
             _device.exit_device(&saved)
         if status != cydriver.CUDA_SUCCESS:
             errors.check_driver(status, "cuGraphLaunch")
-        return None
+        return 0
 
     cdef object c_reset(self):
         self.discard_capture()
@@ -655,13 +659,38 @@ cdef class GraphBase:
                              f"static buffers and {len(inputs)} inputs")
         if self.executable == NULL:
             _not_replayable(self, None)
-        for index, (static, fresh) in enumerate(zip(static_inputs, inputs)):
-            if not isinstance(static, TensorCore):
-                raise TypeError(f"static_inputs[{index}] must be a tensorplay Tensor, got "
-                                f"{type(static).__name__}")
-            # Copies and the launch share the current stream, so they run in order.
-            (<TensorCore>static).c_copy_(fresh, True)
-        return self.c_replay(None)
+        # Every pair is checked before anything is copied, so a bad pair loses nothing.
+        cdef list raw = []    # static, fresh, static, fresh, ...: contiguous, same dtype and device
+        cdef list full = []   # the same, for pairs that need copy_()'s semantics
+        cdef TensorCore static, fresh
+        cdef Py_ssize_t index
+        for index in range(len(inputs)):
+            static = _tensor_arg(static_inputs[index], "static_inputs", index)
+            fresh = _tensor_arg(inputs[index], "inputs", index)
+            if static.device_index != self.device:
+                raise ValueError(f"static_inputs[{index}] is on "
+                                 f"{tensor.device_text(static.device_index)}, but the graph was "
+                                 f"captured on cuda:{self.device}; static inputs are the buffers "
+                                 f"the graph reads")
+            if static.sizes != fresh.sizes:
+                raise ValueError(f"inputs[{index}] has shape {fresh.sizes}, but "
+                                 f"static_inputs[{index}] has shape {static.sizes}; each input "
+                                 f"must have its static buffer's shape")
+            if static.element_count == 0:
+                continue
+            pairs = raw if (fresh.device_index == static.device_index
+                            and fresh.dtype_object is static.dtype_object
+                            and tensor.is_contiguous(static)
+                            and tensor.is_contiguous(fresh)) else full
+            pairs.append(static)
+            pairs.append(fresh)
+        cdef cudaStream_t handle = _stream.current_stream_handle(self.device)
+        for index in range(0, len(full), 2):  # dtype conversion, strides, other devices
+            (<TensorCore>full[index]).c_copy_(full[index + 1], True)
+        if raw:
+            _stage_raw(self.device, raw, handle)
+        self.launch_on(handle)
+        return None
 
     # -- debugging: the handles and the topology (graph_topology.pyx) ------------------------------
 
@@ -830,16 +859,23 @@ cdef int _begin_body(int device, CUfunction setter, uintptr_t predicate, int nod
     return 0
 
 
+cdef TensorCore _tensor_arg(object value, str argument, Py_ssize_t index):
+    """value as our tensor: ours, or a view of any tensor that shares its memory through
+    __cuda_array_interface__ or DLPack (PyTorch's, CuPy's), no copy. index >= 0: the argument
+    is one item of a sequence, named argument[index] in errors."""
+    if isinstance(value, TensorCore):
+        return value
+    if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"):
+        return tensor.as_tensor(value, None, None)
+    name = argument if index < 0 else f"{argument}[{index}]"
+    raise TypeError(f"{name} must be a tensor (tensorplay's, or one with "
+                    f"__cuda_array_interface__ or __dlpack__), got {type(value).__name__}")
+
+
 cdef TensorCore _scalar_arg(GraphBase graph, object value, str argument, str dtype_name):
     """A single-element tensor of dtype_name on the graph's device: ours, or any tensor that
     shares its memory through __cuda_array_interface__ or DLPack (PyTorch's, CuPy's)."""
-    if not isinstance(value, TensorCore) and (hasattr(value, "__cuda_array_interface__")
-                                              or hasattr(value, "__dlpack__")):
-        value = tensor.as_tensor(value, None, None)  # zero-copy: replays read its memory
-    if not isinstance(value, TensorCore):
-        raise TypeError(f"{argument} must be a tensor (tensorplay's, or one with "
-                        f"__cuda_array_interface__ or __dlpack__), got {type(value).__name__}")
-    cdef TensorCore scalar = value
+    cdef TensorCore scalar = _tensor_arg(value, argument, -1)
     if (scalar.dtype_object.name != dtype_name or scalar.element_count != 1
             or scalar.device_index != graph.device):
         raise ValueError(f"{argument} must be a single-element {dtype_name} tensor on cuda:"
@@ -858,17 +894,21 @@ cdef inline TensorCore _index_arg(GraphBase graph, object value):
 
 
 cdef CUfunction _setter_kernel(int device, bint index=False) except NULL:
-    """The predicate-copying kernel (index: the one copying a switch node's index), loaded now:
-    its first launch is inside a capture, where lazy loading must not happen. Loading is not
-    captured work, so relaxed mode."""
+    """The predicate-copying kernel (index: the one copying a switch node's index)."""
+    return _graph_kernel(device, "graphs",
+                         "set_conditional_index" if index else "set_conditional")
+
+
+cdef CUfunction _graph_kernel(int device, str source_name, str function_name) except NULL:
+    """A kernel of source_name, loaded now: its first launch may be inside a capture, where
+    lazy loading must not happen. Loading is not captured work, so relaxed mode."""
     cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
     cdef CUfunction function = NULL
     cdef DeviceSwitch saved
     errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                  b"cudaThreadExchangeStreamCaptureMode")
     try:
-        function = kernels.get_kernel(device, "graphs",
-                                      "set_conditional_index" if index else "set_conditional", "")
+        function = kernels.get_kernel(device, source_name, function_name, "")
         with nogil:
             _device.enter_device(device, &saved)
             try:
@@ -879,6 +919,58 @@ cdef CUfunction _setter_kernel(int device, bint index=False) except NULL:
         errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                      b"cudaThreadExchangeStreamCaptureMode")
     return function
+
+
+# stage_and_launch()'s raw copies: one launch of kernels/staging.cu moves up to STAGED_COPIES
+# pairs (keep it equal to the kernel's), each pair given enough blocks that a thread moves about
+# STAGE_LOADS 16-byte words of the largest pair.
+cdef enum:
+    STAGED_COPIES = 32
+    STAGE_THREADS = 256
+    STAGE_LOADS = 4
+    STAGE_MAX_BLOCKS = 1024
+
+ctypedef struct StagedCopies:
+    unsigned long long target[STAGED_COPIES]
+    unsigned long long source[STAGED_COPIES]
+    unsigned long long nbytes[STAGED_COPIES]
+
+# device -> the loaded stage_copies CUfunction, as an address (loading has a cost per call).
+cdef dict _stage_kernels = {}
+
+
+cdef int _stage_raw(int device, list pairs, cudaStream_t stream) except -1:
+    """Copy each fresh tensor of pairs (static, fresh, ...) onto its static buffer, bytes as
+    they are, on stream: STAGED_COPIES pairs per launch."""
+    address = _stage_kernels.get(device)
+    if address is None:
+        address = _stage_kernels[device] = <uintptr_t>_graph_kernel(device, "staging",
+                                                                     "stage_copies")
+    cdef CUfunction function = <CUfunction><uintptr_t>address
+    cdef StagedCopies copies
+    cdef unsigned int blocks_per_copy
+    cdef void* arguments[2]
+    arguments[0] = &copies
+    arguments[1] = &blocks_per_copy
+    cdef Py_ssize_t count = len(pairs) // 2
+    cdef Py_ssize_t first, index, chunk
+    cdef unsigned long long largest
+    cdef TensorCore static, fresh
+    for first in range(0, count, STAGED_COPIES):
+        chunk = min(STAGED_COPIES, count - first)
+        largest = 0
+        for index in range(chunk):
+            static = pairs[2 * (first + index)]
+            fresh = pairs[2 * (first + index) + 1]
+            copies.target[index] = static.data
+            copies.source[index] = fresh.data
+            copies.nbytes[index] = static.element_count * static.dtype_object.itemsize
+            largest = max(largest, copies.nbytes[index])
+        blocks_per_copy = <unsigned int>min(
+            STAGE_MAX_BLOCKS, max(1, largest // (16 * STAGE_THREADS * STAGE_LOADS)))
+        kernels.launch(device, function, chunk * blocks_per_copy, STAGE_THREADS, 0,
+                       stream, arguments)
+    return 0
 
 
 cdef class CUDAGraphCore(GraphBase):

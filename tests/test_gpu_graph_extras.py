@@ -1,4 +1,5 @@
 """Graphed callables (forward path), graph topology, raw handles and pictures, on a real GPU."""
+import re
 import shutil
 
 import pytest
@@ -100,6 +101,78 @@ def test_make_graphed_callables_refuses_what_it_cannot_graph(quiet_device):
         graphs.make_graphed_callables(lambda a: a, (NeedsGrad(),))
 
 
+# -- stage_and_launch -----------------------------------------------------------------------------
+
+
+def _doubling_graph(statics):
+    """A graph that doubles each static buffer in place."""
+    for static in statics:
+        static *= 2  # loads each dtype's kernel before the capture
+    accelerator.synchronize()
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        for static in statics:
+            static *= 2
+    return g
+
+
+def test_stage_and_launch_copies_every_kind_of_pair_then_replays(quiet_device):
+    statics = [full(0.0),                                          # raw copy
+               full(0.0),                                          # int32 input: converted
+               full(0.0),                                          # strided input
+               full(0.0),                                          # input on the CPU
+               tp.zeros(3, dtype=tp.uint8, device="cuda"),         # 3 bytes: no 16-byte words
+               tp.zeros(0, device="cuda")]                         # nothing to copy
+    g = _doubling_graph(statics)
+    inputs = [full(1.0),
+              tp.full((COUNT,), 2, dtype=tp.int32, device="cuda"),
+              tp.arange(0, 2 * COUNT, dtype=tp.float32, device="cuda")[::2],
+              tp.full((COUNT,), 4.0),
+              tp.arange(1, 4, dtype=tp.uint8, device="cuda"),
+              tp.zeros(0, device="cuda")]
+    g.stage_and_launch(statics, tuple(inputs))
+    accelerator.synchronize()
+    assert values(statics[0]) == {2.0}
+    assert values(statics[1]) == {4.0}
+    assert statics[2].tolist() == [4.0 * i for i in range(COUNT)]
+    assert values(statics[3]) == {8.0}
+    assert statics[4].tolist() == [2, 4, 6]
+    assert statics[5].tolist() == []
+
+
+def test_stage_and_launch_takes_pytorch_tensors(quiet_device):
+    torch = pytest.importorskip("torch")
+    static = torch.zeros(COUNT, device="cuda")
+    ours = full(0.0)
+    g = _doubling_graph([tp.as_tensor(static), ours])
+    g.stage_and_launch([static, ours], [torch.full((COUNT,), 3.0, device="cuda"),
+                                        torch.full((COUNT,), 5.0, device="cuda")])
+    torch.cuda.synchronize()
+    assert set(static.tolist()) == {6.0} and values(ours) == {10.0}
+
+
+def test_stage_and_launch_stages_more_pairs_than_one_launch_holds(quiet_device):
+    statics = [full(0.0, count) for count in range(1, 71)]
+    g = _doubling_graph(statics)
+    g.stage_and_launch(statics, [full(float(count), count) for count in range(1, 71)])
+    accelerator.synchronize()
+    assert [values(static) for static in statics] == [{2.0 * count} for count in range(1, 71)]
+
+
+def test_stage_and_launch_names_a_bad_pair_and_copies_nothing(quiet_device):
+    statics = [full(0.0), full(0.0, 4)]
+    g = _doubling_graph(statics)
+    with pytest.raises(ValueError, match=r"inputs\[1\] has shape \(3,\), but static_inputs\[1\] "
+                                         r"has shape \(4,\)"):
+        g.stage_and_launch(statics, [full(1.0), full(1.0, 3)])
+    with pytest.raises(TypeError, match=r"inputs\[1\] must be a tensor .*got list"):
+        g.stage_and_launch(statics, [full(1.0), [1.0] * 4])
+    with pytest.raises(ValueError, match=r"static_inputs\[0\] is on cpu, but the graph was "
+                                         r"captured on cuda:0"):
+        g.stage_and_launch([tp.zeros(COUNT), statics[1]], [full(1.0), full(1.0, 4)])
+    assert values(statics[0]) == {0.0}  # nothing was copied, nothing launched
+
+
 # -- topology, raw handles, pictures -----------------------------------------------------------
 
 
@@ -186,6 +259,35 @@ def test_debug_dump_to_svg_renders_through_graphviz(quiet_device, tmp_path):
     assert (tmp_path / "last.png").read_bytes().startswith(b"\x89PNG")
     g.debug_dump(tmp_path / "graph.dot")
     assert (tmp_path / "graph.dot").read_text().lstrip().startswith("digraph")
+
+
+def test_debug_dump_shows_conditional_nodes_and_their_bodies(quiet_device, tmp_path):
+    counter = tp.zeros(1, device="cuda")
+    keep_going = tp.zeros(1, dtype=tp.bool, device="cuda")
+    flag = tp.ones(1, dtype=tp.bool, device="cuda")
+    x = warmed_for_branches()
+    keep_going.copy_(counter < 3)
+    counter += 1
+    counter.fill_(0)
+    g = cuda.CUDAGraph()
+    g.enable_debug_mode()
+    with cuda.graph(g):
+        keep_going.copy_(counter < 3)
+        g.begin_capture_to_while_node(keep_going)
+        counter += 1
+        g.begin_capture_to_if_node(flag)
+        x += 1
+        g.end_capture_to_conditional_node()
+        keep_going.copy_(counter < 3)
+        g.end_capture_to_conditional_node()
+    g.replay()
+    assert values(x) == {3.0}
+    g.debug_dump(tmp_path / "nested.dot")
+    text = (tmp_path / "nested.dot").read_text()
+    # One cluster per graph: the outer one, the while body, the if body inside it.
+    assert text.count("subgraph cluster_") == 3
+    assert re.search(r"Conditional Type\|\s*WHILE", text)
+    assert re.search(r"Conditional Type\|\s*IF", text)
 
 
 # -- if/else and switch nodes -------------------------------------------------------------------

@@ -53,6 +53,11 @@ def test_conditional_node_kernel_compiles_and_calls_the_device_runtime():
     assert b"set_conditional" in cubin and b"cudaGraphSetConditional" in cubin
 
 
+def test_staging_kernel_compiles():
+    cubin = kernels.compile_cubin(kernels.read_kernel_source("staging"), "sm_90", "staging.cu")
+    assert b"stage_copies" in cubin
+
+
 @pytest.mark.parametrize("element", ELEMENT_TYPES)
 def test_random_kernels_compile_for_every_dtype(element):
     cubin = compile_for_sm90("philox", f"typedef {element} scalar_t;\n")
@@ -64,4 +69,4 @@ def test_random_kernels_compile_for_every_dtype(element):
 def test_every_shipped_source_is_covered():
     assert set(kernels.kernel_source_names()) == {"common", "elementwise", "reduce", "copy",
                                                   "matmul", "selftest", "philox",
-                                                  "graphs"}
+                                                  "graphs", "staging"}

@@ -246,8 +246,16 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
         Args:
             static_inputs: buffers captured by the graph (kept alive by the caller).
             inputs: fresh tensors whose contents overwrite the matching static buffer this
-                iteration. Contiguous pairs of the same dtype and device take a raw async device-to-
-                device copy; anything else falls back to full copy semantics.
+                iteration. Contiguous same-dtype/ same-device pairs take a raw async device-to-device
+                copy; anything else falls back to full copy semantics.
+
+        Raises:
+            TypeError: a sequence is not a list or tuple, or an item is not a tensor (the error
+                names it, e.g. inputs[2]).
+            ValueError: the sequences differ in length, a pair differs in shape, or a static buffer
+                is not on the graph's device (the error names the pair); every pair is checked before
+                anything is copied.
+            RuntimeError: the graph holds no captured graph (never captured, or reset() since).
         """
         self.c_stage_and_launch(static_inputs, inputs)
 
