@@ -1,5 +1,7 @@
 """What every benchmark here compares with: raw CUDA C baselines, and the host-time and
 device-time helpers."""
+import atexit
+import functools
 import os
 import shutil
 import subprocess
@@ -45,17 +47,30 @@ def torch_ms(run):
 
 
 def raw_c_figures(source="raw_cuda.c", arguments=("2000",)):
-    """{(name, size): figure} from a C baseline here, or {} where nvcc is not available."""
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    if not os.path.exists(nvcc):
+    """{(name, size): figure} from a C baseline here, or {} where nvcc is not available.
+
+    The program is built once per process, so a benchmark can run it between its own
+    measurements (interleaved, so that a noisy spell of the machine hits both sides)."""
+    binary = _built(source)
+    if binary is None:
         return {}
-    with tempfile.TemporaryDirectory() as scratch:
-        binary = Path(scratch) / Path(source).stem
-        subprocess.run([nvcc, "-O2", "-o", str(binary), str(HERE / source)], check=True)
-        output = subprocess.run([str(binary), *arguments], check=True, capture_output=True,
-                                text=True).stdout
+    output = subprocess.run([binary, *arguments], check=True, capture_output=True,
+                            text=True).stdout
     figures = {}
     for line in output.splitlines():
         name, size, value = line.rsplit(" ", 2)
         figures[(name, int(size))] = float(value)
     return figures
+
+
+@functools.cache
+def _built(source):
+    """The path of source built with nvcc (removed at exit), or None without nvcc."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not os.path.exists(nvcc):
+        return None
+    scratch = tempfile.mkdtemp(prefix="tensorplay-bench-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    binary = str(Path(scratch) / Path(source).stem)
+    subprocess.run([nvcc, "-O2", "-o", binary, str(HERE / source)], check=True)
+    return binary
