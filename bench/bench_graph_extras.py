@@ -5,10 +5,10 @@ stage_and_launch: 8 inputs of 1 MiB staged into a graph's static inputs and the 
 in one call, against PyTorch's 8 copy_() calls and replay() (target: at most 0.35x its host
 time), and against a C program's 8 cudaMemcpyAsync calls and cudaGraphLaunch (raw_staging.cu,
 built with nvcc where it is installed).
-For N in 1..1000 loop iterations of a one-kernel body (x += 1):
-- while graph: one replay() of a graph whose while node runs the body N times (the body also
-  counts, and compares the count with N to decide whether to go on);
-- N replays: N replay() calls of a graph holding the body alone.
+For N in 1..1000 loop iterations of a body that adds one to x, counts, and compares the count
+with N to decide whether to go on (three kernels and a one-byte copy):
+- while graph: one replay() of a graph whose while node runs the body N times;
+- N replays: N replay() calls of a graph holding the same body alone.
 Printed: host microseconds spent in the launching calls (the device is synchronised outside the
 timed part), and microseconds from the first launch to the end of a synchronize, best of
 ROUNDS; ratios are while graph / N replays, so below 1 means the while node is cheaper.
@@ -27,29 +27,39 @@ STAGED_ELEMENTS = (1 << 20) // 4  # float32: 1 MiB each
 STAGE_TARGET = 0.35
 
 
-def while_graph(x, iterations):
+def loop_state(iterations):
+    """(counter, keep_going) of a loop, after loading every kernel the loop's captures use."""
     counter = tp.zeros(1, device="cuda")
     keep_going = tp.zeros(1, dtype=tp.bool, device="cuda")
-    counter.fill_(0)
-    keep_going.copy_(counter < iterations)  # load every kernel before the capture
+    keep_going.copy_(counter < iterations)
     counter += 1
+    counter.fill_(0)
     accelerator.synchronize()
+    return counter, keep_going
+
+
+def capture_body(x, counter, keep_going, iterations):
+    x += 1
+    counter += 1
+    keep_going.copy_(counter < iterations)
+
+
+def while_graph(x, counter, keep_going, iterations):
     graph = cuda.CUDAGraph()
     with cuda.graph(graph):
         counter.fill_(0)
         keep_going.copy_(counter < iterations)
         graph.begin_capture_to_while_node(keep_going)
-        x += 1
-        counter += 1
-        keep_going.copy_(counter < iterations)
+        capture_body(x, counter, keep_going, iterations)
         graph.end_capture_to_conditional_node()
-    return graph, (counter, keep_going)
+    return graph
 
 
-def body_graph(x):
+def body_graph(x, counter, keep_going, iterations):
+    """The while node's body on its own: what the N replays run."""
     graph = cuda.CUDAGraph()
     with cuda.graph(graph):
-        x += 1
+        capture_body(x, counter, keep_going, iterations)
     return graph
 
 
@@ -113,12 +123,13 @@ def staged_graphs():
 def main():
     x = tp.zeros(32, device="cuda")
     x += 1
-    body = body_graph(x)
     print(f"device: {accelerator.current_accelerator()}, {ROUNDS} rounds, best of each")
     print(f"{'N':>6} {'while host us':>14} {'replays host us':>16} {'host ratio':>11} "
           f"{'while total us':>15} {'replays total us':>17} {'total ratio':>12}")
     for iterations in ITERATIONS:
-        looping, keep_alive = while_graph(x, iterations)
+        counter, keep_going = loop_state(iterations)
+        looping = while_graph(x, counter, keep_going, iterations)
+        body = body_graph(x, counter, keep_going, iterations)
         before = x.tolist()[0]
         looping.replay()
         accelerator.synchronize()
@@ -133,7 +144,7 @@ def main():
         print(f"{iterations:>6} {while_host:>14.1f} {replays_host:>16.1f} "
               f"{while_host / replays_host:>11.3f} {while_total:>15.1f} {replays_total:>17.1f} "
               f"{while_total / replays_total:>12.3f}")
-        del looping, keep_alive
+        del looping, body
 
     ours_host, torch_host = staged_graphs()
     ratio = ours_host / torch_host
