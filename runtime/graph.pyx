@@ -899,16 +899,26 @@ cdef CUfunction _setter_kernel(int device, bint index=False) except NULL:
                          "set_conditional_index" if index else "set_conditional")
 
 
-cdef CUfunction _graph_kernel(int device, str source_name, str function_name) except NULL:
+# (device, source, function) -> the CUfunction _graph_kernel loaded, as an address: loading has a
+# cost on every call (two capture-mode exchanges and cuFuncLoad), paid once this way.
+cdef dict _loaded_kernels = {}
+
+
+cdef CUfunction _graph_kernel(int device, str source_name, str function_name,
+                              str prelude="") except NULL:
     """A kernel of source_name, loaded now: its first launch may be inside a capture, where
     lazy loading must not happen. Loading is not captured work, so relaxed mode."""
+    key = (device, source_name, function_name)
+    address = _loaded_kernels.get(key)
+    if address is not None:
+        return <CUfunction><uintptr_t>address
     cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
     cdef CUfunction function = NULL
     cdef DeviceSwitch saved
     errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                  b"cudaThreadExchangeStreamCaptureMode")
     try:
-        function = kernels.get_kernel(device, source_name, function_name, "")
+        function = kernels.get_kernel(device, source_name, function_name, prelude)
         with nogil:
             _device.enter_device(device, &saved)
             try:
@@ -918,12 +928,13 @@ cdef CUfunction _graph_kernel(int device, str source_name, str function_name) ex
     finally:
         errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
                      b"cudaThreadExchangeStreamCaptureMode")
+    _loaded_kernels[key] = <uintptr_t>function
     return function
 
 
 # stage_and_launch()'s raw copies: one launch of kernels/staging.cu moves up to STAGED_COPIES
-# pairs (keep it equal to the kernel's), each pair given enough blocks that a thread moves about
-# STAGE_LOADS 16-byte words of the largest pair.
+# pairs (the kernel gets the number through its prelude), each pair given enough blocks that a
+# thread moves about STAGE_LOADS 16-byte words of the largest pair.
 cdef enum:
     STAGED_COPIES = 32
     STAGE_THREADS = 256
@@ -935,18 +946,13 @@ ctypedef struct StagedCopies:
     unsigned long long source[STAGED_COPIES]
     unsigned long long nbytes[STAGED_COPIES]
 
-# device -> the loaded stage_copies CUfunction, as an address (loading has a cost per call).
-cdef dict _stage_kernels = {}
+_STAGING_PRELUDE = f"#define STAGED_COPIES {STAGED_COPIES}"
 
 
 cdef int _stage_raw(int device, list pairs, cudaStream_t stream) except -1:
     """Copy each fresh tensor of pairs (static, fresh, ...) onto its static buffer, bytes as
     they are, on stream: STAGED_COPIES pairs per launch."""
-    address = _stage_kernels.get(device)
-    if address is None:
-        address = _stage_kernels[device] = <uintptr_t>_graph_kernel(device, "staging",
-                                                                     "stage_copies")
-    cdef CUfunction function = <CUfunction><uintptr_t>address
+    cdef CUfunction function = _graph_kernel(device, "staging", "stage_copies", _STAGING_PRELUDE)
     cdef StagedCopies copies
     cdef unsigned int blocks_per_copy
     cdef void* arguments[2]

@@ -54,8 +54,7 @@ def test_conditional_node_kernel_compiles_and_calls_the_device_runtime():
 
 
 def test_staging_kernel_compiles():
-    cubin = kernels.compile_cubin(kernels.read_kernel_source("staging"), "sm_90", "staging.cu")
-    assert b"stage_copies" in cubin
+    assert b"stage_copies" in compile_for_sm90("staging", "#define STAGED_COPIES 32\n")
 
 
 @pytest.mark.parametrize("element", ELEMENT_TYPES)
