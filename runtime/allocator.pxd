@@ -34,7 +34,7 @@ cdef struct PoolId:
 # used it); record_stream() marks a block as used on another stream.
 cdef void* allocate(int device, size_t size, cudaStream_t stream) except? NULL
 cdef int release(void* ptr) except -1
-cdef int record_stream(void* ptr, cudaStream_t stream) except -1
+cdef int record_stream(void* ptr, cudaStream_t stream, int stream_device) except -1
 cdef int device_of_pointer(void* ptr) except -2     # -1: not ours
 cdef size_t block_size(void* ptr) except? 0         # rounded size of a live block
 
@@ -50,11 +50,15 @@ cdef bint device_used(int device) noexcept nogil
 
 # Private pools for graph capture (docs/design.md, "Capture rules"). Pools are refcounted by
 # graphs and handles; while a pool is selected for a capture id, allocations made on a stream
-# capturing with that id go to the pool; a pool's memory returns to CUDA when its count drops
-# to zero and all its blocks are free.
+# capturing with that id go to the pool; a pool's free memory returns to CUDA at the first
+# empty_cache() after its count drops to zero, with no capture open. Blocks freed while a
+# capture routes are held for holder (the graph's capture id) until release_held_blocks(holder)
+# (allocator.pyx, Note [Blocks freed during capture]).
 cdef PoolId new_pool_handle() noexcept nogil
 cdef int retain_pool(int device, PoolId pool) except -1
 cdef int release_pool(int device, PoolId pool) except -1
-cdef int begin_allocate_to_pool(int device, PoolId pool, unsigned long long capture_id) except -1
+cdef int begin_allocate_to_pool(int device, PoolId pool, unsigned long long capture_id,
+                                unsigned long long holder) except -1
 cdef int end_allocate_to_pool(int device, PoolId pool) except -1
+cdef int release_held_blocks(int device, unsigned long long holder) except -1
 cdef int pool_count(int device) noexcept nogil

@@ -246,6 +246,7 @@ cdef cppclass Block:
     Block* next
     bint allocated            # handed out and not released yet
     int event_count           # events to complete before the block is free
+    int capture_holds         # graphs whose capture saw it freed (Note [Blocks freed during capture])
     vector[StreamUse] stream_uses   # other streams that used it (record_stream)
 
 
@@ -269,6 +270,7 @@ cdef struct PendingEvent:
 
 cdef struct Routing:
     unsigned long long capture_id
+    unsigned long long holder  # the graph's capture: blocks freed now are held for it
     PrivatePool* pool
 
 
@@ -283,8 +285,10 @@ cdef cppclass DeviceState:
     # address), oldest first.
     unordered_map[uintptr_t, deque[PendingEvent]] pending_events
     size_t pending_event_count
-    # Released blocks whose events could not be recorded because a capture was routing.
+    # Released blocks whose events could not be recorded because a capture was open.
     vector[Block*] deferred_until_no_capture
+    # Blocks released while captures were open, by the capture that holds them (holder id).
+    map[unsigned long long, vector[Block*]] held_blocks
 
 
 # Created on first use of a device (allocation or pool), never destroyed.
@@ -347,6 +351,7 @@ cdef Block* new_block(int device, cudaStream_t stream, BlockPool* pool, uintptr_
     block.next = NULL
     block.allocated = False
     block.event_count = 0
+    block.capture_holds = 0
     return block
 
 
@@ -454,9 +459,8 @@ cdef PrivatePool* find_pool(DeviceState* state, PoolId id) noexcept nogil:
 
 
 cdef int release_pool_memory(DeviceState* state, PrivatePool* pool) except -1:
-    """Return a freeable pool's whole free segments; drop the pool with its last segment."""
-    if not state.routings.empty():  # no cudaFree during capture; end_allocate_to_pool retries
-        return 0
+    """Return a freeable pool's whole free segments; drop the pool with its last segment.
+    Only empty_cache (and the out-of-memory retry) call this, never while a capture is open."""
     free_whole_segments(state, &pool.small_blocks)
     free_whole_segments(state, &pool.large_blocks)
     if pool.reserved_bytes == 0:
@@ -499,7 +503,7 @@ cdef PrivatePool* routed_pool(DeviceState* state, cudaStream_t stream) except? N
 cdef size_t merge(BlockPool* pool, Block* block, Block* neighbour) noexcept nogil:
     """Absorb a free neighbour into block; returns the bytes absorbed (0: not free)."""
     if (neighbour == NULL or neighbour.allocated or neighbour.event_count > 0
-            or not neighbour.stream_uses.empty()):
+            or neighbour.capture_holds > 0 or not neighbour.stream_uses.empty()):
         return 0
     erase_free(pool, neighbour)
     if block.prev == neighbour:
@@ -543,8 +547,6 @@ cdef int free_block(DeviceState* state, Block* block) except -1:
     count(state.device, STAT_ACTIVE, pool.small, -1)
     count(state.device, STAT_ACTIVE_BYTES, pool.small, -<int64_t>active_size)
     count(state.device, STAT_REQUESTED_BYTES, pool.small, -<int64_t>requested_size)
-    if pool.owner != NULL and pool_freeable(pool.owner):
-        release_pool_memory(state, pool.owner)
     return 0
 
 
@@ -637,7 +639,7 @@ cdef int synchronize_and_free_events(DeviceState* state) except -1:
 
 cdef int release_cached_blocks(DeviceState* state) except -1:
     """empty_cache: wait for pending events, then cudaFree every unused segment."""
-    if not state.routings.empty():  # waits and cudaFree would break the capture
+    if devices.capture_open():  # waits and cudaFree would break a capture (on any device)
         return 0
     synchronize_and_free_events(state)
     free_whole_segments(state, &state.small_blocks)
@@ -648,16 +650,57 @@ cdef int release_cached_blocks(DeviceState* state) except -1:
 
 cdef int free_released(DeviceState* state, Block* block) except -1:
     """The release path, under the device lock: the block's bytes stop being allocated now,
-    its memory becomes reusable once the other streams that used it are done."""
+    its memory becomes reusable once the other streams that used it are done, and once the
+    graphs whose captures saw it freed are gone (Note [Blocks freed during capture])."""
     block.allocated = False
     count(state.device, STAT_ALLOCATION, block.pool.small, -1)
     count(state.device, STAT_ALLOCATED_BYTES, block.pool.small, -<int64_t>block.size)
+    if not state.routings.empty():
+        hold_for_captures(state, block)
+        if block.capture_holds > 0:
+            return 0
+    return reuse_when_done(state, block)
+
+
+cdef int reuse_when_done(DeviceState* state, Block* block) except -1:
+    """A released block nothing holds any more: free now, or once the streams that used it
+    are done (events, recorded only while no capture is open)."""
     if block.stream_uses.empty():
         free_block(state, block)
-    elif not state.routings.empty():  # recording events now would join the capture
+    elif devices.capture_open():  # recording or querying events now would break a capture
         state.deferred_until_no_capture.push_back(block)
     else:
         insert_events(state, block)
+    return 0
+
+
+# Note [Blocks freed during capture]
+# A graph references the memory its captured kernels read and write, and a tensor the capture
+# frees may still be written by the graph on every replay: PyTorch's recapture test writes a
+# tensor of an earlier capture (b.fill_()), then rebinds it (b = b + 2), freeing its block in
+# the middle of the capture. If that block went back to the cache, another allocation could
+# take it, and once its pool was released, empty_cache() would return it to CUDA while the
+# graph still writes it (an illegal address on the next replay). So a block freed while a
+# capture routes on its device, from any pool but that capture's own private pool, is held for
+# the graph of each such capture: it stays out of the free lists (it counts as active, not
+# allocated) until every graph holding it is reset, deleted or fails its capture
+# (release_held_blocks). Blocks of the capture's own pool need no hold: the graph keeps the
+# pool, and reuse inside the pool follows the capture's stream order, as in PyTorch.
+cdef int hold_for_captures(DeviceState* state, Block* block) except -1:
+    cdef size_t i, j
+    cdef unsigned long long holder
+    cdef bint seen
+    for i in range(state.routings.size()):
+        if state.routings[i].pool == block.pool.owner:
+            continue
+        holder = state.routings[i].holder
+        seen = False
+        for j in range(i):  # a graph's conditional bodies route under its own holder id
+            if state.routings[j].holder == holder and state.routings[j].pool != block.pool.owner:
+                seen = True
+        if not seen:
+            state.held_blocks[holder].push_back(block)
+            block.capture_holds += 1
     return 0
 
 
@@ -720,9 +763,9 @@ cdef void hand_out(DeviceState* state, Block* block, size_t size,
 cdef Block* malloc_block(DeviceState* state, size_t requested, cudaStream_t stream) except NULL:
     """The allocation path, under the device lock (Note [Caching allocator policy])."""
     cdef PrivatePool* graph_pool = NULL
-    if state.routings.empty():
+    if not devices.capture_open():
         process_events(state)
-    else:
+    if not state.routings.empty():
         graph_pool = routed_pool(state, stream)
     if requested > MAX_REQUEST:
         raise_out_of_memory(state, requested, requested)
@@ -736,7 +779,7 @@ cdef Block* malloc_block(DeviceState* state, size_t requested, cudaStream_t stre
     cdef Block* block = take_free_block(pool, stream, size)
     if block == NULL:
         block = malloc_segment(state, pool, stream, segment_size(size))
-    if block == NULL and state.routings.empty():
+    if block == NULL and not devices.capture_open():
         scalars[state.device][<int>SCALAR_NUM_ALLOC_RETRIES] += 1
         release_cached_blocks(state)
         block = malloc_segment(state, pool, stream, segment_size(size))
@@ -783,11 +826,11 @@ cdef int raise_out_of_memory(DeviceState* state, size_t requested, size_t segmen
     cdef int64_t reserved = \
         counters[device][<int>STAT_RESERVED_BYTES][<int>POOL_ALL][<int>COUNTER_CURRENT]
     needed = f" (it needed a new segment of {format_size(segment)})" if segment > requested else ""
-    if state.routings.empty():
+    if not devices.capture_open():
         tried = ("The cache was emptied and the allocation retried once; memory reserved but "
                  "unallocated is held by segments that also hold live tensors (fragmentation).")
     else:
-        tried = ("A graph capture is in progress on this device, so the cache was not emptied; "
+        tried = ("A graph capture is in progress, so the cache was not emptied; "
                  "allocate the memory before capturing.")
     raise errors.out_of_memory_error(
         f"CUDA out of memory. Tried to allocate {format_size(requested)} ({requested} bytes) on "
@@ -853,7 +896,9 @@ cdef int release(void* ptr) except -1:
     return 0
 
 
-cdef int record_stream(void* ptr, cudaStream_t stream) except -1:
+cdef int record_stream(void* ptr, cudaStream_t stream, int stream_device) except -1:
+    # No CUDA call: legal on a capturing stream, as PyTorch's. The events are recorded when
+    # the block is released, after the capture ends (reuse_when_done).
     cdef Block* block = find_allocated(ptr)
     if block == NULL:
         raise ValueError(unknown_pointer(ptr))
@@ -861,7 +906,7 @@ cdef int record_stream(void* ptr, cudaStream_t stream) except -1:
         return 0
     cdef StreamUse use
     use.stream = stream
-    errors.check(cyruntime.cudaStreamGetDevice(stream, &use.device), b"cudaStreamGetDevice")
+    use.device = stream_device
     cdef DeviceState* state = states[block.device]
     cdef StreamUse recorded
     acquire(&state.lock)
@@ -1043,19 +1088,22 @@ cdef int retain_pool(int device, PoolId pool) except -1:
 cdef int release_pool(int device, PoolId pool) except -1:
     cdef DeviceState* state = states[device] if device_used(device) else NULL
     cdef PrivatePool* graph_pool = NULL
+    cdef bint found = False
     if state != NULL:
         acquire(&state.lock)
         try:
             graph_pool = find_pool(state, pool)
             if graph_pool != NULL and graph_pool.use_count > 0:
+                found = True
                 graph_pool.use_count -= 1
-                if pool_freeable(graph_pool):
-                    release_pool_memory(state, graph_pool)
-            else:
-                graph_pool = NULL
+                # Its free segments go back to CUDA at the next empty_cache() with no capture
+                # open; segments that back live tensors stay until those are freed.
+                if pool_freeable(graph_pool) and graph_pool.reserved_bytes == 0:
+                    state.private_pools.erase(graph_pool.id)
+                    del graph_pool
         finally:
             release_lock(&state.lock)
-    if graph_pool == NULL:
+    if not found:
         raise ValueError(f"{pool_text(pool, device)} is not retained, so it cannot be released")
     return 0
 
@@ -1067,8 +1115,8 @@ cdef enum RoutingProblem:
     ROUTING_CAPTURE_BUSY
 
 
-cdef int begin_allocate_to_pool(int device, PoolId pool,
-                                unsigned long long capture_id) except -1:
+cdef int begin_allocate_to_pool(int device, PoolId pool, unsigned long long capture_id,
+                                unsigned long long holder) except -1:
     devices.checked_device(device)
     cdef DeviceState* state = states[device]
     cdef PrivatePool* graph_pool = NULL
@@ -1088,6 +1136,7 @@ cdef int begin_allocate_to_pool(int device, PoolId pool,
                     problem = ROUTING_CAPTURE_BUSY
             if problem == ROUTING_OK:
                 routing.capture_id = capture_id
+                routing.holder = holder
                 routing.pool = graph_pool
                 state.routings.push_back(routing)
                 graph_pool.routing = True
@@ -1118,13 +1167,32 @@ cdef int end_allocate_to_pool(int device, PoolId pool) except -1:
                     state.routings.erase(state.routings.begin() + i)
                     found = True
                     break
-            if found and state.routings.empty():
-                # Pools released while capturing could not give their memory back then.
-                release_freeable_pools(state)
         finally:
             release_lock(&state.lock)
     if not found:
         raise ValueError(f"{pool_text(pool, device)} is not receiving any capture's allocations")
+    return 0
+
+
+cdef int release_held_blocks(int device, unsigned long long holder) except -1:
+    if not device_used(device):
+        return 0
+    cdef DeviceState* state = states[device]
+    cdef map[unsigned long long, vector[Block*]].iterator it
+    cdef vector[Block*] held
+    cdef Block* block
+    acquire(&state.lock)
+    try:
+        it = state.held_blocks.find(holder)
+        if it != state.held_blocks.end():
+            held.swap(deref(it).second)
+            state.held_blocks.erase(it)
+        for block in held:
+            block.capture_holds -= 1
+            if block.capture_holds == 0:
+                reuse_when_done(state, block)
+    finally:
+        release_lock(&state.lock)
     return 0
 
 

@@ -50,6 +50,21 @@ cdef int enter_device(int device, DeviceSwitch* saved) except -1 nogil
 cdef int exit_device(DeviceSwitch* saved) except -1 nogil
 cdef object device_object(int index)
 
+# Open graph captures of the process (device.pyx, Note [Calls during capture]). The graph code
+# reports each capture it begins and ends; the rest of the runtime asks before a CUDA call that a
+# capture forbids.
+cdef int capture_opened(int device, int mode, void* stream) except -1
+cdef int capture_closed(void* stream) except -1
+cdef bint capture_open() noexcept nogil              # any capture open in the process
+cdef bint device_capturing(int device) noexcept      # any capture open on device
+# Around a CUDA call that is legal during a capture only in relaxed mode (stream and event
+# creation and destruction, queries of streams that do not capture): switches this thread to
+# relaxed mode while any capture is open; exit_relaxed puts the mode back.
+cdef int enter_relaxed(int* saved) except -1 nogil
+cdef int exit_relaxed(int* saved) except -1 nogil
+# Refuse `what` before its CUDA call when it would wait for (or on) a capturing stream.
+cdef int refuse_on_capturing_stream(str what, void* stream, int device) except -1
+
 # The accelerator API (api.yaml: tensorplay.accelerator).
 cdef object current_accelerator(bint check_available)
 cdef int current_device_index() except -1

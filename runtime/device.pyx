@@ -12,6 +12,8 @@ initialises under a lock; a child forked after that gets a clear error instead o
 import os
 import threading
 
+from libcpp.vector cimport vector
+
 from cuda.bindings cimport cydriver, cyruntime
 from cuda.bindings.cydriver cimport CUcontext, CUdevice
 from cuda.bindings.cyruntime cimport cudaDeviceProp, cudaError_t, cudaSuccess
@@ -322,14 +324,132 @@ cdef object synchronize(int index):
     if not _initialized:  # nothing can be running: no-op, as in PyTorch
         return None
     checked_device(index)
+    if device_capturing(index):
+        raise RuntimeError(
+            f"synchronize() cannot run while a graph capture is open on cuda:{index}: it would "
+            "wait for the capturing stream, which CUDA forbids (cudaErrorStreamCaptureUnsupported) "
+            "and which would invalidate the capture. Synchronize before the capture begins or "
+            "after it ends")
     cdef DeviceSwitch switch
+    cdef int mode
     with nogil:
         enter_device(index, &switch)
+        enter_relaxed(&mode)
         try:
             errors.check(cyruntime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
         finally:
+            exit_relaxed(&mode)
             exit_device(&switch)
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# Open captures
+#
+# Note [Calls during capture]
+# While a stream captures, CUDA forbids some calls and turns others into an error that also
+# invalidates the capture (CUDA Runtime API, "Stream capture" and cudaStreamCaptureMode):
+# - waiting for a capturing stream (synchronizing it or its device, querying it, querying or
+#   synchronizing an event recorded in the capture) is an error in every mode;
+# - "potentially unsafe" calls (event queries, synchronization of other streams, cudaMalloc,
+#   cudaFree, stream and event creation) are errors on the capturing thread in 'global' and
+#   'thread_local' mode, and on every thread while any 'global' capture is open, unless the
+#   calling thread switched itself to relaxed mode (cudaThreadExchangeStreamCaptureMode).
+# So the runtime keeps the list of captures it opened, and:
+# - refuses the first kind with a clear error before any CUDA call (refuse_on_capturing_stream,
+#   synchronize), so the capture survives;
+# - makes the second kind legal by switching the calling thread to relaxed mode around the call
+#   (enter_relaxed / exit_relaxed), only while a capture is open, so eager code pays nothing;
+# - skips what can wait: the allocators query no events and free no memory to CUDA while any
+#   capture is open (allocator.pyx, host_allocator.pyx); that work runs once no capture is open.
+# Graph capture records each capture here (graph.pyx); captures the runtime did not open (another
+# library's) are not known, and CUDA's own error reports a call made during them.
+
+cdef struct OpenCapture:
+    int device
+    int mode
+    void* stream
+
+cdef vector[OpenCapture] _open_captures   # changed with the GIL held
+cdef int _open_capture_count = 0           # its size, readable without the GIL
+
+
+cdef int capture_opened(int device, int mode, void* stream) except -1:
+    cdef OpenCapture capture
+    capture.device = device
+    capture.mode = mode
+    capture.stream = stream
+    _open_captures.push_back(capture)
+    global _open_capture_count
+    _open_capture_count = <int>_open_captures.size()
+    return 0
+
+
+cdef int capture_closed(void* stream) except -1:
+    cdef size_t i
+    for i in range(_open_captures.size()):
+        if _open_captures[i].stream == stream:
+            _open_captures.erase(_open_captures.begin() + i)
+            break
+    global _open_capture_count
+    _open_capture_count = <int>_open_captures.size()
+    return 0
+
+
+cdef bint capture_open() noexcept nogil:
+    return _open_capture_count > 0
+
+
+cdef bint device_capturing(int device) noexcept:
+    cdef OpenCapture capture
+    for capture in _open_captures:
+        if capture.device == device:
+            return True
+    return False
+
+
+cdef int enter_relaxed(int* saved) except -1 nogil:
+    cdef cyruntime.cudaStreamCaptureMode mode = cyruntime.cudaStreamCaptureModeRelaxed
+    saved[0] = -1
+    if _open_capture_count > 0:
+        errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                     b"cudaThreadExchangeStreamCaptureMode")
+        saved[0] = <int>mode
+    return 0
+
+
+cdef int exit_relaxed(int* saved) except -1 nogil:
+    cdef cyruntime.cudaStreamCaptureMode mode
+    if saved[0] >= 0:
+        mode = <cyruntime.cudaStreamCaptureMode>saved[0]
+        saved[0] = -1
+        errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                     b"cudaThreadExchangeStreamCaptureMode")
+    return 0
+
+
+cdef int refuse_on_capturing_stream(str what, void* stream, int device) except -1:
+    if _open_capture_count == 0:
+        return 0
+    cdef cyruntime.cudaStreamCaptureStatus status = cyruntime.cudaStreamCaptureStatusNone
+    cdef cudaError_t result
+    cdef DeviceSwitch switch
+    with nogil:
+        enter_device(device, &switch)
+        result = cyruntime.cudaStreamIsCapturing(<cyruntime.cudaStream_t>stream, &status)
+        exit_device(&switch)
+    if result == cyruntime.cudaErrorStreamCaptureImplicit:
+        # The legacy default stream, while a blocking stream of its device captures.
+        cyruntime.cudaGetLastError()
+        status = cyruntime.cudaStreamCaptureStatusActive
+    elif result != cudaSuccess:
+        errors.check(result, b"cudaStreamIsCapturing")
+    if status != cyruntime.cudaStreamCaptureStatusNone:
+        raise RuntimeError(
+            f"{what} cannot run on stream {<size_t>stream:#x} of cuda:{device} while it captures "
+            "a graph: waiting for a capturing stream is forbidden (cudaErrorStreamCaptureUnsupported)"
+            " and would invalidate the capture. Call it before the capture begins or after it ends")
+    return 0
 
 
 cdef object current_accelerator(bint check_available):

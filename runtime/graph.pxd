@@ -30,6 +30,7 @@ cdef class CaptureSettings:
 # What both public graph classes share; they differ in their constructors and in the stream a
 # capture takes when none is given (Note [Capture state] in graph.pyx).
 cdef class GraphBase:
+    cdef object __weakref__            # export_dot() follows the latest graph without keeping it
     cdef CaptureSettings settings
     cdef bint debug_mode
     cdef bint keep_template            # keep the cudaGraph_t after instantiation (debug_dump)
@@ -55,6 +56,8 @@ cdef class GraphBase:
     cdef int previous_device           # what capture_begin replaced, restored at its end
     cdef cudaStream_t previous_stream
     cdef unsigned long capture_thread
+    cdef object capture_thread_object  # its threading.Thread, to know whether it still runs
+    cdef void** capture_stream_slot    # its current-stream slot (stream.pxd)
     cdef int begin(self, object pool, int capture_mode, object stream) except -1
     cdef int begin_on_stream(self, int capture_mode) except -1
     cdef int end(self) except -1
@@ -62,6 +65,8 @@ cdef class GraphBase:
     cdef int finish_block(self, object exc_value) except -1
     cdef int discard_capture(self) except -1
     cdef int restore_stream(self) except -1
+    cdef int check_capture_thread(self, str what) except -1
+    cdef int capture_stopped(self) except -1
     cdef int release_pool_reference(self) except -1
     cdef int destroy_graphs(self) except -1
     cdef int open_body(self, object scalar_pred, int node_type, str what,

@@ -35,11 +35,16 @@ captures).
 """
 import gc
 import os
+import threading
 import warnings
+import weakref
 
 from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport calloc, free
+from libcpp.algorithm cimport sort
+from libcpp.utility cimport pair
+from libcpp.vector cimport vector
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings cimport cydriver
@@ -69,16 +74,21 @@ from tensorplay._runtime.tensor cimport TensorCore
 from tensorplay._runtime import graph_render
 from tensorplay._runtime.graph_topology import CONDITIONAL_TYPES
 
+# A switch node captures one body graph per case, one after the other; more cases than this
+# are refused before anything is allocated (docs/design.md, "Capture rules").
+MAX_SWITCH_CASES = 1024
+
 # capture_error_mode -> cudaStreamCaptureMode (docs/design.md, "Capture rules").
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 UNSET = "__unset__"
 
 # The template of the most recently completed capture, for export_dot(): owned here until the
-# next capture completes (a graph that keeps its own template gives this a clone).
+# next capture completes. A graph that keeps its template (keep_graph, debug mode) owns it for
+# its whole life, and export_dot() follows it by a weak reference instead, so that nothing here
+# keeps a deleted graph (or its pool) alive; graphs with conditional nodes cannot be cloned
+# (cudaGraphClone answers cudaErrorNotSupported).
 cdef cudaGraph_t _last_template = NULL
-# A graph that keeps its template (keep_graph, debug mode) is referenced instead: graphs with
-# conditional nodes cannot be cloned (cudaGraphClone answers cudaErrorNotSupported).
-cdef GraphBase _last_owner = None
+cdef object _last_owner = None             # weakref.ref to that graph, or None
 cdef int _last_device = -1
 cdef bint _last_verbose = False
 
@@ -103,6 +113,9 @@ cdef str _path_arg(object path, str argument):
     path = os.fspath(path)
     if not isinstance(path, str):
         raise TypeError(f"{argument} must name a path as str, got {errors.shown(path)}")
+    if "\0" in path:
+        raise ValueError(f"{argument} contains a NUL character, which no file path can: "
+                         f"{errors.shown(path)}")
     if len(os.fsencode(path)) >= PATH_BYTES:
         raise ValueError(f"{argument} is {len(path)} characters long, longer than a path can be "
                          f"({PATH_BYTES - 1} bytes): {errors.shown(path)}")
@@ -228,6 +241,8 @@ cdef class GraphBase:
             self.previous_device = _device.current_device()
             self.previous_stream = _stream.current_stream_handle(device)
             self.capture_thread = PyThread_get_thread_ident()
+            self.capture_thread_object = threading.current_thread()
+            self.capture_stream_slot = _stream.current_stream_slot(device)
             if self.previous_device != device:
                 _device.set_current_device(device)
             _stream.put_current_stream(device, handle)
@@ -237,7 +252,7 @@ cdef class GraphBase:
             # from device memory (docs/design.md, "RNG state").
             self.rng_record = rng.register_capture(rng.default_generator(device),
                                                    self.capture_id)
-            allocator.begin_allocate_to_pool(device, pool_id, self.capture_id)
+            allocator.begin_allocate_to_pool(device, pool_id, self.capture_id, self.capture_id)
             self.routing = True
         except BaseException:
             self.discard_capture()
@@ -256,6 +271,8 @@ cdef class GraphBase:
                     self.capture_stream, <cudaStreamCaptureMode>capture_mode),
                     b"cudaStreamBeginCapture")
                 self.capturing = True
+                with gil:
+                    _device.capture_opened(self.device, capture_mode, self.capture_stream)
                 errors.check(cyruntime.cudaStreamGetCaptureInfo(
                     self.capture_stream, &status, &capture_id, NULL, NULL, NULL, NULL),
                     b"cudaStreamGetCaptureInfo")
@@ -269,6 +286,7 @@ cdef class GraphBase:
         if not self.capturing:
             raise RuntimeError("capture_end() called without an open capture; call "
                                "capture_begin() first")
+        self.check_capture_thread("capture_end()")
         if self.bodies:
             raise RuntimeError(f"capture_end() called with {len(self.bodies)} conditional "
                                "node(s) still open; call end_capture_to_conditional_node() for "
@@ -282,7 +300,7 @@ cdef class GraphBase:
             if status != cudaSuccess:
                 cyruntime.cudaGetLastError()  # reported below; must not surface elsewhere
             _device.exit_device(&saved)
-        self.capturing = False
+        self.capture_stopped()
         try:
             self.discard_capture()  # stops routing and restores the stream
         except BaseException:
@@ -336,7 +354,7 @@ cdef class GraphBase:
         # threads cannot both destroy the same template.
         previous_last = _last_template
         _last_template, _last_device, _last_verbose = last, self.device, self.debug_mode
-        _last_owner = self if self.keep_template else None
+        _last_owner = weakref.ref(self) if self.keep_template else None
         if previous_last != NULL:
             cyruntime.cudaGraphDestroy(previous_last)
         if node_count == 0:
@@ -371,7 +389,7 @@ cdef class GraphBase:
         while self.bodies:
             self.close_body(False)
         if self.capturing:
-            self.capturing = False
+            self.capture_stopped()
             with nogil:
                 _device.enter_device(self.device, &saved)
                 # Its error (usually "invalidated") is the reason we are here, not news.
@@ -397,14 +415,43 @@ cdef class GraphBase:
             return 0
         self.stream_swapped = False
         if PyThread_get_thread_ident() != self.capture_thread:
-            return 0  # another thread's current stream is not ours to change
+            # A relaxed-mode capture ended on another thread: put the capturing thread's stream
+            # back through its slot, if that thread still runs and nothing replaced the capture
+            # stream since (its current device is its own to change).
+            if (self.capture_thread_object.is_alive()
+                    and self.capture_stream_slot[0] == <void*>self.capture_stream):
+                self.capture_stream_slot[0] = <void*>self.previous_stream
+            self.capture_thread_object = None
+            return 0
+        self.capture_thread_object = None
         _stream.put_current_stream(self.device, self.previous_stream)
         if self.previous_device != self.device:
             _device.set_current_device(self.previous_device)
         return 0
 
+    cdef int check_capture_thread(self, str what) except -1:
+        """CUDA lets only the thread that began a global or thread_local capture end it."""
+        if (self.capturing and self.capture_mode != cudaStreamCaptureModeRelaxed
+                and PyThread_get_thread_ident() != self.capture_thread):
+            mode = {0: "global", 1: "thread_local"}[self.capture_mode]
+            raise RuntimeError(
+                f"{what} called on thread {PyThread_get_thread_ident()}, but this graph's "
+                f"capture began on thread {self.capture_thread} in '{mode}' mode, which only "
+                "the capturing thread may end (CUDA: cudaErrorStreamCaptureWrongThread). End it "
+                "there, or capture with capture_error_mode='relaxed' to end it elsewhere. The "
+                "capture goes on")
+        return 0
+
+    cdef int capture_stopped(self) except -1:
+        """cudaStreamEndCapture is about to run (or ran): the capture is no longer open."""
+        self.capturing = False
+        _device.capture_closed(self.capture_stream)
+        return 0
+
     cdef int release_pool_reference(self) except -1:
         cdef PoolId body_pool
+        if self.capture_id:  # blocks its capture saw freed (allocator.pyx)
+            allocator.release_held_blocks(self.device, self.capture_id)
         self.rng_record = None
         self.predicates = []
         while self.body_pools:
@@ -447,7 +494,8 @@ cdef class GraphBase:
             body_pool = _pool_for_capture(None)
             allocator.retain_pool(self.device, body_pool)
             self.body_pools.append((body_pool.first, body_pool.second))
-            allocator.begin_allocate_to_pool(self.device, body_pool, body_capture_id)
+            allocator.begin_allocate_to_pool(self.device, body_pool, body_capture_id,
+                                             self.capture_id)
             body.pool = body_pool
             body.routing = True
             self.predicates.append(predicate)
@@ -465,9 +513,17 @@ cdef class GraphBase:
         cdef cudaError_t status = cudaSuccess
         cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
         cdef DeviceSwitch saved
+        cdef uintptr_t body_stream = <uintptr_t>body.stream
+        cdef bint workless = False
         try:
             if keep and body.is_while:
-                self.set_predicate(body, body.predicate)  # the loop tests it after each pass
+                # A body without work would only re-read the predicate: replay would loop
+                # forever while it holds. Such a body ends the loop instead, and is refused.
+                workless = _captured_nothing(self.device, body.stream)
+                if workless:
+                    _end_loop(self.device, body)
+                else:
+                    self.set_predicate(body, body.predicate)  # tested after each pass
         finally:
             if self.rng_record is not None and body.capture_id:
                 rng.unshare_capture(self.rng_record, body.capture_id)
@@ -493,6 +549,14 @@ cdef class GraphBase:
                     _stream.put_current_stream(self.device, body.parent)
         if keep and status != cudaSuccess:
             errors.raise_cuda_error(<int>status, "cudaStreamEndCapture (conditional body)")
+        if workless:
+            raise RuntimeError(
+                f"the while node's body captured no work: nothing was launched on its capture "
+                f"stream {body_stream:#x}, the stream current on cuda:{self.device} between "
+                "begin_capture_to_while_node() and end_capture_to_conditional_node(). Work on "
+                "another stream does not join the body unless that stream waits for this one. "
+                "A loop without work would replay forever, so the node was closed with a body "
+                "that ends the loop at once; the capture goes on")
         if keep and self.rng_record is not None \
                 and self.rng_record.consumed != body.rng_used_before:
             # A body may run any number of times per replay, but its kernels read one fixed
@@ -630,6 +694,7 @@ cdef class GraphBase:
         return 0
 
     cdef object c_reset(self):
+        self.check_capture_thread("reset()")
         self.discard_capture()
         self.destroy_graphs()
         self.release_pool_reference()
@@ -664,6 +729,7 @@ cdef class GraphBase:
         cdef list full = []   # the same, for pairs that need copy_()'s semantics
         cdef TensorCore static, fresh
         cdef Py_ssize_t index
+        cdef vector[MemorySpan] spans
         for index in range(len(inputs)):
             static = _tensor_arg(static_inputs[index], "static_inputs", index)
             fresh = _tensor_arg(inputs[index], "inputs", index)
@@ -676,14 +742,17 @@ cdef class GraphBase:
                 raise ValueError(f"inputs[{index}] has shape {fresh.sizes}, but "
                                  f"static_inputs[{index}] has shape {static.sizes}; each input "
                                  f"must have its static buffer's shape")
-            if static.element_count == 0:
-                continue
+            if static.element_count == 0 or _same_tensor(static, fresh):
+                continue  # nothing to copy, as copy_() of a tensor onto itself
+            spans.push_back(_span_of(static, index, True))
+            spans.push_back(_span_of(fresh, index, False))
             pairs = raw if (fresh.device_index == static.device_index
                             and fresh.dtype_object is static.dtype_object
                             and tensor.is_contiguous(static)
                             and tensor.is_contiguous(fresh)) else full
             pairs.append(static)
             pairs.append(fresh)
+        _refuse_overlaps(spans)
         cdef cudaStream_t handle = _stream.current_stream_handle(self.device)
         for index in range(0, len(full), 2):  # dtype conversion, strides, other devices
             (<TensorCore>full[index]).c_copy_(full[index + 1], True)
@@ -719,9 +788,9 @@ cdef class GraphBase:
     cdef object c_begin_capture_to_switch_node(self, object scalar_index, object num_cases):
         if isinstance(num_cases, bool) or not isinstance(num_cases, int):
             raise TypeError(f"num_cases must be an int, got {errors.shown(num_cases)}")
-        if not 1 <= num_cases <= 0xFFFFFFFF:
-            raise ValueError(f"num_cases must be at least 1 (and fit in 32 bits), got "
-                             f"{num_cases}")
+        if not 1 <= num_cases <= MAX_SWITCH_CASES:
+            raise ValueError(f"num_cases must be from 1 to {MAX_SWITCH_CASES}, got "
+                             f"{errors.shown(num_cases)}")
         if self.capturing:
             _require_multi_body_nodes("begin_capture_to_switch_node()")
         self.open_body(scalar_index, cudaGraphCondTypeSwitch, "begin_capture_to_switch_node()",
@@ -738,7 +807,7 @@ cdef class GraphBase:
         if body.branch + 1 >= body.size:
             raise RuntimeError(f"begin_capture_to_next_body(): all {body.size} bodies of the node "
                                "have been captured; call end_capture_to_conditional_node()")
-        _next_body(self.device, self.capture_mode, body)
+        _next_body(self.device, self.capture_mode, body, self.capture_id)
         return None
 
 
@@ -765,21 +834,28 @@ cdef cudaStream_t _replay_stream(GraphBase graph, object stream) except? NULL:
 
 
 cdef int _write_dot(cudaGraph_t template, int device, str path, bint verbose) except -1:
-    # The GIL stays held: export_dot()'s template is replaced (and destroyed) under it.
+    """The driver's DOT text of template, written to path (or rendered, for .svg and .png)
+    through graph_render, which names path in any failure."""
     picture = graph_render.picture_format(path)
-    if picture is not None:  # .svg or .png: Graphviz draws the DOT text (graph_render.py)
-        with graph_render.rendered_to(path, picture) as dot_path:
-            _write_dot(template, device, dot_path, verbose)
-        return 0
-    cdef bytes encoded = os.fsencode(path)
+    if picture is not None:
+        graph_render.dot_program()  # before any work: a missing Graphviz costs nothing
+    cdef bytes encoded
     cdef unsigned int flags = cudaGraphDebugDotFlagsVerbose if verbose else 0
     cdef DeviceSwitch saved
-    _device.enter_device(device, &saved)
-    try:
-        errors.check(cyruntime.cudaGraphDebugDotPrint(template, encoded, flags),
-                     b"cudaGraphDebugDotPrint")
-    finally:
-        _device.exit_device(&saved)
+    # The GIL stays held: export_dot()'s template is replaced (and destroyed) under it.
+    with graph_render.scratch_path() as scratch:
+        encoded = os.fsencode(scratch)
+        _device.enter_device(device, &saved)
+        try:
+            errors.check(cyruntime.cudaGraphDebugDotPrint(template, encoded, flags),
+                         b"cudaGraphDebugDotPrint")
+        finally:
+            _device.exit_device(&saved)
+        text = graph_render.read_back(scratch)
+    if picture is not None:
+        graph_render.render_dump(text, path, picture)
+    else:
+        graph_render.write_dump(text, path)
     return 0
 
 
@@ -859,6 +935,59 @@ cdef int _begin_body(int device, CUfunction setter, uintptr_t predicate, int nod
     return 0
 
 
+# stage_and_launch() copies every pair at once (one kernel for the raw pairs), so no static
+# buffer may share memory with another pair's buffers, nor partly with its own input: the result
+# would depend on the order of the copies. A span is the bytes a tensor reaches, keyed by device
+# and start so that one sort puts overlapping spans next to each other.
+ctypedef pair[pair[int, uintptr_t], pair[uintptr_t, Py_ssize_t]] MemorySpan
+
+
+cdef inline bint _same_tensor(TensorCore static, TensorCore fresh):
+    return (static is fresh
+            or (static.data == fresh.data and static.device_index == fresh.device_index
+                and static.dtype_object is fresh.dtype_object
+                and static.element_strides == fresh.element_strides))
+
+
+cdef MemorySpan _span_of(TensorCore value, Py_ssize_t index, bint static):
+    """(device, start), (end, tag): tag is 2 * pair index, plus 1 for the static buffer."""
+    cdef MemorySpan span
+    cdef size_t itemsize = value.dtype_object.itemsize
+    span.first.first = value.device_index
+    span.first.second = value.data
+    if tensor.is_contiguous(value):
+        span.second.first = value.data + <size_t>value.element_count * itemsize
+    else:  # element_count > 0 here, and strides are never negative
+        span.second.first = value.data + itemsize * (1 + sum(
+            (size - 1) * stride for size, stride in zip(value.sizes, value.element_strides)))
+    span.second.second = 2 * index + static
+    return span
+
+
+cdef int _refuse_overlaps(vector[MemorySpan]& spans) except -1:
+    """A ValueError naming two buffers that overlap where at least one is written."""
+    if spans.size() < 2:
+        return 0
+    sort(spans.begin(), spans.end())
+    cdef size_t i, j
+    cdef Py_ssize_t first, second
+    for i in range(spans.size()):
+        j = i + 1
+        while (j < spans.size() and spans[j].first.first == spans[i].first.first
+               and spans[j].first.second < spans[i].second.first):
+            first, second = spans[i].second.second, spans[j].second.second
+            if (first | second) & 1:
+                names = sorted(f"{'static_inputs' if tag & 1 else 'inputs'}[{tag >> 1}]"
+                               for tag in (first, second))
+                raise ValueError(
+                    f"{names[0]} and {names[1]} overlap in memory; stage_and_launch() copies "
+                    "every pair at once, so a static buffer may share memory with no other "
+                    "static buffer or input (a pair that is the same tensor on both sides is "
+                    "skipped, as copy_() skips it). Nothing was copied")
+            j += 1
+    return 0
+
+
 cdef TensorCore _tensor_arg(object value, str argument, Py_ssize_t index):
     """value as our tensor: ours, or a view of any tensor that shares its memory through
     __cuda_array_interface__ or DLPack (PyTorch's, CuPy's), no copy. index >= 0: the argument
@@ -891,6 +1020,33 @@ cdef inline TensorCore _predicate_arg(GraphBase graph, object value):
 
 cdef inline TensorCore _index_arg(GraphBase graph, object value):
     return _scalar_arg(graph, value, "scalar_index", "int32")
+
+
+cdef bint _captured_nothing(int device, cudaStream_t stream) except -1:
+    """Whether the capture on stream has no node yet (its frontier is empty)."""
+    cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
+    cdef size_t count = 0
+    cdef const cudaGraphNode_t* dependencies = NULL
+    cdef DeviceSwitch saved
+    with nogil:
+        _device.enter_device(device, &saved)
+        try:
+            errors.check(cyruntime.cudaStreamGetCaptureInfo(stream, &status, NULL, NULL,
+                                                            &dependencies, NULL, &count),
+                         b"cudaStreamGetCaptureInfo")
+        finally:
+            _device.exit_device(&saved)
+    return count == 0
+
+
+cdef int _end_loop(int device, ConditionalBody body) except -1:
+    """Capture into body a kernel that sets its condition to false: the loop runs once."""
+    cdef CUfunction clear = _graph_kernel(device, "graphs", "clear_conditional")
+    cdef void* arguments[1]
+    arguments[0] = &body.handle
+    with nogil:
+        kernels.launch(device, clear, 1, 1, 0, body.stream, arguments)
+    return 0
 
 
 cdef CUfunction _setter_kernel(int device, bint index=False) except NULL:
@@ -985,8 +1141,14 @@ cdef class CUDAGraphCore(GraphBase):
         return 0
 
 
-cdef int _prepare_device(int device) except -1:
-    """What entering a capture block does first: a quiet device and an empty cache."""
+cdef int _prepare_device(int device, object pool) except -1:
+    """What entering a capture block does first: a quiet device and an empty cache. Skipped
+    while any capture is open in the process: both would invalidate it (device.pyx,
+    Note [Calls during capture]). The pool argument is checked before anything is done."""
+    if isinstance(pool, GraphBase) and not (<GraphBase>pool).holds_pool:
+        _pool_for_capture(pool)  # raises: the graph holds no pool
+    if _device.capture_open():
+        return 0
     _device.synchronize(device)
     if os.environ.get("TENSORPLAY_GRAPH_GC") == "1":
         gc.collect()
@@ -1005,7 +1167,7 @@ cdef class GraphCore(GraphBase):
     cdef object c_enter(self):
         if not _device.is_available():
             errors.raise_no_accelerator("graph capture")
-        _prepare_device(_device.current_device_index())
+        _prepare_device(_device.current_device_index(), self.settings.pool)
         self.begin(self.settings.pool, self.settings.capture_mode, None)
         return self
 
@@ -1029,7 +1191,7 @@ cdef class GraphContext:
             if not _device.is_available():
                 errors.raise_no_accelerator("graph capture")
             device = _device.current_device_index()
-        _prepare_device(device)
+        _prepare_device(device, self.pool)
         self.cuda_graph.begin(self.pool, self.capture_mode, self.stream)
         return self.cuda_graph
 
@@ -1040,8 +1202,16 @@ cdef class GraphContext:
 
 cdef object export_dot(object file_path):
     _path_arg(file_path, "file_path")
-    cdef cudaGraph_t template = _last_owner.template if _last_owner is not None \
-        else _last_template
+    cdef cudaGraph_t template = _last_template
+    cdef GraphBase owner
+    if _last_owner is not None:
+        owner = _last_owner()
+        if owner is None:
+            raise RuntimeError("export_dot() reads the most recently captured graph, which kept "
+                               "its own template (keep_graph or debug mode) and has been deleted "
+                               "since; capture a graph again, or call debug_dump() on a graph "
+                               "while it lives")
+        template = owner.template
     if template == NULL:
         raise RuntimeError("export_dot() needs a completed capture, and none has completed in "
                            "this process (or the most recent graph was reset since); capture a "
@@ -1121,7 +1291,8 @@ cdef int _require_multi_body_nodes(str what) except -1:
     return 0
 
 
-cdef int _next_body(int device, int capture_mode, ConditionalBody body) except -1:
+cdef int _next_body(int device, int capture_mode, ConditionalBody body,
+                    unsigned long long holder) except -1:
     """End the capture of the body being captured, and capture the next on the same stream.
     Its allocations go to the node's pool, routed by the new capture's id."""
     cdef cudaGraph_t captured = NULL
@@ -1148,7 +1319,7 @@ cdef int _next_body(int device, int capture_mode, ConditionalBody body) except -
                          b"cudaStreamGetCaptureInfo")
         finally:
             _device.exit_device(&saved)
-    allocator.begin_allocate_to_pool(device, body.pool, capture_id)
+    allocator.begin_allocate_to_pool(device, body.pool, capture_id, holder)
     body.routing = True
     return 0
 

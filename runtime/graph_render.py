@@ -1,8 +1,11 @@
-"""Pictures of graph dumps: DOT text rendered to SVG or PNG by Graphviz's `dot` program.
+"""Graph dumps on disk: DOT text as the driver prints it, or rendered to SVG or PNG by Graphviz.
 
 debug_dump(path) and export_dot(path) write DOT text (cudaGraphDebugDotPrint); a path ending
-in .svg or .png gets a picture instead. The DOT text goes to a temporary file first, and `dot`
-runs as a subprocess without a shell, so no path is ever interpreted by one.
+in .svg or .png gets a picture instead. The driver prints into an in-memory file (dot_text), so
+that nothing reaches the target but through write_dump, which reports every failure (a NUL in
+the path, a folder that cannot be written, a full disk, a short write) as an OSError that names
+the path: the driver's own printing would leave a truncated file without a word. `dot` runs as
+a subprocess without a shell, so no path is ever interpreted by one.
 """
 import contextlib
 import os
@@ -18,6 +21,38 @@ def picture_format(path):
     return PICTURE_FORMATS.get(os.path.splitext(path)[1].lower())
 
 
+@contextlib.contextmanager
+def scratch_path():
+    """A path the driver can print to and that is read back afterwards: an anonymous
+    in-memory file where Linux offers one (no disk to fill), else a temporary file."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("tensorplay-graph-dump")
+        try:
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+    else:
+        with tempfile.TemporaryDirectory(prefix="tensorplay-graph-") as folder:
+            yield os.path.join(folder, "graph.dot")
+
+
+def read_back(path):
+    with open(path, "rb") as scratch:
+        return scratch.read()
+
+
+def write_dump(data, path):
+    """Write data to path, whole, or raise an OSError naming path."""
+    try:
+        with open(path, "wb") as target:
+            written = target.write(data)
+        if written != len(data):
+            raise OSError(0, f"short write ({written} of {len(data)} bytes)")
+    except OSError as error:
+        raise OSError(error.errno, f"cannot write the graph dump: {error.strerror}",
+                      path) from error
+
+
 def dot_program():
     """Where Graphviz's dot program is, or a RuntimeError that says what to install."""
     program = shutil.which("dot")
@@ -30,16 +65,13 @@ def dot_program():
     return program
 
 
-@contextlib.contextmanager
-def rendered_to(path, picture):
-    """Yield a temporary DOT path to write; on leaving, render it to path as picture."""
-    program = dot_program()  # before anything is written, so a missing dot costs nothing
-    with tempfile.TemporaryDirectory(prefix="tensorplay-graph-") as folder:
-        dot_path = os.path.join(folder, "graph.dot")
-        yield dot_path
-        result = subprocess.run([program, f"-T{picture}", dot_path, "-o", path],
-                                capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"Graphviz's dot could not render the graph dump to {path!r} "
-                               f"(exit status {result.returncode}): "
-                               f"{result.stderr.strip()[:200]}")
+def render_dump(data, path, picture):
+    """Render DOT text to path as picture ("svg" or "png") with Graphviz."""
+    program = dot_program()
+    result = subprocess.run([program, f"-T{picture}"], input=data, capture_output=True,
+                            check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"Graphviz's dot could not render the graph dump to {path!r} "
+                           f"(exit status {result.returncode}): "
+                           f"{result.stderr.decode(errors='replace').strip()[:200]}")
+    write_dump(result.stdout, path)

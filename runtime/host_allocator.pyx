@@ -132,6 +132,8 @@ cdef bint events_completed(HostBlock* block) except -1:
 
 cdef int collect_waiting_blocks() except -1:
     """Move released blocks whose events have all completed to the ready lists."""
+    if devices.capture_open():  # querying events would break a capture (device.pyx)
+        return 0
     cdef size_t i = 0
     cdef HostBlock* block
     cdef RecordedEvent recorded
@@ -157,6 +159,8 @@ cdef int free_ready_blocks() except -1:
     cdef vector[HostBlock*]* ready
     cdef HostBlock* block
     global num_host_free
+    if devices.capture_open():  # cudaFreeHost synchronises: not while a capture is open
+        return 0
     while it != ready_blocks.end():
         ready = &deref(it).second
         while not ready.empty():

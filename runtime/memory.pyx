@@ -125,7 +125,8 @@ cdef object caching_allocator_delete(object ptr):
 
 cdef object caching_allocator_record_stream(object ptr, object stream):
     cdef _stream.StreamCore on = _stream.required_stream_arg(stream, "stream")
-    allocator.record_stream(pointer_arg(ptr, "ptr", "caching_allocator_alloc()"), on.handle)
+    allocator.record_stream(pointer_arg(ptr, "ptr", "caching_allocator_alloc()"), on.handle,
+                            on.device_index)
     return None
 
 

@@ -370,11 +370,20 @@ def _seed_current(uint64_t seed_value):
 
 def _seed_every_device(uint64_t seed_value):
     cdef GeneratorCore generator
+    _check_no_device_captured("manual_seed_all()")  # all or nothing
     for index in range(_device.device_count()):
         generator = default_generator(index)
-        generator._check_not_captured("manual_seed_all()")
         generator.seed_value = seed_value
         generator.offset = 0
+
+
+cdef int _check_no_device_captured(str call) except -1:
+    """Refuse call when any device's default generator is registered with an open capture,
+    before any generator (the CPU's included) changes."""
+    for generator in _device_generators:
+        if generator is not None:
+            (<GeneratorCore>generator)._check_not_captured(call)
+    return 0
 
 
 cdef object manual_seed(object seed):
@@ -430,8 +439,18 @@ cdef object set_rng_state_all(object new_states):
     if len(states) != count:
         raise ValueError(f"new_states must hold one state per device ({count}), got "
                          f"{len(states)}")
-    for index, state in enumerate(states):
-        set_rng_state(state, index)
+    # Every state read and every generator checked before any changes: all or nothing.
+    cdef uint64_t seed = 0, offset = 0
+    parsed = []
+    for state in states:
+        _read_state(state, &seed, &offset)
+        parsed.append((seed, offset))
+    _check_no_device_captured("set_rng_state_all()")
+    cdef GeneratorCore generator
+    for index, (seed, offset) in enumerate(parsed):
+        generator = default_generator(index)
+        generator.seed_value = seed
+        generator.offset = offset
     return None
 
 
@@ -441,6 +460,8 @@ cdef object set_rng_state_all(object new_states):
 
 cdef object manual_seed_everywhere(object seed):
     cdef GeneratorCore cpu = default_generator(-1)
+    _seed_value(seed)  # a bad seed is reported first
+    _check_no_device_captured("manual_seed()")
     cpu.c_manual_seed(seed)
     # Before initialisation the CUDA seeding waits in a queue: only queue it where a device
     # exists (is_available() asks NVML, which is slower than seeding).
@@ -451,6 +472,7 @@ cdef object manual_seed_everywhere(object seed):
 
 cdef object seed_everywhere():
     cdef GeneratorCore cpu = default_generator(-1)
+    _check_no_device_captured("seed()")
     seed_value = cpu.c_seed()
     if _device.is_initialized() or _device.is_available():
         manual_seed_all(seed_value)

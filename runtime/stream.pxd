@@ -25,12 +25,14 @@ cdef class EventCore:
     cdef int device_index              # -1 until first recorded
     cdef unsigned int flags
     cdef bint timing
+    cdef bint recorded_in_capture      # its last record was captured into a graph
     cdef int init(self, bint enable_timing, bint blocking) except -1
     cdef object c_record(self, object stream)
     cdef object c_wait(self, object stream)
     cdef bint c_query(self) except -1
     cdef object c_synchronize(self)
     cdef double c_elapsed_time(self, object end_event) except? -1
+    cdef int _refuse_if_captured(self, str what) except -1
 
 cdef class StreamContextCore:
     cdef object target
@@ -43,6 +45,9 @@ cdef class StreamContextCore:
 cdef cudaStream_t current_stream_handle(int device) noexcept nogil
 # Make handle current on device for this thread; the caller makes the device current (capture).
 cdef void put_current_stream(int device, cudaStream_t handle) noexcept nogil
+# The thread-local slot holding this thread's current stream of device: a capture ended from
+# another thread (relaxed mode) restores the capturing thread's stream through it.
+cdef void** current_stream_slot(int device) noexcept nogil
 cdef StreamCore stream_arg(object value, str argument)              # None allowed
 cdef StreamCore required_stream_arg(object value, str argument)
 cdef int create_ordering_event(int device, cudaEvent_t* event) except -1 nogil

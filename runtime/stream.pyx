@@ -5,7 +5,20 @@ The current stream lives in C thread-local storage so the allocator and launches
 without touching Python objects. A thread starts on each device's legacy default stream
 (handle 0), as in PyTorch. The legacy default stream cannot capture, so each device also has a
 dedicated side stream that graph capture uses by default (docs/design.md, "Streams").
+
+Note [Current streams stay alive]
+A Stream destroys its CUDA stream when the object goes, but the handle in thread-local storage
+would outlive it: a user who writes set_stream(Stream()) keeps no reference, and every later
+launch would go to a destroyed stream. So the Stream object that set_stream() or a stream
+context made current is kept in a threading.local, per device, for as long as it is current
+on that thread (and current_stream() returns it, so code that saves and restores the current
+stream keeps it alive too). A thread's entries go when the thread ends.
+
+Every call here that CUDA restricts during a graph capture follows device.pyx's
+Note [Calls during capture].
 """
+import threading
+
 from libc.stdint cimport uintptr_t
 from libcpp.vector cimport vector
 
@@ -26,13 +39,29 @@ cdef extern from *:
     """
     void* tensorplay_get_stream(int) noexcept nogil
     void tensorplay_put_stream(int, void*) noexcept nogil
+    void* tensorplay_current_streams[64]
 
 # Side streams are process-wide and live as long as the process.
 cdef cudaStream_t _side_streams[_device.MAX_DEVICES]
 
 
+# Note [Current streams stay alive]: device -> the Stream current on this thread.
+_current = threading.local()
+
+
+cdef dict _current_owners():
+    owners = getattr(_current, "owners", None)
+    if owners is None:
+        owners = _current.owners = {}
+    return owners
+
+
 cdef cudaStream_t current_stream_handle(int device) noexcept nogil:
     return <cudaStream_t>tensorplay_get_stream(device)
+
+
+cdef void** current_stream_slot(int device) noexcept nogil:
+    return &tensorplay_current_streams[device]
 
 
 cdef void put_current_stream(int device, cudaStream_t handle) noexcept nogil:
@@ -69,11 +98,14 @@ cdef StreamCore required_stream_arg(object value, str argument):
 cdef int create_ordering_event(int device, cudaEvent_t* event) except -1 nogil:
     """A new event on device for ordering work only (timing off, so recording it is cheap)."""
     cdef _device.DeviceSwitch switch
+    cdef int mode
     _device.enter_device(device, &switch)
+    _device.enter_relaxed(&mode)
     try:
         errors.check(cyruntime.cudaEventCreateWithFlags(event, cudaEventDisableTiming),
                      b"cudaEventCreateWithFlags")
     finally:
+        _device.exit_relaxed(&mode)
         _device.exit_device(&switch)
     return 0
 
@@ -103,12 +135,17 @@ cdef void give_back_ordering_event(int device, cudaEvent_t event) noexcept:
 
 cdef object current_stream(int device):
     _device.checked_device(device)
-    return _wrap(device, current_stream_handle(device), 0, None)
+    cdef cudaStream_t handle = current_stream_handle(device)
+    owner = _current_owners().get(device)
+    if owner is not None and (<StreamCore>owner).handle == handle:
+        return owner
+    return _wrap(device, handle, 0, None)
 
 
 cdef object set_stream(object stream):
     cdef StreamCore target = required_stream_arg(stream, "stream")
     _device.set_current_device(target.device_index)
+    _current_owners()[target.device_index] = target  # Note [Current streams stay alive]
     tensorplay_put_stream(target.device_index, <void*>target.handle)
     return None
 
@@ -138,13 +175,36 @@ cdef object external_stream(object handle, int device):
     return _wrap(device, <cudaStream_t><uintptr_t>handle, 0, keep_alive)
 
 
+cdef bint _is_capturing(cudaStream_t stream, int device) except -1:
+    cdef cyruntime.cudaStreamCaptureStatus status = cyruntime.cudaStreamCaptureStatusNone
+    cdef cyruntime.cudaError_t result
+    cdef _device.DeviceSwitch switch
+    with nogil:
+        _device.enter_device(device, &switch)
+        result = cyruntime.cudaStreamIsCapturing(stream, &status)
+        _device.exit_device(&switch)
+    if result == cyruntime.cudaErrorStreamCaptureImplicit:
+        cyruntime.cudaGetLastError()
+        return True
+    errors.check(result, "cudaStreamIsCapturing")
+    return status != cyruntime.cudaStreamCaptureStatusNone
+
+
 cdef cudaStream_t capture_side_stream(int device) except? NULL:
     _device.checked_device(device)
+    cdef _device.DeviceSwitch switch
+    cdef int mode
     if _side_streams[device] == NULL:
         with nogil:
-            errors.check(cyruntime.cudaStreamCreateWithFlags(&_side_streams[device],
-                                                             cudaStreamNonBlocking),
-                         "cudaStreamCreateWithFlags")
+            _device.enter_device(device, &switch)
+            _device.enter_relaxed(&mode)
+            try:
+                errors.check(cyruntime.cudaStreamCreateWithFlags(&_side_streams[device],
+                                                                 cudaStreamNonBlocking),
+                             "cudaStreamCreateWithFlags")
+            finally:
+                _device.exit_relaxed(&mode)
+                _device.exit_device(&switch)
     return _side_streams[device]
 
 
@@ -156,8 +216,11 @@ cdef class StreamCore:
 
     def __dealloc__(self):
         # A forked child must not touch the parent's CUDA objects.
+        cdef int mode
         if self.owned and self.handle != NULL and _device.is_initialized():
+            _device.enter_relaxed(&mode)
             cyruntime.cudaStreamDestroy(self.handle)
+            _device.exit_relaxed(&mode)
 
     cdef int init(self, int device, object priority) except -1:
         if isinstance(priority, bool) or not isinstance(priority, int):
@@ -170,8 +233,10 @@ cdef class StreamCore:
         cdef int least = 0, greatest = 0
         cdef int requested = priority  # clamped below to the device's range, as CUDA does
         cdef _device.DeviceSwitch switch
+        cdef int mode
         with nogil:
             _device.enter_device(device, &switch)
+            _device.enter_relaxed(&mode)
             try:
                 errors.check(cyruntime.cudaDeviceGetStreamPriorityRange(&least, &greatest),
                              "cudaDeviceGetStreamPriorityRange")
@@ -181,6 +246,7 @@ cdef class StreamCore:
                     &self.handle, cudaStreamNonBlocking, max(greatest, min(least, requested))),
                     "cudaStreamCreateWithPriority")
             finally:
+                _device.exit_relaxed(&mode)
                 _device.exit_device(&switch)
         self.device_index = device
         self.stream_priority = max(greatest, min(least, requested))
@@ -188,9 +254,13 @@ cdef class StreamCore:
         return 0
 
     cdef bint c_query(self) except -1:
+        _device.refuse_on_capturing_stream("Stream.query()", self.handle, self.device_index)
         cdef cyruntime.cudaError_t status
+        cdef int mode
         with nogil:
+            _device.enter_relaxed(&mode)
             status = cyruntime.cudaStreamQuery(self.handle)
+            _device.exit_relaxed(&mode)
         if status == cudaErrorNotReady:
             cyruntime.cudaGetLastError()  # not-ready is an answer, not a sticky error
             return False
@@ -198,8 +268,16 @@ cdef class StreamCore:
         return True
 
     cdef object c_synchronize(self):
+        _device.refuse_on_capturing_stream("Stream.synchronize()", self.handle,
+                                           self.device_index)
+        cdef int mode
         with nogil:
-            errors.check(cyruntime.cudaStreamSynchronize(self.handle), "cudaStreamSynchronize")
+            _device.enter_relaxed(&mode)
+            try:
+                errors.check(cyruntime.cudaStreamSynchronize(self.handle),
+                             "cudaStreamSynchronize")
+            finally:
+                _device.exit_relaxed(&mode)
         return None
 
     cdef object c_wait_event(self, object event):
@@ -208,6 +286,11 @@ cdef class StreamCore:
         cdef EventCore waited = event
         if waited.handle == NULL:  # never recorded: nothing to wait for, as in PyTorch
             return None
+        if waited.recorded_in_capture and not _is_capturing(self.handle, self.device_index):
+            raise RuntimeError(
+                "the event was last recorded inside a graph capture, so only a stream taking "
+                "part in that capture may wait for it (CUDA forbids the wait elsewhere); record "
+                "it outside the capture to order other streams")
         with nogil:
             errors.check(cyruntime.cudaStreamWaitEvent(self.handle, waited.handle, 0),
                          "cudaStreamWaitEvent")
@@ -258,8 +341,11 @@ cdef class EventCore:
         self.device_index = -1
 
     def __dealloc__(self):
+        cdef int mode
         if self.handle != NULL and _device.is_initialized():
+            _device.enter_relaxed(&mode)
             cyruntime.cudaEventDestroy(self.handle)
+            _device.exit_relaxed(&mode)
 
     cdef int init(self, bint enable_timing, bint blocking) except -1:
         _device.ensure_initialized()
@@ -273,21 +359,27 @@ cdef class EventCore:
         if target is None:
             target = current_stream(_device.current_device())
         cdef _device.DeviceSwitch switch
+        cdef int mode
         if self.handle == NULL:
             # Created on first record, on the stream's device, as PyTorch does.
             with nogil:
                 _device.enter_device(target.device_index, &switch)
+                _device.enter_relaxed(&mode)
                 try:
                     errors.check(cyruntime.cudaEventCreateWithFlags(&self.handle, self.flags),
                                  "cudaEventCreateWithFlags")
                 finally:
+                    _device.exit_relaxed(&mode)
                     _device.exit_device(&switch)
             self.device_index = target.device_index
         elif self.device_index != target.device_index:
             raise ValueError(f"the event was first recorded on cuda:{self.device_index} and "
                              f"cannot be recorded on a stream of cuda:{target.device_index}")
+        # An event recorded in a capture belongs to it (Note [Calls during capture]).
+        captured = _device.capture_open() and _is_capturing(target.handle, target.device_index)
         with nogil:
             errors.check(cyruntime.cudaEventRecord(self.handle, target.handle), "cudaEventRecord")
+        self.recorded_in_capture = captured
         return None
 
     cdef object c_wait(self, object stream):
@@ -300,9 +392,13 @@ cdef class EventCore:
     cdef bint c_query(self) except -1:
         if self.handle == NULL:
             return True
+        self._refuse_if_captured("Event.query()")
         cdef cyruntime.cudaError_t status
+        cdef int mode
         with nogil:
+            _device.enter_relaxed(&mode)
             status = cyruntime.cudaEventQuery(self.handle)
+            _device.exit_relaxed(&mode)
         if status == cudaErrorNotReady:
             cyruntime.cudaGetLastError()
             return False
@@ -310,10 +406,25 @@ cdef class EventCore:
         return True
 
     cdef object c_synchronize(self):
+        cdef int mode
         if self.handle != NULL:
+            self._refuse_if_captured("Event.synchronize()")
             with nogil:
-                errors.check(cyruntime.cudaEventSynchronize(self.handle), "cudaEventSynchronize")
+                _device.enter_relaxed(&mode)
+                try:
+                    errors.check(cyruntime.cudaEventSynchronize(self.handle),
+                                 "cudaEventSynchronize")
+                finally:
+                    _device.exit_relaxed(&mode)
         return None
+
+    cdef int _refuse_if_captured(self, str what) except -1:
+        if self.recorded_in_capture:
+            raise RuntimeError(
+                f"{what} cannot run on an event last recorded inside a graph capture: CUDA "
+                "forbids waiting for captured work, and the call would invalidate the capture. "
+                "Record the event outside the capture, or replay the graph and record it after")
+        return 0
 
     cdef double c_elapsed_time(self, object end_event) except? -1:
         if not isinstance(end_event, EventCore):
@@ -324,6 +435,8 @@ cdef class EventCore:
             raise ValueError("elapsed_time() needs both events created with enable_timing=True")
         if self.handle == NULL or end.handle == NULL:
             raise ValueError("elapsed_time() needs both events recorded first")
+        self._refuse_if_captured("Event.elapsed_time()")
+        end._refuse_if_captured("Event.elapsed_time()")
         cdef float milliseconds = 0
         with nogil:
             errors.check(cyruntime.cudaEventElapsedTime(&milliseconds, self.handle, end.handle),
@@ -344,7 +457,7 @@ cdef class StreamContextCore:
             return None
         cdef StreamCore target = self.target
         self.previous_device = _device.current_device()
-        self.previous_stream = current_stream(target.device_index)
+        self.previous_stream = current_stream(target.device_index)  # kept alive while we wait
         set_stream(target)
         return self.target
 

@@ -87,10 +87,13 @@ cdef tuple contiguous_strides(tuple sizes):
     if len(sizes) == 1:  # the common case, without building a list
         return (1,)
     strides = []
-    cdef int64_t running = 1
+    running = 1  # a Python int: with a size of 0 the others may multiply past 2**63
     for size in reversed(sizes):
         strides.append(running)
         running *= max(size, 1)
+    if running >= ELEMENTS_LIMIT:
+        raise ValueError(f"a tensor of shape {errors.shown(sizes)} would need strides of 2**63 "
+                         "elements or more, which a stride cannot hold")
     return tuple(reversed(strides))
 
 
@@ -101,8 +104,9 @@ cdef int64_t product(tuple sizes):
     return count
 
 
-# An element count, and so each size, must fit a C int64.
+# An element count, and so each size, must fit a C int64; so must a tensor's byte count.
 cdef object ELEMENTS_LIMIT = 1 << 63
+cdef object BYTES_LIMIT = (1 << 63) - 1
 
 
 cdef tuple size_arg(tuple size, str argument):
@@ -206,16 +210,21 @@ cdef TensorCore wrap_cpu(object array, DtypeCore dtype):
 
 
 cdef object new_empty(tuple sizes, DtypeCore dtype, int device):
+    # The byte count in Python ints: elements below 2**63 may still need more bytes than that.
+    nbytes = math.prod(sizes) * dtype.itemsize
+    if nbytes > BYTES_LIMIT:
+        raise ValueError(f"a {dtype.name} tensor of shape {errors.shown(sizes)} would take "
+                         f"{nbytes} bytes, more than the 2**63 - 1 a tensor can hold")
     if device == CPU:
         return wrap_cpu(np().empty(sizes, dtype=dtype.numpy_name), dtype)
     _device.checked_device(device)
+    strides = contiguous_strides(sizes)
     cdef DeviceStorage storage = DeviceStorage.__new__(DeviceStorage)
-    storage.nbytes = product(sizes) * dtype.itemsize
+    storage.nbytes = nbytes
     storage.device_index = device
     storage.pointer = <uintptr_t>allocator.allocate(device, storage.nbytes,
                                                     current_stream(device))
-    return wrap_device_memory(storage.pointer, sizes, contiguous_strides(sizes), dtype, device,
-                              storage)
+    return wrap_device_memory(storage.pointer, sizes, strides, dtype, device, storage)
 
 
 cdef bint is_contiguous(TensorCore tensor):
@@ -660,7 +669,9 @@ cdef class TensorCore:
                 if step <= 0:
                     raise ValueError(f"slice step must be greater than zero, got {step}")
                 sizes.append(len(range(start, stop, step)))
-                strides.append(stride * step)
+                # A dimension of one element (or none) never moves by its stride: keeping
+                # the tensor's own keeps a huge step from making one beyond 2**63.
+                strides.append(stride * step if sizes[-1] > 1 else stride)
                 offset += start * stride
             elif isinstance(index, int) and not isinstance(index, bool):
                 if not -size <= index < size:
@@ -1039,7 +1050,8 @@ cdef class TensorCore:
         if self.device_index == CPU:
             raise TypeError("record_stream() needs a CUDA tensor")
         if isinstance(self.owner, DeviceStorage):  # memory shared by others is theirs to track
-            allocator.record_stream(<void*>(<DeviceStorage>self.owner).pointer, on.handle)
+            allocator.record_stream(<void*>(<DeviceStorage>self.owner).pointer, on.handle,
+                                    on.device_index)
         return None
 
     # -- interop --------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ make_graphed_callables checks its callables and sample arguments in graphed_call
 before it touches a device; these tests call that module directly, since the public function
 first reports a missing accelerator on a machine without a GPU.
 """
+import os
+
 import pytest
 
 import tensorplay as tp
@@ -90,8 +92,7 @@ def test_a_missing_dot_program_names_what_to_install(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no dot on PATH
     with pytest.raises(RuntimeError, match="needs Graphviz's 'dot' program.*apt-get install "
                                            "graphviz"):
-        with graph_render.rendered_to(str(tmp_path / "graph.svg"), "svg"):
-            pytest.fail("nothing is written when the picture cannot be drawn")
+        graph_render.render_dump(b"digraph g {}", str(tmp_path / "graph.svg"), "svg")
     assert not (tmp_path / "graph.svg").exists()
 
 
@@ -100,9 +101,8 @@ def test_a_missing_dot_program_names_what_to_install(monkeypatch, tmp_path):
 def test_dot_text_is_rendered_to_svg_and_png(tmp_path):
     for picture, start in (("svg", b"<?xml"), ("png", b"\x89PNG")):
         target = tmp_path / f"graph.{picture}"
-        with graph_render.rendered_to(str(target), picture) as dot_path:
-            with open(dot_path, "w") as dot_file:
-                dot_file.write('digraph g { "set_conditional" -> "if" }')
+        graph_render.render_dump(b'digraph g { "set_conditional" -> "if" }', str(target),
+                                 picture)
         assert target.read_bytes().startswith(start)
 
 
@@ -110,9 +110,26 @@ def test_dot_text_is_rendered_to_svg_and_png(tmp_path):
                     reason="Graphviz's dot program is not installed")
 def test_dot_failures_are_reported_with_its_message(tmp_path):
     with pytest.raises(RuntimeError, match="could not render the graph dump to .*exit status"):
-        with graph_render.rendered_to(str(tmp_path / "graph.svg"), "svg") as dot_path:
-            with open(dot_path, "w") as dot_file:
-                dot_file.write("this is not DOT {")
+        graph_render.render_dump(b"this is not DOT {", str(tmp_path / "graph.svg"), "svg")
+
+
+def test_the_scratch_file_is_read_back_whole():
+    with graph_render.scratch_path() as scratch:
+        with open(scratch, "wb") as printed:  # as the driver prints into it
+            printed.write(b"digraph g {}\n" * 1000)
+        assert graph_render.read_back(scratch) == b"digraph g {}\n" * 1000
+
+
+def test_a_dump_that_cannot_be_written_is_an_os_error_naming_the_path(tmp_path):
+    targets = [str(tmp_path / "missing" / "graph.dot"), str(tmp_path)]
+    if os.path.exists("/dev/full"):
+        targets.append("/dev/full")  # every write fails: no space left on device
+    for target in targets:
+        with pytest.raises(OSError, match="cannot write the graph dump") as raised:
+            graph_render.write_dump(b"digraph g {}" * 10000, target)
+        assert raised.value.filename == target
+    graph_render.write_dump(b"digraph g {}", str(tmp_path / "graph.dot"))
+    assert (tmp_path / "graph.dot").read_bytes() == b"digraph g {}"
 
 
 def test_if_else_and_switch_nodes_need_an_open_capture():
@@ -133,6 +150,6 @@ def test_switch_nodes_need_a_positive_case_count():
     for wrong in ("3", True, 2.0):
         with pytest.raises(TypeError, match="num_cases must be an int, got"):
             g.begin_capture_to_switch_node(None, wrong)
-    for wrong in (0, -1, 1 << 32):
-        with pytest.raises(ValueError, match=f"num_cases must be at least 1.*got {wrong}"):
+    for wrong in (0, -1, 1025, 1 << 32):
+        with pytest.raises(ValueError, match=f"num_cases must be from 1 to 1024, got {wrong}"):
             g.begin_capture_to_switch_node(None, wrong)

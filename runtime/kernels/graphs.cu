@@ -18,3 +18,9 @@ extern "C" __global__ void set_conditional_index(cudaGraphConditionalHandle hand
                                                  const int* index) {
     cudaGraphSetConditional(handle, (unsigned int)*index);
 }
+
+// The body of a while node that captured no work ends with this instead of re-reading its
+// predicate, so that the loop stops after one pass instead of running forever (graph.pyx).
+extern "C" __global__ void clear_conditional(cudaGraphConditionalHandle handle) {
+    cudaGraphSetConditional(handle, 0u);
+}
