@@ -215,10 +215,10 @@ cdef object new_empty(tuple sizes, DtypeCore dtype, int device):
     if nbytes > BYTES_LIMIT:
         raise ValueError(f"a {dtype.name} tensor of shape {errors.shown(sizes)} would take "
                          f"{nbytes} bytes, more than the 2**63 - 1 a tensor can hold")
+    strides = contiguous_strides(sizes)
     if device == CPU:
         return wrap_cpu(np().empty(sizes, dtype=dtype.numpy_name), dtype)
     _device.checked_device(device)
-    strides = contiguous_strides(sizes)
     cdef DeviceStorage storage = DeviceStorage.__new__(DeviceStorage)
     storage.nbytes = nbytes
     storage.device_index = device
@@ -426,6 +426,12 @@ cdef int copy_from_host(TensorCore target, TensorCore source, bint non_blocking)
 cdef int copy_to_host(TensorCore target, TensorCore source) except -1:
     cdef int device = source.device_index
     cdef cudaStream_t stream = current_stream(device)
+    # Waiting for a capturing stream is refused before anything is queued; a copy on a stream
+    # that does not capture is legal during another capture (device.pyx, Note [Calls during
+    # capture]).
+    _device.refuse_on_capturing_stream("a copy to the host (item(), tolist(), cpu(), numpy())",
+                                       stream, device)
+    cdef int mode
     staged = source
     if source.dtype_object is not target.dtype_object or not is_contiguous(source):
         staged = new_empty(source.sizes, target.dtype_object, device)
@@ -437,10 +443,14 @@ cdef int copy_to_host(TensorCore target, TensorCore source) except -1:
     cdef size_t nbytes = host.nbytes
     # Pageable host memory: the copy completes before this returns, as PyTorch's does.
     with nogil:
-        errors.check(cyruntime.cudaMemcpyAsync(<void*>host_pointer, <void*>device_pointer,
-                                               nbytes, cudaMemcpyDeviceToHost, stream),
-                     "cudaMemcpyAsync")
-        errors.check(cyruntime.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
+        _device.enter_relaxed(&mode)
+        try:
+            errors.check(cyruntime.cudaMemcpyAsync(<void*>host_pointer, <void*>device_pointer,
+                                                   nbytes, cudaMemcpyDeviceToHost, stream),
+                         "cudaMemcpyAsync")
+            errors.check(cyruntime.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
+        finally:
+            _device.exit_relaxed(&mode)
     if host is not target.array:
         target.array[...] = host
     return 0

@@ -1,0 +1,88 @@
+"""Run GPU test files under NVIDIA's compute-sanitizer and print one summary.
+
+    python tests/run_sanitizers.py                       # memcheck over the capture-related files
+    python tests/run_sanitizers.py --tools memcheck racecheck synccheck tests/test_gpu_graphs.py
+
+Each (tool, file) pair runs as its own process, `compute-sanitizer --tool TOOL python -m pytest
+FILE`, so a fault cannot poison the next. The summary gives, per pair, the sanitizer's error
+count ("ERROR SUMMARY") and pytest's summary line; the exit status is 0 only when every pair
+reported zero sanitizer errors and no failed test. memcheck checks every access of every kernel
+(graph replays included); racecheck looks for shared-memory races and synccheck for misused
+barriers, which apply to the kernels that use shared memory (reductions, matmul, staging).
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_FILES = ["tests/test_gpu_capture_safety.py", "tests/test_gpu_graphs.py",
+                 "tests/test_gpu_graph_extras.py", "tests/test_gpu_allocator.py"]
+TOOLS = ("memcheck", "racecheck", "synccheck")
+
+
+def sanitizer():
+    for candidate in (shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer"):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    sys.exit("compute-sanitizer was not found on PATH nor in /usr/local/cuda/bin; it ships with "
+             "the CUDA toolkit")
+
+
+def run(program, tool, test_file, timeout, extra):
+    command = [program, "--tool", tool, "--print-limit", "20", sys.executable, "-m", "pytest",
+               "-q", "-p", "no:cacheprovider", test_file, *extra]
+    started = time.monotonic()
+    try:
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                                timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        output, status = result.stdout + result.stderr, result.returncode
+    except subprocess.TimeoutExpired as expired:
+        output = (expired.stdout or b"").decode(errors="replace") if isinstance(
+            expired.stdout, bytes) else (expired.stdout or "")
+        status = "timeout"
+    errors = re.findall(r"ERROR SUMMARY: (\d+) error", output)
+    summary = [line.strip("= ") for line in output.splitlines()
+               if re.search(r"\d+ (passed|failed|error)", line)]
+    return {"tool": tool, "file": test_file, "status": status,
+            "sanitizer_errors": int(errors[-1]) if errors else None,
+            "pytest": summary[-1] if summary else "(no pytest summary)",
+            "seconds": time.monotonic() - started, "output": output}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="*", default=DEFAULT_FILES)
+    parser.add_argument("--tools", nargs="+", default=["memcheck"], choices=TOOLS)
+    parser.add_argument("--timeout", type=float, default=1200,
+                        help="seconds allowed per (tool, file) run")
+    parser.add_argument("--log-dir", help="write each run's full output here")
+    parser.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[],
+                        help="passed to pytest (e.g. -k capture)")
+    arguments = parser.parse_args()
+    program = sanitizer()
+    results = []
+    for tool in arguments.tools:
+        for test_file in arguments.files:
+            result = run(program, tool, test_file, arguments.timeout, arguments.pytest_args)
+            results.append(result)
+            print(f"{tool:10} {test_file:40} sanitizer errors: {result['sanitizer_errors']}  "
+                  f"pytest: {result['pytest']}  ({result['seconds']:.0f} s)", flush=True)
+            if arguments.log_dir:
+                os.makedirs(arguments.log_dir, exist_ok=True)
+                name = f"{tool}-{Path(test_file).stem}.log"
+                Path(arguments.log_dir, name).write_text(result["output"])
+    clean = all(r["sanitizer_errors"] == 0 and r["status"] == 0 for r in results)
+    total = sum(r["sanitizer_errors"] or 0 for r in results)
+    print(f"summary: {len(results)} runs, {total} sanitizer errors, "
+          f"{sum(r['status'] != 0 for r in results)} runs with failed tests or no result: "
+          f"{'clean' if clean else 'NOT clean'}")
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
