@@ -309,8 +309,8 @@ cdef class GraphBase:
             self.release_pool_reference()
             raise
         if status != cudaSuccess or template == NULL:
-            if template != NULL:
-                cyruntime.cudaGraphDestroy(template)
+            self.template = template
+            self.destroy_graphs()
             self.release_pool_reference()
             raise RuntimeError(
                 f"graph capture on cuda:{self.device} failed: {_cuda_error_text(status)}. "
@@ -334,8 +334,12 @@ cdef class GraphBase:
         cdef cudaGraph_t previous_last
         cdef cudaGraph_t last = NULL
         cdef DeviceSwitch saved
+        cdef int mode
         with nogil:
             _device.enter_device(self.device, &saved)
+            # Instantiating is not captured work: legal during another capture (on this thread
+            # too) in relaxed mode only (device.pyx, Note [Calls during capture]).
+            _device.enter_relaxed(&mode)
             try:
                 errors.check(cyruntime.cudaGraphGetNodes(self.template, NULL, &node_count),
                              b"cudaGraphGetNodes")
@@ -349,6 +353,7 @@ cdef class GraphBase:
                     last = self.template
                     self.template = NULL
             finally:
+                _device.exit_relaxed(&mode)
                 _device.exit_device(&saved)
         # Swapped with the GIL held throughout, so that two captures ending at once on two
         # threads cannot both destroy the same template.
@@ -356,7 +361,9 @@ cdef class GraphBase:
         _last_template, _last_device, _last_verbose = last, self.device, self.debug_mode
         _last_owner = weakref.ref(self) if self.keep_template else None
         if previous_last != NULL:
+            _device.enter_relaxed(&mode)
             cyruntime.cudaGraphDestroy(previous_last)
+            _device.exit_relaxed(&mode)
         if node_count == 0:
             warnings.warn(f"the graph captured on cuda:{self.device} is empty: the work probably "
                           "ran on another stream or device than the capture stream",
@@ -386,6 +393,7 @@ cdef class GraphBase:
         """End an open capture without keeping it, stop routing and restore the stream."""
         cdef cudaGraph_t partial = NULL
         cdef DeviceSwitch saved
+        cdef int mode
         while self.bodies:
             self.close_body(False)
         if self.capturing:
@@ -396,7 +404,9 @@ cdef class GraphBase:
                 if cyruntime.cudaStreamEndCapture(self.capture_stream, &partial) != cudaSuccess:
                     cyruntime.cudaGetLastError()
                 if partial != NULL:
+                    _device.enter_relaxed(&mode)
                     cyruntime.cudaGraphDestroy(partial)
+                    _device.exit_relaxed(&mode)
                 _device.exit_device(&saved)
         try:
             if self.routing:

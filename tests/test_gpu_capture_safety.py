@@ -103,6 +103,7 @@ def test_a_block_freed_during_a_capture_stays_reserved_until_the_graph_is_reset(
     # Larger than what is left of the earlier segments: a segment of its own, which
     # empty_cache() would give back to CUDA if the block were free.
     dropped = warmed(1.0, 8 * N)
+    memory.empty_cache()
     reserved = memory.memory_reserved()
     g = cuda.CUDAGraph()
     with cuda.graph(g):
