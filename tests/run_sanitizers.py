@@ -34,7 +34,11 @@ def sanitizer():
 
 
 def run(program, tool, test_file, timeout, extra):
-    command = [program, "--tool", tool, "--print-limit", "20", sys.executable, "-m", "pytest",
+    # API errors are not memory errors: the runtime meets some by design (an event or stream
+    # that is not ready yet, the failures the tests provoke, cuda-bindings probing for driver
+    # entry points), so only the device-side checks of each tool are reported.
+    command = [program, "--tool", tool, "--report-api-errors", "no", "--print-limit", "20",
+               sys.executable, "-m", "pytest",
                "-q", "-p", "no:cacheprovider", test_file, *extra]
     started = time.monotonic()
     try:
