@@ -176,15 +176,17 @@ cdef class GraphBase:
         self.conditional_nodes = {}
 
     def __dealloc__(self):
-        # A forked child must not touch the parent's CUDA objects; errors cannot propagate here.
+        # A forked child must not touch the parent's CUDA objects. Errors cannot propagate
+        # here: each step runs whatever the others did, and a failure is reported as a warning
+        # rather than lost (a pool left retained would never return its memory).
         if not _device.is_initialized() or self.device < 0:
             return
-        try:
-            self.discard_capture()
-            self.destroy_graphs()
-            self.release_pool_reference()
-        except Exception:
-            pass
+        for step in (self.discard_capture, self.destroy_graphs, self.release_pool_reference):
+            try:
+                step()
+            except Exception as error:
+                warnings.warn(f"tensorplay: releasing a deleted CUDA graph of cuda:{self.device} "
+                              f"failed: {error}", RuntimeWarning)
 
     # -- capture ------------------------------------------------------------------------------
 
@@ -705,9 +707,11 @@ cdef class GraphBase:
 
     cdef object c_reset(self):
         self.check_capture_thread("reset()")
-        self.discard_capture()
-        self.destroy_graphs()
-        self.release_pool_reference()
+        try:
+            self.discard_capture()
+            self.destroy_graphs()
+        finally:
+            self.release_pool_reference()  # whatever failed above, the pool is let go
         return None
 
     cdef object c_set_conditional_handle_for_current_node(self, object scalar_pred):
