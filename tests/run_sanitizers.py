@@ -53,7 +53,10 @@ def run(program, tool, test_file, timeout, extra):
         output = (expired.stdout or b"").decode(errors="replace") if isinstance(
             expired.stdout, bytes) else (expired.stdout or "")
         status = "timeout"
-    errors = re.findall(r"ERROR SUMMARY: (\d+) error", output)
+    # memcheck and synccheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards
+    # displayed (E errors, W warnings)".
+    errors = re.findall(r"ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: .*\((\d+) error", output)
+    errors = [next(count for count in found if count) for found in errors]
     summary = [line.strip("= ") for line in output.splitlines()
                if re.search(r"\d+ (passed|failed)\b.* in [\d.]+s", line)]
     return {"tool": tool, "file": test_file, "status": status,

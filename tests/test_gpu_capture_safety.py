@@ -263,9 +263,9 @@ def test_another_thread_synchronises_its_own_stream_during_a_capture(quiet_devic
     x = warmed(0.0)
     with concurrent.futures.ThreadPoolExecutor(1) as other_thread:
         def eager_work():
-            y = tp.full((1024,), 3.0, device="cuda")
             s = cuda.Stream()
             with cuda.stream(s):
+                y = tp.full((1024,), 3.0, device="cuda")
                 z = y * 2
                 s.synchronize()
             e = cuda.Event()

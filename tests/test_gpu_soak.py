@@ -3,8 +3,8 @@
 Four threads, each on a stream of its own in 'thread_local' mode, run for
 TENSORPLAY_SOAK_SECONDS (20 by default; the closing figures use 240): graphs of random sizes in
 private pools and in a pool the thread's graphs share, recaptures into reset graphs that write
-outputs of the earlier capture and free them mid-capture, outputs kept alive across resets.
-Every output is checked against the value eager execution gives; once everything is dropped,
+outputs of the earlier capture and free them mid-capture, outputs kept alive across resets, and empty_cache() now and then, as a long-running program calls
+it. Every output is checked against the value eager execution gives; once everything is dropped,
 memory_reserved() after empty_cache() is back where it started. Run it alone for figures:
 TENSORPLAY_SOAK_SECONDS=240 python -m pytest tests/test_gpu_soak.py -s
 """
@@ -75,6 +75,10 @@ def _work(seed, deadline, counts, failures):
                 if rng.random() < 0.5:
                     g.reset()
                 del g, out, x
+                if rng.random() < 0.05:
+                    # Memory of released pools goes back to CUDA here, as in PyTorch; it does
+                    # nothing while any capture is open, which with four threads is often.
+                    memory.empty_cache()
             for tensor, value in kept:
                 assert set(tensor.tolist()) == {value}
     except BaseException as error:  # reported by the main thread
