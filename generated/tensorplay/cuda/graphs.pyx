@@ -223,7 +223,16 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
     def reset(self):
         """Destroy the executable and release the pool reference.
 
-        All tensors allocated during the capture must be released first.
+        Tensors allocated during the capture may outlive the reset: their
+        memory stays valid for as long as they live, also after the graph
+        is deleted and the last graph sharing the pool lets it go.
+        Memory that no tensor holds, and blocks that the capture freed,
+        stop being reserved for this graph; they go back to CUDA at the
+        next empty_cache() with no capture open.
+
+        Raises:
+            RuntimeError: a global or thread_local capture of this graph is open and this is not the
+                thread that began it.
         """
         self.c_reset()
 
@@ -346,7 +355,7 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
         Args:
             scalar_index: a single-element CUDA int32 tensor sampled at replay time: the body to
                 run.
-            num_cases: how many bodies the node has, at least 1.
+            num_cases: how many bodies the node has, from 1 to 1024.
 
         Raises:
             RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
