@@ -469,11 +469,17 @@ cdef dict get_device_capability(int index):
     checked_device(index)
     cdef cudaDeviceProp properties
     cdef int driver_version = 0, runtime_version = 0
+    cdef int mode
     with nogil:
-        errors.check(cyruntime.cudaGetDeviceProperties(&properties, index),
-                     "cudaGetDeviceProperties")
-        errors.check(cyruntime.cudaDriverGetVersion(&driver_version), "cudaDriverGetVersion")
-        errors.check(cyruntime.cudaRuntimeGetVersion(&runtime_version), "cudaRuntimeGetVersion")
+        enter_relaxed(&mode)  # queries, legal during any capture in relaxed mode
+        try:
+            errors.check(cyruntime.cudaGetDeviceProperties(&properties, index),
+                         "cudaGetDeviceProperties")
+            errors.check(cyruntime.cudaDriverGetVersion(&driver_version), "cudaDriverGetVersion")
+            errors.check(cyruntime.cudaRuntimeGetVersion(&runtime_version),
+                         "cudaRuntimeGetVersion")
+        finally:
+            exit_relaxed(&mode)
     return {
         "supported_dtypes": set(dtypes.all_dtypes()),
         "name": properties.name.decode(errors="replace"),

@@ -178,6 +178,7 @@ cdef int _order_after(int device, uintptr_t waiter, uintptr_t waited) except -1:
         return 0
     cdef cudaEvent_t event = NULL
     cdef _device.DeviceSwitch switch
+    cdef int mode
     # The streams that 1 and 2 stand for are those of the device whose context is current.
     with nogil:
         _device.enter_device(device, &switch)
@@ -190,7 +191,9 @@ cdef int _order_after(int device, uintptr_t waiter, uintptr_t waited) except -1:
         finally:
             if event != NULL:
                 # Safe while the wait is pending: CUDA releases the event once it is done.
+                _device.enter_relaxed(&mode)
                 cyruntime.cudaEventDestroy(event)
+                _device.exit_relaxed(&mode)
             _device.exit_device(&switch)
     return 0
 

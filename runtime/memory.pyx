@@ -75,11 +75,14 @@ cdef tuple get_memory_info(int device):
     _device.checked_device(device)
     cdef size_t free_bytes = 0, total_bytes = 0
     cdef _device.DeviceSwitch switch
+    cdef int mode
     with nogil:
         _device.enter_device(device, &switch)
+        _device.enter_relaxed(&mode)  # a query, legal during any capture in relaxed mode
         try:
             errors.check(cyruntime.cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo")
         finally:
+            _device.exit_relaxed(&mode)
             _device.exit_device(&switch)
     return (free_bytes, total_bytes)
 
