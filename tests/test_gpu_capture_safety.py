@@ -15,27 +15,9 @@ from tensorplay import accelerator, cuda
 from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
 
+from graph_helpers import N, values, warmed
+
 pytestmark = pytest.mark.gpu
-
-N = 1 << 20  # float32 elements: 4 MiB, a large-pool block
-
-
-def warmed(value=0.0, count=N):
-    """A CUDA tensor, after running the kernels the captures below use."""
-    x = tp.full((count,), value, device="cuda")
-    scratch = x * 2
-    scratch += 1
-    scratch -= 1
-    scratch = x + 2
-    scratch.fill_(1.0)
-    del scratch
-    accelerator.synchronize()
-    return x
-
-
-def values(tensor):
-    accelerator.synchronize()
-    return set(tensor.tolist())
 
 
 def usable():
