@@ -14,6 +14,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -45,13 +46,17 @@ def run(program, tool, test_file, timeout, extra):
                "device", "--print-limit", "20", sys.executable, "-m", "pytest",
                "-q", "-p", "no:cacheprovider", test_file, *extra]
     started = time.monotonic()
+    # A session of its own, so that a run out of time is killed with the Python process the
+    # sanitizer started, which would otherwise keep the GPU busy.
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                                timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        output, status = result.stdout + result.stderr, result.returncode
-    except subprocess.TimeoutExpired as expired:
-        output = (expired.stdout or b"").decode(errors="replace") if isinstance(
-            expired.stdout, bytes) else (expired.stdout or "")
+        output, _ = process.communicate(timeout=timeout)
+        status = process.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
         status = "timeout"
     # memcheck and synccheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards
     # displayed (E errors, W warnings)".
