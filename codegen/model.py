@@ -13,6 +13,17 @@ Note [Schema rules]
   a member the class declares under an inherited name replaces it (an explicit override). A
   base may extend another; an unknown or circular base, or a base no class extends, is an
   error.
+- A parameter several callables share is declared once, in the top-level ``params:`` list (its
+  ``key``, by default its name, names it there), and a parameter list refers to it by that key
+  alone (``- device``), or as ``{use: key}`` with the fields that differ for this callable
+  (``default``, ``kind``, ``doc``). An unknown key, or a shared parameter nothing uses, is an
+  error.
+- Defaults say the common case once: a method's or property's ``impl`` is ``c_<name>`` unless
+  given; a
+  callable without ``returns`` returns None ("nothing."). A function that is another name for a
+  function of its module (a deprecated spelling) says ``alias_of: <name>`` and takes that
+  function's implementation, parameters, return and exceptions; it needs its own ``doc`` only to
+  say something else, and with ``deprecated:`` its doc starts "(Deprecated)".
 All problems are collected and raised together as one SchemaError, each as file:line:col.
 """
 from __future__ import annotations
@@ -64,6 +75,9 @@ class Param:
 class Returns:
     type: TypeExpr
     doc: str
+
+
+RETURNS_NOTHING = Returns(TypeExpr("None"), "nothing.")
 
 
 @dataclass(frozen=True)
@@ -198,6 +212,17 @@ class Api:
 # Building and validating
 
 
+def with_default(entry: LocatedMap, key: str, value: Any, located_at: str) -> LocatedMap:
+    """entry with key set to value, located where entry's located_at key is written."""
+    copy = LocatedMap(entry)
+    copy[key] = value
+    copy.location = entry.location
+    copy.key_locations = {**entry.key_locations, key: entry.key_locations[located_at]}
+    copy.value_locations = {**entry.value_locations, key: entry.value_locations[located_at]}
+    return copy
+
+
+
 class _Builder:
     def __init__(self, runtime: dict[str, RuntimeModule]):
         self.runtime = runtime
@@ -206,6 +231,8 @@ class _Builder:
         self.exceptions: frozenset[str] = frozenset()
         self.bases: dict[str, LocatedMap] = {}
         self.extended: set[str] = set()
+        self.shared_params: dict[str, LocatedMap] = {}
+        self.used_params: set[str] = set()
 
     def error(self, location: Location, message: str) -> None:
         self.diagnostics.append(Diagnostic(location, message))
@@ -308,7 +335,7 @@ class _Builder:
         seen_default = False
         seen_kinds: list[str] = []
         for raw, location in self.items(entry, "params", what):
-            param_entry = self.mapping(raw, location, f"a parameter of {what}")
+            param_entry = self.param_entry(raw, location, what)
             if param_entry is None:
                 continue
             self.check_keys(param_entry, f"parameter of {what}", ("name", "type"),
@@ -351,6 +378,62 @@ class _Builder:
                     f"the parameters of {what}")
         return tuple(params)
 
+    def param_entry(self, raw: Any, location: Location, what: str) -> Optional[LocatedMap]:
+        """A parameter as written, or a shared one of the schema's params: list, by its key
+        alone or as {use: key} with the fields that differ here."""
+        if isinstance(raw, str):
+            return self.shared_param(raw, location, what)
+        entry = self.mapping(raw, location, f"a parameter of {what}")
+        if entry is None or "use" not in entry:
+            return entry
+        self.check_keys(entry, f"parameter of {what}", ("use",), ("default", "kind", "doc"))
+        shared = self.shared_param(entry["use"], entry.value_locations["use"], what)
+        if shared is None:
+            return None
+        merged = LocatedMap({key: value for key, value in shared.items() if key != "key"})
+        merged.location = entry.location
+        merged.key_locations = dict(shared.key_locations)
+        merged.value_locations = dict(shared.value_locations)
+        for key in entry:
+            if key != "use":
+                merged[key] = entry[key]
+                merged.key_locations[key] = entry.key_locations[key]
+                merged.value_locations[key] = entry.value_locations[key]
+        return merged
+
+    def shared_param(self, key: Any, location: Location, what: str) -> Optional[LocatedMap]:
+        shared = self.shared_params.get(key) if isinstance(key, str) else None
+        if shared is None:
+            known = ", ".join(sorted(self.shared_params)) or "none"
+            self.error(location, f"a parameter of {what} refers to {key!r}, which the schema's "
+                                 f"params: list does not declare; declared: {known}")
+            return None
+        self.used_params.add(key)
+        if "key" not in shared:
+            return shared
+        plain = LocatedMap({k: v for k, v in shared.items() if k != "key"})
+        plain.location = shared.location
+        plain.key_locations = shared.key_locations
+        plain.value_locations = shared.value_locations
+        return plain
+
+    def collect_shared_params(self, root: LocatedMap) -> None:
+        """The top-level params: list, by key; checked where used, and each must be used."""
+        declared: list[tuple[str, Location]] = []
+        for raw, location in self.items(root, "params", "the schema"):
+            entry = self.mapping(raw, location, "a shared parameter")
+            if entry is None:
+                continue
+            self.check_keys(entry, "a shared parameter", ("name", "type"),
+                            ("key", "doc", "default", "kind"))
+            key = entry.get("key", entry.get("name"))
+            if not isinstance(key, str) or not key.isidentifier():
+                self.error(entry.location, f"shared parameter key {key!r} is not an identifier")
+                continue
+            declared.append((key, entry.location))
+            self.shared_params.setdefault(key, entry)
+        self.unique(declared, "the schema's params")
+
     def conversion(self, entry: LocatedMap, what: str, param_type: TypeExpr) -> None:
         """The runtime function a type's conversion names (types.py) takes (value, name)."""
         conversion = param_type.conversion()
@@ -370,7 +453,7 @@ class _Builder:
 
     def returns(self, entry: LocatedMap, what: str) -> Optional[Returns]:
         if "returns" not in entry:
-            return None
+            return RETURNS_NOTHING
         returns = self.mapping(entry["returns"], entry.value_locations["returns"],
                                f"'returns' of {what}")
         if returns is None:
@@ -401,8 +484,13 @@ class _Builder:
         """A module function (core None) or a method of the runtime class ``core``."""
         name = self.name(entry, f"item of {scope}")
         what = f"'{scope}.{name}'"
-        self.check_keys(entry, what, ("name", "impl"),
-                        ("doc", "params", "returns", "raises", "deprecated", "since"))
+        optional = ("doc", "params", "returns", "raises", "deprecated", "since")
+        if core is None:
+            self.check_keys(entry, what, ("name", "impl"), optional)
+        else:  # a method's impl may be left to its default
+            self.check_keys(entry, what, ("name",), ("impl",) + optional)
+        if core is not None and "impl" not in entry and name:
+            entry = with_default(entry, "impl", f"c_{name}", "name")  # methods: c_<name>
         problems = len(self.diagnostics)
         params = self.params(entry, what)
         # A count from a broken parameter list would only repeat its errors.
@@ -433,6 +521,29 @@ class _Builder:
         since = str(entry["since"]) if entry.get("since") is not None else None
         return Function(name, module, symbol, self.doc(entry, what), params,
                         self.returns(entry, what), deprecated, since, self.raises(entry, what))
+
+    def alias(self, entry: LocatedMap, scope: str, originals: dict[str, LocatedMap]) -> Function:
+        """Another name for a function of the same module (alias_of), usually deprecated."""
+        name = self.name(entry, f"item of {scope}")
+        what = f"'{scope}.{name}'"
+        self.check_keys(entry, what, ("name", "alias_of"), ("doc", "deprecated", "since"))
+        target_name = entry["alias_of"]
+        target = originals.get(target_name) if isinstance(target_name, str) else None
+        if target is None:
+            self.error(entry.value_locations["alias_of"],
+                       f"{what} is an alias of {target_name!r}, which module '{scope}' does not "
+                       "declare as a function")
+            return Function(name, "", "", "", (), RETURNS_NOTHING, None, None)
+        problems = len(self.diagnostics)
+        original = self.function(target, scope, None)
+        del self.diagnostics[problems:]  # reported where the target is declared
+        deprecated = self.text(entry, "deprecated", what, required=False) or None
+        doc = self.text(entry, "doc", what) if "doc" in entry else original.doc
+        if deprecated and not doc.startswith("(Deprecated)"):
+            doc = f"(Deprecated) {doc}"
+        since = str(entry["since"]) if entry.get("since") is not None else original.since
+        return Function(name, original.impl_module, original.impl_name, doc, original.params,
+                        original.returns, deprecated, since, original.raises)
 
     def arity(self, entry: LocatedMap, what: str, declared: str, arity: Arity,
               count: int, key: str = "impl") -> None:
@@ -532,7 +643,9 @@ class _Builder:
         for prop in property_entries:
             prop_name = self.name(prop, f"property of {what}")
             prop_what = f"property '{prop_name}' of {what}"
-            self.check_keys(prop, prop_what, ("name", "impl", "type"), ("doc",))
+            self.check_keys(prop, prop_what, ("name", "type"), ("impl", "doc"))
+            if "impl" not in prop and prop_name:
+                prop = with_default(prop, "impl", f"c_{prop_name}", "name")
             impl_name = self.text(prop, "impl", prop_what)
             if runtime and impl_name and symbol in runtime.classes:
                 if impl_name not in runtime.methods_of(symbol):
@@ -591,7 +704,11 @@ class _Builder:
                     locations[value.name] = item.location
             return built
 
-        functions = collect("functions", lambda e: self.function(e, name, None))
+        # Aliases take their target's declaration, so the targets are built first.
+        originals = {item.get("name"): item for item, _ in self.items(entry, "functions", what)
+                     if isinstance(item, LocatedMap) and "alias_of" not in item}
+        functions = collect("functions", lambda e: self.alias(e, name, originals)
+                            if "alias_of" in e else self.function(e, name, None))
         classes = collect("classes", lambda e: self.klass(e, name))
         variables = collect("variables", lambda e: self.variable(e, name))
 
@@ -616,7 +733,7 @@ class _Builder:
                       tuple(classes), tuple(variables), tuple(reexports)), locations
 
     def api(self, root: LocatedMap) -> tuple[Module, ...]:
-        self.check_keys(root, "the schema", ("schema_version", "modules"), ("bases",))
+        self.check_keys(root, "the schema", ("schema_version", "modules"), ("bases", "params"))
         if "schema_version" in root and root["schema_version"] != SCHEMA_VERSION:
             self.error(root.value_locations["schema_version"],
                        f"schema_version must be {SCHEMA_VERSION}, got {root['schema_version']!r}")
@@ -630,6 +747,7 @@ class _Builder:
             c.get("name") for m, _ in raw_modules if isinstance(m, LocatedMap)
             for c in (m.get("classes") or []) if isinstance(c, LocatedMap)
             and c.get("kind") == "exception" and isinstance(c.get("name"), str))
+        self.collect_shared_params(root)
         base_locations: list[tuple[str, Location]] = []
         for raw, location in self.items(root, "bases", "the schema"):
             entry = self.mapping(raw, location, "a base")
@@ -652,6 +770,10 @@ class _Builder:
                 self.error(entry.location, f"duplicate module '{module.name}' (first declared "
                                            f"at line {module_locations[module.name].line})")
             module_locations[module.name] = entry.location
+        for key, entry in self.shared_params.items():
+            if key not in self.used_params:
+                self.error(entry.location, f"shared parameter '{key}' is used by no parameter "
+                                           "list; remove it or refer to it")
         for base, entry in self.bases.items():
             if base not in self.extended:
                 self.error(entry.location, f"base '{base}' is extended by no class; remove it "

@@ -72,7 +72,7 @@ CASES = [
     ('unknown top-level key',
      'schema_version: 1\n',
      'schema_version: 1\nextra: 1\n',
-     ["api.yaml:2:1: unknown key 'extra' in the schema; allowed keys: schema_version, modules, bases"]),
+     ["api.yaml:2:1: unknown key 'extra' in the schema; allowed keys: schema_version, modules, bases, params"]),
     ('duplicate key',
      '    doc: Number of devices.\n',
      '    doc: Number of devices.\n    doc: Again.\n',
@@ -350,3 +350,89 @@ def test_a_conversion_the_runtime_does_not_declare_is_a_located_error(runtime_di
         "api.yaml:27:13: parameter 'device' of 'tensorplay.accelerator.synchronize': type "
         "'Device' converts through device.device_index_argument(), which runtime/device.pxd "
         "does not declare"]
+
+
+# -- saying each idea once: shared parameters, aliases, defaults ---------------------------------
+
+SHARED = textwrap.dedent("""\
+    params:
+    - {name: device, type: Device, default: null, doc: the device; None for the current one.}
+    - {key: seed_value, name: seed, type: int, doc: the seed.}
+    """)
+
+
+def with_shared(text, shared=SHARED):
+    return text.replace("schema_version: 1\n", "schema_version: 1\n" + shared)
+
+
+def test_a_shared_parameter_is_declared_once_and_named_by_its_key(runtime_dir):
+    text = with_shared(VALID.replace(
+        "    params:\n    - name: device\n      type: Device\n      default: null\n"
+        "      doc: the device.\n",
+        "    params: [device]\n")) + textwrap.indent(textwrap.dedent("""\
+        - name: manual_seed
+          impl: rng.manual_seed
+          params: [seed_value]
+          doc: Seed.
+        - name: memory_allocated
+          impl: memory.memory_allocated
+          params:
+          - {use: device, doc: the device to ask about.}
+          returns: {type: int, doc: bytes.}
+          doc: Bytes.
+        """), "  ")
+    module = build_api(text, runtime_dir).module("tensorplay.accelerator")
+    synchronize, manual_seed, allocated = module.functions[1:]
+    assert (synchronize.params[0].name, synchronize.params[0].doc,
+            synchronize.params[0].default) == ("device", "the device; None for the current one.",
+                                               None)
+    assert manual_seed.params[0].name == "seed"  # the key is not the parameter's name
+    assert allocated.params[0].doc == "the device to ask about."  # a field that differs
+    assert allocated.params[0].type == synchronize.params[0].type
+    # Defaults: no 'returns' means None, documented as "nothing.".
+    assert (manual_seed.returns.type.name, manual_seed.returns.doc) == ("None", "nothing.")
+
+
+def test_unknown_and_unused_shared_parameters_are_located_errors(runtime_dir):
+    text = with_shared(VALID.replace(
+        "    params:\n    - name: device\n      type: Device\n      default: null\n"
+        "      doc: the device.\n",
+        "    params: [devcie]\n"))
+    assert errors_of(text, runtime_dir) == [
+        "api.yaml:3:3: shared parameter 'device' is used by no parameter list; remove it or "
+        "refer to it",
+        "api.yaml:4:3: shared parameter 'seed_value' is used by no parameter list; remove it or "
+        "refer to it",
+        "api.yaml:28:14: a parameter of 'tensorplay.accelerator.synchronize' refers to 'devcie', "
+        "which the schema's params: list does not declare; declared: device, seed_value"]
+
+
+def test_an_alias_takes_its_targets_declaration_and_says_it_is_deprecated(runtime_dir):
+    text = VALID + "  - {name: sync, alias_of: synchronize, deprecated: use synchronize().}\n"
+    module = build_api(text, runtime_dir).module("tensorplay.accelerator")
+    original, alias = module.functions[1:]
+    assert (alias.impl_module, alias.impl_name, alias.params, alias.returns) == (
+        original.impl_module, original.impl_name, original.params, original.returns)
+    assert alias.doc == "(Deprecated) Wait." and alias.deprecated == "use synchronize()."
+    wrong = VALID + "  - {name: sync, alias_of: synchronise}\n"
+    assert errors_of(wrong, runtime_dir) == [
+        "api.yaml:31:28: 'tensorplay.accelerator.sync' is an alias of 'synchronise', which "
+        "module 'tensorplay.accelerator' does not declare as a function"]
+
+
+def test_a_methods_impl_defaults_to_c_and_its_name(runtime_dir):
+    text = VALID + textwrap.indent(textwrap.dedent("""\
+        classes:
+        - name: Stream
+          impl: stream.StreamCore
+          doc: A stream.
+          methods:
+          - {name: query, returns: {type: bool, doc: whether it is done.}, doc: Whether done.}
+          - {name: wait, doc: Nothing to find.}
+        """), "  ")
+    assert errors_of(text, runtime_dir) == [
+        "api.yaml:37:14: impl of 'tensorplay.accelerator.Stream.wait': runtime class "
+        "stream.StreamCore declares no cdef method 'c_wait'"]
+    fixed = text.replace("    - {name: wait, doc: Nothing to find.}\n", "")
+    stream = build_api(fixed, runtime_dir).module("tensorplay.accelerator").classes[0]
+    assert [(m.name, m.impl_name) for m in stream.methods] == [("query", "c_query")]

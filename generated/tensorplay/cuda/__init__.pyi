@@ -4,6 +4,8 @@ import os
 from typing import Any, Callable, Literal, TypeAlias
 
 from tensorplay import device
+from tensorplay.accelerator import current_stream as current_stream
+from tensorplay.accelerator import set_stream as set_stream
 from tensorplay.cuda.graphs import CUDAGraph as CUDAGraph
 from tensorplay.cuda.graphs import graph as graph
 from tensorplay.cuda.graphs import graph_pool_handle as graph_pool_handle
@@ -14,8 +16,6 @@ from tensorplay.cuda import graphs as graphs
 _DeviceLike: TypeAlias = device | str | int | None
 
 __all__ = [
-    "current_stream",
-    "set_stream",
     "stream",
     "external_stream",
     "caching_allocator_alloc",
@@ -29,6 +29,8 @@ __all__ = [
     "Stream",
     "StreamContext",
     "Event",
+    "current_stream",
+    "set_stream",
     "CUDAGraph",
     "graph",
     "graph_pool_handle",
@@ -36,26 +38,6 @@ __all__ = [
     "make_graphed_callables",
     "graphs",
 ]
-
-
-def current_stream(device: _DeviceLike = None) -> Stream:
-    """Return the currently selected stream for a given device.
-
-    Args:
-        device: a device object, a spelling such as "cuda:1", an integer index, or None for the
-            current device.
-
-    Returns:
-        Stream: the current stream of that device on this thread.
-    """
-
-
-def set_stream(stream: Stream) -> None:
-    """Set the current stream to a given stream, and the current device to its device.
-
-    Args:
-        stream: the stream to make current; its device becomes the current device too.
-    """
 
 
 def stream(stream: Stream | None) -> StreamContext:

@@ -9,8 +9,6 @@ from tensorplay._runtime cimport public as _public
 from tensorplay._runtime cimport stream as _stream
 
 __all__ = [
-    "current_stream",
-    "set_stream",
     "stream",
     "external_stream",
     "caching_allocator_alloc",
@@ -24,6 +22,8 @@ __all__ = [
     "Stream",
     "StreamContext",
     "Event",
+    "current_stream",
+    "set_stream",
     "CUDAGraph",
     "graph",
     "graph_pool_handle",
@@ -31,28 +31,6 @@ __all__ = [
     "make_graphed_callables",
     "graphs",
 ]
-
-
-def current_stream(device=None):
-    """Return the currently selected stream for a given device.
-
-    Args:
-        device: a device object, a spelling such as "cuda:1", an integer index, or None for the
-            current device.
-
-    Returns:
-        Stream: the current stream of that device on this thread.
-    """
-    return _stream.current_stream(_device.device_index_arg(device, 'device'))
-
-
-def set_stream(stream):
-    """Set the current stream to a given stream, and the current device to its device.
-
-    Args:
-        stream: the stream to make current; its device becomes the current device too.
-    """
-    return _stream.set_stream(stream)
 
 
 def stream(stream):
@@ -387,6 +365,8 @@ Args:
 
 _public.register_class("EventCore", Event)
 
+from tensorplay.accelerator import current_stream
+from tensorplay.accelerator import set_stream
 from tensorplay.cuda.graphs import CUDAGraph
 from tensorplay.cuda.graphs import graph
 from tensorplay.cuda.graphs import graph_pool_handle
