@@ -38,7 +38,8 @@ from typing import Any, Optional
 
 from .load import Diagnostic, LocatedList, LocatedMap, Location, SchemaError, load_schema
 from .runtime_index import Arity, RuntimeModule, index_runtime
-from .types import TypeExpr, TypeSyntaxError, parse_type
+from .types import (CHOICE_CONVERSION, RANGE_CONVERSION, UNSET, TypeExpr, TypeSyntaxError,
+                    parse_type)
 
 SCHEMA_VERSION = 1
 PARAM_KINDS = ("positional", "positional_only", "var_positional", "keyword_only")
@@ -61,6 +62,8 @@ class Param:
     kind: str
     doc: str
     default: Any = NO_DEFAULT
+    bounds: Optional[tuple[int, int]] = None      # `range:` of an int (types.py, Note [Parameter kinds])
+    choices: Optional[tuple[str, ...]] = None     # `choices:` of a str
 
     @property
     def has_default(self) -> bool:
@@ -68,7 +71,24 @@ class Param:
 
     @property
     def conversion(self) -> Optional[str]:
+        if self.bounds is not None:
+            return RANGE_CONVERSION
+        if self.choices is not None:
+            return CHOICE_CONVERSION
         return self.type.conversion()
+
+    def conversion_call(self) -> str:
+        """What the wrapper passes to the runtime for this parameter: the argument, converted
+        and checked by its kind."""
+        if not self.conversion:
+            return self.name
+        extra = ""
+        if self.bounds is not None:
+            extra = f", {self.bounds[0]}, {self.bounds[1]}"
+        elif self.choices is not None:
+            accepted = self.choices + ((UNSET,) if self.default == UNSET else ())
+            extra = f", {accepted!r}"
+        return f"{self.conversion}({self.name}, {self.name!r}{extra})"
 
 
 @dataclass(frozen=True)
@@ -339,7 +359,7 @@ class _Builder:
             if param_entry is None:
                 continue
             self.check_keys(param_entry, f"parameter of {what}", ("name", "type"),
-                            ("doc", "default", "kind"))
+                            ("doc", "default", "kind", "range", "choices"))
             name = self.name(param_entry, f"parameter of {what}")
             param_what = f"parameter '{name}' of {what}"
             kind = param_entry.get("kind", "positional")
@@ -349,7 +369,6 @@ class _Builder:
                            f"got {kind!r}")
                 kind = "positional"
             param_type = self.type_of(param_entry, "type", param_what)
-            self.conversion(param_entry, param_what, param_type)
             doc = self.doc(param_entry, param_what)
             default = param_entry.get("default", NO_DEFAULT) if "default" in param_entry \
                 else NO_DEFAULT
@@ -357,6 +376,9 @@ class _Builder:
                 self.error(param_entry.value_locations["default"],
                            f"default {default!r} of {param_what} does not fit its type "
                            f"'{param_type.display()}'")
+            bounds, choices = self.kind_limits(param_entry, param_what, param_type, default)
+            self.conversion(param_entry, param_what,
+                            Param(name, param_type, kind, doc, default, bounds, choices))
             if kind == "var_positional" and default is not NO_DEFAULT:
                 self.error(param_entry.value_locations["default"],
                            f"{param_what} is var_positional and cannot have a default")
@@ -373,7 +395,7 @@ class _Builder:
                 self.error(param_entry.location,
                            f"{param_what} is {kind} but follows a {seen_kinds[-1]} parameter")
             seen_kinds.append(kind)
-            params.append(Param(name, param_type, kind, doc, default))
+            params.append(Param(name, param_type, kind, doc, default, bounds, choices))
         self.unique([(p.name, l) for p, (_, l) in zip(params, self.items(entry, "params", what))],
                     f"the parameters of {what}")
         return tuple(params)
@@ -425,7 +447,7 @@ class _Builder:
             if entry is None:
                 continue
             self.check_keys(entry, "a shared parameter", ("name", "type"),
-                            ("key", "doc", "default", "kind"))
+                            ("key", "doc", "default", "kind", "range", "choices"))
             key = entry.get("key", entry.get("name"))
             if not isinstance(key, str) or not key.isidentifier():
                 self.error(entry.location, f"shared parameter key {key!r} is not an identifier")
@@ -434,11 +456,52 @@ class _Builder:
             self.shared_params.setdefault(key, entry)
         self.unique(declared, "the schema's params")
 
-    def conversion(self, entry: LocatedMap, what: str, param_type: TypeExpr) -> None:
-        """The runtime function a type's conversion names (types.py) takes (value, name)."""
-        conversion = param_type.conversion()
+    def kind_limits(self, entry: LocatedMap, what: str, param_type: TypeExpr,
+                    default: Any) -> tuple[Optional[tuple[int, int]], Optional[tuple[str, ...]]]:
+        """A bounded int's `range: [low, high]`, or a str's `choices: [...]`, checked."""
+        bounds = choices = None
+        if "range" in entry:
+            value = entry["range"]
+            location = entry.value_locations["range"]
+            if param_type != TypeExpr("int"):
+                self.error(location, f"{what}: range applies to type 'int' only, not "
+                                     f"'{param_type.display()}'")
+            elif not (isinstance(value, list) and len(value) == 2 and all(
+                    type(bound) is int for bound in value) and value[0] <= value[1]):
+                self.error(location, f"{what}: range must be [low, high], two ints with low <= "
+                                     f"high, got {value!r}")
+            else:
+                bounds = (value[0], value[1])
+                if type(default) is int and not bounds[0] <= default <= bounds[1]:
+                    self.error(entry.value_locations["default"],
+                               f"default {default!r} of {what} is outside its range {value!r}")
+        if "choices" in entry:
+            value = entry["choices"]
+            location = entry.value_locations["choices"]
+            if param_type != TypeExpr("str"):
+                self.error(location, f"{what}: choices apply to type 'str' only, not "
+                                     f"'{param_type.display()}'")
+            elif not (isinstance(value, list) and value and all(
+                    isinstance(choice, str) for choice in value) and len(set(value)) == len(value)):
+                self.error(location, f"{what}: choices must be a non-empty list of distinct "
+                                     f"strings, got {value!r}")
+            else:
+                choices = tuple(value)
+                if isinstance(default, str) and default not in choices and default != UNSET:
+                    self.error(entry.value_locations["default"],
+                               f"default {default!r} of {what} is not one of its choices")
+        if bounds is not None and choices is not None:
+            self.error(entry.location, f"{what} has both range and choices")
+        return bounds, choices
+
+    def conversion(self, entry: LocatedMap, what: str, param: Param) -> None:
+        """The runtime function a parameter's kind converts through (types.py) must exist and
+        take (value, name) and the kind's extra arguments."""
+        param_type = param.type
+        conversion = param.conversion
         if not conversion:
             return
+        count = 4 if param.bounds is not None else 3 if param.choices is not None else 2
         module, _, function = conversion.lstrip("_").partition(".")
         declared = self.runtime.get(module, RuntimeModule()).functions.get(function)
         location = entry.value_locations.get("type", entry.location)
@@ -446,10 +509,11 @@ class _Builder:
             self.error(location, f"{what}: type '{param_type.display()}' converts through "
                                  f"{module}.{function}(), which runtime/{module}.pxd does not "
                                  "declare")
-        elif not declared.accepts(2):
+        elif not declared.accepts(count):
             self.error(location, f"{what}: type '{param_type.display()}' converts through "
                                  f"{module}.{function}(), declared with {declared}, but the "
-                                 "wrapper passes 2 (the value and the parameter name)")
+                                 f"wrapper passes {count} (the value, the parameter name and "
+                                 "the kind's limits)")
 
     def returns(self, entry: LocatedMap, what: str) -> Optional[Returns]:
         if "returns" not in entry:
@@ -808,6 +872,10 @@ def normalise(modules: tuple[Module, ...]) -> dict:
         out = {"name": p.name, "type": p.type.display(), "kind": p.kind, "doc": p.doc}
         if p.has_default:
             out["default"] = p.default
+        if p.bounds is not None:
+            out["range"] = list(p.bounds)
+        if p.choices is not None:
+            out["choices"] = list(p.choices)
         return out
 
     def function(f: Function) -> dict:

@@ -64,13 +64,7 @@ def signature(params: Iterable[Param], *, annotate: str = "", self_param: bool =
 
 def call_arguments(params: Iterable[Param]) -> str:
     """Arguments passed to the runtime, after the normalisation each type asks for."""
-    arguments = []
-    for param in params:
-        if param.conversion:
-            arguments.append(f"{param.conversion}({param.name}, {param.name!r})")
-        else:
-            arguments.append(param.name)
-    return ", ".join(arguments)
+    return ", ".join(param.conversion_call() for param in params)
 
 
 def described(item: Function | Class) -> str:

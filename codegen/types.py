@@ -7,6 +7,20 @@ argument spellings below, and the classes the schema itself declares. Generic fo
 ``A | B``. Anything else is a schema error, so a typo cannot reach the stubs. Each name knows
 its stub annotation and, where the wrapper must normalise the argument (device spellings),
 the runtime call that does it.
+
+Note [Parameter kinds]
+Each kind of parameter is declared once, here: its stub annotation, and the runtime function
+through which the generated wrapper converts and checks every argument of that kind before it
+calls the runtime, so that the runtime receives checked values and a mistake is a TypeError or
+ValueError naming the argument, raised before anything touches a device or a graph. The kinds:
+- devices (Device, DeviceSelection; TensorDevice is parsed by the tensor runtime, which must
+  tell None from "cpu"), streams (Stream, Optional[Stream]), pools (GraphPool), paths (Path);
+- bool, float and str (a C signature cannot enforce them);
+- an int with a `range: [low, high]` in its parameter's declaration (bounded int), and a str
+  with `choices: [...]` (a fixed set of strings, such as the capture modes; the stubs keep
+  `str`, as the API reference spells them). Plain ints are checked by the runtime, which knows
+  their ranges where they depend on state (a device index against the visible devices).
+Checks that need runtime state run in the runtime, after every argument check.
 """
 from __future__ import annotations
 
@@ -48,8 +62,13 @@ ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, Optional[str], str]] = {
     # The memory pool a capture allocates from: None for a private one, the handle that
     # graph_pool_handle() and pool_id give, or a graph whose pool to share. The graph runtime
     # checks it where the capture settings are stored (runtime/graph.pyx, _pool_arg).
-    "GraphPool": ("_GraphPool", True, None,
+    "GraphPool": ("_GraphPool", True, "_graph.pool_arg",
                   "_GraphPool: TypeAlias = tuple[int, int] | Graph | CUDAGraph | None"),
+}
+
+# Classes of the schema that are parameter kinds: their check when required and when optional.
+CLASS_CONVERSIONS: dict[str, tuple[str, str]] = {
+    "Stream": ("_stream.required_stream_arg", "_stream.stream_arg"),
 }
 
 # Builtins whose type a C-level runtime signature cannot enforce (Cython reads any object as a
@@ -60,7 +79,12 @@ BUILTIN_CONVERSIONS: dict[str, str] = {
     "bool": "_errors.bool_arg",
     "float": "_errors.float_arg",
     "str": "_errors.str_arg",
+    "Path": "_errors.path_arg",
 }
+# Parameters that declare a `range:` or `choices:` (model.py) convert through these instead,
+# which take the bounds or the choices after (value, argument name).
+RANGE_CONVERSION = "_errors.int_arg"
+CHOICE_CONVERSION = "_errors.choice_arg"
 
 GENERICS = {"Optional": 1, "list": 1, "set": 1, "tuple": None, "dict": 2}
 
@@ -119,6 +143,12 @@ class TypeExpr:
         """The runtime call that normalises or checks an argument of this type, if any."""
         if self.name in BUILTIN_CONVERSIONS:
             return BUILTIN_CONVERSIONS[self.name]
+        if self.name in CLASS_CONVERSIONS:
+            return CLASS_CONVERSIONS[self.name][0]
+        if self.name == "Optional" and self.args[0].name in CLASS_CONVERSIONS:
+            return CLASS_CONVERSIONS[self.args[0].name][1]
+        if self.name == "|" and len(self.args) == 2 and self.args[1].name == "Unset":
+            return self.args[0].conversion()  # GraphPool | Unset: the check lets UNSET pass
         spelling = ARGUMENT_SPELLINGS.get(self.name)
         return spelling[2] if spelling else None
 

@@ -8,8 +8,12 @@ cdef int raise_no_accelerator(str what) except -1
 cdef object out_of_memory_error(str message)
 # repr(value) cut to about 200 characters, for error messages that echo what the user gave.
 cdef str shown(object value)
-# The checks generated wrappers apply to parameters of the builtin types bool, float and str
-# (codegen/types.py): a wrong type is a TypeError naming the argument.
+# The checks generated wrappers apply to parameters of the builtin types bool, float and str,
+# of ints with a `range:`, strings with `choices:` and paths (codegen/types.py, Note [Parameter
+# kinds]): a wrong type is a TypeError, a wrong value a ValueError, each naming the argument.
 cdef object bool_arg(object value, str argument)
 cdef object float_arg(object value, str argument)
 cdef object str_arg(object value, str argument)
+cdef object int_arg(object value, str argument, object low, object high)
+cdef object choice_arg(object value, str argument, tuple choices)
+cdef object path_arg(object value, str argument)

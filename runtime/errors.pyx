@@ -1,5 +1,7 @@
 # cython: language_level=3
 """Errors: CUDA failures name the CUDA error and the call; missing devices say so plainly."""
+import os
+
 from cuda.bindings cimport cydriver, cyruntime
 from cuda.bindings.cydriver cimport CUDA_SUCCESS, CUresult
 from cuda.bindings.cyruntime cimport cudaError_t, cudaSuccess
@@ -59,6 +61,56 @@ cdef object str_arg(object value, str argument):
     if not isinstance(value, str):
         _wrong_type(value, argument, "a str")
     return value
+
+
+cdef str _bound_text(object bound):
+    """2147483647 as 2**31 - 1, 4096 as 2**12: the way people write C limits."""
+    if bound > 1024 and (bound + 1) & bound == 0:
+        return f"2**{(bound + 1).bit_length() - 1} - 1"
+    if bound > 1024 and bound & (bound - 1) == 0:
+        return f"2**{bound.bit_length() - 1}"
+    return str(bound)
+
+
+cdef object int_arg(object value, str argument, object low, object high):
+    """An int from low to high (both included), as the schema's `range:` declares it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        _wrong_type(value, argument, "an int")
+    if not low <= value <= high:
+        raise ValueError(f"{argument} must be from {_bound_text(low)} to {_bound_text(high)}, "
+                         f"got {shown(value)}")
+    return value
+
+
+cdef object choice_arg(object value, str argument, tuple choices):
+    """One of the strings the schema's `choices:` lists."""
+    if not isinstance(value, str):
+        _wrong_type(value, argument, "a str")
+    if value not in choices:
+        # '__unset__' (codegen/types.py, UNSET) is accepted where the default is, not advertised.
+        named = ", ".join(repr(choice) for choice in choices if choice != "__unset__")
+        raise ValueError(f"{argument} must be one of {named}, got {shown(value)}")
+    return value
+
+
+# The longest path Linux accepts (PATH_MAX, with its terminating NUL).
+cdef int PATH_BYTES = 4096
+
+
+cdef object path_arg(object value, str argument):
+    """A file path as a str: a str or os.PathLike of str that a path can be."""
+    if not isinstance(value, (str, os.PathLike)):
+        _wrong_type(value, argument, "a str or os.PathLike")
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise TypeError(f"{argument} must name a path as str, got {shown(path)}")
+    if "\0" in path:
+        raise ValueError(f"{argument} contains a NUL character, which no file path can: "
+                         f"{shown(path)}")
+    if len(os.fsencode(path)) >= PATH_BYTES:
+        raise ValueError(f"{argument} is {len(path)} characters long, longer than a path can be "
+                         f"({PATH_BYTES - 1} bytes): {shown(path)}")
+    return path
 
 
 cdef str _c_text(const char* text, str fallback):

@@ -3,6 +3,7 @@ from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraphNode_
 
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.rng cimport CaptureRecord
+from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
 
 # One open conditional node of a capture: its handle and the stream its body captures on.
@@ -75,9 +76,9 @@ cdef class GraphBase:
     cdef int set_predicate(self, ConditionalBody body, TensorCore predicate) except -1
     cdef object c_begin_capture_to_if_node(self, object scalar_pred)
     cdef object c_begin_capture_to_while_node(self, object scalar_pred)
-    cdef object c_capture_begin(self, object pool, object capture_error_mode, object stream)
+    cdef object c_capture_begin(self, object pool, str capture_error_mode, StreamCore stream)
     cdef object c_capture_end(self)
-    cdef object c_debug_dump(self, object path)
+    cdef object c_debug_dump(self, str path)
     cdef object c_enable_debug_mode(self)
     cdef object c_end_capture_to_conditional_node(self)
     cdef object c_instantiate(self)
@@ -96,7 +97,8 @@ cdef class GraphBase:
     cdef object c_raw_cuda_graph_exec(self)
     # if/else and switch nodes: several bodies, captured one after the other.
     cdef object c_begin_capture_to_if_else_node(self, object scalar_pred)
-    cdef object c_begin_capture_to_switch_node(self, object scalar_index, object num_cases)
+    cdef object c_begin_capture_to_switch_node(self, object scalar_index,
+                                               unsigned int num_cases)
     cdef object c_begin_capture_to_next_body(self)
 
 cdef class CUDAGraphCore(GraphBase):
@@ -104,12 +106,13 @@ cdef class CUDAGraphCore(GraphBase):
 
 cdef class GraphCore(GraphBase):
     cdef bint keep_graph
-    cdef int init(self, object keep_graph, object pool, object capture_error_mode) except -1
+    cdef int init(self, bint keep_graph, object pool, str capture_error_mode) except -1
     cdef object c_enter(self)
     cdef object c_exit(self, object exc_type, object exc_value, object traceback)
 
-cdef int capture_mode_arg(object value, str argument) except -1
-cdef object export_dot(object file_path)
+# The GraphPool parameter kind's check (codegen/types.py); wrappers call it.
+cdef object pool_arg(object value, str argument)
+cdef object export_dot(str file_path)
 cdef object graph_pool_handle()
 cdef object graph_context(object cuda_graph, object pool, object stream, object capture_error_mode)
 cdef bint is_current_stream_capturing() except -1

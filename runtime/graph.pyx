@@ -93,52 +93,25 @@ cdef int _last_device = -1
 cdef bint _last_verbose = False
 
 
-cdef int capture_mode_arg(object value, str argument) except -1:
-    # The generated wrappers have checked that value is a str.
-    if value not in CAPTURE_MODES:
-        raise ValueError(f"{argument} must be one of {', '.join(map(repr, CAPTURE_MODES))}, "
-                         f"got {errors.shown(value)}")
-    return CAPTURE_MODES[value]
-
-
-# The longest path Linux accepts (PATH_MAX, with its terminating NUL).
-cdef int PATH_BYTES = 4096
-
-
-cdef str _path_arg(object path, str argument):
-    """A file path argument as a str: a str or os.PathLike of str, of a length a path can have."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{argument} must be a str or os.PathLike, got {type(path).__name__} "
-                        f"({errors.shown(path)})")
-    path = os.fspath(path)
-    if not isinstance(path, str):
-        raise TypeError(f"{argument} must name a path as str, got {errors.shown(path)}")
-    if "\0" in path:
-        raise ValueError(f"{argument} contains a NUL character, which no file path can: "
-                         f"{errors.shown(path)}")
-    if len(os.fsencode(path)) >= PATH_BYTES:
-        raise ValueError(f"{argument} is {len(path)} characters long, longer than a path can be "
-                         f"({PATH_BYTES - 1} bytes): {errors.shown(path)}")
-    return path
-
-
-cdef object _pool_arg(object pool):
-    """Check a pool argument: None, a graph, or a pool id such as graph_pool_handle() gives."""
-    if pool is None or isinstance(pool, GraphBase):
-        return pool
-    if isinstance(pool, tuple) and len(pool) == 2 and all(
-            isinstance(part, int) and not isinstance(part, bool) for part in pool):
-        if min(pool) < 0 or max(pool) >= 1 << 64 or pool == (0, 0):
-            raise ValueError(f"pool must be an id from graph_pool_handle() or a graph's pool_id "
-                             f"(two ints from 0 to 2**64 - 1, not both zero), got "
-                             f"{errors.shown(pool)}")
-        return pool
-    raise TypeError(f"pool must be None, a handle from graph_pool_handle(), a graph or a "
-                    f"graph's pool_id, got {errors.shown(pool)}")
+cdef object pool_arg(object value, str argument):
+    """The GraphPool parameter kind (codegen/types.py): None, a graph, or a pool id such as
+    graph_pool_handle() gives; UNSET (Graph.capture_begin: the constructor's) passes through."""
+    if value is None or isinstance(value, GraphBase) or (isinstance(value, str)
+                                                         and value == UNSET):
+        return value
+    if isinstance(value, tuple) and len(value) == 2 and all(
+            isinstance(part, int) and not isinstance(part, bool) for part in value):
+        if min(value) < 0 or max(value) >= 1 << 64 or value == (0, 0):
+            raise ValueError(f"{argument} must be an id from graph_pool_handle() or a graph's "
+                             f"pool_id (two ints from 0 to 2**64 - 1, not both zero), got "
+                             f"{errors.shown(value)}")
+        return value
+    raise TypeError(f"{argument} must be None, a handle from graph_pool_handle(), a graph or a "
+                    f"graph's pool_id, got {errors.shown(value)}")
 
 
 cdef PoolId _pool_for_capture(object pool) except *:
-    """The pool a capture allocates from, for a pool argument _pool_arg accepted."""
+    """The pool a capture allocates from, for a pool argument pool_arg accepted."""
     cdef PoolId chosen
     if pool is None:
         # A graph's own pool is (n, 0), a user handle (0, n): PyTorch's MempoolId_t halves.
@@ -621,25 +594,20 @@ cdef class GraphBase:
         self.open_body(scalar_pred, cudaGraphCondTypeWhile, "begin_capture_to_while_node()")
         return None
 
-    cdef object c_capture_begin(self, object pool, object capture_error_mode, object stream):
-        if isinstance(pool, str) and pool == UNSET:
+    cdef object c_capture_begin(self, object pool, str capture_error_mode, StreamCore stream):
+        # The wrapper checked every argument (UNSET: the constructor's setting).
+        if isinstance(pool, str):
             pool = self.settings.pool
-        else:
-            pool = _pool_arg(pool)
-        cdef int capture_mode
-        if isinstance(capture_error_mode, str) and capture_error_mode == UNSET:
-            capture_mode = self.settings.capture_mode
-        else:
-            capture_mode = capture_mode_arg(capture_error_mode, "capture_error_mode")
-        self.begin(pool, capture_mode, _stream.stream_arg(stream, "stream"))
+        cdef int capture_mode = self.settings.capture_mode if capture_error_mode == UNSET \
+            else CAPTURE_MODES[capture_error_mode]
+        self.begin(pool, capture_mode, stream)
         return None
 
     cdef object c_capture_end(self):
         self.end()
         return None
 
-    cdef object c_debug_dump(self, object path):
-        path = _path_arg(path, "path")
+    cdef object c_debug_dump(self, str path):
         if self.template == NULL:
             raise RuntimeError("debug_dump() needs the captured graph, which is kept only when "
                                "enable_debug_mode() (or accelerator.Graph(keep_graph=True)) came "
@@ -799,12 +767,9 @@ cdef class GraphBase:
         self.open_body(scalar_pred, cudaGraphCondTypeIf, "begin_capture_to_if_else_node()", 2)
         return None
 
-    cdef object c_begin_capture_to_switch_node(self, object scalar_index, object num_cases):
-        if isinstance(num_cases, bool) or not isinstance(num_cases, int):
-            raise TypeError(f"num_cases must be an int, got {errors.shown(num_cases)}")
-        if not 1 <= num_cases <= MAX_SWITCH_CASES:
-            raise ValueError(f"num_cases must be from 1 to {MAX_SWITCH_CASES}, got "
-                             f"{errors.shown(num_cases)}")
+    cdef object c_begin_capture_to_switch_node(self, object scalar_index,
+                                               unsigned int num_cases):
+        # num_cases is from 1 to MAX_SWITCH_CASES: api.yaml's range, checked by the wrapper.
         if self.capturing:
             _require_multi_body_nodes("begin_capture_to_switch_node()")
         self.open_body(scalar_index, cudaGraphCondTypeSwitch, "begin_capture_to_switch_node()",
@@ -1171,9 +1136,9 @@ cdef int _prepare_device(int device, object pool) except -1:
 
 
 cdef class GraphCore(GraphBase):
-    cdef int init(self, object keep_graph, object pool, object capture_error_mode) except -1:
-        self.settings.pool = _pool_arg(pool)
-        self.settings.capture_mode = capture_mode_arg(capture_error_mode, "capture_error_mode")
+    cdef int init(self, bint keep_graph, object pool, str capture_error_mode) except -1:
+        self.settings.pool = pool
+        self.settings.capture_mode = CAPTURE_MODES[capture_error_mode]
         self.keep_graph = keep_graph
         self.keep_template = keep_graph
         return 0
@@ -1214,8 +1179,10 @@ cdef class GraphContext:
         return None
 
 
-cdef object export_dot(object file_path):
-    _path_arg(file_path, "file_path")
+cdef object export_dot(str file_path):
+    # The reference types file_path as str, so the wrapper checks a str; what a path can hold
+    # is the Path kind's check (codegen/types.py).
+    errors.path_arg(file_path, "file_path")
     cdef cudaGraph_t template = _last_template
     cdef GraphBase owner
     if _last_owner is not None:
@@ -1246,9 +1213,9 @@ cdef object graph_context(object cuda_graph, object pool, object stream,
                         f"{type(cuda_graph).__name__}")
     cdef GraphContext context = GraphContext.__new__(GraphContext)
     context.cuda_graph = cuda_graph
-    context.pool = _pool_arg(pool)
-    context.stream = _stream.stream_arg(stream, "stream")
-    context.capture_mode = capture_mode_arg(capture_error_mode, "capture_error_mode")
+    context.pool = pool
+    context.stream = stream
+    context.capture_mode = CAPTURE_MODES[capture_error_mode]
     return context
 
 
@@ -1275,14 +1242,7 @@ cdef bint is_current_stream_capturing() except -1:
 cdef object make_graphed_callables(object callables, object sample_args, object num_warmup_iters,
                                    object allow_unused_input, object pool,
                                    object capture_error_mode):
-    if isinstance(num_warmup_iters, bool) or not isinstance(num_warmup_iters, int):
-        raise TypeError(f"num_warmup_iters must be an int, got "
-                        f"{type(num_warmup_iters).__name__} ({errors.shown(num_warmup_iters)})")
-    if not 0 <= num_warmup_iters < 1 << 31:
-        raise ValueError(f"num_warmup_iters must be from 0 to 2**31 - 1, got "
-                         f"{errors.shown(num_warmup_iters)}")
-    _pool_arg(pool)
-    capture_mode_arg(capture_error_mode, "capture_error_mode")
+    # The wrapper checked num_warmup_iters, pool and capture_error_mode (api.yaml).
     if not _device.is_available():
         errors.raise_no_accelerator("make_graphed_callables()")
     # Python over the public graph API: its cost is paid once, at capture (graphed_callables.py).

@@ -9,7 +9,9 @@ the right type) whose message names the parameter and stays short; never crash, 
 Two exceptions follow Python: a binary operator may answer NotImplemented, and an int index out
 of range may be an IndexError.
 
-Each argument rule is a test of its own, over every public callable.
+Each argument rule is a test of its own, over every public callable. The limits a parameter's
+kind declares (an int's `range:`, a str's `choices:`; codegen/types.py, Note [Parameter kinds])
+add candidates at and beyond them, which must be ValueErrors.
 
 The calls run in a child process per public module (this file, run as a script), which prints
 each call before making it: a crash or a hang is reported naming the call, and the child starts
@@ -159,6 +161,32 @@ def classify(expr, value, classes):
         return "member" if isinstance(value, classes[name]) else "type"
     raise AssertionError(f"the fuzz test does not know the type name {name!r}; add it to "
                          "classify() and outside()")
+
+
+def classify_param(param, value, classes):
+    """classify() for a parameter, with the limits of its kind: an int outside the `range:`
+    its declaration gives, or a str outside its `choices:`, is a wrong value."""
+    kind = classify(param.type, value, classes)
+    if kind != "member":
+        return kind
+    if param.bounds is not None and type(value) is int \
+            and not param.bounds[0] <= value <= param.bounds[1]:
+        return "value"
+    if param.choices is not None and isinstance(value, str) and value not in param.choices \
+            and not (value == "__unset__" and param.default == "__unset__"):
+        return "value"
+    return "member"
+
+
+def outside_param(param, samples):
+    """outside() for a parameter, with candidates at and beyond the limits of its kind."""
+    fixed, drawn = outside(param.type, samples)
+    if param.bounds is not None:
+        low, high = param.bounds
+        fixed = fixed + [low - 1, high + 1]
+    if param.choices is not None:
+        fixed = fixed + ["tpu", param.choices[0].upper(), param.choices[0] + " "]
+    return fixed, drawn
 
 
 def classify_device(name, value):
@@ -398,7 +426,7 @@ def run_child(module_name, start):
             emit(rule="unknown keyword", value="not_a_parameter=1",
                  problem=unknown_keyword_problem(call), **record)
             continue
-        fixed, drawn = outside(param.type, samples)
+        fixed, drawn = outside_param(param, samples)
 
         attempt = make_attempt(target, param, call, record, classes, samples, emit)
         test = given(st.sampled_from(fixed) if drawn.is_empty else drawn)(attempt)
@@ -413,7 +441,7 @@ def run_child(module_name, start):
 def make_attempt(target, param, call, record, classes, samples, emit):
     """One call with a drawn value, judged and printed before and after."""
     def attempt(value):
-        kind = classify(param.type, value, classes)
+        kind = classify_param(param, value, classes)
         if kind == "member":
             return
         expected = "TypeError" if kind == "type" else "ValueError"

@@ -436,3 +436,52 @@ def test_a_methods_impl_defaults_to_c_and_its_name(runtime_dir):
     fixed = text.replace("    - {name: wait, doc: Nothing to find.}\n", "")
     stream = build_api(fixed, runtime_dir).module("tensorplay.accelerator").classes[0]
     assert [(m.name, m.impl_name) for m in stream.methods] == [("query", "c_query")]
+
+
+# -- parameter kinds: bounded ints and fixed sets of strings -------------------------------------
+
+def test_range_and_choices_make_the_wrapper_check_the_argument(runtime_dir):
+    text = VALID + textwrap.indent(textwrap.dedent("""\
+        - name: get_memory_info
+          impl: memory.get_memory_info
+          params:
+          - {name: device, type: int, default: 0, range: [0, 63], doc: an index.}
+          doc: Info.
+        - name: export
+          impl: memory.get_memory_info
+          params:
+          - {name: mode, type: str, default: fast, choices: [fast, slow], doc: a mode.}
+          doc: Info.
+        """), "  ")
+    module = build_api(text, runtime_dir).module("tensorplay.accelerator")
+    bounded, chosen = module.functions[-2:]
+    assert bounded.params[0].conversion_call() == "_errors.int_arg(device, 'device', 0, 63)"
+    assert chosen.params[0].conversion_call() == \
+        "_errors.choice_arg(mode, 'mode', ('fast', 'slow'))"
+
+
+def test_limits_that_do_not_fit_are_located_errors(runtime_dir):
+    text = VALID + textwrap.indent(textwrap.dedent("""\
+        - name: get_memory_info
+          impl: memory.get_memory_info
+          params:
+          - {name: device, type: int, default: 99, range: [0, 63], doc: an index.}
+          doc: Info.
+        - name: export
+          impl: memory.get_memory_info
+          params:
+          - {name: mode, type: float, choices: [fast], doc: a mode.}
+          doc: Info.
+        - name: other
+          impl: memory.get_memory_info
+          params:
+          - {name: mode, type: int, range: [5, 1], doc: a mode.}
+          doc: Info.
+        """), "  ")
+    assert errors_of(text, runtime_dir) == [
+        "api.yaml:34:42: default 99 of parameter 'device' of "
+        "'tensorplay.accelerator.get_memory_info' is outside its range [0, 63]",
+        "api.yaml:39:42: parameter 'mode' of 'tensorplay.accelerator.export': choices apply to "
+        "type 'str' only, not 'float'",
+        "api.yaml:44:38: parameter 'mode' of 'tensorplay.accelerator.other': range must be "
+        "[low, high], two ints with low <= high, got [5, 1]"]

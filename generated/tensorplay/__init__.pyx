@@ -11,6 +11,7 @@ from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport public as _public
 from tensorplay._runtime cimport random_ops as _random_ops
 from tensorplay._runtime cimport rng as _rng
+from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime cimport tensor as _tensor
 from tensorplay._runtime import errors as _errors_classes
 
@@ -915,7 +916,7 @@ cdef class Tensor(_tensor.TensorCore):
         Args:
             stream: another stream that uses this memory.
         """
-        self.c_record_stream(stream)
+        self.c_record_stream(_stream.required_stream_arg(stream, 'stream'))
 
     def __getitem__(self, key):
         """A strided view selected by ints and slices.

@@ -138,7 +138,7 @@ def set_stream(stream):
     Args:
         stream: the stream to make current; its device becomes the current device too.
     """
-    return _stream.set_stream(stream)
+    return _stream.set_stream(_stream.required_stream_arg(stream, 'stream'))
 
 
 def current_device_idx():

@@ -9,6 +9,7 @@ backend and replays it with reduced launch overhead.
 from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport graph as _graph
 from tensorplay._runtime cimport public as _public
+from tensorplay._runtime cimport stream as _stream
 
 __all__ = [
     "Graph",
@@ -33,7 +34,7 @@ Args:
 """
 
     def __init__(self, keep_graph=False, *, pool=None, capture_error_mode='global'):
-        self.init(_errors.bool_arg(keep_graph, 'keep_graph'), pool, _errors.str_arg(capture_error_mode, 'capture_error_mode'))
+        self.init(_errors.bool_arg(keep_graph, 'keep_graph'), _graph.pool_arg(pool, 'pool'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')))
 
     def begin_capture_to_if_node(self, scalar_pred):
         """Inside an open capture, gate the following work on an if node.
@@ -69,7 +70,7 @@ Args:
                 to the constructor.
             stream: the stream to capture on; None captures on the current stream.
         """
-        self.c_capture_begin(pool, _errors.str_arg(capture_error_mode, 'capture_error_mode'), stream)
+        self.c_capture_begin(_graph.pool_arg(pool, 'pool'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed', '__unset__')), _stream.stream_arg(stream, 'stream'))
 
     def capture_end(self):
         """End capture and compile the executable (paid here, not on first
@@ -93,7 +94,7 @@ Args:
             RuntimeError: the path ends in .svg or .png and Graphviz's dot program is not installed
                 (the message says what to install).
         """
-        self.c_debug_dump(path)
+        self.c_debug_dump(_errors.path_arg(path, 'path'))
 
     def enable_debug_mode(self):
         """Keep the captured graph and record full node attributes for debug_dump()."""
@@ -116,7 +117,7 @@ Args:
             stream: launch on this explicit stream instead of querying the current one; this saves a
                 thread-local lookup in hot loops pinned to one stream.
         """
-        self.c_replay(stream)
+        self.c_replay(_stream.stream_arg(stream, 'stream'))
 
     def reset(self):
         """Destroy the executable and release the pool reference.
@@ -259,7 +260,7 @@ Args:
             RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
                 its version).
         """
-        self.c_begin_capture_to_switch_node(scalar_index, num_cases)
+        self.c_begin_capture_to_switch_node(scalar_index, _errors.int_arg(num_cases, 'num_cases', 1, 1024))
 
     def begin_capture_to_next_body(self):
         """Close the body being captured and capture the node's next one.

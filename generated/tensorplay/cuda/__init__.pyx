@@ -42,7 +42,7 @@ def stream(stream):
     Returns:
         StreamContext: the context manager.
     """
-    return _stream.stream_context(stream)
+    return _stream.stream_context(_stream.stream_arg(stream, 'stream'))
 
 
 def external_stream(handle, device=None):
@@ -78,7 +78,7 @@ def caching_allocator_alloc(size, device=None, stream=None):
             released its cached blocks.
         RuntimeError: no accelerator is available.
     """
-    return _memory.caching_allocator_alloc(size, _device.device_index_arg(device, 'device'), stream)
+    return _memory.caching_allocator_alloc(size, _device.device_index_arg(device, 'device'), _stream.stream_arg(stream, 'stream'))
 
 
 def caching_allocator_delete(ptr):
@@ -98,7 +98,7 @@ def caching_allocator_record_stream(ptr, stream):
         ptr: a pointer returned by caching_allocator_alloc().
         stream: another stream that uses the memory.
     """
-    return _memory.caching_allocator_record_stream(ptr, stream)
+    return _memory.caching_allocator_record_stream(ptr, _stream.required_stream_arg(stream, 'stream'))
 
 
 def caching_host_allocator_alloc(size):
@@ -132,7 +132,7 @@ def caching_host_allocator_record_stream(ptr, stream):
         ptr: a pointer returned by caching_host_allocator_alloc().
         stream: a stream with asynchronous work (a copy) that uses the memory.
     """
-    return _memory.caching_host_allocator_record_stream(ptr, stream)
+    return _memory.caching_host_allocator_record_stream(ptr, _stream.required_stream_arg(stream, 'stream'))
 
 
 def memory_stats_as_nested_dict(device=None):
@@ -203,7 +203,7 @@ Args:
         Args:
             stream: the stream to wait for.
         """
-        self.c_wait_stream(stream)
+        self.c_wait_stream(_stream.required_stream_arg(stream, 'stream'))
 
     def record_event(self, event=None):
         """Record an event on this stream.
@@ -283,7 +283,7 @@ Args:
 """
 
     def __init__(self, stream):
-        self.init(stream)
+        self.init(_stream.stream_arg(stream, 'stream'))
 
     def __enter__(self):
         """Select the stream and its device, remembering the previous ones.
@@ -329,7 +329,7 @@ Args:
         Args:
             stream: the stream to record on; None for the current stream.
         """
-        self.c_record(stream)
+        self.c_record(_stream.stream_arg(stream, 'stream'))
 
     def wait(self, stream=None):
         """Make all future work on a stream wait for this event.
@@ -337,7 +337,7 @@ Args:
         Args:
             stream: the stream that waits; None for the current stream.
         """
-        self.c_wait(stream)
+        self.c_wait(_stream.stream_arg(stream, 'stream'))
 
     def query(self):
         """Check whether the work before the event has completed.

@@ -7,6 +7,7 @@ bulk input staging and graphed callables.
 from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport graph as _graph
 from tensorplay._runtime cimport public as _public
+from tensorplay._runtime cimport stream as _stream
 
 __all__ = [
     "export_dot",
@@ -67,7 +68,7 @@ def graph(cuda_graph, pool=None, stream=None, capture_error_mode='global'):
     Returns:
         Any: a context manager.
     """
-    return _graph.graph_context(cuda_graph, pool, stream, _errors.str_arg(capture_error_mode, 'capture_error_mode'))
+    return _graph.graph_context(cuda_graph, _graph.pool_arg(pool, 'pool'), _stream.stream_arg(stream, 'stream'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')))
 
 
 def is_current_stream_capturing():
@@ -122,7 +123,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
         ValueError: sample_args do not pair with callables, a sample tensor is not a CUDA
             tensor, sample tensors span devices, or a sample argument requires grad.
     """
-    return _graph.make_graphed_callables(callables, sample_args, num_warmup_iters, _errors.bool_arg(allow_unused_input, 'allow_unused_input'), pool, _errors.str_arg(capture_error_mode, 'capture_error_mode'))
+    return _graph.make_graphed_callables(callables, sample_args, _errors.int_arg(num_warmup_iters, 'num_warmup_iters', 0, 2147483647), _errors.bool_arg(allow_unused_input, 'allow_unused_input'), _graph.pool_arg(pool, 'pool'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')))
 
 
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
@@ -171,7 +172,7 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
                 dedicated per-device side stream; the legacy default stream cannot participate in
                 capture.
         """
-        self.c_capture_begin(pool, _errors.str_arg(capture_error_mode, 'capture_error_mode'), stream)
+        self.c_capture_begin(_graph.pool_arg(pool, 'pool'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')), _stream.stream_arg(stream, 'stream'))
 
     def capture_end(self):
         """End capture and compile the executable (paid here, not on first
@@ -195,7 +196,7 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
             RuntimeError: the path ends in .svg or .png and Graphviz's dot program is not installed
                 (the message says what to install).
         """
-        self.c_debug_dump(path)
+        self.c_debug_dump(_errors.path_arg(path, 'path'))
 
     def enable_debug_mode(self):
         """Keep the captured graph and record full node attributes for debug_dump()."""
@@ -218,7 +219,7 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
             stream: launch on this explicit stream instead of querying the current one; this saves a
                 thread-local lookup in hot loops pinned to one stream.
         """
-        self.c_replay(stream)
+        self.c_replay(_stream.stream_arg(stream, 'stream'))
 
     def reset(self):
         """Destroy the executable and release the pool reference.
@@ -361,7 +362,7 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
             RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
                 its version).
         """
-        self.c_begin_capture_to_switch_node(scalar_index, num_cases)
+        self.c_begin_capture_to_switch_node(scalar_index, _errors.int_arg(num_cases, 'num_cases', 1, 1024))
 
     def begin_capture_to_next_body(self):
         """Close the body being captured and capture the node's next one.
