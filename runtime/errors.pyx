@@ -69,6 +69,8 @@ cdef str _bound_text(object bound):
         return f"2**{(bound + 1).bit_length() - 1} - 1"
     if bound > 1024 and bound & (bound - 1) == 0:
         return f"2**{bound.bit_length() - 1}"
+    if bound < -1024 and -bound & (-bound - 1) == 0:
+        return f"-2**{(-bound).bit_length() - 1}"
     return str(bound)
 
 

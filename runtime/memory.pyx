@@ -97,18 +97,8 @@ cdef inline void* pointer_arg(object ptr, str argument, str source) except? NULL
     return <void*><uintptr_t>ptr
 
 
-cdef inline size_t size_arg(object size) except? 0:
-    if isinstance(size, bool) or not isinstance(size, int):
-        raise TypeError(f"size must be an int (bytes), got {type(size).__name__} "
-                        f"({errors.shown(size)})")
-    if not 0 <= size < (1 << 63):
-        raise ValueError(f"size must be a non-negative number of bytes below 2**63, got "
-                         f"{errors.shown(size)}")
-    return size
-
-
 cdef object caching_allocator_alloc(object size, int device, object stream):
-    cdef size_t size_bytes = size_arg(size)
+    cdef size_t size_bytes = size  # from 0 to 2**63 - 1: api.yaml's range
     cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
     _device.checked_device(device)  # after the arguments: a mistake reads the same anywhere
     cdef cudaStream_t handle
@@ -138,7 +128,8 @@ cdef dict host_memory_stats():
 
 
 cdef object caching_host_allocator_alloc(object size):
-    return <uintptr_t>host_allocator.host_allocate(size_arg(size))
+    cdef size_t size_bytes = size  # from 0 to 2**63 - 1: api.yaml's range
+    return <uintptr_t>host_allocator.host_allocate(size_bytes)
 
 
 cdef object caching_host_allocator_delete(object ptr):

@@ -6,7 +6,7 @@ cdef class StreamCore:
     cdef int stream_priority
     cdef bint owned                    # created here, destroyed with this object
     cdef object keep_alive             # the producer of an external stream
-    cdef int init(self, int device, object priority) except -1
+    cdef int init(self, int device, int priority) except -1
     cdef bint c_query(self) except -1
     cdef object c_synchronize(self)
     cdef object c_wait_event(self, object event)

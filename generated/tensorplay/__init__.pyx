@@ -343,7 +343,7 @@ def manual_seed(seed):
     Returns:
         Generator: the default CPU generator.
     """
-    return _rng.manual_seed_everywhere(seed)
+    return _rng.manual_seed_everywhere(_errors.int_arg(seed, 'seed', -9223372036854775808, 18446744073709551615))
 
 
 def seed():
@@ -1299,7 +1299,7 @@ Args:
         Returns:
             Generator: self.
         """
-        return self.c_manual_seed(seed)
+        return self.c_manual_seed(_errors.int_arg(seed, 'seed', -9223372036854775808, 18446744073709551615))
 
     def seed(self):
         """Seed from a non-deterministic source and restart the stream.

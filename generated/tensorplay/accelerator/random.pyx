@@ -9,6 +9,7 @@ index, or None for the current device.
 """
 
 from tensorplay._runtime cimport device as _device
+from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport rng as _rng
 
 __all__ = [
@@ -65,7 +66,7 @@ def manual_seed(seed):
     Args:
         seed: the seed; deferred until the device is first used if it is not yet.
     """
-    return _rng.manual_seed(seed)
+    return _rng.manual_seed(_errors.int_arg(seed, 'seed', -9223372036854775808, 18446744073709551615))
 
 
 def manual_seed_all(seed):
@@ -74,7 +75,7 @@ def manual_seed_all(seed):
     Args:
         seed: the seed; deferred until the device is first used if it is not yet.
     """
-    return _rng.manual_seed_all(seed)
+    return _rng.manual_seed_all(_errors.int_arg(seed, 'seed', -9223372036854775808, 18446744073709551615))
 
 
 def seed():

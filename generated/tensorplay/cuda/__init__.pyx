@@ -78,7 +78,7 @@ def caching_allocator_alloc(size, device=None, stream=None):
             released its cached blocks.
         RuntimeError: no accelerator is available.
     """
-    return _memory.caching_allocator_alloc(size, _device.device_index_arg(device, 'device'), _stream.stream_arg(stream, 'stream'))
+    return _memory.caching_allocator_alloc(_errors.int_arg(size, 'size', 0, 9223372036854775807), _device.device_index_arg(device, 'device'), _stream.stream_arg(stream, 'stream'))
 
 
 def caching_allocator_delete(ptr):
@@ -113,7 +113,7 @@ def caching_host_allocator_alloc(size):
     Returns:
         int: the host pointer.
     """
-    return _memory.caching_host_allocator_alloc(size)
+    return _memory.caching_host_allocator_alloc(_errors.int_arg(size, 'size', 0, 9223372036854775807))
 
 
 def caching_host_allocator_delete(ptr):
@@ -175,7 +175,7 @@ Args:
 """
 
     def __init__(self, device=None, priority=0):
-        self.init(_device.device_index_arg(device, 'device'), priority)
+        self.init(_device.device_index_arg(device, 'device'), _errors.int_arg(priority, 'priority', -2147483648, 2147483647))
 
     def query(self):
         """Check whether all work on this stream has completed.
