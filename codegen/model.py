@@ -18,6 +18,15 @@ Note [Schema rules]
   alone (``- device``), or as ``{use: key}`` with the fields that differ for this callable
   (``default``, ``kind``, ``doc``). An unknown key, or a shared parameter nothing uses, is an
   error.
+- Classes: ``kind: extension`` (the default) derives from a cdef class of runtime/*.pxd;
+  ``kind: python`` from a Python class of runtime/*.pyx, so that users can subclass it and
+  give instances attributes (nn.Module, autograd.Function); ``kind: exception`` likewise, for
+  exceptions. A method with ``static: true`` is a static method whose ``impl`` is a module
+  function (``module.symbol``). A property with ``setter: <core method>`` can be assigned,
+  the value checked by the property's type like a parameter. ``decorator: true`` makes a
+  context manager (it declares ``__enter__`` and ``__exit__``, and its constructor needs no
+  argument) usable as a decorator too: each call of the decorated function runs inside a new
+  instance, as PyTorch's no_grad.
 - Defaults say the common case once: a method's or property's ``impl`` is ``c_<name>`` unless
   given; a
   callable without ``returns`` returns None ("nothing."). A function that is another name for a
@@ -44,7 +53,7 @@ from .types import (CHOICE_CONVERSION, RANGE_CONVERSION, UNSET, TypeExpr, TypeSy
 SCHEMA_VERSION = 1
 PARAM_KINDS = ("positional", "positional_only", "var_positional", "keyword_only")
 KIND_ORDER = {"positional_only": 0, "positional": 1, "var_positional": 2, "keyword_only": 3}
-CLASS_KINDS = ("extension", "exception")
+CLASS_KINDS = ("extension", "exception", "python")
 
 
 class _NoDefault:
@@ -119,6 +128,7 @@ class Function:
     deprecated: Optional[str]
     since: Optional[str]
     raises: tuple[Raises, ...] = ()
+    static: bool = False  # a static method: impl names a module function (module.symbol)
 
     @property
     def summary(self) -> str:
@@ -131,6 +141,7 @@ class Property:
     impl_name: str
     type: TypeExpr
     doc: str
+    setter: Optional[str] = None  # the core method that sets it (one argument), if settable
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,7 @@ class Class:
     methods: tuple[Function, ...]
     properties: tuple[Property, ...]
     extends: Optional[str] = None  # the base (schema 'bases:') its shared members come from
+    decorator: bool = False  # a context manager that also decorates functions (no_grad)
 
     @property
     def summary(self) -> str:
@@ -191,10 +203,16 @@ class Module:
 
     def runtime_modules(self) -> list[str]:
         """Runtime modules this module's wrappers cimport, sorted."""
-        used = {f.impl_module for f in self.functions} | {c.impl_module for c in self.classes}
+        used = {f.impl_module for f in self.functions}
+        # Python classes (and exceptions) are imported instead (python_runtime_modules).
+        used |= {c.impl_module for c in self.classes if c.kind == "extension"}
+        used |= {m.impl_module for c in self.classes for m in c.methods if m.static}
         used |= {v.impl_module for v in self.variables}
-        # A conversion is "_module.function" of the runtime module it lives in.
-        used |= {p.conversion.split(".")[0].lstrip("_") for p in self.all_params() if p.conversion}
+        # A conversion is "_module.function" of the runtime module it lives in; property
+        # setters convert their value the same way.
+        params = self.all_params() + [Param("value", p.type, "positional", "")
+                                      for c in self.classes for p in c.properties if p.setter]
+        used |= {p.conversion.split(".")[0].lstrip("_") for p in params if p.conversion}
         if self.classes:  # generated classes register with the runtime (runtime/public.pyx)
             used.add("public")
         return sorted(used)
@@ -549,17 +567,20 @@ class _Builder:
         name = self.name(entry, f"item of {scope}")
         what = f"'{scope}.{name}'"
         optional = ("doc", "params", "returns", "raises", "deprecated", "since")
-        if core is None:
-            self.check_keys(entry, what, ("name", "impl"), optional)
+        static = core is not None and entry.get("static") is True
+        if core is not None and "static" in entry and not isinstance(entry["static"], bool):
+            self.error(entry.value_locations["static"], f"static of {what} must be true or false")
+        if core is None or static:
+            self.check_keys(entry, what, ("name", "impl"), optional + (("static",) if core else ()))
         else:  # a method's impl may be left to its default
-            self.check_keys(entry, what, ("name",), ("impl",) + optional)
-        if core is not None and "impl" not in entry and name:
+            self.check_keys(entry, what, ("name",), ("impl", "static") + optional)
+        if core is not None and not static and "impl" not in entry and name:
             entry = with_default(entry, "impl", f"c_{name}", "name")  # methods: c_<name>
         problems = len(self.diagnostics)
         params = self.params(entry, what)
         # A count from a broken parameter list would only repeat its errors.
         params_valid = len(self.diagnostics) == problems
-        if core is None:
+        if core is None or static:
             module, symbol = self.impl(entry, what)
             if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
                 self.error(entry.value_locations["impl"],
@@ -572,8 +593,9 @@ class _Builder:
             module, symbol = "", self.text(entry, "impl", what)
             core_module, core_class = core
             runtime = self.runtime.get(core_module)
-            if runtime and symbol and core_class in runtime.classes:
-                methods = runtime.methods_of(core_class)
+            if runtime and symbol and core_class in runtime.classes | runtime.python_methods:
+                methods = runtime.methods_of(core_class) if core_class in runtime.classes \
+                    else runtime.python_methods[core_class]
                 if symbol not in methods:
                     self.error(entry.value_locations["impl"],
                                f"impl of {what}: runtime class {core_module}.{core_class} "
@@ -584,7 +606,8 @@ class _Builder:
         deprecated = self.text(entry, "deprecated", what, required=False) or None
         since = str(entry["since"]) if entry.get("since") is not None else None
         return Function(name, module, symbol, self.doc(entry, what), params,
-                        self.returns(entry, what), deprecated, since, self.raises(entry, what))
+                        self.returns(entry, what), deprecated, since, self.raises(entry, what),
+                        static)
 
     def alias(self, entry: LocatedMap, scope: str, originals: dict[str, LocatedMap]) -> Function:
         """Another name for a function of the same module (alias_of), usually deprecated."""
@@ -670,22 +693,27 @@ class _Builder:
         name = self.name(entry, f"class of {scope}")
         what = f"'{scope}.{name}'"
         self.check_keys(entry, what, ("name", "impl"),
-                        ("doc", "kind", "extends", "init", "methods", "properties"))
+                        ("doc", "kind", "extends", "init", "methods", "properties", "decorator"))
         kind = entry.get("kind", "extension")
         if kind not in CLASS_KINDS:
             self.error(entry.value_locations.get("kind", entry.location),
                        f"kind of {what} must be one of {', '.join(CLASS_KINDS)}, got {kind!r}")
         module, symbol = self.impl(entry, what)
         runtime = self.runtime.get(module)
+        python = kind in ("exception", "python")
         if runtime and symbol:
-            declared = runtime.python_classes if kind == "exception" else runtime.classes
+            declared = runtime.python_classes if python else runtime.classes
             if symbol not in declared:
-                where = f"runtime/{module}.pyx" if kind == "exception" else f"runtime/{module}.pxd"
+                where = f"runtime/{module}.pyx" if python else f"runtime/{module}.pxd"
                 self.error(entry.value_locations["impl"],
                            f"impl of {what}: {where} declares no class '{symbol}'")
+        core_methods = {}
+        if runtime and symbol:
+            core_methods = runtime.python_methods.get(symbol, {}) if python \
+                else runtime.methods_of(symbol)
         init = None
-        if "init" in entry and runtime and symbol in runtime.classes \
-                and "init" not in runtime.methods_of(symbol):
+        if "init" in entry and runtime and (symbol in runtime.classes or python) \
+                and "init" not in core_methods:
             self.error(entry.key_locations["init"], f"{what} declares 'init' but runtime class "
                                                     f"{module}.{symbol} has no cdef method 'init'")
         if "init" in entry:
@@ -695,11 +723,9 @@ class _Builder:
                 self.check_keys(init_entry, f"'init' of {what}", (), ("params",))
                 problems = len(self.diagnostics)
                 init = self.params(init_entry, f"{what} constructor")
-                if runtime and "init" in runtime.methods_of(symbol) \
-                        and len(self.diagnostics) == problems:
+                if "init" in core_methods and len(self.diagnostics) == problems:
                     self.arity(entry, f"{what} constructor", f"runtime class {module}.{symbol} "
-                               "declares init()", runtime.methods_of(symbol)["init"], len(init),
-                               key="init")
+                               "declares init()", core_methods["init"], len(init), key="init")
         method_entries, property_entries = self.members(entry, what)
         methods = [(self.function(method, f"{scope}.{name}", (module, symbol)), method.location)
                    for method in method_entries]
@@ -707,20 +733,23 @@ class _Builder:
         for prop in property_entries:
             prop_name = self.name(prop, f"property of {what}")
             prop_what = f"property '{prop_name}' of {what}"
-            self.check_keys(prop, prop_what, ("name", "type"), ("impl", "doc"))
+            self.check_keys(prop, prop_what, ("name", "type"), ("impl", "doc", "setter"))
             if "impl" not in prop and prop_name:
                 prop = with_default(prop, "impl", f"c_{prop_name}", "name")
             impl_name = self.text(prop, "impl", prop_what)
-            if runtime and impl_name and symbol in runtime.classes:
-                if impl_name not in runtime.methods_of(symbol):
-                    self.error(prop.value_locations["impl"],
-                               f"impl of {prop_what}: runtime class {module}.{symbol} declares no "
-                               f"cdef method '{impl_name}'")
+            setter = self.text(prop, "setter", prop_what) if "setter" in prop else None
+            for key, method, count in (("impl", impl_name, 0), ("setter", setter, 1)):
+                if not (method and runtime and (symbol in runtime.classes or python)):
+                    continue
+                if method not in core_methods:
+                    self.error(prop.value_locations[key],
+                               f"{key} of {prop_what}: runtime class {module}.{symbol} declares "
+                               f"no method '{method}'")
                 else:
                     self.arity(prop, prop_what, f"runtime class {module}.{symbol} declares "
-                               f"{impl_name}()", runtime.methods_of(symbol)[impl_name], 0)
+                               f"{method}()", core_methods[method], count, key=key)
             properties.append((Property(prop_name, impl_name, self.type_of(prop, "type", prop_what),
-                                        self.doc(prop, prop_what)), prop.location))
+                                        self.doc(prop, prop_what), setter), prop.location))
         self.unique([(m.name, l) for m, l in methods] + [(p.name, l) for p, l in properties],
                     f"class {what}")
         # The generated class derives from the core class: a def method named like the cdef
@@ -732,8 +761,24 @@ class _Builder:
                                      "a public name of the class; give the core method its own "
                                      f"name (for example c_{member.impl_name})")
         extends = entry.get("extends") if isinstance(entry.get("extends"), str) else None
+        decorator = entry.get("decorator", False)
+        if not isinstance(decorator, bool):
+            self.error(entry.value_locations["decorator"], f"decorator of {what} must be true or "
+                                                           "false")
+            decorator = False
+        if decorator:
+            missing = {"__enter__", "__exit__"} - {m.name for m, _ in methods}
+            if missing:
+                self.error(entry.value_locations["decorator"],
+                           f"{what} is a decorator, so it must declare "
+                           f"{' and '.join(sorted(missing))} (a context manager)")
+            if init and any(not p.has_default for p in init):
+                self.error(entry.value_locations["decorator"],
+                           f"{what} is a decorator, which makes a new instance for each call, so "
+                           "its constructor must need no argument")
         return Class(name, kind, module, symbol, self.doc(entry, what), init,
-                     tuple(m for m, _ in methods), tuple(p for p, _ in properties), extends)
+                     tuple(m for m, _ in methods), tuple(p for p, _ in properties), extends,
+                     decorator)
 
     def variable(self, entry: LocatedMap, scope: str) -> Variable:
         name = self.name(entry, f"variable of {scope}")
@@ -883,14 +928,17 @@ def normalise(modules: tuple[Module, ...]) -> dict:
                 "doc": f.doc, "params": [param(p) for p in f.params],
                 "returns": {"type": f.returns.type.display(), "doc": f.returns.doc}
                 if f.returns else None, "raises": [{"type": r.type, "doc": r.doc} for r in f.raises],
-                "deprecated": f.deprecated, "since": f.since}
+                "deprecated": f.deprecated, "since": f.since,
+                **({"static": True} if f.static else {})}
 
     def klass(c: Class) -> dict:
         return {"name": c.name, "kind": c.kind, "impl": f"{c.impl_module}.{c.impl_name}",
                 "extends": c.extends, "doc": c.doc, "init": [param(p) for p in c.init] if c.init is not None else None,
                 "methods": [function(m) for m in c.methods],
                 "properties": [{"name": p.name, "impl": p.impl_name, "type": p.type.display(),
-                                "doc": p.doc} for p in c.properties]}
+                                "doc": p.doc, **({"setter": p.setter} if p.setter else {})}
+                               for p in c.properties],
+                **({"decorator": True} if c.decorator else {})}
 
     return {"schema_version": SCHEMA_VERSION, "modules": [
         {"name": m.name, "doc": m.doc, "submodules": list(m.submodules),

@@ -14,6 +14,7 @@ _FUNCTION = re.compile(r"^(?:cdef|cpdef)\s+(?!class\b|extern\b|struct\b|enum\b)[
 _CDEF_CLASS = re.compile(r"^cdef\s+class\s+(\w+)\s*(?:\(\s*([\w.]+)\s*\))?\s*:")
 _METHOD = re.compile(r"^\s+(?:cdef|cpdef)\s+[^(=]*?\b(\w+)\s*\(")
 _PY_CLASS = re.compile(r"^class\s+(\w+)\s*[(:]")
+_PY_METHOD = re.compile(r"^    def\s+(\w+)\s*\(")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class RuntimeModule:
     classes: dict[str, dict[str, Arity]] = field(default_factory=dict)
     class_bases: dict[str, str] = field(default_factory=dict)
     python_classes: set[str] = field(default_factory=set)
+    python_methods: dict[str, dict[str, Arity]] = field(default_factory=dict)
 
     def methods_of(self, class_name: str) -> dict[str, Arity]:
         """Methods of a class including those of its bases in the same module."""
@@ -83,7 +85,11 @@ def _arity(parameters: str, method: bool) -> Arity:
     names = [name for name in names if name and name != "void"]
     if method and names:
         names = names[1:]  # self
-    optional = sum(1 for name in names if re.search(r"=\s*\*$", name))
+    # Cython's "=*" and Python's "= value" defaults are optional; *args takes any number more.
+    if any(name.startswith("*") for name in names):
+        required = [name for name in names if not name.startswith("*") and "=" not in name]
+        return Arity(len(required), 1 << 30)
+    optional = sum(1 for name in names if "=" in name)
     return Arity(len(names) - optional, len(names))
 
 
@@ -117,8 +123,19 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
                     _parameter_list(lines, number, method_match.end() - 1), method=True)
     for pyx in sorted(runtime_dir.glob("*.pyx")):
         module = modules.setdefault(pyx.stem, RuntimeModule())
-        for line in pyx.read_text().splitlines():
+        python_class = None
+        lines = pyx.read_text().splitlines()
+        for number, line in enumerate(lines):
             class_match = _PY_CLASS.match(line)
             if class_match:
-                module.python_classes.add(class_match.group(1))
+                python_class = class_match.group(1)
+                module.python_classes.add(python_class)
+                module.python_methods.setdefault(python_class, {})
+                continue
+            if line and not line[0].isspace():
+                python_class = None
+            method_match = _PY_METHOD.match(line)
+            if python_class and method_match:
+                module.python_methods[python_class][method_match.group(1)] = _arity(
+                    _parameter_list(lines, number, method_match.end() - 1), method=True)
     return modules
