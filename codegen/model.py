@@ -744,7 +744,7 @@ class _Builder:
                 if method not in core_methods:
                     self.error(prop.value_locations[key],
                                f"{key} of {prop_what}: runtime class {module}.{symbol} declares "
-                               f"no method '{method}'")
+                               f"no {'method' if python else 'cdef method'} '{method}'")
                 else:
                     self.arity(prop, prop_what, f"runtime class {module}.{symbol} declares "
                                f"{method}()", core_methods[method], count, key=key)
