@@ -130,6 +130,6 @@ def test_misdeclared_forms_are_located_errors(runtime_dir):
     assert any("static of 'tensorplay.Function.apply' must be true or false" in m
                for m in messages)
     assert any("setter of property 'enabled' of 'tensorplay.no_grad': runtime class "
-               "demo.GradModeCore declares no method 'c_set_enable'" in m for m in messages)
+               "demo.GradModeCore declares no cdef method 'c_set_enable'" in m for m in messages)
     assert any("'tensorplay.no_grad' is a decorator, so it must declare __enter__" in m
                for m in messages)
