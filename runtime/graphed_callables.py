@@ -26,8 +26,8 @@ from tensorplay.cuda import graphs
 
 def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unused_input, pool,
                            capture_error_mode):
-    """See tensorplay.cuda.graphs.make_graphed_callables (api.yaml); graph.pyx checked
-    num_warmup_iters, pool and capture_error_mode already. allow_unused_input concerns the
+    """See tensorplay.cuda.graphs.make_graphed_callables (api.yaml); the generated wrapper
+    checked num_warmup_iters, pool and capture_error_mode already. allow_unused_input concerns the
     gradients of unused inputs, which only the backward graphs compute: with the forward path
     alone, every input is accepted whether the callable uses it or not."""
     just_one = not isinstance(callables, tuple)
