@@ -24,6 +24,9 @@ from tensorplay.cuda import graphs
 pytestmark = pytest.mark.gpu
 
 THREADS = 4
+# TENSORPLAY_SOAK_EMPTY_CACHE=0: never call empty_cache() while the threads run, so that
+# reserved memory grows with every released pool until the end.
+EMPTY_CACHE = os.environ.get("TENSORPLAY_SOAK_EMPTY_CACHE", "1") != "0"
 
 
 def _work(seed, deadline, counts, failures):
@@ -75,7 +78,7 @@ def _work(seed, deadline, counts, failures):
                 if rng.random() < 0.5:
                     g.reset()
                 del g, out, x
-                if rng.random() < 0.05:
+                if EMPTY_CACHE and rng.random() < 0.05:
                     # Memory of released pools goes back to CUDA here, as in PyTorch; it does
                     # nothing while any capture is open, which with four threads is often.
                     memory.empty_cache()
