@@ -121,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return OK
     require_directory("--templates", args.templates, "*.j2")
+    for option, path in (("--out", args.out), ("--docs-out", getattr(args, "docs_out", None))):
+        if path is not None and path.exists() and not path.is_dir():
+            raise UsageError(f"{option} {shown(str(path))}: not a directory; name the folder "
+                             "the generated files go to")
     renderer = Renderer(api, args.templates)
     try:
         outputs = renderer.render_references() if command == "docs" else renderer.render_all()

@@ -11,6 +11,9 @@ nodes (a "billion laughs" bomb is a few hundred bytes that expand to billions of
 """
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -99,14 +102,27 @@ def _text_location(file: str, text: str, index: int) -> Location:
     return Location(file, text.count("\n", 0, index) + 1, index - line_start + 1)
 
 
+# No schema, template or runtime declaration comes near this; a larger input is refused before
+# it is parsed (a YAML bomb or a wrong file would otherwise take memory and time).
+MAX_INPUT_BYTES = 4 << 20
+
+
 def read_text(path: Path, file: str | None = None) -> str:
     """A source file's text; SchemaError located at file (default: the file's name) when it
-    is not UTF-8.
+    is not UTF-8 or larger than MAX_INPUT_BYTES.
 
-    OSError (a missing or unreadable file) is left to the caller, which knows the option
-    that named the path.
+    OSError (a missing or unreadable file, or one that is not a regular file: a device or a
+    pipe could block or never end) is left to the caller, which knows the option that named
+    the path.
     """
-    data = path.read_bytes()
+    with open(path, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        data = handle.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise SchemaError([Diagnostic(Location(file or path.name, 1, 1),
+                                      f"the file is larger than {MAX_INPUT_BYTES >> 20} MiB, "
+                                      "more than any schema or template needs")])
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -207,6 +223,12 @@ def load_schema(text: str, file: str = "api.yaml") -> LocatedMap:
             return constructor.construct_object(node)
         except yaml.MarkedYAMLError as error:
             diagnostics.append(Diagnostic(_location(file, node), f"YAML error: {error.problem}"))
+            return None
+        except (ValueError, OverflowError) as error:
+            # A scalar YAML resolves but Python cannot build: an integer of more digits than
+            # Python converts (int_max_str_digits), a date that does not exist.
+            diagnostics.append(Diagnostic(_location(file, node),
+                                          f"YAML value cannot be read: {shown(str(error))}"))
             return None
 
     def convert(node: yaml.Node) -> Any:

@@ -41,11 +41,14 @@ import builtins
 import hashlib
 import json
 import keyword
+import math
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from .load import Diagnostic, LocatedList, LocatedMap, Location, SchemaError, load_schema
+from .load import (Diagnostic, LocatedList, LocatedMap, Location, SchemaError, load_schema,
+                   shown)
 from .runtime_index import Arity, RuntimeModule, index_runtime
 from .types import (CHOICE_CONVERSION, RANGE_CONVERSION, UNSET, TypeExpr, TypeSyntaxError,
                     parse_type)
@@ -249,6 +252,48 @@ class Api:
 # --------------------------------------------------------------------------------------------
 # Building and validating
 
+# Names the generated modules use for themselves, which a module-level item of the schema would
+# shadow: the stubs' imports, the wrappers' imports and the builtins they call; every name that
+# starts with an underscore is the generated code's too (runtime module aliases, stub aliases).
+MODULE_RESERVED = frozenset({"os", "builtins", "Any", "Callable", "Literal", "TypeAlias",
+                             "warnings", "globals", "type"})
+# A parameter may not be called self (methods take it first).
+PARAM_RESERVED = frozenset({"self"})
+
+
+def default_problem(value: Any) -> Optional[str]:
+    """Why a YAML value cannot be a default the wrappers render, or None."""
+    if value is not None and type(value) not in (bool, int, float, str):
+        return (f"must be null, a bool, an int, a float or a string; YAML read "
+                f"{type(value).__name__} {shown(value)}")
+    if type(value) is float and not math.isfinite(value):
+        return f"must be a finite number, got {value!r}"
+    if type(value) is int and not -(1 << 63) <= value < 1 << 64:
+        return "must fit in 64 bits (-2**63 to 2**64 - 1)"
+    if type(value) is str and len(value) > 1000:
+        return f"is {len(value)} characters long; a default is at most 1000"
+    return None
+
+
+def identifier_problem(name: str, reserved: frozenset[str] = frozenset()) -> Optional[str]:
+    """Why name cannot be a Python identifier of the generated code, or None. With reserved
+    names given (module level, parameters), a single leading underscore is refused too."""
+    if not name.isidentifier():
+        return f"{name!r} is not a Python identifier"
+    if keyword.iskeyword(name):
+        return f"'{name}' is a Python keyword; the generated code could not define or call it"
+    normal = unicodedata.normalize("NFKC", name)
+    if normal != name:
+        return (f"{name!r} is not in the form Python reads it in (NFKC: {normal!r}); write "
+                f"{normal!r}, which is the same identifier to Python")
+    if name in reserved:
+        return f"'{name}' is a name the generated code uses itself; choose another"
+    if name.startswith("_") and not (name.startswith("__") and name.endswith("__")) \
+            and reserved:
+        return (f"'{name}' starts with an underscore, which the generated code keeps for its "
+                "own names; choose another")
+    return None
+
 
 def with_default(entry: LocatedMap, key: str, value: Any, located_at: str) -> LocatedMap:
     """entry with key set to value, located where entry's located_at key is written."""
@@ -339,15 +384,15 @@ class _Builder:
             else:
                 seen[name] = location
 
-    def name(self, entry: LocatedMap, what: str) -> str:
-        """An item's name: an identifier that is not a Python keyword (it becomes a def)."""
+    def name(self, entry: LocatedMap, what: str, reserved: frozenset[str] = frozenset()) -> str:
+        """An item's name: an identifier that is not a Python keyword (it becomes a def), in
+        the NFKC form Python reads it in, and none of the names the generated code itself
+        uses where the item is defined (reserved)."""
         value = self.text(entry, "name", what)
-        if value and not value.isidentifier():
-            self.error(entry.value_locations["name"], f"{what} name {value!r} is not an identifier")
-        elif value and keyword.iskeyword(value):
-            self.error(entry.value_locations["name"],
-                       f"{what} name '{value}' is a Python keyword; the generated code could "
-                       "not define or call it")
+        if value:
+            problem = identifier_problem(value, reserved)
+            if problem:
+                self.error(entry.value_locations["name"], f"{what} name {problem}")
         return value
 
     def impl(self, entry: LocatedMap, what: str) -> tuple[str, str]:
@@ -378,7 +423,7 @@ class _Builder:
                 continue
             self.check_keys(param_entry, f"parameter of {what}", ("name", "type"),
                             ("doc", "default", "kind", "range", "choices"))
-            name = self.name(param_entry, f"parameter of {what}")
+            name = self.name(param_entry, f"parameter of {what}", PARAM_RESERVED)
             param_what = f"parameter '{name}' of {what}"
             kind = param_entry.get("kind", "positional")
             if kind not in PARAM_KINDS:
@@ -390,6 +435,11 @@ class _Builder:
             doc = self.doc(param_entry, param_what)
             default = param_entry.get("default", NO_DEFAULT) if "default" in param_entry \
                 else NO_DEFAULT
+            problem = default_problem(default) if default is not NO_DEFAULT else None
+            if problem:
+                self.error(param_entry.value_locations["default"],
+                           f"default of {param_what} {problem}")
+                default = NO_DEFAULT
             if default is not NO_DEFAULT and not param_type.admits(default):
                 self.error(param_entry.value_locations["default"],
                            f"default {default!r} of {param_what} does not fit its type "
@@ -564,7 +614,7 @@ class _Builder:
 
     def function(self, entry: LocatedMap, scope: str, core: Optional[tuple[str, str]]) -> Function:
         """A module function (core None) or a method of the runtime class ``core``."""
-        name = self.name(entry, f"item of {scope}")
+        name = self.name(entry, f"item of {scope}", MODULE_RESERVED if core is None else frozenset())
         what = f"'{scope}.{name}'"
         optional = ("doc", "params", "returns", "raises", "deprecated", "since")
         static = core is not None and entry.get("static") is True
@@ -611,7 +661,7 @@ class _Builder:
 
     def alias(self, entry: LocatedMap, scope: str, originals: dict[str, LocatedMap]) -> Function:
         """Another name for a function of the same module (alias_of), usually deprecated."""
-        name = self.name(entry, f"item of {scope}")
+        name = self.name(entry, f"item of {scope}", MODULE_RESERVED)
         what = f"'{scope}.{name}'"
         self.check_keys(entry, what, ("name", "alias_of"), ("doc", "deprecated", "since"))
         target_name = entry["alias_of"]
@@ -690,7 +740,7 @@ class _Builder:
         self.members(entry, what, (name,))
 
     def klass(self, entry: LocatedMap, scope: str) -> Class:
-        name = self.name(entry, f"class of {scope}")
+        name = self.name(entry, f"class of {scope}", MODULE_RESERVED)
         what = f"'{scope}.{name}'"
         self.check_keys(entry, what, ("name", "impl"),
                         ("doc", "kind", "extends", "init", "methods", "properties", "decorator"))
@@ -781,7 +831,7 @@ class _Builder:
                      decorator)
 
     def variable(self, entry: LocatedMap, scope: str) -> Variable:
-        name = self.name(entry, f"variable of {scope}")
+        name = self.name(entry, f"variable of {scope}", MODULE_RESERVED)
         what = f"'{scope}.{name}'"
         self.check_keys(entry, what, ("name", "type", "impl"), ("doc",))
         module, symbol = self.impl(entry, what)
@@ -797,6 +847,15 @@ class _Builder:
     def module(self, entry: LocatedMap) -> tuple[Module, dict[str, Location]]:
         name = self.text(entry, "name", "a module")
         what = f"module '{name}'"
+        # Each segment becomes a folder or file under --out: identifiers only, so that no name
+        # can reach outside it (an absolute path, "..").
+        for segment in name.split(".") if name else ():
+            problem = identifier_problem(segment)
+            if problem:
+                self.error(entry.value_locations["name"],
+                           f"module name {name!r} must be dotted Python identifiers: {problem}")
+                name = ""
+                break
         self.check_keys(entry, what, ("name",),
                         ("doc", "submodules", "functions", "classes", "variables", "reexports"))
         locations: dict[str, Location] = {}
@@ -823,7 +882,7 @@ class _Builder:
 
         def reexport(item: LocatedMap) -> Reexport:
             self.check_keys(item, f"re-export in {what}", ("name", "from"), ())
-            return Reexport(self.name(item, f"re-export in {what}"),
+            return Reexport(self.name(item, f"re-export in {what}", MODULE_RESERVED),
                             self.text(item, "from", f"re-export in {what}"))
 
         reexports = collect("reexports", reexport)

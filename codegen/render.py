@@ -10,8 +10,12 @@ files whose content changed and deletes marked files that are no longer produced
 from __future__ import annotations
 
 import builtins
+import contextlib
 import difflib
+import errno
+import os
 import re
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,15 +254,19 @@ def write_outputs(outputs: list[Output], out_dir: Path, prune: bool = True) -> l
     """Write changed outputs, remove marked orphans; return the paths touched."""
     touched = []
     produced = {output.path for output in outputs}
+    root = out_dir.resolve()
     for output in outputs:
         target = out_dir / output.path
+        # Module names are identifiers (model.py), so paths stay inside out_dir; a symbolic
+        # link inside it must not lead elsewhere either.
+        if not target.resolve().is_relative_to(root):
+            raise OSError(errno.EXDEV, "the path leads outside the output directory",
+                          str(target))
         data = output.content.encode("utf-8")
-        if target.exists() and target.read_bytes() == data and not is_executable(target):
+        if target.is_file() and target.read_bytes() == data and not is_executable(target):
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(target.name + ".tmp")
-        temporary.write_bytes(data)
-        temporary.replace(target)
+        write_atomically(target, data)
         touched.append(output.path)
     if prune:
         for orphan in sorted(existing_files(out_dir) - produced):
@@ -266,6 +274,20 @@ def write_outputs(outputs: list[Output], out_dir: Path, prune: bool = True) -> l
                 (out_dir / orphan).unlink()
                 touched.append(f"{orphan} (removed)")
     return touched
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    """Replace target by data at once; on any failure (a full disk), nothing is left behind."""
+    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(handle, "wb") as temporary:
+            temporary.write(data)
+        os.chmod(name, 0o644)
+        os.replace(name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
 
 
 def drift(outputs: list[Output], out_dir: Path) -> str:

@@ -1,0 +1,97 @@
+"""Hostile schema files and paths: the schema tool reports each as a located error (exit 3) or
+a usage error (exit 2), never an internal error, and never writes outside --out."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from codegen.load import SchemaError
+from codegen.model import build_api
+from codegen.render import Output, write_outputs
+
+from test_codegen_schema import VALID, errors_of
+
+
+def codegen(root, *args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "codegen", *args], cwd=root,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def runtime_dir(root):
+    return root / "runtime"
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("- name: tensorplay.accelerator\n", "- name: /tmp/evil\n",
+     "module name '/tmp/evil' must be dotted Python identifiers: '/tmp/evil' is not a Python "
+     "identifier"),
+    ("- name: tensorplay.accelerator\n", "- name: tensorplay.class\n",
+     "module name 'tensorplay.class' must be dotted Python identifiers: 'class' is a Python "
+     "keyword"),
+    ("  - name: device_count\n", "  - name: globals\n",
+     "item of tensorplay.accelerator name 'globals' is a name the generated code uses itself"),
+    ("  - name: device_count\n", "  - name: _hidden\n",
+     "name '_hidden' starts with an underscore"),
+    ("  - name: device_count\n", "  - name: \ufb01le\n",
+     "name 'ﬁle' is not in the form Python reads it in (NFKC: 'file')"),
+    ("    - name: device\n", "    - name: self\n",
+     "parameter of 'tensorplay.accelerator.synchronize' name 'self' is a name the generated "
+     "code uses itself"),
+    ("      default: null\n", "      default: .nan\n", "must be a finite number, got nan"),
+    ("      default: null\n", "      default: 2024-01-01\n",
+     "must be null, a bool, an int, a float or a string; YAML read date"),
+    ("      default: null\n", f"      default: {'7' * 5000}\n",
+     "YAML value cannot be read: 'Exceeds the limit (4300 digits)"),
+    ("      default: null\n", f"      default: {10 ** 30}\n", "must fit in 64 bits"),
+])
+def test_hostile_names_and_defaults_are_located_errors(runtime_dir, old, new, message):
+    assert old in VALID
+    messages = errors_of(VALID.replace(old, new, 1), runtime_dir)
+    assert any(message in m and m.startswith("api.yaml:") for m in messages), messages
+
+
+def test_hostile_files_are_usage_or_located_errors_never_internal(root, tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("# " + "x" * (5 << 20) + "\n")
+    cases = [(["--schema", "/dev/zero", "validate"], 2, "not a regular file"),
+             (["--schema", str(tmp_path), "validate"], 2, "cannot read it"),
+             (["--schema", str(big), "validate"], 3, "big.yaml:1:1: the file is larger than"),
+             (["--out", str(root / "api.yaml"), "check"], 2, "--out"),
+             (["--out", str(root / "api.yaml"), "generate"], 2, "not a directory")]
+    for args, status, message in cases:
+        result = codegen(root, *args)
+        assert result.returncode == status, (args, result.stderr)
+        assert message in result.stderr, (args, result.stderr)
+        assert len(result.stdout) < 1000  # no diff of everything against a file
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    outputs = [Output("pkg/a.pyx", "a\n"), Output("pkg/b.pyx", "b\n")]
+
+    def full_disk(source, target):
+        raise OSError(28, "No space left on device", str(target))
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write_outputs(outputs, tmp_path / "out")
+    assert [p.name for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+
+
+def test_writes_never_leave_the_output_directory(tmp_path):
+    out = tmp_path / "out"
+    (out / "pkg").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / "pkg" / "link").symlink_to(elsewhere)
+    with pytest.raises(OSError, match="outside the output directory"):
+        write_outputs([Output("pkg/link/a.pyx", "a\n")], out)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_build_api_never_raises_anything_but_schema_errors_on_these(runtime_dir):
+    for text in ("modules: !!python/object:os.system [x]\n", "- 1\n- 2\n", "\x00", "{{{{",
+                 "schema_version: 1\nmodules: [{name: 7}]\n"):
+        with pytest.raises(SchemaError):
+            build_api(text, runtime_dir)
