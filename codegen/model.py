@@ -74,8 +74,10 @@ class Param:
     kind: str
     doc: str
     default: Any = NO_DEFAULT
-    bounds: Optional[tuple[int, int]] = None      # `range:` of an int (types.py, Note [Parameter kinds])
-    choices: Optional[tuple[str, ...]] = None     # `choices:` of a str
+    # The limits of the parameter's kind (types.py, Note [Parameter kinds]): an int's `range:`,
+    # a str's `choices:`.
+    bounds: Optional[tuple[int, int]] = None
+    choices: Optional[tuple[str, ...]] = None
 
     @property
     def has_default(self) -> bool:
@@ -614,7 +616,8 @@ class _Builder:
 
     def function(self, entry: LocatedMap, scope: str, core: Optional[tuple[str, str]]) -> Function:
         """A module function (core None) or a method of the runtime class ``core``."""
-        name = self.name(entry, f"item of {scope}", MODULE_RESERVED if core is None else frozenset())
+        reserved = MODULE_RESERVED if core is None else frozenset()
+        name = self.name(entry, f"item of {scope}", reserved)
         what = f"'{scope}.{name}'"
         optional = ("doc", "params", "returns", "raises", "deprecated", "since")
         static = core is not None and entry.get("static") is True

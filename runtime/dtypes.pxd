@@ -17,3 +17,8 @@ cdef object named_dtype(str name)
 cdef list all_dtypes()
 cdef object dtype_from_numpy(object numpy_dtype)     # None when not representable
 cdef object dtype_from_dlpack(int code, int bits)     # None when not representable
+
+# Values against their dtype (dtypes.pyx, Note [Values that fit]): a ValueError naming the
+# argument, the value and the dtype when the dtype cannot hold it.
+cdef int check_scalar(object value, DtypeCore dtype, str argument) except -1
+cdef int check_values(object values, DtypeCore dtype, str argument) except -1

@@ -1,6 +1,8 @@
 # cython: language_level=3
 """Element types. One object per dtype, created on first use as the public tensorplay.dtype."""
-from tensorplay._runtime cimport public
+from libc.math cimport INFINITY
+
+from tensorplay._runtime cimport errors, public
 
 # DLPack type codes (dlpack.h DLDataTypeCode).
 DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_BOOL = 0, 1, 2, 4, 6
@@ -97,3 +99,78 @@ def float32_to_bfloat16_bits(values):
     if nan.any():
         rounded[nan] = ((bits[nan] >> 16) | 0x40).astype(numpy.uint16)
     return rounded
+
+
+# --------------------------------------------------------------------------------------------
+# Values against their dtype
+#
+# Note [Values that fit]
+# A value stored into a tensor must be one its dtype holds: an integer dtype holds finite values
+# whose whole part (the conversion truncates toward zero, as PyTorch's does) lies in its range;
+# a floating dtype holds NaN and the infinities, and finite values below the point where
+# rounding gives infinity, half a step past its largest value (IEEE 754 round to nearest even);
+# bool takes any value's truthiness, as PyTorch does. The bounds are Python integers, so the
+# comparison is exact for any int a user writes.
+
+# Floating dtypes: (mantissa bits, largest exponent).
+FLOAT_FORMATS = {"float16": (10, 15), "bfloat16": (7, 127), "float32": (23, 127),
+                 "float64": (52, 1023)}
+
+
+cdef object integer_limits(DtypeCore dtype):
+    """(lowest, highest) of an integer dtype."""
+    bits = 8 * dtype.itemsize
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dtype.signed else (0, (1 << bits) - 1)
+
+
+cdef object rounds_to_infinity(DtypeCore dtype):
+    """The least magnitude a floating dtype rounds to infinity, exactly (a Python int)."""
+    mantissa, exponent = FLOAT_FORMATS[dtype.name]
+    return ((1 << (mantissa + 2)) - 1) << (exponent - mantissa - 1)
+
+
+cdef str largest_text(DtypeCore dtype):
+    mantissa, exponent = FLOAT_FORMATS[dtype.name]
+    return f"{float(((1 << (mantissa + 1)) - 1) << (exponent - mantissa)):.6g}"
+
+
+cdef int check_scalar(object value, DtypeCore dtype, str argument) except -1:
+    """Refuse a bool, int or float that dtype cannot hold (Note [Values that fit])."""
+    if dtype.name == "bool" or isinstance(value, bool):
+        return 0
+    if dtype.floating:
+        if isinstance(value, float) and value != value or value in (INFINITY, -INFINITY):
+            return 0
+        if abs(value) >= rounds_to_infinity(dtype):
+            raise ValueError(f"{argument} {errors.shown(value)} is beyond the largest "
+                             f"{dtype.name} ({largest_text(dtype)}): stored, it would become "
+                             "infinity")
+        return 0
+    if isinstance(value, float) and (value != value or value in (INFINITY, -INFINITY)):
+        raise ValueError(f"{argument} {value} cannot be stored in {dtype.name}, an integer "
+                         "dtype: it is not a finite number")
+    low, high = integer_limits(dtype)
+    if not low <= int(value) <= high:
+        raise ValueError(f"{argument} {errors.shown(value)} does not fit {dtype.name}, which "
+                         f"holds {low} to {high}")
+    return 0
+
+
+cdef int check_values(object values, DtypeCore dtype, str argument) except -1:
+    """check_scalar() for every element of a numpy array of bool, int or float."""
+    if dtype.name == "bool" or values.size == 0 or values.dtype.kind == "b":
+        return 0
+    import numpy
+    if dtype.floating:
+        if values.dtype.kind == "f":
+            values = values[numpy.isfinite(values)]
+            if values.size == 0:
+                return 0
+        extreme = max(abs(values.min().item()), abs(values.max().item()))
+        return check_scalar(extreme, dtype, argument)
+    if values.dtype.kind == "f" and not numpy.isfinite(values).all():
+        raise ValueError(f"{argument} holds values that are not finite numbers, which "
+                         f"{dtype.name}, an integer dtype, cannot store")
+    check_scalar(values.min().item(), dtype, argument)
+    check_scalar(values.max().item(), dtype, argument)
+    return 0

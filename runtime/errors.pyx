@@ -32,7 +32,11 @@ cdef int SHOWN_CHARACTERS = 200
 
 
 cdef str shown(object value):
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python converts (int_max_str_digits)
+        return f"an int of {value.bit_length()} bits" if isinstance(value, int) \
+            else f"a {type(value).__name__} that cannot be shown"
     if len(text) <= SHOWN_CHARACTERS:
         return text
     return f"{text[:SHOWN_CHARACTERS - 40]}... ({len(text)} characters) ...{text[-20:]}"

@@ -544,6 +544,7 @@ cdef class TensorCore:
     cdef object c_fill_(self, object value):
         if not is_scalar(value):
             raise TypeError(f"value must be a bool, int or float, got {type(value).__name__}")
+        dtypes.check_scalar(value, self.dtype_object, "value")
         if self.device_index == CPU:
             self.array[...] = stored(np().array(value), self.dtype_object)
             return self
@@ -1111,8 +1112,9 @@ cdef object full(object size, object fill_value, object dtype, object device):
         raise TypeError(f"fill_value must be a bool, int or float, got "
                         f"{type(fill_value).__name__}")
     shape = size_arg(tuple(size) if isinstance(size, (tuple, list)) else (size,), "size")
-    result = new_empty(shape, dtype_arg(dtype, dtype_of_scalar(fill_value), "dtype"),
-                       device_arg(device, CPU))
+    cdef DtypeCore chosen = dtype_arg(dtype, dtype_of_scalar(fill_value), "dtype")
+    dtypes.check_scalar(fill_value, chosen, "fill_value")  # before anything is allocated
+    result = new_empty(shape, chosen, device_arg(device, CPU))
     return (<TensorCore>result).c_fill_(fill_value)
 
 
@@ -1157,7 +1159,11 @@ cdef object tensor(object data, object dtype, object device):
                                                                         "int64"))
     if inferred is None and dtype is None:
         raise TypeError(f"numpy dtype {data.dtype} has no tensorplay equivalent")
-    return from_numpy_values(values, dtype_arg(dtype, inferred, "dtype"), device_arg(device, CPU))
+    cdef DtypeCore chosen = dtype_arg(dtype, inferred, "dtype")
+    cdef int target = device_arg(device, CPU)
+    if values.dtype.kind in "biuf":
+        dtypes.check_values(values, chosen, "data")
+    return from_numpy_values(values, chosen, target)
 
 
 cdef object empty_like(object input, object dtype, object device):

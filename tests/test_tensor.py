@@ -333,3 +333,40 @@ def test_add_with_wide_and_unaligned_memory(device, start, stop):
     x = tp.arange(16, dtype=tp.float32, device=device)
     view = x[start:stop]
     assert (view + view).tolist() == [2.0 * v for v in range(start, stop)]
+
+
+# -- values against their dtype (dtypes.pyx, Note [Values that fit]) ----------------------------
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: tp.full((3,), 300, dtype=tp.uint8),
+     "fill_value 300 does not fit uint8, which holds 0 to 255"),
+    (lambda: tp.full((3,), -1, dtype=tp.uint8), "fill_value -1 does not fit uint8"),
+    (lambda: tp.full((3,), 2 ** 63, dtype=tp.int64), "does not fit int64"),
+    (lambda: tp.full((3,), float("nan"), dtype=tp.int32),
+     "fill_value nan cannot be stored in int32"),
+    (lambda: tp.full((3,), float("-inf"), dtype=tp.int16), "it is not a finite number"),
+    (lambda: tp.full((2,), 65520.0, dtype=tp.float16), "beyond the largest float16 \\(65504\\)"),
+    (lambda: tp.full((2,), 10 ** 39, dtype=tp.float32), "beyond the largest float32"),
+    (lambda: tp.full((2,), 3.4e38, dtype=tp.bfloat16), "beyond the largest bfloat16"),
+    (lambda: tp.full((2,), 10 ** 5000, dtype=tp.float64), "an int of 16610 bits is beyond"),
+    (lambda: tp.zeros(3, dtype=tp.int8).fill_(-129), "value -129 does not fit int8"),
+    (lambda: tp.tensor([1, 300], dtype=tp.uint8), "data 300 does not fit uint8"),
+    (lambda: tp.tensor([1.0, float("nan")], dtype=tp.int64),
+     "data holds values that are not finite"),
+    (lambda: tp.tensor([1e39], dtype=tp.float32), "data 1e\\+39 is beyond the largest float32"),
+])
+def test_values_a_dtype_cannot_hold_are_refused_naming_value_and_dtype(make, message):
+    with pytest.raises(ValueError, match=message) as raised:
+        make()
+    assert len(str(raised.value)) < 600
+
+
+def test_values_a_dtype_holds_are_stored_as_pytorch_stores_them():
+    assert tp.full((2,), 65519.0, dtype=tp.float16).tolist() == [65504.0, 65504.0]  # rounds down
+    assert all(math.isnan(v) for v in tp.full((2,), float("nan"), dtype=tp.float32).tolist())
+    assert tp.full((2,), float("inf"), dtype=tp.float16).tolist() == [math.inf] * 2
+    assert tp.full((2,), 2.9, dtype=tp.int8).tolist() == [2, 2]  # truncated toward zero
+    assert tp.full((2,), -128, dtype=tp.int8).tolist() == [-128, -128]
+    assert tp.full((2,), 7, dtype=tp.bool).tolist() == [True, True]  # truthiness
+    assert tp.tensor([0, 255], dtype=tp.uint8).tolist() == [0, 255]
+    assert tp.tensor([], dtype=tp.int8).tolist() == []
