@@ -620,13 +620,17 @@ cdef class DeviceCore:
                              "'cuda', optionally with an index as in 'cuda:1'")
         ordinal = -1
         if separator:
-            if not ordinal_text.isdigit():
+            if not (ordinal_text.isascii() and ordinal_text.isdigit()):
                 raise ValueError(f"invalid device index {errors.shown(ordinal_text)} in "
                                  f"{errors.shown(type)}; expected a non-negative integer as in "
                                  "'cuda:1'")
             if index is not None:
                 raise ValueError(f"type {errors.shown(type)} already has an index, so index "
                                  f"must be None, got {errors.shown(index)}")
+            # Checked by length first: int() of thousands of digits is slow, then refused.
+            if len(ordinal_text.lstrip("0")) > 4:
+                raise ValueError(f"device index {errors.shown(ordinal_text)} is too large: at "
+                                 f"most {MAX_DEVICES} devices are supported")
             ordinal = int(ordinal_text)
         elif index is not None:
             if isinstance(index, bool) or not isinstance(index, int):

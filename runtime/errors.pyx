@@ -35,8 +35,14 @@ cdef str shown(object value):
     try:
         text = repr(value)
     except ValueError:  # an int of more digits than Python converts (int_max_str_digits)
-        return f"an int of {value.bit_length()} bits" if isinstance(value, int) \
-            else f"a {type(value).__name__} that cannot be shown"
+        if isinstance(value, int):
+            return f"an int of {value.bit_length()} bits"
+        if isinstance(value, (tuple, list)):
+            inner = ", ".join(shown(item) for item in value[:8])
+            more = ", ..." if len(value) > 8 else ""
+            text = f"({inner}{more})" if isinstance(value, tuple) else f"[{inner}{more}]"
+        else:
+            return f"a {type(value).__name__} that cannot be shown"
     if len(text) <= SHOWN_CHARACTERS:
         return text
     return f"{text[:SHOWN_CHARACTERS - 40]}... ({len(text)} characters) ...{text[-20:]}"

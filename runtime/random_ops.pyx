@@ -74,7 +74,10 @@ cdef int _check_floating(TensorCore target, str op) except -1:
 cdef double _number_arg(object value, str name, str op) except? -1:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{op}: {name} must be an int or float, got {errors.shown(value)}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{op}: {name} {errors.shown(value)} is too large for a float") from None
 
 
 # --------------------------------------------------------------------------------------------

@@ -271,6 +271,14 @@ cdef DtypeCore float32_if_float(DtypeCore dtype, object scalar):
     return dtype
 
 
+cdef int scalar_operand_arg(object value, str name) except -1:
+    """A Python int operand must fit the 64 bits a kernel takes it in (a float always fits)."""
+    if isinstance(value, int) and not -(1 << 63) <= value < (1 << 64):
+        raise ValueError(f"{name}: the other operand {errors.shown(value)} does not fit in 64 "
+                         "bits (-2**63 to 2**64 - 1)")
+    return 0
+
+
 cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_division,
                                 bint inplace, str name):
     """The result dtype of tensor (op) other under the operators' rules, which it checks: other
@@ -281,6 +289,8 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_divis
     elif not is_scalar(other):
         raise TypeError(f"{name}: the other operand must be a tensor or a Python scalar, got "
                         f"{type(other).__name__}")
+    else:
+        scalar_operand_arg(other, name)
     if tensor.dtype_object.name == "bool":
         raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
                         ".to(tensorplay.int64) first")
@@ -1124,6 +1134,11 @@ cdef object arange(object start, object end, object step, object dtype, object d
                 name == "end" and value is None):
             raise TypeError(f"{name} must be an int or float, got {type(value).__name__} "
                             f"({errors.shown(value)})")
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):
+            raise ValueError(f"{name} {errors.shown(value)} does not fit in int64")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value}")
     if step == 0:
         raise ValueError("step must be non-zero")
     if end is None:

@@ -370,3 +370,22 @@ def test_values_a_dtype_holds_are_stored_as_pytorch_stores_them():
     assert tp.full((2,), 7, dtype=tp.bool).tolist() == [True, True]  # truthiness
     assert tp.tensor([0, 255], dtype=tp.uint8).tolist() == [0, 255]
     assert tp.tensor([], dtype=tp.int8).tolist() == []
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: tp.zeros(2).uniform_(0, 10 ** 400), ValueError,
+     r"uniform_\(\): high 1000.* is too large for a float"),
+    (lambda: tp.zeros(2).normal_(10 ** 400, 1), ValueError, r"normal_\(\): mean .* too large"),
+    (lambda: tp.arange(10 ** 400), ValueError, "start .* does not fit in int64"),
+    (lambda: tp.arange(0.0, float("inf")), ValueError, "end must be a finite number, got inf"),
+    (lambda: tp.zeros(2) + 10 ** 400, ValueError, "add: the other operand .* does not fit in 64"),
+    (lambda: tp.zeros(2) * 2 ** 64, ValueError, "mul: the other operand 18446744073709551616"),
+    (lambda: tp.zeros(10 ** 5000), ValueError, r"size must be .*got \(an int of 16610 bits\)"),
+    (lambda: tp.device("cuda:" + "9" * 5000), ValueError, "device index '9999.* is too large"),
+    (lambda: tp.device("cuda:\u0661"), ValueError, "invalid device index"),
+])
+def test_huge_numbers_are_reported_with_the_arguments_name_and_a_bounded_message(make, error,
+                                                                                 message):
+    with pytest.raises(error, match=message) as raised:
+        make()
+    assert len(str(raised.value)) < 600
