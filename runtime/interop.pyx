@@ -45,6 +45,8 @@ spelled 1) and the producer does the same for us. A __cuda_array_interface__ "st
 stream the producer's pending work is on; the consumer must order its own work after it, so we
 export our current stream there, and on import make our current stream wait on the producer's.
 """
+import math
+
 import numpy
 
 from cpython.pycapsule cimport (PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer,
@@ -202,7 +204,7 @@ cdef uintptr_t _stream_handle(object stream, str argument, bint no_sync_allowed)
     """A protocol stream value as a handle; 0 for -1 ("do not synchronize") where allowed."""
     if isinstance(stream, bool) or not isinstance(stream, int):
         raise TypeError(f"{argument} must be an int stream handle or None, got "
-                        f"{type(stream).__name__} ({stream!r})")
+                        f"{type(stream).__name__} ({errors.shown(stream)})")
     if stream == 0:
         raise ValueError(f"{argument}=0 is ambiguous and disallowed by the protocol; pass 1 for "
                          "the legacy default stream, 2 for the per-thread default stream, or a "
@@ -264,7 +266,7 @@ cdef tuple _version_arg(object max_version):
     if not isinstance(max_version, tuple) or len(max_version) != 2 or any(
             isinstance(part, bool) or not isinstance(part, int) for part in max_version):
         raise TypeError(f"max_version must be None or a (major, minor) tuple of ints such as "
-                        f"(1, 0), got {max_version!r}")
+                        f"(1, 0), got {errors.shown(max_version)}")
     if max_version[0] < 1:
         return None  # consumers before DLPack 1.0 read the legacy struct
     return min(max_version, (DLPACK_MAJOR, DLPACK_MINOR))
@@ -274,7 +276,7 @@ cdef tuple _device_pair(object dl_device):
     if not isinstance(dl_device, tuple) or len(dl_device) != 2 or any(
             isinstance(part, bool) or not isinstance(part, int) for part in dl_device):
         raise TypeError(f"dl_device must be None or a (device_type, device_id) tuple of ints "
-                        f"such as (1, 0) for the CPU or (2, 0) for cuda:0, got {dl_device!r}")
+                        f"such as (1, 0) for the CPU or (2, 0) for cuda:0, got {errors.shown(dl_device)}")
     return (int(dl_device[0]), int(dl_device[1]))
 
 
@@ -357,23 +359,23 @@ cdef object _capsule(TensorCore tensor, tuple version, uint64_t flags):
 def to_dlpack(TensorCore tensor not None, stream, max_version, dl_device, copy):
     """Tensor.__dlpack__: export tensor as a DLPack capsule (Note [Interop protocols])."""
     if copy is not None and not isinstance(copy, bool):
-        raise TypeError(f"copy must be True, False or None, got {copy!r}")
+        raise TypeError(f"copy must be True, False or None, got {errors.shown(copy)}")
     version = _version_arg(max_version)
     own = _dlpack_device(tensor)
     target = own if dl_device is None else _device_pair(dl_device)
     if target != own:
         if target != (DL_CPU, 0) and not (target[0] == DL_CUDA and target[1] >= 0):
-            raise BufferError(f"dl_device={dl_device!r} is not supported: tensorplay exports "
+            raise BufferError(f"dl_device={errors.shown(dl_device)} is not supported: tensorplay exports "
                               "to (1, 0) (kDLCPU) or (2, index) (kDLCUDA)")
         if copy is False:
-            raise BufferError(f"dl_device={dl_device!r} asks for another device than the "
+            raise BufferError(f"dl_device={errors.shown(dl_device)} asks for another device than the "
                               f"tensor's {own} ({_tensor.device_text(tensor.device_index)}), and "
                               "copy=False forbids the copy that moving it needs")
     cdef uintptr_t consumer = 0   # stays 0 where nothing is to be synchronized
     if target[0] == DL_CPU:
         if stream is not None:
             raise ValueError(f"stream must be None when exporting to the CPU (DLPack has no "
-                             f"streams on kDLCPU), got {stream!r}")
+                             f"streams on kDLCPU), got {errors.shown(stream)}")
     elif stream is None:
         consumer = 1  # the array API's default: the legacy default stream
     else:
@@ -443,7 +445,14 @@ cdef object _request_capsule(object producer):
         raise TypeError(f"from_dlpack expects an object with __dlpack__ and __dlpack_device__ "
                         f"(a tensor or array of tensorplay, PyTorch, CuPy, NumPy >= 1.22, ...) "
                         f"or a DLPack capsule, got {type(producer).__name__}")
-    device_type, device_id = producer.__dlpack_device__()
+    described = producer.__dlpack_device__()
+    if not (isinstance(described, tuple) and len(described) == 2 and all(
+            isinstance(part, int) and not isinstance(part, bool) and 0 <= part < 1 << 31
+            for part in described)):
+        raise TypeError(f"{type(producer).__name__}.__dlpack_device__() must return "
+                        f"(device_type, device_id), two ints from 0 to 2**31 - 1, got "
+                        f"{errors.shown(described)}")
+    device_type, device_id = described
     if device_type in (DL_CUDA, DL_CUDA_MANAGED):
         _device.checked_device(device_id)
         stream = _protocol_stream(device_id)  # the producer orders its work before our stream
@@ -508,6 +517,31 @@ cdef object _host_tensor(uintptr_t address, tuple sizes, tuple strides, DtypeCor
     return _tensor.wrap_cpu(numpy.asarray(memory), dtype)
 
 
+cdef int _check_layout(tuple sizes, tuple strides, int itemsize, object address,
+                       str what) except -1:
+    """Foreign metadata, checked in Python integers before a tensor is made: sizes and strides
+    a tensor can hold, a byte count and a reach (the bytes from the first element to the last)
+    below 2**63, and an address range inside the 64-bit address space."""
+    if any(not 0 <= size < 1 << 63 for size in sizes):
+        raise ValueError(f"{what} shape {errors.shown(sizes)} has a size outside 0 to 2**63 - 1")
+    if any(not 0 <= stride < 1 << 63 for stride in strides):
+        raise ValueError(f"{what} strides {errors.shown(strides)} must be from 0 to 2**63 - 1 "
+                         "elements")
+    count = math.prod(sizes)
+    if count * itemsize >= 1 << 63:
+        raise ValueError(f"{what} shape {errors.shown(sizes)} holds {count} elements of "
+                         f"{itemsize} bytes, more than the 2**63 - 1 bytes a tensor can hold")
+    reach = itemsize * (1 + sum((size - 1) * stride for size, stride in zip(sizes, strides))) \
+        if count else 0
+    if reach >= 1 << 63:
+        raise ValueError(f"{what} strides {errors.shown(strides)} reach {reach} bytes from the "
+                         "first element, more than 2**63 - 1")
+    if not 0 <= address < 1 << 64 or address + reach > 1 << 64:
+        raise ValueError(f"{what} data pointer {errors.shown(address)} (reaching {reach} bytes) "
+                         "is outside the 64-bit address space")
+    return 0
+
+
 cdef object _import_capsule(object capsule):
     cdef _DLPackOwner owner = _take_ownership(capsule)
     cdef DLTensor* described
@@ -531,12 +565,16 @@ cdef object _import_capsule(object capsule):
         if described.strides != NULL:
             strides.append(described.strides[dim])
     sizes = tuple(sizes)
+    if any(size < 0 for size in sizes):
+        raise ValueError(f"the DLPack tensor has negative sizes {errors.shown(sizes)}")
     # NULL strides, allowed before DLPack 1.2, mean compact row-major.
     strides = _tensor.contiguous_strides(sizes) if described.strides == NULL else tuple(strides)
     if any(stride < 0 for stride in strides):
-        raise ValueError(f"the DLPack tensor has negative strides {strides}; tensorplay "
-                         "tensors need non-negative strides, so make a copy in the producer "
-                         "first (e.g. .copy())")
+        raise ValueError(f"the DLPack tensor has negative strides {errors.shown(strides)}; "
+                         "tensorplay tensors need non-negative strides, so make a copy in the "
+                         "producer first (e.g. .copy())")
+    _check_layout(sizes, strides, dtype.itemsize,
+                  <uintptr_t>described.data + <object>described.byte_offset, "the DLPack tensor's")
     cdef uintptr_t address = <uintptr_t>described.data + described.byte_offset
     cdef int device_type = described.device.device_type
     cdef int device_id = described.device.device_id
@@ -590,20 +628,20 @@ def cuda_array_interface(TensorCore tensor not None):
 
 
 cdef DtypeCore _dtype_from_typestr(object typestr):
-    if not isinstance(typestr, str):
+    if not isinstance(typestr, str) or len(typestr) > 16:
         raise TypeError(f"__cuda_array_interface__['typestr'] must be a numpy type string such "
-                        f"as '<f4', got {typestr!r}")
+                        f"as '<f4', got {errors.shown(typestr)}")
     try:
         described = numpy.dtype(typestr)
     except TypeError:
-        raise TypeError(f"__cuda_array_interface__['typestr'] {typestr!r} is not a numpy type "
+        raise TypeError(f"__cuda_array_interface__['typestr'] {errors.shown(typestr)} is not a numpy type "
                         "string such as '<f4'") from None
     if described.byteorder == ">":
-        raise TypeError(f"__cuda_array_interface__['typestr'] {typestr!r} is big-endian; CUDA "
+        raise TypeError(f"__cuda_array_interface__['typestr'] {errors.shown(typestr)} is big-endian; CUDA "
                         "memory is little-endian ('<')")
     dtype = dtypes.dtype_from_numpy(described)
     if dtype is None:
-        raise TypeError(f"__cuda_array_interface__['typestr'] {typestr!r} ({described}) has no "
+        raise TypeError(f"__cuda_array_interface__['typestr'] {errors.shown(typestr)} ({described}) has no "
                         f"tensorplay equivalent; supported: {_supported_dtypes()}")
     return dtype
 
@@ -640,8 +678,8 @@ def from_cuda_array_interface(producer):
                         f"{type(interface).__name__}")
     version = interface.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 2:
-        raise ValueError(f"__cuda_array_interface__['version'] is {version!r}; tensorplay reads "
-                         "versions 2 and 3")
+        raise ValueError(f"__cuda_array_interface__['version'] is {errors.shown(version)}; "
+                         "tensorplay reads versions 2 and 3")
     if interface.get("mask") is not None:
         raise ValueError("__cuda_array_interface__['mask'] must be None: tensorplay has no "
                          "masked tensors")
@@ -649,27 +687,30 @@ def from_cuda_array_interface(producer):
     if not isinstance(shape, tuple) or any(
             isinstance(size, bool) or not isinstance(size, int) or size < 0 for size in shape):
         raise TypeError(f"__cuda_array_interface__['shape'] must be a tuple of non-negative "
-                        f"ints, got {shape!r}")
+                        f"ints, got {errors.shown(shape)}")
     cdef DtypeCore dtype = _dtype_from_typestr(interface.get("typestr"))
     data = interface.get("data")
     if not isinstance(data, tuple) or len(data) != 2 or isinstance(data[0], bool) or \
             not isinstance(data[0], int) or data[0] < 0:
         raise TypeError(f"__cuda_array_interface__['data'] must be a (pointer, read_only) "
-                        f"tuple, got {data!r}")
+                        f"tuple, got {errors.shown(data)}")
     if data[1]:
         raise BufferError("__cuda_array_interface__ describes read-only memory; tensorplay "
                           "CUDA tensors are always writable, so import a copy instead")
     byte_strides = interface.get("strides")
     if byte_strides is None:
+        _check_layout(shape, (), dtype.itemsize, 0, "__cuda_array_interface__")  # sizes first
         strides = _tensor.contiguous_strides(shape)
     elif not isinstance(byte_strides, tuple) or len(byte_strides) != len(shape) or any(
             isinstance(stride, bool) or not isinstance(stride, int) or stride < 0
             or stride % dtype.itemsize for stride in byte_strides):
         raise ValueError(f"__cuda_array_interface__['strides'] must be None or one "
                          f"non-negative multiple of the item size ({dtype.itemsize} bytes for "
-                         f"{dtype.name}) per dimension of {shape}, got {byte_strides!r}")
+                         f"{dtype.name}) per dimension of {errors.shown(shape)}, got "
+                         f"{errors.shown(byte_strides)}")
     else:
         strides = tuple(stride // dtype.itemsize for stride in byte_strides)
+    _check_layout(shape, strides, dtype.itemsize, data[0], "__cuda_array_interface__")
     stream = interface.get("stream") if version >= 3 else None
     cdef uintptr_t producer_stream = 0
     if stream is not None:

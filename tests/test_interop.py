@@ -616,3 +616,62 @@ def test_cuda_array_interface_streams_order_both_ways():
         theirs = cupy.asarray(ours)
     with cupy.cuda.Stream(non_blocking=True):
         assert float(theirs.sum()) == 5.0 * count
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile metadata: checked in full before a tensor is made, every message bounded
+
+
+def test_hostile_dlpack_layouts_are_refused_before_a_tensor_is_made():
+    for field, index, value, message in (
+            ("shape", 0, 1 << 62, r"holds 4611686018427387904 elements of 8 bytes, more than"),
+            ("shape", 0, -3, "negative sizes"),
+            ("strides", 0, 1 << 61, "reach .* bytes from the first element, more than"),
+            ("strides", 0, -1, "negative strides")):
+        capsule = numpy.zeros(4).__dlpack__()
+        manager = managed(capsule)
+        getattr(manager.dl_tensor, field)[index] = value
+        with pytest.raises(ValueError, match=message) as raised:
+            tp.from_dlpack(capsule)
+        assert len(str(raised.value)) < 600
+    capsule = numpy.zeros(4).__dlpack__()
+    managed(capsule).dl_tensor.byte_offset = (1 << 64) - 8
+    with pytest.raises(ValueError, match="outside the 64-bit address space"):
+        tp.from_dlpack(capsule)
+
+
+class BadDevice:
+    def __init__(self, device):
+        self.device = device
+
+    def __dlpack__(self, **kwargs):
+        raise AssertionError("not reached: the device is checked first")
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+@pytest.mark.parametrize("device", [(1,), (1, 0, 0), "cpu", (1, 10 ** 100), (1.0, 0), None,
+                                    (True, 0), tuple(range(10 ** 5))])
+def test_a_malformed_dlpack_device_is_a_type_error(device):
+    with pytest.raises(TypeError, match=r"__dlpack_device__\(\) must return \(device_type, "
+                                        "device_id\\), two ints") as raised:
+        tp.from_dlpack(BadDevice(device))
+    assert len(str(raised.value)) < 600
+
+
+@pytest.mark.parametrize("change, error, message", [
+    ({"shape": (1 << 62, 4)}, ValueError, "more than the 2\\*\\*63 - 1 bytes"),
+    ({"data": (1 << 70, False)}, ValueError, "outside the 64-bit address space"),
+    ({"data": ((1 << 64) - 8, False)}, ValueError, "outside the 64-bit address space"),
+    ({"strides": (1 << 62,), "shape": (10,)}, ValueError, "reach .* bytes"),
+    ({"typestr": "<f4" + " " * 10 ** 6}, TypeError, "must be a numpy type string"),
+    ({"shape": tuple(range(10 ** 5))}, ValueError, "shape"),
+    ({"version": "3" * 10 ** 6}, ValueError, "version"),
+])
+def test_hostile_cuda_array_interfaces_are_refused_before_any_cuda_call(change, error, message):
+    interface = {"shape": (4,), "typestr": "<f4", "data": (4096, False), "version": 3,
+                 "strides": None, **change}
+    with pytest.raises(error, match=message) as raised:
+        tp.as_tensor(CAIProducer(interface))
+    assert len(str(raised.value)) < 600
