@@ -91,9 +91,9 @@ cdef tuple contiguous_strides(tuple sizes):
     for size in reversed(sizes):
         strides.append(running)
         running *= max(size, 1)
-    if running >= ELEMENTS_LIMIT:
-        raise ValueError(f"a tensor of shape {errors.shown(sizes)} would need strides of 2**63 "
-                         "elements or more, which a stride cannot hold")
+        if running >= ELEMENTS_LIMIT:  # checked as it grows: a product of many sizes is slow
+            raise ValueError(f"a tensor of shape {errors.shown(sizes)} would need strides of "
+                             "2**63 elements or more, which a stride cannot hold")
     return tuple(reversed(strides))
 
 
