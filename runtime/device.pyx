@@ -67,7 +67,7 @@ def parse_visible_devices(value):
         return uuids
     ordinals = []
     for entry in value.split(","):
-        ordinal = _strtoul(entry.strip())
+        ordinal = _strtoul(entry.strip(" \t\n\v\f\r"))  # C's isspace(): ASCII only
         if ordinal in ordinals:
             return []
         if ordinal < 0:
@@ -77,16 +77,20 @@ def parse_visible_devices(value):
 
 
 def _strtoul(text):
+    """The ordinal an entry starts with, as C's strtoul reads it: ASCII digits only (str's
+    isdigit() would take other scripts' digits, which the driver does not); -1 for none, for a
+    sign alone or a negative number (which ends the list), and for more digits than any ordinal
+    has (which the driver reads as out of range)."""
     digits = 0
     for position, char in enumerate(text):
-        if char.isdigit() or (position == 0 and char in "+-"):
+        if char in "0123456789" or (position == 0 and char in "+-"):
             digits = position + 1
         else:
             break
-    try:
-        return int(text[:digits]) if digits else -1
-    except ValueError:  # a lone sign
+    number = text[:digits].lstrip("+-")
+    if not number or text.startswith("-") or len(number.lstrip("0")) > 18:
         return -1
+    return int(number)
 
 
 def visible_device_count(visible, int raw_count, uuids):

@@ -25,6 +25,12 @@ UUIDS = ["GPU-1111aaaa", "GPU-2222bbbb", "GPU-2222cccc", "GPU-3333dddd"]
     ("GPU-1111,3", ["GPU-1111"]),        # cut at the first entry without the prefix
     ("GPU-1111,GPU-1111", []),
     ("MIG-abcd", ["MIG-abcd"]),
+    ("\u0661,0", []),                     # Arabic-Indic digit one: not a digit to strtoul
+    ("0,\u00b2", [0]),                    # superscript two ends the list
+    ("+1,2", [1, 2]),                     # strtoul takes a plus sign
+    ("\u20031", []),                      # em space: not C whitespace, so no digits
+    ("9" * 5000, []),                     # more digits than any ordinal: out of range
+    ("0," + "9" * 5000, [0]),
 ])
 def test_parse_visible_devices(value, expected):
     assert parse_visible_devices(value) == expected
