@@ -25,11 +25,16 @@ short script, per process. Two caches sit in front of it:
   final name. Other threads and processes therefore see no entry or a whole one, without
   locks; writers that race write the same bytes, so it does not matter which one wins.
 The disk cache only saves time: when its directory cannot be created or written, kernels are
-compiled and used all the same.
+compiled and used all the same, kept in memory for the process instead, with one warning per
+directory. Entries are read only from regular files of at most MAX_ENTRY_BYTES, opened without
+blocking: a pipe or a device under an entry's name, or a huge file, counts as corrupt.
 """
+import errno
 import hashlib
 import os
+import stat
 import tempfile
+import warnings
 from pathlib import Path
 
 from libc.stdint cimport uintptr_t
@@ -232,11 +237,28 @@ cdef str _cache_key(str source_text, tuple options, str arch):
     return digest.hexdigest()
 
 
+# No cubin comes near this; a larger file under an entry's name is not ours.
+MAX_ENTRY_BYTES = 64 << 20
+# When the cache directory cannot be used: cubins by key, for this process, and the
+# directories already warned about.
+cdef dict _memory_cubins = {}
+cdef set _warned_directories = set()
+
+
 cdef object _usable_cache_directory():
     directory = cache_directory()
     try:
         directory.mkdir(parents=True, exist_ok=True)
-    except OSError:  # read-only home, a file in the way: compile without the cache
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise OSError(errno.EACCES, "not writable")
+    except (OSError, ValueError) as error:  # a file in the way, read-only, a NUL in the name
+        if str(directory) not in _warned_directories:
+            _warned_directories.add(str(directory))
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            warnings.warn(f"tensorplay: the kernel cache directory {str(directory)[:200]!r} "
+                          f"cannot be used ({reason}); compiled kernels are kept in memory for "
+                          "this process only. Set TENSORPLAY_CACHE_DIR to a writable directory",
+                          RuntimeWarning, stacklevel=2)
         return None
     return directory
 
@@ -244,9 +266,20 @@ cdef object _usable_cache_directory():
 cdef object _read_entry(object path):
     global _corrupt
     try:
-        data = path.read_bytes()
+        # Non-blocking: a pipe under the entry's name must not hang the reader.
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:  # absent (the usual miss) or unreadable: compile
         return None
+    described = os.fstat(handle)
+    if not stat.S_ISREG(described.st_mode) or described.st_size > MAX_ENTRY_BYTES:
+        os.close(handle)
+        _corrupt += 1
+        return None
+    with os.fdopen(handle, "rb") as stream:
+        try:
+            data = stream.read(MAX_ENTRY_BYTES + 1)
+        except OSError:
+            return None
     header = len(MAGIC) + DIGEST_BYTES
     payload = data[header:]
     if (len(data) <= header or data[:len(MAGIC)] != MAGIC
@@ -287,16 +320,20 @@ def cached_cubin(str source_name, str prelude, str arch):
     source_text = _full_source(source_name, prelude)
     key = _cache_key(source_text, _options(arch), arch)
     directory = _usable_cache_directory()
-    path = None if directory is None else directory / f"{key}.cubin"
-    if path is not None:
-        cubin = _read_entry(path)
-        if cubin is not None:
-            _disk_hits += 1
-            return cubin
+    if directory is None:  # kept in memory instead (Note [Kernel caches])
+        cubin = _memory_cubins.get(key)
+        if cubin is None:
+            _disk_misses += 1
+            cubin = _memory_cubins[key] = _compile(source_text, f"{source_name}.cu", arch)
+        return cubin
+    path = directory / f"{key}.cubin"
+    cubin = _read_entry(path)
+    if cubin is not None:
+        _disk_hits += 1
+        return cubin
     _disk_misses += 1
     cubin = _compile(source_text, f"{source_name}.cu", arch)
-    if path is not None:
-        _write_entry(path, cubin)
+    _write_entry(path, cubin)
     return cubin
 
 

@@ -224,14 +224,44 @@ def test_concurrent_processes_get_one_cubin_and_leave_one_entry(cache_dir):
     assert_one_valid_entry(cache_dir, cubins[0])
 
 
-def test_cache_directory_that_cannot_be_created_still_compiles(tmp_path, monkeypatch):
+@pytest.mark.parametrize("unusable", ["under a file", "a file"])
+def test_an_unusable_cache_directory_falls_back_to_memory_with_one_warning(tmp_path, monkeypatch,
+                                                                           unusable):
     blocker = tmp_path / "a-file"
     blocker.write_bytes(b"")
-    monkeypatch.setenv("TENSORPLAY_CACHE_DIR", str(blocker / "kernels"))
-    for _ in range(2):  # nothing is cached, so each call compiles
-        cubin, moved = counted(selftest_cubin)
-        assert cubin.startswith(ELF_MAGIC)
-        assert moved == {"disk_hits": 0, "disk_misses": 1, "compiles": 1, "corrupt": 0}
+    directory = {"under a file": str(blocker / "kernels"), "a file": str(blocker)}[unusable]
+    monkeypatch.setenv("TENSORPLAY_CACHE_DIR", directory)
+
+    def compile_once():  # a prelude of its own: not in the process's memory cache yet
+        return kernels.cached_cubin("selftest", f"{PRELUDE}// {unusable}\n", ARCH)
+
+    with pytest.warns(RuntimeWarning, match="kernel cache directory .* cannot be used .* kept "
+                                            "in memory") as warned:
+        cubin, moved = counted(compile_once)
+        again, moved_again = counted(compile_once)
+    assert len(warned) == 1  # once per directory
+    assert cubin.startswith(ELF_MAGIC) and again == cubin
+    assert moved == {"disk_hits": 0, "disk_misses": 1, "compiles": 1, "corrupt": 0}
+    assert moved_again["compiles"] == 0  # the process keeps it
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "huge file"])
+def test_entries_that_are_not_small_regular_files_never_block_and_count_as_corrupt(cache_dir,
+                                                                                   kind):
+    cubin = selftest_cubin()
+    entry = assert_one_valid_entry(cache_dir, cubin)
+    entry.unlink()
+    if kind == "fifo":
+        os.mkfifo(entry)  # reading it would block forever
+    elif kind == "directory":
+        entry.mkdir()
+    else:
+        with open(entry, "wb") as huge:
+            huge.truncate(kernels.MAX_ENTRY_BYTES + 1)  # sparse: no disk used
+    again, moved = counted(selftest_cubin)
+    assert again == cubin and moved["compiles"] == 1
+    if kind != "directory":  # the rewrite replaces what was there
+        assert_one_valid_entry(cache_dir, cubin)
 
 
 def refuse(*args, **kwargs):
