@@ -64,7 +64,10 @@ cdef object bool_arg(object value, str argument):
 cdef object float_arg(object value, str argument):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _wrong_type(value, argument, "a float (or an int)")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond the largest float
+        raise ValueError(f"{argument} {shown(value)} is too large for a float") from None
 
 
 cdef object str_arg(object value, str argument):

@@ -271,11 +271,12 @@ cdef DtypeCore float32_if_float(DtypeCore dtype, object scalar):
     return dtype
 
 
-cdef int scalar_operand_arg(object value, str name) except -1:
+cdef int scalar_operand_arg(object value, str name, str argument="the other operand") \
+        except -1:
     """A Python int operand must fit the 64 bits a kernel takes it in (a float always fits)."""
     if isinstance(value, int) and not -(1 << 63) <= value < (1 << 64):
-        raise ValueError(f"{name}: the other operand {errors.shown(value)} does not fit in 64 "
-                         "bits (-2**63 to 2**64 - 1)")
+        raise ValueError(f"{name}: {argument} {errors.shown(value)} does not fit in 64 bits "
+                         "(-2**63 to 2**64 - 1)")
     return 0
 
 
@@ -792,6 +793,8 @@ cdef class TensorCore:
                  device_ops.OP_LE: "le", device_ops.OP_GT: "gt", device_ops.OP_GE: "ge"}
         if isinstance(other, TensorCore):
             check_same(self, other, names[op])
+        elif is_scalar(other):
+            scalar_operand_arg(other, names[op])
         elif not is_scalar(other):
             raise TypeError(f"{names[op]}: the other operand must be a tensor or a Python "
                             f"scalar, got {type(other).__name__}")
@@ -895,6 +898,7 @@ cdef class TensorCore:
         cdef DtypeCore result_dtype = arithmetic_dtype(self, other, False, inplace, name)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
             raise TypeError(f"{name}: alpha must be an int or float, got {alpha!r:.200}")
+        scalar_operand_arg(alpha, name, "alpha")
         if isinstance(alpha, float) and not result_dtype.floating:
             raise TypeError(f"{name}: alpha must be an int for a {result_dtype.name} result, got "
                             f"{alpha!r} (a float alpha needs floating-point operands, as in "
@@ -943,6 +947,8 @@ cdef class TensorCore:
                 raise TypeError(f"{name}: {argument} must be a tensor, a Python scalar or None, "
                                 f"got {type(bound).__name__}")
             else:
+                if bound is not None:
+                    scalar_operand_arg(bound, name, argument)
                 result_dtype = float32_if_float(result_dtype, bound)
         if inplace:
             check_in_place(self, result_dtype, name)
@@ -1238,6 +1244,8 @@ cdef object where(object condition, object input, object other):
         elif not is_scalar(value):
             raise TypeError(f"where: {argument} must be a tensor or a Python scalar, got "
                             f"{type(value).__name__}")
+        else:
+            scalar_operand_arg(value, "where", argument)
     if isinstance(input, TensorCore) and isinstance(other, TensorCore):
         check_same(input, other, "where: input and other")
     cdef DtypeCore result_dtype = where_dtype(input, other)

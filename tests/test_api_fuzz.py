@@ -120,7 +120,10 @@ def classify(expr, value, classes):
             return "type"
         return "member" if value in INT_RANGE else "value"
     if name == "float":
-        return "member" if type(value) in (int, float) else "type"
+        if type(value) not in (int, float):
+            return "type"
+        # An int beyond the largest float cannot become one: a wrong value, by name.
+        return "member" if type(value) is float or abs(value) < 2 ** 1024 else "value"
     if name == "bool":
         return "member" if type(value) is bool else "type"
     if name in ("str", "bytes"):
@@ -234,7 +237,7 @@ def outside(expr, samples):
                           st.integers(min_value=-2 ** 80, max_value=-2 ** 63 - 1),
                           st.floats(), st.text(max_size=4)))
     if name == "float":
-        return ["tpu", None, b"1", object(), 1j], st.text(max_size=4)
+        return ["tpu", None, b"1", object(), 1j, 10 ** 400, -10 ** 400], st.text(max_size=4)
     if name == "bool":
         return ["tpu", object(), 2, None, 1.0], st.one_of(st.integers(), st.text(max_size=4))
     if name == "str":
@@ -289,6 +292,9 @@ def make_samples(api, classes):
                "dtype": tensorplay.float32}
     # A tensor is a valid value of most parameters the schema leaves untyped (data, inputs).
     samples["Any"] = samples["object"] = samples["Tensor"]
+    # Parameters whose type does not say what a valid value is: where()'s condition is a bool
+    # tensor, so that a fuzzed input or other is what gets judged.
+    samples["by_name"] = {"condition": tensorplay.tensor([True, False])}
     for module in api.modules:
         for cls in module.classes:
             if cls.name in samples or cls.kind == "exception":
@@ -332,8 +338,9 @@ def arguments(params, fuzzed, value, samples, positional=False):
                            if p in needed and p.kind in by_position), default=-1)
     for index, param in enumerate(params):
         chosen = value if param is fuzzed else (
-            param.default if param.has_default else sample_of(param.type, samples,
-                                                              needed.index(param)))
+            param.default if param.has_default else
+            samples["by_name"][param.name] if param.name in samples["by_name"] else
+            sample_of(param.type, samples, needed.index(param)))
         if param.kind == "var_positional":
             args.append(chosen)
         elif param.kind in by_position:
