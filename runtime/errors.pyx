@@ -8,6 +8,8 @@ from cuda.bindings.cyruntime cimport cudaError_t, cudaSuccess
 
 from tensorplay._runtime cimport public
 
+from tensorplay._schema import UNSET
+
 
 class OutOfMemoryErrorCore(RuntimeError):
     """Base of tensorplay.OutOfMemoryError; the public subclass is declared in api.yaml."""
@@ -102,8 +104,8 @@ cdef object choice_arg(object value, str argument, tuple choices):
     if not isinstance(value, str):
         _wrong_type(value, argument, "a str")
     if value not in choices:
-        # '__unset__' (codegen/types.py, UNSET) is accepted where the default is, not advertised.
-        named = ", ".join(repr(choice) for choice in choices if choice != "__unset__")
+        # UNSET is accepted where it is the default (the constructor's setting), not advertised.
+        named = ", ".join(repr(choice) for choice in choices if choice != UNSET)
         raise ValueError(f"{argument} must be one of {named}, got {shown(value)}")
     return value
 

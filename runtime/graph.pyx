@@ -72,6 +72,7 @@ from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
 
 from tensorplay._runtime import graph_render
+from tensorplay._schema import UNSET  # Graph.capture_begin's "the constructor's setting"
 from tensorplay._runtime.graph_topology import CONDITIONAL_TYPES
 
 # A switch node captures one body graph per case, one after the other; more cases than this
@@ -80,7 +81,6 @@ MAX_SWITCH_CASES = 1024
 
 # capture_error_mode -> cudaStreamCaptureMode (docs/design.md, "Capture rules").
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
-UNSET = "__unset__"
 
 # The template of the most recently completed capture, for export_dot(): owned here until the
 # next capture completes. A graph that keeps its template (keep_graph, debug mode) owns it for
