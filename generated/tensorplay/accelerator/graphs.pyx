@@ -25,8 +25,9 @@ cdef class Graph(_graph.GraphCore):
 Capture/replay graph on the current accelerator device.
 
 Args:
-    keep_graph: accepted for generic code; the executable is compiled when capture ends in
-        this backend.
+    keep_graph: True keeps the captured graph (the cudaGraph_t) beside the executable, for
+        debug_dump(), get_graph_data() and raw_cuda_graph(); the executable is compiled when
+        capture ends either way.
     pool: None captures into a fresh private pool, otherwise a pool id from
         graph_pool_handle(), another graph, or another graph’s pool id shares that pool.
     capture_error_mode: "global" fails the capture on unsafe calls anywhere in the process,
@@ -147,22 +148,23 @@ Args:
     def stage_and_launch(self, static_inputs, inputs):
         """Stage every input onto its static buffer and replay in one call.
 
-        This is the low-overhead bulk entry used by
-        tensorplay.compiler.backends.cudagraphs: one Python-to-native crossing
-        for the whole replay instead of one dispatcher round trip per input.
+        One Python-to-native crossing copies every input and launches the
+        graph, instead of one copy_() per input and a replay().
 
         Args:
             static_inputs: buffers captured by the graph (kept alive by the caller).
-            inputs: fresh tensors whose contents overwrite the matching static buffer this
-                iteration. Contiguous same-dtype/ same-device pairs take a raw async device-to-device
-                copy; anything else falls back to full copy semantics.
+            inputs: fresh tensors whose contents overwrite the matching static buffer this iteration
+                (tensorplay's, or any with __cuda_array_interface__ or DLPack). Contiguous pairs of one
+                dtype and device are copied as raw bytes by one staging-kernel launch per 32 pairs on
+                the current stream; other pairs go through copy_() (dtype conversion, strides, CPU
+                sources). A pair that is the same tensor on both sides is skipped.
 
         Raises:
             TypeError: a sequence is not a list or tuple, or an item is not a tensor (the error
                 names it, e.g. inputs[2]).
-            ValueError: the sequences differ in length, a pair differs in shape, or a static buffer
-                is not on the graph's device (the error names the pair); every pair is checked before
-                anything is copied.
+            ValueError: the sequences differ in length, a pair differs in shape, a static buffer is
+                not on the graph's device, or two buffers overlap in memory where one is a static buffer
+                (the error names the pair); every pair is checked before anything is copied.
             RuntimeError: the graph holds no captured graph (never captured, or reset() since).
         """
         self.c_stage_and_launch(static_inputs, inputs)
