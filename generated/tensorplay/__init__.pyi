@@ -67,6 +67,10 @@ def tensor(data: Any, *, dtype: dtype | None = None, device: _TensorDeviceLike =
 
     Returns:
         Tensor: a new tensor holding a copy of data.
+
+    Raises:
+        ValueError: a value of data that dtype cannot hold (an integer out of range or not
+            finite, a finite float beyond the largest of a floating dtype).
     """
 
 
@@ -149,6 +153,11 @@ def full(size: int | tuple[int, ...] | list[int], fill_value: builtins.bool | in
 
     Returns:
         Tensor: the filled tensor.
+
+    Raises:
+        ValueError: fill_value is a value the dtype cannot hold (an integer out of range or not
+            finite, a finite float beyond the largest of a floating dtype); bool takes its
+            truthiness.
     """
 
 
@@ -487,7 +496,7 @@ class Tensor:
         """Set every element to value.
 
         Args:
-            value: the value.
+            value: the value; one the dtype can hold (a ValueError otherwise).
 
         Returns:
             Tensor: self.

@@ -68,6 +68,10 @@ def tensor(data, *, dtype=None, device=None):
 
     Returns:
         Tensor: a new tensor holding a copy of data.
+
+    Raises:
+        ValueError: a value of data that dtype cannot hold (an integer out of range or not
+            finite, a finite float beyond the largest of a floating dtype).
     """
     return _tensor.tensor(data, dtype, device)
 
@@ -156,6 +160,11 @@ def full(size, fill_value, *, dtype=None, device=None):
 
     Returns:
         Tensor: the filled tensor.
+
+    Raises:
+        ValueError: fill_value is a value the dtype cannot hold (an integer out of range or not
+            finite, a finite float beyond the largest of a floating dtype); bool takes its
+            truthiness.
     """
     return _tensor.full(size, fill_value, dtype, device)
 
@@ -537,7 +546,7 @@ cdef class Tensor(_tensor.TensorCore):
         """Set every element to value.
 
         Args:
-            value: the value.
+            value: the value; one the dtype can hold (a ValueError otherwise).
 
         Returns:
             Tensor: self.

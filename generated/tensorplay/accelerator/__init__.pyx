@@ -115,6 +115,10 @@ def synchronize(device=None):
     Args:
         device: a device object, a spelling such as "cuda:1", an integer index, or None for the
             current device.
+
+    Raises:
+        RuntimeError: a graph capture is open on the device: waiting for a capturing stream is
+            forbidden and would invalidate the capture, so it is refused and the capture goes on.
     """
     return _device.synchronize(_device.device_index_arg(device, 'device'))
 

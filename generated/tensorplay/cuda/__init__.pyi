@@ -173,10 +173,17 @@ class Stream:
 
         Returns:
             bool: whether all work submitted so far has completed.
+
+        Raises:
+            RuntimeError: the stream is capturing a graph (refused; the capture goes on).
         """
 
     def synchronize(self) -> None:
-        """Wait for all work on this stream to complete."""
+        """Wait for all work on this stream to complete.
+
+        Raises:
+            RuntimeError: the stream is capturing a graph (refused; the capture goes on).
+        """
 
     def wait_event(self, event: Event) -> None:
         """Make all future work on this stream wait for an event.
@@ -301,10 +308,17 @@ class Event:
 
         Returns:
             bool: whether the recorded work has completed.
+
+        Raises:
+            RuntimeError: the event was last recorded inside a graph capture.
         """
 
     def synchronize(self) -> None:
-        """Wait for the work before the event to complete."""
+        """Wait for the work before the event to complete.
+
+        Raises:
+            RuntimeError: the event was last recorded inside a graph capture.
+        """
 
     def elapsed_time(self, end_event: Event) -> float:
         """Milliseconds between this event and end_event; both need enable_timing=True.

@@ -182,11 +182,18 @@ Args:
 
         Returns:
             bool: whether all work submitted so far has completed.
+
+        Raises:
+            RuntimeError: the stream is capturing a graph (refused; the capture goes on).
         """
         return self.c_query()
 
     def synchronize(self):
-        """Wait for all work on this stream to complete."""
+        """Wait for all work on this stream to complete.
+
+        Raises:
+            RuntimeError: the stream is capturing a graph (refused; the capture goes on).
+        """
         self.c_synchronize()
 
     def wait_event(self, event):
@@ -344,11 +351,18 @@ Args:
 
         Returns:
             bool: whether the recorded work has completed.
+
+        Raises:
+            RuntimeError: the event was last recorded inside a graph capture.
         """
         return self.c_query()
 
     def synchronize(self):
-        """Wait for the work before the event to complete."""
+        """Wait for the work before the event to complete.
+
+        Raises:
+            RuntimeError: the event was last recorded inside a graph capture.
+        """
         self.c_synchronize()
 
     def elapsed_time(self, end_event):

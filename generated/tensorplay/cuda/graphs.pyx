@@ -35,8 +35,12 @@ def export_dot(file_path):
         str: the path written.
 
     Raises:
-        RuntimeError: the path ends in .svg or .png and Graphviz's dot program is not installed
-            (the message says what to install).
+        RuntimeError: no capture has completed, the graph that kept the newest template was
+            reset or deleted, or the path ends in .svg or .png and Graphviz's dot program is not
+            installed (the message says what to install).
+        ValueError: the path contains a NUL character or is longer than a path can be.
+        OSError: the file cannot be written whole (a missing folder, no permission, a full
+            disk); the error names the path.
     """
     return _graph.export_dot(_errors.str_arg(file_path, 'file_path'))
 
@@ -177,6 +181,11 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
     def capture_end(self):
         """End capture and compile the executable (paid here, not on first
         replay).
+
+        Raises:
+            RuntimeError: no capture is open, a conditional node is still open, the capture failed
+                (it is discarded), or a global or thread_local capture is ended from a thread other than
+                the one that began it (the capture goes on).
         """
         self.c_capture_end()
 
@@ -193,8 +202,11 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
                 Graphviz instead.
 
         Raises:
-            RuntimeError: the path ends in .svg or .png and Graphviz's dot program is not installed
-                (the message says what to install).
+            RuntimeError: the graph was not kept, or the path ends in .svg or .png and Graphviz's
+                dot program is not installed (the message says what to install).
+            ValueError: the path contains a NUL character or is longer than a path can be.
+            OSError: the file cannot be written whole (a missing folder, no permission, a full
+                disk); the error names the path.
         """
         self.c_debug_dump(_errors.path_arg(path, 'path'))
 
@@ -205,6 +217,11 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
     def end_capture_to_conditional_node(self):
         """Close the open conditional body; subsequent capture returns to
         the parent stream.
+
+        Raises:
+            RuntimeError: no conditional node is open, random numbers were drawn in the body, or a
+                while node's body captured no work (its stream is named; the node then ends its loop at
+                once and the capture goes on).
         """
         self.c_end_capture_to_conditional_node()
 
