@@ -133,6 +133,12 @@ cdef str _cuda_error_text(cudaError_t status):
             f"{cyruntime.cudaGetErrorString(status).decode()}")
 
 
+cdef int _release_failed(int device, object error) except -1:
+    warnings.warn(f"tensorplay: releasing a deleted CUDA graph of cuda:{device} failed: {error}",
+                  RuntimeWarning)
+    return 0
+
+
 cdef class CaptureSettings:
     def __cinit__(self):
         self.pool = None
@@ -152,14 +158,21 @@ cdef class GraphBase:
         # A forked child must not touch the parent's CUDA objects. Errors cannot propagate
         # here: each step runs whatever the others did, and a failure is reported as a warning
         # rather than lost (a pool left retained would never return its memory).
+        # Direct calls, no bound methods: nothing new may refer to an object being destroyed.
         if not _device.is_initialized() or self.device < 0:
             return
-        for step in (self.discard_capture, self.destroy_graphs, self.release_pool_reference):
-            try:
-                step()
-            except Exception as error:
-                warnings.warn(f"tensorplay: releasing a deleted CUDA graph of cuda:{self.device} "
-                              f"failed: {error}", RuntimeWarning)
+        try:
+            self.discard_capture()
+        except Exception as error:
+            _release_failed(self.device, error)
+        try:
+            self.destroy_graphs()
+        except Exception as error:
+            _release_failed(self.device, error)
+        try:
+            self.release_pool_reference()
+        except Exception as error:
+            _release_failed(self.device, error)
 
     # -- capture ------------------------------------------------------------------------------
 
