@@ -1154,6 +1154,12 @@ cdef object arange(object start, object end, object step, object dtype, object d
     # Every argument is checked before the values are made, which may take long.
     cdef DtypeCore chosen = dtype_arg(dtype, default, "dtype")
     cdef int target = device_arg(device, CPU)
+    # The length, in Python numbers, before anything is made (numpy would try to allocate it).
+    span = (end - start) / step
+    if not math.isfinite(span) or span * 8 > BYTES_LIMIT:
+        raise ValueError(f"arange({errors.shown(start)}, {errors.shown(end)}, "
+                         f"{errors.shown(step)}) has about {span:.3g} elements, more than a "
+                         "tensor can hold (2**63 - 1 bytes)")
     values = np().arange(start, end, step, dtype=np().int64 if integral else np().float64)
     return from_numpy_values(values, chosen, target)
 

@@ -389,3 +389,10 @@ def test_huge_numbers_are_reported_with_the_arguments_name_and_a_bounded_message
     with pytest.raises(error, match=message) as raised:
         make()
     assert len(str(raised.value)) < 600
+
+
+def test_arange_refuses_a_length_no_tensor_can_hold_before_making_anything():
+    for bounds in ((0, 2 ** 62), (0.0, 1e300, 1e-300)):
+        with pytest.raises(ValueError, match="elements, more than a tensor can hold"):
+            tp.arange(*bounds)
+    assert tp.arange(10, 0, -3).tolist() == [10, 7, 4, 1]
