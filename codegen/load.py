@@ -115,9 +115,12 @@ def read_text(path: Path, file: str | None = None) -> str:
     pipe could block or never end) is left to the caller, which knows the option that named
     the path.
     """
-    with open(path, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
+    # Opened without blocking: opening a pipe would otherwise wait for a writer.
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    with os.fdopen(descriptor, "rb") as handle:
         data = handle.read(MAX_INPUT_BYTES + 1)
     if len(data) > MAX_INPUT_BYTES:
         raise SchemaError([Diagnostic(Location(file or path.name, 1, 1),

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .load import read_text
+
 _FUNCTION = re.compile(r"^(?:cdef|cpdef)\s+(?!class\b|extern\b|struct\b|enum\b)[^(=]*?\b(\w+)\s*\(")
 _CDEF_CLASS = re.compile(r"^cdef\s+class\s+(\w+)\s*(?:\(\s*([\w.]+)\s*\))?\s*:")
 _METHOD = re.compile(r"^\s+(?:cdef|cpdef)\s+[^(=]*?\b(\w+)\s*\(")
@@ -99,7 +101,7 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
     for pxd in sorted(runtime_dir.glob("*.pxd")):
         module = modules.setdefault(pxd.stem, RuntimeModule())
         current_class = None
-        lines = pxd.read_text().splitlines()
+        lines = read_text(pxd, pxd.name).splitlines()
         for number, line in enumerate(lines):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
@@ -124,7 +126,7 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
     for pyx in sorted(runtime_dir.glob("*.pyx")):
         module = modules.setdefault(pyx.stem, RuntimeModule())
         python_class = None
-        lines = pyx.read_text().splitlines()
+        lines = read_text(pyx, pyx.name).splitlines()
         for number, line in enumerate(lines):
             class_match = _PY_CLASS.match(line)
             if class_match:

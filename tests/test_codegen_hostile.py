@@ -67,6 +67,20 @@ def test_hostile_files_are_usage_or_located_errors_never_internal(root, tmp_path
         assert len(result.stdout) < 1000  # no diff of everything against a file
 
 
+def test_pipes_among_the_inputs_never_block(root, tmp_path):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    for source in list((root / "runtime").glob("*.pxd")) + list((root / "runtime").glob("*.pyx")):
+        (runtime / source.name).write_bytes(source.read_bytes())
+    os.mkfifo(runtime / "pipe.pxd")
+    os.mkfifo(tmp_path / "schema.yaml")
+    for args, message in ((["--runtime", str(runtime), "validate"], "pipe.pxd' (not a regular"),
+                          (["--schema", str(tmp_path / "schema.yaml"), "validate"],
+                           "not a regular file")):
+        result = codegen(root, *args, timeout=30)  # a blocking open would hang here
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
 def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     outputs = [Output("pkg/a.pyx", "a\n"), Output("pkg/b.pyx", "b\n")]
 
