@@ -101,7 +101,7 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
     for pxd in sorted(runtime_dir.glob("*.pxd")):
         module = modules.setdefault(pxd.stem, RuntimeModule())
         current_class = None
-        lines = read_text(pxd, pxd.name).splitlines()
+        lines = read_text(pxd, f"{runtime_dir.name}/{pxd.name}").splitlines()
         for number, line in enumerate(lines):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
@@ -126,7 +126,7 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
     for pyx in sorted(runtime_dir.glob("*.pyx")):
         module = modules.setdefault(pyx.stem, RuntimeModule())
         python_class = None
-        lines = read_text(pyx, pyx.name).splitlines()
+        lines = read_text(pyx, f"{runtime_dir.name}/{pyx.name}").splitlines()
         for number, line in enumerate(lines):
             class_match = _PY_CLASS.match(line)
             if class_match:
