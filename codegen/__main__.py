@@ -109,8 +109,6 @@ def run(args: argparse.Namespace) -> int:
                          f"({error.strerror or error})") from None
     try:
         api = build_api(text, args.runtime, args.schema.name)
-    except UnicodeDecodeError:  # the runtime index reads runtime/ sources as UTF-8
-        raise not_utf8(args.runtime, ("*.pxd", "*.pyx")) from None
     except OSError as error:  # a runtime source that is not a readable regular file
         raise UsageError(f"--runtime {shown(str(args.runtime))}: cannot read "
                          f"{shown(str(error.filename))} ({error.strerror or error})") from None
