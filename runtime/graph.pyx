@@ -75,10 +75,6 @@ from tensorplay._runtime import graph_render
 from tensorplay._schema import UNSET  # Graph.capture_begin's "the constructor's setting"
 from tensorplay._runtime.graph_topology import CONDITIONAL_TYPES
 
-# A switch node captures one body graph per case, one after the other; more cases than this
-# are refused before anything is allocated (docs/design.md, "Capture rules").
-MAX_SWITCH_CASES = 1024
-
 # capture_error_mode -> cudaStreamCaptureMode (docs/design.md, "Capture rules").
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 
@@ -782,7 +778,8 @@ cdef class GraphBase:
 
     cdef object c_begin_capture_to_switch_node(self, object scalar_index,
                                                unsigned int num_cases):
-        # num_cases is from 1 to MAX_SWITCH_CASES: api.yaml's range, checked by the wrapper.
+        # num_cases is from 1 to 1024 (api.yaml's range, checked by the wrapper before anything
+        # is allocated): each case is a body graph captured in turn.
         if self.capturing:
             _require_multi_body_nodes("begin_capture_to_switch_node()")
         self.open_body(scalar_index, cudaGraphCondTypeSwitch, "begin_capture_to_switch_node()",
