@@ -28,8 +28,9 @@ Args:
     keep_graph: True keeps the captured graph (the cudaGraph_t) beside the executable, for
         debug_dump(), get_graph_data() and raw_cuda_graph(); the executable is compiled when
         capture ends either way.
-    pool: None captures into a fresh private pool, otherwise a pool id from
-        graph_pool_handle(), another graph, or another graph’s pool id shares that pool.
+    pool: None captures into a private pool of the graph's own; a handle from
+        graph_pool_handle(), a graph, or a graph's pool_id shares that pool (graphs sharing one
+        must not run at the same time).
     capture_error_mode: "global" fails the capture on unsafe calls anywhere in the process,
         "thread_local" only watches this thread, "relaxed" skips the guards.
 """

@@ -61,9 +61,9 @@ def graph(cuda_graph: CUDAGraph, pool: _GraphPool = None, stream: Stream | None 
 
     Args:
         cuda_graph: the graph object to capture into.
-        pool: None gives the graph its own private memory pool; an id from graph_pool_handle()
-            (or another graph / its pool_id property) shares that pool so allocations from both
-            captures can recycle each other’s space.
+        pool: None captures into a private pool of the graph's own; a handle from
+            graph_pool_handle(), a graph, or a graph's pool_id shares that pool (graphs sharing one
+            must not run at the same time).
         stream: custom capture stream; defaults to the runtime’s dedicated per-device side
             stream (the legacy default stream cannot capture).
         capture_error_mode: see CUDAGraph.capture_begin().
@@ -111,7 +111,9 @@ def make_graphed_callables(callables: Any, sample_args: Any, num_warmup_iters: i
         num_warmup_iters: warmup iterations run on the capture stream before capturing (flushes
             lazy cuDNN/cuBLAS state).
         allow_unused_input: passed through to tensorplay.autograd.grad().
-        pool: share an existing graph pool instead of allocating one.
+        pool: None captures into a private pool of the graph's own; a handle from
+            graph_pool_handle(), a graph, or a graph's pool_id shares that pool (graphs sharing one
+            must not run at the same time).
         capture_error_mode: see CUDAGraph.capture_begin().
 
     Returns:
@@ -154,8 +156,9 @@ class CUDAGraph:
         """Begin capture.
 
         Args:
-            pool: None captures into a fresh private pool; an id from graph_pool_handle(), another
-                graph’s pool_id, or another CUDAGraph shares that pool instead.
+            pool: None captures into a private pool of the graph's own; a handle from
+                graph_pool_handle(), a graph, or a graph's pool_id shares that pool (graphs sharing one
+                must not run at the same time).
             capture_error_mode: "global" fails the capture if any unsafe CUDA call happens anywhere
                 in the process; "thread_local" only watches this thread; "relaxed" does not guard
                 against unsafe calls.
