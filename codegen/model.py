@@ -876,8 +876,9 @@ class _Builder:
             return built
 
         # Aliases take their target's declaration, so the targets are built first.
-        originals = {item.get("name"): item for item, _ in self.items(entry, "functions", what)
-                     if isinstance(item, LocatedMap) and "alias_of" not in item}
+        originals = {item["name"]: item for item, _ in self.items(entry, "functions", what)
+                     if isinstance(item, LocatedMap) and isinstance(item.get("name"), str)
+                     and "alias_of" not in item}
         functions = collect("functions", lambda e: self.alias(e, name, originals)
                             if "alias_of" in e else self.function(e, name, None))
         classes = collect("classes", lambda e: self.klass(e, name))

@@ -109,3 +109,38 @@ def test_build_api_never_raises_anything_but_schema_errors_on_these(runtime_dir)
                  "schema_version: 1\nmodules: [{name: 7}]\n"):
         with pytest.raises(SchemaError):
             build_api(text, runtime_dir)
+
+
+HOSTILE_SCALARS = ["7" * 5000, ".nan", "-.inf", "2024-02-30", "2024-01-01", "1e400", "0x" + "f" * 40,
+                   "/etc/passwd", "../up", "class", "self", "_private", "\ufb01le", "'a\\x00b'",
+                   "[]", "{}", "null", "~", "!!binary aGVsbG8=", "&a [*a]", "'" + "x" * 2000 + "'",
+                   "tensorplay.accelerator", "__unset__", "-1", "true", "'1.5'", "[1, [2, [3]]]"]
+
+
+@pytest.mark.parametrize("schema", ["small", "api.yaml"])
+def test_schema_mutations_give_schema_errors_never_anything_else(runtime_dir, root, schema):
+    """Every scalar of a valid schema (a small one, and the project's own, with its shared
+    parameters, bases, aliases and kinds) replaced, one at a time, by a hostile YAML value: the
+    schema either still builds or is refused with located errors, never another exception."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    source = VALID if schema == "small" else (root / "api.yaml").read_text(encoding="utf-8")
+    lines = source.splitlines(keepends=True)
+    slots = [(i, line.index(": ") + 2) for i, line in enumerate(lines)
+             if ": " in line and not line.rstrip().endswith(":")]
+
+    @settings(max_examples=150 if schema == "small" else 120, derandomize=True, deadline=None,
+              database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(slots), st.sampled_from(HOSTILE_SCALARS))
+    def mutate(slot, value):
+        index, column = slot
+        text = "".join(lines[:index] + [lines[index][:column] + value + "\n"] + lines[index + 1:])
+        try:
+            build_api(text, runtime_dir)
+        except SchemaError as error:
+            assert all(str(d).startswith("api.yaml:") and len(str(d)) < 2000
+                       for d in error.diagnostics)
+
+    mutate()
