@@ -675,3 +675,34 @@ def test_hostile_cuda_array_interfaces_are_refused_before_any_cuda_call(change, 
     with pytest.raises(error, match=message) as raised:
         tp.as_tensor(CAIProducer(interface))
     assert len(str(raised.value)) < 600
+
+
+def test_random_cuda_array_interfaces_give_bounded_errors_never_anything_else():
+    """Foreign metadata drawn at random (sizes, strides, pointers, type strings, versions):
+    as_tensor gives a TypeError, ValueError or BufferError with a short message, or, for
+    metadata that holds together, goes on to the device (RuntimeError without one)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    number = st.one_of(st.integers(-2 ** 70, 2 ** 70), st.sampled_from([0, 1, 2 ** 63, 2 ** 64]))
+    shapes = st.one_of(st.lists(number, max_size=4).map(tuple), st.just(None), st.text(max_size=3))
+    interfaces = st.fixed_dictionaries({
+        "shape": shapes,
+        "typestr": st.sampled_from(["<f4", "<i8", "|b1", ">f4", "<c8", "x", "<f4" * 100, None]),
+        "data": st.one_of(st.tuples(number, st.booleans()), st.just(None), number),
+        "strides": st.one_of(st.just(None), shapes),
+        "version": st.sampled_from([3, 2, 1, "3", None, 2 ** 70]),
+    })
+
+    @settings(max_examples=300, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(interfaces)
+    def attempt(interface):
+        try:
+            tp.as_tensor(CAIProducer(interface))
+        except (TypeError, ValueError, BufferError) as error:
+            assert len(str(error)) < 600
+        except RuntimeError as error:  # the metadata held together: the device is needed
+            assert "accelerator" in str(error) or "CUDA" in str(error), error
+
+    attempt()
