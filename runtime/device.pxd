@@ -62,6 +62,9 @@ cdef bint device_capturing(int device) noexcept      # any capture open on devic
 # relaxed mode while any capture is open; exit_relaxed puts the mode back.
 cdef int enter_relaxed(int* saved) except -1 nogil
 cdef int exit_relaxed(int* saved) except -1 nogil
+# Whether stream captures (the legacy default stream counts while a blocking stream of its
+# device captures: work on it would join that capture). A legal call during any capture.
+cdef bint stream_capturing(void* stream, int device) except -1
 # Refuse `what` before its CUDA call when it would wait for (or on) a capturing stream.
 cdef int refuse_on_capturing_stream(str what, void* stream, int device) except -1
 

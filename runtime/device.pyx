@@ -432,9 +432,7 @@ cdef int exit_relaxed(int* saved) except -1 nogil:
     return 0
 
 
-cdef int refuse_on_capturing_stream(str what, void* stream, int device) except -1:
-    if _open_capture_count == 0:
-        return 0
+cdef bint stream_capturing(void* stream, int device) except -1:
     cdef cyruntime.cudaStreamCaptureStatus status = cyruntime.cudaStreamCaptureStatusNone
     cdef cudaError_t result
     cdef DeviceSwitch switch
@@ -443,12 +441,18 @@ cdef int refuse_on_capturing_stream(str what, void* stream, int device) except -
         result = cyruntime.cudaStreamIsCapturing(<cyruntime.cudaStream_t>stream, &status)
         exit_device(&switch)
     if result == cyruntime.cudaErrorStreamCaptureImplicit:
-        # The legacy default stream, while a blocking stream of its device captures.
+        # The legacy default stream, while a blocking stream of its device captures: work
+        # issued to it now would join (and break) that capture.
         cyruntime.cudaGetLastError()
-        status = cyruntime.cudaStreamCaptureStatusActive
-    elif result != cudaSuccess:
-        errors.check(result, b"cudaStreamIsCapturing")
-    if status != cyruntime.cudaStreamCaptureStatusNone:
+        return True
+    errors.check(result, b"cudaStreamIsCapturing")
+    return status != cyruntime.cudaStreamCaptureStatusNone
+
+
+cdef int refuse_on_capturing_stream(str what, void* stream, int device) except -1:
+    if _open_capture_count == 0:
+        return 0
+    if stream_capturing(stream, device):
         raise RuntimeError(
             f"{what} cannot run on stream {<size_t>stream:#x} of cuda:{device} while it captures "
             "a graph: waiting for a capturing stream is forbidden (cudaErrorStreamCaptureUnsupported)"

@@ -49,8 +49,7 @@ from libcpp.vector cimport vector
 from cuda.bindings cimport cyruntime
 from cuda.bindings cimport cydriver
 from cuda.bindings.cydriver cimport CUfunction
-from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureImplicit,
-                                      cudaGraphCondTypeIf, cudaGraphCondTypeSwitch,
+from cuda.bindings.cyruntime cimport (cudaError_t, cudaGraphCondTypeIf, cudaGraphCondTypeSwitch,
                                       cudaGraphCondTypeWhile,
                                       cudaGraphConditionalHandle, cudaGraphDebugDotFlagsVerbose,
                                       cudaGraphEdgeData, cudaGraphExec_t,
@@ -197,16 +196,7 @@ cdef class GraphBase:
             raise RuntimeError("stream: CUDA graphs cannot be captured on the legacy default "
                                "stream; pass a tensorplay.cuda.Stream(), or stream=None for the "
                                "device's side stream")
-        cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
-        cdef DeviceSwitch saved
-        with nogil:
-            _device.enter_device(device, &saved)
-            try:
-                errors.check(cyruntime.cudaStreamIsCapturing(handle, &status),
-                             b"cudaStreamIsCapturing")
-            finally:
-                _device.exit_device(&saved)
-        if status != cudaStreamCaptureStatusNone:
+        if _device.stream_capturing(handle, device):
             raise RuntimeError(f"stream {<uintptr_t>handle:#x} on cuda:{device} is already "
                                "capturing a graph, and captures cannot nest on one stream; end "
                                "that capture first, or capture on another stream")
@@ -1232,21 +1222,8 @@ cdef object graph_context(object cuda_graph, object pool, object stream,
 cdef bint is_current_stream_capturing() except -1:
     if not _device.is_initialized():
         return False  # no context yet, so nothing can capture; do not create one
-    cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
-    cdef cudaError_t result
     cdef int current = _device.current_device()
-    cdef DeviceSwitch saved
-    with nogil:
-        _device.enter_device(current, &saved)
-        result = cyruntime.cudaStreamIsCapturing(_stream.current_stream_handle(current), &status)
-        _device.exit_device(&saved)
-    if result == cudaErrorStreamCaptureImplicit:
-        # The legacy default stream, while a blocking stream of its device captures: work
-        # issued to it now would join (and break) that capture.
-        cyruntime.cudaGetLastError()
-        return True
-    errors.check(result, b"cudaStreamIsCapturing")
-    return status != cudaStreamCaptureStatusNone
+    return _device.stream_capturing(_stream.current_stream_handle(current), current)
 
 
 cdef object make_graphed_callables(object callables, object sample_args, object num_warmup_iters,

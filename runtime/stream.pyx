@@ -175,21 +175,6 @@ cdef object external_stream(object handle, int device):
     return _wrap(device, <cudaStream_t><uintptr_t>handle, 0, keep_alive)
 
 
-cdef bint _is_capturing(cudaStream_t stream, int device) except -1:
-    cdef cyruntime.cudaStreamCaptureStatus status = cyruntime.cudaStreamCaptureStatusNone
-    cdef cyruntime.cudaError_t result
-    cdef _device.DeviceSwitch switch
-    with nogil:
-        _device.enter_device(device, &switch)
-        result = cyruntime.cudaStreamIsCapturing(stream, &status)
-        _device.exit_device(&switch)
-    if result == cyruntime.cudaErrorStreamCaptureImplicit:
-        cyruntime.cudaGetLastError()
-        return True
-    errors.check(result, "cudaStreamIsCapturing")
-    return status != cyruntime.cudaStreamCaptureStatusNone
-
-
 cdef cudaStream_t capture_side_stream(int device) except? NULL:
     _device.checked_device(device)
     cdef _device.DeviceSwitch switch
@@ -281,7 +266,7 @@ cdef class StreamCore:
         cdef EventCore waited = event
         if waited.handle == NULL:  # never recorded: nothing to wait for, as in PyTorch
             return None
-        if waited.recorded_in_capture and not _is_capturing(self.handle, self.device_index):
+        if waited.recorded_in_capture and not _device.stream_capturing(self.handle, self.device_index):
             raise RuntimeError(
                 "the event was last recorded inside a graph capture, so only a stream taking "
                 "part in that capture may wait for it (CUDA forbids the wait elsewhere); record "
@@ -371,7 +356,7 @@ cdef class EventCore:
             raise ValueError(f"the event was first recorded on cuda:{self.device_index} and "
                              f"cannot be recorded on a stream of cuda:{target.device_index}")
         # An event recorded in a capture belongs to it (Note [Calls during capture]).
-        captured = _device.capture_open() and _is_capturing(target.handle, target.device_index)
+        captured = _device.capture_open() and _device.stream_capturing(target.handle, target.device_index)
         with nogil:
             errors.check(cyruntime.cudaEventRecord(self.handle, target.handle), "cudaEventRecord")
         self.recorded_in_capture = captured
