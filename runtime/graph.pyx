@@ -417,7 +417,8 @@ cdef class GraphBase:
         """CUDA lets only the thread that began a global or thread_local capture end it."""
         if (self.capturing and self.capture_mode != cudaStreamCaptureModeRelaxed
                 and PyThread_get_thread_ident() != self.capture_thread):
-            mode = {0: "global", 1: "thread_local"}[self.capture_mode]
+            mode = next(name for name, value in CAPTURE_MODES.items()
+                        if value == self.capture_mode)
             raise RuntimeError(
                 f"{what} called on thread {PyThread_get_thread_ident()}, but this graph's "
                 f"capture began on thread {self.capture_thread} in '{mode}' mode, which only "
@@ -709,6 +710,7 @@ cdef class GraphBase:
         cdef list raw = []    # static, fresh, static, fresh, ...: contiguous, same dtype and device
         cdef list full = []   # the same, for pairs that need copy_()'s semantics
         cdef TensorCore static, fresh
+        cdef bint static_contiguous, fresh_contiguous
         cdef Py_ssize_t index
         cdef vector[MemorySpan] spans
         for index in range(len(inputs)):
@@ -725,12 +727,13 @@ cdef class GraphBase:
                                  f"must have its static buffer's shape")
             if static.element_count == 0 or _same_tensor(static, fresh):
                 continue  # nothing to copy, as copy_() of a tensor onto itself
-            spans.push_back(_span_of(static, index, True))
-            spans.push_back(_span_of(fresh, index, False))
+            static_contiguous = tensor.is_contiguous(static)
+            fresh_contiguous = tensor.is_contiguous(fresh)
+            spans.push_back(_span_of(static, static_contiguous, index, True))
+            spans.push_back(_span_of(fresh, fresh_contiguous, index, False))
             pairs = raw if (fresh.device_index == static.device_index
                             and fresh.dtype_object is static.dtype_object
-                            and tensor.is_contiguous(static)
-                            and tensor.is_contiguous(fresh)) else full
+                            and static_contiguous and fresh_contiguous) else full
             pairs.append(static)
             pairs.append(fresh)
         _refuse_overlaps(spans)
@@ -928,13 +931,13 @@ cdef inline bint _same_tensor(TensorCore static, TensorCore fresh):
                 and static.element_strides == fresh.element_strides))
 
 
-cdef MemorySpan _span_of(TensorCore value, Py_ssize_t index, bint static):
+cdef MemorySpan _span_of(TensorCore value, bint contiguous, Py_ssize_t index, bint static):
     """(device, start), (end, tag): tag is 2 * pair index, plus 1 for the static buffer."""
     cdef MemorySpan span
     cdef size_t itemsize = value.dtype_object.itemsize
     span.first.first = value.device_index
     span.first.second = value.data
-    if tensor.is_contiguous(value):
+    if contiguous:
         span.second.first = value.data + <size_t>value.element_count * itemsize
     else:  # element_count > 0 here, and strides are never negative
         span.second.first = value.data + itemsize * (1 + sum(
