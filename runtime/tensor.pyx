@@ -15,7 +15,7 @@ Rules kept deliberately small: elementwise operations take a tensor of the same 
 device, or a Python scalar; integer true division and integer-with-float-scalar arithmetic give
 float32, as in PyTorch; outputs are contiguous; reductions cover the whole tensor.
 """
-from libc.stdint cimport int64_t, uintptr_t
+from libc.stdint cimport INT64_MAX, int64_t, uintptr_t
 from libc.string cimport memcpy
 
 from cuda.bindings cimport cyruntime
@@ -87,14 +87,41 @@ cdef tuple contiguous_strides(tuple sizes):
     if len(sizes) == 1:  # the common case, without building a list
         return (1,)
     strides = []
-    running = 1  # a Python int: with a size of 0 the others may multiply past 2**63
-    for size in reversed(sizes):
-        strides.append(running)
-        running *= max(size, 1)
-        if running >= ELEMENTS_LIMIT:  # checked as it grows: a product of many sizes is slow
-            raise ValueError(f"a tensor of shape {errors.shown(sizes)} would need strides of "
-                             "2**63 elements or more, which a stride cannot hold")
+    # C arithmetic with an overflow check: with a size of 0 the others may multiply past 2**63.
+    cdef int64_t running = 1, size
+    try:
+        for item in reversed(sizes):
+            strides.append(running)
+            size = item
+            if size < 1:  # a size of 0 does not make the next stride 0
+                size = 1
+            if running > INT64_MAX // size:
+                raise OverflowError
+            running *= size
+    except OverflowError:
+        raise ValueError(f"a tensor of shape {errors.shown(sizes)} would need strides of "
+                         "2**63 elements or more, which a stride cannot hold") from None
     return tuple(reversed(strides))
+
+
+cdef int64_t contiguous_bytes(tuple sizes, int itemsize) except? -2:
+    """The bytes of a contiguous tensor of sizes (each checked non-negative where it was
+    made), or -1 beyond 2**63 - 1, in C arithmetic with an overflow check."""
+    cdef int64_t count = itemsize, size
+    cdef bint overflow = False
+    for item in sizes:
+        try:
+            size = item
+        except OverflowError:  # a size of 2**63 or more
+            overflow = True
+            continue
+        if size == 0:
+            return 0
+        if overflow or count > INT64_MAX // size:
+            overflow = True
+        else:
+            count *= size
+    return -1 if overflow else count
 
 
 cdef int64_t product(tuple sizes):
@@ -210,11 +237,12 @@ cdef TensorCore wrap_cpu(object array, DtypeCore dtype):
 
 
 cdef object new_empty(tuple sizes, DtypeCore dtype, int device):
-    # The byte count in Python ints: elements below 2**63 may still need more bytes than that.
-    nbytes = math.prod(sizes) * dtype.itemsize
-    if nbytes > BYTES_LIMIT:
+    # Elements below 2**63 may still need more bytes than that.
+    cdef int64_t nbytes = contiguous_bytes(sizes, dtype.itemsize)
+    if nbytes < 0:
         raise ValueError(f"a {dtype.name} tensor of shape {errors.shown(sizes)} would take "
-                         f"{nbytes} bytes, more than the 2**63 - 1 a tensor can hold")
+                         f"{math.prod(sizes) * dtype.itemsize} bytes, more than the 2**63 - 1 "
+                         "a tensor can hold")
     strides = contiguous_strides(sizes)
     if device == CPU:
         return wrap_cpu(np().empty(sizes, dtype=dtype.numpy_name), dtype)
