@@ -371,17 +371,15 @@ cdef object synchronize(int index):
 
 cdef struct OpenCapture:
     int device
-    int mode
     void* stream
 
 cdef vector[OpenCapture] _open_captures   # changed with the GIL held
 cdef int _open_capture_count = 0           # its size, readable without the GIL
 
 
-cdef int capture_opened(int device, int mode, void* stream) except -1:
+cdef int capture_opened(int device, void* stream) except -1:
     cdef OpenCapture capture
     capture.device = device
-    capture.mode = mode
     capture.stream = stream
     _open_captures.push_back(capture)
     global _open_capture_count

@@ -246,7 +246,7 @@ cdef class GraphBase:
                     b"cudaStreamBeginCapture")
                 self.capturing = True
                 with gil:
-                    _device.capture_opened(self.device, capture_mode, self.capture_stream)
+                    _device.capture_opened(self.device, self.capture_stream)
                 errors.check(cyruntime.cudaStreamGetCaptureInfo(
                     self.capture_stream, &status, &capture_id, NULL, NULL, NULL, NULL),
                     b"cudaStreamGetCaptureInfo")
