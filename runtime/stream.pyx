@@ -136,9 +136,10 @@ cdef void give_back_ordering_event(int device, cudaEvent_t event) noexcept:
 cdef object current_stream(int device):
     _device.checked_device(device)
     cdef cudaStream_t handle = current_stream_handle(device)
-    owner = _current_owners().get(device)
-    if owner is not None and (<StreamCore>owner).handle == handle:
-        return owner
+    if handle != NULL:  # the legacy default stream (NULL) has no owner to keep alive
+        owner = _current_owners().get(device)
+        if owner is not None and (<StreamCore>owner).handle == handle:
+            return owner
     return _wrap(device, handle, 0, None)
 
 
