@@ -539,12 +539,12 @@ class _Builder:
             elif not (isinstance(value, list) and len(value) == 2 and all(
                     type(bound) is int for bound in value) and value[0] <= value[1]):
                 self.error(location, f"{what}: range must be [low, high], two ints with low <= "
-                                     f"high, got {value!r}")
+                                     f"high, got {shown(value)}")
             else:
                 bounds = (value[0], value[1])
                 if type(default) is int and not bounds[0] <= default <= bounds[1]:
                     self.error(entry.value_locations["default"],
-                               f"default {default!r} of {what} is outside its range {value!r}")
+                               f"default {shown(default)} of {what} is outside its range {value!r}")
         if "choices" in entry:
             value = entry["choices"]
             location = entry.value_locations["choices"]
@@ -554,12 +554,12 @@ class _Builder:
             elif not (isinstance(value, list) and value and all(
                     isinstance(choice, str) for choice in value) and len(set(value)) == len(value)):
                 self.error(location, f"{what}: choices must be a non-empty list of distinct "
-                                     f"strings, got {value!r}")
+                                     f"strings, got {shown(value)}")
             else:
                 choices = tuple(value)
                 if isinstance(default, str) and default not in choices and default != UNSET:
                     self.error(entry.value_locations["default"],
-                               f"default {default!r} of {what} is not one of its choices")
+                               f"default {shown(default)} of {what} is not one of its choices")
         if bounds is not None and choices is not None:
             self.error(entry.location, f"{what} has both range and choices")
         return bounds, choices
