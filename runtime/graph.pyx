@@ -939,9 +939,9 @@ cdef MemorySpan _span_of(TensorCore value, bint contiguous, Py_ssize_t index, bi
     span.first.second = value.data
     if contiguous:
         span.second.first = value.data + <size_t>value.element_count * itemsize
-    else:  # element_count > 0 here, and strides are never negative
-        span.second.first = value.data + itemsize * (1 + sum(
-            (size - 1) * stride for size, stride in zip(value.sizes, value.element_strides)))
+    else:
+        span.second.first = value.data + tensor.reach_bytes(value.sizes, value.element_strides,
+                                                            itemsize)
     span.second.second = 2 * index + static
     return span
 

@@ -531,8 +531,7 @@ cdef int _check_layout(tuple sizes, tuple strides, int itemsize, object address,
     if count * itemsize >= 1 << 63:
         raise ValueError(f"{what} shape {errors.shown(sizes)} holds {count} elements of "
                          f"{itemsize} bytes, more than the 2**63 - 1 bytes a tensor can hold")
-    reach = itemsize * (1 + sum((size - 1) * stride for size, stride in zip(sizes, strides))) \
-        if count else 0
+    reach = _tensor.reach_bytes(sizes, strides, itemsize)
     if reach >= 1 << 63:
         raise ValueError(f"{what} strides {errors.shown(strides)} reach {reach} bytes from the "
                          "first element, more than 2**63 - 1")

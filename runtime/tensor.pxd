@@ -126,6 +126,9 @@ cdef object new_empty(tuple sizes, DtypeCore dtype, int device)   # device -1: c
 cdef tuple size_arg(tuple size, str argument)
 cdef bint is_contiguous(TensorCore tensor)
 cdef tuple contiguous_strides(tuple sizes)          # row-major, in elements
+# The bytes from a tensor's first element to the end of its last, in Python integers (0 when it
+# has no element); strides in elements, never negative.
+cdef object reach_bytes(tuple sizes, tuple strides, int itemsize)
 
 # Factories (api.yaml: tensorplay).
 cdef object empty(tuple size, object dtype, object device)

@@ -104,6 +104,12 @@ cdef tuple contiguous_strides(tuple sizes):
     return tuple(reversed(strides))
 
 
+cdef object reach_bytes(tuple sizes, tuple strides, int itemsize):
+    if 0 in sizes:
+        return 0
+    return itemsize * (1 + sum((size - 1) * stride for size, stride in zip(sizes, strides)))
+
+
 cdef int64_t contiguous_bytes(tuple sizes, int itemsize) except? -2:
     """The bytes of a contiguous tensor of sizes (each checked non-negative where it was
     made), or -1 beyond 2**63 - 1, in C arithmetic with an overflow check."""
