@@ -91,18 +91,19 @@ class Param:
             return CHOICE_CONVERSION
         return self.type.conversion()
 
-    def conversion_call(self) -> str:
-        """What the wrapper passes to the runtime for this parameter: the argument, converted
-        and checked by its kind."""
+    def conversion_call(self, variable: Optional[str] = None) -> str:
+        """What the wrapper passes to the runtime for this parameter: the argument (held in
+        variable, by default the parameter's name), converted and checked by its kind."""
+        value = variable or self.name
         if not self.conversion:
-            return self.name
+            return value
         extra = ""
         if self.bounds is not None:
             extra = f", {self.bounds[0]}, {self.bounds[1]}"
         elif self.choices is not None:
             accepted = self.choices + ((UNSET,) if self.default == UNSET else ())
             extra = f", {accepted!r}"
-        return f"{self.conversion}({self.name}, {self.name!r}{extra})"
+        return f"{self.conversion}({value}, {self.name!r}{extra})"
 
 
 @dataclass(frozen=True)

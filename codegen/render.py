@@ -73,8 +73,7 @@ def call_arguments(params: Iterable[Param]) -> str:
 
 def setter_argument(prop: Property) -> str:
     """The value a property setter passes on, checked by the property's type like a parameter."""
-    return Param("value", prop.type, "positional", prop.doc).conversion_call().replace(
-        "'value'", repr(prop.name))
+    return Param(prop.name, prop.type, "positional", prop.doc).conversion_call("value")
 
 
 def described(item: Function | Class) -> str:
