@@ -16,7 +16,7 @@ rebuild redoes only what a change reaches:
 - cythonize regenerates a .cpp only when its .pyx, or a .pxd it cimports, is newer than it.
   Cython's own scan misses the form `from tensorplay._runtime cimport stream`, which is how
   the modules cimport each other, so staging also removes every .cpp that is older than a
-  runtime .pxd its module reaches through cimports (stale_cpp_files), and cythonize remakes it;
+  .pxd its module reaches through cimports (stale_cpp_files), and cythonize remakes it;
 - build_ext recompiles a module only when its .cpp is newer than the built module.
 Staged files whose source is gone are deleted, with their .cpp, and build/lib* is pruned of
 every file the current build does not produce, so a removed module never reaches the wheel.
@@ -197,32 +197,33 @@ def stage_package():
         cpp.unlink()
 
 
-RUNTIME_CIMPORT = re.compile(
-    r"^[ \t]*(?:from[ \t]+tensorplay\._runtime(?:\.(\w+))?[ \t]+cimport[ \t]+"
-    r"(?:\(([\w\s,]+)\)|([\w \t,]+))|cimport[ \t]+tensorplay\._runtime\.(\w+))", re.MULTILINE)
+CIMPORT = re.compile(
+    r"^[ \t]*(?:from[ \t]+(tensorplay(?:\.\w+)*)[ \t]+cimport[ \t]+"
+    r"(?:\(([\w\s,]+)\)|([\w \t,]+))|cimport[ \t]+(tensorplay(?:\.\w+)+))", re.MULTILINE)
 
 
-def runtime_cimports(path):
-    """The staged runtime .pxd files that path cimports directly."""
-    names = set()
-    for module, bracketed, imported, dotted in RUNTIME_CIMPORT.findall(path.read_text()):
-        if module or dotted:
-            names.add(module or dotted)
-        else:  # from tensorplay._runtime cimport a, b as c
-            names.update(part.split()[0] for part in (bracketed or imported).split(",")
-                         if part.strip())
-    runtime = STAGE / "tensorplay" / "_runtime"
-    return {runtime / f"{name}.pxd" for name in names if (runtime / f"{name}.pxd").is_file()}
+def package_cimports(path):
+    """The staged .pxd files of this package (runtime core, generated bases) that path cimports
+    directly."""
+    found = set()
+    for package, bracketed, imported, dotted in CIMPORT.findall(path.read_text()):
+        if dotted:  # cimport tensorplay._bases as _bases
+            candidates = [dotted]
+        else:  # from tensorplay._runtime cimport a, b as c (modules or names of one)
+            names = [part.split()[0] for part in (bracketed or imported).split(",") if part.strip()]
+            candidates = [package] + [f"{package}.{name}" for name in names]
+        found |= {STAGE.joinpath(*name.split(".")).with_suffix(".pxd") for name in candidates}
+    return {pxd for pxd in found if pxd.is_file()}
 
 
 def stale_cpp_files():
-    """Generated C++ older than a runtime .pxd its module reaches through cimports."""
+    """Generated C++ older than a .pxd its module reaches through cimports."""
     reached = {}
 
     def reach(path):
         if path not in reached:
             reached[path] = set()
-            for pxd in runtime_cimports(path):
+            for pxd in package_cimports(path):
                 reached[path] |= {pxd} | reach(pxd)
         return reached[path]
 

@@ -9,10 +9,12 @@ Note [Schema rules]
 - ``impl`` names a symbol that runtime/ declares (runtime_index.py) taking one argument per
   parameter.
 - A class may ``extends:`` a base from the top-level ``bases:`` list: a named set of methods and
-  properties that several classes share (the two graph classes). The base's members come first;
-  a member the class declares under an inherited name replaces it (an explicit override). A
-  base may extend another; an unknown or circular base, or a base no class extends, is an
-  error.
+  properties that several classes share (the two graph classes), over one runtime core class
+  (the base's ``impl``, which the class takes unless it names the same one). The base is
+  rendered once, as a generated class the extending classes derive from; the base's members
+  come first; a member the class declares under an inherited name replaces it (an explicit
+  override). A base may extend another; an unknown or circular base, a base no class extends,
+  and a base member every extending class overrides are errors.
 - A parameter several callables share is declared once, in the top-level ``params:`` list (its
   ``key``, by default its name, names it there), and a parameter list refers to it by that key
   alone (``- device``), or as ``{use: key}`` with the fields that differ for this callable
@@ -162,10 +164,31 @@ class Class:
     properties: tuple[Property, ...]
     extends: Optional[str] = None  # the base (schema 'bases:') its shared members come from
     decorator: bool = False  # a context manager that also decorates functions (no_grad)
+    init_impl: str = "init"  # the core method the constructor calls
+    # Members taken from the base unchanged: the generated base class defines them.
+    inherited: frozenset[str] = frozenset()
 
     @property
     def summary(self) -> str:
         return self.doc.strip().splitlines()[0]
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base rendered once, as the generated class its extending classes derive from."""
+    name: str
+    impl_module: str
+    impl_name: str
+    doc: str
+    methods: tuple[Function, ...]
+    properties: tuple[Property, ...]
+
+    def runtime_modules(self) -> list[str]:
+        """Runtime modules the base's wrappers cimport, sorted."""
+        params = [p for m in self.methods for p in m.params]
+        params += [Param("value", p.type, "positional", "") for p in self.properties if p.setter]
+        return sorted({self.impl_module} | {p.conversion.split(".")[0].lstrip("_")
+                                            for p in params if p.conversion})
 
 
 @dataclass(frozen=True)
@@ -219,7 +242,9 @@ class Module:
         params = self.all_params() + [Param("value", p.type, "positional", "")
                                       for c in self.classes for p in c.properties if p.setter]
         used |= {p.conversion.split(".")[0].lstrip("_") for p in params if p.conversion}
-        if self.classes:  # generated classes register with the runtime (runtime/public.pyx)
+        # Generated classes register with the runtime (runtime/public.pyx), except those that
+        # extend a base: they share its core class, which the runtime never creates itself.
+        if any(not c.extends for c in self.classes):
             used.add("public")
         return sorted(used)
 
@@ -227,13 +252,15 @@ class Module:
         params = [p for f in self.functions for p in f.params]
         for cls in self.classes:
             params += list(cls.init or ())
-            params += [p for m in cls.methods for p in m.params]
+            # Inherited methods are the generated base class's (templates/package/_bases.*).
+            params += [p for m in cls.methods if m.name not in cls.inherited for p in m.params]
         return params
 
 
 @dataclass(frozen=True)
 class Api:
     modules: tuple[Module, ...]
+    bases: tuple[Base, ...]
     schema_hash: str
     normalised: dict
 
@@ -317,6 +344,12 @@ class _Builder:
         self.exceptions: frozenset[str] = frozenset()
         self.bases: dict[str, LocatedMap] = {}
         self.extended: set[str] = set()
+        # Per base: its member entries (its own base's first), and the members as the extending
+        # classes built them (name -> member), from which the generated base class is made.
+        self.base_entries: dict[str, list[LocatedMap]] = {}
+        self.base_docs: dict[str, str] = {}
+        self.base_members: dict[str, dict[str, Function | Property]] = {}
+        self.built_bases: tuple[Base, ...] = ()
         self.shared_params: dict[str, LocatedMap] = {}
         self.used_params: set[str] = set()
 
@@ -739,15 +772,33 @@ class _Builder:
         """A named set of members that classes share through 'extends:'; not a public class."""
         name = self.name(entry, "base")
         what = f"base '{name}'"
-        self.check_keys(entry, what, ("name",), ("doc", "extends", "methods", "properties"))
-        self.doc(entry, what)
-        self.members(entry, what, (name,))
+        self.check_keys(entry, what, ("name", "impl"), ("doc", "extends", "methods", "properties"))
+        self.base_docs[name] = self.doc(entry, what)
+        module, symbol = self.impl(entry, what)
+        if module in self.runtime and symbol and symbol not in self.runtime[module].classes:
+            self.error(entry.value_locations["impl"],
+                       f"impl of {what}: runtime/{module}.pxd declares no class '{symbol}'")
+        methods, properties = self.members(entry, what, (name,))
+        self.base_entries[name] = methods + properties
 
     def klass(self, entry: LocatedMap, scope: str) -> Class:
         name = self.name(entry, f"class of {scope}", MODULE_RESERVED)
         what = f"'{scope}.{name}'"
-        self.check_keys(entry, what, ("name", "impl"),
-                        ("doc", "kind", "extends", "init", "methods", "properties", "decorator"))
+        base = entry.get("extends") if isinstance(entry.get("extends"), str) else None
+        base_entry = self.bases.get(base)
+        if base_entry is not None and isinstance(base_entry.get("impl"), str):
+            # The class derives from the base's generated class, so from its core class too.
+            if "impl" not in entry:
+                entry = with_default(entry, "impl", base_entry["impl"], "extends")
+            elif entry["impl"] != base_entry["impl"]:
+                self.error(entry.value_locations["impl"],
+                           f"impl of {what} must be the impl of its base '{base}' "
+                           f"({base_entry['impl']}), from which it derives; leave it out")
+                entry = with_default(entry, "impl", base_entry["impl"], "impl")  # no more errors
+        # A class that extends a base takes its impl (an unknown base is reported by itself).
+        self.check_keys(entry, what, ("name",) if "extends" in entry else ("name", "impl"),
+                        ("doc", "kind", "extends", "init", "methods", "properties", "decorator",
+                         "impl"))
         kind = entry.get("kind", "extension")
         if kind not in CLASS_KINDS:
             self.error(entry.value_locations.get("kind", entry.location),
@@ -766,20 +817,25 @@ class _Builder:
             core_methods = runtime.python_methods.get(symbol, {}) if python \
                 else runtime.methods_of(symbol)
         init = None
-        if "init" in entry and runtime and (symbol in runtime.classes or python) \
-                and "init" not in core_methods:
-            self.error(entry.key_locations["init"], f"{what} declares 'init' but runtime class "
-                                                    f"{module}.{symbol} has no cdef method 'init'")
+        init_impl = "init"
         if "init" in entry:
             init_entry = self.mapping(entry["init"], entry.value_locations["init"],
                                       f"'init' of {what}")
             if init_entry is not None:
-                self.check_keys(init_entry, f"'init' of {what}", (), ("params",))
+                self.check_keys(init_entry, f"'init' of {what}", (), ("params", "impl"))
+                if "impl" in init_entry:
+                    init_impl = self.text(init_entry, "impl", f"'init' of {what}") or "init"
+                if runtime and (symbol in runtime.classes or python) \
+                        and init_impl not in core_methods:
+                    self.error(init_entry.value_locations.get("impl", entry.key_locations["init"]),
+                               f"{what} declares 'init' but runtime class {module}.{symbol} has "
+                               f"no cdef method '{init_impl}'")
                 problems = len(self.diagnostics)
                 init = self.params(init_entry, f"{what} constructor")
-                if "init" in core_methods and len(self.diagnostics) == problems:
+                if init_impl in core_methods and len(self.diagnostics) == problems:
                     self.arity(entry, f"{what} constructor", f"runtime class {module}.{symbol} "
-                               "declares init()", core_methods["init"], len(init), key="init")
+                               f"declares {init_impl}()", core_methods[init_impl], len(init),
+                               key="init")
         method_entries, property_entries = self.members(entry, what)
         methods = [(self.function(method, f"{scope}.{name}", (module, symbol)), method.location)
                    for method in method_entries]
@@ -814,7 +870,17 @@ class _Builder:
                 self.error(location, f"impl '{member.impl_name}' of {what}.{member.name} is also "
                                      "a public name of the class; give the core method its own "
                                      f"name (for example c_{member.impl_name})")
-        extends = entry.get("extends") if isinstance(entry.get("extends"), str) else None
+        extends = base if base_entry is not None else None
+        inherited: frozenset[str] = frozenset()
+        if extends is not None:
+            shared_entries = self.base_entries.get(base, [])
+            inherited = frozenset(member["name"] for member in method_entries + property_entries
+                                  if isinstance(member.get("name"), str)
+                                  and any(member is shared for shared in shared_entries))
+            built = self.base_members.setdefault(base, {})
+            for member, _ in methods + properties:
+                if member.name in inherited:
+                    built[member.name] = member
         decorator = entry.get("decorator", False)
         if not isinstance(decorator, bool):
             self.error(entry.value_locations["decorator"], f"decorator of {what} must be true or "
@@ -832,7 +898,7 @@ class _Builder:
                            "its constructor must need no argument")
         return Class(name, kind, module, symbol, self.doc(entry, what), init,
                      tuple(m for m, _ in methods), tuple(p for p, _ in properties), extends,
-                     decorator)
+                     decorator, init_impl, inherited)
 
     def variable(self, entry: LocatedMap, scope: str) -> Variable:
         name = self.name(entry, f"variable of {scope}", MODULE_RESERVED)
@@ -947,10 +1013,25 @@ class _Builder:
             if key not in self.used_params:
                 self.error(entry.location, f"shared parameter '{key}' is used by no parameter "
                                            "list; remove it or refer to it")
+        bases = []
         for base, entry in self.bases.items():
             if base not in self.extended:
                 self.error(entry.location, f"base '{base}' is extended by no class; remove it "
                                            "or extend it")
+                continue
+            built = self.base_members.get(base, {})
+            named = [m for m in self.base_entries.get(base, []) if isinstance(m.get("name"), str)]
+            for member in named:
+                if member["name"] not in built:
+                    self.error(member.location, f"member '{member.get('name')}' of base '{base}' "
+                                                "is overridden by every class that extends it; "
+                                                "move it into those classes")
+            module, _, symbol = str(entry.get("impl", "")).rpartition(".")
+            members = [built[m["name"]] for m in named if m["name"] in built]
+            bases.append(Base(base, module, symbol, self.base_docs.get(base, ""),
+                              tuple(m for m in members if isinstance(m, Function)),
+                              tuple(m for m in members if isinstance(m, Property))))
+        self.built_bases = tuple(bases)
         by_name = {m.name: m for m in modules}
         for module in modules:
             entry, locations = item_locations[module.name]
@@ -974,7 +1055,7 @@ class _Builder:
         return tuple(modules)
 
 
-def normalise(modules: tuple[Module, ...]) -> dict:
+def normalise(modules: tuple[Module, ...], bases: tuple[Base, ...] = ()) -> dict:
     """The schema as plain JSON-able data: the docs pipeline's input and the hash's input."""
 
     def param(p: Param) -> dict:
@@ -995,16 +1076,24 @@ def normalise(modules: tuple[Module, ...]) -> dict:
                 "deprecated": f.deprecated, "since": f.since,
                 **({"static": True} if f.static else {})}
 
+    def prop(p: Property) -> dict:
+        return {"name": p.name, "impl": p.impl_name, "type": p.type.display(), "doc": p.doc,
+                **({"setter": p.setter} if p.setter else {})}
+
     def klass(c: Class) -> dict:
         return {"name": c.name, "kind": c.kind, "impl": f"{c.impl_module}.{c.impl_name}",
-                "extends": c.extends, "doc": c.doc, "init": [param(p) for p in c.init] if c.init is not None else None,
+                "extends": c.extends, "doc": c.doc,
+                "init": [param(p) for p in c.init] if c.init is not None else None,
+                **({"init_impl": c.init_impl} if c.init_impl != "init" else {}),
                 "methods": [function(m) for m in c.methods],
-                "properties": [{"name": p.name, "impl": p.impl_name, "type": p.type.display(),
-                                "doc": p.doc, **({"setter": p.setter} if p.setter else {})}
-                               for p in c.properties],
+                "properties": [prop(p) for p in c.properties],
+                **({"inherited": sorted(c.inherited)} if c.inherited else {}),
                 **({"decorator": True} if c.decorator else {})}
 
-    return {"schema_version": SCHEMA_VERSION, "modules": [
+    return {"schema_version": SCHEMA_VERSION, "bases": [
+        {"name": b.name, "impl": f"{b.impl_module}.{b.impl_name}", "doc": b.doc,
+         "methods": [function(m) for m in b.methods],
+         "properties": [prop(p) for p in b.properties]} for b in bases], "modules": [
         {"name": m.name, "doc": m.doc, "submodules": list(m.submodules),
          "functions": [function(f) for f in m.functions],
          "classes": [klass(c) for c in m.classes],
@@ -1022,9 +1111,10 @@ def build_api(text: str, runtime_dir: Path, file: str = "api.yaml") -> Api:
     modules = builder.api(root)
     if builder.diagnostics:
         raise SchemaError(builder.diagnostics)
-    normalised = normalise(modules)
+    normalised = normalise(modules, builder.built_bases)
     canonical = json.dumps(normalised, sort_keys=True, ensure_ascii=False).encode()
-    return Api(modules, hashlib.sha256(canonical).hexdigest()[:16], normalised)
+    return Api(modules, builder.built_bases, hashlib.sha256(canonical).hexdigest()[:16],
+               normalised)
 
 
 def load_api(schema: Path, runtime_dir: Path) -> Api:

@@ -186,6 +186,7 @@ class Renderer:
             python_runtime_modules=sorted({c.impl_module for c in module.classes
                                            if c.kind in ("exception", "python")}),
             needs_warnings=any(f.deprecated for f in module.functions),
+            needs_bases=any(c.extends for c in module.classes),
             needs_functools=any(c.decorator for c in module.classes),
             stub_imports=self.stub_imports(module),
             argument_aliases=self.argument_aliases(module),
@@ -215,10 +216,15 @@ class Renderer:
         for module in self.api.modules:
             outputs += self.render_module(module)
         package = self.api.modules[0].name.split(".")[0]
-        for name in ("__main__.py", "_schema.py", "py.typed"):
+        names = ["__main__.py", "_schema.py", "py.typed"]
+        if self.api.bases:  # one generated class per base (templates/package/_bases.*)
+            names += ["_bases.pyx", "_bases.pxd"]
+        modules = sorted({name for base in self.api.bases for name in base.runtime_modules()})
+        for name in names:
             template = self.env.get_template(f"package/{name}.j2")
             outputs.append(Output(f"{package}/{name}", template.render(
-                api=self.api, marker=MARKER, unset=UNSET)))
+                api=self.api, marker=MARKER, unset=UNSET, bases=self.api.bases,
+                runtime_modules=modules)))
         return sorted(outputs, key=lambda output: output.path)
 
     def render_references(self) -> list[Output]:

@@ -28,8 +28,9 @@ cdef class CaptureSettings:
     cdef object pool                   # checked: None, a pool id tuple or another graph
     cdef int capture_mode              # cudaStreamCaptureMode
 
-# What both public graph classes share; they differ in their constructors and in the stream a
-# capture takes when none is given (Note [Capture state] in graph.pyx).
+# The core of both public graph classes (CUDAGraph and accelerator.Graph, generated from the
+# schema's GraphBase): they differ in their constructors, in the stream a capture takes when none
+# is given (Note [Capture state] in graph.pyx), and in Graph's with-block.
 cdef class GraphBase:
     cdef object __weakref__            # export_dot() follows the latest graph without keeping it
     cdef CaptureSettings settings
@@ -59,6 +60,10 @@ cdef class GraphBase:
     cdef unsigned long capture_thread
     cdef object capture_thread_object  # its threading.Thread, to know whether it still runs
     cdef void** capture_stream_slot    # its current-stream slot (stream.pxd)
+    cdef int init_cuda_graph(self) except -1
+    cdef int init_graph(self, bint keep_graph, object pool, str capture_error_mode) except -1
+    cdef object c_enter(self)
+    cdef object c_exit(self, object exc_type, object exc_value, object traceback)
     cdef int begin(self, object pool, int capture_mode, object stream) except -1
     cdef int begin_on_stream(self, int capture_mode) except -1
     cdef int end(self) except -1
@@ -101,14 +106,6 @@ cdef class GraphBase:
                                                unsigned int num_cases)
     cdef object c_begin_capture_to_next_body(self)
 
-cdef class CUDAGraphCore(GraphBase):
-    cdef int init(self) except -1
-
-cdef class GraphCore(GraphBase):
-    cdef bint keep_graph
-    cdef int init(self, bint keep_graph, object pool, str capture_error_mode) except -1
-    cdef object c_enter(self)
-    cdef object c_exit(self, object exc_type, object exc_value, object traceback)
 
 # The GraphPool parameter kind's check (codegen/types.py); wrappers call it.
 cdef object pool_arg(object value, str argument)

@@ -169,6 +169,31 @@ cdef class GraphBase:
         except Exception as error:
             _release_failed(self.device, error)
 
+    # -- the two public classes' constructors, and Graph's with-block ------------------------
+
+    cdef int init_cuda_graph(self) except -1:
+        """CUDAGraph(): a capture without a stream argument takes the side stream."""
+        self.side_stream_default = True
+        return 0
+
+    cdef int init_graph(self, bint keep_graph, object pool, str capture_error_mode) except -1:
+        """accelerator.Graph(...): the with-block's settings; the current stream captures."""
+        self.settings.pool = pool
+        self.settings.capture_mode = CAPTURE_MODES[capture_error_mode]
+        self.keep_template = keep_graph
+        return 0
+
+    cdef object c_enter(self):
+        if not _device.is_available():
+            errors.raise_no_accelerator("graph capture")
+        _prepare_device(_device.current_device_index(), self.settings.pool)
+        self.begin(self.settings.pool, self.settings.capture_mode, None)
+        return self
+
+    cdef object c_exit(self, object exc_type, object exc_value, object traceback):
+        self.finish_block(exc_value)
+        return None
+
     # -- capture ------------------------------------------------------------------------------
 
     cdef int begin(self, object pool, int capture_mode, object stream) except -1:
@@ -1117,12 +1142,6 @@ cdef int _stage_raw(int device, list pairs, cudaStream_t stream) except -1:
     return 0
 
 
-cdef class CUDAGraphCore(GraphBase):
-    cdef int init(self) except -1:
-        self.side_stream_default = True
-        return 0
-
-
 cdef int _prepare_device(int device, object pool) except -1:
     """What entering a capture block does first: a quiet device and an empty cache. Skipped
     while any capture is open in the process: both would invalidate it (device.pyx,
@@ -1136,26 +1155,6 @@ cdef int _prepare_device(int device, object pool) except -1:
         gc.collect()
     allocator.empty_cache(device)
     return 0
-
-
-cdef class GraphCore(GraphBase):
-    cdef int init(self, bint keep_graph, object pool, str capture_error_mode) except -1:
-        self.settings.pool = pool
-        self.settings.capture_mode = CAPTURE_MODES[capture_error_mode]
-        self.keep_graph = keep_graph
-        self.keep_template = keep_graph
-        return 0
-
-    cdef object c_enter(self):
-        if not _device.is_available():
-            errors.raise_no_accelerator("graph capture")
-        _prepare_device(_device.current_device_index(), self.settings.pool)
-        self.begin(self.settings.pool, self.settings.capture_mode, None)
-        return self
-
-    cdef object c_exit(self, object exc_type, object exc_value, object traceback):
-        self.finish_block(exc_value)
-        return None
 
 
 cdef class GraphContext:
@@ -1211,7 +1210,8 @@ cdef object graph_pool_handle():
 
 cdef object graph_context(object cuda_graph, object pool, object stream,
                           object capture_error_mode):
-    if not isinstance(cuda_graph, CUDAGraphCore):
+    # Only a CUDAGraph takes the side stream by default (init_cuda_graph): graph() is its block.
+    if not (isinstance(cuda_graph, GraphBase) and (<GraphBase>cuda_graph).side_stream_default):
         raise TypeError(f"cuda_graph must be a tensorplay.cuda.CUDAGraph, got "
                         f"{type(cuda_graph).__name__}")
     cdef GraphContext context = GraphContext.__new__(GraphContext)

@@ -263,6 +263,7 @@ def test_runtime_index_counts_parameters_across_lines_and_optional_ones(tmp_path
 BASES = textwrap.dedent("""\
     bases:
     - name: Shared
+      impl: graph.GraphBase
       doc: Members two classes share.
       methods:
       - {name: first, impl: c_capture_end, returns: {type: None, doc: nothing.}, doc: First.}
@@ -273,11 +274,9 @@ BASES = textwrap.dedent("""\
 GRAPHS = textwrap.indent(textwrap.dedent("""\
       classes:
       - name: One
-        impl: graph.CUDAGraphCore
         extends: Shared
         doc: One.
       - name: Two
-        impl: graph.GraphCore
         extends: Shared
         doc: Two.
         methods:
@@ -302,43 +301,71 @@ def test_classes_share_the_members_of_their_base_and_override_by_name(runtime_di
         ("third", "c_enable_debug_mode", "Third.")]
     assert one.properties == two.properties and one.properties[0].name == "pool_id"
     assert one.extends == two.extends == "Shared"
+    # Both take the base's core class; the generated base class holds what they inherit.
+    assert (one.impl_module, one.impl_name) == (two.impl_module, two.impl_name) \
+        == ("graph", "GraphBase")
+    assert one.inherited == {"first", "second", "pool_id"} and two.inherited == {"second", "pool_id"}
+    (shared,) = api.bases
+    assert [m.name for m in shared.methods] == ["first", "second"]
+    assert [p.name for p in shared.properties] == ["pool_id"]
+    assert shared.methods[0].doc == "First."
+
+
+def test_a_class_naming_another_core_than_its_base_is_an_error(runtime_dir):
+    text = with_bases(graphs=GRAPHS.replace("extends: Shared\n    doc: One.",
+                                            "extends: Shared\n    impl: stream.StreamCore\n"
+                                            "    doc: One."))
+    assert errors_of(text, runtime_dir) == [
+        "api.yaml:43:11: impl of 'tensorplay.accelerator.One' must be the impl of its base "
+        "'Shared' (graph.GraphBase), from which it derives; leave it out"]
+
+
+def test_a_base_member_every_class_overrides_is_an_error(runtime_dir):
+    graphs = GRAPHS.replace("doc: One.\n", "doc: One.\n    methods:\n    - {name: first, impl: "
+                            "c_reset, returns: {type: None, doc: nothing.}, doc: Own.}\n")
+    assert errors_of(with_bases(graphs=graphs), runtime_dir) == [
+        "api.yaml:7:5: member 'first' of base 'Shared' is overridden by every class that "
+        "extends it; move it into those classes"]
 
 
 def test_unknown_base_is_a_located_error(runtime_dir):
     text = with_bases(graphs=GRAPHS.replace("extends: Shared\n    doc: Two.",
                                             "extends: Sharde\n    doc: Two."))
     assert errors_of(text, runtime_dir) == [
-        "api.yaml:46:14: 'tensorplay.accelerator.Two' extends unknown base 'Sharde'; the "
+        "api.yaml:45:14: 'tensorplay.accelerator.Two' extends unknown base 'Sharde'; the "
         "schema's bases: Shared"]
 
 
 def test_circular_bases_are_located_errors(runtime_dir):
     bases = BASES + textwrap.dedent("""\
         - name: Loop
+          impl: graph.GraphBase
           doc: Extends itself through Back.
           extends: Back
         - name: Back
+          impl: graph.GraphBase
           doc: Closes the loop.
           extends: Loop
         """)
     text = with_bases(bases=bases, graphs=GRAPHS.replace("extends: Shared\n    doc: Two.",
                                                          "extends: Loop\n    doc: Two."))
     assert errors_of(text, runtime_dir) == [
-        "api.yaml:12:12: base 'Loop' extends 'Back', which is circular: Back -> Loop -> Back",
-        "api.yaml:15:12: base 'Back' extends 'Loop', which is circular: Loop -> Back -> Loop"]
+        "api.yaml:14:12: base 'Loop' extends 'Back', which is circular: Back -> Loop -> Back",
+        "api.yaml:18:12: base 'Back' extends 'Loop', which is circular: Loop -> Back -> Loop"]
 
 
 def test_base_no_class_extends_is_an_error(runtime_dir):
-    bases = BASES + "- {name: Unused, doc: Nobody extends it.}\n"
+    bases = BASES + "- {name: Unused, impl: graph.GraphBase, doc: Nobody extends it.}\n"
     assert errors_of(with_bases(bases=bases), runtime_dir) == [
-        "api.yaml:10:3: base 'Unused' is extended by no class; remove it or extend it"]
+        "api.yaml:11:3: base 'Unused' is extended by no class; remove it or extend it"]
 
 
-def test_base_member_missing_from_a_core_class_is_reported_for_that_class(runtime_dir):
-    bases = BASES.replace("impl: c_reset", "impl: c_enter")  # only GraphCore declares c_enter
+def test_base_member_missing_from_the_core_class_is_reported_per_class(runtime_dir):
+    bases = BASES.replace("impl: c_reset", "impl: c_missing")
     messages = errors_of(with_bases(bases=bases), runtime_dir)
-    assert messages == ["api.yaml:7:26: impl of 'tensorplay.accelerator.One.second': runtime "
-                        "class graph.CUDAGraphCore declares no cdef method 'c_enter'"]
+    assert messages == [f"api.yaml:8:26: impl of 'tensorplay.accelerator.{name}.second': runtime "
+                        "class graph.GraphBase declares no cdef method 'c_missing'"
+                        for name in ("One", "Two")]
 
 
 def test_a_conversion_the_runtime_does_not_declare_is_a_located_error(runtime_dir, monkeypatch):
