@@ -32,6 +32,7 @@ DOC_WIDTH = 88  # columns of an Args:/Returns:/Raises: entry, before its indenta
 
 
 MARKER = f"{MARKER_TEXT} — DO NOT EDIT; run: {FIX_COMMAND}"
+BASES_DOC = "The schema's bases, each rendered once: the public classes that extend one derive from it."
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,6 +129,7 @@ class Renderer:
     def __init__(self, api: Api, templates: Path):
         self.api = api
         self.class_home = {c.name: m.name for m in api.modules for c in m.classes}
+        self.package = api.modules[0].name.split(".")[0]
         # The one Jinja environment: strict, so a missing value is an error, never "".
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(templates)),
@@ -177,8 +179,9 @@ class Renderer:
         return [("class" if isinstance(item, Class) else "function", item)
                 for item in (self.api.find(r.source, r.name) for r in module.reexports)]
 
-    def render_module(self, module: Module) -> list[Output]:
-        context = dict(
+    def context(self, module: Module) -> dict:
+        """What the module templates read."""
+        return dict(
             api=self.api,
             module=module,
             marker=MARKER,
@@ -194,13 +197,32 @@ class Renderer:
             reexported=self.reexported(module),
             shadowed=frozenset(v.name for v in module.variables
                                if v.name in dir(builtins)),
+            bases_module=f"{self.package}._bases",
         )
+
+    def render_module(self, module: Module) -> list[Output]:
+        context = self.context(module)
         base = self.module_path(module)
         return [
             Output(f"{base}.pyx", self.env.get_template("module.pyx.j2").render(context)),
             Output(f"{base}.pyi", self.env.get_template("module.pyi.j2").render(context)),
             self.render_reference(module),
         ]
+
+    def render_bases(self) -> list[Output]:
+        """The generated base classes: their wrappers, the declaration that lets modules
+        cimport them, and their stub (rendered as a module of their own, classes alone)."""
+        stub_module = Module(f"{self.package}._bases", BASES_DOC, (), (), tuple(
+            Class(b.name, "extension", b.impl_module, b.impl_name, b.doc, None, b.methods,
+                  b.properties) for b in self.api.bases), (), ())
+        modules = sorted({name for base in self.api.bases for name in base.runtime_modules()})
+        outputs = [Output(f"{self.package}/_bases.pyi", self.env.get_template(
+            "module.pyi.j2").render(self.context(stub_module)))]
+        for name in ("_bases.pyx", "_bases.pxd"):
+            outputs.append(Output(f"{self.package}/{name}", self.env.get_template(
+                f"package/{name}.j2").render(marker=MARKER, bases=self.api.bases, doc=BASES_DOC,
+                                             runtime_modules=modules)))
+        return outputs
 
     def render_reference(self, module: Module) -> Output:
         functions = list(module.functions) + [i for k, i in self.reexported(module)
@@ -215,16 +237,12 @@ class Renderer:
         outputs: list[Output] = []
         for module in self.api.modules:
             outputs += self.render_module(module)
-        package = self.api.modules[0].name.split(".")[0]
-        names = ["__main__.py", "_schema.py", "py.typed"]
-        if self.api.bases:  # one generated class per base (templates/package/_bases.*)
-            names += ["_bases.pyx", "_bases.pxd"]
-        modules = sorted({name for base in self.api.bases for name in base.runtime_modules()})
-        for name in names:
+        for name in ("__main__.py", "_schema.py", "py.typed"):
             template = self.env.get_template(f"package/{name}.j2")
-            outputs.append(Output(f"{package}/{name}", template.render(
-                api=self.api, marker=MARKER, unset=UNSET, bases=self.api.bases,
-                runtime_modules=modules)))
+            outputs.append(Output(f"{self.package}/{name}", template.render(
+                api=self.api, marker=MARKER, unset=UNSET)))
+        if self.api.bases:
+            outputs += self.render_bases()
         return sorted(outputs, key=lambda output: output.path)
 
     def render_references(self) -> list[Output]:

@@ -6,6 +6,10 @@ from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport graph as _graph
 from tensorplay._runtime cimport stream as _stream
 
+__all__ = [
+    "GraphBase",
+]
+
 
 cdef class GraphBase(_graph.GraphBase):
     """The members both graph classes share (runtime/graph.pxd declares them on GraphBase)."""

@@ -7,6 +7,7 @@ backend and replays it with reduced launch overhead.
 import os
 from typing import Any, Callable, Literal, TypeAlias
 
+from tensorplay._bases import GraphBase
 from tensorplay.cuda import Stream
 from tensorplay.cuda.graphs import CUDAGraph
 
@@ -17,7 +18,7 @@ __all__ = [
 ]
 
 
-class Graph:
+class Graph(GraphBase):
     """Capture/replay graph on the current accelerator device.
 
     Args:
@@ -33,25 +34,6 @@ class Graph:
 
     def __init__(self, keep_graph: bool = False, *, pool: _GraphPool = None, capture_error_mode: str = 'global') -> None: ...
 
-    def begin_capture_to_if_node(self, scalar_pred: Any) -> None:
-        """Inside an open capture, gate the following work on an if node.
-
-        scalar_pred must be a single-element CUDA Bool tensor; at replay
-        time the driver samples it and runs the body captured between this
-        call and end_capture_to_conditional_node() only when true.
-
-        Args:
-            scalar_pred: a single-element CUDA Bool tensor sampled at replay time.
-        """
-
-    def begin_capture_to_while_node(self, scalar_pred: Any) -> None:
-        """Like begin_capture_to_if_node(), but the body loops while
-        the predicate stays true (driver-level while node).
-
-        Args:
-            scalar_pred: a single-element CUDA Bool tensor sampled before each iteration.
-        """
-
     def capture_begin(self, pool: _GraphPool | Literal['__unset__'] = '__unset__', capture_error_mode: str = '__unset__', stream: Stream | None = None) -> None:
         """Begin capture on the current stream with the stored settings.
 
@@ -64,207 +46,6 @@ class Graph:
             capture_error_mode: the capture mode for this capture; "__unset__" keeps the one given
                 to the constructor.
             stream: the stream to capture on; None captures on the current stream.
-        """
-
-    def capture_end(self) -> None:
-        """End capture and compile the executable (paid here, not on first
-        replay).
-
-        Raises:
-            RuntimeError: no capture is open, a conditional node is still open, the capture failed
-                (it is discarded), or a global or thread_local capture is ended from a thread other than
-                the one that began it (the capture goes on).
-        """
-
-    def debug_dump(self, path: str | os.PathLike[str]) -> None:
-        """Write a DOT rendering of the captured graph to path.
-
-        Call enable_debug_mode() before capturing for a dump that
-        includes full node attributes. Conditional nodes show with their
-        bodies. A path ending in .svg or .png is rendered through
-        Graphviz's dot program, which must be installed.
-
-        Args:
-            path: the DOT file to write; a path ending in .svg or .png gets a picture drawn by
-                Graphviz instead.
-
-        Raises:
-            RuntimeError: the graph was not kept, or the path ends in .svg or .png and Graphviz's
-                dot program is not installed (the message says what to install).
-            ValueError: the path contains a NUL character or is longer than a path can be.
-            OSError: the file cannot be written whole (a missing folder, no permission, a full
-                disk); the error names the path.
-        """
-
-    def enable_debug_mode(self) -> None:
-        """Keep the captured graph and record full node attributes for debug_dump()."""
-
-    def end_capture_to_conditional_node(self) -> None:
-        """Close the open conditional body; subsequent capture returns to
-        the parent stream.
-
-        Raises:
-            RuntimeError: no conditional node is open, random numbers were drawn in the body, or a
-                while node's body captured no work (its stream is named; the node then ends its loop at
-                once and the capture goes on).
-        """
-
-    def instantiate(self) -> None:
-        """No-op once instantiated; kept for late callers."""
-
-    def replay(self, stream: Stream | None = None) -> None:
-        """Run the graph: launch the cached executable on the current stream.
-
-        Args:
-            stream: launch on this explicit stream instead of querying the current one; this saves a
-                thread-local lookup in hot loops pinned to one stream.
-        """
-
-    def reset(self) -> None:
-        """Destroy the executable and release the pool reference.
-
-        Tensors allocated during the capture may outlive the reset: their
-        memory stays valid for as long as they live, also after the graph
-        is deleted and the last graph sharing the pool lets it go.
-        Memory that no tensor holds, and blocks that the capture freed,
-        stop being reserved for this graph; they go back to CUDA at the
-        next empty_cache() with no capture open.
-
-        Raises:
-            RuntimeError: a global or thread_local capture of this graph is open and this is not the
-                thread that began it.
-        """
-
-    def set_conditional_handle_for_current_node(self, scalar_pred: Any) -> None:
-        """Refresh the predicate consumed by the innermost open conditional
-        node (used for nested conditionals).
-
-        Args:
-            scalar_pred: a single-element CUDA Bool tensor.
-        """
-
-    def stage_and_launch(self, static_inputs: Any, inputs: Any) -> None:
-        """Stage every input onto its static buffer and replay in one call.
-
-        One Python-to-native crossing copies every input and launches the
-        graph, instead of one copy_() per input and a replay().
-
-        Args:
-            static_inputs: buffers captured by the graph (kept alive by the caller).
-            inputs: fresh tensors whose contents overwrite the matching static buffer this iteration
-                (tensorplay's, or any with __cuda_array_interface__ or DLPack). Contiguous pairs of one
-                dtype and device are copied as raw bytes by one staging-kernel launch per 32 pairs on
-                the current stream; other pairs go through copy_() (dtype conversion, strides, CPU
-                sources). A pair that is the same tensor on both sides is skipped.
-
-        Raises:
-            TypeError: a sequence is not a list or tuple, or an item is not a tensor (the error
-                names it, e.g. inputs[2]).
-            ValueError: the sequences differ in length, a pair differs in shape, a static buffer is
-                not on the graph's device, or two buffers overlap in memory where one is a static buffer
-                (the error names the pair); every pair is checked before anything is copied.
-            RuntimeError: the graph holds no captured graph (never captured, or reset() since).
-        """
-
-    def get_graph_data(self) -> dict[str, Any]:
-        """Return the topology of the captured graph as a dict.
-
-        Nodes are listed in the driver's order; "id" is a node's position,
-        which "dependencies" and "dependents" refer to. Kernel nodes carry
-        the kernel's name as the driver reports it (cuFuncGetName). A
-        conditional node carries its type ("if", "while" or "switch") and
-        its body graphs, described the same way, recursively. Needs the
-        captured graph: call enable_debug_mode() (or pass keep_graph=True to
-        accelerator.Graph) before capturing.
-
-        Returns:
-            dict[str, Any]: {"handle": int, "nodes": [...]}, each node a dict with "id", "handle",
-                "type", "dependencies" and "dependents" (ids), "kernel_name" for kernel nodes,
-                "conditional_type" and "body_graphs" for conditional nodes, "body_graphs" for child-
-                graph nodes.
-
-        Raises:
-            RuntimeError: the captured graph was not kept (enable_debug_mode() or keep_graph=True
-                before the capture), or reset() came since.
-        """
-
-    def raw_cuda_graph(self) -> int:
-        """Return the captured graph (cudaGraph_t) as an int, for cuda.bindings.
-
-        The graph stays owned by this object: it is valid until reset() or
-        until this object is destroyed, and must not be destroyed by the
-        caller. It is kept only when enable_debug_mode() (or
-        accelerator.Graph(keep_graph=True)) came before the capture. Edits
-        made through it do not reach the executable already instantiated.
-
-        Returns:
-            int: the cudaGraph_t handle as an int.
-
-        Raises:
-            RuntimeError: the captured graph was not kept, or reset() came since.
-        """
-
-    def raw_cuda_graph_exec(self) -> int:
-        """Return the executable graph (cudaGraphExec_t) as an int, for cuda.bindings.
-
-        The executable stays owned by this object: it is valid until reset()
-        or until this object is destroyed, and must not be destroyed by the
-        caller. Launching it directly skips what replay() does around the
-        launch (making the capture device current).
-
-        Returns:
-            int: the cudaGraphExec_t handle as an int.
-
-        Raises:
-            RuntimeError: no capture has completed, or reset() came since.
-        """
-
-    def begin_capture_to_if_else_node(self, scalar_pred: Any) -> None:
-        """Inside an open capture, add an if node with an else body.
-
-        The work captured next forms the body that runs when the predicate
-        is true at replay time; begin_capture_to_next_body() switches to
-        the else body, which runs when it is false, and
-        end_capture_to_conditional_node() closes the node (a body left
-        without work does nothing). Needs a CUDA 12.8 or newer driver.
-
-        Args:
-            scalar_pred: a single-element CUDA Bool tensor sampled at replay time.
-
-        Raises:
-            RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
-                its version).
-        """
-
-    def begin_capture_to_switch_node(self, scalar_index: Any, num_cases: int) -> None:
-        """Inside an open capture, add a switch node of num_cases bodies.
-
-        At replay time the node runs the body whose position is the value
-        of scalar_index, and none when the index is negative or at least
-        num_cases. The work captured next forms body 0;
-        begin_capture_to_next_body() moves on to the next body, and
-        end_capture_to_conditional_node() closes the node (bodies left
-        without work do nothing). Needs a CUDA 12.8 or newer driver.
-
-        Args:
-            scalar_index: a single-element CUDA int32 tensor sampled at replay time: the body to
-                run.
-            num_cases: how many bodies the node has, from 1 to 1024.
-
-        Raises:
-            RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
-                its version).
-        """
-
-    def begin_capture_to_next_body(self) -> None:
-        """Close the body being captured and capture the node's next one.
-
-        Applies to the innermost open if/else node (its else body) or
-        switch node (its next case).
-
-        Raises:
-            RuntimeError: the innermost open conditional node is not an if/else or switch node, or
-                its last body is being captured.
         """
 
     def __enter__(self) -> Graph:
@@ -290,7 +71,3 @@ class Graph:
         Returns:
             tuple[int, int] | None: the pool id, or None when there is none to share yet.
         """
-
-    @property
-    def pool_id(self) -> tuple[int, int] | None:
-        """Allocator pool id this graph captured against."""
