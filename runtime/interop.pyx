@@ -46,6 +46,7 @@ stream the producer's pending work is on; the consumer must order its own work a
 export our current stream there, and on import make our current stream wait on the producer's.
 """
 import math
+import sys
 
 import numpy
 
@@ -517,11 +518,29 @@ cdef object _host_tensor(uintptr_t address, tuple sizes, tuple strides, DtypeCor
     return _tensor.wrap_cpu(numpy.asarray(memory), dtype)
 
 
+cdef object _exporter_allocation(object producer):
+    """(first byte, byte count) of the allocation behind producer where its library tells it
+    (a PyTorch tensor's storage, a CuPy array's memory), else None. Neither library is
+    imported here: an object of theirs exists only if it is imported already."""
+    if producer is None:
+        return None
+    torch = sys.modules.get("torch")
+    cupy = sys.modules.get("cupy")
+    if torch is not None and isinstance(producer, torch.Tensor):
+        storage = torch.Tensor.untyped_storage(producer)  # a subclass cannot disguise it
+        return int(storage.data_ptr()), int(storage.nbytes())
+    if cupy is not None and isinstance(producer, cupy.ndarray):
+        memory = producer.data.mem
+        return int(memory.ptr), int(memory.size)
+    return None
+
+
 cdef int _check_layout(tuple sizes, tuple strides, int itemsize, object address,
-                       str what) except -1:
+                       str what, object producer=None) except -1:
     """Foreign metadata, checked in Python integers before a tensor is made: sizes and strides
     a tensor can hold, a byte count and a reach (the bytes from the first element to the last)
-    below 2**63, and an address range inside the 64-bit address space."""
+    below 2**63, an address range inside the 64-bit address space, and, where the producer's
+    library tells its allocation, elements inside it."""
     if any(not 0 <= size < 1 << 63 for size in sizes):
         raise ValueError(f"{what} shape {errors.shown(sizes)} has a size outside 0 to 2**63 - 1")
     if any(not 0 <= stride < 1 << 63 for stride in strides):
@@ -538,10 +557,17 @@ cdef int _check_layout(tuple sizes, tuple strides, int itemsize, object address,
     if not 0 <= address < 1 << 64 or address + reach > 1 << 64:
         raise ValueError(f"{what} data pointer {errors.shown(address)} (reaching {reach} bytes) "
                          "is outside the 64-bit address space")
+    allocation = _exporter_allocation(producer) if count else None
+    if allocation is not None:
+        first, size = allocation
+        if not first <= address or address + reach > first + size:
+            raise ValueError(f"{what} elements span bytes {address:#x} to {address + reach:#x}, "
+                             f"outside the {type(producer).__name__}'s allocation of {size} bytes "
+                             f"at {first:#x}")
     return 0
 
 
-cdef object _import_capsule(object capsule):
+cdef object _import_capsule(object capsule, object producer=None):
     cdef _DLPackOwner owner = _take_ownership(capsule)
     cdef DLTensor* described
     cdef uint64_t flags = 0
@@ -573,7 +599,8 @@ cdef object _import_capsule(object capsule):
                          "tensorplay tensors need non-negative strides, so make a copy in the "
                          "producer first (e.g. .copy())")
     _check_layout(sizes, strides, dtype.itemsize,
-                  <uintptr_t>described.data + <object>described.byte_offset, "the DLPack tensor's")
+                  <uintptr_t>described.data + <object>described.byte_offset, "the DLPack tensor's",
+                  producer)
     cdef uintptr_t address = <uintptr_t>described.data + described.byte_offset
     cdef int device_type = described.device.device_type
     cdef int device_id = described.device.device_id
@@ -595,8 +622,9 @@ def from_dlpack(producer):
     producer is an object with __dlpack__ and __dlpack_device__, or a bare DLPack capsule as
     older APIs return (torch.utils.dlpack.to_dlpack), which carries no stream handshake.
     """
-    capsule = producer if PyCapsule_CheckExact(producer) else _request_capsule(producer)
-    return _import_capsule(capsule)
+    if PyCapsule_CheckExact(producer):
+        return _import_capsule(producer)
+    return _import_capsule(_request_capsule(producer), producer)
 
 
 # --------------------------------------------------------------------------------------------
@@ -709,7 +737,7 @@ def from_cuda_array_interface(producer):
                          f"{errors.shown(byte_strides)}")
     else:
         strides = tuple(stride // dtype.itemsize for stride in byte_strides)
-    _check_layout(shape, strides, dtype.itemsize, data[0], "__cuda_array_interface__")
+    _check_layout(shape, strides, dtype.itemsize, data[0], "__cuda_array_interface__", producer)
     stream = interface.get("stream") if version >= 3 else None
     cdef uintptr_t producer_stream = 0
     if stream is not None:

@@ -21,6 +21,7 @@ import importlib
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -37,6 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 EXAMPLES_PER_PARAMETER = 6     # hypothesis draws per parameter, besides the fixed values
 CHILD_TIMEOUT_S = 60           # one module's calls take about a second; more is a hang
+# A child's writable private memory (RLIMIT_DATA): a call that asks for more (a huge shape
+# allocated before it is checked) fails with MemoryError, which the rules report, instead of
+# exhausting the machine. CUDA's address-space reservations are not writable, so not counted.
+CHILD_MEMORY_BYTES = 8 << 30
 MESSAGE_LIMIT = 400            # characters of an error message
 # Runtime modules being rewritten in their own branches (RNG: rng, random_ops; capture:
 # graph): their callables' problems are reported by a test of their own (the last one below),
@@ -518,7 +523,7 @@ def run_module(module_name):
         command = [sys.executable, __file__, module_name, str(start)]
         try:
             child = subprocess.run(command, capture_output=True, text=True, env=env,
-                                   timeout=CHILD_TIMEOUT_S, cwd=ROOT)
+                                   timeout=CHILD_TIMEOUT_S, cwd=ROOT, preexec_fn=limit_memory)
             stdout, stderr, failure = child.stdout, child.stderr, crash_of(child.returncode)
         except subprocess.TimeoutExpired as timeout:
             stdout, stderr = text_of(timeout.stdout), text_of(timeout.stderr)
@@ -538,6 +543,11 @@ def run_module(module_name):
         where = "" if last.get("start") else " after this call answered"
         outcomes.append(dict(last, problem=f"{failure}{where}{said}"))
         start = last["case"] + 1
+
+
+def limit_memory():
+    """In the child, before it runs: cap its memory (CHILD_MEMORY_BYTES)."""
+    resource.setrlimit(resource.RLIMIT_DATA, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
 
 
 def crash_of(returncode):

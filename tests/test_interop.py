@@ -592,6 +592,53 @@ def test_cupy_round_trips_through_cuda_array_interface():
 
 
 @pytest.mark.gpu
+def test_metadata_reaching_beyond_a_torch_storage_is_refused():
+    torch = pytest.importorskip("torch")
+
+    class Overstated(torch.Tensor):
+        """Describes twice its storage, through both protocols."""
+
+        @property
+        def __cuda_array_interface__(self):
+            interface = dict(torch.Tensor.__cuda_array_interface__.__get__(self))
+            interface["shape"] = (interface["shape"][0] * 2,)
+            return interface
+
+        def __dlpack__(self, *args, **kwargs):
+            return torch.Tensor.__dlpack__(self.larger, *args, **kwargs)
+
+    base = torch.zeros(64, device="cuda")
+    liar = base[:8].as_subclass(Overstated)  # a view: its storage is all of base's 64 floats
+    liar.larger = torch.zeros(128, device="cuda")  # a DLPack export of another allocation
+    assert tp.as_tensor(liar).shape == (16,)  # 16 floats still lie inside the 64 of base
+    wide = torch.zeros(8, device="cuda").as_subclass(Overstated)
+    with pytest.raises(ValueError, match=r"outside the Overstated's allocation of 32 bytes"):
+        tp.as_tensor(wide)
+    wide.larger = torch.zeros(128, device="cuda")
+    with pytest.raises(ValueError, match=r"outside the Overstated's allocation of 32 bytes"):
+        tp.from_dlpack(wide)
+    assert tp.from_dlpack(base[4:]).tolist() == [0.0] * 60  # an honest view still imports
+
+
+@pytest.mark.gpu
+def test_metadata_reaching_beyond_a_cupy_allocation_is_refused():
+    cupy = pytest.importorskip("cupy")
+
+    class Overstated(cupy.ndarray):
+        @property
+        def __cuda_array_interface__(self):
+            interface = dict(super().__cuda_array_interface__)
+            # CuPy's pool rounds an allocation up to 512 bytes: overstate well beyond that.
+            interface["shape"] = (interface["shape"][0] * 1000,)
+            return interface
+
+    wide = Overstated((8,), dtype=cupy.float32)
+    with pytest.raises(ValueError, match=r"outside the Overstated's allocation of \d+ bytes"):
+        tp.as_tensor(wide)
+    assert tp.as_tensor(cupy.zeros(8, dtype=cupy.float32)[2:]).shape == (6,)
+
+
+@pytest.mark.gpu
 def test_cuda_array_interface_streams_order_both_ways():
     cupy = pytest.importorskip("cupy")
     count = 1 << 16

@@ -1,4 +1,5 @@
 """CUDA_VISIBLE_DEVICES as the driver reads it, applied to NVML's device list."""
+import os
 import subprocess
 import sys
 
@@ -63,3 +64,34 @@ def test_device_count_honours_the_variable_in_a_fresh_process(value):
                             env={"CUDA_VISIBLE_DEVICES": value, "PATH": "/usr/bin:/bin"},
                             check=True).stdout.split()
     assert output == ["0", "False"]
+
+
+DRIVER_COUNT = """
+import tensorplay.accelerator as accelerator
+ours = accelerator.device_count()  # NVML and the variable, without initialising CUDA
+from cuda.bindings import driver
+status, = driver.cuInit(0)
+status, count = driver.cuDeviceGetCount() if status == 0 else (status, 0)
+print(ours, count)
+"""
+
+
+@pytest.mark.gpu
+def test_the_driver_agrees_on_every_spelling():
+    """The count tensorplay reads without initialising CUDA equals the driver's, for spellings
+    of CUDA_VISIBLE_DEVICES the driver reads in its own way (checked on the GPU machine)."""
+    pynvml = pytest.importorskip("pynvml")
+    pynvml.nvmlInit()
+    uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(0))
+    uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+    pynvml.nvmlShutdown()
+    values = ["", "0", " 0", "+0", "0gpu", "0,0", "0,-1", "-1", "1", "99", "\u0660", "0,\u00b2",
+              "\u20030", "9" * 40, uuid, uuid[:12], uuid + ",0", "GPU-zzzz", "abc"]
+    seen = {}
+    for value in values:
+        output = subprocess.run([sys.executable, "-c", DRIVER_COUNT], capture_output=True,
+                                text=True, check=True,
+                                env={**os.environ, "CUDA_VISIBLE_DEVICES": value})
+        seen[value] = tuple(int(part) for part in output.stdout.split())
+    assert {value: ours for value, (ours, _) in seen.items()} == \
+        {value: driver for value, (_, driver) in seen.items()}
