@@ -2,27 +2,10 @@ from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraphNode_
                                       cudaGraphExec_t, cudaStream_t)
 
 from tensorplay._runtime.allocator cimport PoolId
+from tensorplay._runtime.conditional cimport ConditionalBody
 from tensorplay._runtime.rng cimport CaptureRecord
 from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
-
-# One open conditional node of a capture: its handle and the stream its body captures on.
-cdef class ConditionalBody:
-    cdef cudaStream_t stream           # owned; destroyed when the body closes
-    cdef cudaStream_t parent           # where capture continues after the body
-    cdef cudaGraphConditionalHandle handle
-    cdef TensorCore predicate
-    cdef bint is_while
-    cdef bint capturing
-    cdef bint routing                  # begin_allocate_to_pool done for the body's pool
-    cdef unsigned long long rng_used_before  # the capture's random offset when the body opened
-    cdef unsigned long long capture_id # the body's own capture (cudaStreamBeginCaptureToGraph)
-    cdef PoolId pool
-    cdef cudaGraphNode_t node          # the conditional node, in the parent graph
-    cdef cudaGraph_t* graphs           # its size body graphs: a CUDA-owned array, as the node
-    cdef unsigned int size
-    cdef unsigned int branch           # the body capturing now (if/else and switch nodes)
-    cdef bint is_switch                # the condition is an index (int32), not a bool
 
 cdef class CaptureSettings:
     cdef object pool                   # checked: None, a pool id tuple or another graph
@@ -78,7 +61,6 @@ cdef class GraphBase:
     cdef int open_body(self, object scalar_pred, int node_type, str what,
                        unsigned int size=*) except -1
     cdef int close_body(self, bint keep) except -1
-    cdef int set_predicate(self, ConditionalBody body, TensorCore predicate) except -1
     cdef object c_begin_capture_to_if_node(self, object scalar_pred)
     cdef object c_begin_capture_to_while_node(self, object scalar_pred)
     cdef object c_capture_begin(self, object pool, str capture_error_mode, StreamCore stream)

@@ -19,12 +19,10 @@ The capture stream is the one given, else (CUDAGraph, graph()) the device's dedi
 stream, or (accelerator.Graph) the current stream unless that is the legacy default stream,
 which cannot capture (CUDA Runtime API, "Stream capture").
 
-Conditional nodes follow the capture-into-body recipe of PyTorch and cuda.core: a one-thread
-kernel copies the predicate into a condition handle, an if or while node joins the capture after
-it, and the node's body graph is captured on a stream of its own (cudaStreamBeginCaptureToGraph)
-that stays current until end_capture_to_conditional_node(); a while node's body copies the
-predicate again as its last step. Allocations in a body go to a private pool of their own (the
-allocator routes one capture id per pool), held like the graph's pool.
+Conditional nodes (if, if/else, while, switch) are captured into bodies by conditional.pyx;
+the graph keeps the open bodies, innermost last. Allocations in a body go to a private pool of
+their own (the allocator routes one capture id per pool), held like the graph's pool.
+stage_and_launch() checks and copies its pairs in staging.pyx, then replays.
 
 Replay is the hot path: no Python objects are created; it reads the current stream from C
 thread-local storage, makes the capture device current and calls cuGraphLaunch once.
@@ -41,29 +39,22 @@ import weakref
 
 from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport uintptr_t
-from libc.stdlib cimport calloc, free
-from libcpp.algorithm cimport sort
 from libcpp.utility cimport pair
-from libcpp.vector cimport vector
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings cimport cydriver
 from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport (cudaError_t, cudaGraphCondTypeIf, cudaGraphCondTypeSwitch,
-                                      cudaGraphCondTypeWhile,
-                                      cudaGraphConditionalHandle, cudaGraphDebugDotFlagsVerbose,
-                                      cudaGraphEdgeData, cudaGraphExec_t,
-                                      cudaGraphInstantiateFlagAutoFreeOnLaunch,
-                                      cudaGraphInstantiateFlagUseNodePriority, cudaGraphNode_t,
-                                      cudaGraphNodeParams, cudaGraphNodeTypeConditional,
-                                      cudaGraph_t, cudaStreamCaptureMode,
-                                      cudaStreamCaptureModeRelaxed, cudaStreamCaptureStatus,
-                                      cudaStreamCaptureStatusNone, cudaStreamLegacy,
-                                      cudaStreamNonBlocking, cudaStreamSetCaptureDependencies,
-                                      cudaStream_t, cudaSuccess)
+                                      cudaGraphCondTypeWhile, cudaGraphDebugDotFlagsVerbose,
+                                      cudaGraphExec_t, cudaGraphInstantiateFlagAutoFreeOnLaunch,
+                                      cudaGraphInstantiateFlagUseNodePriority, cudaGraph_t,
+                                      cudaStreamCaptureMode, cudaStreamCaptureModeRelaxed,
+                                      cudaStreamCaptureStatus, cudaStreamCaptureStatusNone,
+                                      cudaStreamLegacy, cudaStream_t, cudaSuccess)
 
-from tensorplay._runtime cimport allocator, device as _device, errors, graph_topology, kernels
-from tensorplay._runtime cimport rng, tensor
+from tensorplay._runtime cimport allocator, conditional, device as _device, errors, graph_topology
+from tensorplay._runtime cimport rng, staging, tensor
+from tensorplay._runtime.conditional cimport ConditionalBody
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.device cimport DeviceSwitch
@@ -482,7 +473,7 @@ cdef class GraphBase:
         cdef bint is_switch = node_type == cudaGraphCondTypeSwitch
         cdef TensorCore predicate = _index_arg(self, scalar_pred) if is_switch \
             else _predicate_arg(self, scalar_pred)
-        cdef CUfunction setter = _setter_kernel(self.device, is_switch)
+        cdef CUfunction setter = conditional.setter_kernel(self.device, is_switch)
         cdef ConditionalBody body = ConditionalBody.__new__(ConditionalBody)
         body.is_switch = is_switch
         body.parent = (<ConditionalBody>self.bodies[-1]).stream if self.bodies \
@@ -494,8 +485,8 @@ cdef class GraphBase:
         body.rng_used_before = self.rng_record.consumed if self.rng_record is not None else 0
         self.bodies.append(body)  # from here on, close_body() undoes what was done
         try:
-            _begin_body(self.device, setter, predicate.data, node_type, size, self.capture_mode,
-                        body, &body_capture_id)
+            conditional.begin_body(self.device, setter, predicate.data, node_type, size,
+                                   self.capture_mode, body, &body_capture_id)
             body.capture_id = body_capture_id
             if self.rng_record is not None:
                 rng.share_capture(self.rng_record, body_capture_id)
@@ -529,11 +520,11 @@ cdef class GraphBase:
             if keep and body.is_while:
                 # A body without work would only re-read the predicate: replay would loop
                 # forever while it holds. Such a body ends the loop instead, and is refused.
-                workless = _captured_nothing(self.device, body.stream)
+                workless = conditional.captured_nothing(self.device, body.stream)
                 if workless:
-                    _end_loop(self.device, body)
+                    conditional.end_loop(self.device, body)
                 else:
-                    self.set_predicate(body, body.predicate)  # tested after each pass
+                    conditional.set_predicate(self.device, body, body.predicate)  # after each pass
         finally:
             if self.rng_record is not None and body.capture_id:
                 rng.unshare_capture(self.rng_record, body.capture_id)
@@ -574,16 +565,6 @@ cdef class GraphBase:
             raise RuntimeError("random numbers were drawn inside a conditional node's body; a "
                                "body can run several times per replay and would repeat them. "
                                "Draw them before begin_capture_to_*_node() and use them inside")
-        return 0
-
-    cdef int set_predicate(self, ConditionalBody body, TensorCore predicate) except -1:
-        cdef CUfunction setter = _setter_kernel(self.device, body.is_switch)
-        cdef uintptr_t predicate_address = predicate.data
-        cdef void* arguments[2]
-        arguments[0] = &body.handle
-        arguments[1] = &predicate_address
-        with nogil:
-            kernels.launch(self.device, setter, 1, 1, 0, body.stream, arguments)
         return 0
 
     cdef int destroy_graphs(self) except -1:
@@ -653,7 +634,7 @@ cdef class GraphBase:
         cdef ConditionalBody body = self.bodies[-1]
         self.close_body(True)
         if body.size > 1:
-            _fill_empty_bodies(self.device, body)
+            conditional.fill_empty_bodies(self.device, body)
         return None
 
     cdef object c_instantiate(self):
@@ -714,7 +695,7 @@ cdef class GraphBase:
         cdef ConditionalBody body = self.bodies[-1]
         cdef TensorCore predicate = _index_arg(self, scalar_pred) if body.is_switch \
             else _predicate_arg(self, scalar_pred)
-        self.set_predicate(body, predicate)
+        conditional.set_predicate(self.device, body, predicate)
         body.predicate = predicate  # what a while node tests again at the end of its body
         self.predicates.append(predicate)
         return None
@@ -731,42 +712,8 @@ cdef class GraphBase:
                              f"static buffers and {len(inputs)} inputs")
         if self.executable == NULL:
             _not_replayable(self, None)
-        # Every pair is checked before anything is copied, so a bad pair loses nothing.
-        cdef list raw = []    # static, fresh, static, fresh, ...: contiguous, same dtype and device
-        cdef list full = []   # the same, for pairs that need copy_()'s semantics
-        cdef TensorCore static, fresh
-        cdef bint static_contiguous, fresh_contiguous
-        cdef Py_ssize_t index
-        cdef vector[MemorySpan] spans
-        for index in range(len(inputs)):
-            static = _tensor_arg(static_inputs[index], "static_inputs", index)
-            fresh = _tensor_arg(inputs[index], "inputs", index)
-            if static.device_index != self.device:
-                raise ValueError(f"static_inputs[{index}] is on "
-                                 f"{tensor.device_text(static.device_index)}, but the graph was "
-                                 f"captured on cuda:{self.device}; static inputs are the buffers "
-                                 f"the graph reads")
-            if static.sizes != fresh.sizes:
-                raise ValueError(f"inputs[{index}] has shape {fresh.sizes}, but "
-                                 f"static_inputs[{index}] has shape {static.sizes}; each input "
-                                 f"must have its static buffer's shape")
-            if static.element_count == 0 or _same_tensor(static, fresh):
-                continue  # nothing to copy, as copy_() of a tensor onto itself
-            static_contiguous = tensor.is_contiguous(static)
-            fresh_contiguous = tensor.is_contiguous(fresh)
-            spans.push_back(_span_of(static, static_contiguous, index, True))
-            spans.push_back(_span_of(fresh, fresh_contiguous, index, False))
-            pairs = raw if (fresh.device_index == static.device_index
-                            and fresh.dtype_object is static.dtype_object
-                            and static_contiguous and fresh_contiguous) else full
-            pairs.append(static)
-            pairs.append(fresh)
-        _refuse_overlaps(spans)
         cdef cudaStream_t handle = _stream.current_stream_handle(self.device)
-        for index in range(0, len(full), 2):  # dtype conversion, strides, other devices
-            (<TensorCore>full[index]).c_copy_(full[index + 1], True)
-        if raw:
-            _stage_raw(self.device, raw, handle)
+        staging.stage(self.device, static_inputs, inputs, handle)
         self.launch_on(handle)
         return None
 
@@ -790,7 +737,7 @@ cdef class GraphBase:
 
     cdef object c_begin_capture_to_if_else_node(self, object scalar_pred):
         if self.capturing:
-            _require_multi_body_nodes("begin_capture_to_if_else_node()")
+            conditional.require_multi_body_nodes("begin_capture_to_if_else_node()")
         self.open_body(scalar_pred, cudaGraphCondTypeIf, "begin_capture_to_if_else_node()", 2)
         return None
 
@@ -799,7 +746,7 @@ cdef class GraphBase:
         # num_cases is from 1 to 1024 (api.yaml's range, checked by the wrapper before anything
         # is allocated): each case is a body graph captured in turn.
         if self.capturing:
-            _require_multi_body_nodes("begin_capture_to_switch_node()")
+            conditional.require_multi_body_nodes("begin_capture_to_switch_node()")
         self.open_body(scalar_index, cudaGraphCondTypeSwitch, "begin_capture_to_switch_node()",
                        num_cases)
         return None
@@ -814,7 +761,7 @@ cdef class GraphBase:
         if body.branch + 1 >= body.size:
             raise RuntimeError(f"begin_capture_to_next_body(): all {body.size} bodies of the node "
                                "have been captured; call end_capture_to_conditional_node()")
-        _next_body(self.device, self.capture_mode, body, self.capture_id)
+        conditional.next_body(self.device, self.capture_mode, body, self.capture_id)
         return None
 
 
@@ -866,152 +813,10 @@ cdef int _write_dot(cudaGraph_t template, int device, str path, bint verbose) ex
     return 0
 
 
-cdef class ConditionalBody:
-    """One open conditional node of a capture (graph.pxd lists its state)."""
-
-
-cdef int _begin_body(int device, CUfunction setter, uintptr_t predicate, int node_type,
-                     unsigned int size, int capture_mode, ConditionalBody body,
-                     unsigned long long* body_capture_id) except -1:
-    """Add a conditional node after a predicate-copying kernel; start capturing its body."""
-    cdef cudaStream_t parent = body.parent
-    cdef void* arguments[2]
-    cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
-    cdef cudaGraph_t graph = NULL
-    cdef const cudaGraphNode_t* dependencies = NULL
-    cdef const cudaGraphEdgeData* edges = NULL
-    cdef size_t dependency_count = 0
-    cdef cudaGraphNode_t node = NULL
-    # Zeroed on the heap: C++ cannot default-construct the struct (a union of non-trivial
-    # members), and CUDA wants its unused fields zero.
-    cdef cudaGraphNodeParams* params = <cudaGraphNodeParams*>calloc(1, sizeof(cudaGraphNodeParams))
-    cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
-    cdef DeviceSwitch saved
-    if params == NULL:
-        raise MemoryError("cannot allocate the parameters of a conditional graph node")
-    with nogil:
-        _device.enter_device(device, &saved)
-        try:
-            errors.check(cyruntime.cudaStreamGetCaptureInfo(parent, &status, NULL, &graph, NULL,
-                                                            NULL, NULL),
-                         b"cudaStreamGetCaptureInfo")
-            errors.check(cyruntime.cudaGraphConditionalHandleCreate(&body.handle, graph, 0, 0),
-                         b"cudaGraphConditionalHandleCreate")
-            arguments[0] = &body.handle
-            arguments[1] = &predicate
-            kernels.launch(device, setter, 1, 1, 0, parent, arguments)
-            # The node follows the kernel: the capture's frontier now, with its edge data.
-            errors.check(cyruntime.cudaStreamGetCaptureInfo(parent, &status, NULL, &graph,
-                                                            &dependencies, &edges,
-                                                            &dependency_count),
-                         b"cudaStreamGetCaptureInfo")
-            params.type = cudaGraphNodeTypeConditional
-            params.conditional.handle = body.handle
-            params.conditional.type = <cyruntime.cudaGraphConditionalNodeType>node_type
-            params.conditional.size = size
-            errors.check(cyruntime.cudaGraphAddNode(&node, graph, dependencies, edges,
-                                                    dependency_count, params),
-                         b"cudaGraphAddNode")
-            body.node = node
-            body.graphs = params.conditional.phGraph_out
-            body.size = size
-            errors.check(cyruntime.cudaStreamUpdateCaptureDependencies(
-                parent, &node, NULL, 1, cudaStreamSetCaptureDependencies),
-                b"cudaStreamUpdateCaptureDependencies")
-            # Creating the body's stream is not captured work: relaxed mode around it.
-            errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
-                         b"cudaThreadExchangeStreamCaptureMode")
-            try:
-                errors.check(cyruntime.cudaStreamCreateWithFlags(&body.stream,
-                                                                 cudaStreamNonBlocking),
-                             b"cudaStreamCreateWithFlags")
-            finally:
-                errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
-                             b"cudaThreadExchangeStreamCaptureMode")
-            errors.check(cyruntime.cudaStreamBeginCaptureToGraph(
-                body.stream, params.conditional.phGraph_out[0], NULL, NULL, 0,
-                <cudaStreamCaptureMode>capture_mode), b"cudaStreamBeginCaptureToGraph")
-            body.capturing = True
-            errors.check(cyruntime.cudaStreamGetCaptureInfo(body.stream, &status,
-                                                            body_capture_id, NULL, NULL, NULL,
-                                                            NULL),
-                         b"cudaStreamGetCaptureInfo")
-        finally:
-            free(params)
-            _device.exit_device(&saved)
-    return 0
-
-
-# stage_and_launch() copies every pair at once (one kernel for the raw pairs), so no static
-# buffer may share memory with another pair's buffers, nor partly with its own input: the result
-# would depend on the order of the copies. A span is the bytes a tensor reaches, keyed by device
-# and start so that one sort puts overlapping spans next to each other.
-ctypedef pair[pair[int, uintptr_t], pair[uintptr_t, Py_ssize_t]] MemorySpan
-
-
-cdef inline bint _same_tensor(TensorCore static, TensorCore fresh):
-    return (static is fresh
-            or (static.data == fresh.data and static.device_index == fresh.device_index
-                and static.dtype_object is fresh.dtype_object
-                and static.element_strides == fresh.element_strides))
-
-
-cdef MemorySpan _span_of(TensorCore value, bint contiguous, Py_ssize_t index, bint static):
-    """(device, start), (end, tag): tag is 2 * pair index, plus 1 for the static buffer."""
-    cdef MemorySpan span
-    cdef size_t itemsize = value.dtype_object.itemsize
-    span.first.first = value.device_index
-    span.first.second = value.data
-    if contiguous:
-        span.second.first = value.data + <size_t>value.element_count * itemsize
-    else:
-        span.second.first = value.data + tensor.reach_bytes(value.sizes, value.element_strides,
-                                                            itemsize)
-    span.second.second = 2 * index + static
-    return span
-
-
-cdef int _refuse_overlaps(vector[MemorySpan]& spans) except -1:
-    """A ValueError naming two buffers that overlap where at least one is written."""
-    if spans.size() < 2:
-        return 0
-    sort(spans.begin(), spans.end())
-    cdef size_t i, j
-    cdef Py_ssize_t first, second
-    for i in range(spans.size()):
-        j = i + 1
-        while (j < spans.size() and spans[j].first.first == spans[i].first.first
-               and spans[j].first.second < spans[i].second.first):
-            first, second = spans[i].second.second, spans[j].second.second
-            if (first | second) & 1:
-                names = sorted(f"{'static_inputs' if tag & 1 else 'inputs'}[{tag >> 1}]"
-                               for tag in (first, second))
-                raise ValueError(
-                    f"{names[0]} and {names[1]} overlap in memory; stage_and_launch() copies "
-                    "every pair at once, so a static buffer may share memory with no other "
-                    "static buffer or input (a pair that is the same tensor on both sides is "
-                    "skipped, as copy_() skips it). Nothing was copied")
-            j += 1
-    return 0
-
-
-cdef TensorCore _tensor_arg(object value, str argument, Py_ssize_t index):
-    """value as our tensor: ours, or a view of any tensor that shares its memory through
-    __cuda_array_interface__ or DLPack (PyTorch's, CuPy's), no copy. index >= 0: the argument
-    is one item of a sequence, named argument[index] in errors."""
-    if isinstance(value, TensorCore):
-        return value
-    if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"):
-        return tensor.as_tensor(value, None, None)
-    name = argument if index < 0 else f"{argument}[{index}]"
-    raise TypeError(f"{name} must be a tensor (tensorplay's, or one with "
-                    f"__cuda_array_interface__ or __dlpack__), got {type(value).__name__}")
-
-
 cdef TensorCore _scalar_arg(GraphBase graph, object value, str argument, str dtype_name):
     """A single-element tensor of dtype_name on the graph's device: ours, or any tensor that
     shares its memory through __cuda_array_interface__ or DLPack (PyTorch's, CuPy's)."""
-    cdef TensorCore scalar = _tensor_arg(value, argument, -1)
+    cdef TensorCore scalar = staging.tensor_arg(value, argument, -1)
     if (scalar.dtype_object.name != dtype_name or scalar.element_count != 1
             or scalar.device_index != graph.device):
         raise ValueError(f"{argument} must be a single-element {dtype_name} tensor on cuda:"
@@ -1027,119 +832,6 @@ cdef inline TensorCore _predicate_arg(GraphBase graph, object value):
 
 cdef inline TensorCore _index_arg(GraphBase graph, object value):
     return _scalar_arg(graph, value, "scalar_index", "int32")
-
-
-cdef bint _captured_nothing(int device, cudaStream_t stream) except -1:
-    """Whether the capture on stream has no node yet (its frontier is empty)."""
-    cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
-    cdef size_t count = 0
-    cdef const cudaGraphNode_t* dependencies = NULL
-    cdef DeviceSwitch saved
-    with nogil:
-        _device.enter_device(device, &saved)
-        try:
-            errors.check(cyruntime.cudaStreamGetCaptureInfo(stream, &status, NULL, NULL,
-                                                            &dependencies, NULL, &count),
-                         b"cudaStreamGetCaptureInfo")
-        finally:
-            _device.exit_device(&saved)
-    return count == 0
-
-
-cdef int _end_loop(int device, ConditionalBody body) except -1:
-    """Capture into body a kernel that sets its condition to false: the loop runs once."""
-    cdef CUfunction clear = _graph_kernel(device, "graphs", "clear_conditional")
-    cdef void* arguments[1]
-    arguments[0] = &body.handle
-    with nogil:
-        kernels.launch(device, clear, 1, 1, 0, body.stream, arguments)
-    return 0
-
-
-cdef CUfunction _setter_kernel(int device, bint index=False) except NULL:
-    """The predicate-copying kernel (index: the one copying a switch node's index)."""
-    return _graph_kernel(device, "graphs",
-                         "set_conditional_index" if index else "set_conditional")
-
-
-# (device, source, function) -> the CUfunction _graph_kernel loaded, as an address: loading has a
-# cost on every call (two capture-mode exchanges and cuFuncLoad), paid once this way.
-cdef dict _loaded_kernels = {}
-
-
-cdef CUfunction _graph_kernel(int device, str source_name, str function_name,
-                              str prelude="") except NULL:
-    """A kernel of source_name, loaded now: its first launch may be inside a capture, where
-    lazy loading must not happen. Loading is not captured work, so relaxed mode."""
-    key = (device, source_name, function_name)
-    address = _loaded_kernels.get(key)
-    if address is not None:
-        return <CUfunction><uintptr_t>address
-    cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
-    cdef CUfunction function = NULL
-    cdef DeviceSwitch saved
-    errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
-                 b"cudaThreadExchangeStreamCaptureMode")
-    try:
-        function = kernels.get_kernel(device, source_name, function_name, prelude)
-        with nogil:
-            _device.enter_device(device, &saved)
-            try:
-                errors.check_driver(cydriver.cuFuncLoad(function), b"cuFuncLoad")
-            finally:
-                _device.exit_device(&saved)
-    finally:
-        errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
-                     b"cudaThreadExchangeStreamCaptureMode")
-    _loaded_kernels[key] = <uintptr_t>function
-    return function
-
-
-# stage_and_launch()'s raw copies: one launch of kernels/staging.cu moves up to STAGED_COPIES
-# pairs (the kernel gets the number through its prelude), each pair given enough blocks that a
-# thread moves about STAGE_LOADS 16-byte words of the largest pair.
-cdef enum:
-    STAGED_COPIES = 32
-    STAGE_THREADS = 256
-    STAGE_LOADS = 4
-    STAGE_MAX_BLOCKS = 1024
-
-ctypedef struct StagedCopies:
-    unsigned long long target[STAGED_COPIES]
-    unsigned long long source[STAGED_COPIES]
-    unsigned long long nbytes[STAGED_COPIES]
-
-_STAGING_PRELUDE = f"#define STAGED_COPIES {STAGED_COPIES}"
-
-
-cdef int _stage_raw(int device, list pairs, cudaStream_t stream) except -1:
-    """Copy each fresh tensor of pairs (static, fresh, ...) onto its static buffer, bytes as
-    they are, on stream: STAGED_COPIES pairs per launch."""
-    cdef CUfunction function = _graph_kernel(device, "staging", "stage_copies", _STAGING_PRELUDE)
-    cdef StagedCopies copies
-    cdef unsigned int blocks_per_copy
-    cdef void* arguments[2]
-    arguments[0] = &copies
-    arguments[1] = &blocks_per_copy
-    cdef Py_ssize_t count = len(pairs) // 2
-    cdef Py_ssize_t first, index, chunk
-    cdef unsigned long long largest
-    cdef TensorCore static, fresh
-    for first in range(0, count, STAGED_COPIES):
-        chunk = min(STAGED_COPIES, count - first)
-        largest = 0
-        for index in range(chunk):
-            static = pairs[2 * (first + index)]
-            fresh = pairs[2 * (first + index) + 1]
-            copies.target[index] = static.data
-            copies.source[index] = fresh.data
-            copies.nbytes[index] = static.element_count * static.dtype_object.itemsize
-            largest = max(largest, copies.nbytes[index])
-        blocks_per_copy = <unsigned int>min(
-            STAGE_MAX_BLOCKS, max(1, largest // (16 * STAGE_THREADS * STAGE_LOADS)))
-        kernels.launch(device, function, chunk * blocks_per_copy, STAGE_THREADS, 0,
-                       stream, arguments)
-    return 0
 
 
 cdef int _prepare_device(int device, object pool) except -1:
@@ -1239,81 +931,3 @@ cdef object make_graphed_callables(object callables, object sample_args, object 
     from tensorplay._runtime import graphed_callables
     return graphed_callables.make_graphed_callables(callables, sample_args, num_warmup_iters,
                                                     allow_unused_input, pool, capture_error_mode)
-
-
-# -- if/else and switch nodes: several bodies, captured one after the other -------------------
-
-cdef int _require_multi_body_nodes(str what) except -1:
-    """If/else (an if node of two bodies) and switch nodes arrived with CUDA 12.8."""
-    cdef int version = 0
-    errors.check(cyruntime.cudaDriverGetVersion(&version), b"cudaDriverGetVersion")
-    if version < 12080:
-        raise RuntimeError(f"{what} needs a CUDA 12.8 or newer driver for if/else and switch "
-                           f"graph nodes, and this one supports CUDA {version // 1000}."
-                           f"{version % 1000 // 10}; update the NVIDIA driver, or use "
-                           "begin_capture_to_if_node() instead")
-    return 0
-
-
-cdef int _next_body(int device, int capture_mode, ConditionalBody body,
-                    unsigned long long holder) except -1:
-    """End the capture of the body being captured, and capture the next on the same stream.
-    Its allocations go to the node's pool, routed by the new capture's id."""
-    cdef cudaGraph_t captured = NULL
-    cdef unsigned long long capture_id = 0
-    cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
-    cdef DeviceSwitch saved
-    if body.routing:
-        body.routing = False
-        allocator.end_allocate_to_pool(device, body.pool)
-    with nogil:
-        _device.enter_device(device, &saved)
-        try:
-            body.capturing = False
-            # Captured into the node's own body graph: nothing to destroy.
-            errors.check(cyruntime.cudaStreamEndCapture(body.stream, &captured),
-                         b"cudaStreamEndCapture (conditional body)")
-            body.branch += 1
-            errors.check(cyruntime.cudaStreamBeginCaptureToGraph(
-                body.stream, body.graphs[body.branch], NULL, NULL, 0,
-                <cudaStreamCaptureMode>capture_mode), b"cudaStreamBeginCaptureToGraph")
-            body.capturing = True
-            errors.check(cyruntime.cudaStreamGetCaptureInfo(body.stream, &status, &capture_id,
-                                                            NULL, NULL, NULL, NULL),
-                         b"cudaStreamGetCaptureInfo")
-        finally:
-            _device.exit_device(&saved)
-    allocator.begin_allocate_to_pool(device, body.pool, capture_id, holder)
-    body.routing = True
-    return 0
-
-
-cdef int _fill_empty_bodies(int device, ConditionalBody body) except -1:
-    """Give each body the capture never reached (or left without work) one empty node, so that
-    every body is a graph with a node to run. Building a graph is not captured work: relaxed
-    mode, as the enclosing capture may still be open."""
-    cdef unsigned int index
-    cdef size_t count
-    cdef cudaGraphNode_t empty = NULL
-    cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
-    cdef DeviceSwitch saved
-    with nogil:
-        _device.enter_device(device, &saved)
-        try:
-            errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
-                         b"cudaThreadExchangeStreamCaptureMode")
-            try:
-                for index in range(body.size):
-                    count = 0
-                    errors.check(cyruntime.cudaGraphGetNodes(body.graphs[index], NULL, &count),
-                                 b"cudaGraphGetNodes")
-                    if count == 0:
-                        errors.check(cyruntime.cudaGraphAddEmptyNode(&empty, body.graphs[index],
-                                                                     NULL, 0),
-                                     b"cudaGraphAddEmptyNode")
-            finally:
-                errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
-                             b"cudaThreadExchangeStreamCaptureMode")
-        finally:
-            _device.exit_device(&saved)
-    return 0

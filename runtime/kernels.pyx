@@ -11,7 +11,9 @@ NVRTC takes tens to hundreds of milliseconds per source, too slow to pay per cal
 short script, per process. Two caches sit in front of it:
 - In the process, a dict from (device, source, function, prelude) to the CUfunction, so that
   every get_kernel after the first costs one dict lookup. Libraries are never unloaded: the
-  functions they hand out stay cached for the life of the process.
+  functions they hand out stay cached for the life of the process. This one cache serves
+  every kernel, the graph kernels included: each is loaded into its context when first asked
+  for (cuFuncLoad, in relaxed capture mode), so a first use inside a capture is legal.
 - On disk, one file per cubin, keyed as CuPy keys its cache (cupy/cuda/compiler.py): sha256
   of the full text (prelude included), the options, the NVRTC version, the architecture and
   FORMAT_VERSION. A different compiler may emit different code for the same text, so its
@@ -388,25 +390,34 @@ cdef CUfunction _load_function(int device, str source_name, str function_name,
     cdef bytes name = function_name.encode()
     cdef const char* name_pointer = name
     cdef _device.DeviceSwitch switch
+    cdef int saved_mode
     arch = _architecture(device)
-    library = _library(arch, source_name, prelude)
-    with nogil:
-        status = cydriver.cuLibraryGetKernel(&kernel, library, name_pointer)
-    if status == CUDA_ERROR_NOT_FOUND:
-        raise RuntimeError(f"{source_name}.cu has no kernel named {function_name!r}; kernels "
-                           f"must be declared extern \"C\" __global__ so that their names "
-                           f"are not mangled")
-    errors.check_driver(status, "cuLibraryGetKernel")
-    # A library is loaded independently of contexts; the function that launch() takes is the
-    # kernel's handle in one context, so it is fetched in the device's (Note [One rule for
-    # contexts] in device.pyx), and cached per device.
-    with nogil:
-        _device.enter_device(device, &switch)
-        try:
-            errors.check_driver(cydriver.cuKernelGetFunction(&function, kernel),
-                                "cuKernelGetFunction")
-        finally:
-            _device.exit_device(&switch)
+    # Loading is not captured work: in relaxed mode while any capture is open (device.pyx,
+    # Note [Calls during capture]), so that a kernel's first use may come inside a capture.
+    _device.enter_relaxed(&saved_mode)
+    try:
+        library = _library(arch, source_name, prelude)
+        with nogil:
+            status = cydriver.cuLibraryGetKernel(&kernel, library, name_pointer)
+        if status == CUDA_ERROR_NOT_FOUND:
+            raise RuntimeError(f"{source_name}.cu has no kernel named {function_name!r}; "
+                               f"kernels must be declared extern \"C\" __global__ so that "
+                               f"their names are not mangled")
+        errors.check_driver(status, "cuLibraryGetKernel")
+        # A library is loaded independently of contexts; the function that launch() takes is
+        # the kernel's handle in one context, so it is fetched in the device's (Note [One rule
+        # for contexts] in device.pyx), and cached per device. cuFuncLoad loads it now: with
+        # lazy loading, the first launch would load it, which a capture does not allow.
+        with nogil:
+            _device.enter_device(device, &switch)
+            try:
+                errors.check_driver(cydriver.cuKernelGetFunction(&function, kernel),
+                                    "cuKernelGetFunction")
+                errors.check_driver(cydriver.cuFuncLoad(function), "cuFuncLoad")
+            finally:
+                _device.exit_device(&switch)
+    finally:
+        _device.exit_relaxed(&saved_mode)
     _functions[(device, source_name, function_name, prelude)] = <uintptr_t>function
     return function
 
