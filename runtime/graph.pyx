@@ -175,9 +175,7 @@ cdef class GraphBase:
         return 0
 
     cdef object c_enter(self):
-        if not _device.is_available():
-            errors.raise_no_accelerator("graph capture")
-        _prepare_device(_device.current_device_index(), self.settings.pool)
+        _prepare_device(_capture_device(None), self.settings.pool)
         self.begin(self.settings.pool, self.settings.capture_mode, None)
         return self
 
@@ -196,15 +194,11 @@ cdef class GraphBase:
             raise RuntimeError("this graph already holds a captured graph; call reset() before "
                                "capturing into it again, or create a new graph")
         cdef StreamCore target = stream
-        cdef int device
+        cdef int device = _capture_device(target)
         cdef cudaStream_t handle
         if target is not None:
-            device = target.device_index
             handle = target.handle
         else:
-            if not _device.is_available():
-                errors.raise_no_accelerator("graph capture")
-            device = _device.current_device_index()
             handle = _stream.current_stream_handle(device)
             if self.side_stream_default or <uintptr_t>handle <= cudaStreamLegacy:
                 handle = _stream.capture_side_stream(device)
@@ -834,6 +828,15 @@ cdef inline TensorCore _index_arg(GraphBase graph, object value):
     return _scalar_arg(graph, value, "scalar_index", "int32")
 
 
+cdef int _capture_device(StreamCore stream) except -1:
+    """The device a capture on stream takes: the stream's, or with none the current device."""
+    if stream is not None:
+        return stream.device_index
+    if not _device.is_available():
+        errors.raise_no_accelerator("graph capture")
+    return _device.current_device_index()
+
+
 cdef int _prepare_device(int device, object pool) except -1:
     """What entering a capture block does first: a quiet device and an empty cache. Skipped
     while any capture is open in the process: both would invalidate it (device.pyx,
@@ -857,14 +860,7 @@ cdef class GraphContext:
     cdef int capture_mode
 
     def __enter__(self):
-        cdef int device
-        if self.stream is not None:
-            device = (<StreamCore>self.stream).device_index
-        else:
-            if not _device.is_available():
-                errors.raise_no_accelerator("graph capture")
-            device = _device.current_device_index()
-        _prepare_device(device, self.pool)
+        _prepare_device(_capture_device(self.stream), self.pool)
         self.cuda_graph.begin(self.pool, self.capture_mode, self.stream)
         return self.cuda_graph
 
