@@ -12,6 +12,7 @@ cdef enum:
     OP_DIV = 3
     OP_DIV_TRUNC = 4             # torch.div(rounding_mode="trunc")
     OP_DIV_FLOOR = 5             # torch.div(rounding_mode="floor")
+    OP_POW = 6
     OP_EQ = 0
     OP_NE = 1
     OP_LT = 2
@@ -33,6 +34,14 @@ cdef int fill(int device, DtypeCore dtype, uintptr_t out, int64_t count, bytes v
               cudaStream_t stream) except -1
 cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
                 int64_t count, int op, cudaStream_t stream) except -1
+# Operands read through strides over the output's sizes (0 on a broadcast dimension); out is
+# contiguous.
+cdef int binary_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                        tuple b_strides, uintptr_t out, tuple sizes, int op,
+                        cudaStream_t stream) except -1
+cdef int compare_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                         tuple b_strides, uintptr_t out, tuple sizes, int op,
+                         cudaStream_t stream) except -1
 cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,
                        int64_t count, int op, bint reverse, cudaStream_t stream) except -1
 cdef int compare(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
@@ -47,8 +56,17 @@ cdef int copy_strided(int device, DtypeCore source_dtype, uintptr_t source, tupl
 cdef int reduce(int device, DtypeCore dtype, uintptr_t a, int64_t count, int op,
                 DtypeCore result_dtype, uintptr_t out, double divisor,
                 cudaStream_t stream) except -1
-cdef int matmul_f32(int device, uintptr_t a, uintptr_t b, uintptr_t c, int m, int n, int k,
-                    cudaStream_t stream) except -1
+# Sums (a mean with divisor, the count) of a over the dimensions of reduced_sizes for each index
+# of kept_sizes; the strides are a's, in elements.
+cdef int reduce_dims(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
+                     tuple kept_strides, tuple reduced_sizes, tuple reduced_strides,
+                     DtypeCore result_dtype, uintptr_t out, double divisor,
+                     cudaStream_t stream) except -1
+# c[batch, m, n] = a[batch, m, k] @ b[batch, k, n] (float32 or float64) with a and b given by
+# their (batch, row, column) strides in elements; c is contiguous.
+cdef int matmul(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                tuple b_strides, uintptr_t c, int64_t batch, int64_t m, int64_t n, int64_t k,
+                cudaStream_t stream) except -1
 cdef bytes scalar_bits(DtypeCore dtype, object value)
 # The tensor methods of PyTorch beyond the operators: add/sub with alpha, clamp, where.
 cdef int add_scaled(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, object alpha,
@@ -59,3 +77,8 @@ cdef int clamp(int device, DtypeCore dtype, uintptr_t a, uintptr_t low, uintptr_
 cdef int where(int device, DtypeCore dtype, uintptr_t condition, uintptr_t a, uintptr_t b,
                object a_scalar, object b_scalar, uintptr_t out, int64_t count,
                cudaStream_t stream) except -1
+# where() with each tensor read through strides over the output's sizes.
+cdef int where_strided(int device, DtypeCore dtype, uintptr_t condition,
+                       tuple condition_strides, uintptr_t a, tuple a_strides, uintptr_t b,
+                       tuple b_strides, object a_scalar, object b_scalar, uintptr_t out,
+                       tuple sizes, cudaStream_t stream) except -1

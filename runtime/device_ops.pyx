@@ -107,6 +107,55 @@ cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t
     return kernels.launch(device, function, blocks_for(items), THREADS, 0, stream, arguments)
 
 
+cdef int64_t count_of(tuple sizes):
+    cdef int64_t count = 1
+    for size in sizes:
+        count *= size
+    return count
+
+
+cdef int binary_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                        tuple b_strides, uintptr_t out, tuple sizes, int op,
+                        cudaStream_t stream) except -1:
+    cdef int64_t count = count_of(sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "binary_strided",
+                                      scalar_typedef(dtype))
+    cdef Layout a_layout = layout_of(sizes, a_strides)
+    cdef Layout b_layout = layout_of(sizes, b_strides)
+    cdef void* arguments[7]
+    arguments[0] = &a
+    arguments[1] = &a_layout
+    arguments[2] = &b
+    arguments[3] = &b_layout
+    arguments[4] = &out
+    arguments[5] = &count
+    arguments[6] = &op
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int compare_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                         tuple b_strides, uintptr_t out, tuple sizes, int op,
+                         cudaStream_t stream) except -1:
+    cdef int64_t count = count_of(sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "compare_strided",
+                                      scalar_typedef(dtype))
+    cdef Layout a_layout = layout_of(sizes, a_strides)
+    cdef Layout b_layout = layout_of(sizes, b_strides)
+    cdef void* arguments[7]
+    arguments[0] = &a
+    arguments[1] = &a_layout
+    arguments[2] = &b
+    arguments[3] = &b_layout
+    arguments[4] = &out
+    arguments[5] = &count
+    arguments[6] = &op
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
 cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,
                        int64_t count, int op, bint reverse, cudaStream_t stream) except -1:
     if count == 0:
@@ -187,9 +236,7 @@ cdef Layout layout_of(tuple sizes, tuple strides) except *:
 cdef int copy_strided(int device, DtypeCore source_dtype, uintptr_t source, tuple sizes,
                       tuple source_strides, DtypeCore target_dtype, uintptr_t target,
                       tuple target_strides, cudaStream_t stream) except -1:
-    cdef int64_t count = 1
-    for size in sizes:
-        count *= size
+    cdef int64_t count = count_of(sizes)
     if count == 0:
         return 0
     cdef CUfunction function = kernel(
@@ -235,20 +282,59 @@ cdef int reduce(int device, DtypeCore dtype, uintptr_t a, int64_t count, int op,
     return 0
 
 
-cdef int matmul_f32(int device, uintptr_t a, uintptr_t b, uintptr_t c, int m, int n, int k,
-                    cudaStream_t stream) except -1:
-    if m == 0 or n == 0:
+cdef int reduce_dims(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
+                     tuple kept_strides, tuple reduced_sizes, tuple reduced_strides,
+                     DtypeCore result_dtype, uintptr_t out, double divisor,
+                     cudaStream_t stream) except -1:
+    cdef int64_t out_count = count_of(kept_sizes)
+    cdef int64_t reduced_count = count_of(reduced_sizes)
+    if out_count == 0:
         return 0
-    cdef CUfunction function = kernels.get_kernel(device, "matmul", "matmul_f32", "")
-    cdef unsigned int tiles = ((m + 15) // 16) * ((n + 15) // 16)
-    cdef void* arguments[6]
+    cdef CUfunction function = kernel(device, "reduce", "reduce_dims",
+                                      f"typedef {dtype.kernel_type} scalar_t;\n"
+                                      f"typedef {result_dtype.kernel_type} result_t;\n")
+    cdef Layout kept = layout_of(kept_sizes, kept_strides)
+    cdef Layout reduced = layout_of(reduced_sizes, reduced_strides)
+    cdef unsigned int blocks = <unsigned int>min(out_count, MAX_BLOCKS)
+    cdef void* arguments[7]
     arguments[0] = &a
-    arguments[1] = &b
-    arguments[2] = &c
-    arguments[3] = &m
-    arguments[4] = &n
-    arguments[5] = &k
-    return kernels.launch(device, function, tiles, 256, 0, stream, arguments)
+    arguments[1] = &kept
+    arguments[2] = &reduced
+    arguments[3] = &reduced_count
+    arguments[4] = &out
+    arguments[5] = &out_count
+    arguments[6] = &divisor
+    return kernels.launch(device, function, blocks, THREADS, 0, stream, arguments)
+
+
+cdef struct MatrixStrides:      # matches MatrixStrides in kernels/matmul.cu
+    long long batch
+    long long row
+    long long column
+
+
+cdef int matmul(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                tuple b_strides, uintptr_t c, int64_t batch, int64_t m, int64_t n, int64_t k,
+                cudaStream_t stream) except -1:
+    if batch == 0 or m == 0 or n == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "matmul", "matmul", scalar_typedef(dtype))
+    cdef MatrixStrides a_matrix, b_matrix
+    a_matrix.batch, a_matrix.row, a_matrix.column = a_strides
+    b_matrix.batch, b_matrix.row, b_matrix.column = b_strides
+    cdef int64_t jobs = batch * ((m + 15) // 16) * ((n + 15) // 16)  # 16x16 tiles of c
+    cdef void* arguments[9]
+    arguments[0] = &a
+    arguments[1] = &a_matrix
+    arguments[2] = &b
+    arguments[3] = &b_matrix
+    arguments[4] = &c
+    arguments[5] = &batch
+    arguments[6] = &m
+    arguments[7] = &n
+    arguments[8] = &k
+    return kernels.launch(device, function, <unsigned int>min(jobs, MAX_BLOCKS), 256, 0, stream,
+                          arguments)
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,4 +412,38 @@ cdef int where(int device, DtypeCore dtype, uintptr_t condition, uintptr_t a, ui
     arguments[4] = b_bytes
     arguments[5] = &out
     arguments[6] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int where_strided(int device, DtypeCore dtype, uintptr_t condition,
+                       tuple condition_strides, uintptr_t a, tuple a_strides, uintptr_t b,
+                       tuple b_strides, object a_scalar, object b_scalar, uintptr_t out,
+                       tuple sizes, cudaStream_t stream) except -1:
+    """An operand is the tensor at a/b when that is not 0 (its strides then apply), else its
+    scalar."""
+    cdef int64_t count = count_of(sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "where_strided",
+                                      scalar_typedef(dtype))
+    cdef Layout condition_layout = layout_of(sizes, condition_strides)
+    cdef Layout a_layout = layout_of(sizes, a_strides)
+    cdef Layout b_layout = layout_of(sizes, b_strides)
+    cdef bytes a_value = scalar_bits(dtype, 0 if a_scalar is None else a_scalar)
+    cdef bytes b_value = scalar_bits(dtype, 0 if b_scalar is None else b_scalar)
+    cdef unsigned char a_bytes[8]
+    cdef unsigned char b_bytes[8]
+    memcpy(a_bytes, <const char*>a_value, len(a_value))
+    memcpy(b_bytes, <const char*>b_value, len(b_value))
+    cdef void* arguments[10]
+    arguments[0] = &condition
+    arguments[1] = &condition_layout
+    arguments[2] = &a
+    arguments[3] = &a_layout
+    arguments[4] = &b
+    arguments[5] = &b_layout
+    arguments[6] = a_bytes
+    arguments[7] = b_bytes
+    arguments[8] = &out
+    arguments[9] = &count
     return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)

@@ -11,9 +11,12 @@ take memory from the caching allocator (a DeviceStorage shared by all views of i
 memory with another library through DLPack or __cuda_array_interface__, keeping the producer
 alive. Every CUDA operation is enqueued on the current stream of the tensor's device.
 
-Rules kept deliberately small: elementwise operations take a tensor of the same shape, dtype and
-device, or a Python scalar; integer true division and integer-with-float-scalar arithmetic give
-float32, as in PyTorch; outputs are contiguous; reductions cover the whole tensor.
+Rules kept deliberately small: elementwise operations and comparisons take a tensor of the same
+dtype and device, or a Python scalar; tensor shapes broadcast by NumPy's rules (broadcast_shape),
+and CUDA kernels read a broadcast operand through stride 0 instead of copying it; integer true
+division and integer-with-float-scalar arithmetic give float32, as in PyTorch; outputs are
+contiguous. Views (indexing, view, transpose, unsqueeze, expand) share memory, so they work on
+both devices by changing sizes and strides alone.
 """
 from libc.stdint cimport INT64_MAX, int64_t, uintptr_t
 from libc.string cimport memcpy
@@ -34,7 +37,8 @@ import math
 # The numpy ufunc computing each operation on the CPU, by name: numpy itself is imported on first
 # use, because it costs more than the rest of `import tensorplay` together.
 NUMPY_BINARY = {device_ops.OP_ADD: "add", device_ops.OP_SUB: "subtract",
-                device_ops.OP_MUL: "multiply", device_ops.OP_DIV: "true_divide"}
+                device_ops.OP_MUL: "multiply", device_ops.OP_DIV: "true_divide",
+                device_ops.OP_POW: "power"}
 NUMPY_COMPARE = {device_ops.OP_EQ: "equal", device_ops.OP_NE: "not_equal",
                  device_ops.OP_LT: "less", device_ops.OP_LE: "less_equal",
                  device_ops.OP_GT: "greater", device_ops.OP_GE: "greater_equal"}
@@ -276,22 +280,83 @@ cdef TensorCore contiguous_on_device(TensorCore tensor):
     return tensor if is_contiguous(tensor) else tensor.c_contiguous()
 
 
+cdef object strided_view(TensorCore tensor, tuple sizes, tuple strides):
+    """A view of tensor's memory from its first element with other sizes and strides (in
+    elements, never negative), which the caller checked stay within it. A CPU view that reads
+    one element at several indices (stride 0, as expand() makes) is read-only, as numpy's
+    broadcast_to()."""
+    if tensor.device_index != CPU:
+        return wrap_device_memory(tensor.data, sizes, strides, tensor.dtype_object,
+                                  tensor.device_index, tensor.owner)
+    array = tensor.array
+    repeats = any(stride == 0 and size > 1 for size, stride in zip(sizes, strides))
+    view = np().lib.stride_tricks.as_strided(
+        array, sizes, tuple(stride * array.itemsize for stride in strides),
+        writeable=bool(array.flags.writeable) and not repeats)
+    return wrap_cpu(view, tensor.dtype_object)
+
+
+cdef TensorCore reshaped(TensorCore tensor, tuple sizes):
+    """A contiguous tensor seen in another shape of the same element count."""
+    if tensor.sizes == sizes:
+        return tensor
+    if tensor.device_index == CPU:
+        return wrap_cpu(tensor.array.reshape(sizes), tensor.dtype_object)
+    return wrap_device_memory(tensor.data, sizes, contiguous_strides(sizes), tensor.dtype_object,
+                              tensor.device_index, tensor.owner)
+
+
 cdef int check_same(TensorCore a, TensorCore b, str what) except -1:
-    check_shape_and_device(a, b, what)
+    """a and b share device, dtype and shape (clamp's bounds)."""
+    check_device_and_dtype(a, b, what)
+    if a.sizes != b.sizes:
+        raise ValueError(f"{what}: shapes {a.sizes} and {b.sizes} differ")
+    return 0
+
+
+cdef int check_device(TensorCore a, TensorCore b, str what) except -1:
+    if a.device_index != b.device_index:
+        raise ValueError(f"{what}: the tensors are on different devices, {device_text(a.device_index)} "
+                         f"and {device_text(b.device_index)}; move one with .to()")
+    return 0
+
+
+cdef int check_device_and_dtype(TensorCore a, TensorCore b, str what) except -1:
+    check_device(a, b, what)
     if a.dtype_object is not b.dtype_object:
         raise TypeError(f"{what}: dtypes {a.dtype_object.name} and {b.dtype_object.name} differ; "
                         "convert one with .to(dtype)")
     return 0
 
 
-cdef int check_shape_and_device(TensorCore a, TensorCore b, str what) except -1:
-    if a.device_index != b.device_index:
-        raise ValueError(f"{what}: the tensors are on different devices, {device_text(a.device_index)} "
-                         f"and {device_text(b.device_index)}; move one with .to()")
-    if a.sizes != b.sizes:
-        raise ValueError(f"{what}: shapes {a.sizes} and {b.sizes} differ; tensorplay supports "
-                         "operands of equal shape or a Python scalar (no broadcasting)")
-    return 0
+cdef tuple broadcast_shape(tuple a, tuple b, str what):
+    """The shape a and b broadcast to by NumPy's rules (PyTorch's too): aligned at the right,
+    each pair of sizes equal or one of them 1, a missing dimension counting as 1."""
+    if a == b:
+        return a
+    cdef Py_ssize_t ndim = max(len(a), len(b)), dim
+    sizes = []
+    for dim in range(ndim):
+        size_a = a[dim - ndim + len(a)] if dim >= ndim - len(a) else 1
+        size_b = b[dim - ndim + len(b)] if dim >= ndim - len(b) else 1
+        if size_a != size_b and size_a != 1 and size_b != 1:
+            raise ValueError(f"{what}: the size of tensor a ({size_a}) must match the size of "
+                             f"tensor b ({size_b}) at non-singleton dimension {dim}")
+        sizes.append(size_b if size_a == 1 else size_a)
+    return tuple(sizes)
+
+
+cdef tuple broadcast_strides(TensorCore tensor, tuple sizes):
+    """The strides that read tensor over sizes, a shape it broadcasts to: 0 on a dimension it
+    lacks or has of size 1, so every index there reads the same element."""
+    cdef Py_ssize_t lead = len(sizes) - len(tensor.sizes)
+    return (0,) * lead + tuple(0 if size == 1 else stride for size, stride in
+                               zip(tensor.sizes, tensor.element_strides))
+
+
+cdef bint reads_directly(TensorCore tensor, tuple sizes):
+    """Whether a kernel over contiguous memory of sizes can read tensor as it is."""
+    return tensor.sizes == sizes and is_contiguous(tensor)
 
 
 cdef bint is_scalar(object value):
@@ -317,10 +382,15 @@ cdef int scalar_operand_arg(object value, str name, str argument="the other oper
 cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_division,
                                 bint inplace, str name):
     """The result dtype of tensor (op) other under the operators' rules, which it checks: other
-    is a tensor of the same shape, dtype and device or a Python scalar; no bool arithmetic;
-    integers divide truly into float32; an in-place result keeps the tensor's dtype."""
+    is a tensor of the same dtype and device whose shape broadcasts with tensor's, or a Python
+    scalar; no bool arithmetic; integers divide truly into float32; an in-place result keeps the
+    tensor's dtype and shape."""
     if isinstance(other, TensorCore):
-        check_same(tensor, other, name)
+        check_device_and_dtype(tensor, other, name)
+        shape = broadcast_shape(tensor.sizes, (<TensorCore>other).sizes, name)
+        if inplace and shape != tensor.sizes:
+            raise ValueError(f"{name}: output with shape {tensor.sizes} doesn't match the "
+                             f"broadcast shape {shape}")
     elif not is_scalar(other):
         raise TypeError(f"{name}: the other operand must be a tensor or a Python scalar, got "
                         f"{type(other).__name__}")
@@ -330,6 +400,9 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_divis
         raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
                         ".to(tensorplay.int64) first")
     cdef DtypeCore result = float32_if_float(tensor.dtype_object, other)
+    if name.startswith("pow") and not result.floating and isinstance(other, int) and other < 0:
+        raise ValueError(f"{name}: integers to negative integer powers are not allowed (got "
+                         f"exponent {other} for a {result.name} tensor)")
     if true_division and not result.floating:
         result = dtypes.named_dtype("float32")  # true division, as PyTorch
     if inplace:
@@ -705,6 +778,70 @@ cdef class TensorCore:
             return self.c_view(shape)
         return (<TensorCore>self.c_clone()).c_view(shape)
 
+    cdef object c_transpose(self, object dim0, object dim1):
+        cdef int first = self.c_dim(dim0), second = self.c_dim(dim1)
+        if len(self.sizes) == 0:  # dims 0 and -1 of a 0-d tensor name the tensor itself
+            return strided_view(self, self.sizes, self.element_strides)
+        sizes, strides = list(self.sizes), list(self.element_strides)
+        sizes[first], sizes[second] = sizes[second], sizes[first]
+        strides[first], strides[second] = strides[second], strides[first]
+        return strided_view(self, tuple(sizes), tuple(strides))
+
+    cdef object c_t(self):
+        if len(self.sizes) > 2:
+            raise ValueError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                             f"{len(self.sizes)}-D (shape {self.sizes}); use transpose()")
+        return self.c_transpose(0, -1)
+
+    cdef object c_unsqueeze(self, object dim):
+        cdef int ndim = len(self.sizes)
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"dim must be an int, got {type(dim).__name__} ({errors.shown(dim)})")
+        if not -ndim - 1 <= dim <= ndim:
+            raise IndexError(f"dim must be an int in [{-ndim - 1}, {ndim}], got "
+                             f"{errors.shown(dim)}")
+        cdef int at = dim + ndim + 1 if dim < 0 else dim
+        # The new dimension's stride is never used to move (its size is 1); PyTorch's choice.
+        stride = self.element_strides[at] * self.sizes[at] if at < ndim else 1
+        return strided_view(self, self.sizes[:at] + (1,) + self.sizes[at:],
+                            self.element_strides[:at] + (stride,) + self.element_strides[at:])
+
+    cdef object c_expand(self, tuple size):
+        if len(size) == 1 and isinstance(size[0], (tuple, list)):
+            size = tuple(size[0])
+        if any(isinstance(value, bool) or not isinstance(value, int) for value in size):
+            raise TypeError(f"expand: sizes must be ints, or one tuple or list of ints, got "
+                            f"{errors.shown(size)}")
+        cdef Py_ssize_t lead = len(size) - len(self.sizes), dim
+        if lead < 0:
+            raise ValueError(f"expand: the number of sizes provided ({len(size)}) must be greater "
+                             f"or equal to the number of dimensions in the tensor "
+                             f"({len(self.sizes)})")
+        sizes, strides = [], []
+        for dim, target in enumerate(size):
+            if dim < lead:
+                if target < 0:
+                    raise ValueError(f"expand: the expanded size of the tensor ({target}) isn't "
+                                     f"allowed in a leading, non-existing dimension {dim}")
+                sizes.append(target)
+                strides.append(0)
+                continue
+            existing, stride = self.sizes[dim - lead], self.element_strides[dim - lead]
+            if target == -1 or target == existing:
+                sizes.append(existing)
+                strides.append(stride)
+            elif existing == 1 and target >= 0:
+                sizes.append(target)
+                strides.append(0)  # every index reads the one element
+            else:
+                raise ValueError(f"expand: the expanded size of the tensor ({target}) must match "
+                                 f"the existing size ({existing}) at non-singleton dimension "
+                                 f"{dim}.  Target sizes: {list(size)}.  Tensor sizes: "
+                                 f"{list(self.sizes)}")
+        if math.prod(sizes) >= ELEMENTS_LIMIT:
+            raise ValueError(f"expand: sizes {errors.shown(size)} have 2**63 elements or more")
+        return strided_view(self, tuple(sizes), tuple(strides))
+
     cdef object c_getitem(self, object key):
         if self.device_index == CPU:
             _check_index(key)
@@ -766,18 +903,26 @@ cdef class TensorCore:
             a, b = opmath(left), opmath(right) if isinstance(right, TensorCore) else right
             values = cpu_binary(op, b, a) if reverse else cpu_binary(op, a, b)
             return self.c_cpu_result(values, result_dtype, inplace)
-        left = contiguous_on_device(left)
-        output = self if inplace and is_contiguous(self) else \
-            new_empty(self.sizes, result_dtype, self.device_index)
         cdef cudaStream_t stream = current_stream(self.device_index)
+        cdef TensorCore first, second
         if isinstance(right, TensorCore):
-            right = contiguous_on_device(right)
-            a_pointer, b_pointer = (<TensorCore>left).data, (<TensorCore>right).data
-            if reverse:
-                a_pointer, b_pointer = b_pointer, a_pointer
-            device_ops.binary(self.device_index, result_dtype, a_pointer, b_pointer,
-                              (<TensorCore>output).data, self.element_count, op, stream)
+            first, second = (right, left) if reverse else (left, right)
+            sizes = broadcast_shape(first.sizes, second.sizes, name)  # checked above
+            output = self if inplace and is_contiguous(self) else \
+                new_empty(sizes, result_dtype, self.device_index)
+            if reads_directly(first, sizes) and reads_directly(second, sizes):  # the common case
+                device_ops.binary(self.device_index, result_dtype, first.data, second.data,
+                                  (<TensorCore>output).data, (<TensorCore>output).element_count,
+                                  op, stream)
+            else:
+                device_ops.binary_strided(self.device_index, result_dtype, first.data,
+                                          broadcast_strides(first, sizes), second.data,
+                                          broadcast_strides(second, sizes),
+                                          (<TensorCore>output).data, sizes, op, stream)
         else:
+            left = contiguous_on_device(left)
+            output = self if inplace and is_contiguous(self) else \
+                new_empty(self.sizes, result_dtype, self.device_index)
             device_ops.binary_scalar(self.device_index, result_dtype, (<TensorCore>left).data,
                                      right, (<TensorCore>output).data, self.element_count, op,
                                      reverse, stream)
@@ -810,6 +955,12 @@ cdef class TensorCore:
     cdef object c_rtruediv(self, object other):
         return self.c_binary(other, device_ops.OP_DIV, True, False, "div")
 
+    cdef object c_pow(self, object exponent):
+        return self.c_binary(exponent, device_ops.OP_POW, False, False, "pow")
+
+    cdef object c_rpow(self, object base):
+        return self.c_binary(base, device_ops.OP_POW, True, False, "pow")
+
     cdef object c_iadd(self, object other):
         return self.c_binary(other, device_ops.OP_ADD, False, True, "add_")
 
@@ -825,8 +976,10 @@ cdef class TensorCore:
     cdef object c_compare(self, object other, int op):
         names = {device_ops.OP_EQ: "eq", device_ops.OP_NE: "ne", device_ops.OP_LT: "lt",
                  device_ops.OP_LE: "le", device_ops.OP_GT: "gt", device_ops.OP_GE: "ge"}
+        sizes = self.sizes
         if isinstance(other, TensorCore):
-            check_same(self, other, names[op])
+            check_device_and_dtype(self, other, names[op])
+            sizes = broadcast_shape(self.sizes, (<TensorCore>other).sizes, names[op])
         elif is_scalar(other):
             scalar_operand_arg(other, names[op])
         elif not is_scalar(other):
@@ -838,15 +991,21 @@ cdef class TensorCore:
             values = getattr(np(), NUMPY_COMPARE[op])(computable(self), b)
             return wrap_cpu(np().asarray(values, order="C"),
                              boolean)
-        left = contiguous_on_device(self)
-        output = new_empty(self.sizes, boolean, self.device_index)
+        output = new_empty(sizes, boolean, self.device_index)
         cdef cudaStream_t stream = current_stream(self.device_index)
+        cdef TensorCore right
         if isinstance(other, TensorCore):
-            right = contiguous_on_device(other)
-            device_ops.compare(self.device_index, self.dtype_object, (<TensorCore>left).data,
-                               (<TensorCore>right).data, (<TensorCore>output).data,
-                               self.element_count, op, stream)
+            right = other
+            if reads_directly(self, sizes) and reads_directly(right, sizes):
+                device_ops.compare(self.device_index, self.dtype_object, self.data, right.data,
+                                   (<TensorCore>output).data, self.element_count, op, stream)
+            else:
+                device_ops.compare_strided(self.device_index, self.dtype_object, self.data,
+                                           broadcast_strides(self, sizes), right.data,
+                                           broadcast_strides(right, sizes),
+                                           (<TensorCore>output).data, sizes, op, stream)
         else:
+            left = contiguous_on_device(self)
             device_ops.compare_scalar(self.device_index, self.dtype_object,
                                       (<TensorCore>left).data, other, (<TensorCore>output).data,
                                       self.element_count, op, stream)
@@ -945,6 +1104,10 @@ cdef class TensorCore:
         scale = -alpha if subtract else alpha
         if self.device_index == CPU:
             return self.c_cpu_result(opmath(self) + scale * opmath(other), result_dtype, inplace)
+        if (<TensorCore>other).sizes != self.sizes:  # broadcast: the scaled copy, then the sum
+            return self.c_binary((<TensorCore>other).c_binary(scale, device_ops.OP_MUL, False,
+                                                              False, name),
+                                 device_ops.OP_ADD, False, inplace, name)
         left, right = contiguous_on_device(self), contiguous_on_device(other)
         output = self.c_output(result_dtype, inplace)
         device_ops.add_scaled(self.device_index, result_dtype, (<TensorCore>left).data,
@@ -1060,11 +1223,60 @@ cdef class TensorCore:
                           current_stream(self.device_index))
         return output
 
-    cdef object c_sum(self):
-        return self.c_reduce(device_ops.OP_SUM, False, "sum")
+    cdef object c_sum(self, object dim, bint keepdim):
+        return self.c_reduce_dims(dim, keepdim, False, "sum")
 
-    cdef object c_mean(self):
-        return self.c_reduce(device_ops.OP_SUM, True, "mean")
+    cdef object c_mean(self, object dim, bint keepdim):
+        return self.c_reduce_dims(dim, keepdim, True, "mean")
+
+    cdef tuple c_reduced_dims(self, object dim, str name):
+        """The dimensions sum() or mean() reduce, sorted: dim as an int or a tuple or list of
+        ints (negative ones count from the end); None or an empty sequence for all."""
+        if dim is None:
+            return tuple(range(len(self.sizes)))
+        dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+        normalised = [self.c_dim(value) for value in dims]
+        for value, position in zip(dims, normalised):
+            if normalised.count(position) > 1:
+                raise ValueError(f"{name}: dim {value} appears multiple times in the list of "
+                                 f"dims {errors.shown(dims)}")
+        if not normalised or not self.sizes:
+            return tuple(range(len(self.sizes)))
+        return tuple(sorted(normalised))
+
+    cdef object c_reduce_dims(self, object dim, bint keepdim, bint mean, str name):
+        """sum() or mean() over dim (see c_reduced_dims), keeping reduced dimensions as size 1
+        when keepdim."""
+        cdef tuple dims = self.c_reduced_dims(dim, name)
+        cdef DtypeCore result_dtype = self.dtype_object
+        if not result_dtype.floating:
+            if mean:
+                raise TypeError(f"mean() needs a floating-point tensor, got {result_dtype.name}; "
+                                "convert with .to(tensorplay.float32)")
+            result_dtype = dtypes.named_dtype("int64")  # integer and bool sums, as PyTorch
+        shape = tuple(1 if d in dims else size for d, size in enumerate(self.sizes)) if keepdim \
+            else tuple(size for d, size in enumerate(self.sizes) if d not in dims)
+        if len(dims) == len(self.sizes):  # the whole tensor: the two-launch reduction
+            whole = <TensorCore>self.c_reduce(device_ops.OP_SUM, mean, name)
+            return reshaped(whole, shape)
+        if self.device_index == CPU:
+            values = computable(self)
+            result = values.mean(axis=dims, keepdims=keepdim) if mean else values.sum(
+                axis=dims, keepdims=keepdim,
+                dtype=np().int64 if not self.dtype_object.floating else values.dtype)
+            return wrap_cpu(np().asarray(stored(result, result_dtype), order="C"), result_dtype)
+        output = new_empty(shape, result_dtype, self.device_index)
+        kept = [d for d in range(len(self.sizes)) if d not in dims]
+        reduced_count = math.prod(self.sizes[d] for d in dims)
+        device_ops.reduce_dims(self.device_index, self.dtype_object, self.data,
+                               tuple(self.sizes[d] for d in kept),
+                               tuple(self.element_strides[d] for d in kept),
+                               tuple(self.sizes[d] for d in dims),
+                               tuple(self.element_strides[d] for d in dims), result_dtype,
+                               (<TensorCore>output).data,
+                               float(reduced_count) if mean else 1.0,
+                               current_stream(self.device_index))
+        return output
 
     cdef object c_max(self):
         return self.c_reduce(device_ops.OP_MAX, False, "max")
@@ -1073,32 +1285,50 @@ cdef class TensorCore:
         return self.c_reduce(device_ops.OP_MIN, False, "min")
 
     cdef object c_matmul(self, object other):
+        """The matrix product by PyTorch's rules for 1 to 3 dimensions: a 1-D first operand is
+        a row and a 1-D second operand a column, that dimension removed from the result; 2-D
+        operands multiply as matrices; a 3-D operand is a batch of matrices, and the batch
+        broadcasts (a 1-D or 2-D operand, or a batch of one, multiplies every matrix)."""
         if not isinstance(other, TensorCore):
             raise TypeError(f"matmul: other must be a tensor, got {type(other).__name__}")
         cdef TensorCore right = other
-        if self.device_index != right.device_index:
-            raise ValueError(f"matmul: the tensors are on different devices, "
-                             f"{device_text(self.device_index)} and "
-                             f"{device_text(right.device_index)}")
-        if len(self.sizes) != 2 or len(right.sizes) != 2:
-            raise ValueError(f"matmul supports 2-D tensors, got shapes {self.sizes} and "
-                             f"{right.sizes}")
-        if self.dtype_object.name != "float32" or right.dtype_object.name != "float32":
-            raise TypeError(f"matmul supports float32 tensors, got {self.dtype_object.name} and "
-                            f"{right.dtype_object.name}")
-        if self.sizes[1] != right.sizes[0]:
+        check_device(self, right, "matmul")
+        if self.dtype_object is not right.dtype_object or \
+                self.dtype_object.name not in ("float32", "float64"):
+            raise TypeError(f"matmul supports float32 or float64 tensors of one dtype, got "
+                            f"{self.dtype_object.name} and {right.dtype_object.name}")
+        if not (1 <= len(self.sizes) <= 3 and 1 <= len(right.sizes) <= 3):
+            raise ValueError(f"matmul supports tensors of 1 to 3 dimensions, got shapes "
+                             f"{self.sizes} and {right.sizes}")
+        # Each operand as a batch of matrices: (batch, rows, columns) with strides.
+        a_batch, m, k = (1, 1) + self.sizes[-1:] if len(self.sizes) == 1 else \
+            ((1,) + self.sizes if len(self.sizes) == 2 else self.sizes)
+        a_strides = (0, 0) + self.element_strides[-1:] if len(self.sizes) == 1 else \
+            ((0,) + self.element_strides if len(self.sizes) == 2 else self.element_strides)
+        b_batch, b_k, n = (1,) + right.sizes + (1,) if len(right.sizes) == 1 else \
+            ((1,) + right.sizes if len(right.sizes) == 2 else right.sizes)
+        b_strides = (0,) + right.element_strides + (0,) if len(right.sizes) == 1 else \
+            ((0,) + right.element_strides if len(right.sizes) == 2 else right.element_strides)
+        if k != b_k:
             raise ValueError(f"matmul: shapes {self.sizes} and {right.sizes} cannot be "
-                             f"multiplied ({self.sizes[1]} != {right.sizes[0]})")
+                             f"multiplied ({k} != {b_k})")
+        if a_batch != b_batch and a_batch != 1 and b_batch != 1:
+            raise ValueError(f"matmul: the batch sizes of shapes {self.sizes} and {right.sizes} "
+                             f"do not broadcast ({a_batch} != {b_batch})")
+        batch = max(a_batch, b_batch)
+        shape = ((batch,) if len(self.sizes) == 3 or len(right.sizes) == 3 else ()) + \
+            ((m,) if len(self.sizes) > 1 else ()) + ((n,) if len(right.sizes) > 1 else ())
         if self.device_index == CPU:
-            return wrap_cpu(np().asarray(self.array @ right.array, order="C"), self.dtype_object)
-        m, k, n = self.sizes[0], self.sizes[1], right.sizes[1]
-        a, b = contiguous_on_device(self), contiguous_on_device(right)
-        output = new_empty((m, n), self.dtype_object, self.device_index)
+            product = np().matmul(self.array, right.array)
+            return wrap_cpu(np().asarray(product, order="C").reshape(shape), self.dtype_object)
+        output = new_empty(shape, self.dtype_object, self.device_index)
         if k == 0:
             return (<TensorCore>output).c_zero_()
-        device_ops.matmul_f32(self.device_index, (<TensorCore>a).data, (<TensorCore>b).data,
-                              (<TensorCore>output).data, m, n, k,
-                              current_stream(self.device_index))
+        device_ops.matmul(self.device_index, self.dtype_object,
+                          self.data, (a_strides[0] if a_batch > 1 else 0,) + a_strides[1:],
+                          right.data, (b_strides[0] if b_batch > 1 else 0,) + b_strides[1:],
+                          (<TensorCore>output).data, batch, m, n, k,
+                          current_stream(self.device_index))
         return output
 
     cdef object c_rmatmul(self, object other):
@@ -1278,16 +1508,18 @@ cdef object where(object condition, object input, object other):
         raise TypeError(f"where: condition must be a bool tensor (a comparison such as x > 0), "
                         f"got {got}")
     cdef TensorCore mask = condition
+    sizes = mask.sizes
     for argument, value in (("input", input), ("other", other)):
         if isinstance(value, TensorCore):
-            check_shape_and_device(mask, value, f"where: condition and {argument}")
+            check_device(mask, value, f"where: condition and {argument}")
+            sizes = broadcast_shape(sizes, (<TensorCore>value).sizes, "where")
         elif not is_scalar(value):
             raise TypeError(f"where: {argument} must be a tensor or a Python scalar, got "
                             f"{type(value).__name__}")
         else:
             scalar_operand_arg(value, "where", argument)
     if isinstance(input, TensorCore) and isinstance(other, TensorCore):
-        check_same(input, other, "where: input and other")
+        check_device_and_dtype(input, other, "where: input and other")
     cdef DtypeCore result_dtype = where_dtype(input, other)
     operands = [(<TensorCore>value).c_to(None, result_dtype, False, False)
                 if isinstance(value, TensorCore) else value for value in (input, other)]
@@ -1296,18 +1528,27 @@ cdef object where(object condition, object input, object other):
             (<TensorCore>value).array if isinstance(value, TensorCore)
             else stored(np().array(value), result_dtype) for value in operands])
         return wrap_cpu(np().asarray(chosen, order="C"), result_dtype)
-    operands = [contiguous_on_device(value) if isinstance(value, TensorCore) else value
-                for value in operands]
-    mask = contiguous_on_device(mask)
-    output = new_empty(mask.sizes, result_dtype, mask.device_index)
+    output = new_empty(sizes, result_dtype, mask.device_index)
     a, b = operands
-    device_ops.where(mask.device_index, result_dtype, mask.data,
-                     (<TensorCore>a).data if isinstance(a, TensorCore) else 0,
-                     (<TensorCore>b).data if isinstance(b, TensorCore) else 0,
-                     None if isinstance(a, TensorCore) else a,
-                     None if isinstance(b, TensorCore) else b,
-                     (<TensorCore>output).data, mask.element_count,
-                     current_stream(mask.device_index))
+    tensors = [value for value in (mask, a, b) if isinstance(value, TensorCore)]
+    if all(reads_directly(value, sizes) for value in tensors):  # the common, fast case
+        device_ops.where(mask.device_index, result_dtype, mask.data,
+                         (<TensorCore>a).data if isinstance(a, TensorCore) else 0,
+                         (<TensorCore>b).data if isinstance(b, TensorCore) else 0,
+                         None if isinstance(a, TensorCore) else a,
+                         None if isinstance(b, TensorCore) else b,
+                         (<TensorCore>output).data, (<TensorCore>output).element_count,
+                         current_stream(mask.device_index))
+        return output
+    no_strides = (0,) * len(sizes)
+    device_ops.where_strided(
+        mask.device_index, result_dtype, mask.data, broadcast_strides(mask, sizes),
+        (<TensorCore>a).data if isinstance(a, TensorCore) else 0,
+        broadcast_strides(a, sizes) if isinstance(a, TensorCore) else no_strides,
+        (<TensorCore>b).data if isinstance(b, TensorCore) else 0,
+        broadcast_strides(b, sizes) if isinstance(b, TensorCore) else no_strides,
+        None if isinstance(a, TensorCore) else a, None if isinstance(b, TensorCore) else b,
+        (<TensorCore>output).data, sizes, current_stream(mask.device_index))
     return output
 
 

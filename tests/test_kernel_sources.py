@@ -22,8 +22,9 @@ def compile_for_sm90(source, typedefs):
 @pytest.mark.parametrize("element", ELEMENT_TYPES)
 def test_elementwise_kernels_compile_for_every_dtype(element):
     cubin = compile_for_sm90("elementwise", f"typedef {element} scalar_t;\n")
-    for function in (b"fill", b"binary", b"binary_vector4", b"binary_scalar", b"compare",
-                     b"compare_scalar", b"unary", b"add_scaled", b"clamp", b"where"):
+    for function in (b"fill", b"binary", b"binary_vector4", b"binary_strided", b"binary_scalar",
+                     b"compare", b"compare_strided", b"compare_scalar", b"unary", b"add_scaled",
+                     b"clamp", b"where", b"where_strided"):
         assert function in cubin
 
 
@@ -32,7 +33,7 @@ def test_elementwise_kernels_compile_for_every_dtype(element):
                                     "bfloat16_bits", "bool"])
 def test_reductions_compile_for_every_dtype(element, result):
     cubin = compile_for_sm90("reduce", f"typedef {element} scalar_t;\ntypedef {result} result_t;\n")
-    assert b"reduce_partial" in cubin and b"reduce_final" in cubin
+    assert b"reduce_partial" in cubin and b"reduce_final" in cubin and b"reduce_dims" in cubin
 
 
 @pytest.mark.parametrize("source", ELEMENT_TYPES)
@@ -42,9 +43,9 @@ def test_copies_compile_between_every_pair_of_dtypes(source, target):
     assert b"copy_strided" in cubin
 
 
-def test_matmul_compiles():
-    assert b"matmul_f32" in kernels.compile_cubin(kernels.read_kernel_source("matmul"), "sm_90",
-                                                  "matmul.cu")
+@pytest.mark.parametrize("element", ["float", "double"])
+def test_matmul_compiles_for_float32_and_float64(element):
+    assert b"matmul" in compile_for_sm90("matmul", f"typedef {element} scalar_t;\n")
 
 
 def test_conditional_node_kernel_compiles_and_calls_the_device_runtime():

@@ -223,13 +223,13 @@ def where(condition: Tensor, input: Tensor | builtins.bool | int | float, other:
 
     Args:
         condition: a bool tensor, such as a comparison's result.
-        input: taken where condition holds: a tensor of condition's shape and device, or a
-            Python scalar.
+        input: taken where condition holds: a tensor on condition's device whose shape
+            broadcasts with the others', or a Python scalar.
         other: taken elsewhere: likewise; two tensors must share one dtype.
 
     Returns:
-        Tensor: a new tensor of condition's shape; a scalar beside a tensor of a lower kind
-            (bool < integer < floating) gives int64 or float32, as PyTorch promotes.
+        Tensor: a new tensor of the shape the three broadcast to; a scalar beside a tensor of a
+            lower kind (bool < integer < floating) gives int64 or float32, as PyTorch promotes.
     """
 
 
@@ -620,6 +620,46 @@ class Tensor:
             Tensor: a view when possible, else a copy.
         """
 
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
+        """A view with two dimensions swapped.
+
+        Args:
+            dim0: a dimension (negative counts from the end).
+            dim1: the dimension to swap it with.
+
+        Returns:
+            Tensor: a view sharing this tensor's memory.
+        """
+
+    def t(self) -> Tensor:
+        """The transpose of a tensor of at most 2 dimensions (transpose(0, 1)).
+
+        Returns:
+            Tensor: a view; a tensor of fewer than 2 dimensions as it is.
+        """
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        """A view with a dimension of size 1 inserted at dim.
+
+        Args:
+            dim: where the new dimension goes, in [-ndim - 1, ndim].
+
+        Returns:
+            Tensor: a view with one more dimension.
+        """
+
+    def expand(self, *size: int | tuple[int, ...] | list[int]) -> Tensor:
+        """A view of this tensor broadcast to a larger shape, without copying.
+
+        Args:
+            *size: the new sizes, as ints or one sequence: -1 keeps a size, a size of 1 may grow,
+                and new leading dimensions may be added.
+
+        Returns:
+            Tensor: a view reading each element of a grown dimension at every index (stride 0; read-
+                only on the CPU).
+        """
+
     def view(self, *shape: int | tuple[int, ...] | list[int]) -> Tensor:
         """A view in a new shape; the tensor must be contiguous.
 
@@ -679,18 +719,26 @@ class Tensor:
             Tensor: the result.
         """
 
-    def sum(self) -> Tensor:
-        """Sum of all elements.
+    def sum(self, dim: int | tuple[int, ...] | list[int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Sum of the elements over dim, or of all of them.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
 
         Returns:
-            Tensor: a 0-d tensor; int64 for integer and bool input.
+            Tensor: the sums; int64 for integer and bool input.
         """
 
-    def mean(self) -> Tensor:
-        """Mean of all elements (floating point).
+    def mean(self, dim: int | tuple[int, ...] | list[int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Mean of the elements over dim, or of all of them (floating point).
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
 
         Returns:
-            Tensor: a 0-d tensor.
+            Tensor: the means.
         """
 
     def max(self) -> Tensor:
@@ -708,20 +756,33 @@ class Tensor:
         """
 
     def matmul(self, other: Tensor) -> Tensor:
-        """Matrix product of 2-D float32 tensors.
+        """Matrix product by PyTorch's rules (1-D operands as a row or a column; batches broadcast).
 
         Args:
-            other: a 2-D float32 tensor of shape (k, n).
+            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
 
         Returns:
-            Tensor: the (m, n) product.
+            Tensor: the product: a 0-d dot product of two 1-D tensors, (m, n) of 2-D ones, (batch,
+                m, n) when either is 3-D; a 1-D operand's dimension is removed.
+        """
+
+    def pow(self, exponent: Tensor | builtins.bool | int | float) -> Tensor:
+        """Elementwise power.
+
+        Args:
+            exponent: a tensor of the same dtype and device whose shape broadcasts with this one's,
+                or a Python scalar (an integer tensor refuses a negative integer).
+
+        Returns:
+            Tensor: self ** exponent; float32 for an integer tensor with a float exponent.
         """
 
     def add(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
         """Elementwise sum with other scaled by alpha.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -732,7 +793,8 @@ class Tensor:
         """Elementwise difference with other scaled by alpha.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -743,7 +805,8 @@ class Tensor:
         """Elementwise product.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
 
         Returns:
             Tensor: the result; float32 for an integer tensor with a float scalar.
@@ -753,7 +816,8 @@ class Tensor:
         """Elementwise division, rounded as rounding_mode says.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
@@ -766,7 +830,8 @@ class Tensor:
         """In-place add(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -777,7 +842,8 @@ class Tensor:
         """In-place sub(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -788,7 +854,8 @@ class Tensor:
         """In-place mul(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
 
         Returns:
             Tensor: self.
@@ -798,7 +865,8 @@ class Tensor:
         """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
@@ -1012,6 +1080,26 @@ class Tensor:
             Tensor: the result.
         """
 
+    def __pow__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+        """Elementwise power (see pow).
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def __rpow__(self, other: builtins.bool | int | float) -> Tensor:
+        """Elementwise power, scalar base first.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result.
+        """
+
     def __eq__(self, other: object) -> Tensor:  # type: ignore[override]
         """Elementwise equality.
 
@@ -1076,7 +1164,7 @@ class Tensor:
         """Matrix product with this tensor on the right.
 
         Args:
-            other: a 2-D float32 tensor.
+            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
 
         Returns:
             Tensor: other @ self.
@@ -1086,7 +1174,7 @@ class Tensor:
         """Matrix product (see matmul).
 
         Args:
-            other: a 2-D float32 tensor.
+            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
 
         Returns:
             Tensor: the product.

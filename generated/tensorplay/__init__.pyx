@@ -235,13 +235,13 @@ def where(condition, input, other):
 
     Args:
         condition: a bool tensor, such as a comparison's result.
-        input: taken where condition holds: a tensor of condition's shape and device, or a
-            Python scalar.
+        input: taken where condition holds: a tensor on condition's device whose shape
+            broadcasts with the others', or a Python scalar.
         other: taken elsewhere: likewise; two tensors must share one dtype.
 
     Returns:
-        Tensor: a new tensor of condition's shape; a scalar beside a tensor of a lower kind
-            (bool < integer < floating) gives int64 or float32, as PyTorch promotes.
+        Tensor: a new tensor of the shape the three broadcast to; a scalar beside a tensor of a
+            lower kind (bool < integer < floating) gives int64 or float32, as PyTorch promotes.
     """
     return _tensor.where(condition, input, other)
 
@@ -684,6 +684,50 @@ cdef class Tensor(_tensor.TensorCore):
         """
         return self.c_reshape(shape)
 
+    def transpose(self, dim0, dim1):
+        """A view with two dimensions swapped.
+
+        Args:
+            dim0: a dimension (negative counts from the end).
+            dim1: the dimension to swap it with.
+
+        Returns:
+            Tensor: a view sharing this tensor's memory.
+        """
+        return self.c_transpose(dim0, dim1)
+
+    def t(self):
+        """The transpose of a tensor of at most 2 dimensions (transpose(0, 1)).
+
+        Returns:
+            Tensor: a view; a tensor of fewer than 2 dimensions as it is.
+        """
+        return self.c_t()
+
+    def unsqueeze(self, dim):
+        """A view with a dimension of size 1 inserted at dim.
+
+        Args:
+            dim: where the new dimension goes, in [-ndim - 1, ndim].
+
+        Returns:
+            Tensor: a view with one more dimension.
+        """
+        return self.c_unsqueeze(dim)
+
+    def expand(self, *size):
+        """A view of this tensor broadcast to a larger shape, without copying.
+
+        Args:
+            *size: the new sizes, as ints or one sequence: -1 keeps a size, a size of 1 may grow,
+                and new leading dimensions may be added.
+
+        Returns:
+            Tensor: a view reading each element of a grown dimension at every index (stride 0; read-
+                only on the CPU).
+        """
+        return self.c_expand(size)
+
     def view(self, *shape):
         """A view in a new shape; the tensor must be contiguous.
 
@@ -751,21 +795,29 @@ cdef class Tensor(_tensor.TensorCore):
         """
         return self.c_sqrt()
 
-    def sum(self):
-        """Sum of all elements.
+    def sum(self, dim=None, keepdim=False):
+        """Sum of the elements over dim, or of all of them.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
 
         Returns:
-            Tensor: a 0-d tensor; int64 for integer and bool input.
+            Tensor: the sums; int64 for integer and bool input.
         """
-        return self.c_sum()
+        return self.c_sum(dim, _errors.bool_arg(keepdim, 'keepdim'))
 
-    def mean(self):
-        """Mean of all elements (floating point).
+    def mean(self, dim=None, keepdim=False):
+        """Mean of the elements over dim, or of all of them (floating point).
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
 
         Returns:
-            Tensor: a 0-d tensor.
+            Tensor: the means.
         """
-        return self.c_mean()
+        return self.c_mean(dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def max(self):
         """Largest element (NaN if any element is NaN).
@@ -784,21 +836,35 @@ cdef class Tensor(_tensor.TensorCore):
         return self.c_min()
 
     def matmul(self, other):
-        """Matrix product of 2-D float32 tensors.
+        """Matrix product by PyTorch's rules (1-D operands as a row or a column; batches broadcast).
 
         Args:
-            other: a 2-D float32 tensor of shape (k, n).
+            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
 
         Returns:
-            Tensor: the (m, n) product.
+            Tensor: the product: a 0-d dot product of two 1-D tensors, (m, n) of 2-D ones, (batch,
+                m, n) when either is 3-D; a 1-D operand's dimension is removed.
         """
         return self.c_matmul(other)
+
+    def pow(self, exponent):
+        """Elementwise power.
+
+        Args:
+            exponent: a tensor of the same dtype and device whose shape broadcasts with this one's,
+                or a Python scalar (an integer tensor refuses a negative integer).
+
+        Returns:
+            Tensor: self ** exponent; float32 for an integer tensor with a float exponent.
+        """
+        return self.c_pow(exponent)
 
     def add(self, other, *, alpha=1):
         """Elementwise sum with other scaled by alpha.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -810,7 +876,8 @@ cdef class Tensor(_tensor.TensorCore):
         """Elementwise difference with other scaled by alpha.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -822,7 +889,8 @@ cdef class Tensor(_tensor.TensorCore):
         """Elementwise product.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
 
         Returns:
             Tensor: the result; float32 for an integer tensor with a float scalar.
@@ -833,7 +901,8 @@ cdef class Tensor(_tensor.TensorCore):
         """Elementwise division, rounded as rounding_mode says.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
@@ -847,7 +916,8 @@ cdef class Tensor(_tensor.TensorCore):
         """In-place add(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -859,7 +929,8 @@ cdef class Tensor(_tensor.TensorCore):
         """In-place sub(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -871,7 +942,8 @@ cdef class Tensor(_tensor.TensorCore):
         """In-place mul(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
 
         Returns:
             Tensor: self.
@@ -882,7 +954,8 @@ cdef class Tensor(_tensor.TensorCore):
         """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
 
         Args:
-            other: a tensor of the same shape, dtype and device, or a Python scalar.
+            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
+                a Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
@@ -1119,6 +1192,28 @@ cdef class Tensor(_tensor.TensorCore):
         """
         return self.c_abs()
 
+    def __pow__(self, other):
+        """Elementwise power (see pow).
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result.
+        """
+        return self.c_pow(other)
+
+    def __rpow__(self, other):
+        """Elementwise power, scalar base first.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result.
+        """
+        return self.c_rpow(other)
+
     def __eq__(self, other):
         """Elementwise equality.
 
@@ -1189,7 +1284,7 @@ cdef class Tensor(_tensor.TensorCore):
         """Matrix product with this tensor on the right.
 
         Args:
-            other: a 2-D float32 tensor.
+            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
 
         Returns:
             Tensor: other @ self.
@@ -1200,7 +1295,7 @@ cdef class Tensor(_tensor.TensorCore):
         """Matrix product (see matmul).
 
         Args:
-            other: a 2-D float32 tensor.
+            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
 
         Returns:
             Tensor: the product.

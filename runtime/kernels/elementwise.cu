@@ -1,7 +1,9 @@
-// Elementwise kernels over contiguous memory. The prelude defines scalar_t, the element type.
+// Elementwise kernels. The prelude defines scalar_t, the element type. Most take contiguous
+// memory; the *_strided kernels read each operand through a Layout of the output's sizes and the
+// operand's own strides, so a broadcast dimension (stride 0) is read in place, never copied.
 typedef typename accumulate<scalar_t>::type acc_t;
 
-enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, DIV_TRUNC = 4, DIV_FLOOR = 5 };
+enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, DIV_TRUNC = 4, DIV_FLOOR = 5, POW = 6 };
 enum CompareOp { EQ = 0, NE = 1, LT = 2, LE = 3, GT = 4, GE = 5 };
 enum UnaryOp { NEG = 0, ABS = 1, RELU = 2, SIN = 3, COS = 4, EXP = 5, SQRT = 6 };
 
@@ -33,6 +35,22 @@ __device__ inline long long divide_floor(long long a, long long b) {
 DIVIDE_FLOOR_FLOATING(float, fmodf, floorf, copysignf)
 DIVIDE_FLOOR_FLOATING(double, fmod, floor, copysign)
 
+// Powers: floats through the math library; integers by repeated squaring, where a negative
+// exponent gives 1 for a base of 1, +-1 for -1 and 0 otherwise, as PyTorch's CUDA kernels (the
+// CPU refuses it, as numpy does).
+__device__ inline float power(float a, float b) { return powf(a, b); }
+__device__ inline double power(double a, double b) { return pow(a, b); }
+__device__ inline long long power(long long a, long long b) {
+    if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 == 0 ? 1 : -1) : 0;
+    long long result = 1;
+    while (b) {
+        if (b & 1) result *= a;
+        b >>= 1;
+        a *= a;
+    }
+    return result;
+}
+
 __device__ inline acc_t apply_binary(int op, acc_t a, acc_t b) {
     switch (op) {
         case ADD: return a + b;
@@ -40,6 +58,7 @@ __device__ inline acc_t apply_binary(int op, acc_t a, acc_t b) {
         case MUL: return a * b;
         case DIV_TRUNC: return divide_trunc(a, b);
         case DIV_FLOOR: return divide_floor(a, b);
+        case POW: return power(a, b);
         default: return a / b;
     }
 }
@@ -84,6 +103,16 @@ extern "C" __global__ void binary_vector4(const vector4_t* a, const vector4_t* b
     }
 }
 
+// Operands of other shapes broadcast to the output's, or of any strides: out is contiguous.
+extern "C" __global__ void binary_strided(const scalar_t* a, Layout a_layout, const scalar_t* b,
+                                          Layout b_layout, scalar_t* out, long long count,
+                                          int op) {
+    GRID_STRIDE_LOOP(i, count) {
+        out[i] = convert<scalar_t>(apply_binary(op, load(a[strided_offset(i, a_layout)]),
+                                                load(b[strided_offset(i, b_layout)])));
+    }
+}
+
 // The scalar operand is already in acc_t; reverse computes scalar (op) a.
 extern "C" __global__ void binary_scalar(const scalar_t* a, acc_t scalar, scalar_t* out,
                                          long long count, int op, int reverse) {
@@ -97,6 +126,15 @@ extern "C" __global__ void binary_scalar(const scalar_t* a, acc_t scalar, scalar
 extern "C" __global__ void compare(const scalar_t* a, const scalar_t* b, bool* out,
                                    long long count, int op) {
     GRID_STRIDE_LOOP(i, count) { out[i] = apply_compare(op, load(a[i]), load(b[i])); }
+}
+
+extern "C" __global__ void compare_strided(const scalar_t* a, Layout a_layout,
+                                           const scalar_t* b, Layout b_layout, bool* out,
+                                           long long count, int op) {
+    GRID_STRIDE_LOOP(i, count) {
+        out[i] = apply_compare(op, load(a[strided_offset(i, a_layout)]),
+                               load(b[strided_offset(i, b_layout)]));
+    }
 }
 
 extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool* out,
@@ -160,5 +198,17 @@ extern "C" __global__ void where(const bool* condition, const scalar_t* a, const
                                  long long count) {
     GRID_STRIDE_LOOP(i, count) {
         out[i] = condition[i] ? (a ? a[i] : a_scalar) : (b ? b[i] : b_scalar);
+    }
+}
+
+// where() over operands broadcast to the output's shape (or of any strides); out is contiguous.
+extern "C" __global__ void where_strided(const bool* condition, Layout condition_layout,
+                                         const scalar_t* a, Layout a_layout, const scalar_t* b,
+                                         Layout b_layout, scalar_t a_scalar, scalar_t b_scalar,
+                                         scalar_t* out, long long count) {
+    GRID_STRIDE_LOOP(i, count) {
+        out[i] = condition[strided_offset(i, condition_layout)]
+                     ? (a ? a[strided_offset(i, a_layout)] : a_scalar)
+                     : (b ? b[strided_offset(i, b_layout)] : b_scalar);
     }
 }

@@ -1,25 +1,38 @@
-// C[M, N] = A[M, K] @ B[K, N] for contiguous float32, tiled through shared memory: each block
-// computes a TILE x TILE tile of C, staging matching tiles of A and B so every global element is
-// read once per tile instead of once per product. Launched one-dimensionally (TILE * TILE
-// threads per block, one block per tile of C, row-major over the tiles).
+// C[batch][M, N] = A[batch][M, K] @ B[batch][K, N], float or double (the prelude's scalar_t), with
+// A and B read through their strides (batch, row, column; a batch stride of 0 broadcasts one
+// matrix over the batch), so transposed and expanded operands need no copy. C is contiguous.
+// Tiled through shared memory: each block computes a TILE x TILE tile of C, staging matching
+// tiles of A and B so every global element is read once per tile instead of once per product.
+// Launched with TILE * TILE threads per block; blocks stride over the tiles of every matrix of C
+// (batch-major, then row-major over the tiles).
 #define TILE 16
 
-extern "C" __global__ void matmul_f32(const float* a, const float* b, float* c, int m, int n,
-                                      int k) {
-    __shared__ float a_tile[TILE][TILE];
-    __shared__ float b_tile[TILE][TILE + 1];  // +1 avoids shared-memory bank conflicts
+struct MatrixStrides { long long batch, row, column; };
+
+extern "C" __global__ void matmul(const scalar_t* a, MatrixStrides a_strides, const scalar_t* b,
+                                  MatrixStrides b_strides, scalar_t* c, long long batch,
+                                  long long m, long long n, long long k) {
+    __shared__ scalar_t a_tile[TILE][TILE];
+    __shared__ scalar_t b_tile[TILE][TILE + 1];  // +1 avoids shared-memory bank conflicts
     int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE;
-    int tiles_across = (n + TILE - 1) / TILE;
-    int row = (blockIdx.x / tiles_across) * TILE + ty;
-    int column = (blockIdx.x % tiles_across) * TILE + tx;
-    float sum = 0.0f;
-    for (int start = 0; start < k; start += TILE) {
-        a_tile[ty][tx] = (row < m && start + tx < k) ? a[(long long)row * k + start + tx] : 0.0f;
-        b_tile[ty][tx] = (column < n && start + ty < k) ? b[(long long)(start + ty) * n + column]
-                                                        : 0.0f;
-        __syncthreads();
-        for (int i = 0; i < TILE; ++i) sum += a_tile[ty][i] * b_tile[i][tx];
-        __syncthreads();
+    long long tiles_across = (n + TILE - 1) / TILE;
+    long long tiles = ((m + TILE - 1) / TILE) * tiles_across;
+    for (long long job = blockIdx.x; job < batch * tiles; job += gridDim.x) {
+        long long item = job / tiles, tile = job % tiles;
+        long long row = (tile / tiles_across) * TILE + ty;
+        long long column = (tile % tiles_across) * TILE + tx;
+        const scalar_t* a_matrix = a + item * a_strides.batch;
+        const scalar_t* b_matrix = b + item * b_strides.batch;
+        scalar_t sum = 0;
+        for (long long start = 0; start < k; start += TILE) {
+            a_tile[ty][tx] = (row < m && start + tx < k)
+                ? a_matrix[row * a_strides.row + (start + tx) * a_strides.column] : (scalar_t)0;
+            b_tile[ty][tx] = (column < n && start + ty < k)
+                ? b_matrix[(start + ty) * b_strides.row + column * b_strides.column] : (scalar_t)0;
+            __syncthreads();
+            for (int i = 0; i < TILE; ++i) sum += a_tile[ty][i] * b_tile[i][tx];
+            __syncthreads();
+        }
+        if (row < m && column < n) c[(item * m + row) * n + column] = sum;
     }
-    if (row < m && column < n) c[(long long)row * n + column] = sum;
 }

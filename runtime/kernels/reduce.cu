@@ -1,5 +1,6 @@
 // Whole-tensor reductions in two launches: partial results per block, then one block combines
-// them. The prelude defines scalar_t (input) and result_t (output).
+// them; and sums over some dimensions in one. The prelude defines scalar_t (input) and result_t
+// (output).
 typedef typename accumulate<scalar_t>::type acc_t;
 
 enum ReduceOp { SUM = 0, MAX = 1, MIN = 2 };
@@ -41,5 +42,26 @@ extern "C" __global__ void reduce_final(const acc_t* partials, int count, result
     if (threadIdx.x == 0) {
         out[0] = divisor == 1.0 ? convert<result_t>(value)
                                 : convert<result_t>((acc_t)(value / divisor));
+    }
+}
+
+// Sums over some dimensions, one block per output element (blocks stride over them): out[o] sums
+// the input elements at kept(o) + reduced(r) for every r < reduced_count (Layouts of the kept and
+// the reduced dimensions with the input's strides), divided by divisor (the count, for a mean).
+extern "C" __global__ void reduce_dims(const scalar_t* input, Layout kept, Layout reduced,
+                                       long long reduced_count, result_t* out,
+                                       long long out_count, double divisor) {
+    for (long long o = blockIdx.x; o < out_count; o += gridDim.x) {
+        const scalar_t* base = input + strided_offset(o, kept);
+        acc_t value = 0;
+        for (long long r = threadIdx.x; r < reduced_count; r += blockDim.x) {
+            value += load(base[strided_offset(r, reduced)]);
+        }
+        value = block_reduce(SUM, value);
+        if (threadIdx.x == 0) {
+            out[o] = divisor == 1.0 ? convert<result_t>(value)
+                                    : convert<result_t>((acc_t)(value / divisor));
+        }
+        __syncthreads();  // every thread has read the block's result before shared is reused
     }
 }
