@@ -873,7 +873,10 @@ cdef class TensorCore:
         if len(self.sizes) > 2:
             raise ValueError(f"t() expects a tensor with <= 2 dimensions, but self is "
                              f"{len(self.sizes)}-D (shape {self.sizes}); use transpose()")
-        return self.c_transpose(0, -1)
+        if len(self.sizes) < 2:  # a view of the tensor as it is
+            view = strided_view(self, self.sizes, self.element_strides)
+            return recorded(view, "reshape", (self,)) if tracked(self) else view
+        return self.c_transpose(0, 1)
 
     cdef object c_unsqueeze(self, object dim):
         cdef int ndim = len(self.sizes)
