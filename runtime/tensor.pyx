@@ -1214,20 +1214,23 @@ cdef class TensorCore:
                             f"{alpha!r} (a float alpha needs floating-point operands, as in "
                             "PyTorch)")
         cdef int op = device_ops.OP_SUB if subtract else device_ops.OP_ADD
-        if inplace:
-            self.c_mark_modified(name, other)
+        # The paths through c_binary count an in-place change there; the others below.
         if not isinstance(other, TensorCore):
             return self.c_binary(other * alpha, op, False, inplace, name)
         if alpha == 1:
             return self.c_binary(other, op, False, inplace, name)
         scale = -alpha if subtract else alpha
         if self.device_index == CPU:
+            if inplace:
+                self.c_mark_modified(name, other)
             result = self.c_cpu_result(opmath(self) + scale * opmath(other), result_dtype, inplace)
             return self.c_scaled_result(result, other, scale, inplace)
         if (<TensorCore>other).sizes != self.sizes:  # broadcast: the scaled copy, then the sum
             return self.c_binary((<TensorCore>other).c_binary(scale, device_ops.OP_MUL, False,
                                                               False, name),
                                  device_ops.OP_ADD, False, inplace, name)
+        if inplace:
+            self.c_mark_modified(name, other)
         left, right = contiguous_on_device(self), contiguous_on_device(other)
         output = self.c_output(result_dtype, inplace)
         device_ops.add_scaled(self.device_index, result_dtype, (<TensorCore>left).data,
