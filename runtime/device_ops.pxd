@@ -26,6 +26,7 @@ cdef enum:
     OP_COS = 4
     OP_EXP = 5
     OP_SQRT = 6
+    OP_LOG = 7
     OP_SUM = 0
     OP_MAX = 1
     OP_MIN = 2

@@ -10,6 +10,11 @@ cdef enum:
 # "cpu" or "cuda:N", as error messages name a tensor's device.
 cdef str device_text(int device)
 
+cdef class VersionCounter:
+    # How many in-place changes the memory of a tensor and its views has seen (autograd.pyx,
+    # Note [Version counters]).
+    cdef int64_t value
+
 cdef class TensorCore:
     # Shape and strides are in elements; data is the address of the first element (the storage
     # offset already applied). CPU tensors are numpy arrays underneath (array); CUDA tensors
@@ -23,13 +28,38 @@ cdef class TensorCore:
     cdef object owner
     cdef object array                          # cpu only: the numpy view
     cdef int64_t element_count
+    # Autograd (autograd.pyx, Note [Tape]): whether gradients flow to this tensor, its .grad
+    # (allocated once), the Node that computed it and which of that Node's outputs it is (None
+    # for a leaf), and the version counter it shares with its views.
+    cdef bint grad_required
+    cdef object grad_value
+    cdef object grad_node
+    cdef int output_number
+    cdef VersionCounter version
+    cdef bint c_requires_grad(self)
+    cdef object c_set_requires_grad(self, bint value)
+    cdef object c_requires_grad_(self, bint requires_grad)
+    cdef object c_grad(self)
+    cdef object c_set_grad(self, object value)
+    cdef object c_grad_fn(self)
+    cdef bint c_is_leaf(self)
+    cdef object c_backward(self, object gradient, object retain_graph)
+    cdef object c_detach(self)
+    # Before an in-place change by name (from other, an operand): refuse it under autograd's
+    # rules, else count it.
+    cdef int c_mark_modified(self, str name, object other=*) except -1
+    cdef object c_indexed(self, TensorCore view, object key)
+    cdef object c_binary_result(self, object output, object other, int op, bint reverse,
+                                bint inplace)
+    cdef object c_scaled_result(self, object output, object other, object scale, bint inplace)
+    cdef object c_clamp_result(self, object output, object low, object high, bint inplace)
     cdef tuple c_shape(self)
     cdef int c_ndim(self)
     cdef Py_hash_t c_hash(self)
     cdef object c_dtype(self)
     cdef object c_device(self)
     cdef object c_stride(self, object dim)
-    cdef int c_dim(self, object dim) except -1
+    cdef int c_dim(self, object dim, str argument=*) except -1
     cdef int64_t c_numel(self)
     cdef int c_element_size(self)
     cdef int64_t c_nbytes(self)
@@ -75,6 +105,7 @@ cdef class TensorCore:
     cdef object c_imul(self, object other)
     cdef object c_itruediv(self, object other)
     cdef object c_pow(self, object exponent)
+    cdef object c_pow_operator(self, object other)
     cdef object c_rpow(self, object base)
     cdef object c_compare(self, object other, int op)
     cdef object c_eq(self, object other)
@@ -91,6 +122,7 @@ cdef class TensorCore:
     cdef object c_cos(self)
     cdef object c_exp(self)
     cdef object c_sqrt(self)
+    cdef object c_log(self)
     cdef object c_add_scaled(self, object other, object alpha)
     cdef object c_sub_scaled(self, object other, object alpha)
     cdef object c_add_scaled_(self, object other, object alpha)
@@ -133,21 +165,36 @@ cdef object new_empty(tuple sizes, DtypeCore dtype, int device)   # device -1: c
 # *size as ints, or one tuple/list of them (the factories' size argument), checked.
 cdef tuple size_arg(tuple size, str argument)
 cdef bint is_contiguous(TensorCore tensor)
+# Operands of one device and dtype, else an error naming what (a ValueError or a TypeError).
+cdef int check_device_and_dtype(TensorCore a, TensorCore b, str what) except -1
 cdef tuple contiguous_strides(tuple sizes)          # row-major, in elements
 # The bytes from a tensor's first element to the end of its last, in Python integers (0 when it
 # has no element); strides in elements, never negative.
 cdef object reach_bytes(tuple sizes, tuple strides, int itemsize)
 
 # Factories (api.yaml: tensorplay).
-cdef object empty(tuple size, object dtype, object device)
-cdef object zeros(tuple size, object dtype, object device)
-cdef object ones(tuple size, object dtype, object device)
-cdef object full(object size, object fill_value, object dtype, object device)
-cdef object arange(object start, object end, object step, object dtype, object device)
-cdef object tensor(object data, object dtype, object device)
-cdef object empty_like(object input, object dtype, object device)
-cdef object zeros_like(object input, object dtype, object device)
+cdef object empty(tuple size, object dtype, object device, bint requires_grad)
+cdef object zeros(tuple size, object dtype, object device, bint requires_grad)
+cdef object ones(tuple size, object dtype, object device, bint requires_grad)
+cdef object full(object size, object fill_value, object dtype, object device,
+                 bint requires_grad)
+cdef object arange(object start, object end, object step, object dtype, object device,
+                   bint requires_grad)
+cdef object tensor(object data, object dtype, object device, bint requires_grad)
+cdef object empty_like(object input, object dtype, object device, bint requires_grad)
+cdef object zeros_like(object input, object dtype, object device, bint requires_grad)
+# A new tensor from a factory with its requires_grad keyword applied (refused on integer and
+# bool dtypes before anything is made, by require_grad_arg).
+cdef object requiring_grad(object tensor, bint requires_grad)
+cdef int require_grad_arg(object dtype, object default, bint requires_grad) except -1
 cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1
 cdef object as_tensor(object data, object dtype, object device)
 cdef object from_dlpack(object ext_tensor)
 cdef object where(object condition, object input, object other)
+
+# Grad mode, per thread (autograd.pyx: no_grad, enable_grad).
+cdef bint grad_enabled()
+cdef void set_grad_enabled(bint enabled)
+# A view of tensor's memory with other sizes and strides (in elements), sharing its version.
+cdef object strided_view(TensorCore tensor, tuple sizes, tuple strides)
+cdef TensorCore reshaped(TensorCore tensor, tuple sizes)

@@ -32,6 +32,7 @@ from tensorplay._runtime.dtypes cimport DtypeCore
 from tensorplay._runtime.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
 
 import math
+import threading
 
 
 # The numpy ufunc computing each operation on the CPU, by name: numpy itself is imported on first
@@ -39,15 +40,19 @@ import math
 NUMPY_BINARY = {device_ops.OP_ADD: "add", device_ops.OP_SUB: "subtract",
                 device_ops.OP_MUL: "multiply", device_ops.OP_DIV: "true_divide",
                 device_ops.OP_POW: "power"}
+# The gradient of each binary operation (autograd.pyx): rounded division has none (zero).
+BINARY_GRADIENTS = {device_ops.OP_ADD: "add", device_ops.OP_SUB: "sub", device_ops.OP_MUL: "mul",
+                    device_ops.OP_DIV: "div", device_ops.OP_DIV_TRUNC: "rounded_div",
+                    device_ops.OP_DIV_FLOOR: "rounded_div", device_ops.OP_POW: "pow"}
 NUMPY_COMPARE = {device_ops.OP_EQ: "equal", device_ops.OP_NE: "not_equal",
                  device_ops.OP_LT: "less", device_ops.OP_LE: "less_equal",
                  device_ops.OP_GT: "greater", device_ops.OP_GE: "greater_equal"}
 NUMPY_UNARY = {device_ops.OP_NEG: "negative", device_ops.OP_ABS: "abs",
                device_ops.OP_RELU: "maximum", device_ops.OP_SIN: "sin", device_ops.OP_COS: "cos",
-               device_ops.OP_EXP: "exp", device_ops.OP_SQRT: "sqrt"}
+               device_ops.OP_EXP: "exp", device_ops.OP_SQRT: "sqrt", device_ops.OP_LOG: "log"}
 UNARY_NAMES = {device_ops.OP_NEG: "neg", device_ops.OP_ABS: "abs", device_ops.OP_RELU: "relu",
                device_ops.OP_SIN: "sin", device_ops.OP_COS: "cos", device_ops.OP_EXP: "exp",
-               device_ops.OP_SQRT: "sqrt"}
+               device_ops.OP_SQRT: "sqrt", device_ops.OP_LOG: "log"}
 
 
 cdef object _numpy = None
@@ -195,6 +200,66 @@ cdef cudaStream_t current_stream(int device) noexcept nogil:
 
 
 # --------------------------------------------------------------------------------------------
+# Autograd hooks (autograd.pyx, Note [Tape]): grad mode, and recording an operation whose operands
+# require grad. autograd.pyx cimports this module, so it is imported here on first use.
+
+
+cdef object _grad_mode = threading.local()
+cdef object _autograd = None
+
+
+cdef bint grad_enabled():
+    return not getattr(_grad_mode, "disabled", False)
+
+
+cdef void set_grad_enabled(bint enabled):
+    _grad_mode.disabled = not enabled
+
+
+cdef inline bint tracked(TensorCore tensor, object other=None, object third=None):
+    """Whether an operation on these operands goes on the tape: one of them requires grad and
+    grad mode is on."""
+    if not (tensor.grad_required
+            or (isinstance(other, TensorCore) and (<TensorCore>other).grad_required)
+            or (isinstance(third, TensorCore) and (<TensorCore>third).grad_required)):
+        return False
+    return grad_enabled()
+
+
+cdef object recorded(object output, str name, tuple inputs, tuple saved=(), object state=None):
+    """output, after a Node for the operation name on inputs is recorded on it."""
+    global _autograd
+    if _autograd is None:
+        from tensorplay._runtime import autograd
+        _autograd = autograd
+    _autograd.record(output, name, inputs, saved, state)
+    return output
+
+
+cdef class VersionCounter:
+    pass
+
+
+cdef object requiring_grad(object tensor, bint requires_grad):
+    if requires_grad:
+        (<TensorCore>tensor).grad_required = True
+    return tensor
+
+
+cdef int require_grad_arg(object dtype, object default, bint requires_grad) except -1:
+    """A factory's dtype (or default, a dtype or its name, when dtype is None) can require
+    grad if requires_grad asks it to."""
+    if not requires_grad:
+        return 0
+    chosen = dtypes.named_dtype(default) if dtype is None and isinstance(default, str) else \
+        (default if dtype is None else dtype)
+    if isinstance(chosen, DtypeCore) and not (<DtypeCore>chosen).floating:
+        raise RuntimeError(f"only tensors of floating point dtype can require gradients, got "
+                           f"requires_grad=True with dtype {(<DtypeCore>chosen).name}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # Construction
 
 
@@ -220,6 +285,7 @@ cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_stride
     tensor.data = data
     tensor.owner = owner
     tensor.element_count = product(sizes)
+    tensor.version = VersionCounter.__new__(VersionCounter)
     return tensor
 
 
@@ -243,6 +309,7 @@ cdef TensorCore wrap_cpu(object array, DtypeCore dtype):
     tensor.device_index = CPU
     tensor.owner = array
     tensor.element_count = array.size
+    tensor.version = VersionCounter.__new__(VersionCounter)
     return tensor
 
 
@@ -285,25 +352,25 @@ cdef object strided_view(TensorCore tensor, tuple sizes, tuple strides):
     elements, never negative), which the caller checked stay within it. A CPU view that reads
     one element at several indices (stride 0, as expand() makes) is read-only, as numpy's
     broadcast_to()."""
+    cdef TensorCore view
     if tensor.device_index != CPU:
-        return wrap_device_memory(tensor.data, sizes, strides, tensor.dtype_object,
+        view = wrap_device_memory(tensor.data, sizes, strides, tensor.dtype_object,
                                   tensor.device_index, tensor.owner)
-    array = tensor.array
-    repeats = any(stride == 0 and size > 1 for size, stride in zip(sizes, strides))
-    view = np().lib.stride_tricks.as_strided(
-        array, sizes, tuple(stride * array.itemsize for stride in strides),
-        writeable=bool(array.flags.writeable) and not repeats)
-    return wrap_cpu(view, tensor.dtype_object)
+    else:
+        array = tensor.array
+        repeats = any(stride == 0 and size > 1 for size, stride in zip(sizes, strides))
+        view = wrap_cpu(np().lib.stride_tricks.as_strided(
+            array, sizes, tuple(stride * array.itemsize for stride in strides),
+            writeable=bool(array.flags.writeable) and not repeats), tensor.dtype_object)
+    view.version = tensor.version
+    return view
 
 
 cdef TensorCore reshaped(TensorCore tensor, tuple sizes):
     """A contiguous tensor seen in another shape of the same element count."""
     if tensor.sizes == sizes:
         return tensor
-    if tensor.device_index == CPU:
-        return wrap_cpu(tensor.array.reshape(sizes), tensor.dtype_object)
-    return wrap_device_memory(tensor.data, sizes, contiguous_strides(sizes), tensor.dtype_object,
-                              tensor.device_index, tensor.owner)
+    return strided_view(tensor, sizes, contiguous_strides(sizes))
 
 
 cdef int check_same(TensorCore a, TensorCore b, str what) except -1:
@@ -380,7 +447,7 @@ cdef int scalar_operand_arg(object value, str name, str argument="the other oper
 
 
 cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_division,
-                                bint inplace, str name):
+                                bint inplace, str name, str argument="the other operand"):
     """The result dtype of tensor (op) other under the operators' rules, which it checks: other
     is a tensor of the same dtype and device whose shape broadcasts with tensor's, or a Python
     scalar; no bool arithmetic; integers divide truly into float32; an in-place result keeps the
@@ -392,10 +459,10 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_divis
             raise ValueError(f"{name}: output with shape {tensor.sizes} doesn't match the "
                              f"broadcast shape {shape}")
     elif not is_scalar(other):
-        raise TypeError(f"{name}: the other operand must be a tensor or a Python scalar, got "
+        raise TypeError(f"{name}: {argument} must be a tensor or a Python scalar, got "
                         f"{type(other).__name__}")
     else:
-        scalar_operand_arg(other, name)
+        scalar_operand_arg(other, name, argument)
     if tensor.dtype_object.name == "bool":
         raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
                         ".to(tensorplay.int64) first")
@@ -612,12 +679,13 @@ cdef class TensorCore:
             return self.element_strides
         return self.element_strides[self.c_dim(dim)]
 
-    cdef int c_dim(self, object dim) except -1:
+    cdef int c_dim(self, object dim, str argument="dim") except -1:
         cdef int ndim = len(self.sizes)
         if isinstance(dim, bool) or not isinstance(dim, int):
-            raise TypeError(f"dim must be an int, got {type(dim).__name__} ({errors.shown(dim)})")
+            raise TypeError(f"{argument} must be an int, got {type(dim).__name__} "
+                            f"({errors.shown(dim)})")
         if not -ndim <= dim < max(ndim, 1):  # an index out of range, as in PyTorch
-            raise IndexError(f"dim must be an int in [{-ndim}, {ndim - 1}], got "
+            raise IndexError(f"{argument} must be an int in [{-ndim}, {ndim - 1}], got "
                              f"{errors.shown(dim)}")
         return dim + ndim if dim < 0 else dim
 
@@ -656,6 +724,10 @@ cdef class TensorCore:
     cdef object c_copy_(self, object src, bint non_blocking):
         if not isinstance(src, TensorCore):
             raise TypeError(f"src must be a tensorplay Tensor, got {type(src).__name__}")
+        if self.sizes != (<TensorCore>src).sizes:
+            raise ValueError(f"copy_: shapes {(<TensorCore>src).sizes} (source) and {self.sizes} "
+                             "(self) differ")
+        self.c_mark_modified("copy_", src)
         copy_into(self, src, non_blocking)
         return self
 
@@ -663,6 +735,7 @@ cdef class TensorCore:
         if not is_scalar(value):
             raise TypeError(f"value must be a bool, int or float, got {type(value).__name__}")
         dtypes.check_scalar(value, self.dtype_object, "value")
+        self.c_mark_modified("fill_")
         if self.device_index == CPU:
             self.array[...] = stored(np().array(value), self.dtype_object)
             return self
@@ -682,20 +755,23 @@ cdef class TensorCore:
     # random_ops cimports this module, so it is imported here, not cimported.
     cdef object c_uniform_(self, object low, object high, object generator):
         from tensorplay._runtime import random_ops
+        self.c_mark_modified("uniform_")
         return random_ops.uniform_(self, low, high, generator)
 
     cdef object c_normal_(self, object mean, object std, object generator):
         from tensorplay._runtime import random_ops
+        self.c_mark_modified("normal_")
         return random_ops.normal_(self, mean, std, generator)
 
     cdef object c_bernoulli_(self, object p, object generator):
         from tensorplay._runtime import random_ops
+        self.c_mark_modified("bernoulli_")
         return random_ops.bernoulli_(self, p, generator)
 
     cdef object c_clone(self):
         result = new_empty(self.sizes, self.dtype_object, self.device_index)
         copy_into(result, self, False)
-        return result
+        return recorded(result, "clone", (self,)) if tracked(self) else result
 
     cdef object c_contiguous(self):
         return self if is_contiguous(self) else self.c_clone()
@@ -711,6 +787,8 @@ cdef class TensorCore:
             return self
         result = new_empty(self.sizes, target_dtype, target_device)
         copy_into(result, self, non_blocking)
+        if tracked(self) and target_dtype.floating:
+            return recorded(result, "to", (self,))
         return result
 
     cdef object c_cpu(self):
@@ -768,10 +846,8 @@ cdef class TensorCore:
         if not is_contiguous(self):
             raise ValueError("view() needs a contiguous tensor; use reshape(), which copies "
                              "when it must")
-        if self.device_index == CPU:
-            return wrap_cpu(self.array.reshape(shape), self.dtype_object)
-        return wrap_device_memory(self.data, shape, contiguous_strides(shape), self.dtype_object,
-                                  self.device_index, self.owner)
+        view = strided_view(self, shape, contiguous_strides(shape))
+        return recorded(view, "reshape", (self,)) if tracked(self) else view
 
     cdef object c_reshape(self, tuple shape):
         if is_contiguous(self):
@@ -779,19 +855,28 @@ cdef class TensorCore:
         return (<TensorCore>self.c_clone()).c_view(shape)
 
     cdef object c_transpose(self, object dim0, object dim1):
-        cdef int first = self.c_dim(dim0), second = self.c_dim(dim1)
+        for argument, dim in (("dim0", dim0), ("dim1", dim1)):  # both types before any range
+            if isinstance(dim, bool) or not isinstance(dim, int):
+                raise TypeError(f"{argument} must be an int, got {type(dim).__name__} "
+                                f"({errors.shown(dim)})")
+        cdef int first = self.c_dim(dim0, "dim0"), second = self.c_dim(dim1, "dim1")
         if len(self.sizes) == 0:  # dims 0 and -1 of a 0-d tensor name the tensor itself
-            return strided_view(self, self.sizes, self.element_strides)
+            view = strided_view(self, self.sizes, self.element_strides)
+            return recorded(view, "reshape", (self,)) if tracked(self) else view
         sizes, strides = list(self.sizes), list(self.element_strides)
         sizes[first], sizes[second] = sizes[second], sizes[first]
         strides[first], strides[second] = strides[second], strides[first]
-        return strided_view(self, tuple(sizes), tuple(strides))
+        view = strided_view(self, tuple(sizes), tuple(strides))
+        return recorded(view, "transpose", (self,), (), (first, second)) if tracked(self) else view
 
     cdef object c_t(self):
         if len(self.sizes) > 2:
             raise ValueError(f"t() expects a tensor with <= 2 dimensions, but self is "
                              f"{len(self.sizes)}-D (shape {self.sizes}); use transpose()")
-        return self.c_transpose(0, -1)
+        if len(self.sizes) < 2:  # a view of the tensor as it is
+            view = strided_view(self, self.sizes, self.element_strides)
+            return recorded(view, "reshape", (self,)) if tracked(self) else view
+        return self.c_transpose(0, 1)
 
     cdef object c_unsqueeze(self, object dim):
         cdef int ndim = len(self.sizes)
@@ -803,8 +888,9 @@ cdef class TensorCore:
         cdef int at = dim + ndim + 1 if dim < 0 else dim
         # The new dimension's stride is never used to move (its size is 1); PyTorch's choice.
         stride = self.element_strides[at] * self.sizes[at] if at < ndim else 1
-        return strided_view(self, self.sizes[:at] + (1,) + self.sizes[at:],
+        view = strided_view(self, self.sizes[:at] + (1,) + self.sizes[at:],
                             self.element_strides[:at] + (stride,) + self.element_strides[at:])
+        return recorded(view, "reshape", (self,)) if tracked(self) else view
 
     cdef object c_expand(self, tuple size):
         if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -840,14 +926,16 @@ cdef class TensorCore:
                                  f"{list(self.sizes)}")
         if math.prod(sizes) >= ELEMENTS_LIMIT:
             raise ValueError(f"expand: sizes {errors.shown(size)} have 2**63 elements or more")
-        return strided_view(self, tuple(sizes), tuple(strides))
+        view = strided_view(self, tuple(sizes), tuple(strides))
+        return recorded(view, "expand", (self,)) if tracked(self) else view
 
     cdef object c_getitem(self, object key):
         if self.device_index == CPU:
             _check_index(key)
             # The trailing Ellipsis keeps integer indexing a 0-d view instead of a numpy scalar.
-            return wrap_cpu(self.array[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)],
-                             self.dtype_object)
+            view = wrap_cpu(self.array[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)],
+                            self.dtype_object)
+            return self.c_indexed(view, key)
         if not isinstance(key, tuple):
             key = (key,)
         if len(key) > len(self.sizes):
@@ -875,9 +963,16 @@ cdef class TensorCore:
                 raise TypeError(f"indices must be ints or slices, got {type(index).__name__}")
         sizes += self.sizes[len(key):]
         strides += self.element_strides[len(key):]
-        return wrap_device_memory(self.data + offset * self.dtype_object.itemsize, tuple(sizes),
+        view = wrap_device_memory(self.data + offset * self.dtype_object.itemsize, tuple(sizes),
                                   tuple(strides), self.dtype_object, self.device_index,
                                   self.owner)
+        return self.c_indexed(view, key)
+
+    cdef object c_indexed(self, TensorCore view, object key):
+        """view, selected from this tensor by key, as a view: sharing the version counter, and
+        on the tape when this tensor is."""
+        view.version = self.version
+        return recorded(view, "getitem", (self,), (), key) if tracked(self) else view
 
     cdef object c_setitem(self, object key, object value):
         target = <TensorCore>self.c_getitem(key)
@@ -892,6 +987,8 @@ cdef class TensorCore:
     cdef object c_binary(self, object other, int op, bint reverse, bint inplace, str name):
         cdef DtypeCore result_dtype = arithmetic_dtype(self, other, op == device_ops.OP_DIV,
                                                        inplace, name)
+        if inplace:
+            self.c_mark_modified(name, other)
         left = self if result_dtype is self.dtype_object else self.c_to(None, result_dtype,
                                                                           False, False)
         right = other
@@ -902,7 +999,8 @@ cdef class TensorCore:
             # refuses a Python int outside the array's own dtype).
             a, b = opmath(left), opmath(right) if isinstance(right, TensorCore) else right
             values = cpu_binary(op, b, a) if reverse else cpu_binary(op, a, b)
-            return self.c_cpu_result(values, result_dtype, inplace)
+            return self.c_binary_result(self.c_cpu_result(values, result_dtype, inplace), other,
+                                        op, reverse, inplace)
         cdef cudaStream_t stream = current_stream(self.device_index)
         cdef TensorCore first, second
         if isinstance(right, TensorCore):
@@ -929,7 +1027,15 @@ cdef class TensorCore:
         if inplace and output is not self:
             copy_on_device(self, output)
             return self
-        return output
+        return self.c_binary_result(output, other, op, reverse, inplace)
+
+    cdef object c_binary_result(self, object output, object other, int op, bint reverse,
+                                bint inplace):
+        """output of self (op) other, on the tape when the operands are."""
+        if inplace or not tracked(self, other) or not (<TensorCore>output).dtype_object.floating:
+            return output
+        saved = (self, other) if op != device_ops.OP_ADD and op != device_ops.OP_SUB else ()
+        return recorded(output, BINARY_GRADIENTS[op], (self, other), saved, reverse)
 
     cdef object c_add(self, object other):
         return self.c_binary(other, device_ops.OP_ADD, False, False, "add")
@@ -956,7 +1062,12 @@ cdef class TensorCore:
         return self.c_binary(other, device_ops.OP_DIV, True, False, "div")
 
     cdef object c_pow(self, object exponent):
+        # Checked first under the name pow() gives it; the operator's is other.
+        arithmetic_dtype(self, exponent, False, False, "pow", "exponent")
         return self.c_binary(exponent, device_ops.OP_POW, False, False, "pow")
+
+    cdef object c_pow_operator(self, object other):
+        return self.c_binary(other, device_ops.OP_POW, False, False, "pow")
 
     cdef object c_rpow(self, object base):
         return self.c_binary(base, device_ops.OP_POW, True, False, "pow")
@@ -1040,13 +1151,16 @@ cdef class TensorCore:
             values = computable(self)
             values = np().maximum(values, 0).astype(values.dtype) if op == device_ops.OP_RELU \
                 else getattr(np(), NUMPY_UNARY[op])(values)
-            return wrap_cpu(np().asarray(stored(values, self.dtype_object), order="C"),
-                             self.dtype_object)
-        source = contiguous_on_device(self)
-        output = new_empty(self.sizes, self.dtype_object, self.device_index)
-        device_ops.unary(self.device_index, self.dtype_object, (<TensorCore>source).data,
-                         (<TensorCore>output).data, self.element_count, op,
-                         current_stream(self.device_index))
+            output = wrap_cpu(np().asarray(stored(values, self.dtype_object), order="C"),
+                              self.dtype_object)
+        else:
+            source = contiguous_on_device(self)
+            output = new_empty(self.sizes, self.dtype_object, self.device_index)
+            device_ops.unary(self.device_index, self.dtype_object, (<TensorCore>source).data,
+                             (<TensorCore>output).data, self.element_count, op,
+                             current_stream(self.device_index))
+        if tracked(self) and self.dtype_object.floating:
+            return recorded(output, name, (self,), (self,))
         return output
 
     cdef object c_neg(self):
@@ -1069,6 +1183,9 @@ cdef class TensorCore:
 
     cdef object c_sqrt(self):
         return self.c_unary(device_ops.OP_SQRT)
+
+    cdef object c_log(self):
+        return self.c_unary(device_ops.OP_LOG)
 
     # -- PyTorch's named arithmetic and clamp, under the operators' rules (c_binary) ------------
 
@@ -1097,23 +1214,35 @@ cdef class TensorCore:
                             f"{alpha!r} (a float alpha needs floating-point operands, as in "
                             "PyTorch)")
         cdef int op = device_ops.OP_SUB if subtract else device_ops.OP_ADD
+        # The paths through c_binary count an in-place change there; the others below.
         if not isinstance(other, TensorCore):
             return self.c_binary(other * alpha, op, False, inplace, name)
         if alpha == 1:
             return self.c_binary(other, op, False, inplace, name)
         scale = -alpha if subtract else alpha
         if self.device_index == CPU:
-            return self.c_cpu_result(opmath(self) + scale * opmath(other), result_dtype, inplace)
+            if inplace:
+                self.c_mark_modified(name, other)
+            result = self.c_cpu_result(opmath(self) + scale * opmath(other), result_dtype, inplace)
+            return self.c_scaled_result(result, other, scale, inplace)
         if (<TensorCore>other).sizes != self.sizes:  # broadcast: the scaled copy, then the sum
             return self.c_binary((<TensorCore>other).c_binary(scale, device_ops.OP_MUL, False,
                                                               False, name),
                                  device_ops.OP_ADD, False, inplace, name)
+        if inplace:
+            self.c_mark_modified(name, other)
         left, right = contiguous_on_device(self), contiguous_on_device(other)
         output = self.c_output(result_dtype, inplace)
         device_ops.add_scaled(self.device_index, result_dtype, (<TensorCore>left).data,
                               (<TensorCore>right).data, scale, output.data, self.element_count,
                               current_stream(self.device_index))
-        return self.c_finish(output, inplace)
+        return self.c_scaled_result(self.c_finish(output, inplace), other, scale, inplace)
+
+    cdef object c_scaled_result(self, object output, object other, object scale, bint inplace):
+        """output of self + scale * other, on the tape when the operands are."""
+        if inplace or not tracked(self, other) or not (<TensorCore>output).dtype_object.floating:
+            return output
+        return recorded(output, "add_scaled", (self, other), (), scale)
 
     cdef object c_div(self, object other, object rounding_mode):
         return self.c_binary(other, division_op(rounding_mode, "div"), False, False, "div")
@@ -1149,6 +1278,7 @@ cdef class TensorCore:
                 result_dtype = float32_if_float(result_dtype, bound)
         if inplace:
             check_in_place(self, result_dtype, name)
+            self.c_mark_modified(name, low if isinstance(low, TensorCore) else high)
         source = self.c_to(None, result_dtype, False, False)
         bounds = [(<TensorCore>bound).c_to(None, result_dtype, False, False)
                   if isinstance(bound, TensorCore) else bound for bound in (low, high)]
@@ -1160,7 +1290,8 @@ cdef class TensorCore:
             if high is not None:
                 values = np().minimum(values, opmath(bounds[1]) if isinstance(high, TensorCore)
                                       else high)
-            return self.c_cpu_result(values, result_dtype, inplace)
+            return self.c_clamp_result(self.c_cpu_result(values, result_dtype, inplace), low,
+                                       high, inplace)
         source = contiguous_on_device(source)
         bounds = [contiguous_on_device(bound) if isinstance(bound, TensorCore) else bound
                   for bound in bounds]
@@ -1171,7 +1302,14 @@ cdef class TensorCore:
                          None if isinstance(low, TensorCore) else low,
                          None if isinstance(high, TensorCore) else high,
                          output.data, self.element_count, current_stream(self.device_index))
-        return self.c_finish(output, inplace)
+        return self.c_clamp_result(self.c_finish(output, inplace), low, high, inplace)
+
+    cdef object c_clamp_result(self, object output, object low, object high, bint inplace):
+        """output of clamp(self, low, high), on the tape when the operands are."""
+        if inplace or not tracked(self, low, high) or \
+                not (<TensorCore>output).dtype_object.floating:
+            return output
+        return recorded(output, "clamp", (self, low, high), (self, low, high), None)
 
     cdef object c_cpu_result(self, object values, DtypeCore dtype, bint inplace):
         """numpy values computed from this CPU tensor, stored as dtype: into self in place, or
@@ -1224,10 +1362,17 @@ cdef class TensorCore:
         return output
 
     cdef object c_sum(self, object dim, bint keepdim):
-        return self.c_reduce_dims(dim, keepdim, False, "sum")
+        result = self.c_reduce_dims(dim, keepdim, False, "sum")
+        if tracked(self) and self.dtype_object.floating:
+            return recorded(result, "sum", (self,), (), (self.c_reduced_dims(dim, "sum"), keepdim))
+        return result
 
     cdef object c_mean(self, object dim, bint keepdim):
-        return self.c_reduce_dims(dim, keepdim, True, "mean")
+        result = self.c_reduce_dims(dim, keepdim, True, "mean")
+        if tracked(self):
+            return recorded(result, "mean", (self,), (),
+                            (self.c_reduced_dims(dim, "mean"), keepdim))
+        return result
 
     cdef tuple c_reduced_dims(self, object dim, str name):
         """The dimensions sum() or mean() reduce, sorted: dim as an int or a tuple or list of
@@ -1235,6 +1380,9 @@ cdef class TensorCore:
         if dim is None:
             return tuple(range(len(self.sizes)))
         dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+        if any(isinstance(value, bool) or not isinstance(value, int) for value in dims):
+            raise TypeError(f"{name}: dim must be an int or a tuple or list of ints, got "
+                            f"{errors.shown(dim)}")
         normalised = [self.c_dim(value) for value in dims]
         for value, position in zip(dims, normalised):
             if normalised.count(position) > 1:
@@ -1279,10 +1427,12 @@ cdef class TensorCore:
         return output
 
     cdef object c_max(self):
-        return self.c_reduce(device_ops.OP_MAX, False, "max")
+        result = self.c_reduce(device_ops.OP_MAX, False, "max")
+        return recorded(result, "extreme", (self,), (self,), True) if tracked(self) else result
 
     cdef object c_min(self):
-        return self.c_reduce(device_ops.OP_MIN, False, "min")
+        result = self.c_reduce(device_ops.OP_MIN, False, "min")
+        return recorded(result, "extreme", (self,), (self,), False) if tracked(self) else result
 
     cdef object c_matmul(self, object other):
         """The matrix product by PyTorch's rules for 1 to 3 dimensions: a 1-D first operand is
@@ -1320,21 +1470,87 @@ cdef class TensorCore:
             ((m,) if len(self.sizes) > 1 else ()) + ((n,) if len(right.sizes) > 1 else ())
         if self.device_index == CPU:
             product = np().matmul(self.array, right.array)
-            return wrap_cpu(np().asarray(product, order="C").reshape(shape), self.dtype_object)
-        output = new_empty(shape, self.dtype_object, self.device_index)
-        if k == 0:
-            return (<TensorCore>output).c_zero_()
-        device_ops.matmul(self.device_index, self.dtype_object,
-                          self.data, (a_strides[0] if a_batch > 1 else 0,) + a_strides[1:],
-                          right.data, (b_strides[0] if b_batch > 1 else 0,) + b_strides[1:],
-                          (<TensorCore>output).data, batch, m, n, k,
-                          current_stream(self.device_index))
-        return output
+            output = wrap_cpu(np().asarray(product, order="C").reshape(shape), self.dtype_object)
+        elif k == 0:
+            output = (<TensorCore>new_empty(shape, self.dtype_object, self.device_index)).c_zero_()
+        else:
+            output = new_empty(shape, self.dtype_object, self.device_index)
+            device_ops.matmul(self.device_index, self.dtype_object,
+                              self.data, (a_strides[0] if a_batch > 1 else 0,) + a_strides[1:],
+                              right.data, (b_strides[0] if b_batch > 1 else 0,) + b_strides[1:],
+                              (<TensorCore>output).data, batch, m, n, k,
+                              current_stream(self.device_index))
+        return recorded(output, "matmul", (self, right), (self, right)) if tracked(self, right) \
+            else output
 
     cdef object c_rmatmul(self, object other):
         if isinstance(other, TensorCore):
             return (<TensorCore>other).c_matmul(self)
         raise TypeError(f"matmul: other must be a tensor, got {type(other).__name__}")
+
+    # -- autograd (autograd.pyx, Note [Tape]) --------------------------------------------------
+
+    cdef bint c_requires_grad(self):
+        return self.grad_required
+
+    cdef object c_set_requires_grad(self, bint value):
+        if value and not self.dtype_object.floating:
+            raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
+                               f"this one is {self.dtype_object.name}")
+        if not value and self.grad_node is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables; to "
+                               "use a computed tensor without gradients, call detach()")
+        self.grad_required = value
+        return None
+
+    cdef object c_requires_grad_(self, bint requires_grad):
+        self.c_set_requires_grad(requires_grad)
+        return self
+
+    cdef object c_grad(self):
+        return self.grad_value
+
+    cdef object c_set_grad(self, object value):
+        if value is not None:
+            if not isinstance(value, TensorCore):
+                raise TypeError(f"grad must be a tensor or None, got {type(value).__name__}")
+            check_device_and_dtype(self, value, "grad")
+            if (<TensorCore>value).sizes != self.sizes:
+                raise ValueError(f"grad: the assigned gradient has shape "
+                                 f"{(<TensorCore>value).sizes}, the tensor {self.sizes}")
+        self.grad_value = value
+        return None
+
+    cdef object c_grad_fn(self):
+        return self.grad_node
+
+    cdef bint c_is_leaf(self):
+        return self.grad_node is None
+
+    cdef object c_backward(self, object gradient, object retain_graph):
+        global _autograd
+        if _autograd is None:
+            from tensorplay._runtime import autograd
+            _autograd = autograd
+        _autograd.backward_from(self, gradient, retain_graph)
+        return None
+
+    cdef object c_detach(self):
+        return strided_view(self, self.sizes, self.element_strides)
+
+    cdef int c_mark_modified(self, str name, object other=None) except -1:
+        """Count an in-place change (Note [Version counters] in autograd.pyx), refusing one
+        the tape cannot follow: of a tensor that requires grad, or from an operand that does,
+        while grad mode is on."""
+        if tracked(self, other):
+            if self.grad_required and self.grad_node is None:
+                raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in "
+                                   "an in-place operation.")
+            raise RuntimeError(f"{name}: in-place operations are not recorded for autograd, and "
+                               "an operand requires grad; use the out-of-place operation, or "
+                               "run it under tensorplay.no_grad()")
+        self.version.value += 1
+        return 0
 
     cdef object c_record_stream(self, object stream):
         cdef _stream.StreamCore on = _stream.required_stream_arg(stream, "stream")
@@ -1374,31 +1590,39 @@ cdef int _check_index(object key) except -1:
 # Factories (api.yaml: tensorplay)
 
 
-cdef object empty(tuple size, object dtype, object device):
-    return new_empty(size_arg(size, "size"), dtype_arg(dtype, dtypes.named_dtype("float32"),
-                                                       "dtype"), device_arg(device, CPU))
+cdef object empty(tuple size, object dtype, object device, bint requires_grad):
+    require_grad_arg(dtype, "float32", requires_grad)
+    return requiring_grad(new_empty(size_arg(size, "size"), dtype_arg(
+        dtype, dtypes.named_dtype("float32"), "dtype"), device_arg(device, CPU)), requires_grad)
 
 
-cdef object zeros(tuple size, object dtype, object device):
-    return (<TensorCore>empty(size, dtype, device)).c_fill_(0)
+cdef object zeros(tuple size, object dtype, object device, bint requires_grad):
+    require_grad_arg(dtype, "float32", requires_grad)
+    return requiring_grad((<TensorCore>empty(size, dtype, device, False)).c_fill_(0),
+                          requires_grad)
 
 
-cdef object ones(tuple size, object dtype, object device):
-    return (<TensorCore>empty(size, dtype, device)).c_fill_(1)
+cdef object ones(tuple size, object dtype, object device, bint requires_grad):
+    require_grad_arg(dtype, "float32", requires_grad)
+    return requiring_grad((<TensorCore>empty(size, dtype, device, False)).c_fill_(1),
+                          requires_grad)
 
 
-cdef object full(object size, object fill_value, object dtype, object device):
+cdef object full(object size, object fill_value, object dtype, object device,
+                 bint requires_grad):
     if not is_scalar(fill_value):
         raise TypeError(f"fill_value must be a bool, int or float, got "
                         f"{type(fill_value).__name__}")
     shape = size_arg(tuple(size) if isinstance(size, (tuple, list)) else (size,), "size")
     cdef DtypeCore chosen = dtype_arg(dtype, dtype_of_scalar(fill_value), "dtype")
     dtypes.check_scalar(fill_value, chosen, "fill_value")  # before anything is allocated
+    require_grad_arg(chosen, None, requires_grad)
     result = new_empty(shape, chosen, device_arg(device, CPU))
-    return (<TensorCore>result).c_fill_(fill_value)
+    return requiring_grad((<TensorCore>result).c_fill_(fill_value), requires_grad)
 
 
-cdef object arange(object start, object end, object step, object dtype, object device):
+cdef object arange(object start, object end, object step, object dtype, object device,
+                   bint requires_grad):
     for name, value in (("start", start), ("end", end), ("step", step)):
         if (isinstance(value, bool) or not isinstance(value, (int, float))) and not (
                 name == "end" and value is None):
@@ -1417,6 +1641,7 @@ cdef object arange(object start, object end, object step, object dtype, object d
     default = dtypes.named_dtype("int64" if integral else "float32")
     # Every argument is checked before the values are made, which may take long.
     cdef DtypeCore chosen = dtype_arg(dtype, default, "dtype")
+    require_grad_arg(chosen, None, requires_grad)
     cdef int target = device_arg(device, CPU)
     # The length, in Python numbers, before anything is made (numpy would try to allocate it).
     span = (end - start) / step
@@ -1425,7 +1650,7 @@ cdef object arange(object start, object end, object step, object dtype, object d
                          f"{errors.shown(step)}) has about {span:.3g} elements, more than a "
                          "tensor can hold (2**63 - 1 bytes)")
     values = np().arange(start, end, step, dtype=np().int64 if integral else np().float64)
-    return from_numpy_values(values, chosen, target)
+    return requiring_grad(from_numpy_values(values, chosen, target), requires_grad)
 
 
 cdef object from_numpy_values(object values, DtypeCore dtype, int device):
@@ -1434,9 +1659,11 @@ cdef object from_numpy_values(object values, DtypeCore dtype, int device):
                                                 False)
 
 
-cdef object tensor(object data, object dtype, object device):
-    if isinstance(data, TensorCore):
-        return (<TensorCore>data).c_to(device, dtype, False, True)
+cdef object tensor(object data, object dtype, object device, bint requires_grad):
+    if isinstance(data, TensorCore):  # a copy that is a new leaf, as PyTorch's
+        require_grad_arg(dtype, (<TensorCore>data).dtype_object, requires_grad)
+        return requiring_grad((<TensorCore>(<TensorCore>data).c_detach()).c_to(
+            device, dtype, False, True), requires_grad)
     if isinstance(data, np().ndarray):
         inferred = dtypes.dtype_from_numpy(data.dtype)
         values = data
@@ -1451,22 +1678,27 @@ cdef object tensor(object data, object dtype, object device):
     if inferred is None and dtype is None:
         raise TypeError(f"numpy dtype {data.dtype} has no tensorplay equivalent")
     cdef DtypeCore chosen = dtype_arg(dtype, inferred, "dtype")
+    require_grad_arg(chosen, None, requires_grad)
     cdef int target = device_arg(device, CPU)
     if values.dtype.kind in "biuf":
         dtypes.check_values(values, chosen, "data")
-    return from_numpy_values(values, chosen, target)
+    return requiring_grad(from_numpy_values(values, chosen, target), requires_grad)
 
 
-cdef object empty_like(object input, object dtype, object device):
+cdef object empty_like(object input, object dtype, object device, bint requires_grad):
     if not isinstance(input, TensorCore):
         raise TypeError(f"input must be a tensorplay Tensor, got {type(input).__name__}")
     cdef TensorCore source = input
-    return new_empty(source.sizes, dtype_arg(dtype, source.dtype_object, "dtype"),
-                     device_arg(device, source.device_index))
+    require_grad_arg(dtype, source.dtype_object, requires_grad)
+    return requiring_grad(new_empty(source.sizes, dtype_arg(dtype, source.dtype_object, "dtype"),
+                                    device_arg(device, source.device_index)), requires_grad)
 
 
-cdef object zeros_like(object input, object dtype, object device):
-    return (<TensorCore>empty_like(input, dtype, device)).c_fill_(0)
+cdef object zeros_like(object input, object dtype, object device, bint requires_grad):
+    if isinstance(input, TensorCore):
+        require_grad_arg(dtype, (<TensorCore>input).dtype_object, requires_grad)
+    return requiring_grad((<TensorCore>empty_like(input, dtype, device, False)).c_fill_(0),
+                          requires_grad)
 
 
 cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1:
@@ -1492,7 +1724,7 @@ cdef object as_tensor(object data, object dtype, object device):
         return (<TensorCore>shared).c_to(device, dtype, False, False)
     if isinstance(data, np().ndarray) and dtypes.dtype_from_numpy(data.dtype) is not None:
         return (<TensorCore>wrap_numpy(data)).c_to(device, dtype, False, False)
-    return tensor(data, dtype, device)
+    return tensor(data, dtype, device, False)
 
 
 cdef object from_dlpack(object ext_tensor):
@@ -1501,6 +1733,14 @@ cdef object from_dlpack(object ext_tensor):
 
 
 cdef object where(object condition, object input, object other):
+    output = where_values(condition, input, other)
+    if isinstance(condition, TensorCore) and tracked(condition, input, other) and \
+            (<TensorCore>output).dtype_object.floating:
+        return recorded(output, "where", (condition, input, other), (condition,))
+    return output
+
+
+cdef object where_values(object condition, object input, object other):
     if not isinstance(condition, TensorCore) or \
             (<TensorCore>condition).dtype_object.name != "bool":
         got = f"a {(<TensorCore>condition).dtype_object.name} tensor" \

@@ -308,8 +308,9 @@ def make_samples(api, classes):
             try:
                 args, kwargs = arguments(cls.init or (), None, None, samples)
                 samples[cls.name] = target(*args, **kwargs)
-            except RuntimeError:
-                # Without a GPU the constructor says no accelerator is available; an instance
+            except (RuntimeError, TypeError):
+                # Without a GPU the constructor says no accelerator is available, and a class
+                # only the runtime makes (autograd's Node) refuses construction; an instance
                 # that was never initialised still has the right type, and its methods must
                 # check their arguments before they need the device.
                 samples[cls.name] = target.__new__(target)

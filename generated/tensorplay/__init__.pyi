@@ -7,8 +7,10 @@ import builtins
 import os
 from typing import Any, Callable, Literal, TypeAlias
 
+from tensorplay.autograd import Node
 from tensorplay.cuda import Stream
 from tensorplay import accelerator as accelerator
+from tensorplay import autograd as autograd
 from tensorplay import cuda as cuda
 
 _DeviceLike: TypeAlias = device | str | int | None
@@ -26,6 +28,7 @@ __all__ = [
     "empty_like",
     "zeros_like",
     "allclose",
+    "is_grad_enabled",
     "where",
     "rand",
     "randn",
@@ -39,6 +42,8 @@ __all__ = [
     "dtype",
     "Tensor",
     "OutOfMemoryError",
+    "no_grad",
+    "enable_grad",
     "Generator",
     "bool",
     "uint8",
@@ -51,19 +56,22 @@ __all__ = [
     "float32",
     "float64",
     "accelerator",
+    "autograd",
     "cuda",
 ]
 
 
-def tensor(data: Any, *, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def tensor(data: Any, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor holding a copy of data.
 
     Args:
-        data: nested lists of numbers, a numpy array or a tensor.
+        data: nested lists of numbers, a numpy array or a tensor (copied and detached).
         dtype: the element type; None infers it (bool, int64 or float32; a numpy array keeps its
             own).
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a new tensor holding a copy of data.
@@ -99,7 +107,7 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
     """
 
 
-def empty(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def empty(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor whose elements are not initialised.
 
     Args:
@@ -107,13 +115,15 @@ def empty(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, 
         dtype: the element type; None for float32.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor with uninitialised elements.
     """
 
 
-def zeros(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def zeros(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor filled with zeros.
 
     Args:
@@ -121,13 +131,15 @@ def zeros(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, 
         dtype: the element type; None for float32.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of zeros.
     """
 
 
-def ones(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def ones(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor filled with ones.
 
     Args:
@@ -135,13 +147,15 @@ def ones(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, d
         dtype: the element type; None for float32.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of ones.
     """
 
 
-def full(size: int | tuple[int, ...] | list[int], fill_value: builtins.bool | int | float, *, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def full(size: int | tuple[int, ...] | list[int], fill_value: builtins.bool | int | float, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor filled with fill_value.
 
     Args:
@@ -150,6 +164,8 @@ def full(size: int | tuple[int, ...] | list[int], fill_value: builtins.bool | in
         dtype: the element type; None infers it from fill_value (bool, int64 or float32).
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: the filled tensor.
@@ -161,7 +177,7 @@ def full(size: int | tuple[int, ...] | list[int], fill_value: builtins.bool | in
     """
 
 
-def arange(start: int | float, end: int | float | None = None, step: int | float = 1, *, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def arange(start: int | float, end: int | float | None = None, step: int | float = 1, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """Values from start to end (excluded) in steps of step.
 
     Args:
@@ -171,32 +187,38 @@ def arange(start: int | float, end: int | float | None = None, step: int | float
         dtype: the element type; None gives int64 for ints and float32 otherwise.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a 1-D tensor.
     """
 
 
-def empty_like(input: Tensor, *, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def empty_like(input: Tensor, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """An uninitialised tensor shaped like input.
 
     Args:
         input: the tensor whose shape (and by default dtype and device) to use.
         dtype: the element type; None keeps input's.
         device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor with uninitialised elements.
     """
 
 
-def zeros_like(input: Tensor, *, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def zeros_like(input: Tensor, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor of zeros shaped like input.
 
     Args:
         input: the tensor whose shape (and by default dtype and device) to use.
         dtype: the element type; None keeps input's.
         device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of zeros.
@@ -215,6 +237,14 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
 
     Returns:
         bool: whether every element is close.
+    """
+
+
+def is_grad_enabled() -> builtins.bool:
+    """Whether operations on tensors that require grad are recorded for autograd (in this thread).
+
+    Returns:
+        bool: False inside no_grad(), else True.
     """
 
 
@@ -719,6 +749,13 @@ class Tensor:
             Tensor: the result.
         """
 
+    def log(self) -> Tensor:
+        """Elementwise natural logarithm (floating point).
+
+        Returns:
+            Tensor: the result.
+        """
+
     def sum(self, dim: int | tuple[int, ...] | list[int] | None = None, keepdim: builtins.bool = False) -> Tensor:
         """Sum of the elements over dim, or of all of them.
 
@@ -1203,6 +1240,62 @@ class Tensor:
             tuple[int, int]: (device type, device id) as DLPack defines them.
         """
 
+    def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
+        """Set requires_grad in place (floating-point leaf tensors).
+
+        Args:
+            requires_grad: whether gradients should flow to this tensor.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def backward(self, gradient: Tensor | None = None, retain_graph: builtins.bool | None = None) -> None:
+        """Compute the gradient of this tensor with respect to the leaves of its graph, adding it into their grad.
+
+        Each step of the backward pass runs on the stream its forward operation ran on, with no
+        host synchronisation, so it can be captured into a CUDA graph.
+
+        Args:
+            gradient: the gradient of this tensor, of its shape, dtype and device; None for a one-
+                element tensor (a 1).
+            retain_graph: keep the saved tensors, to run backward through this graph again; None for
+                False.
+
+        Raises:
+            RuntimeError: this tensor does not require grad; it has several elements and no gradient
+                is given; a saved tensor was freed by an earlier backward pass or changed in place.
+        """
+
+    def detach(self) -> Tensor:
+        """This tensor cut from the autograd graph (sharing memory and the version counter).
+
+        Returns:
+            Tensor: a view of the same memory that does not require grad.
+        """
+
+    @property
+    def requires_grad(self) -> builtins.bool:
+        """Whether operations on this tensor are recorded for autograd; only floating-point tensors, and only leaves can be set to False."""
+
+    @requires_grad.setter
+    def requires_grad(self, value: builtins.bool) -> None: ...
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient backward() accumulated into this leaf: None until the first backward pass, then the same tensor, updated in place. Assign None to drop it, or a tensor of this shape, dtype and device."""
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None: ...
+
+    @property
+    def grad_fn(self) -> Node | None:
+        """The autograd Node that computed this tensor; None for a leaf."""
+
+    @property
+    def is_leaf(self) -> builtins.bool:
+        """Whether no recorded operation computed this tensor (grads accumulate only into leaves)."""
+
     @property
     def shape(self) -> tuple[int, ...]:
         """The size of each dimension."""
@@ -1237,6 +1330,48 @@ class OutOfMemoryError(RuntimeError):
 
     A RuntimeError; the message gives the requested, allocated, reserved and free bytes.
     """
+
+
+class no_grad:
+    """Turn autograd off in this thread inside the block (or the decorated function).
+
+    Operations record nothing and their results do not require grad; in-place updates of
+    tensors that require grad, such as an optimiser's, are allowed. Blocks nest.
+    """
+
+    def __enter__(self) -> None:
+        """Turn grad mode off, remembering what it was."""
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any, /) -> None:
+        """Restore the grad mode from before the block.
+
+        Args:
+            exc_type: the exception type, if any.
+            exc_value: the exception, if any.
+            traceback: the traceback, if any.
+        """
+
+    def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorate function: each call runs inside a new no_grad() context."""
+
+
+class enable_grad:
+    """Turn autograd back on in this thread inside the block (or the decorated function), within no_grad()."""
+
+    def __enter__(self) -> None:
+        """Turn grad mode on, remembering what it was."""
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any, /) -> None:
+        """Restore the grad mode from before the block.
+
+        Args:
+            exc_type: the exception type, if any.
+            exc_value: the exception, if any.
+            traceback: the traceback, if any.
+        """
+
+    def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorate function: each call runs inside a new enable_grad() context."""
 
 
 class Generator:

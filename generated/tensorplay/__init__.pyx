@@ -4,7 +4,9 @@
 
 Devices and dtypes live here; the accelerator and CUDA APIs live in the submodules.
 """
+import functools as _functools
 
+from tensorplay._runtime cimport autograd as _autograd
 from tensorplay._runtime cimport device as _device
 from tensorplay._runtime cimport dtypes as _dtypes
 from tensorplay._runtime cimport errors as _errors
@@ -27,6 +29,7 @@ __all__ = [
     "empty_like",
     "zeros_like",
     "allclose",
+    "is_grad_enabled",
     "where",
     "rand",
     "randn",
@@ -40,6 +43,8 @@ __all__ = [
     "dtype",
     "Tensor",
     "OutOfMemoryError",
+    "no_grad",
+    "enable_grad",
     "Generator",
     "bool",
     "uint8",
@@ -52,19 +57,22 @@ __all__ = [
     "float32",
     "float64",
     "accelerator",
+    "autograd",
     "cuda",
 ]
 
 
-def tensor(data, *, dtype=None, device=None):
+def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A tensor holding a copy of data.
 
     Args:
-        data: nested lists of numbers, a numpy array or a tensor.
+        data: nested lists of numbers, a numpy array or a tensor (copied and detached).
         dtype: the element type; None infers it (bool, int64 or float32; a numpy array keeps its
             own).
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a new tensor holding a copy of data.
@@ -73,7 +81,7 @@ def tensor(data, *, dtype=None, device=None):
         ValueError: a value of data that dtype cannot hold (an integer out of range or not
             finite, a finite float beyond the largest of a floating dtype).
     """
-    return _tensor.tensor(data, dtype, device)
+    return _tensor.tensor(data, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -103,7 +111,7 @@ def from_dlpack(ext_tensor):
     return _tensor.from_dlpack(ext_tensor)
 
 
-def empty(*size, dtype=None, device=None):
+def empty(*size, dtype=None, device=None, requires_grad=False):
     """A tensor whose elements are not initialised.
 
     Args:
@@ -111,14 +119,16 @@ def empty(*size, dtype=None, device=None):
         dtype: the element type; None for float32.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor with uninitialised elements.
     """
-    return _tensor.empty(size, dtype, device)
+    return _tensor.empty(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
-def zeros(*size, dtype=None, device=None):
+def zeros(*size, dtype=None, device=None, requires_grad=False):
     """A tensor filled with zeros.
 
     Args:
@@ -126,14 +136,16 @@ def zeros(*size, dtype=None, device=None):
         dtype: the element type; None for float32.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of zeros.
     """
-    return _tensor.zeros(size, dtype, device)
+    return _tensor.zeros(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
-def ones(*size, dtype=None, device=None):
+def ones(*size, dtype=None, device=None, requires_grad=False):
     """A tensor filled with ones.
 
     Args:
@@ -141,14 +153,16 @@ def ones(*size, dtype=None, device=None):
         dtype: the element type; None for float32.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of ones.
     """
-    return _tensor.ones(size, dtype, device)
+    return _tensor.ones(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
-def full(size, fill_value, *, dtype=None, device=None):
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """A tensor filled with fill_value.
 
     Args:
@@ -157,6 +171,8 @@ def full(size, fill_value, *, dtype=None, device=None):
         dtype: the element type; None infers it from fill_value (bool, int64 or float32).
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: the filled tensor.
@@ -166,10 +182,10 @@ def full(size, fill_value, *, dtype=None, device=None):
             finite, a finite float beyond the largest of a floating dtype); bool takes its
             truthiness.
     """
-    return _tensor.full(size, fill_value, dtype, device)
+    return _tensor.full(size, fill_value, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None):
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     """Values from start to end (excluded) in steps of step.
 
     Args:
@@ -179,39 +195,45 @@ def arange(start, end=None, step=1, *, dtype=None, device=None):
         dtype: the element type; None gives int64 for ints and float32 otherwise.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a 1-D tensor.
     """
-    return _tensor.arange(start, end, step, dtype, device)
+    return _tensor.arange(start, end, step, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
-def empty_like(input, *, dtype=None, device=None):
+def empty_like(input, *, dtype=None, device=None, requires_grad=False):
     """An uninitialised tensor shaped like input.
 
     Args:
         input: the tensor whose shape (and by default dtype and device) to use.
         dtype: the element type; None keeps input's.
         device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor with uninitialised elements.
     """
-    return _tensor.empty_like(input, dtype, device)
+    return _tensor.empty_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
-def zeros_like(input, *, dtype=None, device=None):
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
     """A tensor of zeros shaped like input.
 
     Args:
         input: the tensor whose shape (and by default dtype and device) to use.
         dtype: the element type; None keeps input's.
         device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of zeros.
     """
-    return _tensor.zeros_like(input, dtype, device)
+    return _tensor.zeros_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -228,6 +250,15 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         bool: whether every element is close.
     """
     return _tensor.allclose(input, other, _errors.float_arg(rtol, 'rtol'), _errors.float_arg(atol, 'atol'), _errors.bool_arg(equal_nan, 'equal_nan'))
+
+
+def is_grad_enabled():
+    """Whether operations on tensors that require grad are recorded for autograd (in this thread).
+
+    Returns:
+        bool: False inside no_grad(), else True.
+    """
+    return _autograd.is_grad_enabled()
 
 
 def where(condition, input, other):
@@ -795,6 +826,14 @@ cdef class Tensor(_tensor.TensorCore):
         """
         return self.c_sqrt()
 
+    def log(self):
+        """Elementwise natural logarithm (floating point).
+
+        Returns:
+            Tensor: the result.
+        """
+        return self.c_log()
+
     def sum(self, dim=None, keepdim=False):
         """Sum of the elements over dim, or of all of them.
 
@@ -1201,7 +1240,7 @@ cdef class Tensor(_tensor.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_pow(other)
+        return self.c_pow_operator(other)
 
     def __rpow__(self, other):
         """Elementwise power, scalar base first.
@@ -1327,6 +1366,71 @@ cdef class Tensor(_tensor.TensorCore):
         """
         return self.c_dlpack_device()
 
+    def requires_grad_(self, requires_grad=True):
+        """Set requires_grad in place (floating-point leaf tensors).
+
+        Args:
+            requires_grad: whether gradients should flow to this tensor.
+
+        Returns:
+            Tensor: self.
+        """
+        return self.c_requires_grad_(_errors.bool_arg(requires_grad, 'requires_grad'))
+
+    def backward(self, gradient=None, retain_graph=None):
+        """Compute the gradient of this tensor with respect to the leaves of its graph, adding it into their grad.
+
+        Each step of the backward pass runs on the stream its forward operation ran on, with no
+        host synchronisation, so it can be captured into a CUDA graph.
+
+        Args:
+            gradient: the gradient of this tensor, of its shape, dtype and device; None for a one-
+                element tensor (a 1).
+            retain_graph: keep the saved tensors, to run backward through this graph again; None for
+                False.
+
+        Raises:
+            RuntimeError: this tensor does not require grad; it has several elements and no gradient
+                is given; a saved tensor was freed by an earlier backward pass or changed in place.
+        """
+        self.c_backward(gradient, retain_graph)
+
+    def detach(self):
+        """This tensor cut from the autograd graph (sharing memory and the version counter).
+
+        Returns:
+            Tensor: a view of the same memory that does not require grad.
+        """
+        return self.c_detach()
+
+    @property
+    def requires_grad(self):
+        """Whether operations on this tensor are recorded for autograd; only floating-point tensors, and only leaves can be set to False."""
+        return self.c_requires_grad()
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self.c_set_requires_grad(_errors.bool_arg(value, 'requires_grad'))
+
+    @property
+    def grad(self):
+        """The gradient backward() accumulated into this leaf: None until the first backward pass, then the same tensor, updated in place. Assign None to drop it, or a tensor of this shape, dtype and device."""
+        return self.c_grad()
+
+    @grad.setter
+    def grad(self, value):
+        self.c_set_grad(value)
+
+    @property
+    def grad_fn(self):
+        """The autograd Node that computed this tensor; None for a leaf."""
+        return self.c_grad_fn()
+
+    @property
+    def is_leaf(self):
+        """Whether no recorded operation computed this tensor (grads accumulate only into leaves)."""
+        return self.c_is_leaf()
+
     @property
     def shape(self):
         """The size of each dimension."""
@@ -1374,6 +1478,68 @@ class OutOfMemoryError(_errors_classes.OutOfMemoryErrorCore):
 
 
 _public.register_class("OutOfMemoryErrorCore", OutOfMemoryError)
+
+
+cdef class no_grad(_autograd.NoGradCore):
+    """Turn autograd off in this thread inside the block (or the decorated function).
+
+    Operations record nothing and their results do not require grad; in-place updates of
+    tensors that require grad, such as an optimiser's, are allowed. Blocks nest.
+    """
+
+    def __enter__(self):
+        """Turn grad mode off, remembering what it was."""
+        self.c_enter()
+
+    def __exit__(self, exc_type, exc_value, traceback, /):
+        """Restore the grad mode from before the block.
+
+        Args:
+            exc_type: the exception type, if any.
+            exc_value: the exception, if any.
+            traceback: the traceback, if any.
+        """
+        self.c_exit(exc_type, exc_value, traceback)
+
+    def __call__(self, function):
+        """Decorate function: each call runs inside a new no_grad() context."""
+        @_functools.wraps(function)
+        def decorated(*args, **kwargs):
+            with type(self)():
+                return function(*args, **kwargs)
+        return decorated
+
+
+_public.register_class("NoGradCore", no_grad)
+
+
+cdef class enable_grad(_autograd.EnableGradCore):
+    """Turn autograd back on in this thread inside the block (or the decorated function), within no_grad()."""
+
+    def __enter__(self):
+        """Turn grad mode on, remembering what it was."""
+        self.c_enter()
+
+    def __exit__(self, exc_type, exc_value, traceback, /):
+        """Restore the grad mode from before the block.
+
+        Args:
+            exc_type: the exception type, if any.
+            exc_value: the exception, if any.
+            traceback: the traceback, if any.
+        """
+        self.c_exit(exc_type, exc_value, traceback)
+
+    def __call__(self, function):
+        """Decorate function: each call runs inside a new enable_grad() context."""
+        @_functools.wraps(function)
+        def decorated(*args, **kwargs):
+            with type(self)():
+                return function(*args, **kwargs)
+        return decorated
+
+
+_public.register_class("EnableGradCore", enable_grad)
 
 
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
@@ -1469,4 +1635,5 @@ globals()["float32"] = _dtypes.named_dtype("float32")
 globals()["float64"] = _dtypes.named_dtype("float64")
 
 from tensorplay import accelerator
+from tensorplay import autograd
 from tensorplay import cuda

@@ -5,7 +5,7 @@ typedef typename accumulate<scalar_t>::type acc_t;
 
 enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, DIV_TRUNC = 4, DIV_FLOOR = 5, POW = 6 };
 enum CompareOp { EQ = 0, NE = 1, LT = 2, LE = 3, GT = 4, GE = 5 };
-enum UnaryOp { NEG = 0, ABS = 1, RELU = 2, SIN = 3, COS = 4, EXP = 5, SQRT = 6 };
+enum UnaryOp { NEG = 0, ABS = 1, RELU = 2, SIN = 3, COS = 4, EXP = 5, SQRT = 6, LOG = 7 };
 
 // Division rounded toward zero and toward negative infinity: torch.div's rounding_mode "trunc"
 // and "floor". An integer divided by zero gives 0 rather than undefined behaviour (the CPU raises
@@ -145,10 +145,12 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
 // Transcendentals in the accumulation type's own precision (sinf for float, sin for double);
 // integer tensors only reach NEG, ABS and RELU (the host checks), so they go through double.
 __device__ inline float transcendental(int op, float x) {
-    return op == SIN ? sinf(x) : op == COS ? cosf(x) : op == EXP ? expf(x) : sqrtf(x);
+    return op == SIN ? sinf(x) : op == COS ? cosf(x) : op == EXP ? expf(x)
+         : op == LOG ? logf(x) : sqrtf(x);
 }
 __device__ inline double transcendental(int op, double x) {
-    return op == SIN ? sin(x) : op == COS ? cos(x) : op == EXP ? exp(x) : sqrt(x);
+    return op == SIN ? sin(x) : op == COS ? cos(x) : op == EXP ? exp(x)
+         : op == LOG ? log(x) : sqrt(x);
 }
 __device__ inline long long transcendental(int op, long long x) {
     return (long long)transcendental(op, (double)x);

@@ -1,0 +1,35 @@
+# Reverse-mode automatic differentiation over a tape of Nodes (autograd.pyx explains it at its
+# top).
+
+cdef class Node:
+    # One recorded operation: see Note [Tape].
+    cdef readonly str operation          # "mul"; name() gives PyTorch's "MulBackward"
+    cdef tuple edges                     # per input: None, a leaf tensor, or (Node, output)
+    cdef tuple inputs_meta               # per input: (sizes, dtype, device) or None
+    cdef tuple outputs_meta              # per output: (sizes, dtype, device)
+    cdef tuple saved                     # tensors (or None) the gradient needs
+    cdef tuple saved_versions
+    cdef bint released                   # saved tensors dropped after a backward pass
+    cdef object state                    # what else the gradient needs (dims, a scalar, ...)
+    cdef object stream                   # the forward's stream (a CUDA operation), else None
+    cdef str c_name(self)
+    cdef str c_repr(self)
+    cdef tuple unpack(self)
+
+cdef class GradModeCore:
+    # no_grad() and enable_grad(): grad mode inside the block, and what it was before.
+    cdef bint inside
+    cdef list previous
+    cdef object c_enter(self)
+    cdef object c_exit(self, object exc_type, object exc_value, object traceback)
+
+cdef class NoGradCore(GradModeCore):
+    pass
+
+cdef class EnableGradCore(GradModeCore):
+    pass
+
+cdef bint is_grad_enabled()
+cdef object grad(object outputs, object inputs, object grad_outputs, object retain_graph,
+                 bint create_graph, bint allow_unused)
+cdef object apply_function(tuple args)
