@@ -14,15 +14,14 @@ from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t
 
 from tensorplay._runtime cimport allocator, kernels
+from tensorplay._runtime.kernels cimport MATMUL_TILE, MAX_DIMS, THREADS
 from tensorplay._runtime.kernels import read_kernel_source
 from tensorplay._runtime.dtypes cimport DtypeCore
 from tensorplay._runtime.dtypes import float32_to_bfloat16_bits
 
 cdef enum:
-    THREADS = 256
     MAX_BLOCKS = 65536          # with grid-stride loops, enough blocks to fill any GPU
     REDUCE_BLOCKS = 1024        # partial results of a reduction, combined by one block
-    MAX_DIMS = 8                # MAX_DIMS in kernels/common.cu
 
 cdef struct Layout:             # matches Layout in kernels/common.cu
     long long sizes[MAX_DIMS]
@@ -322,7 +321,8 @@ cdef int matmul(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintp
     cdef MatrixStrides a_matrix, b_matrix
     a_matrix.batch, a_matrix.row, a_matrix.column = a_strides
     b_matrix.batch, b_matrix.row, b_matrix.column = b_strides
-    cdef int64_t jobs = batch * ((m + 15) // 16) * ((n + 15) // 16)  # 16x16 tiles of c
+    cdef int64_t jobs = batch * ((m + MATMUL_TILE - 1) // MATMUL_TILE) * (
+        (n + MATMUL_TILE - 1) // MATMUL_TILE)  # the tiles of c
     cdef void* arguments[9]
     arguments[0] = &a
     arguments[1] = &a_matrix
@@ -333,8 +333,8 @@ cdef int matmul(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintp
     arguments[6] = &m
     arguments[7] = &n
     arguments[8] = &k
-    return kernels.launch(device, function, <unsigned int>min(jobs, MAX_BLOCKS), 256, 0, stream,
-                          arguments)
+    return kernels.launch(device, function, <unsigned int>min(jobs, MAX_BLOCKS),
+                          MATMUL_TILE * MATMUL_TILE, 0, stream, arguments)
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,6 +2,14 @@
 from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t
 
+# Numbers the launchers here and the kernel sources must agree on, declared once: every source
+# is compiled with them as #defines (kernels.pyx, CONSTANTS_PRELUDE).
+cdef enum:
+    THREADS = 256            # threads per block of the elementwise, reduction and random kernels
+    MAX_DIMS = 8             # dimensions of a strided Layout (common.cu, device_ops.pyx)
+    MATMUL_TILE = 16         # matmul.cu's tile edge: a block of MATMUL_TILE**2 threads per tile
+    STAGED_COPIES = 32       # pairs one stage_copies launch moves (staging.cu, staging.pyx)
+
 cdef CUfunction get_kernel(int device, str source_name, str function_name, str prelude) except NULL
 # Launches on device, whatever context the calling thread has current (Note [One rule for
 # contexts] in device.pyx).

@@ -205,10 +205,17 @@ def read_kernel_source(str name):
     return (KERNEL_DIRECTORY / f"{name}.cu").read_text(encoding="utf-8")
 
 
+# The constants of kernels.pxd, in front of every source.
+CONSTANTS_PRELUDE = "".join(f"#define {name} {value}\n" for name, value in (
+    ("THREADS", THREADS), ("MAX_DIMS", MAX_DIMS), ("MATMUL_TILE", MATMUL_TILE),
+    ("STAGED_COPIES", STAGED_COPIES)))
+
+
 cdef str _full_source(str source_name, str prelude):
     # The #line directives make NVRTC's log name the prelude and the .cu file, with the line
     # numbers of each, instead of line numbers into the concatenation.
-    return (f'#line 1 "{source_name}.cu prelude"\n{prelude}\n'
+    return (f'#line 1 "kernels.pxd constants"\n{CONSTANTS_PRELUDE}'
+            f'#line 1 "{source_name}.cu prelude"\n{prelude}\n'
             f'#line 1 "{source_name}.cu"\n{read_kernel_source(source_name)}')
 
 

@@ -13,6 +13,7 @@ from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t
 
 from tensorplay._runtime cimport device as _device, dtypes, errors, kernels, rng, tensor
+from tensorplay._runtime.kernels cimport THREADS
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.dtypes cimport DtypeCore
 from tensorplay._runtime.rng cimport GeneratorCore, PhiloxState
@@ -27,7 +28,6 @@ cdef enum Distribution:
     INTEGERS = 3
 
 cdef enum:
-    THREADS = 256
     MAX_BLOCKS = 65536          # grid-stride loops: enough blocks to fill any GPU
     GROUP_STEP = 4              # offset each op reserves: one Philox block per group
 

@@ -16,6 +16,7 @@ from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t
 
 from tensorplay._runtime cimport kernels, tensor
+from tensorplay._runtime.kernels cimport STAGED_COPIES
 from tensorplay._runtime.tensor cimport TensorCore
 
 
@@ -86,10 +87,9 @@ cdef int _refuse_overlaps(vector[MemorySpan]& spans) except -1:
 
 
 # stage_and_launch()'s raw copies: one launch of kernels/staging.cu moves up to STAGED_COPIES
-# pairs (the kernel gets the number through its prelude), each pair given enough blocks that a
+# pairs (kernels.pxd declares the number for both sides), each pair given enough blocks that a
 # thread moves about STAGE_LOADS 16-byte words of the largest pair.
 cdef enum:
-    STAGED_COPIES = 32
     STAGE_THREADS = 256
     STAGE_LOADS = 4
     STAGE_MAX_BLOCKS = 1024
@@ -99,14 +99,12 @@ ctypedef struct StagedCopies:
     unsigned long long source[STAGED_COPIES]
     unsigned long long nbytes[STAGED_COPIES]
 
-_STAGING_PRELUDE = f"#define STAGED_COPIES {STAGED_COPIES}"
 
 
 cdef int _stage_raw(int device, list pairs, cudaStream_t stream) except -1:
     """Copy each fresh tensor of pairs (static, fresh, ...) onto its static buffer, bytes as
     they are, on stream: STAGED_COPIES pairs per launch."""
-    cdef CUfunction function = kernels.get_kernel(device, "staging", "stage_copies",
-                                                  _STAGING_PRELUDE)
+    cdef CUfunction function = kernels.get_kernel(device, "staging", "stage_copies", "")
     cdef StagedCopies copies
     cdef unsigned int blocks_per_copy
     cdef void* arguments[2]

@@ -56,8 +56,8 @@ template <> __device__ inline bfloat16_bits convert<bfloat16_bits, float>(float 
 template <> __device__ inline bfloat16_bits convert<bfloat16_bits, double>(double v) { return float_to_bfloat16((float)v); }
 template <> __device__ inline bfloat16_bits convert<bfloat16_bits, long long>(long long v) { return float_to_bfloat16((float)v); }
 
-// Strided element addressing for up to MAX_DIMS dimensions (sizes and strides in elements).
-#define MAX_DIMS 8
+// Strided element addressing for up to MAX_DIMS dimensions (sizes and strides in elements;
+// MAX_DIMS and THREADS come from the constants prelude, kernels.pxd).
 struct Layout {
     long long sizes[MAX_DIMS];
     long long strides[MAX_DIMS];

@@ -4,7 +4,6 @@
 typedef typename accumulate<scalar_t>::type acc_t;
 
 enum ReduceOp { SUM = 0, MAX = 1, MIN = 2 };
-#define REDUCE_THREADS 256
 
 __device__ inline acc_t combine(int op, acc_t a, acc_t b) {
     if (op == SUM) return a + b;
@@ -13,10 +12,10 @@ __device__ inline acc_t combine(int op, acc_t a, acc_t b) {
 }
 
 __device__ inline acc_t block_reduce(int op, acc_t value) {
-    __shared__ acc_t shared[REDUCE_THREADS];
+    __shared__ acc_t shared[THREADS];
     shared[threadIdx.x] = value;
     __syncthreads();
-    for (int width = REDUCE_THREADS / 2; width > 0; width >>= 1) {
+    for (int width = THREADS / 2; width > 0; width >>= 1) {
         if (threadIdx.x < width) {
             shared[threadIdx.x] = combine(op, shared[threadIdx.x], shared[threadIdx.x + width]);
         }
