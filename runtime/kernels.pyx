@@ -52,7 +52,7 @@ from cuda.bindings.cyruntime cimport cudaStream_t
 from tensorplay._runtime cimport device as _device
 from tensorplay._runtime cimport errors
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAGIC = b"TPCUBIN1"
 DIGEST_BYTES = 32  # sha256
 # -default-device compiles unannotated functions for the device, as the sources assume.
