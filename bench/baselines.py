@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import timeit
 from pathlib import Path
 
@@ -19,6 +20,7 @@ def per_call_ns(function, number=20_000, repeat=7):
 
 
 REPEATS = 50
+ROUNDS = 7  # rounds of the host-time helpers below; each reports its best round
 
 
 def device_ms(run, start, end, synchronize):
@@ -32,6 +34,38 @@ def device_ms(run, start, end, synchronize):
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / REPEATS
+
+
+def best_us(launch, synchronize):
+    """(host µs in launch(), µs until the device is done), each the best of ROUNDS."""
+    launch()
+    synchronize()
+    host = total = float("inf")
+    for _ in range(ROUNDS):
+        synchronize()
+        start = time.perf_counter_ns()
+        launch()
+        launched = time.perf_counter_ns()
+        synchronize()
+        done = time.perf_counter_ns()
+        host = min(host, (launched - start) / 1e3)
+        total = min(total, (done - start) / 1e3)
+    return host, total
+
+
+def replay_ns(replay, synchronize, launches):
+    """Best per-launch host time over ROUNDS rounds of back-to-back replays."""
+    replay()
+    synchronize()
+    best = float("inf")
+    for _ in range(ROUNDS):
+        synchronize()
+        start = time.perf_counter_ns()
+        for _ in range(launches):
+            replay()
+        best = min(best, (time.perf_counter_ns() - start) / launches)
+    synchronize()
+    return best
 
 
 def ours_ms(run):

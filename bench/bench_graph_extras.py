@@ -13,15 +13,13 @@ Printed: host microseconds spent in the launching calls (the device is synchroni
 timed part), and microseconds from the first launch to the end of a synchronize, best of
 ROUNDS; ratios are while graph / N replays, so below 1 means the while node is cheaper.
 """
-import time
 
-from baselines import raw_c_figures
+from baselines import ROUNDS, best_us, raw_c_figures
 
 import tensorplay as tp
 from tensorplay import accelerator, cuda
 
 ITERATIONS = (1, 10, 100, 1000)
-ROUNDS = 7
 STAGED_INPUTS = 8
 STAGED_ELEMENTS = (1 << 20) // 4  # float32: 1 MiB each
 STAGE_TARGET = 0.35
@@ -63,23 +61,6 @@ def body_graph(x, counter, keep_going, iterations):
     return graph
 
 
-def best_us(launch, synchronize=accelerator.synchronize):
-    """(host µs in launch(), µs until the device is done), each the best of ROUNDS."""
-    launch()
-    synchronize()
-    host = total = float("inf")
-    for _ in range(ROUNDS):
-        synchronize()
-        start = time.perf_counter_ns()
-        launch()
-        launched = time.perf_counter_ns()
-        synchronize()
-        done = time.perf_counter_ns()
-        host = min(host, (launched - start) / 1e3)
-        total = min(total, (done - start) / 1e3)
-    return host, total
-
-
 def staged_graphs():
     """(stage_and_launch, PyTorch's copies + replay), over graphs that read 8 static inputs."""
     import torch
@@ -113,7 +94,7 @@ def staged_graphs():
             static.copy_(fresh)
         theirs.replay()
 
-    ours_host, _ = best_us(ours_launch)
+    ours_host, _ = best_us(ours_launch, accelerator.synchronize)
     torch_host, _ = best_us(torch_launch, torch.cuda.synchronize)
     accelerator.synchronize()
     assert set(ours_static[0].tolist()) == {2.0}, "stage_and_launch did not stage the inputs"
@@ -139,8 +120,8 @@ def main():
             for _ in range(iterations):
                 body.replay()
 
-        while_host, while_total = best_us(looping.replay)
-        replays_host, replays_total = best_us(replays)
+        while_host, while_total = best_us(looping.replay, accelerator.synchronize)
+        replays_host, replays_total = best_us(replays, accelerator.synchronize)
         print(f"{iterations:>6} {while_host:>14.1f} {replays_host:>16.1f} "
               f"{while_host / replays_host:>11.3f} {while_total:>15.1f} {replays_total:>17.1f} "
               f"{while_total / replays_total:>12.3f}")

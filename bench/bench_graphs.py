@@ -14,13 +14,12 @@ import statistics
 import time
 
 import torch
-from baselines import raw_c_figures
+from baselines import raw_c_figures, replay_ns
 
 import tensorplay as tp
 from tensorplay import _schema, cuda
 
 SIZES = (1, 4, 16, 64, 256, 1024)
-ROUNDS = 7
 TRIALS = 5
 CAPTURES = 50
 REPLAY_TARGET = 1.15
@@ -31,22 +30,6 @@ def launches_for(kernels):
     # Fewer launches than CUDA queues without blocking, so that the loop measures what the host
     # spends per launch, not how fast the device runs the graphs.
     return max(20, 200 // kernels)
-
-
-def replay_ns(replay, synchronize, kernels):
-    """Best per-launch host time over ROUNDS rounds of back-to-back replays."""
-    launches = launches_for(kernels)
-    replay()
-    synchronize()
-    best = float("inf")
-    for _ in range(ROUNDS):
-        synchronize()
-        start = time.perf_counter_ns()
-        for _ in range(launches):
-            replay()
-        best = min(best, (time.perf_counter_ns() - start) / launches)
-    synchronize()
-    return best
 
 
 def tensorplay_graph(kernels):
@@ -122,9 +105,10 @@ def main():
         raw = raw_c_figures("raw_graph_launch.cu", ())
         for kernels, ((ours, _), (theirs, _)) in graphs.items():
             with cuda.stream(ours_stream):
-                ours_ns = replay_ns(ours.replay, ours_stream.synchronize, kernels)
+                ours_ns = replay_ns(ours.replay, ours_stream.synchronize, launches_for(kernels))
             with torch.cuda.stream(theirs_stream):
-                theirs_ns = replay_ns(theirs.replay, theirs_stream.synchronize, kernels)
+                theirs_ns = replay_ns(theirs.replay, theirs_stream.synchronize,
+                                      launches_for(kernels))
             c_ns = raw.get(("cudaGraphLaunch", kernels), float("inf"))
             replay[kernels] = [min(pair) for pair in zip(replay[kernels],
                                                          (c_ns, ours_ns, theirs_ns))]
