@@ -357,3 +357,22 @@ def test_backward_captured_into_a_graph_replays_the_eager_gradients(quiet_device
     loss().backward()
     for p, got in zip(parameters, replayed):
         assert tp.allclose(got, p.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_factories_take_requires_grad():
+    x = tp.ones(2)
+    made = [tp.tensor([1.0], requires_grad=True), tp.zeros(2, requires_grad=True),
+            tp.ones(2, requires_grad=True), tp.empty(2, requires_grad=True),
+            tp.full((2,), 1.5, requires_grad=True), tp.arange(3.0, requires_grad=True),
+            tp.zeros_like(x, requires_grad=True), tp.empty_like(x, requires_grad=True),
+            tp.rand(2, requires_grad=True), tp.randn(2, requires_grad=True),
+            tp.rand_like(x, requires_grad=True), tp.randn_like(x, requires_grad=True)]
+    assert all(tensor.requires_grad and tensor.is_leaf for tensor in made)
+    assert not tp.tensor(made[0]).requires_grad  # a copy is a new leaf, as PyTorch's
+    for call in (lambda: tp.zeros(2, dtype=tp.int32, requires_grad=True),
+                 lambda: tp.arange(3, requires_grad=True),
+                 lambda: tp.full((2,), 1, requires_grad=True),
+                 lambda: tp.zeros_like(x, dtype=tp.bool, requires_grad=True)):
+        with pytest.raises(RuntimeError, match="only tensors of floating point dtype can "
+                                               "require gradients"):
+            call()
