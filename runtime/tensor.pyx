@@ -373,14 +373,6 @@ cdef TensorCore reshaped(TensorCore tensor, tuple sizes):
     return strided_view(tensor, sizes, contiguous_strides(sizes))
 
 
-cdef int check_same(TensorCore a, TensorCore b, str what) except -1:
-    """a and b share device, dtype and shape (clamp's bounds)."""
-    check_device_and_dtype(a, b, what)
-    if a.sizes != b.sizes:
-        raise ValueError(f"{what}: shapes {a.sizes} and {b.sizes} differ")
-    return 0
-
-
 cdef int check_device(TensorCore a, TensorCore b, str what) except -1:
     if a.device_index != b.device_index:
         raise ValueError(f"{what}: the tensors are on different devices, {device_text(a.device_index)} "
@@ -1266,9 +1258,11 @@ cdef class TensorCore:
             raise TypeError(f"{name}: bool tensors are not supported; convert with "
                             ".to(tensorplay.int64) first")
         cdef DtypeCore result_dtype = self.dtype_object
+        sizes = self.sizes
         for argument, bound in (("min", low), ("max", high)):
             if isinstance(bound, TensorCore):
-                check_same(self, bound, f"{name}: {argument}")
+                check_device_and_dtype(self, bound, f"{name}: {argument}")
+                sizes = broadcast_shape(sizes, (<TensorCore>bound).sizes, name)
             elif bound is not None and not is_scalar(bound):
                 raise TypeError(f"{name}: {argument} must be a tensor, a Python scalar or None, "
                                 f"got {type(bound).__name__}")
@@ -1278,6 +1272,9 @@ cdef class TensorCore:
                 result_dtype = float32_if_float(result_dtype, bound)
         if inplace:
             check_in_place(self, result_dtype, name)
+            if sizes != self.sizes:
+                raise ValueError(f"{name}: output with shape {self.sizes} doesn't match the "
+                                 f"broadcast shape {sizes}")
             self.c_mark_modified(name, low if isinstance(low, TensorCore) else high)
         source = self.c_to(None, result_dtype, False, False)
         bounds = [(<TensorCore>bound).c_to(None, result_dtype, False, False)
@@ -1292,16 +1289,30 @@ cdef class TensorCore:
                                       else high)
             return self.c_clamp_result(self.c_cpu_result(values, result_dtype, inplace), low,
                                        high, inplace)
-        source = contiguous_on_device(source)
-        bounds = [contiguous_on_device(bound) if isinstance(bound, TensorCore) else bound
-                  for bound in bounds]
-        output = self.c_output(result_dtype, inplace)
-        device_ops.clamp(self.device_index, result_dtype, (<TensorCore>source).data,
-                         (<TensorCore>bounds[0]).data if isinstance(low, TensorCore) else 0,
-                         (<TensorCore>bounds[1]).data if isinstance(high, TensorCore) else 0,
-                         None if isinstance(low, TensorCore) else low,
-                         None if isinstance(high, TensorCore) else high,
-                         output.data, self.element_count, current_stream(self.device_index))
+        tensor_bounds = [bound for bound in bounds if isinstance(bound, TensorCore)]
+        if sizes == self.sizes and all(reads_directly(bound, sizes) for bound in tensor_bounds):
+            source = contiguous_on_device(source)
+            output = self.c_output(result_dtype, inplace)
+            device_ops.clamp(self.device_index, result_dtype, (<TensorCore>source).data,
+                             (<TensorCore>bounds[0]).data if isinstance(low, TensorCore) else 0,
+                             (<TensorCore>bounds[1]).data if isinstance(high, TensorCore) else 0,
+                             None if isinstance(low, TensorCore) else low,
+                             None if isinstance(high, TensorCore) else high,
+                             output.data, self.element_count, current_stream(self.device_index))
+        else:  # broadcast or strided operands, read in place
+            output = self if inplace and is_contiguous(self) else \
+                new_empty(sizes, result_dtype, self.device_index)
+            no_strides = (0,) * len(sizes)
+            device_ops.clamp_strided(
+                self.device_index, result_dtype, (<TensorCore>source).data,
+                broadcast_strides(source, sizes),
+                (<TensorCore>bounds[0]).data if isinstance(low, TensorCore) else 0,
+                broadcast_strides(bounds[0], sizes) if isinstance(low, TensorCore) else no_strides,
+                (<TensorCore>bounds[1]).data if isinstance(high, TensorCore) else 0,
+                broadcast_strides(bounds[1], sizes) if isinstance(high, TensorCore)
+                else no_strides, None if isinstance(low, TensorCore) else low,
+                None if isinstance(high, TensorCore) else high, output.data, sizes,
+                current_stream(self.device_index))
         return self.c_clamp_result(self.c_finish(output, inplace), low, high, inplace)
 
     cdef object c_clamp_result(self, object output, object low, object high, bint inplace):

@@ -105,6 +105,8 @@ OPERATIONS = {
                       [numpy.array([-3.0, -0.2, 0.3, 3.0]),
                        numpy.array([-1.0, -1.0, -1.0, -1.0]),
                        numpy.array([1.0, 1.0, 1.0, 1.0])]),
+    "clamp broadcast": (lambda a, low: a.clamp(low, 1.0),
+                        [numpy.array([[-3.0, 0.5], [0.2, 3.0]]), numpy.array([-1.0, 0.4])]),
     "where": (lambda a, b: tp.where(a > 0, a, b), [signed(2, 3), signed(3, seed=1)]),
     "rounded div": (lambda a, b: a.div(b, rounding_mode="floor") + a,
                     [positive(4) + 0.25, positive(4, seed=1)]),

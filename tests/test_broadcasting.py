@@ -77,6 +77,8 @@ def test_arithmetic_and_comparisons_broadcast_as_numpy(device, name, shapes, see
     for operator in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
         assert_close(getattr(a, operator)(b), getattr(x, operator)(y), "bool")
     assert_close(tp.where(a > b, a, b), numpy.where(x > y, x, y), name)
+    assert_close(a.clamp(min=b), numpy.maximum(x, y), name)
+    assert_close(a.clamp(max=b), numpy.minimum(x, y), name)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -110,6 +112,9 @@ def test_broadcasting_errors_name_the_sizes(device):
     with pytest.raises(ValueError, match=r"add_: output with shape \(3,\) doesn't match the "
                                          r"broadcast shape \(2, 3\)"):
         tp.zeros(3, device=device).add_(a)
+    with pytest.raises(ValueError, match=r"clamp_: output with shape \(3,\) doesn't match the "
+                                         r"broadcast shape \(2, 3\)"):
+        tp.zeros(3, device=device).clamp_(a, None)
     with pytest.raises(ValueError, match=r"where: the size of tensor a \(2\) must match"):
         tp.where(tp.zeros(2, dtype=tp.bool, device=device), a, 0.0)
 

@@ -924,8 +924,8 @@ class Tensor:
         """Elementwise clamp into [min, max]; at least one bound must be given.
 
         Args:
-            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
-                None.
+            min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+                this one's, a Python scalar, or None.
             max: the upper bound, likewise; where min > max the result is max.
 
         Returns:
@@ -937,8 +937,8 @@ class Tensor:
         """In-place clamp(); the result must keep this tensor's dtype.
 
         Args:
-            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
-                None.
+            min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+                this one's, a Python scalar, or None.
             max: the upper bound, likewise; where min > max the result is max.
 
         Returns:
