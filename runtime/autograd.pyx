@@ -598,7 +598,8 @@ cdef class BackwardPass:
     cdef int run_node(self, Node node, list grads) except -1:
         node.unpack()  # refuses freed or changed saved tensors
         for number, gradient in enumerate(grads):
-            if gradient is None:  # an output no gradient reached counts as zero
+            # A tensor output no gradient reached counts as zero.
+            if gradient is None and node.outputs_meta[number] is not None:
                 grads[number] = zeros_of(node.outputs_meta[number])
         input_grads = FORMULAS[node.operation](node, tuple(grads))
         if not self.retain_graph and node.saved:

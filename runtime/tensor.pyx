@@ -510,6 +510,13 @@ cdef object cpu_binary(int op, object a, object b):
     return getattr(np(), NUMPY_BINARY[op])(a, b)
 
 
+cdef object host_values(TensorCore tensor):
+    """The values as numpy computes with them, copied to the host if need be, off the tape."""
+    if tensor.device_index == CPU:
+        return computable(tensor)
+    return computable((<TensorCore>tensor.c_detach()).c_cpu())
+
+
 cdef object opmath(TensorCore tensor):
     """The CPU values in the type CUDA kernels compute in (accumulate<> in kernels/common.cu):
     float32 for 16-bit floats, int64 for integers, so that both devices round alike."""
@@ -702,7 +709,7 @@ cdef class TensorCore:
         return self.device_index != CPU
 
     cdef str c_repr(self):
-        values = (<TensorCore>self.c_cpu()).c_tolist() if self.element_count <= 1000 else "..."
+        values = host_values(self).tolist() if self.element_count <= 1000 else "..."
         device = "" if self.device_index == CPU else f", device='{device_text(self.device_index)}'"
         return f"tensor({values}, dtype={self.dtype_object.repr_text()}{device})"
 
@@ -802,10 +809,10 @@ cdef class TensorCore:
         if self.element_count != 1:
             raise ValueError(f"item() needs a tensor with exactly one element, this one has "
                              f"{self.element_count} (shape {self.sizes})")
-        return computable(self.c_cpu()).reshape(()).item()
+        return host_values(self).reshape(()).item()
 
     cdef object c_tolist(self):
-        return computable(self.c_cpu()).tolist()
+        return host_values(self).tolist()
 
     # -- views ----------------------------------------------------------------------------------
 
@@ -1026,7 +1033,8 @@ cdef class TensorCore:
         """output of self (op) other, on the tape when the operands are."""
         if inplace or not tracked(self, other) or not (<TensorCore>output).dtype_object.floating:
             return output
-        saved = (self, other) if op != device_ops.OP_ADD and op != device_ops.OP_SUB else ()
+        saved = (self, other) if op == device_ops.OP_MUL or op == device_ops.OP_DIV or \
+            op == device_ops.OP_POW else ()
         return recorded(output, BINARY_GRADIENTS[op], (self, other), saved, reverse)
 
     cdef object c_add(self, object other):
@@ -1719,8 +1727,8 @@ cdef bint allclose(object input, object other, double rtol, double atol, bint eq
     if (<TensorCore>input).sizes != (<TensorCore>other).sizes:
         raise ValueError(f"allclose: shapes {(<TensorCore>input).sizes} and "
                          f"{(<TensorCore>other).sizes} differ")
-    a = computable((<TensorCore>input).c_cpu()).astype(np().float64)
-    b = computable((<TensorCore>other).c_cpu()).astype(np().float64)
+    a = host_values(input).astype(np().float64)
+    b = host_values(other).astype(np().float64)
     return bool(np().allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 

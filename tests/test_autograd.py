@@ -378,3 +378,27 @@ def test_factories_take_requires_grad():
         with pytest.raises(RuntimeError, match="only tensors of floating point dtype can "
                                                "require gradients"):
             call()
+
+
+class ScaleAndShift(autograd.Function):
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x * factor, x  # an argument returned as it is becomes a new view
+
+    @staticmethod
+    def backward(ctx, grad_scaled, grad_same):
+        return grad_scaled * ctx.factor + grad_same, None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_function_with_several_outputs_gets_zeros_for_an_unused_one(device):
+    x = tp.tensor([1.0, 2.0], device=device, requires_grad=True)
+    scaled, same = ScaleAndShift.apply(x, 3.0)
+    assert same is not x and same.grad_fn is scaled.grad_fn and x.is_leaf
+    scaled.sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    x.grad = None
+    scaled, same = ScaleAndShift.apply(x, 3.0)
+    (scaled + same).sum().backward()
+    assert x.grad.tolist() == [4.0, 4.0]
