@@ -285,7 +285,6 @@ cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_stride
     tensor.data = data
     tensor.owner = owner
     tensor.element_count = product(sizes)
-    tensor.version = VersionCounter.__new__(VersionCounter)
     return tensor
 
 
@@ -309,7 +308,6 @@ cdef TensorCore wrap_cpu(object array, DtypeCore dtype):
     tensor.device_index = CPU
     tensor.owner = array
     tensor.element_count = array.size
-    tensor.version = VersionCounter.__new__(VersionCounter)
     return tensor
 
 
@@ -649,6 +647,7 @@ cdef class TensorCore:
         self.device_index = CPU
         self.sizes = ()
         self.element_strides = ()
+        self.version = VersionCounter.__new__(VersionCounter)  # views replace it with their base's
 
     def __init__(self, *args, **kwargs):
         raise TypeError("tensors are made by factories: tensorplay.tensor(), empty(), zeros(), "

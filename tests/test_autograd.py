@@ -402,3 +402,9 @@ def test_function_with_several_outputs_gets_zeros_for_an_unused_one(device):
     scaled, same = ScaleAndShift.apply(x, 3.0)
     (scaled + same).sum().backward()
     assert x.grad.tolist() == [4.0, 4.0]
+
+
+def test_tensors_built_outside_the_factories_have_a_version_counter():
+    state = tp.Generator().get_state()  # built field by field by the generator
+    state.zero_()  # counts the change
+    assert state.tolist() == [0] * 16
