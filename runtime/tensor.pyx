@@ -457,9 +457,6 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_divis
         raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
                         ".to(tensorplay.int64) first")
     cdef DtypeCore result = float32_if_float(tensor.dtype_object, other)
-    if name.startswith("pow") and not result.floating and isinstance(other, int) and other < 0:
-        raise ValueError(f"{name}: integers to negative integer powers are not allowed (got "
-                         f"exponent {other} for a {result.name} tensor)")
     if true_division and not result.floating:
         result = dtypes.named_dtype("float32")  # true division, as PyTorch
     if inplace:
@@ -985,6 +982,10 @@ cdef class TensorCore:
     cdef object c_binary(self, object other, int op, bint reverse, bint inplace, str name):
         cdef DtypeCore result_dtype = arithmetic_dtype(self, other, op == device_ops.OP_DIV,
                                                        inplace, name)
+        if op == device_ops.OP_POW and not reverse and not result_dtype.floating and \
+                isinstance(other, int) and other < 0:
+            raise ValueError(f"{name}: integers to negative integer powers are not allowed (got "
+                             f"exponent {other} for a {result_dtype.name} tensor)")
         if inplace:
             self.c_mark_modified(name, other)
         left = self if result_dtype is self.dtype_object else self.c_to(None, result_dtype,
