@@ -100,6 +100,41 @@ def test_non_contiguous_operands_and_in_place_broadcasting(device, shapes, seed)
     assert_close(target.add(a, alpha=2), values_of(target) + 2 * a_values, "float64")
 
 
+@pytest.mark.gpu
+def test_broadcast_and_transposed_operands_are_read_in_place_not_copied(quiet_device):
+    from tensorplay.accelerator import memory
+    a = tp.ones(1024, 1024, device="cuda")
+    row, column = tp.ones(1024, device="cuda"), tp.ones(1024, 1, device="cuda")
+    mask = row > 0
+    for operation in (lambda: a + row, lambda: column * row, lambda: a.t() - column,
+                      lambda: a < row, lambda: tp.where(mask, a, column),
+                      lambda: a.clamp(column, row), lambda: a.t() @ a.t(),
+                      lambda: a.t().sum(1)):
+        operation()  # compiled before measuring
+        memory.reset_peak_memory_stats()
+        before = memory.memory_allocated()
+        result = operation()
+        # The result is all a call allocates (reductions add one small block of partials).
+        assert memory.max_memory_allocated() - before <= result.nbytes + 64 * 1024
+        del result
+
+
+@settings(max_examples=50, deadline=None)
+@given(shapes=st.lists(hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=3),
+                       min_size=2, max_size=2))
+def test_shapes_broadcast_exactly_when_numpy_says_so(shapes):
+    a, b = (tp.zeros(shape) for shape in shapes)
+    try:
+        expected = numpy.broadcast_shapes(*shapes)
+    except ValueError:
+        with pytest.raises(ValueError, match="must match the size of tensor b"):
+            a + b
+        with pytest.raises(ValueError, match="must match the size of tensor b"):
+            a == b
+    else:
+        assert (a + b).shape == expected and (a == b).shape == expected
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_broadcasting_errors_name_the_sizes(device):
     a = tp.zeros(2, 3, device=device)
