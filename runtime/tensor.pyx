@@ -1447,11 +1447,11 @@ cdef class TensorCore:
 
     cdef object c_max(self):
         result = self.c_reduce(device_ops.OP_MAX, False, "max")
-        return recorded(result, "extreme", (self,), (self,), True) if tracked(self) else result
+        return recorded(result, "max", (self,), (self,)) if tracked(self) else result
 
     cdef object c_min(self):
         result = self.c_reduce(device_ops.OP_MIN, False, "min")
-        return recorded(result, "extreme", (self,), (self,), False) if tracked(self) else result
+        return recorded(result, "min", (self,), (self,)) if tracked(self) else result
 
     cdef object c_matmul(self, object other):
         """The matrix product by PyTorch's rules for 1 to 3 dimensions: a 1-D first operand is
