@@ -719,11 +719,14 @@ cdef class TensorCore:
     cdef object c_copy_(self, object src, bint non_blocking):
         if not isinstance(src, TensorCore):
             raise TypeError(f"src must be a tensorplay Tensor, got {type(src).__name__}")
-        if self.sizes != (<TensorCore>src).sizes:
-            raise ValueError(f"copy_: shapes {(<TensorCore>src).sizes} (source) and {self.sizes} "
-                             "(self) differ")
+        cdef TensorCore source = src
+        if source.sizes != self.sizes:  # a source that broadcasts is read through stride 0
+            if broadcast_shape(self.sizes, source.sizes, "copy_") != self.sizes:
+                raise ValueError(f"copy_: the source's shape {source.sizes} does not broadcast "
+                                 f"to this tensor's shape {self.sizes}")
+            source = strided_view(source, self.sizes, broadcast_strides(source, self.sizes))
         self.c_mark_modified("copy_", src)
-        copy_into(self, src, non_blocking)
+        copy_into(self, source, non_blocking)
         return self
 
     cdef object c_fill_(self, object value):
@@ -1724,9 +1727,7 @@ cdef bint allclose(object input, object other, double rtol, double atol, bint eq
     for name, value in (("input", input), ("other", other)):
         if not isinstance(value, TensorCore):
             raise TypeError(f"{name} must be a tensorplay Tensor, got {type(value).__name__}")
-    if (<TensorCore>input).sizes != (<TensorCore>other).sizes:
-        raise ValueError(f"allclose: shapes {(<TensorCore>input).sizes} and "
-                         f"{(<TensorCore>other).sizes} differ")
+    broadcast_shape((<TensorCore>input).sizes, (<TensorCore>other).sizes, "allclose")
     a = host_values(input).astype(np().float64)
     b = host_values(other).astype(np().float64)
     return bool(np().allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))

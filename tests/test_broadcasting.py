@@ -288,3 +288,15 @@ def test_matmul_errors_name_the_sizes(device):
     with pytest.raises(TypeError, match=r"matmul supports float32 or float64 tensors of one "
                                         r"dtype, got int64 and int64"):
         tp.zeros(2, dtype=tp.int64, device=device) @ tp.zeros(2, dtype=tp.int64, device=device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_copy_and_allclose_broadcast(device):
+    target = tp.zeros(2, 3, device=device)
+    target.copy_(tp.tensor([1.0, 2.0, 3.0], device=device))
+    assert target.tolist() == [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
+    target.copy_(tp.tensor([[5], [6]], device="cpu"))  # any dtype and device
+    assert target.tolist() == [[5.0, 5.0, 5.0], [6.0, 6.0, 6.0]]
+    assert tp.allclose(target, tp.tensor([[5.0], [6.0]]))
+    with pytest.raises(ValueError, match=r"allclose: the size of tensor a \(3\) must match"):
+        tp.allclose(target, tp.zeros(2))

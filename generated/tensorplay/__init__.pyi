@@ -230,7 +230,7 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
 
     Args:
         input: a tensor.
-        other: a tensor of the same shape, on any device.
+        other: a tensor whose shape broadcasts with input's, on any device.
         rtol: relative tolerance.
         atol: absolute tolerance.
         equal_nan: whether NaNs in the same place compare equal.
@@ -522,7 +522,8 @@ class Tensor:
         """Copy the elements of src into this tensor, converting the dtype.
 
         Args:
-            src: a tensor of the same shape, any dtype, strides and device.
+            src: a tensor whose shape broadcasts to this one's (read through stride 0, never copied
+                first), of any dtype, strides and device.
             non_blocking: from the CPU, stage through pinned memory and return before the copy
                 completes.
 

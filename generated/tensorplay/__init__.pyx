@@ -241,7 +241,7 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
     Args:
         input: a tensor.
-        other: a tensor of the same shape, on any device.
+        other: a tensor whose shape broadcasts with input's, on any device.
         rtol: relative tolerance.
         atol: absolute tolerance.
         equal_nan: whether NaNs in the same place compare equal.
@@ -572,7 +572,8 @@ cdef class Tensor(_tensor.TensorCore):
         """Copy the elements of src into this tensor, converting the dtype.
 
         Args:
-            src: a tensor of the same shape, any dtype, strides and device.
+            src: a tensor whose shape broadcasts to this one's (read through stride 0, never copied
+                first), of any dtype, strides and device.
             non_blocking: from the CPU, stage through pinned memory and return before the copy
                 completes.
 
