@@ -42,7 +42,6 @@ import math
 from tensorplay._runtime cimport device_ops, errors, public
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime cimport tensor
-from tensorplay._runtime.dtypes cimport DtypeCore
 from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
 
@@ -294,7 +293,7 @@ def mean_gradient(Node node, tuple grads):
 def extreme_gradient(Node node, tuple grads):
     # Shared evenly among the elements equal to the maximum (or minimum), as PyTorch's max().
     cdef TensorCore x = node.saved[0]
-    extreme = x.c_max() if node.state else x.c_min()
+    extreme = x.c_max() if node.operation == "max" else x.c_min()
     cdef TensorCore mask = (<TensorCore>x.c_eq(extreme)).c_to(None, x.dtype_object, False, False)
     return ((<TensorCore>(<TensorCore>grads[0]).c_mul(mask)).c_truediv(mask.c_sum(None, False)),)
 
@@ -381,7 +380,7 @@ def function_gradient(Node node, tuple grads):
         raise RuntimeError(f"function {cls.__name__}.backward returned an incorrect number of "
                            f"gradients (expected {len(node.edges)}, got {len(result)}): one per "
                            "argument of forward() after ctx, None for those without one")
-    for index, (gradient, meta) in enumerate(zip(result, node.inputs_meta)):
+    for index, gradient in enumerate(result):
         if gradient is not None and node.edges[index] is not None and \
                 not isinstance(gradient, TensorCore):
             raise TypeError(f"function {cls.__name__}.backward returned a "
@@ -395,7 +394,8 @@ FORMULAS = {
     "rounded_div": rounded_div_gradient, "pow": pow_gradient, "neg": neg_gradient,
     "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
-    "mean": mean_gradient, "extreme": extreme_gradient, "reshape": reshape_gradient,
+    "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
+    "reshape": reshape_gradient,
     "transpose": transpose_gradient, "expand": expand_gradient, "getitem": getitem_gradient,
     "clone": clone_gradient, "to": to_gradient, "add_scaled": add_scaled_gradient,
     "clamp": clamp_gradient, "where": where_gradient, "matmul": matmul_gradient,
@@ -598,7 +598,8 @@ cdef class BackwardPass:
     cdef int run_node(self, Node node, list grads) except -1:
         node.unpack()  # refuses freed or changed saved tensors
         for number, gradient in enumerate(grads):
-            if gradient is None:  # an output no gradient reached counts as zero
+            # A tensor output no gradient reached counts as zero.
+            if gradient is None and node.outputs_meta[number] is not None:
                 grads[number] = zeros_of(node.outputs_meta[number])
         input_grads = FORMULAS[node.operation](node, tuple(grads))
         if not self.retain_graph and node.saved:

@@ -75,6 +75,11 @@ cdef int add_scaled(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, objec
 cdef int clamp(int device, DtypeCore dtype, uintptr_t a, uintptr_t low, uintptr_t high,
                object low_scalar, object high_scalar, uintptr_t out, int64_t count,
                cudaStream_t stream) except -1
+# clamp() with each tensor read through strides over the output's sizes.
+cdef int clamp_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t low,
+                       tuple low_strides, uintptr_t high, tuple high_strides, object low_scalar,
+                       object high_scalar, uintptr_t out, tuple sizes,
+                       cudaStream_t stream) except -1
 cdef int where(int device, DtypeCore dtype, uintptr_t condition, uintptr_t a, uintptr_t b,
                object a_scalar, object b_scalar, uintptr_t out, int64_t count,
                cudaStream_t stream) except -1

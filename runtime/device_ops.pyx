@@ -391,6 +391,42 @@ cdef int clamp(int device, DtypeCore dtype, uintptr_t a, uintptr_t low, uintptr_
     return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
 
 
+cdef int clamp_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t low,
+                       tuple low_strides, uintptr_t high, tuple high_strides, object low_scalar,
+                       object high_scalar, uintptr_t out, tuple sizes,
+                       cudaStream_t stream) except -1:
+    """As clamp(), with a, low and high read through their strides."""
+    cdef int64_t count = count_of(sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "clamp_strided",
+                                      scalar_typedef(dtype))
+    cdef int bounds = (CLAMP_LOW if low or low_scalar is not None else 0) | \
+        (CLAMP_HIGH if high or high_scalar is not None else 0)
+    cdef Layout a_layout = layout_of(sizes, a_strides)
+    cdef Layout low_layout = layout_of(sizes, low_strides)
+    cdef Layout high_layout = layout_of(sizes, high_strides)
+    cdef bytes low_value = accumulator_bits(dtype, 0 if low_scalar is None else low_scalar)
+    cdef bytes high_value = accumulator_bits(dtype, 0 if high_scalar is None else high_scalar)
+    cdef unsigned char low_bytes[8]
+    cdef unsigned char high_bytes[8]
+    memcpy(low_bytes, <const char*>low_value, len(low_value))
+    memcpy(high_bytes, <const char*>high_value, len(high_value))
+    cdef void* arguments[11]
+    arguments[0] = &a
+    arguments[1] = &a_layout
+    arguments[2] = &low
+    arguments[3] = &low_layout
+    arguments[4] = &high
+    arguments[5] = &high_layout
+    arguments[6] = low_bytes
+    arguments[7] = high_bytes
+    arguments[8] = &bounds
+    arguments[9] = &out
+    arguments[10] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
 cdef int where(int device, DtypeCore dtype, uintptr_t condition, uintptr_t a, uintptr_t b,
                object a_scalar, object b_scalar, uintptr_t out, int64_t count,
                cudaStream_t stream) except -1:

@@ -241,16 +241,21 @@ def bernoulli_(object self, object p, object generator):
 # Factories (api.yaml: tensorplay)
 
 
-cdef object rand(tuple size, object generator, object dtype, object device):
+# The floating-point factories take requires_grad (their dtypes can all require grad).
+
+
+cdef object rand(tuple size, object generator, object dtype, object device, bint requires_grad):
     target = tensor.new_empty(tensor.size_arg(size, "size"), _dtype_arg(dtype, "float32", FLOATING, "rand()"),
                               _device_arg(device, -1))
-    return _fill(target, UNIFORM, generator, 0.0, 1.0, 1.0, 0, 0)
+    return tensor.requiring_grad(_fill(target, UNIFORM, generator, 0.0, 1.0, 1.0, 0, 0),
+                                 requires_grad)
 
 
-cdef object randn(tuple size, object generator, object dtype, object device):
+cdef object randn(tuple size, object generator, object dtype, object device, bint requires_grad):
     target = tensor.new_empty(tensor.size_arg(size, "size"), _dtype_arg(dtype, "float32", FLOATING, "randn()"),
                               _device_arg(device, -1))
-    return _fill(target, NORMAL, generator, 0.0, 1.0, 0.0, 0, 0)
+    return tensor.requiring_grad(_fill(target, NORMAL, generator, 0.0, 1.0, 0.0, 0, 0),
+                                 requires_grad)
 
 
 cdef object randint(object low, object high, object size, object generator, object dtype,
@@ -286,19 +291,23 @@ cdef object randint(object low, object high, object size, object generator, obje
 
 
 cdef object _random_like(object input, object generator, object dtype, object device,
-                         int distribution, str op):
+                         int distribution, str op, bint requires_grad):
     cdef TensorCore source = _tensor_arg(input, "input")
     element = source.dtype_object if dtype is None else dtype
     target = tensor.new_empty(source.sizes, _dtype_arg(element, "float32", FLOATING, op),
                               _device_arg(device, source.device_index))
     if distribution == UNIFORM:
-        return _fill(target, UNIFORM, generator, 0.0, 1.0, 1.0, 0, 0)
-    return _fill(target, NORMAL, generator, 0.0, 1.0, 0.0, 0, 0)
+        _fill(target, UNIFORM, generator, 0.0, 1.0, 1.0, 0, 0)
+    else:
+        _fill(target, NORMAL, generator, 0.0, 1.0, 0.0, 0, 0)
+    return tensor.requiring_grad(target, requires_grad)
 
 
-cdef object rand_like(object input, object generator, object dtype, object device):
-    return _random_like(input, generator, dtype, device, UNIFORM, "rand_like()")
+cdef object rand_like(object input, object generator, object dtype, object device,
+                      bint requires_grad):
+    return _random_like(input, generator, dtype, device, UNIFORM, "rand_like()", requires_grad)
 
 
-cdef object randn_like(object input, object generator, object dtype, object device):
-    return _random_like(input, generator, dtype, device, NORMAL, "randn_like()")
+cdef object randn_like(object input, object generator, object dtype, object device,
+                       bint requires_grad):
+    return _random_like(input, generator, dtype, device, NORMAL, "randn_like()", requires_grad)

@@ -285,7 +285,6 @@ cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_stride
     tensor.data = data
     tensor.owner = owner
     tensor.element_count = product(sizes)
-    tensor.version = VersionCounter.__new__(VersionCounter)
     return tensor
 
 
@@ -309,7 +308,6 @@ cdef TensorCore wrap_cpu(object array, DtypeCore dtype):
     tensor.device_index = CPU
     tensor.owner = array
     tensor.element_count = array.size
-    tensor.version = VersionCounter.__new__(VersionCounter)
     return tensor
 
 
@@ -371,14 +369,6 @@ cdef TensorCore reshaped(TensorCore tensor, tuple sizes):
     if tensor.sizes == sizes:
         return tensor
     return strided_view(tensor, sizes, contiguous_strides(sizes))
-
-
-cdef int check_same(TensorCore a, TensorCore b, str what) except -1:
-    """a and b share device, dtype and shape (clamp's bounds)."""
-    check_device_and_dtype(a, b, what)
-    if a.sizes != b.sizes:
-        raise ValueError(f"{what}: shapes {a.sizes} and {b.sizes} differ")
-    return 0
 
 
 cdef int check_device(TensorCore a, TensorCore b, str what) except -1:
@@ -467,9 +457,6 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_divis
         raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
                         ".to(tensorplay.int64) first")
     cdef DtypeCore result = float32_if_float(tensor.dtype_object, other)
-    if name.startswith("pow") and not result.floating and isinstance(other, int) and other < 0:
-        raise ValueError(f"{name}: integers to negative integer powers are not allowed (got "
-                         f"exponent {other} for a {result.name} tensor)")
     if true_division and not result.floating:
         result = dtypes.named_dtype("float32")  # true division, as PyTorch
     if inplace:
@@ -516,6 +503,13 @@ cdef object cpu_binary(int op, object a, object b):
                 return np().trunc(np().true_divide(a, b))
             return np().floor_divide(a, b)
     return getattr(np(), NUMPY_BINARY[op])(a, b)
+
+
+cdef object host_values(TensorCore tensor):
+    """The values as numpy computes with them, copied to the host if need be, off the tape."""
+    if tensor.device_index == CPU:
+        return computable(tensor)
+    return computable((<TensorCore>tensor.c_detach()).c_cpu())
 
 
 cdef object opmath(TensorCore tensor):
@@ -650,6 +644,7 @@ cdef class TensorCore:
         self.device_index = CPU
         self.sizes = ()
         self.element_strides = ()
+        self.version = VersionCounter.__new__(VersionCounter)  # views replace it with their base's
 
     def __init__(self, *args, **kwargs):
         raise TypeError("tensors are made by factories: tensorplay.tensor(), empty(), zeros(), "
@@ -710,7 +705,7 @@ cdef class TensorCore:
         return self.device_index != CPU
 
     cdef str c_repr(self):
-        values = (<TensorCore>self.c_cpu()).c_tolist() if self.element_count <= 1000 else "..."
+        values = host_values(self).tolist() if self.element_count <= 1000 else "..."
         device = "" if self.device_index == CPU else f", device='{device_text(self.device_index)}'"
         return f"tensor({values}, dtype={self.dtype_object.repr_text()}{device})"
 
@@ -724,11 +719,14 @@ cdef class TensorCore:
     cdef object c_copy_(self, object src, bint non_blocking):
         if not isinstance(src, TensorCore):
             raise TypeError(f"src must be a tensorplay Tensor, got {type(src).__name__}")
-        if self.sizes != (<TensorCore>src).sizes:
-            raise ValueError(f"copy_: shapes {(<TensorCore>src).sizes} (source) and {self.sizes} "
-                             "(self) differ")
+        cdef TensorCore source = src
+        if source.sizes != self.sizes:  # a source that broadcasts is read through stride 0
+            if broadcast_shape(self.sizes, source.sizes, "copy_") != self.sizes:
+                raise ValueError(f"copy_: the source's shape {source.sizes} does not broadcast "
+                                 f"to this tensor's shape {self.sizes}")
+            source = strided_view(source, self.sizes, broadcast_strides(source, self.sizes))
         self.c_mark_modified("copy_", src)
-        copy_into(self, src, non_blocking)
+        copy_into(self, source, non_blocking)
         return self
 
     cdef object c_fill_(self, object value):
@@ -810,10 +808,10 @@ cdef class TensorCore:
         if self.element_count != 1:
             raise ValueError(f"item() needs a tensor with exactly one element, this one has "
                              f"{self.element_count} (shape {self.sizes})")
-        return computable(self.c_cpu()).reshape(()).item()
+        return host_values(self).reshape(()).item()
 
     cdef object c_tolist(self):
-        return computable(self.c_cpu()).tolist()
+        return host_values(self).tolist()
 
     # -- views ----------------------------------------------------------------------------------
 
@@ -987,6 +985,10 @@ cdef class TensorCore:
     cdef object c_binary(self, object other, int op, bint reverse, bint inplace, str name):
         cdef DtypeCore result_dtype = arithmetic_dtype(self, other, op == device_ops.OP_DIV,
                                                        inplace, name)
+        if op == device_ops.OP_POW and not reverse and not result_dtype.floating and \
+                isinstance(other, int) and other < 0:
+            raise ValueError(f"{name}: integers to negative integer powers are not allowed (got "
+                             f"exponent {other} for a {result_dtype.name} tensor)")
         if inplace:
             self.c_mark_modified(name, other)
         left = self if result_dtype is self.dtype_object else self.c_to(None, result_dtype,
@@ -1034,7 +1036,8 @@ cdef class TensorCore:
         """output of self (op) other, on the tape when the operands are."""
         if inplace or not tracked(self, other) or not (<TensorCore>output).dtype_object.floating:
             return output
-        saved = (self, other) if op != device_ops.OP_ADD and op != device_ops.OP_SUB else ()
+        saved = (self, other) if op == device_ops.OP_MUL or op == device_ops.OP_DIV or \
+            op == device_ops.OP_POW else ()
         return recorded(output, BINARY_GRADIENTS[op], (self, other), saved, reverse)
 
     cdef object c_add(self, object other):
@@ -1266,9 +1269,11 @@ cdef class TensorCore:
             raise TypeError(f"{name}: bool tensors are not supported; convert with "
                             ".to(tensorplay.int64) first")
         cdef DtypeCore result_dtype = self.dtype_object
+        sizes = self.sizes
         for argument, bound in (("min", low), ("max", high)):
             if isinstance(bound, TensorCore):
-                check_same(self, bound, f"{name}: {argument}")
+                check_device_and_dtype(self, bound, f"{name}: {argument}")
+                sizes = broadcast_shape(sizes, (<TensorCore>bound).sizes, name)
             elif bound is not None and not is_scalar(bound):
                 raise TypeError(f"{name}: {argument} must be a tensor, a Python scalar or None, "
                                 f"got {type(bound).__name__}")
@@ -1278,6 +1283,9 @@ cdef class TensorCore:
                 result_dtype = float32_if_float(result_dtype, bound)
         if inplace:
             check_in_place(self, result_dtype, name)
+            if sizes != self.sizes:
+                raise ValueError(f"{name}: output with shape {self.sizes} doesn't match the "
+                                 f"broadcast shape {sizes}")
             self.c_mark_modified(name, low if isinstance(low, TensorCore) else high)
         source = self.c_to(None, result_dtype, False, False)
         bounds = [(<TensorCore>bound).c_to(None, result_dtype, False, False)
@@ -1292,16 +1300,30 @@ cdef class TensorCore:
                                       else high)
             return self.c_clamp_result(self.c_cpu_result(values, result_dtype, inplace), low,
                                        high, inplace)
-        source = contiguous_on_device(source)
-        bounds = [contiguous_on_device(bound) if isinstance(bound, TensorCore) else bound
-                  for bound in bounds]
-        output = self.c_output(result_dtype, inplace)
-        device_ops.clamp(self.device_index, result_dtype, (<TensorCore>source).data,
-                         (<TensorCore>bounds[0]).data if isinstance(low, TensorCore) else 0,
-                         (<TensorCore>bounds[1]).data if isinstance(high, TensorCore) else 0,
-                         None if isinstance(low, TensorCore) else low,
-                         None if isinstance(high, TensorCore) else high,
-                         output.data, self.element_count, current_stream(self.device_index))
+        tensor_bounds = [bound for bound in bounds if isinstance(bound, TensorCore)]
+        if sizes == self.sizes and all(reads_directly(bound, sizes) for bound in tensor_bounds):
+            source = contiguous_on_device(source)
+            output = self.c_output(result_dtype, inplace)
+            device_ops.clamp(self.device_index, result_dtype, (<TensorCore>source).data,
+                             (<TensorCore>bounds[0]).data if isinstance(low, TensorCore) else 0,
+                             (<TensorCore>bounds[1]).data if isinstance(high, TensorCore) else 0,
+                             None if isinstance(low, TensorCore) else low,
+                             None if isinstance(high, TensorCore) else high,
+                             output.data, self.element_count, current_stream(self.device_index))
+        else:  # broadcast or strided operands, read in place
+            output = self if inplace and is_contiguous(self) else \
+                new_empty(sizes, result_dtype, self.device_index)
+            no_strides = (0,) * len(sizes)
+            device_ops.clamp_strided(
+                self.device_index, result_dtype, (<TensorCore>source).data,
+                broadcast_strides(source, sizes),
+                (<TensorCore>bounds[0]).data if isinstance(low, TensorCore) else 0,
+                broadcast_strides(bounds[0], sizes) if isinstance(low, TensorCore) else no_strides,
+                (<TensorCore>bounds[1]).data if isinstance(high, TensorCore) else 0,
+                broadcast_strides(bounds[1], sizes) if isinstance(high, TensorCore)
+                else no_strides, None if isinstance(low, TensorCore) else low,
+                None if isinstance(high, TensorCore) else high, output.data, sizes,
+                current_stream(self.device_index))
         return self.c_clamp_result(self.c_finish(output, inplace), low, high, inplace)
 
     cdef object c_clamp_result(self, object output, object low, object high, bint inplace):
@@ -1428,11 +1450,11 @@ cdef class TensorCore:
 
     cdef object c_max(self):
         result = self.c_reduce(device_ops.OP_MAX, False, "max")
-        return recorded(result, "extreme", (self,), (self,), True) if tracked(self) else result
+        return recorded(result, "max", (self,), (self,)) if tracked(self) else result
 
     cdef object c_min(self):
         result = self.c_reduce(device_ops.OP_MIN, False, "min")
-        return recorded(result, "extreme", (self,), (self,), False) if tracked(self) else result
+        return recorded(result, "min", (self,), (self,)) if tracked(self) else result
 
     cdef object c_matmul(self, object other):
         """The matrix product by PyTorch's rules for 1 to 3 dimensions: a 1-D first operand is
@@ -1705,11 +1727,9 @@ cdef bint allclose(object input, object other, double rtol, double atol, bint eq
     for name, value in (("input", input), ("other", other)):
         if not isinstance(value, TensorCore):
             raise TypeError(f"{name} must be a tensorplay Tensor, got {type(value).__name__}")
-    if (<TensorCore>input).sizes != (<TensorCore>other).sizes:
-        raise ValueError(f"allclose: shapes {(<TensorCore>input).sizes} and "
-                         f"{(<TensorCore>other).sizes} differ")
-    a = computable((<TensorCore>input).c_cpu()).astype(np().float64)
-    b = computable((<TensorCore>other).c_cpu()).astype(np().float64)
+    broadcast_shape((<TensorCore>input).sizes, (<TensorCore>other).sizes, "allclose")
+    a = host_values(input).astype(np().float64)
+    b = host_values(other).astype(np().float64)
     return bool(np().allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 

@@ -105,6 +105,8 @@ OPERATIONS = {
                       [numpy.array([-3.0, -0.2, 0.3, 3.0]),
                        numpy.array([-1.0, -1.0, -1.0, -1.0]),
                        numpy.array([1.0, 1.0, 1.0, 1.0])]),
+    "clamp broadcast": (lambda a, low: a.clamp(low, 1.0),
+                        [numpy.array([[-3.0, 0.5], [0.2, 3.0]]), numpy.array([-1.0, 0.4])]),
     "where": (lambda a, b: tp.where(a > 0, a, b), [signed(2, 3), signed(3, seed=1)]),
     "rounded div": (lambda a, b: a.div(b, rounding_mode="floor") + a,
                     [positive(4) + 0.25, positive(4, seed=1)]),
@@ -357,3 +359,52 @@ def test_backward_captured_into_a_graph_replays_the_eager_gradients(quiet_device
     loss().backward()
     for p, got in zip(parameters, replayed):
         assert tp.allclose(got, p.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_factories_take_requires_grad():
+    x = tp.ones(2)
+    made = [tp.tensor([1.0], requires_grad=True), tp.zeros(2, requires_grad=True),
+            tp.ones(2, requires_grad=True), tp.empty(2, requires_grad=True),
+            tp.full((2,), 1.5, requires_grad=True), tp.arange(3.0, requires_grad=True),
+            tp.zeros_like(x, requires_grad=True), tp.empty_like(x, requires_grad=True),
+            tp.rand(2, requires_grad=True), tp.randn(2, requires_grad=True),
+            tp.rand_like(x, requires_grad=True), tp.randn_like(x, requires_grad=True)]
+    assert all(tensor.requires_grad and tensor.is_leaf for tensor in made)
+    assert not tp.tensor(made[0]).requires_grad  # a copy is a new leaf, as PyTorch's
+    for call in (lambda: tp.zeros(2, dtype=tp.int32, requires_grad=True),
+                 lambda: tp.arange(3, requires_grad=True),
+                 lambda: tp.full((2,), 1, requires_grad=True),
+                 lambda: tp.zeros_like(x, dtype=tp.bool, requires_grad=True)):
+        with pytest.raises(RuntimeError, match="only tensors of floating point dtype can "
+                                               "require gradients"):
+            call()
+
+
+class ScaleAndShift(autograd.Function):
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x * factor, x  # an argument returned as it is becomes a new view
+
+    @staticmethod
+    def backward(ctx, grad_scaled, grad_same):
+        return grad_scaled * ctx.factor + grad_same, None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_function_with_several_outputs_gets_zeros_for_an_unused_one(device):
+    x = tp.tensor([1.0, 2.0], device=device, requires_grad=True)
+    scaled, same = ScaleAndShift.apply(x, 3.0)
+    assert same is not x and same.grad_fn is scaled.grad_fn and x.is_leaf
+    scaled.sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    x.grad = None
+    scaled, same = ScaleAndShift.apply(x, 3.0)
+    (scaled + same).sum().backward()
+    assert x.grad.tolist() == [4.0, 4.0]
+
+
+def test_tensors_built_outside_the_factories_have_a_version_counter():
+    state = tp.Generator().get_state()  # built field by field by the generator
+    state.zero_()  # counts the change
+    assert state.tolist() == [0] * 16

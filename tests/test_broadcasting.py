@@ -77,6 +77,8 @@ def test_arithmetic_and_comparisons_broadcast_as_numpy(device, name, shapes, see
     for operator in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
         assert_close(getattr(a, operator)(b), getattr(x, operator)(y), "bool")
     assert_close(tp.where(a > b, a, b), numpy.where(x > y, x, y), name)
+    assert_close(a.clamp(min=b), numpy.maximum(x, y), name)
+    assert_close(a.clamp(max=b), numpy.minimum(x, y), name)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -98,6 +100,41 @@ def test_non_contiguous_operands_and_in_place_broadcasting(device, shapes, seed)
     assert_close(target.add(a, alpha=2), values_of(target) + 2 * a_values, "float64")
 
 
+@pytest.mark.gpu
+def test_broadcast_and_transposed_operands_are_read_in_place_not_copied(quiet_device):
+    from tensorplay.accelerator import memory
+    a = tp.ones(1024, 1024, device="cuda")
+    row, column = tp.ones(1024, device="cuda"), tp.ones(1024, 1, device="cuda")
+    mask = row > 0
+    for operation in (lambda: a + row, lambda: column * row, lambda: a.t() - column,
+                      lambda: a < row, lambda: tp.where(mask, a, column),
+                      lambda: a.clamp(column, row), lambda: a.t() @ a.t(),
+                      lambda: a.t().sum(1)):
+        operation()  # compiled before measuring
+        memory.reset_peak_memory_stats()
+        before = memory.memory_allocated()
+        result = operation()
+        # The result is all a call allocates (reductions add one small block of partials).
+        assert memory.max_memory_allocated() - before <= result.nbytes + 64 * 1024
+        del result
+
+
+@settings(max_examples=50, deadline=None)
+@given(shapes=st.lists(hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=3),
+                       min_size=2, max_size=2))
+def test_shapes_broadcast_exactly_when_numpy_says_so(shapes):
+    a, b = (tp.zeros(shape) for shape in shapes)
+    try:
+        expected = numpy.broadcast_shapes(*shapes)
+    except ValueError:
+        with pytest.raises(ValueError, match="must match the size of tensor b"):
+            a + b
+        with pytest.raises(ValueError, match="must match the size of tensor b"):
+            a == b
+    else:
+        assert (a + b).shape == expected and (a == b).shape == expected
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_broadcasting_errors_name_the_sizes(device):
     a = tp.zeros(2, 3, device=device)
@@ -110,6 +147,9 @@ def test_broadcasting_errors_name_the_sizes(device):
     with pytest.raises(ValueError, match=r"add_: output with shape \(3,\) doesn't match the "
                                          r"broadcast shape \(2, 3\)"):
         tp.zeros(3, device=device).add_(a)
+    with pytest.raises(ValueError, match=r"clamp_: output with shape \(3,\) doesn't match the "
+                                         r"broadcast shape \(2, 3\)"):
+        tp.zeros(3, device=device).clamp_(a, None)
     with pytest.raises(ValueError, match=r"where: the size of tensor a \(2\) must match"):
         tp.where(tp.zeros(2, dtype=tp.bool, device=device), a, 0.0)
 
@@ -248,3 +288,15 @@ def test_matmul_errors_name_the_sizes(device):
     with pytest.raises(TypeError, match=r"matmul supports float32 or float64 tensors of one "
                                         r"dtype, got int64 and int64"):
         tp.zeros(2, dtype=tp.int64, device=device) @ tp.zeros(2, dtype=tp.int64, device=device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_copy_and_allclose_broadcast(device):
+    target = tp.zeros(2, 3, device=device)
+    target.copy_(tp.tensor([1.0, 2.0, 3.0], device=device))
+    assert target.tolist() == [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
+    target.copy_(tp.tensor([[5], [6]], device="cpu"))  # any dtype and device
+    assert target.tolist() == [[5.0, 5.0, 5.0], [6.0, 6.0, 6.0]]
+    assert tp.allclose(target, tp.tensor([[5.0], [6.0]]))
+    with pytest.raises(ValueError, match=r"allclose: the size of tensor a \(3\) must match"):
+        tp.allclose(target, tp.zeros(2))

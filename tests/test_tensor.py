@@ -274,8 +274,12 @@ def test_errors_name_both_operands(device):
         a @ tp.zeros(2, 2, device=device)
     with pytest.raises(TypeError, match="the other operand must be a tensor or a Python scalar"):
         a + "x"
-    with pytest.raises(ValueError, match="copy_: shapes"):
-        a.copy_(tp.zeros(3, device=device))
+    with pytest.raises(ValueError, match="copy_: the size of tensor a \\(3\\) must match the size "
+                                         "of tensor b \\(2\\)"):
+        a.copy_(tp.zeros(2, device=device))
+    with pytest.raises(ValueError, match="copy_: the source's shape \\(2, 1, 3\\) does not "
+                                         "broadcast to this tensor's shape \\(2, 3\\)"):
+        a.copy_(tp.zeros(2, 1, 3, device=device))
 
 
 @pytest.mark.gpu

@@ -230,7 +230,7 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
 
     Args:
         input: a tensor.
-        other: a tensor of the same shape, on any device.
+        other: a tensor whose shape broadcasts with input's, on any device.
         rtol: relative tolerance.
         atol: absolute tolerance.
         equal_nan: whether NaNs in the same place compare equal.
@@ -263,7 +263,7 @@ def where(condition: Tensor, input: Tensor | builtins.bool | int | float, other:
     """
 
 
-def rand(*size: int | tuple[int, ...] | list[int], generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def rand(*size: int | tuple[int, ...] | list[int], generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor of random numbers drawn uniformly from [0, 1).
 
     Philox4x32-10: one seed gives the same values on the CPU and on every GPU.
@@ -274,6 +274,8 @@ def rand(*size: int | tuple[int, ...] | list[int], generator: Generator | None =
         dtype: float16, bfloat16, float32 or float64; None for float32.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of uniform values in [0, 1).
@@ -284,7 +286,7 @@ def rand(*size: int | tuple[int, ...] | list[int], generator: Generator | None =
     """
 
 
-def randn(*size: int | tuple[int, ...] | list[int], generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def randn(*size: int | tuple[int, ...] | list[int], generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor of random numbers from the standard normal distribution (mean 0, variance 1).
 
     Args:
@@ -293,6 +295,8 @@ def randn(*size: int | tuple[int, ...] | list[int], generator: Generator | None 
         dtype: float16, bfloat16, float32 or float64; None for float32.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of standard normal values.
@@ -325,7 +329,7 @@ def randint(low: int, high: int | tuple[int, ...] | list[int], size: tuple[int, 
     """
 
 
-def rand_like(input: Tensor, *, generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def rand_like(input: Tensor, *, generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor shaped like input of random numbers drawn uniformly from [0, 1).
 
     Args:
@@ -333,13 +337,15 @@ def rand_like(input: Tensor, *, generator: Generator | None = None, dtype: dtype
         generator: the generator to draw from; None for the default generator of the device.
         dtype: a floating-point dtype; None keeps input's.
         device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of uniform values in [0, 1).
     """
 
 
-def randn_like(input: Tensor, *, generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def randn_like(input: Tensor, *, generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor shaped like input of random numbers from the standard normal distribution.
 
     Args:
@@ -347,6 +353,8 @@ def randn_like(input: Tensor, *, generator: Generator | None = None, dtype: dtyp
         generator: the generator to draw from; None for the default generator of the device.
         dtype: a floating-point dtype; None keeps input's.
         device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of standard normal values.
@@ -514,7 +522,8 @@ class Tensor:
         """Copy the elements of src into this tensor, converting the dtype.
 
         Args:
-            src: a tensor of the same shape, any dtype, strides and device.
+            src: a tensor whose shape broadcasts to this one's (read through stride 0, never copied
+                first), of any dtype, strides and device.
             non_blocking: from the CPU, stage through pinned memory and return before the copy
                 completes.
 
@@ -916,8 +925,8 @@ class Tensor:
         """Elementwise clamp into [min, max]; at least one bound must be given.
 
         Args:
-            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
-                None.
+            min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+                this one's, a Python scalar, or None.
             max: the upper bound, likewise; where min > max the result is max.
 
         Returns:
@@ -929,8 +938,8 @@ class Tensor:
         """In-place clamp(); the result must keep this tensor's dtype.
 
         Args:
-            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
-                None.
+            min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+                this one's, a Python scalar, or None.
             max: the upper bound, likewise; where min > max the result is max.
 
         Returns:

@@ -241,7 +241,7 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
     Args:
         input: a tensor.
-        other: a tensor of the same shape, on any device.
+        other: a tensor whose shape broadcasts with input's, on any device.
         rtol: relative tolerance.
         atol: absolute tolerance.
         equal_nan: whether NaNs in the same place compare equal.
@@ -277,7 +277,7 @@ def where(condition, input, other):
     return _tensor.where(condition, input, other)
 
 
-def rand(*size, generator=None, dtype=None, device=None):
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """A tensor of random numbers drawn uniformly from [0, 1).
 
     Philox4x32-10: one seed gives the same values on the CPU and on every GPU.
@@ -288,6 +288,8 @@ def rand(*size, generator=None, dtype=None, device=None):
         dtype: float16, bfloat16, float32 or float64; None for float32.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of uniform values in [0, 1).
@@ -296,10 +298,10 @@ def rand(*size, generator=None, dtype=None, device=None):
         TypeError: size holds a non-int, or dtype is not a floating-point dtype.
         ValueError: size holds a negative number, or generator is on another device.
     """
-    return _random_ops.rand(size, generator, dtype, device)
+    return _random_ops.rand(size, generator, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
-def randn(*size, generator=None, dtype=None, device=None):
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """A tensor of random numbers from the standard normal distribution (mean 0, variance 1).
 
     Args:
@@ -308,6 +310,8 @@ def randn(*size, generator=None, dtype=None, device=None):
         dtype: float16, bfloat16, float32 or float64; None for float32.
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
             the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of standard normal values.
@@ -316,7 +320,7 @@ def randn(*size, generator=None, dtype=None, device=None):
         TypeError: size holds a non-int, or dtype is not a floating-point dtype.
         ValueError: size holds a negative number, or generator is on another device.
     """
-    return _random_ops.randn(size, generator, dtype, device)
+    return _random_ops.randn(size, generator, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def randint(low, high, size=None, *, generator=None, dtype=None, device=None):
@@ -342,7 +346,7 @@ def randint(low, high, size=None, *, generator=None, dtype=None, device=None):
     return _random_ops.randint(low, high, size, generator, dtype, device)
 
 
-def rand_like(input, *, generator=None, dtype=None, device=None):
+def rand_like(input, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A tensor shaped like input of random numbers drawn uniformly from [0, 1).
 
     Args:
@@ -350,14 +354,16 @@ def rand_like(input, *, generator=None, dtype=None, device=None):
         generator: the generator to draw from; None for the default generator of the device.
         dtype: a floating-point dtype; None keeps input's.
         device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of uniform values in [0, 1).
     """
-    return _random_ops.rand_like(input, generator, dtype, device)
+    return _random_ops.rand_like(input, generator, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
-def randn_like(input, *, generator=None, dtype=None, device=None):
+def randn_like(input, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A tensor shaped like input of random numbers from the standard normal distribution.
 
     Args:
@@ -365,11 +371,13 @@ def randn_like(input, *, generator=None, dtype=None, device=None):
         generator: the generator to draw from; None for the default generator of the device.
         dtype: a floating-point dtype; None keeps input's.
         device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
 
     Returns:
         Tensor: a tensor of standard normal values.
     """
-    return _random_ops.randn_like(input, generator, dtype, device)
+    return _random_ops.randn_like(input, generator, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def manual_seed(seed):
@@ -564,7 +572,8 @@ cdef class Tensor(_tensor.TensorCore):
         """Copy the elements of src into this tensor, converting the dtype.
 
         Args:
-            src: a tensor of the same shape, any dtype, strides and device.
+            src: a tensor whose shape broadcasts to this one's (read through stride 0, never copied
+                first), of any dtype, strides and device.
             non_blocking: from the CPU, stage through pinned memory and return before the copy
                 completes.
 
@@ -1008,8 +1017,8 @@ cdef class Tensor(_tensor.TensorCore):
         """Elementwise clamp into [min, max]; at least one bound must be given.
 
         Args:
-            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
-                None.
+            min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+                this one's, a Python scalar, or None.
             max: the upper bound, likewise; where min > max the result is max.
 
         Returns:
@@ -1022,8 +1031,8 @@ cdef class Tensor(_tensor.TensorCore):
         """In-place clamp(); the result must keep this tensor's dtype.
 
         Args:
-            min: the lower bound: a tensor of the same shape, dtype and device, a Python scalar, or
-                None.
+            min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+                this one's, a Python scalar, or None.
             max: the upper bound, likewise; where min > max the result is max.
 
         Returns:

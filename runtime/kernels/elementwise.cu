@@ -193,6 +193,24 @@ extern "C" __global__ void clamp(const scalar_t* a, const scalar_t* low_tensor,
     }
 }
 
+// clamp over operands broadcast to the output's shape (or of any strides); out is contiguous.
+extern "C" __global__ void clamp_strided(const scalar_t* a, Layout a_layout,
+                                         const scalar_t* low_tensor, Layout low_layout,
+                                         const scalar_t* high_tensor, Layout high_layout,
+                                         acc_t low, acc_t high, int bounds, scalar_t* out,
+                                         long long count) {
+    GRID_STRIDE_LOOP(i, count) {
+        acc_t x = load(a[strided_offset(i, a_layout)]);
+        if (bounds & CLAMP_LOW) {
+            x = at_least(x, low_tensor ? load(low_tensor[strided_offset(i, low_layout)]) : low);
+        }
+        if (bounds & CLAMP_HIGH) {
+            x = at_most(x, high_tensor ? load(high_tensor[strided_offset(i, high_layout)]) : high);
+        }
+        out[i] = convert<scalar_t>(x);
+    }
+}
+
 // torch.where: elements of a where condition holds, else of b; a null operand tensor selects
 // its scalar instead. Elements are copied, never converted.
 extern "C" __global__ void where(const bool* condition, const scalar_t* a, const scalar_t* b,
