@@ -113,13 +113,14 @@ cdef int64_t count_of(tuple sizes):
     return count
 
 
-cdef int binary_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
-                        tuple b_strides, uintptr_t out, tuple sizes, int op,
-                        cudaStream_t stream) except -1:
+cdef int _strided_pair(int device, DtypeCore dtype, str function_name, uintptr_t a,
+                       tuple a_strides, uintptr_t b, tuple b_strides, uintptr_t out, tuple sizes,
+                       int op, cudaStream_t stream) except -1:
+    """One elementwise kernel of two operands read through their (broadcast) strides."""
     cdef int64_t count = count_of(sizes)
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "binary_strided",
+    cdef CUfunction function = kernel(device, "elementwise", function_name,
                                       scalar_typedef(dtype))
     cdef Layout a_layout = layout_of(sizes, a_strides)
     cdef Layout b_layout = layout_of(sizes, b_strides)
@@ -132,27 +133,20 @@ cdef int binary_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_stride
     arguments[5] = &count
     arguments[6] = &op
     return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int binary_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                        tuple b_strides, uintptr_t out, tuple sizes, int op,
+                        cudaStream_t stream) except -1:
+    return _strided_pair(device, dtype, "binary_strided", a, a_strides, b, b_strides, out, sizes,
+                         op, stream)
 
 
 cdef int compare_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
                          tuple b_strides, uintptr_t out, tuple sizes, int op,
                          cudaStream_t stream) except -1:
-    cdef int64_t count = count_of(sizes)
-    if count == 0:
-        return 0
-    cdef CUfunction function = kernel(device, "elementwise", "compare_strided",
-                                      scalar_typedef(dtype))
-    cdef Layout a_layout = layout_of(sizes, a_strides)
-    cdef Layout b_layout = layout_of(sizes, b_strides)
-    cdef void* arguments[7]
-    arguments[0] = &a
-    arguments[1] = &a_layout
-    arguments[2] = &b
-    arguments[3] = &b_layout
-    arguments[4] = &out
-    arguments[5] = &count
-    arguments[6] = &op
-    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+    return _strided_pair(device, dtype, "compare_strided", a, a_strides, b, b_strides, out,
+                         sizes, op, stream)
 
 
 cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,
