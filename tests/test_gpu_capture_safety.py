@@ -2,6 +2,7 @@
 capture, and misuse refused before it does harm (docs/design.md, "Capture rules")."""
 import concurrent.futures
 import gc
+import os
 import subprocess
 import sys
 import textwrap
@@ -79,6 +80,28 @@ def test_pytorchs_reset_and_recapture_sequence_replays_without_a_fault():
     result = subprocess.run([sys.executable, "-c", RECAPTURE], capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+COLD_KERNELS = textwrap.dedent("""
+    import tensorplay as tp
+    from tensorplay import accelerator, cuda
+    x = tp.full((1000,), 2.0, device="cuda")
+    accelerator.synchronize()
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):  # global mode; no kernel of these ops was compiled or loaded before
+        y = (x * 3).sqrt()
+        z = tp.where(y > 2.0, y, -y)
+    g.replay()
+    print(all(abs(v - 6.0 ** 0.5) < 1e-6 for v in z.tolist()))
+""")
+
+
+def test_kernels_first_used_inside_a_global_capture_need_no_warm_up(tmp_path):
+    # A fresh process and an empty kernel cache: compiling and loading happen inside the
+    # capture, which must neither invalidate it nor fail (kernels.pyx loads in relaxed mode).
+    result = subprocess.run([sys.executable, "-c", COLD_KERNELS], capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "TENSORPLAY_CACHE_DIR": str(tmp_path)})
+    assert result.returncode == 0 and result.stdout.strip() == "True", result.stderr[-2000:]
 
 
 def test_a_block_freed_during_a_capture_stays_reserved_until_the_graph_is_reset(quiet_device):
