@@ -25,8 +25,12 @@ import collections
 import collections.abc
 import math
 
-from tensorplay._runtime cimport errors, public, tensor
+from tensorplay._runtime cimport device as _device, errors, public, tensor
 from tensorplay._runtime.tensor cimport TensorCore
+
+# The longest name of a parameter, buffer or module (or prefix of names) accepted: longer text is
+# a mistake, refused by name rather than carried into every state_dict key.
+NAME_CHARACTERS = 4096
 
 IncompatibleKeys = collections.namedtuple("IncompatibleKeys",
                                           ["missing_keys", "unexpected_keys"])
@@ -76,6 +80,23 @@ cdef object no_grad_block():
 
 cdef str child_name(str prefix, str name):
     return f"{prefix}.{name}" if prefix else name
+
+
+cdef str name_arg(object value, str argument):
+    """A name or prefix: a str of at most NAME_CHARACTERS characters."""
+    if not isinstance(value, str):
+        raise TypeError(f"{argument} must be a str, got {type(value).__name__}")
+    if len(value) > NAME_CHARACTERS:
+        raise ValueError(f"{argument} must be at most {NAME_CHARACTERS} characters long, got "
+                         f"{len(value)}")
+    return value
+
+
+cdef object tensor_arg(object value, str argument, str layer):
+    if not isinstance(value, TensorCore):
+        raise TypeError(f"{layer}: {argument} must be a tensorplay Tensor, got "
+                        f"{errors.shown(value)}")
+    return value
 
 
 class ModuleCore:
@@ -157,8 +178,7 @@ class ModuleCore:
     def _check_new_name(self, name, str what, str store):
         """PyTorch's checks of a name register_parameter(), register_buffer() or add_module()
         is given: a str, not empty, without a dot, and not already another attribute."""
-        if not isinstance(name, str):
-            raise TypeError(f"{what} name should be a string. Got {type(name).__name__}")
+        name_arg(name, "name")
         if name == "" or "." in name:
             raise KeyError(f"{what} name can't be empty or contain \".\", got {name!r}")
         if hasattr(self, name) and name not in self.__dict__[store]:
@@ -169,7 +189,7 @@ class ModuleCore:
         self._check_new_name(name, "parameter", "_parameters")
         if param is not None and not isinstance(param, ParameterCore):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
-                            f"'{name}' (tensorplay.nn.Parameter or None required)")
+                            f"'{name}' (param must be a tensorplay.nn.Parameter or None)")
         self.__dict__["_parameters"][name] = param
 
     def c_register_buffer(self, name, value):
@@ -177,19 +197,23 @@ class ModuleCore:
         self._check_new_name(name, "buffer", "_buffers")
         if value is not None and not isinstance(value, TensorCore):
             raise TypeError(f"cannot assign '{type(value).__name__}' object to buffer '{name}' "
-                            "(tensorplay.Tensor or None required)")
+                            "(tensor must be a tensorplay.Tensor or None)")
         self.__dict__["_buffers"][name] = value
 
     def c_add_module(self, name, module):
         self._stores("child modules")
         self._check_new_name(name, "module", "_modules")
         if module is not None and not isinstance(module, ModuleCore):
-            raise TypeError(f"{errors.shown(module)} is not a tensorplay.nn.Module subclass")
+            raise TypeError(f"module must be a tensorplay.nn.Module or None, got "
+                            f"{errors.shown(module)}")
         self.__dict__["_modules"][name] = module
 
     # -- what a Module is made of -------------------------------------------------------------
 
     def c_named_modules(self, prefix=""):
+        return self._walk(name_arg(prefix, "prefix"))
+
+    def _walk(self, str prefix):
         """Each Module once (the first name it is reached by), self first, depth first."""
         seen = set()
         pending = [(prefix, self)]
@@ -219,7 +243,7 @@ class ModuleCore:
     def _named_members(self, str store, str prefix, bint recurse):
         """(name, tensor) of store in every Module reached, each tensor once."""
         seen = set()
-        modules = self.c_named_modules(prefix) if recurse else iter([(prefix, self)])
+        modules = self._walk(prefix) if recurse else iter([(prefix, self)])
         for module_name, module in modules:
             for name, value in module.__dict__[store].items():
                 if value is None or id(value) in seen:
@@ -228,14 +252,14 @@ class ModuleCore:
                 yield child_name(module_name, name), value
 
     def c_named_parameters(self, prefix, recurse):
-        return self._named_members("_parameters", prefix, recurse)
+        return self._named_members("_parameters", name_arg(prefix, "prefix"), recurse)
 
     def c_parameters(self, recurse):
         for _, parameter in self._named_members("_parameters", "", recurse):
             yield parameter
 
     def c_named_buffers(self, prefix, recurse):
-        return self._named_members("_buffers", prefix, recurse)
+        return self._named_members("_buffers", name_arg(prefix, "prefix"), recurse)
 
     def c_buffers(self, recurse):
         for _, buffer in self._named_members("_buffers", "", recurse):
@@ -261,6 +285,7 @@ class ModuleCore:
                 parameter.grad.zero_()
 
     def c_to(self, device):
+        _device.tensor_device_arg(device, "device")  # checked even for a module with no tensor
         # Every tensor is moved before any is changed, so that a failed move (a bad device, no
         # GPU) leaves the module as it was.
         parameters = list(self.c_parameters(True))
@@ -406,6 +431,7 @@ class LinearCore(ModuleCore):
                 self.bias.uniform_(-bound, bound)
 
     def c_forward(self, input):
+        tensor_arg(input, "input", "Linear")
         output = input.matmul(self.weight.t())
         return output if self.bias is None else output + self.bias
 
@@ -418,7 +444,7 @@ class ReLUCore(ModuleCore):
     """max(x, 0), elementwise."""
 
     def c_forward(self, input):
-        return input.relu()
+        return tensor_arg(input, "input", "ReLU").relu()
 
 
 class SequentialCore(ModuleCore):
@@ -467,10 +493,9 @@ class DropoutCore(ModuleCore):
         self.p = p
 
     def c_forward(self, input):
+        tensor_arg(input, "input", "Dropout")
         if not self.training or self.p == 0:
             return input
-        if not isinstance(input, TensorCore):
-            raise TypeError(f"Dropout: input must be a tensor, got {errors.shown(input)}")
         mask = tensor.empty_like(input, None, None, False)
         if self.p == 1:
             return input * (<TensorCore>mask).c_zero_()

@@ -93,7 +93,7 @@ def test_registering_checks_names_and_values_first():
     model.plain = 1
     with pytest.raises(KeyError, match="attribute 'plain' already exists"):
         model.register_buffer("plain", tp.zeros(1))
-    with pytest.raises(TypeError, match="is not a tensorplay.nn.Module subclass"):
+    with pytest.raises(TypeError, match="module must be a tensorplay.nn.Module or None"):
         model.add_module("child", 3)
     assert list(model.parameters()) == [] and list(model.buffers()) == []
 
@@ -273,3 +273,16 @@ def test_to_the_same_device_changes_nothing():
     weight, pointer = model.first.weight, model.first.weight.data_ptr()
     assert model.to("cpu") is model
     assert model.first.weight is weight and weight.data_ptr() == pointer
+
+
+def test_layers_and_to_check_their_arguments_by_name():
+    with pytest.raises(TypeError, match="Linear: input must be a tensorplay Tensor, got 'x'"):
+        nn.Linear(2, 2)("x")
+    with pytest.raises(TypeError, match="ReLU: input must be a tensorplay Tensor"):
+        nn.ReLU()([1.0])
+    with pytest.raises(ValueError, match="device"):
+        nn.Module().to("tpu")  # refused even with nothing to move
+    with pytest.raises(ValueError, match="name must be at most 4096 characters long, got 5000"):
+        nn.Module().register_buffer("x" * 5000, None)
+    with pytest.raises(ValueError, match="prefix must be at most 4096 characters"):
+        nn.Module().named_parameters(prefix="x" * 5000)
