@@ -235,6 +235,8 @@ def _graphed(function, static_args, surface, forward, backward):
         if len(args) != count:
             raise TypeError(f"the graphed {name} takes {count} tensor argument(s), as its "
                             f"sample_args did, got {len(args)}")
+        # Without grad mode nothing is differentiated, so requires_grad need not match.
+        recording = tensorplay.is_grad_enabled()
         for index, (static, fresh) in enumerate(zip(static_args, args)):
             if not isinstance(fresh, tensorplay.Tensor):
                 raise TypeError(f"argument {index} of the graphed {name} must be a tensorplay "
@@ -243,7 +245,7 @@ def _graphed(function, static_args, surface, forward, backward):
                 raise ValueError(f"argument {index} of the graphed {name} must keep its sample's "
                                  f"shape {tuple(static.shape)} and dtype {static.dtype}, got "
                                  f"{tuple(fresh.shape)} {fresh.dtype}")
-            if fresh.requires_grad != static.requires_grad:
+            if recording and fresh.requires_grad != static.requires_grad:
                 raise ValueError(f"argument {index} of the graphed {name} must match its "
                                  f"sample's requires_grad ({static.requires_grad}), got "
                                  f"{fresh.requires_grad}: the backward graph computes "

@@ -152,6 +152,8 @@ def test_each_call_checks_count_shape_dtype_and_requires_grad(quiet_device):
     with pytest.raises(ValueError, match=r"must match its sample's requires_grad \(True\), got "
                                          "False"):
         graphed(batch(1))
+    with tp.no_grad():  # nothing is differentiated: requires_grad need not match
+        assert_close(graphed(batch(1)), batch(1) * 3)
 
 
 def test_outputs_that_need_no_grad_capture_no_backward_graph(quiet_device):

@@ -103,9 +103,10 @@ def make_graphed_callables(callables: Any, sample_args: Any, num_warmup_iters: i
     arguments that require grad and, for a Module, of its parameters.
 
     A graphed function takes tensors of its sample arguments' shapes,
-    dtypes and requires_grad (checked on every call), copies them into the
-    captured inputs and replays the forward graph; backward() through its
-    outputs replays the backward graph and delivers the gradients as any
+    dtypes and (while grad mode is on) requires_grad, checked on every
+    call; it copies them into the captured inputs and replays the forward
+    graph; backward() through its outputs replays the backward graph and
+    delivers the gradients as any
     operation's (accumulated into the parameters' .grad). Its cuda_graph
     and backward_graph attributes are the two CUDAGraphs (backward_graph
     is None when no output requires grad). A Module is returned itself,
