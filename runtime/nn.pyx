@@ -267,6 +267,17 @@ class ModuleCore:
 
     # -- modes, gradients and devices ---------------------------------------------------------
 
+    def c_training(self):
+        try:
+            return self.__dict__["training"]
+        except KeyError:  # before Module.__init__(): an attribute error, as for any attribute
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute 'training' "
+                                 "(call super().__init__() first)") from None
+
+    def c_set_training(self, mode):
+        # Kept in the instance dict: Module.__init__ and train() set it on every module.
+        self.__dict__["training"] = mode
+
     def c_train(self, mode):
         for module in self.c_modules():
             object.__setattr__(module, "training", mode)

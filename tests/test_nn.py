@@ -137,6 +137,10 @@ def test_train_and_eval_reach_every_module():
     assert not any(module.training for module in model.modules())
     model.train()
     assert all(module.training for module in model.modules())
+    model[0].training = False  # this module alone
+    assert [module.training for module in model.modules()] == [True, False, True, True]
+    with pytest.raises(TypeError, match="training must be a bool"):
+        model.training = 1
 
 
 def test_zero_grad_drops_or_zeroes_every_grad():

@@ -57,8 +57,7 @@ class Module:
 
     Subclass it: call super().__init__() first in __init__, assign Parameters, Modules and
     tensors registered with register_buffer() to attributes, and define forward(); calling
-    the module runs forward() and then the forward hooks. The training attribute (True after
-    construction) says whether the module is in training mode (train(), eval()).
+    the module runs forward() and then the forward hooks.
     """
 
     def __init__(self) -> None: ...
@@ -274,6 +273,13 @@ class Module:
         Returns:
             str: the class name, extra_repr() and the children, indented.
         """
+
+    @property
+    def training(self) -> bool:
+        """Whether the module is in training mode (True after construction); train() and eval() set it on every descendant too, assigning it sets this module's alone."""
+
+    @training.setter
+    def training(self, value: bool) -> None: ...
 
 
 class Linear(Module):

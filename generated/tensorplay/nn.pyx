@@ -64,8 +64,7 @@ class Module(_nn_classes.ModuleCore):
 
     Subclass it: call super().__init__() first in __init__, assign Parameters, Modules and
     tensors registered with register_buffer() to attributes, and define forward(); calling
-    the module runs forward() and then the forward hooks. The training attribute (True after
-    construction) says whether the module is in training mode (train(), eval()).
+    the module runs forward() and then the forward hooks.
     """
 
     def __init__(self):
@@ -303,6 +302,15 @@ class Module(_nn_classes.ModuleCore):
             str: the class name, extra_repr() and the children, indented.
         """
         return self.c_repr()
+
+    @property
+    def training(self):
+        """Whether the module is in training mode (True after construction); train() and eval() set it on every descendant too, assigning it sets this module's alone."""
+        return self.c_training()
+
+    @training.setter
+    def training(self, value):
+        self.c_set_training(_errors.bool_arg(value, 'training'))
 
 
 _public.register_class("ModuleCore", Module)
