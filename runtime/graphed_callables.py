@@ -219,7 +219,7 @@ def _graphed(function, static_args, surface, forward, backward):
                      if fresh.data_ptr() != static.data_ptr()]
             forward_graph.stage_and_launch([static for static, _ in pairs],
                                            [fresh for _, fresh in pairs])
-            return tuple(output.detach() for output in static_outputs)
+            return tuple([output.detach() for output in static_outputs])
 
         @staticmethod
         def backward(ctx, *grads):
@@ -229,7 +229,7 @@ def _graphed(function, static_args, surface, forward, backward):
                      if static is not None and grad.data_ptr() != static.data_ptr()]
             backward_graph.stage_and_launch([static for static, _ in pairs],
                                             [grad for _, grad in pairs])
-            return tuple(None if grad is None else grad.detach() for grad in static_grad_inputs)
+            return tuple([None if grad is None else grad.detach() for grad in static_grad_inputs])
 
     def graphed_callable(*args):
         if len(args) != count:

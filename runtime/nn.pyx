@@ -391,10 +391,12 @@ class ModuleCore:
             raise TypeError(f"{type(self).__name__} must define forward(), which calling the "
                             "module runs") from None
         output = forward(*args)
-        for hook in tuple(self.__dict__["_forward_hooks"].values()):
-            replaced = hook(self, args, output)
-            if replaced is not None:
-                output = replaced
+        hooks = self.__dict__["_forward_hooks"]
+        if hooks:  # most modules have none: no copy of the dict on every call
+            for hook in tuple(hooks.values()):  # a hook may remove itself
+                replaced = hook(self, args, output)
+                if replaced is not None:
+                    output = replaced
         return output
 
     def c_extra_repr(self):
