@@ -28,7 +28,10 @@ Note [Schema rules]
   the value checked by the property's type like a parameter. ``decorator: true`` makes a
   context manager (it declares ``__enter__`` and ``__exit__``, and its constructor needs no
   argument) usable as a decorator too: each call of the decorated function runs inside a new
-  instance, as PyTorch's no_grad.
+  instance, as PyTorch's no_grad. A ``kind: python`` class may also say ``subclass_of:
+  <class>``, a class the schema declares before it (nn.Linear of nn.Module, nn.Parameter of
+  Tensor): the generated class derives from its runtime class first and from that class second,
+  so that it is one (isinstance) and has its members without declaring them again.
 - Defaults say the common case once: a method's or property's ``impl`` is ``c_<name>`` unless
   given; a
   callable without ``returns`` returns None ("nothing."). A function that is another name for a
@@ -167,6 +170,8 @@ class Class:
     init_impl: str = "init"  # the core method the constructor calls
     # Members taken from the base unchanged: the generated base class defines them.
     inherited: frozenset[str] = frozenset()
+    # The schema class this one also derives from (subclass_of): (its module, its name).
+    subclass_of: Optional[tuple[str, str]] = None
 
     @property
     def summary(self) -> str:
@@ -352,6 +357,8 @@ class _Builder:
         self.built_bases: tuple[Base, ...] = ()
         self.shared_params: dict[str, LocatedMap] = {}
         self.used_params: set[str] = set()
+        # Classes built so far (name -> module), in schema order, for subclass_of.
+        self.declared_classes: dict[str, str] = {}
 
     def error(self, location: Location, message: str) -> None:
         self.diagnostics.append(Diagnostic(location, message))
@@ -798,11 +805,24 @@ class _Builder:
         # A class that extends a base takes its impl (an unknown base is reported by itself).
         self.check_keys(entry, what, ("name",) if "extends" in entry else ("name", "impl"),
                         ("doc", "kind", "extends", "init", "methods", "properties", "decorator",
-                         "impl"))
+                         "impl", "subclass_of"))
         kind = entry.get("kind", "extension")
         if kind not in CLASS_KINDS:
             self.error(entry.value_locations.get("kind", entry.location),
                        f"kind of {what} must be one of {', '.join(CLASS_KINDS)}, got {kind!r}")
+        subclass_of = None
+        if "subclass_of" in entry:
+            parent = self.text(entry, "subclass_of", what)
+            location = entry.value_locations["subclass_of"]
+            if kind != "python":
+                # An extension class has exactly one base, its core class.
+                self.error(location, f"subclass_of of {what} needs kind: python, got {kind!r}")
+            elif parent and parent not in self.declared_classes:
+                # The generated module imports it, so it must exist when the module runs.
+                self.error(location, f"subclass_of of {what} must name a class the schema "
+                                     f"declares before it, got {parent!r}")
+            elif parent:
+                subclass_of = (self.declared_classes[parent], parent)
         module, symbol = self.impl(entry, what)
         runtime = self.runtime.get(module)
         python = kind in ("exception", "python")
@@ -896,9 +916,10 @@ class _Builder:
                 self.error(entry.value_locations["decorator"],
                            f"{what} is a decorator, which makes a new instance for each call, so "
                            "its constructor must need no argument")
+        self.declared_classes[name] = scope
         return Class(name, kind, module, symbol, self.doc(entry, what), init,
                      tuple(m for m, _ in methods), tuple(p for p, _ in properties), extends,
-                     decorator, init_impl, inherited)
+                     decorator, init_impl, inherited, subclass_of)
 
     def variable(self, entry: LocatedMap, scope: str) -> Variable:
         name = self.name(entry, f"variable of {scope}", MODULE_RESERVED)
@@ -1088,7 +1109,8 @@ def normalise(modules: tuple[Module, ...], bases: tuple[Base, ...] = ()) -> dict
                 "methods": [function(m) for m in c.methods],
                 "properties": [prop(p) for p in c.properties],
                 **({"inherited": sorted(c.inherited)} if c.inherited else {}),
-                **({"decorator": True} if c.decorator else {})}
+                **({"decorator": True} if c.decorator else {}),
+                **({"subclass_of": ".".join(c.subclass_of)} if c.subclass_of else {})}
 
     return {"schema_version": SCHEMA_VERSION, "bases": [
         {"name": b.name, "impl": f"{b.impl_module}.{b.impl_name}", "doc": b.doc,

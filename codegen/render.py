@@ -163,6 +163,8 @@ class Renderer:
             names |= variable.type.names()
         for spelling in names & set(ARGUMENT_SPELLINGS):  # classes its stub alias mentions
             names |= set(re.findall(r"\w+", ARGUMENT_SPELLINGS[spelling][3].partition("=")[2]))
+        # A class derives from its subclass_of, which the stub names too.
+        names |= {c.subclass_of[1] for c in module.classes if c.subclass_of}
         local = {c.name for c in module.classes}
         return sorted((self.class_home[n], n) for n in names
                       if n in self.class_home and n not in local)
@@ -190,6 +192,9 @@ class Renderer:
                                            if c.kind in ("exception", "python")}),
             needs_warnings=any(f.deprecated for f in module.functions),
             needs_bases=any(c.extends for c in module.classes),
+            # Classes of other modules that classes here derive from (subclass_of).
+            parent_imports=sorted({c.subclass_of for c in module.classes
+                                   if c.subclass_of and c.subclass_of[0] != module.name}),
             needs_functools=any(c.decorator for c in module.classes),
             stub_imports=self.stub_imports(module),
             argument_aliases=self.argument_aliases(module),

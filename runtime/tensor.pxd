@@ -198,3 +198,6 @@ cdef void set_grad_enabled(bint enabled)
 # A view of tensor's memory with other sizes and strides (in elements), sharing its version.
 cdef object strided_view(TensorCore tensor, tuple sizes, tuple strides)
 cdef TensorCore reshaped(TensorCore tensor, tuple sizes)
+# Make target (a new tensor, or one being moved) see all of source's memory with its shape,
+# strides, dtype and version counter; its autograd state stays (nn.Parameter, Module.to()).
+cdef int alias_memory(TensorCore target, TensorCore source) except -1

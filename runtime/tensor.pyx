@@ -364,6 +364,19 @@ cdef object strided_view(TensorCore tensor, tuple sizes, tuple strides):
     return view
 
 
+cdef int alias_memory(TensorCore target, TensorCore source) except -1:
+    target.sizes = source.sizes
+    target.element_strides = source.element_strides
+    target.dtype_object = source.dtype_object
+    target.device_index = source.device_index
+    target.data = source.data
+    target.owner = source.owner
+    target.array = source.array
+    target.element_count = source.element_count
+    target.version = source.version
+    return 0
+
+
 cdef TensorCore reshaped(TensorCore tensor, tuple sizes):
     """A contiguous tensor seen in another shape of the same element count."""
     if tensor.sizes == sizes:

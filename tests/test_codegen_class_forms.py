@@ -133,3 +133,38 @@ def test_misdeclared_forms_are_located_errors(runtime_dir):
                "demo.GradModeCore declares no cdef method 'c_set_enable'" in m for m in messages)
     assert any("'tensorplay.no_grad' is a decorator, so it must declare __enter__" in m
                for m in messages)
+
+
+SUBCLASS = textwrap.indent(textwrap.dedent("""\
+    - name: Sum
+      kind: python
+      impl: demo.SumCore
+      subclass_of: Function
+      doc: A Function of its own.
+    """), "  ")
+
+
+def test_a_python_class_derives_from_the_class_it_is_a_subclass_of(runtime_dir, root):
+    (runtime_dir / "demo.pyx").write_text(DEMO_PYX + "\n\nclass SumCore(FunctionCore):\n"
+                                          "    pass\n")
+    api, wrapper, stub = render(runtime_dir, root, SCHEMA + SUBCLASS)
+    assert api.module("tensorplay").classes[-1].subclass_of == ("tensorplay", "Function")
+    # Its own runtime class first (its members win), then the public class it is one of.
+    assert "class Sum(_demo_classes.SumCore, Function):" in wrapper
+    assert "class Sum(Function):" in stub
+    compile(stub, "__init__.pyi", "exec")
+
+
+def test_subclass_of_must_name_an_earlier_class_and_a_python_kind(runtime_dir):
+    (runtime_dir / "demo.pyx").write_text(DEMO_PYX + "\n\nclass SumCore(FunctionCore):\n"
+                                          "    pass\n")
+    later = SCHEMA.replace("  - name: Function\n", SUBCLASS + "  - name: Function\n")
+    with pytest.raises(SchemaError) as raised:
+        build_api(later, runtime_dir)
+    assert any("subclass_of of 'tensorplay.Sum' must name a class the schema declares before "
+               "it, got 'Function'" in str(d) for d in raised.value.diagnostics)
+    extension = SCHEMA + SUBCLASS.replace("kind: python", "kind: extension")
+    with pytest.raises(SchemaError) as raised:
+        build_api(extension, runtime_dir)
+    assert any("subclass_of of 'tensorplay.Sum' needs kind: python, got 'extension'" in str(d)
+               for d in raised.value.diagnostics)

@@ -12,6 +12,8 @@ from tensorplay.cuda import Stream
 from tensorplay import accelerator as accelerator
 from tensorplay import autograd as autograd
 from tensorplay import cuda as cuda
+from tensorplay import nn as nn
+from tensorplay import optim as optim
 
 _DeviceLike: TypeAlias = device | str | int | None
 _TensorDeviceLike: TypeAlias = device | str | int | None
@@ -58,6 +60,8 @@ __all__ = [
     "accelerator",
     "autograd",
     "cuda",
+    "nn",
+    "optim",
 ]
 
 

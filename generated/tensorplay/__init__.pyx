@@ -59,6 +59,8 @@ __all__ = [
     "accelerator",
     "autograd",
     "cuda",
+    "nn",
+    "optim",
 ]
 
 
@@ -1646,3 +1648,5 @@ globals()["float64"] = _dtypes.named_dtype("float64")
 from tensorplay import accelerator
 from tensorplay import autograd
 from tensorplay import cuda
+from tensorplay import nn
+from tensorplay import optim

@@ -97,16 +97,28 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
     live workload; modules may not carry hooks or trainable buffers;
     arguments must keep their order and shapes.
 
-    This build graphs the forward pass of functions: each callable is
-    warmed up num_warmup_iters times on a side stream, then captured on
-    that stream into its own CUDAGraph, in the order given, all sharing
-    one private pool. A graphed callable takes tensors of its sample
-    arguments' shapes and dtypes, copies them into the captured inputs,
-    replays, and returns the captured outputs: the same tensors on every
-    call, overwritten by the next one (clone them to keep them). Its
-    cuda_graph attribute is the CUDAGraph. The callables must return a
-    Tensor or a tuple of Tensors. Sample arguments that require grad are
-    refused until gradients arrive with autograd.
+    Each callable is warmed up num_warmup_iters times on a side stream
+    (forward, and the gradients of its outputs that require grad), then its
+    forward graph is captured on that stream, in the order given, and the
+    backward graphs in reverse order, all in one pool (the given one, or a
+    new one). The backward graph computes the gradients of the sample
+    arguments that require grad and, for a Module, of its parameters.
+
+    A graphed function takes tensors of its sample arguments' shapes,
+    dtypes and (while grad mode is on) requires_grad, checked on every
+    call; it copies them into the captured inputs and replays the forward
+    graph; backward() through its outputs replays the backward graph and
+    delivers the gradients as any
+    operation's (accumulated into the parameters' .grad). Its cuda_graph
+    and backward_graph attributes are the two CUDAGraphs (backward_graph
+    is None when no output requires grad). A Module is returned itself,
+    its forward replaced by the graphed one while the module is in the
+    training mode it was captured in (its own forward runs otherwise);
+    parameters and buffers must not be added or removed afterwards.
+
+    The outputs, and the gradients the backward graph returns, are views
+    of the same memory on every call, overwritten by the next one (clone
+    them to keep them). Gradients of gradients are not supported.
 
     Args:
         callables: function or tensorplay.nn.Module, or a tuple of them in live-workload order.
@@ -120,14 +132,19 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
         capture_error_mode: see CUDAGraph.capture_begin().
 
     Returns:
-        Any: the graphed callables, in the same structure as callables.
+        Any: the graphed callables, in the same structure as callables: a function for each
+            function, the module itself (its forward replaced) for each Module.
 
     Raises:
-        TypeError: a callable is not callable, sample_args hold something other than tuples of
-            tensorplay Tensors, or a callable returned something other than a Tensor or a tuple of
-            Tensors.
-        ValueError: sample_args do not pair with callables, a sample tensor is not a CUDA
-            tensor, sample tensors span devices, or a sample argument requires grad.
+        TypeError: a callable is neither callable nor a Module, sample_args hold something other
+            than tuples of tensorplay Tensors, or a callable returned something other than a Tensor
+            or a tuple of Tensors.
+        ValueError: sample_args do not pair with callables; a sample tensor or a module's
+            parameter is not a CUDA tensor, or they span devices; a module carries forward hooks (on
+            itself or a submodule) or a buffer that requires grad; a callable returned outputs that
+            require grad while none of its sample arguments or parameters does.
+        RuntimeError: an input that requires grad is unused and allow_unused_input is False
+            (from autograd.grad()), or a capture failed.
     """
     return _graph.make_graphed_callables(callables, sample_args, _errors.int_arg(num_warmup_iters, 'num_warmup_iters', 0, 2147483647), _errors.bool_arg(allow_unused_input, 'allow_unused_input'), _graph.pool_arg(pool, 'pool'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')))
 

@@ -1,0 +1,198 @@
+"""make_graphed_callables forward and backward on a real GPU: a small MLP's graphed outputs and
+gradients equal the eager ones over many iterations with fresh inputs and dropout, and match
+PyTorch's on the same weights and inputs; functions with inputs that require grad; chained
+callables sharing a pool; allow_unused_input; the checks made on every call."""
+import numpy
+import pytest
+
+import tensorplay as tp
+from tensorplay import accelerator, nn
+from tensorplay.cuda import graphs
+
+pytestmark = pytest.mark.gpu
+
+
+def mlp(dropout=0.0):
+    layers = [nn.Linear(16, 32), nn.ReLU()]
+    if dropout:
+        layers.append(nn.Dropout(dropout))
+    return nn.Sequential(*layers, nn.Linear(32, 4)).to("cuda")
+
+
+def twin(model, make):
+    """A second model from make() with model's weights."""
+    other = make()
+    other.load_state_dict(model.state_dict())
+    return other
+
+
+def batch(seed, shape=(8, 16), requires_grad=False):
+    values = numpy.random.default_rng(seed).standard_normal(shape)
+    return tp.tensor(values, dtype=tp.float32, device="cuda", requires_grad=requires_grad)
+
+
+def step(model, x, seed):
+    """One training iteration from a seeded generator: outputs (cloned) and every gradient."""
+    model.zero_grad()
+    tp.manual_seed(seed)
+    output = model(x)
+    (output * output).mean().backward()
+    return output.detach().clone(), [p.grad.clone() for p in model.parameters()]
+
+
+def assert_close(mine, theirs, rtol=1e-5, atol=1e-6):
+    accelerator.synchronize()
+    assert numpy.allclose(mine.cpu().numpy(), theirs.cpu().numpy(), rtol=rtol, atol=atol)
+
+
+def test_graphed_mlp_with_dropout_equals_eager_over_many_iterations(quiet_device):
+    tp.manual_seed(0)
+    model = mlp(dropout=0.25)
+    eager = twin(model, lambda: mlp(dropout=0.25))
+    graphed = graphs.make_graphed_callables(model, (batch(0),))
+    assert graphed is model  # a Module is graphed in place
+    outputs = set()
+    for iteration in range(20):
+        x = batch(iteration + 1)  # a fresh input each time
+        graphed_output, graphed_grads = step(model, x, seed=1000 + iteration)
+        eager_output, eager_grads = step(eager, x, seed=1000 + iteration)
+        assert_close(graphed_output, eager_output)
+        for mine, theirs in zip(graphed_grads, eager_grads):
+            assert_close(mine, theirs)
+        outputs.add(graphed_output.cpu().numpy().tobytes())
+    assert len(outputs) == 20  # fresh inputs and fresh dropout masks reached the graph
+
+
+def test_graphed_module_replays_without_running_its_python(quiet_device):
+    calls = []
+
+    class Counting(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.Linear(16, 4)
+
+        def forward(self, x):
+            calls.append(1)
+            return self.layer(x)
+
+    model = Counting().to("cuda")
+    graphs.make_graphed_callables(model, (batch(0),), num_warmup_iters=2)
+    assert len(calls) == 3  # two warm-ups and the capture
+    model(batch(1)).sum().backward()
+    model(batch(2)).sum().backward()
+    assert len(calls) == 3
+    assert model.forward.cuda_graph is not None and model.forward.backward_graph is not None
+    assert model.forward.cuda_graph.pool_id == model.forward.backward_graph.pool_id
+    model.eval()  # another mode than the capture's: the module's own forward runs
+    model(batch(3))
+    assert len(calls) == 4
+
+
+def test_graphed_function_gradients_reach_inputs_that_require_grad(quiet_device):
+    def function(a, b):
+        return (a * b).relu(), a + 1
+
+    graphed = graphs.make_graphed_callables(function, (batch(0, requires_grad=True),
+                                                       batch(1, requires_grad=True)))
+    for seed in range(5):
+        a, b = batch(10 + seed, requires_grad=True), batch(20 + seed, requires_grad=True)
+        product, shifted = graphed(a, b)
+        (product.sum() + (shifted * shifted).sum()).backward()
+        graphed_grads = (a.grad.clone(), b.grad.clone())
+        a.grad = b.grad = None
+        product, shifted = function(a, b)
+        (product.sum() + (shifted * shifted).sum()).backward()
+        assert_close(graphed_grads[0], a.grad)
+        assert_close(graphed_grads[1], b.grad)
+
+
+def test_chained_callables_share_a_pool_and_backpropagate_through_both(quiet_device):
+    tp.manual_seed(1)
+    first = nn.Sequential(nn.Linear(16, 32), nn.ReLU()).to("cuda")
+    second = nn.Linear(32, 4).to("cuda")
+    eager_first = twin(first, lambda: nn.Sequential(nn.Linear(16, 32), nn.ReLU()).to("cuda"))
+    eager_second = twin(second, lambda: nn.Linear(32, 4).to("cuda"))
+    hidden = batch(0, shape=(8, 32), requires_grad=True)  # first's output requires grad
+    graphs.make_graphed_callables((first, second), ((batch(0),), (hidden,)))
+    assert first.forward.cuda_graph.pool_id == second.forward.backward_graph.pool_id
+    parameters = list(first.parameters()) + list(second.parameters())
+    eager_parameters = list(eager_first.parameters()) + list(eager_second.parameters())
+    for seed in range(5):
+        x = batch(seed + 1)
+        for one, two, group in ((first, second, parameters),
+                                (eager_first, eager_second, eager_parameters)):
+            for parameter in group:
+                parameter.grad = None
+            (two(one(x)) ** 2).sum().backward()
+        for mine, theirs in zip(parameters, eager_parameters):
+            assert_close(mine.grad, theirs.grad)
+
+
+def test_allow_unused_input_is_passed_to_autograd(quiet_device):
+    def uses_first(a, b):
+        return a * 2
+
+    samples = (batch(0, requires_grad=True), batch(1, requires_grad=True))
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+        graphs.make_graphed_callables(uses_first, samples)
+    graphed = graphs.make_graphed_callables(uses_first, samples, allow_unused_input=True)
+    a, b = batch(2, requires_grad=True), batch(3, requires_grad=True)
+    graphed(a, b).sum().backward()
+    assert_close(a.grad, tp.full((8, 16), 2.0, device="cuda"))
+    assert b.grad is None
+
+
+def test_each_call_checks_count_shape_dtype_and_requires_grad(quiet_device):
+    graphed = graphs.make_graphed_callables(lambda a: a * 3, (batch(0, requires_grad=True),))
+    with pytest.raises(TypeError, match=r"takes 1 tensor argument\(s\), as its sample_args "
+                                        "did, got 2"):
+        graphed(batch(1), batch(2))
+    with pytest.raises(ValueError, match=r"must keep its sample's shape \(8, 16\)"):
+        graphed(batch(1, shape=(4, 16), requires_grad=True))
+    with pytest.raises(ValueError, match=r"must match its sample's requires_grad \(True\), got "
+                                         "False"):
+        graphed(batch(1))
+    with tp.no_grad():  # nothing is differentiated: requires_grad need not match
+        assert_close(graphed(batch(1)), batch(1) * 3)
+
+
+def test_outputs_that_need_no_grad_capture_no_backward_graph(quiet_device):
+    graphed = graphs.make_graphed_callables(lambda a: a + 1, (batch(0),))
+    assert graphed.backward_graph is None
+    out = graphed(batch(1))
+    assert not out.requires_grad
+
+
+def test_graphed_mlp_matches_pytorch_on_the_same_weights_and_inputs(quiet_device):
+    torch = pytest.importorskip("torch")
+    tp.manual_seed(0)
+    model = mlp()
+    reference = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                                    torch.nn.Linear(32, 4)).cuda()
+    # PyTorch's names, shapes and order, so the weights copy across by name.
+    assert [(name, tuple(p.shape)) for name, p in model.named_parameters()] == \
+        [(name, tuple(p.shape)) for name, p in reference.named_parameters()]
+    with torch.no_grad():
+        for name, value in model.state_dict().items():
+            reference.state_dict()[name].copy_(torch.from_numpy(value.cpu().numpy()))
+    graphs.make_graphed_callables(model, (batch(0),))
+    for seed in range(5):
+        values = numpy.random.default_rng(seed + 1).standard_normal((8, 16)).astype("float32")
+        output, grads = step(model, tp.tensor(values, device="cuda"), seed=seed)
+        reference.zero_grad()
+        expected = reference(torch.from_numpy(values).cuda())
+        (expected * expected).mean().backward()
+        assert numpy.allclose(output.cpu().numpy(), expected.detach().cpu().numpy(),
+                              rtol=1e-4, atol=1e-5)
+        for mine, theirs in zip(grads, reference.parameters()):
+            assert numpy.allclose(mine.cpu().numpy(), theirs.grad.cpu().numpy(),
+                                  rtol=1e-4, atol=1e-5)
+
+
+def test_linear_initialisation_matches_pytorchs_distribution():
+    torch = pytest.importorskip("torch")
+    ours = nn.Linear(64, 512).weight.numpy()
+    theirs = torch.nn.Linear(64, 512).weight.detach().numpy()
+    # Same range and moments of U(-1/8, 1/8) (different generators, so not the same draws).
+    assert abs(ours.min() - theirs.min()) < 1e-3 and abs(ours.max() - theirs.max()) < 1e-3
+    assert abs(ours.std() - theirs.std()) < 2e-3

@@ -1,0 +1,169 @@
+"""tensorplay.optim.SGD: PyTorch's update rule with momentum and weight decay, its argument
+errors, and (marked gpu) a whole training step (forward, loss, backward, step) captured into one
+CUDA graph that trains exactly like the eager loop."""
+import numpy
+import pytest
+
+import tensorplay as tp
+from tensorplay import nn, optim
+
+
+def sgd_reference(start, grads, lr, momentum, weight_decay):
+    """PyTorch's SGD (torch/optim/sgd.py, dampening 0, no nesterov) in numpy."""
+    param, buffer = start.copy(), None
+    for grad in grads:
+        grad = grad + weight_decay * param
+        if momentum:
+            buffer = grad.copy() if buffer is None else momentum * buffer + grad
+            grad = buffer
+        param = param - lr * grad
+    return param
+
+
+@pytest.mark.parametrize("momentum, weight_decay", [(0, 0), (0.9, 0), (0.9, 0.01), (0, 0.1)])
+def test_step_follows_pytorchs_rule(momentum, weight_decay):
+    rng = numpy.random.default_rng(0)
+    start = rng.standard_normal((3, 2))
+    grads = [rng.standard_normal((3, 2)) for _ in range(4)]
+    param = nn.Parameter(tp.tensor(start.copy(), dtype=tp.float64))
+    optimizer = optim.SGD([param], lr=0.1, momentum=momentum, weight_decay=weight_decay)
+    for grad in grads:
+        param.grad = tp.tensor(grad, dtype=tp.float64)
+        optimizer.step()
+    assert numpy.allclose(param.numpy(), sgd_reference(start, grads, 0.1, momentum,
+                                                       weight_decay), rtol=1e-12, atol=1e-12)
+
+
+def test_step_skips_parameters_without_grad_and_keeps_their_address():
+    used, unused = nn.Parameter(tp.ones(2)), nn.Parameter(tp.ones(2))
+    optimizer = optim.SGD([used, unused], lr=0.5, momentum=0.9)
+    pointer = used.data_ptr()
+    (used * 2).sum().backward()
+    optimizer.step()
+    assert used.tolist() == [0.0, 0.0] and unused.tolist() == [1.0, 1.0]
+    assert used.data_ptr() == pointer  # updated in place, as a captured step needs
+
+
+def test_param_groups_settings_apply_to_later_steps():
+    param = nn.Parameter(tp.ones(1))
+    optimizer = optim.SGD([param], lr=1.0)
+    optimizer.param_groups[0]["lr"] = 0.25
+    param.grad = tp.ones(1)
+    optimizer.step()
+    assert param.tolist() == [0.75]
+
+
+def test_zero_grad_drops_or_zeroes_the_grads():
+    param = nn.Parameter(tp.ones(2))
+    optimizer = optim.SGD([param])
+    param.grad = tp.ones(2)
+    grad = param.grad
+    optimizer.zero_grad(set_to_none=False)
+    assert param.grad is grad and grad.tolist() == [0.0, 0.0]
+    optimizer.zero_grad()
+    assert param.grad is None
+
+
+def test_arguments_are_checked_with_pytorchs_messages():
+    param = nn.Parameter(tp.ones(1))
+    with pytest.raises(TypeError, match="should be an iterable of Tensors or dicts, but got a "
+                                        "Tensor"):
+        optim.SGD(param)
+    with pytest.raises(ValueError, match="optimizer got an empty parameter list"):
+        optim.SGD([])
+    with pytest.raises(TypeError, match=r"optimizer can only optimize Tensors, but params\[1\] "
+                                        "is int"):
+        optim.SGD([param, 3])
+    with pytest.raises(ValueError, match=r"can't optimize a non-leaf Tensor \(params\[0\]\)"):
+        optim.SGD([param * 2])
+    with pytest.raises(ValueError, match=r"params\[1\] appears more than once"):
+        optim.SGD([param, param])
+    with pytest.raises(ValueError, match="Invalid learning rate: -1.0"):
+        optim.SGD([param], lr=-1.0)
+    with pytest.raises(ValueError, match="Invalid momentum value: -0.5"):
+        optim.SGD([param], momentum=-0.5)
+    with pytest.raises(ValueError, match="Invalid weight_decay value: -0.1"):
+        optim.SGD([param], weight_decay=-0.1)
+    with pytest.raises(TypeError, match="lr"):
+        optim.SGD([param], lr="fast")
+
+
+def test_momentum_enabled_later_needs_a_new_optimizer():
+    param = nn.Parameter(tp.ones(1))
+    optimizer = optim.SGD([param])
+    optimizer.param_groups[0]["momentum"] = 0.9
+    param.grad = tp.ones(1)
+    with pytest.raises(RuntimeError, match="made with momentum=0"):
+        optimizer.step()
+    assert param.tolist() == [1.0]
+
+
+# -- a whole training step as one CUDA graph ---------------------------------------------------
+
+
+def regression_batches(count, seed=0):
+    rng = numpy.random.default_rng(seed)
+    truth = rng.standard_normal((8, 1))
+    for _ in range(count):
+        x = rng.standard_normal((32, 8))
+        yield (tp.tensor(x, dtype=tp.float32, device="cuda"),
+               tp.tensor(x @ truth, dtype=tp.float32, device="cuda"))
+
+
+def mse(prediction, target):
+    return ((prediction - target) ** 2).mean()
+
+
+@pytest.mark.gpu
+def test_a_captured_training_step_trains_like_the_eager_loop(quiet_device):
+    from tensorplay import cuda
+    tp.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)).to("cuda")
+    initial = {name: value.clone() for name, value in model.state_dict().items()}
+    batches = list(regression_batches(60))
+
+    # Eager reference.
+    eager_model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)).to("cuda")
+    eager_model.load_state_dict(initial)
+    eager_optimizer = optim.SGD(eager_model.parameters(), lr=0.05, momentum=0.9,
+                                weight_decay=1e-4)
+    eager_losses = []
+    for x, y in batches:
+        eager_optimizer.zero_grad()
+        loss = mse(eager_model(x), y)
+        loss.backward()
+        eager_optimizer.step()
+        eager_losses.append(loss.item())
+
+    # Warm up on a side stream (kernels compiled outside the capture), then start over.
+    static_x, static_y = batches[0][0].clone(), batches[0][1].clone()
+    side = cuda.Stream()
+    side.wait_stream(cuda.current_stream())
+    with cuda.stream(side):
+        warm = optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+        for _ in range(3):
+            warm.zero_grad()
+            mse(model(static_x), static_y).backward()
+            warm.step()
+    cuda.current_stream().wait_stream(side)
+    model.load_state_dict(initial)
+    optimizer = optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+    optimizer.zero_grad()  # the captured backward allocates each grad from the graph's pool
+
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        static_loss = mse(model(static_x), static_y)
+        static_loss.backward()
+        optimizer.step()
+    graphed_losses = []
+    for x, y in batches:
+        static_x.copy_(x)
+        static_y.copy_(y)
+        graph.replay()
+        graphed_losses.append(static_loss.item())
+
+    assert numpy.allclose(graphed_losses, eager_losses, rtol=1e-4, atol=1e-6)
+    assert graphed_losses[-1] < 0.05 * graphed_losses[0]  # it converges
+    for (name, mine), theirs in zip(model.state_dict().items(),
+                                    eager_model.state_dict().values()):
+        assert tp.allclose(mine, theirs, rtol=1e-4, atol=1e-6), name
