@@ -12,9 +12,10 @@ The pages, relative to the site's root (served under /docs/):
   so a cross-reference may use either. The module pages' descriptions are unindexed copies.
 - api/types.md: the argument spellings (Device, GraphPool, ...) that signatures use, declared
   as py:type so that every name in a signature links somewhere.
-Signatures spell every schema class by its qualified name and the pages set no current module,
-so a name resolves to exactly one object: a builtin such as bool must not resolve to the dtype
-tensorplay.bool, nor int to the method Tensor.int.
+Signatures spell every schema class by its qualified name. Sphinx looks the type names of a
+signature up loosely (any indexed object whose name ends in .bool answers bool), so the module
+variables (the dtypes tensorplay.bool, tensorplay.float32, ...) are listed on their module page
+but not declared as Python objects: declared, every bool in a signature would link the dtype.
 
 Note [Links in docs]
 The schema's docs are plain text. Two forms in them become cross-references: a qualified name
@@ -75,8 +76,6 @@ class SiteRenderer:
                 self.targets.add(entry.name)
                 if entry.kind == "class":
                     self.targets |= {f"{entry.name}.{m}" for m in self.members(entry.item)}
-        for module in self.api.modules:
-            self.targets |= {f"{module.name}.{v.name}" for v in module.variables}
 
     def home(self, module: str, name: str) -> str:
         """The module that declares name, following re-exports from module."""
