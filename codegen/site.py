@@ -11,7 +11,8 @@ The pages, relative to the site's root (served under /docs/):
   own beside tensorplay.accelerator.graphs.Graph, which it links, and both names are indexed,
   so a cross-reference may use either. The module pages' descriptions are unindexed copies.
 - api/types.md: the argument spellings (Device, GraphPool, ...) that signatures use, declared
-  as py:type so that every name in a signature links somewhere.
+  as py:type so that every name in a signature links somewhere (Sphinx 9 and later resolve a
+  signature's names to py:type declarations; earlier versions do not).
 Signatures spell every schema class by its qualified name. Sphinx looks the type names of a
 signature up loosely (any indexed object whose name ends in .bool answers bool), so the module
 variables (the dtypes tensorplay.bool, tensorplay.float32, ...) are listed on their module page
