@@ -25,16 +25,18 @@ def build(out: Path) -> Path:
     sys.path.insert(0, str(ROOT))
     from codegen.__main__ import main as codegen
 
-    src, html = out / "src", out / "html"
+    src, html, doctrees = out / "src", out / "html", out / "doctrees"
     # Fresh folders each time: a page whose object left the schema must not linger.
-    shutil.rmtree(src, ignore_errors=True)
-    shutil.rmtree(html, ignore_errors=True)
+    for folder in (src, html, doctrees):
+        shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(DOCS, src, ignore=shutil.ignore_patterns("build.py", "__pycache__"))
     status = codegen(["docs", "--format", "site", "--docs-out", str(src), "--quiet"])
     if status:
         raise SystemExit(f"python -m codegen docs --format site failed (exit status {status})")
-    # -W --keep-going: report every warning, then fail.
-    status = build_main(["-W", "--keep-going", "-q", "-b", "html", str(src), str(html)])
+    # -W --keep-going: report every warning, then fail. -d: Sphinx's cache stays out of the
+    # folder that is published.
+    status = build_main(["-W", "--keep-going", "-q", "-b", "html", "-d", str(doctrees),
+                         str(src), str(html)])
     if status:
         raise SystemExit(f"sphinx-build failed (exit status {status}); the warnings above say why")
     return html

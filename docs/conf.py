@@ -11,7 +11,6 @@ myst_enable_extensions = ["colon_fence", "fieldlist"]
 # Headings get anchors to the third level, so that links such as design.md#capture-rules work.
 myst_heading_anchors = 3
 source_suffix = {".md": "markdown"}
-exclude_patterns = ["build.py"]
 
 # Every cross-reference must resolve: with nitpicky, an unresolved one is a warning, and the
 # build treats warnings as errors (docs/design.md, "Docs site").
@@ -21,11 +20,7 @@ python_use_unqualified_type_names = True
 
 html_theme = "pydata_sphinx_theme"
 html_title = "tensorplay"
-html_theme_options = {
-    "navbar_align": "left",
-    # The theme links no external services unless told to: the site works offline.
-    "icon_links": [],
-}
+html_theme_options = {"navbar_align": "left"}
 # No source links or "last updated" stamps: the output depends on the sources alone.
 html_show_sourcelink = False
 html_copy_source = False
