@@ -20,12 +20,13 @@ but not declared as Python objects: declared, every bool in a signature would li
 
 Note [Links in docs]
 The schema's docs are plain text. Two forms in them become cross-references: a qualified name
-the schema declares (tensorplay.cuda.CUDAGraph), and a call such as reset() or CUDAGraph.capture_begin(), looked up as a member of
-the class being described, a public name of the current module, a member of a schema class
-(Class.member()) or a function of a tensorplay module (autograd.grad()). Anything else stays
-text: the names of other projects (tensorplay.nn.Module, which tensorplay lacks) and the calls
-users write themselves (forward()). Sphinx runs with nitpicky and warnings as errors, so a link
-made here that does not resolve fails the build.
+the schema declares (tensorplay.cuda.CUDAGraph), and a call such as reset() or
+CUDAGraph.capture_begin(), looked up as a member of the class being described, a public name
+of the current module, a member of a schema class (Class.member()) or a function of a
+tensorplay module (autograd.grad()). Anything else stays text: the names of other projects
+(tensorplay.nn.Module, which tensorplay lacks) and the calls users write themselves
+(forward()). Sphinx runs with nitpicky and warnings as errors, so a link made here that does
+not resolve fails the build.
 """
 from __future__ import annotations
 
@@ -40,10 +41,16 @@ from .types import ARGUMENT_SPELLINGS, BUILTINS
 MARKER = f"{MARKER_TEXT} — DO NOT EDIT; run: python docs/build.py"
 # Builtin names of the schema that are not Python builtins: documented on the types page.
 SITE_TYPES = ("Path", "Unset")
+# Characters that are markup in MyST inline text; a doc's are escaped.
+INLINE_MARKUP = re.compile(r"([\\`*_<\[\]{}|])")
 # What a doc may link (Note [Links in docs]): a qualified name, called or not, or a call
 # written as name() or owner.name().
 NAME = re.compile(r"(?P<qualified>\btensorplay(?:\.[A-Za-z_]\w*)+)(?:\(\))?"
                   r"|(?<![\w.])(?P<call>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)\(\)")
+
+
+def escape(text: str) -> str:
+    return INLINE_MARKUP.sub(r"\\\1", text)
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ class SiteRenderer:
         self.api = renderer.api
         self.env = renderer.env
         self.class_home = renderer.class_home
+        self.package = renderer.package
         self.entries = {m.name: self.module_entries(m) for m in self.api.modules}
         # Every name the site indexes, which a doc may link.
         self.targets: set[str] = {m.name for m in self.api.modules}
@@ -111,25 +119,25 @@ class SiteRenderer:
         if tail and head in self.class_home:
             candidates.append(f"{self.class_home[head]}.{name}")
         if tail:
-            candidates.append(f"{self.api.modules[0].name}.{name}")
+            candidates.append(f"{self.package}.{name}")
         return next((c for c in candidates if c in self.targets), None)
 
     def text(self, doc: str, module: str, owner: Optional[str] = None) -> str:
-        """A schema doc as MyST: markup characters escaped, names linked."""
-        # The docs are plain text: '<' would open an HTML tag, a leading '>' or '#' a quote or
-        # a heading.
-        doc = re.sub(r"^(\s*)([>#])", r"\1\\\2", doc.replace("<", r"\<"), flags=re.M)
-
-        def link(match: re.Match) -> str:
-            if match.group("qualified"):
-                target = match.group("qualified") if match.group("qualified") in self.targets \
-                    else None
+        """A schema doc as MyST: names linked, the rest escaped, as the docs are plain text
+        (__dlpack__ is not bold, <MulBackward> not an HTML tag, a leading > not a quote)."""
+        out, last = [], 0
+        for match in NAME.finditer(doc):
+            out.append(escape(doc[last:match.start()]))
+            qualified = match.group("qualified")
+            if qualified:
+                target = qualified if qualified in self.targets else None
             else:
                 target = self.resolve_call(match.group("call"), module, owner)
-            text = match.group(0)
-            return f"{{py:obj}}`{text} <{target}>`" if target else text
-
-        return NAME.sub(link, doc)
+            out.append(f"{{py:obj}}`{match.group(0)} <{target}>`" if target
+                       else escape(match.group(0)))
+            last = match.end()
+        out.append(escape(doc[last:]))
+        return re.sub(r"^(\s*)([>#])", r"\1\\\2", "".join(out), flags=re.M)
 
     def line(self, doc: str, module: str, owner: Optional[str] = None) -> str:
         """A doc on one line, for a field list entry (:param x: ...)."""

@@ -68,3 +68,5 @@ def test_a_call_names_the_member_of_the_class_described_first(site):
 def test_markup_in_a_plain_text_doc_is_escaped(site):
     assert site.text("for example <MulBackward>\n> not a quote", "tensorplay") == \
         "for example \\<MulBackward>\n\\> not a quote"
+    assert site.text("any object with __dlpack__, or *args", "tensorplay") == \
+        "any object with \\_\\_dlpack\\_\\_, or \\*args"
