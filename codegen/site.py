@@ -83,7 +83,7 @@ class SiteRenderer:
         for entries in self.entries.values():
             for entry in entries:
                 self.targets.add(entry.name)
-                if entry.kind == "class":
+                if isinstance(entry.item, Class):
                     self.targets |= {f"{entry.name}.{m}" for m in self.members(entry.item)}
 
     def home(self, module: str, name: str) -> str:
@@ -95,14 +95,14 @@ class SiteRenderer:
 
     def module_entries(self, module: Module) -> list[Entry]:
         """Functions, then classes, each in schema order with the re-exports after them."""
+        reexported = [(self.api.find(module.name, r.name), self.home(module.name, r.name))
+                      for r in module.reexports]
         entries = [Entry("function", f, module.name, module.name) for f in module.functions]
-        entries += [Entry("function", self.api.find(module.name, r.name), module.name,
-                          self.home(module.name, r.name)) for r in module.reexports
-                    if isinstance(self.api.find(module.name, r.name), Function)]
+        entries += [Entry("function", item, module.name, home) for item, home in reexported
+                    if isinstance(item, Function)]
         entries += [Entry("class", c, module.name, module.name) for c in module.classes]
-        entries += [Entry("class", self.api.find(module.name, r.name), module.name,
-                          self.home(module.name, r.name)) for r in module.reexports
-                    if isinstance(self.api.find(module.name, r.name), Class)]
+        entries += [Entry("class", item, module.name, home) for item, home in reexported
+                    if isinstance(item, Class)]
         return entries
 
     @staticmethod
