@@ -25,6 +25,7 @@ import jinja2
 from .load import SchemaError, read_text, shown
 from .model import build_api
 from .render import FIX_COMMAND, Output, Renderer, drift, write_outputs
+from .site import SiteRenderer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,10 +80,14 @@ def make_parser() -> argparse.ArgumentParser:
     command("generate", "write generated/ (the default)")
     command("check", "fail with a diff when generated/ is stale")
     command("list", "print the paths generate writes")
-    docs = command("docs", "write the reference pages, or the schema as JSON")
-    docs.add_argument("--format", choices=("md", "json"), default="md")
+    docs = command("docs", "write the reference pages, the docs site's pages, or the schema "
+                           "as JSON")
+    docs.add_argument("--format", choices=("md", "site", "json"), default="md",
+                      help="md: the reference pages; site: the MyST pages of the docs site "
+                           "(docs/build.py builds it); json: the normalised schema")
     docs.add_argument("--docs-out", type=Path, default=None,
-                      help="directory for the Markdown pages (default: <out>/reference)")
+                      help="directory for the pages (default: <out>/reference; required with "
+                           "--format site)")
     return parser
 
 
@@ -126,9 +131,17 @@ def run(args: argparse.Namespace) -> int:
         if path is not None and path.exists() and not path.is_dir():
             raise UsageError(f"{option} {shown(str(path))}: not a directory; name the folder "
                              "the generated files go to")
+    site = command == "docs" and args.format == "site"
+    if site and args.docs_out is None:
+        raise UsageError("docs --format site: name the folder the pages go to with --docs-out")
     renderer = Renderer(api, args.templates)
     try:
-        outputs = renderer.render_references() if command == "docs" else renderer.render_all()
+        if site:
+            outputs = SiteRenderer(renderer).render()
+        elif command == "docs":
+            outputs = renderer.render_references()
+        else:
+            outputs = renderer.render_all()
     except UnicodeDecodeError:  # Jinja reads templates as UTF-8
         raise not_utf8(args.templates, ("**/*.j2",)) from None
     if command == "docs":

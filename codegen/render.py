@@ -19,7 +19,7 @@ import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
 import jinja2
 
@@ -41,8 +41,10 @@ BASES_DOC = "The schema's bases, each rendered once: the public classes that ext
 
 
 def signature(params: Iterable[Param], *, annotate: str = "", self_param: bool = False,
-              shadowed: frozenset[str] = frozenset()) -> str:
-    """Render a parameter list; annotate is "" (wrappers), "stub" or "reference"."""
+              shadowed: frozenset[str] = frozenset(),
+              class_home: Optional[dict[str, str]] = None) -> str:
+    """Render a parameter list; annotate is "" (wrappers), "stub", "reference" or "site" (the
+    docs site, whose class names are qualified through class_home)."""
     parts = ["self"] if self_param else []
     params = list(params)
     star_written = False
@@ -58,6 +60,8 @@ def signature(params: Iterable[Param], *, annotate: str = "", self_param: bool =
             text += f": {param.type.annotation(shadowed)}"
         elif annotate == "reference":
             text += f": {param.type.display()}"
+        elif annotate == "site":
+            text += f": {param.type.qualified(class_home or {})}"
         if param.has_default:
             text += f" = {param.default!r}" if annotate else f"={param.default!r}"
         parts.append(text)

@@ -177,6 +177,15 @@ class TypeExpr:
             return f"{self.name}[{', '.join(arg.display() for arg in self.args)}]"
         return self.name
 
+    def qualified(self, class_home: dict[str, str]) -> str:
+        """The display spelling with each schema class named by its module (class_home maps a
+        class to the module declaring it), so that the docs site links it wherever it appears."""
+        if self.name == "|":
+            return " | ".join(arg.qualified(class_home) for arg in self.args)
+        if self.args:
+            return f"{self.name}[{', '.join(arg.qualified(class_home) for arg in self.args)}]"
+        return f"{class_home[self.name]}.{self.name}" if self.name in class_home else self.name
+
 
 def parse_type(text: str, known_classes: frozenset[str]) -> TypeExpr:
     """Parse a schema type; raise TypeSyntaxError naming the problem."""
