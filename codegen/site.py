@@ -24,7 +24,7 @@ the schema declares (tensorplay.cuda.CUDAGraph), and a call such as reset() or
 CUDAGraph.capture_begin(), looked up as a member of the class being described, a public name
 of the current module, a member of a schema class (Class.member()) or a function of a
 tensorplay module (autograd.grad()). Anything else stays text: the names of other projects
-(tensorplay.nn.Module, which tensorplay lacks) and the calls users write themselves
+(tensorplay.amp.autocast, which tensorplay lacks) and the calls users write themselves
 (forward()). Sphinx runs with nitpicky and warnings as errors, so a link made here that does
 not resolve fails the build.
 """
