@@ -2,6 +2,8 @@
 """Errors: CUDA failures name the CUDA error and the call; missing devices say so plainly."""
 import os
 
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+
 from cuda.bindings cimport cydriver, cyruntime
 from cuda.bindings.cydriver cimport CUDA_SUCCESS, CUresult
 from cuda.bindings.cyruntime cimport cudaError_t, cudaSuccess
@@ -91,6 +93,18 @@ cdef str _bound_text(object bound):
 
 cdef object int_arg(object value, str argument, object low, object high):
     """An int from low to high (both included), as the schema's `range:` declares it."""
+    cdef long long number, lowest, highest
+    cdef int overflow = 0
+    # The common case in C: an exact int and bounds that fit in 64 signed bits (bool is a
+    # subclass, so it is not exact); anything else takes the general path below.
+    if PyLong_CheckExact(value):
+        number = PyLong_AsLongLongAndOverflow(value, &overflow)
+        if overflow == 0:
+            lowest = PyLong_AsLongLongAndOverflow(low, &overflow)
+            if overflow == 0:
+                highest = PyLong_AsLongLongAndOverflow(high, &overflow)
+                if overflow == 0 and lowest <= number <= highest:
+                    return value
     if isinstance(value, bool) or not isinstance(value, int):
         _wrong_type(value, argument, "an int")
     if not low <= value <= high:
