@@ -214,23 +214,31 @@ def rounded_div_gradient(Node node, tuple grads):
 
 
 def pow_gradient(Node node, tuple grads):
+    # PyTorch's pow_backward: the exponent's gradient is 0 where the exponent is 0 (also at a
+    # zero base, where b * a ** (b - 1) would be nan); the base's is 0 where the base is 0 and
+    # the exponent >= 0 (where a ** b * log(a) would be nan), -inf times g where it is < 0.
     cdef TensorCore g = grads[0]
     cdef TensorCore a = node.saved[0]
     b = node.saved[1]
     if node.state:  # scalar b ** tensor a: d/da = b ** a * log(b)
-        log_base = math.log(b) if b > 0 else (0.0 if b == 0 else math.nan)
-        return (g.c_mul((<TensorCore>a.c_rpow(b)).c_mul(log_base)), None)
+        log_base = math.log(b) if b > 0 else (-math.inf if b == 0 else math.nan)
+        gradient = g.c_mul((<TensorCore>a.c_rpow(b)).c_mul(log_base))
+        if b == 0:
+            gradient = tensor.where(a.c_ge(0), 0, gradient)
+        return (gradient, None)
     grad_a = grad_b = None
     if wanted(node, 0):
         if isinstance(b, TensorCore):
-            grad_a = g.c_mul((<TensorCore>a.c_pow((<TensorCore>b).c_sub(1))).c_mul(b))
+            grad_a = tensor.where((<TensorCore>b).c_eq(0), 0, g.c_mul(
+                (<TensorCore>a.c_pow((<TensorCore>b).c_sub(1))).c_mul(b)))
         elif b == 0:  # d/da a**0 = 0, also at a = 0
             grad_a = zeros_of(node.inputs_meta[0])
         else:
             grad_a = g.c_mul((<TensorCore>a.c_pow(b - 1)).c_mul(b))
-    if wanted(node, 1):  # d/db a**b = a**b * log(a), taken as 0 where a == 0 (PyTorch's choice)
-        grad_b = tensor.where(a.c_eq(0), 0,
-                              g.c_mul((<TensorCore>a.c_pow(b)).c_mul(a.c_log())))
+    if wanted(node, 1):  # d/db a**b = a**b * log(a)
+        gradient = g.c_mul((<TensorCore>a.c_pow(b)).c_mul(a.c_log()))
+        grad_b = tensor.where(a.c_eq(0), tensor.where((<TensorCore>b).c_ge(0), 0, gradient),
+                              gradient)
     return (grad_a, grad_b)
 
 

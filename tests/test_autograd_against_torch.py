@@ -1,0 +1,616 @@
+"""The same programs in tensorplay and in PyTorch (CPU), compared: outputs, their dtypes and
+shapes, every leaf's .grad, the results of autograd.grad, and the errors (type and the key part
+of the message). PyTorch is only an oracle here: the module is skipped without it."""
+import itertools
+
+import numpy
+import pytest
+
+import tensorplay as tp
+from tensorplay import autograd
+
+torch = pytest.importorskip("torch")
+
+DTYPES = {"float32": (tp.float32, torch.float32), "float64": (tp.float64, torch.float64)}
+ALL_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32",
+              "float64"]
+
+
+def tp_dtype(name):
+    return getattr(tp, name)
+
+
+def torch_dtype(name):
+    return getattr(torch, name)
+
+
+def values(shape, seed, kind="signed"):
+    rng = numpy.random.default_rng(seed)
+    if kind == "positive":
+        return rng.uniform(0.5, 2.0, shape)
+    if kind == "distinct":
+        count = int(numpy.prod(shape))
+        return (rng.permutation(count).astype(float) / 3.0 - 1.0).reshape(shape)
+    return rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+def as_numpy(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().numpy()
+    return numpy.array(value.tolist(), dtype=str(value.dtype).split(".")[-1]).reshape(
+        value.shape)
+
+
+def assert_same_tensor(got, expected, what, rtol=1e-6, atol=1e-9):
+    assert got is not None and expected is not None or got is expected is None, (
+        f"{what}: {got!r} against PyTorch's {expected!r}")
+    if expected is None:
+        return
+    assert tuple(got.shape) == tuple(expected.shape), (
+        f"{what}: shape {tuple(got.shape)}, PyTorch's {tuple(expected.shape)}")
+    assert str(got.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1], (
+        f"{what}: dtype {got.dtype}, PyTorch's {expected.dtype}")
+    assert got.requires_grad == expected.requires_grad, (
+        f"{what}: requires_grad {got.requires_grad}, PyTorch's {expected.requires_grad}")
+    numpy.testing.assert_allclose(as_numpy(got).astype(float), as_numpy(expected).astype(float),
+                                  rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+
+
+def run_both(program, arrays, dtype="float64", grad=(), rtol=1e-6, atol=1e-9, seed=1):
+    """program(module, *leaves) in tensorplay and in PyTorch, with leaves made from arrays (all
+    requiring grad unless grad names the indices that do); compares the outputs, then the
+    leaves' .grad after backward() of a random weighting of every output."""
+    tp_type, torch_type = DTYPES[dtype]
+    wanted = range(len(arrays)) if grad == () else grad
+    ours = [tp.tensor(a, dtype=tp_type, requires_grad=i in wanted) for i, a in enumerate(arrays)]
+    theirs = [torch.tensor(a, dtype=torch_type, requires_grad=i in wanted)
+              for i, a in enumerate(arrays)]
+    got, expected = program(tp, *ours), program(torch, *theirs)
+    got = got if isinstance(got, tuple) else (got,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert len(got) == len(expected)
+    tp_loss, torch_loss = None, None
+    for index, (g, e) in enumerate(zip(got, expected)):
+        assert_same_tensor(g, e, f"output {index}", rtol, atol)
+        if e.requires_grad:
+            weights = numpy.random.default_rng(seed + index).standard_normal(tuple(e.shape))
+            term_tp = (g * tp.tensor(weights, dtype=tp_type)).sum()
+            term_torch = (e * torch.tensor(weights, dtype=torch_type)).sum()
+            tp_loss = term_tp if tp_loss is None else tp_loss + term_tp
+            torch_loss = term_torch if torch_loss is None else torch_loss + term_torch
+    if torch_loss is not None:
+        torch_loss.backward()
+        tp_loss.backward()
+    for index, (ours_leaf, their_leaf) in enumerate(zip(ours, theirs)):
+        assert_same_tensor(ours_leaf.grad, their_leaf.grad, f"grad of input {index}", rtol, atol)
+    return ours, theirs
+
+
+def same_error(tp_call, torch_call, fragment=None):
+    """Both calls raise; tensorplay's error is an instance of PyTorch's error type; the message
+    holds fragment (a part of PyTorch's message) when given."""
+    with pytest.raises(Exception) as theirs:
+        torch_call()
+    with pytest.raises(Exception) as ours:
+        tp_call()
+    assert isinstance(ours.value, type(theirs.value)), (
+        f"tensorplay raised {type(ours.value).__name__}: {ours.value}; PyTorch raised "
+        f"{type(theirs.value).__name__}: {theirs.value}")
+    if fragment is not None:
+        assert fragment in str(theirs.value), f"PyTorch says: {theirs.value}"
+        assert fragment in str(ours.value), f"tensorplay says: {ours.value}"
+
+
+# -- broadcasting elementwise ops -------------------------------------------------------------
+
+
+def random_broadcast_pair(rng):
+    """Two shapes that broadcast (with 0-d, size-1 and size-0 dimensions)."""
+    ndim = int(rng.integers(0, 4))
+    full = [int(rng.choice([0, 1, 2, 3])) if rng.random() < 0.1 else int(rng.integers(1, 4))
+            for _ in range(ndim)]
+    shapes = []
+    for _ in range(2):
+        drop = int(rng.integers(0, ndim + 1))
+        shape = [1 if rng.random() < 0.3 else size for size in full[drop:]]
+        shapes.append(tuple(shape))
+    return shapes
+
+
+BINARY = {
+    "add": lambda m, a, b: a + b,
+    "sub": lambda m, a, b: a - b,
+    "mul": lambda m, a, b: a * b,
+    "div": lambda m, a, b: a / b,
+    "pow": lambda m, a, b: a.abs() ** b,
+    "add alpha": lambda m, a, b: a.add(b, alpha=2.5),
+    "sub alpha": lambda m, a, b: a.sub(b, alpha=-1.5),
+    "where": lambda m, a, b: m.where(a > b, a, b),
+    "clamp min": lambda m, a, b: a.clamp(min=b),
+    "clamp max": lambda m, a, b: a.clamp(max=b),
+    "reused": lambda m, a, b: a * b + a * a - b / (a.abs() + 1) + b,
+}
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+@pytest.mark.parametrize("seed", range(12))
+def test_binary_ops_broadcast_and_reduce_gradients(name, seed):
+    rng = numpy.random.default_rng(seed)
+    a_shape, b_shape = random_broadcast_pair(rng)
+    run_both(BINARY[name], [values(a_shape, seed), values(b_shape, seed + 100)])
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary_ops_on_non_contiguous_operands(name):
+    def program(m, a, b):
+        return BINARY[name](m, a.transpose(0, 1)[:, 1:], b[:, ::2].unsqueeze(-1).expand(3, 2, 2))
+    run_both(program, [values((3, 3, 2), 0), values((3, 4), 1)])
+
+
+UNARY = {
+    "neg": lambda a: -a, "abs": lambda a: a.abs(), "relu": lambda a: a.relu(),
+    "sin": lambda a: a.sin(), "cos": lambda a: a.cos(), "exp": lambda a: a.exp(),
+    "sqrt": lambda a: a.abs().sqrt(), "log": lambda a: a.abs().log(),
+    "rsub": lambda a: 2.0 - a, "rdiv": lambda a: 3.0 / a, "rpow": lambda a: 2.0 ** a,
+    "scalar pow": lambda a: a ** 3, "half pow": lambda a: a.abs() ** 0.5,
+    "zero pow": lambda a: a ** 0, "negative pow": lambda a: a ** -2,
+    "clone": lambda a: a.clone(), "sum": lambda a: a.sum(), "mean": lambda a: a.mean(),
+    "max": lambda a: a.max(), "min": lambda a: a.min(),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+@pytest.mark.parametrize("shape", [(), (1,), (3,), (2, 3), (2, 1, 3)])
+def test_unary_ops(name, shape):
+    kind = "distinct" if name in ("max", "min") else "signed"
+    run_both(lambda m, a: UNARY[name](a), [values(shape, 3, kind)])
+
+
+@pytest.mark.parametrize("name", [name for name in UNARY if name not in ("max", "min")])
+def test_unary_ops_on_empty_and_non_contiguous(name):
+    run_both(lambda m, a: UNARY[name](a), [values((0, 3), 3)])
+    run_both(lambda m, a: UNARY[name](a.t()[1:]), [values((2, 3), 3)])
+
+
+# -- reductions ---------------------------------------------------------------------------
+
+
+REDUCTION_DIMS = [None, 0, -1, 1, (0, 2), (-1, 0), [1], (), (0, 1, 2), (-3,)]
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize("dim", REDUCTION_DIMS, ids=str)
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("shape", [(2, 3, 4), (2, 1, 0)])
+def test_reductions_over_dims(op, dim, keepdim, shape):
+    def program(m, a):
+        reduce = getattr(a, op)
+        if dim is None:
+            return reduce() if not keepdim else reduce(dim=None, keepdim=True)
+        return reduce(dim, keepdim=keepdim)
+    if dim is None and keepdim:
+        pytest.skip("sum(dim=None, keepdim=True) is newer than some PyTorch versions")
+    run_both(program, [values(shape, 4)])
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize("dim", [None, 0, -1, ()], ids=str)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_reductions_of_0d_tensors(op, dim, keepdim):
+    def program(m, a):
+        if dim is None:
+            return getattr(a, op)()
+        return getattr(a, op)(dim, keepdim=keepdim)
+    run_both(program, [values((), 4)])
+
+
+# -- views ----------------------------------------------------------------------------------
+
+
+VIEWS = {
+    "t": lambda a: a.t(),
+    "transpose": lambda a: a.transpose(0, -1),
+    "transpose same": lambda a: a.transpose(1, 1),
+    "unsqueeze": lambda a: a.unsqueeze(-1) * a.unsqueeze(1),
+    "expand": lambda a: a.unsqueeze(1).expand(-1, 4, -1) * 2,
+    "expand lead": lambda a: a.expand(2, 3, 2) + a,
+    "view": lambda a: a.view(-1) * 3,
+    "reshape": lambda a: a.t().reshape(6),
+    "getitem": lambda a: a[1] * a[:, 0:1] + a[-1, 1:],
+    "detach": lambda a: a * a.detach(),
+    "chain": lambda a: a.t().unsqueeze(0).expand(2, 2, 3).transpose(0, 2).sum((0, 1)),
+}
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_views(name):
+    run_both(lambda m, a: VIEWS[name](a), [values((3, 2), 5)])
+
+
+def test_t_of_small_tensors():
+    run_both(lambda m, a, b: (a.t() * 2, b.t() * 3), [values((), 0), values((3,), 1)])
+
+
+# -- matmul ---------------------------------------------------------------------------------
+
+
+MATMUL_SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)),
+                 ((2, 2, 3), (2, 3, 4)), ((2, 2, 3), (3, 4)), ((2, 3), (2, 3, 4)),
+                 ((1, 2, 3), (2, 3, 4)), ((2, 2, 3), (1, 3, 4)), ((2, 2, 3), (3,)),
+                 ((3,), (2, 3, 4)), ((0, 3), (3, 2)), ((2, 0), (0, 3)), ((0,), (0,)),
+                 ((2, 0, 3), (3, 1))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("a_shape, b_shape", MATMUL_SHAPES, ids=str)
+def test_matmul(dtype, a_shape, b_shape):
+    tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else {}
+    run_both(lambda m, a, b: a @ b, [values(a_shape, 6), values(b_shape, 7)], dtype=dtype,
+             **tolerance)
+    run_both(lambda m, a, b: a.matmul(b), [values(a_shape, 6), values(b_shape, 7)], dtype=dtype,
+             grad=(1,), **tolerance)
+
+
+def test_matmul_of_transposed_operands():
+    run_both(lambda m, a, b: a.t() @ b.transpose(-1, -2), [values((3, 2), 0), values((2, 4, 3), 1)])
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((2, 3), (4,)), ((2, 2, 3), (3, 2, 4)),
+                                              ((2, 3), (2, 4)), ((), (3,))], ids=str)
+def test_matmul_errors(a_shape, b_shape):
+    same_error(lambda: tp.ones(a_shape) @ tp.ones(b_shape),
+               lambda: torch.ones(a_shape) @ torch.ones(b_shape))
+
+
+# -- pow ------------------------------------------------------------------------------------
+
+
+POW_CASES = {
+    "negative base, integer exponents": ([-2.0, -1.0, -0.5, 0.5, 3.0], [2.0, 3.0, -1.0, 0.0,
+                                                                        -2.0]),
+    "zero base": ([0.0, 0.0, 0.0, 0.0, 0.0], [2.0, 1.0, 0.5, 0.0, -1.0]),
+    "zero exponent": ([0.0, -1.0, 2.0, 0.0, 5.0], [0.0, 0.0, 0.0, 0.0, 0.0]),
+    "fractional": ([0.5, 1.5, 2.5, 4.0, 9.0], [0.5, -0.5, 1.5, 2.5, -1.5]),
+}
+
+
+@pytest.mark.parametrize("case", list(POW_CASES))
+def test_pow_with_tensor_exponents(case):
+    base, exponent = POW_CASES[case]
+    run_both(lambda m, a, b: a ** b, [numpy.array(base), numpy.array(exponent)])
+    run_both(lambda m, a, b: a.pow(b), [numpy.array(base), numpy.array(exponent)], grad=(0,))
+    run_both(lambda m, a, b: a.pow(b), [numpy.array(base), numpy.array(exponent)], grad=(1,))
+
+
+@pytest.mark.parametrize("exponent", [0, 1, 2, 3, -1, -2, 0.5, -0.5, 2.5, 0.0, 1.0])
+def test_pow_with_scalar_exponents(exponent):
+    run_both(lambda m, a: a ** exponent, [numpy.array([-2.0, -0.5, 0.0, 0.5, 3.0])])
+    run_both(lambda m, a: a.pow(exponent), [numpy.array([-2.0, -0.5, 0.0, 0.5, 3.0])])
+
+
+@pytest.mark.parametrize("base", [2.0, 0.5, 0.0, -2.0, 1, 0, 3])
+def test_pow_with_scalar_bases(base):
+    run_both(lambda m, a: base ** a, [numpy.array([-2.0, -0.5, 0.0, 0.5, 3.0])])
+
+
+# -- dtypes of results ------------------------------------------------------------------------
+
+
+def make_pair(name, shape_a=(2, 3), shape_b=(3,)):
+    rng = numpy.random.default_rng(0)
+    a = rng.integers(1, 5, shape_a) * rng.choice([-1, 1], shape_a)
+    b = rng.integers(1, 5, shape_b)
+    if name == "bool":
+        a, b = a > 0, b > 2
+    elif name == "uint8":
+        a = numpy.abs(a)
+    return ((tp.tensor(a, dtype=tp_dtype(name)), tp.tensor(b, dtype=tp_dtype(name))),
+            (torch.tensor(a, dtype=torch_dtype(name)), torch.tensor(b, dtype=torch_dtype(name))))
+
+
+DTYPE_OPS = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b, "floor div": lambda a, b: a.div(b, rounding_mode="floor"),
+    "trunc div": lambda a, b: a.div(b, rounding_mode="trunc"),
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+    "scalar int": lambda a, b: a * 2, "scalar float": lambda a, b: a * 2.5,
+    "scalar div": lambda a, b: a / 2, "rdiv": lambda a, b: 2 / b,
+    "scalar eq": lambda a, b: a == 1, "scalar lt float": lambda a, b: a < 1.5,
+    "where": lambda a, b: (tp if isinstance(a, tp.Tensor) else torch).where(a > 0, a, b),
+    "sum": lambda a, b: a.sum(), "sum dim": lambda a, b: a.sum(0),
+    "mean": lambda a, b: a.mean(), "mean dim": lambda a, b: a.mean(1, keepdim=True),
+    "neg": lambda a, b: -a, "abs": lambda a, b: a.abs(),
+    "pow scalar": lambda a, b: a ** 2, "pow tensor": lambda a, b: a.abs() ** b,
+    "rpow": lambda a, b: 2 ** b, "max": lambda a, b: a.max(), "min": lambda a, b: a.min(),
+    "clamp": lambda a, b: a.clamp(0, 2), "sqrt": lambda a, b: b.sqrt(),
+    "exp": lambda a, b: b.exp(), "relu": lambda a, b: a.relu(),
+    "matmul": lambda a, b: a @ b,
+}
+
+
+# Refused on purpose (docs/design.md, "Autograd", differences from PyTorch): arithmetic on bool
+# tensors, and matmul of anything but float32 and float64; each with a TypeError saying so.
+BOOL_ARITHMETIC = {"add", "sub", "mul", "div", "floor div", "trunc div", "scalar int",
+                   "scalar float", "scalar div", "rdiv", "neg", "abs", "pow scalar", "pow tensor",
+                   "rpow", "clamp", "relu", "matmul"}
+
+
+def refused_on_purpose(op, dtype):
+    return (op == "matmul" and dtype not in ("float32", "float64")) or (
+        dtype == "bool" and op in BOOL_ARITHMETIC)
+
+
+@pytest.mark.parametrize("op", list(DTYPE_OPS))
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_result_dtypes_and_errors_match(op, dtype):
+    (a, b), (ta, tb) = make_pair(dtype)
+    if refused_on_purpose(op, dtype):
+        with pytest.raises(TypeError, match="not supported|supports float32 or float64"):
+            DTYPE_OPS[op](a, b)
+        return
+    try:
+        expected = DTYPE_OPS[op](ta, tb)
+    except Exception as error:  # PyTorch refuses: so must we, with an error of its type
+        with pytest.raises(Exception) as ours:
+            DTYPE_OPS[op](a, b)
+        assert isinstance(ours.value, type(error)), (
+            f"tensorplay raised {type(ours.value).__name__}: {ours.value}; PyTorch raised "
+            f"{type(error).__name__}: {error}")
+        return
+    got = DTYPE_OPS[op](a, b)
+    assert_same_tensor(got, expected, f"{op} on {dtype}", rtol=1e-3, atol=1e-3)
+
+
+# -- autograd API and errors ------------------------------------------------------------------
+
+
+def test_grad_accumulates_at_a_fixed_address():
+    ours, theirs = run_both(lambda m, w, x: (w * x).sum() + (w * w).sum(),
+                            [values((3,), 0), values((2, 3), 1)], grad=(0,))
+    address = ours[0].grad.data_ptr()
+    (ours[0] * 2).sum().backward()
+    (theirs[0] * 2).sum().backward()
+    assert ours[0].grad.data_ptr() == address
+    assert_same_tensor(ours[0].grad, theirs[0].grad, "accumulated grad")
+
+
+def test_backward_twice_through_a_freed_graph():
+    for program in (lambda m, x: (x * x).sum(), lambda m, x: (x.exp()).sum(),
+                    lambda m, x: (x ** 2).sum(), lambda m, x: (x / 2.0).sum()):
+        x, tx = tp.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+        y, ty = program(tp, x), program(torch, tx)
+        y.backward()
+        ty.backward()
+        same_error(y.backward, ty.backward, "Trying to backward through the graph a second time")
+
+
+@pytest.mark.parametrize("name", ["neg", "add", "sum", "mean", "t", "expand", "add scalar",
+                                  "mul scalar", "div scalar", "sub"])
+def test_backward_twice_when_nothing_was_saved(name):
+    program = {"neg": lambda x: (-x).sum(), "add": lambda x: (x + x).sum(),
+               "sum": lambda x: x.sum(), "mean": lambda x: x.mean(),
+               "t": lambda x: x.t().sum(), "expand": lambda x: x.expand(2, 3).sum(),
+               "add scalar": lambda x: (x + 2).sum(), "mul scalar": lambda x: (x * 2).sum(),
+               "div scalar": lambda x: (x / 2).sum(), "sub": lambda x: (x - x * 0).sum()}[name]
+    x, tx = tp.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+    y, ty = program(x), program(tx)
+    ty.backward()
+    y.backward()
+    try:
+        ty.backward()
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="second time"):
+            y.backward()
+    else:
+        y.backward()
+    assert_same_tensor(x.grad, tx.grad, "grad")
+
+
+def test_retain_graph_allows_a_second_backward():
+    x, tx = tp.tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    y, ty = (x * x * x).sum(), (tx * tx * tx).sum()
+    y.backward(retain_graph=True)
+    ty.backward(retain_graph=True)
+    y.backward()
+    ty.backward()
+    assert_same_tensor(x.grad, tx.grad, "grad")
+
+
+def test_in_place_change_of_a_saved_tensor():
+    def program(m, w, a):
+        return (w * a).sum()
+    w, tw = tp.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    a, ta = tp.ones(2), torch.ones(2)
+    y, ty = program(tp, w, a), program(torch, tw, ta)
+    a.add_(1)
+    ta.add_(1)
+    same_error(y.backward, ty.backward, "modified by an inplace operation")
+
+
+def test_in_place_change_of_a_saved_output():
+    # exp saves its output in PyTorch: changing the input (under no_grad) is fine there.
+    w, tw = tp.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    y, ty = w.exp().sum(), tw.exp().sum()
+    with tp.no_grad():
+        w.mul_(2)
+    with torch.no_grad():
+        tw.mul_(2)
+    ty.backward()
+    y.backward()
+    assert_same_tensor(w.grad, tw.grad, "grad")
+
+
+def test_grad_of_a_non_scalar_needs_grad_outputs():
+    x, tx = tp.ones(2, 3, requires_grad=True), torch.ones(2, 3, requires_grad=True)
+    same_error(lambda: (x * 2).backward(), lambda: (tx * 2).backward(),
+               "grad can be implicitly created only for scalar outputs")
+    same_error(lambda: autograd.grad(x * 2, x), lambda: torch.autograd.grad(tx * 2, tx),
+               "grad can be implicitly created only for scalar outputs")
+
+
+def test_grad_with_grad_outputs_and_allow_unused():
+    x, tx = tp.tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0],
+                                                                    requires_grad=True)
+    u, tu = tp.ones(1, requires_grad=True), torch.ones(1, requires_grad=True)
+    g = numpy.array([[0.5, -1.0], [2.0, 3.0]])
+    ours = autograd.grad(x * x.unsqueeze(1), (x, u), grad_outputs=tp.tensor(g, dtype=tp.float32),
+                         allow_unused=True, retain_graph=True)
+    theirs = torch.autograd.grad(tx * tx.unsqueeze(1), (tx, tu),
+                                 grad_outputs=torch.tensor(g, dtype=torch.float32),
+                                 allow_unused=True)
+    assert_same_tensor(ours[0], theirs[0], "grad")
+    assert ours[1] is None and theirs[1] is None
+    assert x.grad is None
+    y, ty = (x * 2).sum(), (tx * 2).sum()
+    same_error(lambda: autograd.grad(y, [u], retain_graph=True),
+               lambda: torch.autograd.grad(ty, [tu], retain_graph=True),
+               "appears to not have been used in the graph")
+    same_error(lambda: autograd.grad(y, [tp.ones(1)]), lambda: torch.autograd.grad(ty, [
+        torch.ones(1)]), "does not require grad")
+    # A non-leaf input, and an output that is an input.
+    z, tz = x * 3, tx * 3
+    ours = autograd.grad((z * z).sum(), [z, x])
+    theirs = torch.autograd.grad((tz * tz).sum(), [tz, tx])
+    for got, expected in zip(ours, theirs):
+        assert_same_tensor(got, expected, "grad")
+    ours = autograd.grad(x.sum(), x)
+    theirs = torch.autograd.grad(tx.sum(), tx)
+    assert_same_tensor(ours[0], theirs[0], "grad")
+
+
+def test_grad_with_several_outputs_and_none_grad_outputs():
+    x, tx = tp.tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0],
+                                                                    requires_grad=True)
+    ours = autograd.grad([(x * x).sum(), (x * 3).sum()], [x], grad_outputs=[None, None])
+    theirs = torch.autograd.grad([(tx * tx).sum(), (tx * 3).sum()], [tx],
+                                 grad_outputs=[None, None])
+    assert_same_tensor(ours[0], theirs[0], "grad")
+
+
+def test_create_graph_is_refused_clearly():
+    x = tp.ones(2, requires_grad=True)
+    with pytest.raises((ValueError, RuntimeError, NotImplementedError),
+                       match="create_graph=True is not supported"):
+        autograd.grad((x * x).sum(), x, create_graph=True)
+
+
+def test_requires_grad_on_integer_and_bool_dtypes():
+    for name in ("int64", "int32", "bool", "uint8"):
+        same_error(lambda: tp.zeros(2, dtype=tp_dtype(name), requires_grad=True),
+                   lambda: torch.zeros(2, dtype=torch_dtype(name), requires_grad=True),
+                   "floating point dtype can require gradients")
+        same_error(lambda: tp.zeros(2, dtype=tp_dtype(name)).requires_grad_(),
+                   lambda: torch.zeros(2, dtype=torch_dtype(name)).requires_grad_(),
+                   "floating point dtype can require gradients")
+
+        def set_attribute(t):
+            t.requires_grad = True
+        same_error(lambda: set_attribute(tp.zeros(2, dtype=tp_dtype(name))),
+                   lambda: set_attribute(torch.zeros(2, dtype=torch_dtype(name))),
+                   "floating point dtype can require gradients")
+    # requires_grad_(False) on an integer tensor is allowed in both
+    assert not tp.zeros(2, dtype=tp.int64).requires_grad_(False).requires_grad
+
+
+def test_in_place_on_leaf_requiring_grad():
+    x, tx = tp.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    same_error(lambda: x.add_(1), lambda: tx.add_(1), "a leaf Variable that requires grad")
+    same_error(lambda: x.mul_(2), lambda: tx.mul_(2), "a leaf Variable that requires grad")
+
+
+def test_grad_mode():
+    x, tx = tp.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    with tp.no_grad():
+        y = x * 2
+        with tp.enable_grad():
+            z = x * 2
+    with torch.no_grad():
+        ty = tx * 2
+        with torch.enable_grad():
+            tz = tx * 2
+    assert y.requires_grad == ty.requires_grad and z.requires_grad == tz.requires_grad
+    assert y.grad_fn is None and y.is_leaf == ty.is_leaf
+
+    @tp.no_grad()
+    def f(a):
+        return a * 2
+
+    @torch.no_grad()
+    def tf(a):
+        return a * 2
+    assert f(x).requires_grad == tf(tx).requires_grad
+    d, td = (x * 2).detach(), (tx * 2).detach()
+    assert d.requires_grad == td.requires_grad and d.is_leaf == td.is_leaf
+    assert d.grad_fn is None
+
+
+def test_detach_shares_memory_and_version():
+    x, tx = tp.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    y, ty = (x * x).sum(), (tx * tx).sum()
+    d, td = x.detach(), tx.detach()
+    d.add_(1)
+    td.add_(1)
+    assert x.tolist() == tx.tolist()
+    same_error(y.backward, ty.backward, "modified by an inplace operation")
+
+
+class Square(autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return x * x * y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return grad * 2 * x * y, grad * x * x
+
+
+class TorchSquare(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return x * x * y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return grad * 2 * x * y, grad * x * x
+
+
+def test_function_subclasses():
+    def program(m, a, b):
+        square = Square if m is tp else TorchSquare
+        return square.apply(a, b) + square.apply(a, b.t()) * a
+    run_both(program, [values((3, 3), 0), values((3, 3), 1)])
+    run_both(program, [values((3, 3), 0), values((3, 3), 1)], grad=(0,))
+    x, tx = tp.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    y, ty = Square.apply(x, x).sum(), TorchSquare.apply(tx, tx).sum()
+    y.backward()
+    ty.backward()
+    assert_same_tensor(x.grad, tx.grad, "grad")
+    same_error(y.backward, ty.backward, "second time")
+
+
+def test_gradient_accumulation_into_one_node_used_many_times():
+    def program(m, a, b):
+        c = a * b
+        d = c.sum(0) + c.sum(1).sum() + c.t() @ c + c.mean()
+        return d * c[0] + c.max()
+    run_both(program, [values((3, 3), 0, "distinct"), values((3, 3), 1)])
+
+
+def test_mixed_chain():
+    def program(m, x, w, b):
+        h = (x @ w + b).relu()
+        h2 = h.unsqueeze(0).expand(2, -1, -1)
+        return ((h2 - 1.0) ** 2).mean((0, 2)) + (h / (1 + h.abs())).sum(-1, keepdim=True).t()
+    run_both(program, [values((4, 3), 0), values((3, 5), 1), values((5,), 2)])
+
+
+def test_broadcast_errors():
+    for a_shape, b_shape in (((3,), (4,)), ((2, 3), (3, 2)), ((0,), (2,))):
+        same_error(lambda: tp.ones(a_shape) + tp.ones(b_shape),
+                   lambda: torch.ones(a_shape) + torch.ones(b_shape),
+                   f"must match the size of tensor b")
