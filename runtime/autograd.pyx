@@ -222,7 +222,7 @@ def pow_gradient(Node node, tuple grads):
     b = node.saved[1]
     if node.state:  # scalar b ** tensor a: d/da = b ** a * log(b)
         log_base = math.log(b) if b > 0 else (-math.inf if b == 0 else math.nan)
-        gradient = g.c_mul((<TensorCore>a.c_rpow(b)).c_mul(log_base))
+        gradient = g.c_mul((<TensorCore>node.saved[2]).c_mul(log_base))
         if b == 0:
             gradient = tensor.where(a.c_ge(0), 0, gradient)
         return (gradient, None)
@@ -236,7 +236,7 @@ def pow_gradient(Node node, tuple grads):
         else:
             grad_a = g.c_mul((<TensorCore>a.c_pow(b - 1)).c_mul(b))
     if wanted(node, 1):  # d/db a**b = a**b * log(a)
-        gradient = g.c_mul((<TensorCore>a.c_pow(b)).c_mul(a.c_log()))
+        gradient = g.c_mul((<TensorCore>node.saved[2]).c_mul(a.c_log()))
         grad_b = tensor.where(a.c_eq(0), tensor.where((<TensorCore>b).c_ge(0), 0, gradient),
                               gradient)
     return (grad_a, grad_b)
@@ -251,9 +251,9 @@ def abs_gradient(Node node, tuple grads):
     return (tensor.where(x.c_gt(0), g, tensor.where(x.c_lt(0), g.c_neg(), 0)),)
 
 
-def relu_gradient(Node node, tuple grads):
-    cdef TensorCore x = node.saved[0]
-    return (tensor.where(x.c_gt(0), grads[0], 0),)
+def relu_gradient(Node node, tuple grads):  # saved: the output
+    cdef TensorCore result = node.saved[0]
+    return (tensor.where(result.c_gt(0), grads[0], 0),)
 
 
 def sin_gradient(Node node, tuple grads):
@@ -264,13 +264,12 @@ def cos_gradient(Node node, tuple grads):
     return ((<TensorCore>(<TensorCore>grads[0]).c_mul((<TensorCore>node.saved[0]).c_sin())).c_neg(),)
 
 
-def exp_gradient(Node node, tuple grads):
-    return ((<TensorCore>grads[0]).c_mul((<TensorCore>node.saved[0]).c_exp()),)
+def exp_gradient(Node node, tuple grads):  # saved: the output
+    return ((<TensorCore>grads[0]).c_mul(node.saved[0]),)
 
 
-def sqrt_gradient(Node node, tuple grads):
-    root = (<TensorCore>node.saved[0]).c_sqrt()
-    return ((<TensorCore>grads[0]).c_truediv((<TensorCore>root).c_mul(2)),)
+def sqrt_gradient(Node node, tuple grads):  # saved: the output
+    return ((<TensorCore>grads[0]).c_truediv((<TensorCore>node.saved[0]).c_mul(2)),)
 
 
 def log_gradient(Node node, tuple grads):
@@ -363,20 +362,24 @@ def where_gradient(Node node, tuple grads):
 def matmul_gradient(Node node, tuple grads):
     # Through the operands as matrices (a 1-D a as a row, a 1-D b as a column) and the gradient
     # with those dimensions restored: grad_a = g @ b^T, grad_b = a^T @ g, each at the broadcast
-    # batch shape (sum_to reduces it).
-    cdef TensorCore g = grads[0], a = node.saved[0], b = node.saved[1], grad_b
-    cdef TensorCore a_matrix = a.c_unsqueeze(0) if len(a.sizes) == 1 else a
-    cdef TensorCore b_matrix = b.c_unsqueeze(1) if len(b.sizes) == 1 else b
-    if len(a.sizes) == 1:
-        g = g.c_unsqueeze(len(g.sizes) - (1 if len(b.sizes) > 1 else 0))
-    if len(b.sizes) == 1:
+    # batch shape (sum_to reduces it). Each operand is saved only when the other's gradient is
+    # wanted (tensor.pyx), so shapes come from inputs_meta.
+    cdef TensorCore g = grads[0], grad_b
+    a, b = node.saved
+    a_dims, b_dims = len(node.inputs_meta[0][0]), len(node.inputs_meta[1][0])
+    if a_dims == 1:
+        g = g.c_unsqueeze(len(g.sizes) - (1 if b_dims > 1 else 0))
+    if b_dims == 1:
         g = g.c_unsqueeze(len(g.sizes))
-    grad_a = g.c_matmul(b_matrix.c_transpose(-1, -2)) if wanted(node, 0) else None
-    if not wanted(node, 1):
-        return (grad_a, None)
-    grad_b = (<TensorCore>a_matrix.c_transpose(-1, -2)).c_matmul(g)
-    if len(b.sizes) == 1:  # drop the column's dimension of 1
-        grad_b = grad_b.c_reshape((grad_b.sizes[:-1],))
+    grad_a = grad_b = None
+    if wanted(node, 0):
+        b_matrix = (<TensorCore>b).c_unsqueeze(1) if b_dims == 1 else b
+        grad_a = g.c_matmul((<TensorCore>b_matrix).c_transpose(-1, -2))
+    if wanted(node, 1):
+        a_matrix = (<TensorCore>a).c_unsqueeze(0) if a_dims == 1 else a
+        grad_b = (<TensorCore>(<TensorCore>a_matrix).c_transpose(-1, -2)).c_matmul(g)
+        if b_dims == 1:  # drop the column's dimension of 1
+            grad_b = grad_b.c_reshape((grad_b.sizes[:-1],))
     return (grad_a, grad_b)
 
 
@@ -569,6 +572,9 @@ cdef class BackwardPass:
                     starts.append(edge[0])
             order = topological_order(starts)
             needed = self.needed_nodes(order)
+            for node in order:  # freed or changed saved tensors: refused before any .grad moves
+                if node in needed:
+                    node.unpack()
             for node in order:
                 grads = self.buffers.pop(node, None)
                 if grads is None:

@@ -50,6 +50,8 @@ NUMPY_COMPARE = {device_ops.OP_EQ: "equal", device_ops.OP_NE: "not_equal",
 NUMPY_UNARY = {device_ops.OP_NEG: "negative", device_ops.OP_ABS: "abs",
                device_ops.OP_RELU: "maximum", device_ops.OP_SIN: "sin", device_ops.OP_COS: "cos",
                device_ops.OP_EXP: "exp", device_ops.OP_SQRT: "sqrt", device_ops.OP_LOG: "log"}
+# The unary operations whose gradient PyTorch computes from the output, which it saves.
+SAVES_OUTPUT = (device_ops.OP_RELU, device_ops.OP_EXP, device_ops.OP_SQRT)
 UNARY_NAMES = {device_ops.OP_NEG: "neg", device_ops.OP_ABS: "abs", device_ops.OP_RELU: "relu",
                device_ops.OP_SIN: "sin", device_ops.OP_COS: "cos", device_ops.OP_EXP: "exp",
                device_ops.OP_SQRT: "sqrt", device_ops.OP_LOG: "log"}
@@ -1036,8 +1038,20 @@ cdef class TensorCore:
         """output of self (op) other, on the tape when the operands are."""
         if inplace or not tracked(self, other) or not (<TensorCore>output).dtype_object.floating:
             return output
-        saved = (self, other) if op == device_ops.OP_MUL or op == device_ops.OP_DIV or \
-            op == device_ops.OP_POW else ()
+        # What PyTorch saves, so that the same in-place changes are refused (Note [Version
+        # counters]): for mul, each operand only when the other one needs its gradient; for
+        # div, the divisor, and the dividend when the divisor needs a gradient; for pow, both
+        # operands and, with a tensor exponent, the output (a detached alias).
+        other_grad = isinstance(other, TensorCore) and (<TensorCore>other).grad_required
+        if op == device_ops.OP_MUL:
+            saved = (self if other_grad else None, other if self.grad_required else None)
+        elif op == device_ops.OP_DIV:
+            saved = (self if other_grad or reverse else None, other)
+        elif op == device_ops.OP_POW:
+            saved = (self, other) if not isinstance(other, TensorCore) and not reverse \
+                else (self, other, (<TensorCore>output).c_detach())
+        else:
+            saved = ()
         return recorded(output, BINARY_GRADIENTS[op], (self, other), saved, reverse)
 
     cdef object c_add(self, object other):
@@ -1163,7 +1177,11 @@ cdef class TensorCore:
                              (<TensorCore>output).data, self.element_count, op,
                              current_stream(self.device_index))
         if tracked(self) and self.dtype_object.floating:
-            return recorded(output, name, (self,), (self,))
+            # What PyTorch saves: nothing for neg, the output (a detached alias, sharing its
+            # version counter) where the gradient is a function of it, else the input.
+            saved = () if op == device_ops.OP_NEG else (
+                ((<TensorCore>output).c_detach(),) if op in SAVES_OUTPUT else (self,))
+            return recorded(output, name, (self,), saved)
         return output
 
     cdef object c_neg(self):
@@ -1502,8 +1520,12 @@ cdef class TensorCore:
                               right.data, (b_strides[0] if b_batch > 1 else 0,) + b_strides[1:],
                               (<TensorCore>output).data, batch, m, n, k,
                               current_stream(self.device_index))
-        return recorded(output, "matmul", (self, right), (self, right)) if tracked(self, right) \
-            else output
+        if not tracked(self, right):
+            return output
+        # Each operand is saved only when the other needs its gradient, as PyTorch's.
+        return recorded(output, "matmul", (self, right),
+                        (self if right.grad_required else None,
+                         right if self.grad_required else None))
 
     cdef object c_rmatmul(self, object other):
         if isinstance(other, TensorCore):

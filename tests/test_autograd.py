@@ -216,7 +216,7 @@ def test_changing_a_saved_tensor_in_place_is_refused(device):
                                            r"computation has been modified by an inplace "
                                            r"operation: .* is at version 1; expected version 0"):
         loss.backward()
-    loss = (w.exp()).sum()
+    loss = (w.sin()).sum()  # sin saves its input (exp would save its output, as PyTorch)
     with tp.no_grad():
         w[0] = 5.0  # through a view: the view shares w's version counter
     with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):

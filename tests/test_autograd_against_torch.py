@@ -439,6 +439,39 @@ def test_in_place_change_of_a_saved_output():
     ty.backward()
     y.backward()
     assert_same_tensor(w.grad, tw.grad, "grad")
+    # ... and changing the output is refused, through the output's own version counter.
+    for program in (lambda x: x.exp(), lambda x: x.sqrt(), lambda x: x.relu(),
+                    lambda x: x ** x, lambda x: 2.0 ** x):
+        y, ty = program(w), program(tw)
+        with tp.no_grad():
+            y.mul_(2)
+        with torch.no_grad():
+            ty.mul_(2)
+        same_error(lambda: y.sum().backward(), lambda: ty.sum().backward(),
+                   "modified by an inplace operation")
+
+
+@pytest.mark.parametrize("name", ["mul", "rmul", "div", "matmul", "rmatmul", "rdiv"])
+def test_in_place_change_of_an_operand_not_saved(name):
+    # PyTorch saves a product's operand only when the other operand needs its gradient, and a
+    # quotient's dividend only when the divisor needs one: changing w (which requires grad,
+    # under no_grad) is fine unless the gradient of c needs it.
+    program = {"mul": lambda w, c: (w * c).sum(), "rmul": lambda w, c: (c * w).sum(),
+               "div": lambda w, c: (w / c).sum(), "rdiv": lambda w, c: (c / w).sum(),
+               "matmul": lambda w, c: (w @ c).sum(), "rmatmul": lambda w, c: (c @ w).sum()}[name]
+    w, tw = tp.ones(2, 2, requires_grad=True), torch.ones(2, 2, requires_grad=True)
+    c, tc = tp.full((2, 2), 2.0), torch.full((2, 2), 2.0)
+    y, ty = program(w, c), program(tw, tc)
+    with tp.no_grad():
+        w.mul_(3)
+    with torch.no_grad():
+        tw.mul_(3)
+    if name == "rdiv":
+        same_error(y.backward, ty.backward, "modified by an inplace operation")
+        return
+    ty.backward()
+    y.backward()
+    assert_same_tensor(w.grad, tw.grad, "grad")
 
 
 def test_grad_of_a_non_scalar_needs_grad_outputs():
