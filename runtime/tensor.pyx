@@ -674,17 +674,22 @@ cdef class TensorCore:
     cdef object c_stride(self, object dim):
         if dim is None:
             return self.element_strides
-        return self.element_strides[self.c_dim(dim)]
+        cdef int index = self.c_dim(dim)
+        if not self.sizes:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        return self.element_strides[index]
 
     cdef int c_dim(self, object dim, str argument="dim") except -1:
         cdef int ndim = len(self.sizes)
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"{argument} must be an int, got {type(dim).__name__} "
                             f"({errors.shown(dim)})")
-        if not -ndim <= dim < max(ndim, 1):  # an index out of range, as in PyTorch
-            raise IndexError(f"{argument} must be an int in [{-ndim}, {ndim - 1}], got "
-                             f"{errors.shown(dim)}")
-        return dim + ndim if dim < 0 else dim
+        # A 0-d tensor takes dims 0 and -1, as if it had one dimension (PyTorch's rule).
+        cdef int wrap = max(ndim, 1)
+        if not -wrap <= dim < wrap:  # an index out of range, as in PyTorch
+            raise IndexError(f"{argument} must be an int in [{-wrap}, {wrap - 1}], got "
+                             f"{errors.shown(dim)} (Dimension out of range)")
+        return dim + wrap if dim < 0 else dim
 
     cdef int64_t c_numel(self):
         return self.element_count

@@ -227,6 +227,14 @@ def test_views(name):
     run_both(lambda m, a: VIEWS[name](a), [values((3, 2), 5)])
 
 
+def test_dims_of_0d_tensors():
+    run_both(lambda m, a: (a.transpose(0, -1) * 2, a.transpose(-1, -1), a.sum(-1), a.mean(0),
+                           a.unsqueeze(-1), a.unsqueeze(0)), [values((), 0)])
+    same_error(lambda: tp.ones(()).sum(1), lambda: torch.ones(()).sum(1), "out of range")
+    same_error(lambda: tp.ones(()).sum(-2), lambda: torch.ones(()).sum(-2), "out of range")
+    same_error(lambda: tp.ones(()).stride(-1), lambda: torch.ones(()).stride(-1))
+
+
 def test_t_of_small_tensors():
     run_both(lambda m, a, b: (a.t() * 2, b.t() * 3), [values((), 0), values((3,), 1)])
 
