@@ -45,6 +45,8 @@ from tensorplay._runtime cimport tensor
 from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
 
+from tensorplay._runtime.tensor import ShapeError
+
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
     "they have already been freed). Saved intermediate values of the graph are freed when you "
@@ -646,7 +648,7 @@ cdef tuple root_gradients(tuple outputs, object grad_outputs):
     given = (None,) * len(outputs) if grad_outputs is None else \
         ((grad_outputs,) if isinstance(grad_outputs, TensorCore) else tuple(grad_outputs))
     if len(given) != len(outputs):
-        raise ValueError(f"grad_outputs has {len(given)} entries for {len(outputs)} outputs")
+        raise ShapeError(f"grad_outputs has {len(given)} entries for {len(outputs)} outputs")
     grads = []
     for index, (output, gradient) in enumerate(zip(outputs, given)):
         out = <TensorCore>output
@@ -661,7 +663,7 @@ cdef tuple root_gradients(tuple outputs, object grad_outputs):
             raise TypeError(f"grad_outputs[{index}] must be a tensor or None, got "
                             f"{type(gradient).__name__}")
         elif (<TensorCore>gradient).sizes != out.sizes:
-            raise ValueError(f"Mismatch in shape: grad_output[{index}] has a shape of "
+            raise ShapeError(f"Mismatch in shape: grad_output[{index}] has a shape of "
                              f"{(<TensorCore>gradient).sizes} and output[{index}] has a shape "
                              f"of {out.sizes}")
         else:

@@ -60,6 +60,16 @@ UNARY_NAMES = {device_ops.OP_NEG: "neg", device_ops.OP_ABS: "abs", device_ops.OP
 cdef object _numpy = None
 
 
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that do not fit (broadcasting, matmul, expand, view, an in-place result): a
+    ValueError, as tensorplay has always raised, and the RuntimeError PyTorch raises."""
+
+
+class DtypeError(TypeError, RuntimeError):
+    """A dtype an operation refuses where PyTorch raises a RuntimeError (mean() of integers):
+    a TypeError, as tensorplay has always raised, and PyTorch's RuntimeError."""
+
+
 cdef inline object np():
     """numpy, imported on first use (see NUMPY_BINARY)."""
     global _numpy
@@ -256,7 +266,8 @@ cdef int require_grad_arg(object dtype, object default, bint requires_grad) exce
     chosen = dtypes.named_dtype(default) if dtype is None and isinstance(default, str) else \
         (default if dtype is None else dtype)
     if isinstance(chosen, DtypeCore) and not (<DtypeCore>chosen).floating:
-        raise RuntimeError(f"only tensors of floating point dtype can require gradients, got "
+        raise RuntimeError(f"Only Tensors of floating point and complex dtype can require "
+                           f"gradients (tensorplay has no complex dtypes); got "
                            f"requires_grad=True with dtype {(<DtypeCore>chosen).name}")
     return 0
 
@@ -335,6 +346,8 @@ cdef object new_empty(tuple sizes, DtypeCore dtype, int device):
 cdef bint is_contiguous(TensorCore tensor):
     cdef int64_t expected = 1
     cdef int dim
+    if tensor.element_count == 0:  # no element to be out of place, as PyTorch sees it
+        return True
     for dim in range(len(tensor.sizes) - 1, -1, -1):
         size = tensor.sizes[dim]
         if size != 1 and tensor.element_strides[dim] != expected:
@@ -399,7 +412,7 @@ cdef tuple broadcast_shape(tuple a, tuple b, str what):
         size_a = a[dim - ndim + len(a)] if dim >= ndim - len(a) else 1
         size_b = b[dim - ndim + len(b)] if dim >= ndim - len(b) else 1
         if size_a != size_b and size_a != 1 and size_b != 1:
-            raise ValueError(f"{what}: the size of tensor a ({size_a}) must match the size of "
+            raise ShapeError(f"{what}: the size of tensor a ({size_a}) must match the size of "
                              f"tensor b ({size_b}) at non-singleton dimension {dim}")
         sizes.append(size_b if size_a == 1 else size_a)
     return tuple(sizes)
@@ -448,7 +461,7 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_divis
         check_device_and_dtype(tensor, other, name)
         shape = broadcast_shape(tensor.sizes, (<TensorCore>other).sizes, name)
         if inplace and shape != tensor.sizes:
-            raise ValueError(f"{name}: output with shape {tensor.sizes} doesn't match the "
+            raise ShapeError(f"{name}: output with shape {tensor.sizes} doesn't match the "
                              f"broadcast shape {shape}")
     elif not is_scalar(other):
         raise TypeError(f"{name}: {argument} must be a tensor or a Python scalar, got "
@@ -529,7 +542,7 @@ cdef object opmath(TensorCore tensor):
 
 cdef int copy_into(TensorCore target, TensorCore source, bint non_blocking) except -1:
     if target.sizes != source.sizes:
-        raise ValueError(f"copy_: shapes {source.sizes} (source) and {target.sizes} (self) differ")
+        raise ShapeError(f"copy_: shapes {source.sizes} (source) and {target.sizes} (self) differ")
     if target.element_count == 0:
         return 0
     if target.device_index == CPU and source.device_index == CPU:
@@ -729,7 +742,7 @@ cdef class TensorCore:
         cdef TensorCore source = src
         if source.sizes != self.sizes:  # a source that broadcasts is read through stride 0
             if broadcast_shape(self.sizes, source.sizes, "copy_") != self.sizes:
-                raise ValueError(f"copy_: the source's shape {source.sizes} does not broadcast "
+                raise ShapeError(f"copy_: the source's shape {source.sizes} does not broadcast "
                                  f"to this tensor's shape {self.sizes}")
             source = strided_view(source, self.sizes, broadcast_strides(source, self.sizes))
         self.c_mark_modified("copy_", src)
@@ -813,7 +826,7 @@ cdef class TensorCore:
 
     cdef object c_item(self):
         if self.element_count != 1:
-            raise ValueError(f"item() needs a tensor with exactly one element, this one has "
+            raise ShapeError(f"item() needs a tensor with exactly one element, this one has "
                              f"{self.element_count} (shape {self.sizes})")
         return host_values(self).reshape(()).item()
 
@@ -838,18 +851,18 @@ cdef class TensorCore:
         if -1 in shape:  # math.prod: a product of big sizes must not overflow a C int64
             known = math.prod(size for size in shape if size != -1)
             if known == 0 or self.element_count % known:
-                raise ValueError(f"shape {errors.shown(shape)} is invalid for a tensor of "
+                raise ShapeError(f"shape {errors.shown(shape)} is invalid for a tensor of "
                                  f"{self.element_count} elements")
             shape = tuple(self.element_count // known if size == -1 else size for size in shape)
         if math.prod(shape) != self.element_count:
-            raise ValueError(f"shape {errors.shown(shape)} is invalid for a tensor of "
+            raise ShapeError(f"shape {errors.shown(shape)} is invalid for a tensor of "
                              f"{self.element_count} elements")
         return shape
 
     cdef object c_view(self, tuple shape):
         shape = self.c_new_shape(shape)
         if not is_contiguous(self):
-            raise ValueError("view() needs a contiguous tensor; use reshape(), which copies "
+            raise ShapeError("view() needs a contiguous tensor; use reshape(), which copies "
                              "when it must")
         view = strided_view(self, shape, contiguous_strides(shape))
         return recorded(view, "reshape", (self,)) if tracked(self) else view
@@ -876,7 +889,7 @@ cdef class TensorCore:
 
     cdef object c_t(self):
         if len(self.sizes) > 2:
-            raise ValueError(f"t() expects a tensor with <= 2 dimensions, but self is "
+            raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is "
                              f"{len(self.sizes)}-D (shape {self.sizes}); use transpose()")
         if len(self.sizes) < 2:  # a view of the tensor as it is
             view = strided_view(self, self.sizes, self.element_strides)
@@ -905,14 +918,14 @@ cdef class TensorCore:
                             f"{errors.shown(size)}")
         cdef Py_ssize_t lead = len(size) - len(self.sizes), dim
         if lead < 0:
-            raise ValueError(f"expand: the number of sizes provided ({len(size)}) must be greater "
+            raise ShapeError(f"expand: the number of sizes provided ({len(size)}) must be greater "
                              f"or equal to the number of dimensions in the tensor "
                              f"({len(self.sizes)})")
         sizes, strides = [], []
         for dim, target in enumerate(size):
             if dim < lead:
                 if target < 0:
-                    raise ValueError(f"expand: the expanded size of the tensor ({target}) isn't "
+                    raise ShapeError(f"expand: the expanded size of the tensor ({target}) isn't "
                                      f"allowed in a leading, non-existing dimension {dim}")
                 sizes.append(target)
                 strides.append(0)
@@ -925,7 +938,7 @@ cdef class TensorCore:
                 sizes.append(target)
                 strides.append(0)  # every index reads the one element
             else:
-                raise ValueError(f"expand: the expanded size of the tensor ({target}) must match "
+                raise ShapeError(f"expand: the expanded size of the tensor ({target}) must match "
                                  f"the existing size ({existing}) at non-singleton dimension "
                                  f"{dim}.  Target sizes: {list(size)}.  Tensor sizes: "
                                  f"{list(self.sizes)}")
@@ -994,7 +1007,7 @@ cdef class TensorCore:
                                                        inplace, name)
         if op == device_ops.OP_POW and not reverse and not result_dtype.floating and \
                 isinstance(other, int) and other < 0:
-            raise ValueError(f"{name}: integers to negative integer powers are not allowed (got "
+            raise ShapeError(f"{name}: integers to negative integer powers are not allowed (got "
                              f"exponent {other} for a {result_dtype.name} tensor)")
         if inplace:
             self.c_mark_modified(name, other)
@@ -1307,7 +1320,7 @@ cdef class TensorCore:
         if inplace:
             check_in_place(self, result_dtype, name)
             if sizes != self.sizes:
-                raise ValueError(f"{name}: output with shape {self.sizes} doesn't match the "
+                raise ShapeError(f"{name}: output with shape {self.sizes} doesn't match the "
                                  f"broadcast shape {sizes}")
             self.c_mark_modified(name, low if isinstance(low, TensorCore) else high)
         source = self.c_to(None, result_dtype, False, False)
@@ -1383,7 +1396,7 @@ cdef class TensorCore:
         cdef DtypeCore result_dtype = self.dtype_object
         if op == device_ops.OP_SUM and not result_dtype.floating:
             if mean:
-                raise TypeError(f"mean() needs a floating-point tensor, got {result_dtype.name}; "
+                raise DtypeError(f"mean() needs a floating-point tensor, got {result_dtype.name}; "
                                 "convert with .to(tensorplay.float32)")
             result_dtype = dtypes.named_dtype("int64")  # integer and bool sums, as PyTorch
         if op != device_ops.OP_SUM and self.element_count == 0:
@@ -1431,7 +1444,7 @@ cdef class TensorCore:
         normalised = [self.c_dim(value) for value in dims]
         for value, position in zip(dims, normalised):
             if normalised.count(position) > 1:
-                raise ValueError(f"{name}: dim {value} appears multiple times in the list of "
+                raise ShapeError(f"{name}: dim {value} appears multiple times in the list of "
                                  f"dims {errors.shown(dims)}")
         if not normalised or not self.sizes:
             return tuple(range(len(self.sizes)))
@@ -1444,7 +1457,7 @@ cdef class TensorCore:
         cdef DtypeCore result_dtype = self.dtype_object
         if not result_dtype.floating:
             if mean:
-                raise TypeError(f"mean() needs a floating-point tensor, got {result_dtype.name}; "
+                raise DtypeError(f"mean() needs a floating-point tensor, got {result_dtype.name}; "
                                 "convert with .to(tensorplay.float32)")
             result_dtype = dtypes.named_dtype("int64")  # integer and bool sums, as PyTorch
         shape = tuple(1 if d in dims else size for d, size in enumerate(self.sizes)) if keepdim \
@@ -1493,7 +1506,7 @@ cdef class TensorCore:
             raise TypeError(f"matmul supports float32 or float64 tensors of one dtype, got "
                             f"{self.dtype_object.name} and {right.dtype_object.name}")
         if not (1 <= len(self.sizes) <= 3 and 1 <= len(right.sizes) <= 3):
-            raise ValueError(f"matmul supports tensors of 1 to 3 dimensions, got shapes "
+            raise ShapeError(f"matmul supports tensors of 1 to 3 dimensions, got shapes "
                              f"{self.sizes} and {right.sizes}")
         # Each operand as a batch of matrices: (batch, rows, columns) with strides.
         a_batch, m, k = (1, 1) + self.sizes[-1:] if len(self.sizes) == 1 else \
@@ -1505,10 +1518,10 @@ cdef class TensorCore:
         b_strides = (0,) + right.element_strides + (0,) if len(right.sizes) == 1 else \
             ((0,) + right.element_strides if len(right.sizes) == 2 else right.element_strides)
         if k != b_k:
-            raise ValueError(f"matmul: shapes {self.sizes} and {right.sizes} cannot be "
+            raise ShapeError(f"matmul: shapes {self.sizes} and {right.sizes} cannot be "
                              f"multiplied ({k} != {b_k})")
         if a_batch != b_batch and a_batch != 1 and b_batch != 1:
-            raise ValueError(f"matmul: the batch sizes of shapes {self.sizes} and {right.sizes} "
+            raise ShapeError(f"matmul: the batch sizes of shapes {self.sizes} and {right.sizes} "
                              f"do not broadcast ({a_batch} != {b_batch})")
         batch = max(a_batch, b_batch)
         shape = ((batch,) if len(self.sizes) == 3 or len(right.sizes) == 3 else ()) + \
@@ -1544,8 +1557,9 @@ cdef class TensorCore:
 
     cdef object c_set_requires_grad(self, bint value):
         if value and not self.dtype_object.floating:
-            raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
-                               f"this one is {self.dtype_object.name}")
+            raise RuntimeError(f"only Tensors of floating point and complex dtype can require "
+                               f"gradients (tensorplay has no complex dtypes); this one is "
+                               f"{self.dtype_object.name}")
         if not value and self.grad_node is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables; to "
                                "use a computed tensor without gradients, call detach()")
@@ -1553,6 +1567,9 @@ cdef class TensorCore:
         return None
 
     cdef object c_requires_grad_(self, bint requires_grad):
+        if requires_grad and not self.dtype_object.floating:  # PyTorch's words for this call
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients; "
+                               f"this one is {self.dtype_object.name}")
         self.c_set_requires_grad(requires_grad)
         return self
 
@@ -1565,7 +1582,7 @@ cdef class TensorCore:
                 raise TypeError(f"grad must be a tensor or None, got {type(value).__name__}")
             check_device_and_dtype(self, value, "grad")
             if (<TensorCore>value).sizes != self.sizes:
-                raise ValueError(f"grad: the assigned gradient has shape "
+                raise ShapeError(f"grad: the assigned gradient has shape "
                                  f"{(<TensorCore>value).sizes}, the tensor {self.sizes}")
         self.grad_value = value
         return None

@@ -194,10 +194,10 @@ def test_pytorchs_errors(device):
     with pytest.raises(ValueError, match=r"Mismatch in shape: grad_output\[0\] has a shape of "
                                          r"\(2,\) and output\[0\] has a shape of \(3,\)"):
         autograd.grad(x * 2, x, grad_outputs=tp.ones(2, device=device))
-    with pytest.raises(RuntimeError, match="only tensors of floating point dtype can require "
+    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require "
                                            "gradients"):
         tp.zeros(2, dtype=tp.int64, device=device).requires_grad_()
-    with pytest.raises(RuntimeError, match="only tensors of floating point dtype"):
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype"):
         tp.tensor([True], requires_grad=True)
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in "
                                            "an in-place operation"):
@@ -375,8 +375,8 @@ def test_factories_take_requires_grad():
                  lambda: tp.arange(3, requires_grad=True),
                  lambda: tp.full((2,), 1, requires_grad=True),
                  lambda: tp.zeros_like(x, dtype=tp.bool, requires_grad=True)):
-        with pytest.raises(RuntimeError, match="only tensors of floating point dtype can "
-                                               "require gradients"):
+        with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex "
+                                               "dtype can require gradients"):
             call()
 
 

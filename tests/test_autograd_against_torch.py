@@ -540,16 +540,16 @@ def test_requires_grad_on_integer_and_bool_dtypes():
     for name in ("int64", "int32", "bool", "uint8"):
         same_error(lambda: tp.zeros(2, dtype=tp_dtype(name), requires_grad=True),
                    lambda: torch.zeros(2, dtype=torch_dtype(name), requires_grad=True),
-                   "floating point dtype can require gradients")
+                   "Only Tensors of floating point and complex dtype can require gradients")
         same_error(lambda: tp.zeros(2, dtype=tp_dtype(name)).requires_grad_(),
                    lambda: torch.zeros(2, dtype=torch_dtype(name)).requires_grad_(),
-                   "floating point dtype can require gradients")
+                   "only Tensors of floating point dtype can require gradients")
 
         def set_attribute(t):
             t.requires_grad = True
         same_error(lambda: set_attribute(tp.zeros(2, dtype=tp_dtype(name))),
                    lambda: set_attribute(torch.zeros(2, dtype=torch_dtype(name))),
-                   "floating point dtype can require gradients")
+                   "only Tensors of floating point and complex dtype can require gradients")
     # requires_grad_(False) on an integer tensor is allowed in both
     assert not tp.zeros(2, dtype=tp.int64).requires_grad_(False).requires_grad
 
