@@ -1177,11 +1177,12 @@ cdef class TensorCore:
 
     cdef object c_unary(self, int op):
         name = UNARY_NAMES[op]
+        if op >= device_ops.OP_SIN and not self.dtype_object.floating:
+            # Integers and bools go to float32 first, as PyTorch promotes them.
+            return (<TensorCore>self.c_to(None, dtypes.named_dtype("float32"), False,
+                                          False)).c_unary(op)
         if self.dtype_object.name == "bool":
             raise TypeError(f"{name}() is not supported on bool tensors")
-        if op >= device_ops.OP_SIN and not self.dtype_object.floating:
-            raise TypeError(f"{name}() needs a floating-point tensor, got "
-                            f"{self.dtype_object.name}; convert with .to(tensorplay.float32)")
         if self.device_index == CPU:
             values = computable(self)
             values = np().maximum(values, 0).astype(values.dtype) if op == device_ops.OP_RELU \
