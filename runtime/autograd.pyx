@@ -31,10 +31,13 @@ captured into a CUDA graph like the forward.
 Note [Version counters]
 Every tensor carries a counter that all views of its memory share; in-place operations increment
 it. A Node keeps each saved tensor's count from when it was saved, and refuses to run when the
-count has changed, since its gradient would use values the forward never saw. In-place
-operations involving a tensor that requires grad are refused while grad mode is on (on a leaf,
-as PyTorch; otherwise because the tape does not rewrite history), so optimisers update
-parameters under no_grad().
+count has changed, since its gradient would use values the forward never saw. Nodes save what
+PyTorch saves (an output as a detached alias, which shares its version counter without making a
+cycle), so the same changes are refused. While grad mode is on, an in-place operation on a
+tensor that is not a view, when it or an operand requires grad, is recorded as PyTorch's
+rebase_history (TensorCore.c_rebased): the out-of-place result of a copy is copied in, counting
+a change, and the tensor takes its Node. It is refused on a leaf that requires grad (as PyTorch;
+optimisers update parameters under no_grad()) and on a view (PyTorch's CopySlices is not here).
 """
 import functools
 import math

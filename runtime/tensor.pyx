@@ -376,6 +376,7 @@ cdef object strided_view(TensorCore tensor, tuple sizes, tuple strides):
             array, sizes, tuple(stride * array.itemsize for stride in strides),
             writeable=bool(array.flags.writeable) and not repeats), tensor.dtype_object)
     view.version = tensor.version
+    view.is_view = True
     return view
 
 
@@ -745,6 +746,13 @@ cdef class TensorCore:
                 raise ShapeError(f"copy_: the source's shape {source.sizes} does not broadcast "
                                  f"to this tensor's shape {self.sizes}")
             source = strided_view(source, self.sizes, broadcast_strides(source, self.sizes))
+        if tracked(self, src) and (<TensorCore>src).dtype_object.floating:
+            # Recorded: src converted and broadcast to this tensor, copied in.
+            self.c_check_rebase("copy_")
+            value = (<TensorCore>src).c_expand(self.sizes) if (<TensorCore>src).sizes != \
+                self.sizes else src
+            return self.c_rebased((<TensorCore>value).c_to(device_text(self.device_index),
+                                                           self.dtype_object, False, True))
         self.c_mark_modified("copy_", src)
         copy_into(self, source, non_blocking)
         return self
@@ -990,6 +998,7 @@ cdef class TensorCore:
         """view, selected from this tensor by key, as a view: sharing the version counter, and
         on the tape when this tensor is."""
         view.version = self.version
+        view.is_view = True
         return recorded(view, "getitem", (self,), (), key) if tracked(self) else view
 
     cdef object c_setitem(self, object key, object value):
@@ -1009,6 +1018,10 @@ cdef class TensorCore:
                 isinstance(other, int) and other < 0:
             raise ShapeError(f"{name}: integers to negative integer powers are not allowed (got "
                              f"exponent {other} for a {result_dtype.name} tensor)")
+        if inplace and tracked(self, other):  # recorded: the result of a copy, copied in
+            self.c_check_rebase(name)
+            return self.c_rebased((<TensorCore>self.c_clone()).c_binary(other, op, reverse,
+                                                                        False, name))
         if inplace:
             self.c_mark_modified(name, other)
         left = self if result_dtype is self.dtype_object else self.c_to(None, result_dtype,
@@ -1254,6 +1267,10 @@ cdef class TensorCore:
                             f"{alpha!r} (a float alpha needs floating-point operands, as in "
                             "PyTorch)")
         cdef int op = device_ops.OP_SUB if subtract else device_ops.OP_ADD
+        if inplace and tracked(self, other):  # recorded: the result of a copy, copied in
+            self.c_check_rebase(name)
+            return self.c_rebased((<TensorCore>self.c_clone()).c_scaled(other, alpha, subtract,
+                                                                        False))
         # The paths through c_binary count an in-place change there; the others below.
         if not isinstance(other, TensorCore):
             return self.c_binary(other * alpha, op, False, inplace, name)
@@ -1323,6 +1340,10 @@ cdef class TensorCore:
             if sizes != self.sizes:
                 raise ShapeError(f"{name}: output with shape {self.sizes} doesn't match the "
                                  f"broadcast shape {sizes}")
+            if tracked(self, low, high):  # recorded: the result of a copy, copied in
+                self.c_check_rebase(name)
+                return self.c_rebased((<TensorCore>self.c_clone()).c_clamp_bounds(low, high,
+                                                                                  False))
             self.c_mark_modified(name, low if isinstance(low, TensorCore) else high)
         source = self.c_to(None, result_dtype, False, False)
         bounds = [(<TensorCore>bound).c_to(None, result_dtype, False, False)
@@ -1604,6 +1625,33 @@ cdef class TensorCore:
 
     cdef object c_detach(self):
         return strided_view(self, self.sizes, self.element_strides)
+
+    cdef int c_check_rebase(self, str name) except -1:
+        if self.grad_required and self.grad_node is None:
+            raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in "
+                               "an in-place operation.")
+        if self.is_view:
+            raise RuntimeError(f"{name}: an in-place operation on a view (from indexing, view(), "
+                               "transpose(), expand(), detach()...) is not recorded for "
+                               "autograd when it or an operand requires grad; use the "
+                               "out-of-place operation, or run it under tensorplay.no_grad()")
+        return 0
+
+    cdef object c_rebased(self, object result):
+        """self, with result's values copied in (a counted in-place change) and result's
+        history taken over, as PyTorch's rebase_history for a tensor that is not a view."""
+        cdef TensorCore value = result
+        previous = grad_enabled()
+        set_grad_enabled(False)
+        try:
+            self.c_copy_(value, False)
+        finally:
+            set_grad_enabled(previous)
+        if value.grad_node is not None:
+            self.grad_required = True
+            self.grad_node = value.grad_node
+            self.output_number = value.output_number
+        return self
 
     cdef int c_mark_modified(self, str name, object other=None) except -1:
         """Count an in-place change (Note [Version counters] in autograd.pyx), refusing one

@@ -655,3 +655,65 @@ def test_broadcast_errors():
         same_error(lambda: tp.ones(a_shape) + tp.ones(b_shape),
                    lambda: torch.ones(a_shape) + torch.ones(b_shape),
                    f"must match the size of tensor b")
+
+
+# -- in-place operations on tensors that are not leaves requiring grad --------------------------
+
+
+IN_PLACE = {
+    "add_": lambda m, y, w: y.add_(w),
+    "iadd": lambda m, y, w: y.__iadd__(w),
+    "sub_ alpha": lambda m, y, w: y.sub_(w, alpha=2.0),
+    "mul_": lambda m, y, w: y.mul_(w),
+    "div_": lambda m, y, w: y.div_(w.abs() + 1),
+    "mul_ scalar": lambda m, y, w: y.mul_(3.0),
+    "clamp_": lambda m, y, w: y.clamp_(min=w * 0 - 0.5, max=w),
+    "copy_": lambda m, y, w: y.copy_(w * 2),
+}
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE))
+def test_in_place_operations_on_non_leaves_are_recorded(name):
+    def program(m, x, w):
+        y = x * 2
+        z = IN_PLACE[name](m, y, w)
+        assert z is y
+        return y * x + y
+    run_both(program, [values((2, 3), 0), values((3,), 1)])
+    run_both(program, [values((2, 3), 0), values((3,), 1)], grad=(1,))
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE))
+def test_in_place_operations_on_buffers_take_the_operands_history(name):
+    def program(m, x, w):
+        buffer = m.ones(2, 3, dtype=x.dtype)
+        IN_PLACE[name](m, buffer, w)
+        return buffer * x
+    ours, theirs = run_both(program, [values((2, 3), 0), values((3,), 1)])
+
+
+def test_in_place_change_of_a_saved_non_leaf():
+    for change in (lambda y: y.add_(1), lambda y: y.mul_(2)):
+        x, tx = tp.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+        y, ty = x * 2, tx * 2
+        z, tz = (y * y).sum(), (ty * ty).sum()
+        change(y)
+        change(ty)
+        same_error(z.backward, tz.backward, "modified by an inplace operation")
+        a, ta = x.exp(), tx.exp()  # exp saves its output
+        change(a)
+        change(ta)
+        same_error(lambda: a.sum().backward(), lambda: ta.sum().backward(),
+                   "modified by an inplace operation")
+
+
+def test_in_place_operation_on_a_view_is_refused_clearly():
+    # PyTorch records it (CopySlices); tensorplay refuses (docs/design.md, "Autograd").
+    x = tp.ones(2, 3, requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match="in-place operation on a view"):
+        y[0].mul_(2)
+    with pytest.raises(RuntimeError, match="in-place operation on a view"):
+        y.t().add_(x.t())
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        x.add_(1)
