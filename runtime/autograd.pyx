@@ -68,6 +68,13 @@ cdef bint is_grad_enabled():
 
 cdef class GradModeCore:
     def __cinit__(self, *args, **kwargs):
+        if args or kwargs:
+            # PyTorch also decorates bare (@no_grad); this one would silently return a wrapper
+            # from each call of the function instead of its result, so it is refused.
+            name = "enable_grad" if type(self).__name__.startswith("enable") or \
+                type(self).__name__.startswith("Enable") else "no_grad"
+            raise TypeError(f"{name}() takes no arguments; as a decorator it needs its "
+                            f"parentheses: @{name}()")
         self.previous = []  # one entry per enclosing use of this object, so it may nest
 
     cdef object c_enter(self):
