@@ -438,8 +438,9 @@ cdef TensorCore sum_to(TensorCore gradient, tuple meta, Node node, int index):
         lead = len(gradient.sizes) - len(sizes)
         if lead < 0 or any(size != 1 and size != gradient.sizes[lead + dim]
                            for dim, size in enumerate(sizes)):
-            raise RuntimeError(f"{node.c_name()} returned a gradient of shape {gradient.sizes} "
-                               f"for input {index}, which has shape {sizes}")
+            raise RuntimeError(f"Function {node.c_name()} returned an invalid gradient at index "
+                               f"{index} - got {list(gradient.sizes)} but expected shape "
+                               f"compatible with {list(sizes)}")
         dims = tuple(range(lead)) + tuple(lead + dim for dim, size in enumerate(sizes)
                                           if size == 1 and gradient.sizes[lead + dim] != 1)
         if dims:
@@ -712,15 +713,15 @@ cdef object grad(object outputs, object inputs, object grad_outputs, object reta
                         f"None, got {type(grad_outputs).__name__}")
     for index, value in enumerate(input_tensors):
         if not (<TensorCore>value).grad_required:
-            raise RuntimeError(f"One of the differentiated Tensors (inputs[{index}]) does not "
-                               "require grad")
+            raise RuntimeError(f"One of the differentiated Tensors does not require grad "
+                               f"(inputs[{index}])")
     cdef tuple grads = root_gradients(output_tensors, grad_outputs)
     results = BackwardPass(input_tensors, bool(retain_graph)).run(output_tensors, grads)
     for index, result in enumerate(results):
         if result is None and not allow_unused:
-            raise RuntimeError(f"One of the differentiated Tensors (inputs[{index}]) appears to "
-                               "not have been used in the graph. Set allow_unused=True if this "
-                               "is the desired behavior.")
+            raise RuntimeError(f"The differentiated Tensor at index {index} appears to not have "
+                               "been used in the graph. Set allow_unused=True if this is the "
+                               "desired behavior.")
     return tuple(results)
 
 

@@ -65,6 +65,10 @@ class ShapeError(ValueError, RuntimeError):
     ValueError, as tensorplay has always raised, and the RuntimeError PyTorch raises."""
 
 
+class IntegerPowerError(ValueError, RuntimeError):
+    """An integer tensor to a negative integer power: a ValueError and PyTorch's RuntimeError."""
+
+
 class DtypeError(TypeError, RuntimeError):
     """A dtype an operation refuses where PyTorch raises a RuntimeError (mean() of integers):
     a TypeError, as tensorplay has always raised, and PyTorch's RuntimeError."""
@@ -413,7 +417,7 @@ cdef tuple broadcast_shape(tuple a, tuple b, str what):
         size_a = a[dim - ndim + len(a)] if dim >= ndim - len(a) else 1
         size_b = b[dim - ndim + len(b)] if dim >= ndim - len(b) else 1
         if size_a != size_b and size_a != 1 and size_b != 1:
-            raise ShapeError(f"{what}: the size of tensor a ({size_a}) must match the size of "
+            raise ShapeError(f"{what}: The size of tensor a ({size_a}) must match the size of "
                              f"tensor b ({size_b}) at non-singleton dimension {dim}")
         sizes.append(size_b if size_a == 1 else size_a)
     return tuple(sizes)
@@ -462,8 +466,8 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_divis
         check_device_and_dtype(tensor, other, name)
         shape = broadcast_shape(tensor.sizes, (<TensorCore>other).sizes, name)
         if inplace and shape != tensor.sizes:
-            raise ShapeError(f"{name}: output with shape {tensor.sizes} doesn't match the "
-                             f"broadcast shape {shape}")
+            raise ShapeError(f"{name}: output with shape {list(tensor.sizes)} doesn't match "
+                             f"the broadcast shape {list(shape)}")
     elif not is_scalar(other):
         raise TypeError(f"{name}: {argument} must be a tensor or a Python scalar, got "
                         f"{type(other).__name__}")
@@ -701,8 +705,8 @@ cdef class TensorCore:
         # A 0-d tensor takes dims 0 and -1, as if it had one dimension (PyTorch's rule).
         cdef int wrap = max(ndim, 1)
         if not -wrap <= dim < wrap:  # an index out of range, as in PyTorch
-            raise IndexError(f"{argument} must be an int in [{-wrap}, {wrap - 1}], got "
-                             f"{errors.shown(dim)} (Dimension out of range)")
+            raise IndexError(f"{argument}: Dimension out of range (expected to be in range of "
+                             f"[{-wrap}, {wrap - 1}], but got {errors.shown(dim)})")
         return dim + wrap if dim < 0 else dim
 
     cdef int64_t c_numel(self):
@@ -859,18 +863,21 @@ cdef class TensorCore:
         if -1 in shape:  # math.prod: a product of big sizes must not overflow a C int64
             known = math.prod(size for size in shape if size != -1)
             if known == 0 or self.element_count % known:
-                raise ShapeError(f"shape {errors.shown(shape)} is invalid for a tensor of "
+                raise ShapeError(f"shape {errors.shown(shape)} is invalid for input of size "
                                  f"{self.element_count} elements")
             shape = tuple(self.element_count // known if size == -1 else size for size in shape)
         if math.prod(shape) != self.element_count:
-            raise ShapeError(f"shape {errors.shown(shape)} is invalid for a tensor of "
+            raise ShapeError(f"shape {errors.shown(shape)} is invalid for input of size "
                              f"{self.element_count} elements")
         return shape
 
     cdef object c_view(self, tuple shape):
         shape = self.c_new_shape(shape)
         if not is_contiguous(self):
-            raise ShapeError("view() needs a contiguous tensor; use reshape(), which copies "
+            raise ShapeError("view size is not compatible with input tensor's size and stride "
+                             "(at least one dimension spans across two contiguous subspaces). "
+                             "Use .reshape(...) instead: view() needs a contiguous tensor; "
+                             "reshape() copies "
                              "when it must")
         view = strided_view(self, shape, contiguous_strides(shape))
         return recorded(view, "reshape", (self,)) if tracked(self) else view
@@ -898,7 +905,7 @@ cdef class TensorCore:
     cdef object c_t(self):
         if len(self.sizes) > 2:
             raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is "
-                             f"{len(self.sizes)}-D (shape {self.sizes}); use transpose()")
+                             f"{len(self.sizes)}D (shape {self.sizes}); use transpose()")
         if len(self.sizes) < 2:  # a view of the tensor as it is
             view = strided_view(self, self.sizes, self.element_strides)
             return recorded(view, "reshape", (self,)) if tracked(self) else view
@@ -909,8 +916,8 @@ cdef class TensorCore:
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"dim must be an int, got {type(dim).__name__} ({errors.shown(dim)})")
         if not -ndim - 1 <= dim <= ndim:
-            raise IndexError(f"dim must be an int in [{-ndim - 1}, {ndim}], got "
-                             f"{errors.shown(dim)}")
+            raise IndexError(f"dim: Dimension out of range (expected to be in range of "
+                             f"[{-ndim - 1}, {ndim}], but got {errors.shown(dim)})")
         cdef int at = dim + ndim + 1 if dim < 0 else dim
         # The new dimension's stride is never used to move (its size is 1); PyTorch's choice.
         stride = self.element_strides[at] * self.sizes[at] if at < ndim else 1
@@ -933,7 +940,7 @@ cdef class TensorCore:
         for dim, target in enumerate(size):
             if dim < lead:
                 if target < 0:
-                    raise ShapeError(f"expand: the expanded size of the tensor ({target}) isn't "
+                    raise ShapeError(f"expand: The expanded size of the tensor ({target}) isn't "
                                      f"allowed in a leading, non-existing dimension {dim}")
                 sizes.append(target)
                 strides.append(0)
@@ -946,7 +953,7 @@ cdef class TensorCore:
                 sizes.append(target)
                 strides.append(0)  # every index reads the one element
             else:
-                raise ShapeError(f"expand: the expanded size of the tensor ({target}) must match "
+                raise ShapeError(f"expand: The expanded size of the tensor ({target}) must match "
                                  f"the existing size ({existing}) at non-singleton dimension "
                                  f"{dim}.  Target sizes: {list(size)}.  Tensor sizes: "
                                  f"{list(self.sizes)}")
@@ -1016,7 +1023,7 @@ cdef class TensorCore:
                                                        inplace, name)
         if op == device_ops.OP_POW and not reverse and not result_dtype.floating and \
                 isinstance(other, int) and other < 0:
-            raise ShapeError(f"{name}: integers to negative integer powers are not allowed (got "
+            raise IntegerPowerError(f"{name}: Integers to negative integer powers are not allowed. (got "
                              f"exponent {other} for a {result_dtype.name} tensor)")
         if inplace and tracked(self, other):  # recorded: the result of a copy, copied in
             self.c_check_rebase(name)
@@ -1338,8 +1345,8 @@ cdef class TensorCore:
         if inplace:
             check_in_place(self, result_dtype, name)
             if sizes != self.sizes:
-                raise ShapeError(f"{name}: output with shape {self.sizes} doesn't match the "
-                                 f"broadcast shape {sizes}")
+                raise ShapeError(f"{name}: output with shape {list(self.sizes)} doesn't match "
+                                 f"the broadcast shape {list(sizes)}")
             if tracked(self, low, high):  # recorded: the result of a copy, copied in
                 self.c_check_rebase(name)
                 return self.c_rebased((<TensorCore>self.c_clone()).c_clamp_bounds(low, high,
@@ -1418,8 +1425,10 @@ cdef class TensorCore:
         cdef DtypeCore result_dtype = self.dtype_object
         if op == device_ops.OP_SUM and not result_dtype.floating:
             if mean:
-                raise DtypeError(f"mean() needs a floating-point tensor, got {result_dtype.name}; "
-                                "convert with .to(tensorplay.float32)")
+                raise DtypeError(f"mean(): could not infer output dtype. Input dtype must be "
+                                f"either a floating point or complex dtype. Got: "
+                                f"{result_dtype.name} (mean() needs a floating-point tensor; "
+                                f"convert with .to(tensorplay.float32))")
             result_dtype = dtypes.named_dtype("int64")  # integer and bool sums, as PyTorch
         if op != device_ops.OP_SUM and self.element_count == 0:
             raise ValueError(f"{name}() of an empty tensor has no identity; it needs at least "
@@ -1479,8 +1488,10 @@ cdef class TensorCore:
         cdef DtypeCore result_dtype = self.dtype_object
         if not result_dtype.floating:
             if mean:
-                raise DtypeError(f"mean() needs a floating-point tensor, got {result_dtype.name}; "
-                                "convert with .to(tensorplay.float32)")
+                raise DtypeError(f"mean(): could not infer output dtype. Input dtype must be "
+                                f"either a floating point or complex dtype. Got: "
+                                f"{result_dtype.name} (mean() needs a floating-point tensor; "
+                                f"convert with .to(tensorplay.float32))")
             result_dtype = dtypes.named_dtype("int64")  # integer and bool sums, as PyTorch
         shape = tuple(1 if d in dims else size for d, size in enumerate(self.sizes)) if keepdim \
             else tuple(size for d, size in enumerate(self.sizes) if d not in dims)
@@ -1527,6 +1538,9 @@ cdef class TensorCore:
                 self.dtype_object.name not in ("float32", "float64"):
             raise TypeError(f"matmul supports float32 or float64 tensors of one dtype, got "
                             f"{self.dtype_object.name} and {right.dtype_object.name}")
+        if not self.sizes or not right.sizes:
+            raise ShapeError(f"both arguments to matmul need to be at least 1D, but they are "
+                             f"{len(self.sizes)}D and {len(right.sizes)}D")
         if not (1 <= len(self.sizes) <= 3 and 1 <= len(right.sizes) <= 3):
             raise ShapeError(f"matmul supports tensors of 1 to 3 dimensions, got shapes "
                              f"{self.sizes} and {right.sizes}")
@@ -1602,10 +1616,18 @@ cdef class TensorCore:
         if value is not None:
             if not isinstance(value, TensorCore):
                 raise TypeError(f"grad must be a tensor or None, got {type(value).__name__}")
+            if (<TensorCore>value).dtype_object is not self.dtype_object:
+                raise DtypeError(f"grad: attempting to assign a gradient with dtype "
+                                 f"'{(<TensorCore>value).dtype_object.name}' to a tensor with "
+                                 f"grad_dtype '{self.dtype_object.name}' (assigned grad has "
+                                 f"data of a different type)")
             check_device_and_dtype(self, value, "grad")
             if (<TensorCore>value).sizes != self.sizes:
-                raise ShapeError(f"grad: the assigned gradient has shape "
-                                 f"{(<TensorCore>value).sizes}, the tensor {self.sizes}")
+                raise ShapeError(f"grad: attempting to assign a gradient of size "
+                                 f"'{list((<TensorCore>value).sizes)}' to a tensor of size "
+                                 f"'{list(self.sizes)}'. Please ensure that the gradient and "
+                                 f"the tensor are the same size (assigned grad has data of a "
+                                 f"different size)")
         self.grad_value = value
         return None
 

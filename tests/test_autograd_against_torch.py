@@ -800,3 +800,104 @@ def test_function_with_non_tensor_outputs():
         assert label == "label"
         return a * b
     run_both(program, [values((4,), 0)])
+
+
+# -- PyTorch's words for the errors ------------------------------------------------------------
+
+
+def test_errors_carry_pytorchs_words():
+    cases = [
+        (lambda m: m.ones(3) + m.ones(4), "The size of tensor a (3) must match the size of tensor "
+                                          "b (4) at non-singleton dimension 0"),
+        (lambda m: m.ones(3).add_(m.ones(2, 3)), "output with shape [3] doesn't match the "
+                                                 "broadcast shape [2, 3]"),
+        (lambda m: m.ones(2, 3).sum(2), "Dimension out of range (expected to be in range of "
+                                        "[-2, 1], but got 2)"),
+        (lambda m: m.ones(2, 3).unsqueeze(3), "Dimension out of range (expected to be in range "
+                                              "of [-3, 2], but got 3)"),
+        (lambda m: m.ones(2, 3).view(4), "is invalid for input of size 6"),
+        (lambda m: m.ones(2, 3).t().view(6), "view size is not compatible with input tensor's "
+                                             "size and stride"),
+        (lambda m: m.ones(2, 2, 2).t(), "t() expects a tensor with <= 2 dimensions, but self "
+                                        "is 3D"),
+        (lambda m: m.ones(3).expand(2, 4), "The expanded size of the tensor (4) must match the "
+                                           "existing size (3) at non-singleton dimension 1"),
+        (lambda m: m.ones(()) @ m.ones(3), "both arguments to matmul need to be at least 1D, "
+                                           "but they are 0D and 1D"),
+        (lambda m: m.ones(2, dtype=m.int64) ** -1, "Integers to negative integer powers are not "
+                                                   "allowed"),
+        (lambda m: m.ones(2, dtype=m.int64).mean(), "mean(): could not infer output dtype. Input "
+                                                    "dtype must be either a floating point or "
+                                                    "complex dtype"),
+        (lambda m: m.ones(2, 3).sum((1, 1)), "appears multiple times in the list of dims"),
+    ]
+    for program, words in cases:
+        same_error(lambda: program(tp), lambda: program(torch), words)
+
+
+def test_autograd_errors_carry_pytorchs_words():
+    def unused(m):
+        x, u = m.ones(2, requires_grad=True), m.ones(2, requires_grad=True)
+        return m.autograd.grad((x * 2).sum(), [x, u])
+
+    def not_requiring(m):
+        x = m.ones(2, requires_grad=True)
+        return m.autograd.grad((x * 2).sum(), [m.ones(2)])
+
+    def wrong_grad_size(m):
+        x = m.ones(2, requires_grad=True)
+        x.grad = m.ones(3)
+
+    def wrong_grad_type(m):
+        x = m.ones(2, requires_grad=True)
+        x.grad = m.ones(2, dtype=m.float64)
+
+    for program, words in ((unused, "appears to not have been used in the graph. Set "
+                                    "allow_unused=True if this is the desired behavior."),
+                           (not_requiring, "One of the differentiated Tensors does not require "
+                                           "grad"),
+                           (wrong_grad_size, "attempting to assign a gradient of size '[3]' to a tensor "
+                                             "of size '[2]'"),
+                           (wrong_grad_type, "attempting to assign a gradient with dtype")):
+        same_error(lambda: program(tp), lambda: program(torch), words)
+
+
+class BadShape(autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.sum(0)[:2]
+
+
+class TorchBadShape(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.sum(0)[:2]
+
+
+class Reduced(autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.sum(0, keepdim=True) * 0 + grad * 2  # the input's shape, broadcast
+
+
+def test_function_gradients_of_other_shapes():
+    x, tx = tp.ones(2, 3, requires_grad=True), torch.ones(2, 3, requires_grad=True)
+    same_error(lambda: BadShape.apply(x).sum().backward(),
+               lambda: TorchBadShape.apply(tx).sum().backward(),
+               "returned an invalid gradient at index 0 - got [2] but expected shape compatible "
+               "with [2, 3]")
+    y = tp.ones(1, 3, requires_grad=True)
+    (Reduced.apply(y) * tp.ones(2, 3)).sum().backward()
+    assert y.grad.tolist() == [[4.0, 4.0, 4.0]]
