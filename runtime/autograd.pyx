@@ -259,8 +259,11 @@ def neg_gradient(Node node, tuple grads):
 
 
 def abs_gradient(Node node, tuple grads):
+    # g * sign(x), a product as PyTorch's (so an infinite g at x = 0 gives nan, not 0).
     cdef TensorCore g = grads[0], x = node.saved[0]
-    return (tensor.where(x.c_gt(0), g, tensor.where(x.c_lt(0), g.c_neg(), 0)),)
+    sign = (<TensorCore>(<TensorCore>x.c_gt(0)).c_to(None, x.dtype_object, False, False)).c_sub(
+        (<TensorCore>x.c_lt(0)).c_to(None, x.dtype_object, False, False))
+    return (g.c_mul(sign),)
 
 
 def relu_gradient(Node node, tuple grads):  # saved: the output

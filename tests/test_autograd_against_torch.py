@@ -901,3 +901,25 @@ def test_function_gradients_of_other_shapes():
     y = tp.ones(1, 3, requires_grad=True)
     (Reduced.apply(y) * tp.ones(2, 3)).sum().backward()
     assert y.grad.tolist() == [[4.0, 4.0, 4.0]]
+
+
+BOUNDARY = numpy.array([-1.0, -0.5, 0.0, 0.5, 1.0])
+
+
+@pytest.mark.parametrize("name", ["abs", "relu", "sqrt", "log", "clamp", "clamp tensors",
+                                  "div by zero", "rdiv", "max", "min", "where", "pow 0.5",
+                                  "pow -1", "rpow zero"])
+def test_gradients_at_kinks_and_poles(name):
+    program = {
+        "abs": lambda m, a: a.abs(), "relu": lambda m, a: a.relu(),
+        "sqrt": lambda m, a: a.abs().sqrt(), "log": lambda m, a: a.abs().log(),
+        "clamp": lambda m, a: a.clamp(-0.5, 0.5),
+        "clamp tensors": lambda m, a: a.clamp(a * 0 - 0.5, a * 0 + 0.5),
+        "div by zero": lambda m, a: 1.0 / a, "rdiv": lambda m, a: a / a,
+        "max": lambda m, a: (a * 0).max() + a.abs().max(),
+        "min": lambda m, a: (a * 0).min() + a.abs().min(),
+        "where": lambda m, a: m.where(a >= 0, a.abs().sqrt(), a),
+        "pow 0.5": lambda m, a: a ** 0.5, "pow -1": lambda m, a: a ** -1,
+        "rpow zero": lambda m, a: 0.0 ** a,
+    }[name]
+    run_both(program, [BOUNDARY])
