@@ -220,6 +220,11 @@ def div_gradient(Node node, tuple grads):
                 (<TensorCore>b).c_mul(b))).c_neg() if wanted(node, 1) else None)
 
 
+def fill_gradient(Node node, tuple grads):
+    # fill_() and zero_() of a tensor with history: the old values no longer matter.
+    return (zeros_of(node.inputs_meta[0]),)
+
+
 def rounded_div_gradient(Node node, tuple grads):
     # Rounded quotients are piecewise constant: their gradient is zero, as PyTorch's.
     return tuple(zeros_of(meta) if meta is not None else None for meta in node.inputs_meta)
@@ -417,7 +422,7 @@ def function_gradient(Node node, tuple grads):
 
 FORMULAS = {
     "add": add_gradient, "sub": sub_gradient, "mul": mul_gradient, "div": div_gradient,
-    "rounded_div": rounded_div_gradient, "pow": pow_gradient, "neg": neg_gradient,
+    "rounded_div": rounded_div_gradient, "fill": fill_gradient, "pow": pow_gradient, "neg": neg_gradient,
     "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,

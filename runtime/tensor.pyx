@@ -765,6 +765,11 @@ cdef class TensorCore:
         if not is_scalar(value):
             raise TypeError(f"value must be a bool, int or float, got {type(value).__name__}")
         dtypes.check_scalar(value, self.dtype_object, "value")
+        if tracked(self) and self.grad_node is not None:  # recorded: its gradient is zero
+            self.c_check_rebase("fill_")
+            filled = (<TensorCore>new_empty(self.sizes, self.dtype_object,
+                                            self.device_index)).c_fill_(value)
+            return self.c_rebased(recorded(filled, "fill", (self,)))
         self.c_mark_modified("fill_")
         if self.device_index == CPU:
             self.array[...] = stored(np().array(value), self.dtype_object)

@@ -679,6 +679,8 @@ IN_PLACE = {
     "mul_ scalar": lambda m, y, w: y.mul_(3.0),
     "clamp_": lambda m, y, w: y.clamp_(min=w * 0 - 0.5, max=w),
     "copy_": lambda m, y, w: y.copy_(w * 2),
+    "zero_ then add_": lambda m, y, w: y.zero_().add_(w),
+    "fill_ then mul_": lambda m, y, w: y.fill_(1.5).mul_(w),
 }
 
 
