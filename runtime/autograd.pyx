@@ -344,6 +344,19 @@ def getitem_gradient(Node node, tuple grads):
     return (whole,)
 
 
+def setitem_gradient(Node node, tuple grads):
+    # self[key] = value: the old values' gradient is g with the selection zeroed; the value's
+    # is g's selection (sum_to reduces it where the value broadcast).
+    cdef TensorCore g = grads[0]
+    grad_self = grad_value = None
+    if wanted(node, 0):
+        grad_self = g.c_clone()
+        (<TensorCore>grad_self).c_setitem(node.state, 0)
+    if wanted(node, 1):
+        grad_value = (<TensorCore>g.c_getitem(node.state)).c_clone()
+    return (grad_self, grad_value)
+
+
 def clone_gradient(Node node, tuple grads):
     return (grads[0],)
 
@@ -428,6 +441,7 @@ FORMULAS = {
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
     "reshape": reshape_gradient,
     "transpose": transpose_gradient, "expand": expand_gradient, "getitem": getitem_gradient,
+    "setitem": setitem_gradient,
     "clone": clone_gradient, "to": to_gradient, "add_scaled": add_scaled_gradient,
     "clamp": clamp_gradient, "where": where_gradient, "matmul": matmul_gradient,
     "function": function_gradient,

@@ -1014,6 +1014,19 @@ cdef class TensorCore:
         return recorded(view, "getitem", (self,), (), key) if tracked(self) else view
 
     cdef object c_setitem(self, object key, object value):
+        if tracked(self, value) and self.dtype_object.floating:
+            # Recorded (PyTorch's CopySlices, for a tensor that is not a view): a copy with the
+            # selection assigned, which this tensor takes in, values and history.
+            self.c_check_rebase("__setitem__")
+            previous = grad_enabled()
+            set_grad_enabled(False)
+            try:
+                result = <TensorCore>self.c_clone()
+                result.c_setitem(key, value)
+            finally:
+                set_grad_enabled(previous)
+            self.c_rebased(recorded(result, "setitem", (self, value), (), key))
+            return None
         target = <TensorCore>self.c_getitem(key)
         if isinstance(value, TensorCore):
             target.c_copy_(value, False)

@@ -719,6 +719,20 @@ def test_in_place_change_of_a_saved_non_leaf():
                    "modified by an inplace operation")
 
 
+def test_item_assignment_is_recorded():
+    def program(m, x, w):
+        out = m.zeros(3, 4, dtype=x.dtype)
+        out[0] = x.sum(0)
+        out[1:, ::2] = w
+        out[2, 1] = 5.0
+        y = x * 1.0
+        y[1] = w[0, 0]
+        y[:, 0] = 0.0
+        return out * out, y
+    run_both(program, [values((2, 4), 0), values((2, 2), 1)])
+    run_both(program, [values((2, 4), 0), values((2, 2), 1)], grad=(1,))
+
+
 def test_in_place_operation_on_a_view_is_refused_clearly():
     # PyTorch records it (CopySlices); tensorplay refuses (docs/design.md, "Autograd").
     x = tp.ones(2, 3, requires_grad=True)
