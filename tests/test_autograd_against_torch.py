@@ -56,13 +56,15 @@ def assert_same_tensor(got, expected, what, rtol=1e-6, atol=1e-9):
                                   rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
 
 
-def run_both(program, arrays, dtype="float64", grad=(), rtol=1e-6, atol=1e-9, seed=1):
+def run_both(program, arrays, dtype="float64", grad=(), rtol=1e-6, atol=1e-9, seed=1,
+             device="cpu"):
     """program(module, *leaves) in tensorplay and in PyTorch, with leaves made from arrays (all
     requiring grad unless grad names the indices that do); compares the outputs, then the
     leaves' .grad after backward() of a random weighting of every output."""
     tp_type, torch_type = DTYPES[dtype]
     wanted = range(len(arrays)) if grad == () else grad
-    ours = [tp.tensor(a, dtype=tp_type, requires_grad=i in wanted) for i, a in enumerate(arrays)]
+    ours = [tp.tensor(a, dtype=tp_type, device=device, requires_grad=i in wanted)
+            for i, a in enumerate(arrays)]
     theirs = [torch.tensor(a, dtype=torch_type, requires_grad=i in wanted)
               for i, a in enumerate(arrays)]
     got, expected = program(tp, *ours), program(torch, *theirs)
@@ -74,7 +76,7 @@ def run_both(program, arrays, dtype="float64", grad=(), rtol=1e-6, atol=1e-9, se
         assert_same_tensor(g, e, f"output {index}", rtol, atol)
         if e.requires_grad:
             weights = numpy.random.default_rng(seed + index).standard_normal(tuple(e.shape))
-            term_tp = (g * tp.tensor(weights, dtype=g.dtype)).sum().to(tp_type)
+            term_tp = (g * tp.tensor(weights, dtype=g.dtype, device=device)).sum().to(tp_type)
             term_torch = (e * torch.tensor(weights, dtype=e.dtype)).sum().to(torch_type)
             tp_loss = term_tp if tp_loss is None else tp_loss + term_tp
             torch_loss = term_torch if torch_loss is None else torch_loss + term_torch
@@ -698,7 +700,7 @@ def test_in_place_operations_on_non_leaves_are_recorded(name):
 @pytest.mark.parametrize("name", list(IN_PLACE))
 def test_in_place_operations_on_buffers_take_the_operands_history(name):
     def program(m, x, w):
-        buffer = m.ones(2, 3, dtype=x.dtype)
+        buffer = m.ones(2, 3, dtype=x.dtype, device=x.device)
         IN_PLACE[name](m, buffer, w)
         return buffer * x
     ours, theirs = run_both(program, [values((2, 3), 0), values((3,), 1)])
@@ -721,7 +723,7 @@ def test_in_place_change_of_a_saved_non_leaf():
 
 def test_item_assignment_is_recorded():
     def program(m, x, w):
-        out = m.zeros(3, 4, dtype=x.dtype)
+        out = m.zeros(3, 4, dtype=x.dtype, device=x.device)
         out[0] = x.sum(0)
         out[1:, ::2] = w
         out[2, 1] = 5.0
@@ -939,3 +941,43 @@ def test_gradients_at_kinks_and_poles(name):
         "rpow zero": lambda m, a: 0.0 ** a,
     }[name]
     run_both(program, [BOUNDARY])
+
+
+# -- the same on CUDA (gpu marker): tensorplay on the GPU against PyTorch on the CPU --------------
+
+
+CUDA_CASES = {
+    **{f"binary {name}": (BINARY[name], [values((2, 1, 3), 0), values((4, 1), 1)])
+       for name in BINARY},
+    **{f"unary {name}": ((lambda f: lambda m, a: f(a))(UNARY[name]),
+                         [values((2, 3), 3, "distinct" if name in ("max", "min") else "signed")])
+       for name in UNARY},
+    **{f"in place {name}": ((lambda f: lambda m, x, w: (lambda y: (f(m, y, w), y * x)[1])(
+        x * 2))(IN_PLACE[name]), [values((2, 3), 0), values((3,), 1)]) for name in IN_PLACE},
+    "reductions": (lambda m, a: (a.sum((0, 2)), a.mean(-1, keepdim=True), a.sum()),
+                   [values((2, 3, 4), 4)]),
+    "matmul batched": (lambda m, a, b: a @ b, [values((2, 2, 3), 6), values((3, 4), 7)]),
+    "matmul vectors": (lambda m, a, b: (a @ b, b.t() @ a), [values((3,), 6), values((3, 2), 7)]),
+    "views": (lambda m, a: a.t().unsqueeze(0).expand(2, 2, 3).transpose(0, 2)[1:] * 2,
+              [values((3, 2), 5)]),
+    "pow at zero": (lambda m, a, b: (a ** b, 0.0 ** b), [numpy.array([0.0, 0.0, 2.0, -1.0]),
+                                                         numpy.array([0.0, -1.0, 0.5, 2.0])]),
+    "abs at zero": (lambda m, a: a.abs().sqrt(), [BOUNDARY]),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(CUDA_CASES))
+def test_on_cuda_as_on_the_cpu(name):
+    program, arrays = CUDA_CASES[name]
+    run_both(program, arrays, device="cuda")
+
+
+@pytest.mark.gpu
+def test_item_assignment_on_cuda():
+    def program(m, x, w):
+        out = m.zeros(3, 4, dtype=x.dtype, device=x.device)
+        out[0] = x.sum(0)
+        out[1:, ::2] = w
+        return out * out
+    run_both(program, [values((2, 4), 0), values((2, 2), 1)], device="cuda")
