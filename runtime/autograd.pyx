@@ -36,8 +36,10 @@ PyTorch saves (an output as a detached alias, which shares its version counter w
 cycle), so the same changes are refused. While grad mode is on, an in-place operation on a
 tensor that is not a view, when it or an operand requires grad, is recorded as PyTorch's
 rebase_history (TensorCore.c_rebased): the out-of-place result of a copy is copied in, counting
-a change, and the tensor takes its Node. It is refused on a leaf that requires grad (as PyTorch;
-optimisers update parameters under no_grad()) and on a view (PyTorch's CopySlices is not here).
+a change, and the tensor takes its Node; item assignment into it likewise (SetitemBackward, a
+CopySlices for the tensor itself). It is refused on a leaf that requires grad (as PyTorch;
+optimisers update parameters under no_grad()) and on a view, since the tape cannot rewrite the
+history of the view's base and of its other views (PyTorch's CopySlices for views is not here).
 """
 import functools
 import math
@@ -435,7 +437,8 @@ def function_gradient(Node node, tuple grads):
 
 FORMULAS = {
     "add": add_gradient, "sub": sub_gradient, "mul": mul_gradient, "div": div_gradient,
-    "rounded_div": rounded_div_gradient, "fill": fill_gradient, "pow": pow_gradient, "neg": neg_gradient,
+    "rounded_div": rounded_div_gradient, "fill": fill_gradient, "pow": pow_gradient,
+    "neg": neg_gradient,
     "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,

@@ -1041,8 +1041,9 @@ cdef class TensorCore:
                                                        inplace, name)
         if op == device_ops.OP_POW and not reverse and not result_dtype.floating and \
                 isinstance(other, int) and other < 0:
-            raise IntegerPowerError(f"{name}: Integers to negative integer powers are not allowed. (got "
-                             f"exponent {other} for a {result_dtype.name} tensor)")
+            raise IntegerPowerError(f"{name}: Integers to negative integer powers are not "
+                                    f"allowed. (got exponent {other} for a "
+                                    f"{result_dtype.name} tensor)")
         if inplace and tracked(self, other):  # recorded: the result of a copy, copied in
             self.c_check_rebase(name)
             return self.c_rebased((<TensorCore>self.c_clone()).c_binary(other, op, reverse,

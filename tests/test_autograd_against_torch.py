@@ -874,8 +874,8 @@ def test_autograd_errors_carry_pytorchs_words():
                                     "allow_unused=True if this is the desired behavior."),
                            (not_requiring, "One of the differentiated Tensors does not require "
                                            "grad"),
-                           (wrong_grad_size, "attempting to assign a gradient of size '[3]' to a tensor "
-                                             "of size '[2]'"),
+                           (wrong_grad_size, "attempting to assign a gradient of size '[3]' to a "
+                                             "tensor of size '[2]'"),
                            (wrong_grad_type, "attempting to assign a gradient with dtype")):
         same_error(lambda: program(tp), lambda: program(torch), words)
 
