@@ -44,6 +44,8 @@ cdef class TensorCore:
     # history.
     cdef int c_check_rebase(self, str name) except -1
     cdef object c_rebased(self, object result)
+    # Arithmetic with a bool tensor, by PyTorch's type promotion (c_binary).
+    cdef object c_bool_binary(self, object other, int op, bint reverse, bint inplace, str name)
     cdef bint c_requires_grad(self)
     cdef object c_set_requires_grad(self, bint value)
     cdef object c_requires_grad_(self, bint requires_grad)

@@ -69,6 +69,11 @@ class IntegerPowerError(ValueError, RuntimeError):
     """An integer tensor to a negative integer power: a ValueError and PyTorch's RuntimeError."""
 
 
+class BoolNotImplementedError(TypeError, NotImplementedError):
+    """An operation PyTorch does not implement for bool tensors: a TypeError, as tensorplay has
+    always raised, and PyTorch's NotImplementedError."""
+
+
 class DtypeError(TypeError, RuntimeError):
     """A dtype an operation refuses where PyTorch raises a RuntimeError (mean() of integers):
     a TypeError, as tensorplay has always raised, and PyTorch's RuntimeError."""
@@ -460,8 +465,8 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_divis
                                 bint inplace, str name, str argument="the other operand"):
     """The result dtype of tensor (op) other under the operators' rules, which it checks: other
     is a tensor of the same dtype and device whose shape broadcasts with tensor's, or a Python
-    scalar; no bool arithmetic; integers divide truly into float32; an in-place result keeps the
-    tensor's dtype and shape."""
+    scalar; no bool arithmetic here (c_bool_binary has its own rules); integers divide truly into
+    float32; an in-place result keeps the tensor's dtype and shape."""
     if isinstance(other, TensorCore):
         check_device_and_dtype(tensor, other, name)
         shape = broadcast_shape(tensor.sizes, (<TensorCore>other).sizes, name)
@@ -1037,6 +1042,10 @@ cdef class TensorCore:
     # -- arithmetic -----------------------------------------------------------------------------
 
     cdef object c_binary(self, object other, int op, bint reverse, bint inplace, str name):
+        if self.dtype_object.name == "bool" and (
+                not isinstance(other, TensorCore) or
+                (<TensorCore>other).dtype_object is self.dtype_object):
+            return self.c_bool_binary(other, op, reverse, inplace, name)
         cdef DtypeCore result_dtype = arithmetic_dtype(self, other, op == device_ops.OP_DIV,
                                                        inplace, name)
         if op == device_ops.OP_POW and not reverse and not result_dtype.floating and \
@@ -1089,6 +1098,54 @@ cdef class TensorCore:
             copy_on_device(self, output)
             return self
         return self.c_binary_result(output, other, op, reverse, inplace)
+
+    cdef object c_bool_binary(self, object other, int op, bint reverse, bint inplace, str name):
+        """self (op) other for a bool tensor and a bool tensor or a Python scalar, by PyTorch's
+        type promotion: bool with bool stays bool for + and * (or, and), an int scalar makes
+        int64, a float scalar or true division float32; subtraction, rounded division and
+        bool ** bool tensor are refused as in PyTorch. Computed in int64 (or float32), so every
+        kernel it needs exists on both devices."""
+        if isinstance(other, TensorCore):
+            check_device(self, other, name)
+            shape = broadcast_shape(self.sizes, (<TensorCore>other).sizes, name)
+            if inplace and shape != self.sizes:
+                raise ShapeError(f"{name}: output with shape {list(self.sizes)} doesn't match "
+                                 f"the broadcast shape {list(shape)}")
+        elif not is_scalar(other):
+            raise TypeError(f"{name}: the other operand must be a tensor or a Python scalar, got "
+                            f"{type(other).__name__}")
+        else:
+            scalar_operand_arg(other, name)
+        if op == device_ops.OP_SUB:
+            raise DtypeError(f"{name}: Subtraction, the `-` operator, with a bool tensor is not "
+                             "supported. If you are trying to invert a mask, use the `~` or "
+                             "`logical_not()` operator instead.")
+        boolean = isinstance(other, (bool, TensorCore))  # the other operand is bool too
+        if op == device_ops.OP_DIV_TRUNC or op == device_ops.OP_DIV_FLOOR or (
+                op == device_ops.OP_POW and isinstance(other, TensorCore)):
+            raise BoolNotImplementedError(f"{name}: not implemented for 'Bool' tensors (as in "
+                                          "PyTorch); convert with .to(tensorplay.int64) first")
+        if op == device_ops.OP_DIV or isinstance(other, float):
+            compute = dtypes.named_dtype("float32")
+        else:
+            compute = dtypes.named_dtype("int64")
+        result_dtype = self.dtype_object if boolean and compute.name == "int64" and \
+            op != device_ops.OP_POW else compute
+        if inplace and result_dtype is not self.dtype_object:
+            raise DtypeError(f"{name}: result type {result_dtype.name} can't be cast to the "
+                             "desired output type bool")
+        left = <TensorCore>self.c_to(None, compute, False, False)
+        right = (<TensorCore>other).c_to(None, compute, False, False) \
+            if isinstance(other, TensorCore) else (int(other) if isinstance(other, bool)
+                                                   else other)
+        result = <TensorCore>left.c_binary(right, op, reverse, False, name)
+        if result_dtype is not compute:
+            result = <TensorCore>result.c_to(None, result_dtype, False, False)
+        if inplace:
+            self.c_mark_modified(name, other)
+            copy_into(self, result, False)
+            return self
+        return result
 
     cdef object c_binary_result(self, object output, object other, int op, bint reverse,
                                 bint inplace):
@@ -1220,8 +1277,13 @@ cdef class TensorCore:
             # Integers and bools go to float32 first, as PyTorch promotes them.
             return (<TensorCore>self.c_to(None, dtypes.named_dtype("float32"), False,
                                           False)).c_unary(op)
-        if self.dtype_object.name == "bool":
-            raise TypeError(f"{name}() is not supported on bool tensors")
+        if self.dtype_object.name == "bool":  # PyTorch's error types: see BoolNotImplementedError
+            if op == device_ops.OP_ABS:
+                raise BoolNotImplementedError(f"{name}() is not supported on bool tensors")
+            raise DtypeError(f"{name}() is not supported on bool tensors" + (
+                ": Negation, the `-` operator, on a bool tensor is not supported. If you are "
+                "trying to invert a mask, use the `~` or `logical_not()` operator instead."
+                if op == device_ops.OP_NEG else ""))
         if self.device_index == CPU:
             values = computable(self)
             values = np().maximum(values, 0).astype(values.dtype) if op == device_ops.OP_RELU \
@@ -1284,6 +1346,10 @@ cdef class TensorCore:
         """self + alpha * other, or self - alpha * other, as torch.add and torch.sub."""
         cdef TensorCore output
         name = ("sub" if subtract else "add") + ("_" if inplace else "")
+        if self.dtype_object.name == "bool" and alpha == 1 and not isinstance(alpha, bool):
+            # Bool arithmetic's own promotion (c_bool_binary); another alpha is refused below.
+            return self.c_binary(other, device_ops.OP_SUB if subtract else device_ops.OP_ADD,
+                                 False, inplace, name)
         cdef DtypeCore result_dtype = arithmetic_dtype(self, other, False, inplace, name)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
             raise TypeError(f"{name}: alpha must be an int or float, got {alpha!r:.200}")

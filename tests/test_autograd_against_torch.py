@@ -339,11 +339,9 @@ DTYPE_OPS = {
 }
 
 
-# Refused on purpose (docs/design.md, "Autograd", differences from PyTorch): arithmetic on bool
+# Refused on purpose (docs/design.md, "Autograd", differences from PyTorch): clamp of bool
 # tensors, and matmul of anything but float32 and float64; each with a TypeError saying so.
-BOOL_ARITHMETIC = {"add", "sub", "mul", "div", "floor div", "trunc div", "scalar int",
-                   "scalar float", "scalar div", "rdiv", "neg", "abs", "pow scalar", "pow tensor",
-                   "rpow", "clamp", "relu", "matmul"}
+BOOL_ARITHMETIC = {"clamp", "matmul"}
 
 
 def refused_on_purpose(op, dtype):
@@ -981,3 +979,31 @@ def test_item_assignment_on_cuda():
         out[1:, ::2] = w
         return out * out
     run_both(program, [values((2, 4), 0), values((2, 2), 1)], device="cuda")
+
+
+BOOL_OPS = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+            "add int": lambda a, b: a + 1, "radd int": lambda a, b: 2 + b,
+            "mul float": lambda a, b: a * 2.5, "div int": lambda a, b: a / 2,
+            "rdiv": lambda a, b: 1 / b, "add bool": lambda a, b: a + True,
+            "mul bool": lambda a, b: b * False, "pow int": lambda a, b: a ** 2,
+            "rpow int": lambda a, b: 2 ** b, "add_": lambda a, b: a.clone().add_(b[0]),
+            "mul_": lambda a, b: a.clone().mul_(b[0]), "add_ int": lambda a, b: a.add_(1),
+            "sub": lambda a, b: a - b, "rsub": lambda a, b: 1 - a, "neg": lambda a, b: -a,
+            "abs": lambda a, b: a.abs(), "relu": lambda a, b: a.relu(),
+            "pow tensor": lambda a, b: a ** b,
+            "floor": lambda a, b: a.div(b, rounding_mode="floor")}
+
+
+@pytest.mark.parametrize("name", list(BOOL_OPS))
+def test_bool_arithmetic_promotes_as_pytorch(name):
+    rng = numpy.random.default_rng(0)
+    a, b = rng.random((2, 1, 3)) > 0.5, rng.random((4, 1)) > 0.5
+    ours, theirs = tp.tensor(a), torch.tensor(a)
+    other, their_other = tp.tensor(b), torch.tensor(b)
+    try:
+        expected = BOOL_OPS[name](theirs, their_other)
+    except Exception as error:
+        with pytest.raises(type(error)):
+            BOOL_OPS[name](ours, other)
+        return
+    assert_same_tensor(BOOL_OPS[name](ours, other), expected, name)

@@ -268,8 +268,11 @@ def test_errors_name_both_operands(device):
         a + tp.zeros(2, 2, device=device)
     with pytest.raises(TypeError, match="dtypes float32 and int64 differ"):
         a + tp.zeros(2, 3, dtype=tp.int64, device=device)
-    with pytest.raises(TypeError, match="arithmetic on bool tensors is not supported"):
-        tp.zeros(2, dtype=tp.bool, device=device) + 1
+    with pytest.raises(TypeError, match="Subtraction, the `-` operator, with a bool tensor is "
+                                        "not supported"):
+        tp.zeros(2, dtype=tp.bool, device=device) - 1
+    with pytest.raises(TypeError, match="dtypes bool and int64 differ"):
+        tp.zeros(2, dtype=tp.bool, device=device) + tp.zeros(2, dtype=tp.int64, device=device)
     with pytest.raises(TypeError, match="matmul supports float32 or float64 tensors of one dtype, "
                                         "got float32 and float64"):
         a @ tp.zeros(3, 2, dtype=tp.float64, device=device)
