@@ -848,8 +848,9 @@ cdef class TensorCore:
 
     cdef object c_item(self):
         if self.element_count != 1:
-            raise ShapeError(f"item() needs a tensor with exactly one element, this one has "
-                             f"{self.element_count} (shape {self.sizes})")
+            raise ShapeError(f"item(): a Tensor with {self.element_count} elements cannot be "
+                             f"converted to Scalar; item() needs a tensor with exactly one "
+                             f"element (shape {self.sizes})")
         return host_values(self).reshape(()).item()
 
     cdef object c_tolist(self):
@@ -869,7 +870,8 @@ cdef class TensorCore:
             raise ValueError(f"shape must be ints >= 0 (and at most one -1), got "
                              f"{errors.shown(shape)}")
         if shape.count(-1) > 1:
-            raise ValueError(f"shape may contain at most one -1, got {errors.shown(shape)}")
+            raise ShapeError(f"only one dimension can be inferred: shape may contain at most one "
+                             f"-1, got {errors.shown(shape)}")
         if -1 in shape:  # math.prod: a product of big sizes must not overflow a C int64
             known = math.prod(size for size in shape if size != -1)
             if known == 0 or self.element_count % known:
@@ -1516,8 +1518,9 @@ cdef class TensorCore:
                                 f"convert with .to(tensorplay.float32))")
             result_dtype = dtypes.named_dtype("int64")  # integer and bool sums, as PyTorch
         if op != device_ops.OP_SUM and self.element_count == 0:
-            raise ValueError(f"{name}() of an empty tensor has no identity; it needs at least "
-                             "one element")
+            raise ShapeError(f"{name}(): Expected reduction dim to be specified for "
+                             f"input.numel() == 0. {name}() of an empty tensor has no identity; "
+                             "it needs at least one element")
         if self.device_index == CPU:
             values = computable(self)
             if op == device_ops.OP_SUM:

@@ -1007,3 +1007,13 @@ def test_bool_arithmetic_promotes_as_pytorch(name):
             BOOL_OPS[name](ours, other)
         return
     assert_same_tensor(BOOL_OPS[name](ours, other), expected, name)
+
+
+def test_more_errors_carry_pytorchs_words():
+    for program, words in ((lambda m: m.ones(0, 3).max(), "Expected reduction dim to be "
+                                                           "specified for input.numel() == 0"),
+                           (lambda m: m.ones(2, 3).view(-1, -1), "only one dimension can be "
+                                                                 "inferred"),
+                           (lambda m: m.ones(2).item(), "a Tensor with 2 elements cannot be "
+                                                        "converted to Scalar")):
+        same_error(lambda: program(tp), lambda: program(torch), words)
