@@ -46,6 +46,7 @@ cdef class TensorCore:
     cdef object c_rebased(self, object result)
     # Arithmetic with a bool tensor, by PyTorch's type promotion (c_binary).
     cdef object c_bool_binary(self, object other, int op, bint reverse, bint inplace, str name)
+    cdef object c_clamp_bool(self, object low, object high, bint inplace, str name)
     cdef bint c_requires_grad(self)
     cdef object c_set_requires_grad(self, bint value)
     cdef object c_requires_grad_(self, bint requires_grad)

@@ -1414,8 +1414,7 @@ cdef class TensorCore:
         if low is None and high is None:
             raise ValueError(f"{name}: at least one of min and max must not be None")
         if self.dtype_object.name == "bool":
-            raise TypeError(f"{name}: bool tensors are not supported; convert with "
-                            ".to(tensorplay.int64) first")
+            return self.c_clamp_bool(low, high, inplace, name)
         cdef DtypeCore result_dtype = self.dtype_object
         sizes = self.sizes
         for argument, bound in (("min", low), ("max", high)):
@@ -1477,6 +1476,46 @@ cdef class TensorCore:
                 None if isinstance(high, TensorCore) else high, output.data, sizes,
                 current_stream(self.device_index))
         return self.c_clamp_result(self.c_finish(output, inplace), low, high, inplace)
+
+    cdef object c_clamp_bool(self, object low, object high, bint inplace, str name):
+        """clamp of a bool tensor by PyTorch's promotion: a float bound gives float32, an int
+        bound int64; one bool tensor bound keeps bool; bool scalar bounds alone, or two bool
+        tensor bounds, are refused (PyTorch has no such kernels for Bool). Computed in int64 or
+        float32."""
+        bounds = [bound for bound in (low, high) if bound is not None]
+        for argument, bound in (("min", low), ("max", high)):
+            if isinstance(bound, TensorCore):
+                check_device_and_dtype(self, bound, f"{name}: {argument}")
+            elif bound is not None and not is_scalar(bound):
+                raise TypeError(f"{name}: {argument} must be a tensor, a Python scalar or None, "
+                                f"got {type(bound).__name__}")
+        if any(isinstance(bound, float) for bound in bounds):
+            result_dtype = dtypes.named_dtype("float32")
+        elif any(isinstance(bound, int) and not isinstance(bound, bool) for bound in bounds):
+            result_dtype = dtypes.named_dtype("int64")
+        elif all(isinstance(bound, TensorCore) for bound in bounds) and len(bounds) == 1:
+            result_dtype = self.dtype_object  # PyTorch's clamp_min / clamp_max take bool
+        else:
+            raise BoolNotImplementedError(f"{name}: clamp with bool scalar bounds, or two bool "
+                                          "tensor bounds, is not implemented for 'Bool' tensors "
+                                          "(as in PyTorch)")
+        if inplace and result_dtype is not self.dtype_object:
+            raise DtypeError(f"{name}: result type {result_dtype.name} can't be cast to the "
+                             "desired output type bool")
+        compute = dtypes.named_dtype("int64") if result_dtype is self.dtype_object \
+            else result_dtype
+        converted = [(<TensorCore>bound).c_to(None, compute, False, False)
+                     if isinstance(bound, TensorCore) else
+                     (int(bound) if isinstance(bound, bool) else bound) for bound in (low, high)]
+        result = (<TensorCore>self.c_to(None, compute, False, False)).c_clamp_bounds(
+            converted[0], converted[1], False)
+        if result_dtype is not compute:
+            result = (<TensorCore>result).c_to(None, result_dtype, False, False)
+        if inplace:
+            self.c_mark_modified(name)
+            copy_into(self, result, False)
+            return self
+        return result
 
     cdef object c_clamp_result(self, object output, object low, object high, bint inplace):
         """output of clamp(self, low, high), on the tape when the operands are."""

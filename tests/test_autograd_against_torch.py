@@ -339,9 +339,9 @@ DTYPE_OPS = {
 }
 
 
-# Refused on purpose (docs/design.md, "Autograd", differences from PyTorch): clamp of bool
-# tensors, and matmul of anything but float32 and float64; each with a TypeError saying so.
-BOOL_ARITHMETIC = {"clamp", "matmul"}
+# Refused on purpose (docs/design.md, "Autograd", differences from PyTorch): matmul of anything
+# but float32 and float64, with a TypeError saying so.
+BOOL_ARITHMETIC = {"matmul"}
 
 
 def refused_on_purpose(op, dtype):
@@ -991,7 +991,13 @@ BOOL_OPS = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda 
             "sub": lambda a, b: a - b, "rsub": lambda a, b: 1 - a, "neg": lambda a, b: -a,
             "abs": lambda a, b: a.abs(), "relu": lambda a, b: a.relu(),
             "pow tensor": lambda a, b: a ** b,
-            "floor": lambda a, b: a.div(b, rounding_mode="floor")}
+            "floor": lambda a, b: a.div(b, rounding_mode="floor"),
+            "clamp ints": lambda a, b: a.clamp(0, 1), "clamp float": lambda a, b: a.clamp(0.5),
+            "clamp max int": lambda a, b: a.clamp(max=0), "clamp tensor": lambda a, b: a.clamp(b),
+            "clamp bools": lambda a, b: a.clamp(False, True),
+            "clamp mixed": lambda a, b: a.clamp(min=True, max=1),
+            "clamp_ ints": lambda a, b: a.clone().clamp_(0, 1),
+            "clamp_ tensors": lambda a, b: a.clone().clamp_(b[0], b[1])}
 
 
 @pytest.mark.parametrize("name", list(BOOL_OPS))
