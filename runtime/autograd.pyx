@@ -31,10 +31,15 @@ captured into a CUDA graph like the forward.
 Note [Version counters]
 Every tensor carries a counter that all views of its memory share; in-place operations increment
 it. A Node keeps each saved tensor's count from when it was saved, and refuses to run when the
-count has changed, since its gradient would use values the forward never saw. In-place
-operations involving a tensor that requires grad are refused while grad mode is on (on a leaf,
-as PyTorch; otherwise because the tape does not rewrite history), so optimisers update
-parameters under no_grad().
+count has changed, since its gradient would use values the forward never saw. Nodes save what
+PyTorch saves (an output as a detached alias, which shares its version counter without making a
+cycle), so the same changes are refused. While grad mode is on, an in-place operation on a
+tensor that is not a view, when it or an operand requires grad, is recorded as PyTorch's
+rebase_history (TensorCore.c_rebased): the out-of-place result of a copy is copied in, counting
+a change, and the tensor takes its Node; item assignment into it likewise (SetitemBackward, a
+CopySlices for the tensor itself). It is refused on a leaf that requires grad (as PyTorch;
+optimisers update parameters under no_grad()) and on a view, since the tape cannot rewrite the
+history of the view's base and of its other views (PyTorch's CopySlices for views is not here).
 """
 import functools
 import math
@@ -44,6 +49,8 @@ from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime cimport tensor
 from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
+
+from tensorplay._runtime.tensor import ShapeError
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -63,6 +70,13 @@ cdef bint is_grad_enabled():
 
 cdef class GradModeCore:
     def __cinit__(self, *args, **kwargs):
+        if args or kwargs:
+            # PyTorch also decorates bare (@no_grad); this one would silently return a wrapper
+            # from each call of the function instead of its result, so it is refused.
+            name = "enable_grad" if type(self).__name__.startswith("enable") or \
+                type(self).__name__.startswith("Enable") else "no_grad"
+            raise TypeError(f"{name}() takes no arguments; as a decorator it needs its "
+                            f"parentheses: @{name}()")
         self.previous = []  # one entry per enclosing use of this object, so it may nest
 
     cdef object c_enter(self):
@@ -208,29 +222,42 @@ def div_gradient(Node node, tuple grads):
                 (<TensorCore>b).c_mul(b))).c_neg() if wanted(node, 1) else None)
 
 
+def fill_gradient(Node node, tuple grads):
+    # fill_() and zero_() of a tensor with history: the old values no longer matter.
+    return (zeros_of(node.inputs_meta[0]),)
+
+
 def rounded_div_gradient(Node node, tuple grads):
     # Rounded quotients are piecewise constant: their gradient is zero, as PyTorch's.
     return tuple(zeros_of(meta) if meta is not None else None for meta in node.inputs_meta)
 
 
 def pow_gradient(Node node, tuple grads):
+    # PyTorch's pow_backward: the exponent's gradient is 0 where the exponent is 0 (also at a
+    # zero base, where b * a ** (b - 1) would be nan); the base's is 0 where the base is 0 and
+    # the exponent >= 0 (where a ** b * log(a) would be nan), -inf times g where it is < 0.
     cdef TensorCore g = grads[0]
     cdef TensorCore a = node.saved[0]
     b = node.saved[1]
     if node.state:  # scalar b ** tensor a: d/da = b ** a * log(b)
-        log_base = math.log(b) if b > 0 else (0.0 if b == 0 else math.nan)
-        return (g.c_mul((<TensorCore>a.c_rpow(b)).c_mul(log_base)), None)
+        log_base = math.log(b) if b > 0 else (-math.inf if b == 0 else math.nan)
+        gradient = g.c_mul((<TensorCore>node.saved[2]).c_mul(log_base))
+        if b == 0:
+            gradient = tensor.where(a.c_ge(0), 0, gradient)
+        return (gradient, None)
     grad_a = grad_b = None
     if wanted(node, 0):
         if isinstance(b, TensorCore):
-            grad_a = g.c_mul((<TensorCore>a.c_pow((<TensorCore>b).c_sub(1))).c_mul(b))
+            grad_a = tensor.where((<TensorCore>b).c_eq(0), 0, g.c_mul(
+                (<TensorCore>a.c_pow((<TensorCore>b).c_sub(1))).c_mul(b)))
         elif b == 0:  # d/da a**0 = 0, also at a = 0
             grad_a = zeros_of(node.inputs_meta[0])
         else:
             grad_a = g.c_mul((<TensorCore>a.c_pow(b - 1)).c_mul(b))
-    if wanted(node, 1):  # d/db a**b = a**b * log(a), taken as 0 where a == 0 (PyTorch's choice)
-        grad_b = tensor.where(a.c_eq(0), 0,
-                              g.c_mul((<TensorCore>a.c_pow(b)).c_mul(a.c_log())))
+    if wanted(node, 1):  # d/db a**b = a**b * log(a)
+        gradient = g.c_mul((<TensorCore>node.saved[2]).c_mul(a.c_log()))
+        grad_b = tensor.where(a.c_eq(0), tensor.where((<TensorCore>b).c_ge(0), 0, gradient),
+                              gradient)
     return (grad_a, grad_b)
 
 
@@ -239,13 +266,16 @@ def neg_gradient(Node node, tuple grads):
 
 
 def abs_gradient(Node node, tuple grads):
+    # g * sign(x), a product as PyTorch's (so an infinite g at x = 0 gives nan, not 0).
     cdef TensorCore g = grads[0], x = node.saved[0]
-    return (tensor.where(x.c_gt(0), g, tensor.where(x.c_lt(0), g.c_neg(), 0)),)
+    sign = (<TensorCore>(<TensorCore>x.c_gt(0)).c_to(None, x.dtype_object, False, False)).c_sub(
+        (<TensorCore>x.c_lt(0)).c_to(None, x.dtype_object, False, False))
+    return (g.c_mul(sign),)
 
 
-def relu_gradient(Node node, tuple grads):
-    cdef TensorCore x = node.saved[0]
-    return (tensor.where(x.c_gt(0), grads[0], 0),)
+def relu_gradient(Node node, tuple grads):  # saved: the output
+    cdef TensorCore result = node.saved[0]
+    return (tensor.where(result.c_gt(0), grads[0], 0),)
 
 
 def sin_gradient(Node node, tuple grads):
@@ -256,13 +286,12 @@ def cos_gradient(Node node, tuple grads):
     return ((<TensorCore>(<TensorCore>grads[0]).c_mul((<TensorCore>node.saved[0]).c_sin())).c_neg(),)
 
 
-def exp_gradient(Node node, tuple grads):
-    return ((<TensorCore>grads[0]).c_mul((<TensorCore>node.saved[0]).c_exp()),)
+def exp_gradient(Node node, tuple grads):  # saved: the output
+    return ((<TensorCore>grads[0]).c_mul(node.saved[0]),)
 
 
-def sqrt_gradient(Node node, tuple grads):
-    root = (<TensorCore>node.saved[0]).c_sqrt()
-    return ((<TensorCore>grads[0]).c_truediv((<TensorCore>root).c_mul(2)),)
+def sqrt_gradient(Node node, tuple grads):  # saved: the output
+    return ((<TensorCore>grads[0]).c_truediv((<TensorCore>node.saved[0]).c_mul(2)),)
 
 
 def log_gradient(Node node, tuple grads):
@@ -317,6 +346,19 @@ def getitem_gradient(Node node, tuple grads):
     return (whole,)
 
 
+def setitem_gradient(Node node, tuple grads):
+    # self[key] = value: the old values' gradient is g with the selection zeroed; the value's
+    # is g's selection (sum_to reduces it where the value broadcast).
+    cdef TensorCore g = grads[0]
+    grad_self = grad_value = None
+    if wanted(node, 0):
+        grad_self = g.c_clone()
+        (<TensorCore>grad_self).c_setitem(node.state, 0)
+    if wanted(node, 1):
+        grad_value = (<TensorCore>g.c_getitem(node.state)).c_clone()
+    return (grad_self, grad_value)
+
+
 def clone_gradient(Node node, tuple grads):
     return (grads[0],)
 
@@ -355,20 +397,24 @@ def where_gradient(Node node, tuple grads):
 def matmul_gradient(Node node, tuple grads):
     # Through the operands as matrices (a 1-D a as a row, a 1-D b as a column) and the gradient
     # with those dimensions restored: grad_a = g @ b^T, grad_b = a^T @ g, each at the broadcast
-    # batch shape (sum_to reduces it).
-    cdef TensorCore g = grads[0], a = node.saved[0], b = node.saved[1], grad_b
-    cdef TensorCore a_matrix = a.c_unsqueeze(0) if len(a.sizes) == 1 else a
-    cdef TensorCore b_matrix = b.c_unsqueeze(1) if len(b.sizes) == 1 else b
-    if len(a.sizes) == 1:
-        g = g.c_unsqueeze(len(g.sizes) - (1 if len(b.sizes) > 1 else 0))
-    if len(b.sizes) == 1:
+    # batch shape (sum_to reduces it). Each operand is saved only when the other's gradient is
+    # wanted (tensor.pyx), so shapes come from inputs_meta.
+    cdef TensorCore g = grads[0], grad_b
+    a, b = node.saved
+    a_dims, b_dims = len(node.inputs_meta[0][0]), len(node.inputs_meta[1][0])
+    if a_dims == 1:
+        g = g.c_unsqueeze(len(g.sizes) - (1 if b_dims > 1 else 0))
+    if b_dims == 1:
         g = g.c_unsqueeze(len(g.sizes))
-    grad_a = g.c_matmul(b_matrix.c_transpose(-1, -2)) if wanted(node, 0) else None
-    if not wanted(node, 1):
-        return (grad_a, None)
-    grad_b = (<TensorCore>a_matrix.c_transpose(-1, -2)).c_matmul(g)
-    if len(b.sizes) == 1:  # drop the column's dimension of 1
-        grad_b = grad_b.c_reshape((grad_b.sizes[:-1],))
+    grad_a = grad_b = None
+    if wanted(node, 0):
+        b_matrix = (<TensorCore>b).c_unsqueeze(1) if b_dims == 1 else b
+        grad_a = g.c_matmul((<TensorCore>b_matrix).c_transpose(-1, -2))
+    if wanted(node, 1):
+        a_matrix = (<TensorCore>a).c_unsqueeze(0) if a_dims == 1 else a
+        grad_b = (<TensorCore>(<TensorCore>a_matrix).c_transpose(-1, -2)).c_matmul(g)
+        if b_dims == 1:  # drop the column's dimension of 1
+            grad_b = grad_b.c_reshape((grad_b.sizes[:-1],))
     return (grad_a, grad_b)
 
 
@@ -391,12 +437,14 @@ def function_gradient(Node node, tuple grads):
 
 FORMULAS = {
     "add": add_gradient, "sub": sub_gradient, "mul": mul_gradient, "div": div_gradient,
-    "rounded_div": rounded_div_gradient, "pow": pow_gradient, "neg": neg_gradient,
+    "rounded_div": rounded_div_gradient, "fill": fill_gradient, "pow": pow_gradient,
+    "neg": neg_gradient,
     "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
     "reshape": reshape_gradient,
     "transpose": transpose_gradient, "expand": expand_gradient, "getitem": getitem_gradient,
+    "setitem": setitem_gradient,
     "clone": clone_gradient, "to": to_gradient, "add_scaled": add_scaled_gradient,
     "clamp": clamp_gradient, "where": where_gradient, "matmul": matmul_gradient,
     "function": function_gradient,
@@ -415,8 +463,9 @@ cdef TensorCore sum_to(TensorCore gradient, tuple meta, Node node, int index):
         lead = len(gradient.sizes) - len(sizes)
         if lead < 0 or any(size != 1 and size != gradient.sizes[lead + dim]
                            for dim, size in enumerate(sizes)):
-            raise RuntimeError(f"{node.c_name()} returned a gradient of shape {gradient.sizes} "
-                               f"for input {index}, which has shape {sizes}")
+            raise RuntimeError(f"Function {node.c_name()} returned an invalid gradient at index "
+                               f"{index} - got {list(gradient.sizes)} but expected shape "
+                               f"compatible with {list(sizes)}")
         dims = tuple(range(lead)) + tuple(lead + dim for dim, size in enumerate(sizes)
                                           if size == 1 and gradient.sizes[lead + dim] != 1)
         if dims:
@@ -561,6 +610,9 @@ cdef class BackwardPass:
                     starts.append(edge[0])
             order = topological_order(starts)
             needed = self.needed_nodes(order)
+            for node in order:  # freed or changed saved tensors: refused before any .grad moves
+                if node in needed:
+                    node.unpack()
             for node in order:
                 grads = self.buffers.pop(node, None)
                 if grads is None:
@@ -632,7 +684,7 @@ cdef tuple root_gradients(tuple outputs, object grad_outputs):
     given = (None,) * len(outputs) if grad_outputs is None else \
         ((grad_outputs,) if isinstance(grad_outputs, TensorCore) else tuple(grad_outputs))
     if len(given) != len(outputs):
-        raise ValueError(f"grad_outputs has {len(given)} entries for {len(outputs)} outputs")
+        raise ShapeError(f"grad_outputs has {len(given)} entries for {len(outputs)} outputs")
     grads = []
     for index, (output, gradient) in enumerate(zip(outputs, given)):
         out = <TensorCore>output
@@ -647,7 +699,7 @@ cdef tuple root_gradients(tuple outputs, object grad_outputs):
             raise TypeError(f"grad_outputs[{index}] must be a tensor or None, got "
                             f"{type(gradient).__name__}")
         elif (<TensorCore>gradient).sizes != out.sizes:
-            raise ValueError(f"Mismatch in shape: grad_output[{index}] has a shape of "
+            raise ShapeError(f"Mismatch in shape: grad_output[{index}] has a shape of "
                              f"{(<TensorCore>gradient).sizes} and output[{index}] has a shape "
                              f"of {out.sizes}")
         else:
@@ -686,15 +738,15 @@ cdef object grad(object outputs, object inputs, object grad_outputs, object reta
                         f"None, got {type(grad_outputs).__name__}")
     for index, value in enumerate(input_tensors):
         if not (<TensorCore>value).grad_required:
-            raise RuntimeError(f"One of the differentiated Tensors (inputs[{index}]) does not "
-                               "require grad")
+            raise RuntimeError(f"One of the differentiated Tensors does not require grad "
+                               f"(inputs[{index}])")
     cdef tuple grads = root_gradients(output_tensors, grad_outputs)
     results = BackwardPass(input_tensors, bool(retain_graph)).run(output_tensors, grads)
     for index, result in enumerate(results):
         if result is None and not allow_unused:
-            raise RuntimeError(f"One of the differentiated Tensors (inputs[{index}]) appears to "
-                               "not have been used in the graph. Set allow_unused=True if this "
-                               "is the desired behavior.")
+            raise RuntimeError(f"The differentiated Tensor at index {index} appears to not have "
+                               "been used in the graph. Set allow_unused=True if this is the "
+                               "desired behavior.")
     return tuple(results)
 
 

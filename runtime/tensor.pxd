@@ -36,6 +36,17 @@ cdef class TensorCore:
     cdef object grad_node
     cdef int output_number
     cdef VersionCounter version
+    # Whether this tensor is a view of another's memory (indexing, view, transpose, expand,
+    # detach...): an in-place change of a view is not recorded for autograd.
+    cdef bint is_view
+    # An in-place operation recorded as PyTorch's rebase_history (Note [Version counters]):
+    # refuse it on a leaf that requires grad or on a view, else copy result in and take its
+    # history.
+    cdef int c_check_rebase(self, str name) except -1
+    cdef object c_rebased(self, object result)
+    # Arithmetic with a bool tensor, by PyTorch's type promotion (c_binary).
+    cdef object c_bool_binary(self, object other, int op, bint reverse, bint inplace, str name)
+    cdef object c_clamp_bool(self, object low, object high, bint inplace, str name)
     cdef bint c_requires_grad(self)
     cdef object c_set_requires_grad(self, bint value)
     cdef object c_requires_grad_(self, bint requires_grad)

@@ -50,12 +50,33 @@ NUMPY_COMPARE = {device_ops.OP_EQ: "equal", device_ops.OP_NE: "not_equal",
 NUMPY_UNARY = {device_ops.OP_NEG: "negative", device_ops.OP_ABS: "abs",
                device_ops.OP_RELU: "maximum", device_ops.OP_SIN: "sin", device_ops.OP_COS: "cos",
                device_ops.OP_EXP: "exp", device_ops.OP_SQRT: "sqrt", device_ops.OP_LOG: "log"}
+# The unary operations whose gradient PyTorch computes from the output, which it saves.
+SAVES_OUTPUT = (device_ops.OP_RELU, device_ops.OP_EXP, device_ops.OP_SQRT)
 UNARY_NAMES = {device_ops.OP_NEG: "neg", device_ops.OP_ABS: "abs", device_ops.OP_RELU: "relu",
                device_ops.OP_SIN: "sin", device_ops.OP_COS: "cos", device_ops.OP_EXP: "exp",
                device_ops.OP_SQRT: "sqrt", device_ops.OP_LOG: "log"}
 
 
 cdef object _numpy = None
+
+
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that do not fit (broadcasting, matmul, expand, view, an in-place result): a
+    ValueError, as tensorplay has always raised, and the RuntimeError PyTorch raises."""
+
+
+class IntegerPowerError(ValueError, RuntimeError):
+    """An integer tensor to a negative integer power: a ValueError and PyTorch's RuntimeError."""
+
+
+class BoolNotImplementedError(TypeError, NotImplementedError):
+    """An operation PyTorch does not implement for bool tensors: a TypeError, as tensorplay has
+    always raised, and PyTorch's NotImplementedError."""
+
+
+class DtypeError(TypeError, RuntimeError):
+    """A dtype an operation refuses where PyTorch raises a RuntimeError (mean() of integers):
+    a TypeError, as tensorplay has always raised, and PyTorch's RuntimeError."""
 
 
 cdef inline object np():
@@ -254,7 +275,8 @@ cdef int require_grad_arg(object dtype, object default, bint requires_grad) exce
     chosen = dtypes.named_dtype(default) if dtype is None and isinstance(default, str) else \
         (default if dtype is None else dtype)
     if isinstance(chosen, DtypeCore) and not (<DtypeCore>chosen).floating:
-        raise RuntimeError(f"only tensors of floating point dtype can require gradients, got "
+        raise RuntimeError(f"Only Tensors of floating point and complex dtype can require "
+                           f"gradients (tensorplay has no complex dtypes); got "
                            f"requires_grad=True with dtype {(<DtypeCore>chosen).name}")
     return 0
 
@@ -333,6 +355,8 @@ cdef object new_empty(tuple sizes, DtypeCore dtype, int device):
 cdef bint is_contiguous(TensorCore tensor):
     cdef int64_t expected = 1
     cdef int dim
+    if tensor.element_count == 0:  # no element to be out of place, as PyTorch sees it
+        return True
     for dim in range(len(tensor.sizes) - 1, -1, -1):
         size = tensor.sizes[dim]
         if size != 1 and tensor.element_strides[dim] != expected:
@@ -361,6 +385,7 @@ cdef object strided_view(TensorCore tensor, tuple sizes, tuple strides):
             array, sizes, tuple(stride * array.itemsize for stride in strides),
             writeable=bool(array.flags.writeable) and not repeats), tensor.dtype_object)
     view.version = tensor.version
+    view.is_view = True
     return view
 
 
@@ -410,7 +435,7 @@ cdef tuple broadcast_shape(tuple a, tuple b, str what):
         size_a = a[dim - ndim + len(a)] if dim >= ndim - len(a) else 1
         size_b = b[dim - ndim + len(b)] if dim >= ndim - len(b) else 1
         if size_a != size_b and size_a != 1 and size_b != 1:
-            raise ValueError(f"{what}: the size of tensor a ({size_a}) must match the size of "
+            raise ShapeError(f"{what}: The size of tensor a ({size_a}) must match the size of "
                              f"tensor b ({size_b}) at non-singleton dimension {dim}")
         sizes.append(size_b if size_a == 1 else size_a)
     return tuple(sizes)
@@ -453,14 +478,14 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_divis
                                 bint inplace, str name, str argument="the other operand"):
     """The result dtype of tensor (op) other under the operators' rules, which it checks: other
     is a tensor of the same dtype and device whose shape broadcasts with tensor's, or a Python
-    scalar; no bool arithmetic; integers divide truly into float32; an in-place result keeps the
-    tensor's dtype and shape."""
+    scalar; no bool arithmetic here (c_bool_binary has its own rules); integers divide truly into
+    float32; an in-place result keeps the tensor's dtype and shape."""
     if isinstance(other, TensorCore):
         check_device_and_dtype(tensor, other, name)
         shape = broadcast_shape(tensor.sizes, (<TensorCore>other).sizes, name)
         if inplace and shape != tensor.sizes:
-            raise ValueError(f"{name}: output with shape {tensor.sizes} doesn't match the "
-                             f"broadcast shape {shape}")
+            raise ShapeError(f"{name}: output with shape {list(tensor.sizes)} doesn't match "
+                             f"the broadcast shape {list(shape)}")
     elif not is_scalar(other):
         raise TypeError(f"{name}: {argument} must be a tensor or a Python scalar, got "
                         f"{type(other).__name__}")
@@ -540,7 +565,7 @@ cdef object opmath(TensorCore tensor):
 
 cdef int copy_into(TensorCore target, TensorCore source, bint non_blocking) except -1:
     if target.sizes != source.sizes:
-        raise ValueError(f"copy_: shapes {source.sizes} (source) and {target.sizes} (self) differ")
+        raise ShapeError(f"copy_: shapes {source.sizes} (source) and {target.sizes} (self) differ")
     if target.element_count == 0:
         return 0
     if target.device_index == CPU and source.device_index == CPU:
@@ -685,17 +710,22 @@ cdef class TensorCore:
     cdef object c_stride(self, object dim):
         if dim is None:
             return self.element_strides
-        return self.element_strides[self.c_dim(dim)]
+        cdef int index = self.c_dim(dim)
+        if not self.sizes:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        return self.element_strides[index]
 
     cdef int c_dim(self, object dim, str argument="dim") except -1:
         cdef int ndim = len(self.sizes)
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"{argument} must be an int, got {type(dim).__name__} "
                             f"({errors.shown(dim)})")
-        if not -ndim <= dim < max(ndim, 1):  # an index out of range, as in PyTorch
-            raise IndexError(f"{argument} must be an int in [{-ndim}, {ndim - 1}], got "
-                             f"{errors.shown(dim)}")
-        return dim + ndim if dim < 0 else dim
+        # A 0-d tensor takes dims 0 and -1, as if it had one dimension (PyTorch's rule).
+        cdef int wrap = max(ndim, 1)
+        if not -wrap <= dim < wrap:  # an index out of range, as in PyTorch
+            raise IndexError(f"{argument}: Dimension out of range (expected to be in range of "
+                             f"[{-wrap}, {wrap - 1}], but got {errors.shown(dim)})")
+        return dim + wrap if dim < 0 else dim
 
     cdef int64_t c_numel(self):
         return self.element_count
@@ -735,9 +765,16 @@ cdef class TensorCore:
         cdef TensorCore source = src
         if source.sizes != self.sizes:  # a source that broadcasts is read through stride 0
             if broadcast_shape(self.sizes, source.sizes, "copy_") != self.sizes:
-                raise ValueError(f"copy_: the source's shape {source.sizes} does not broadcast "
+                raise ShapeError(f"copy_: the source's shape {source.sizes} does not broadcast "
                                  f"to this tensor's shape {self.sizes}")
             source = strided_view(source, self.sizes, broadcast_strides(source, self.sizes))
+        if tracked(self, src) and (<TensorCore>src).dtype_object.floating:
+            # Recorded: src converted and broadcast to this tensor, copied in.
+            self.c_check_rebase("copy_")
+            value = (<TensorCore>src).c_expand(self.sizes) if (<TensorCore>src).sizes != \
+                self.sizes else src
+            return self.c_rebased((<TensorCore>value).c_to(device_text(self.device_index),
+                                                           self.dtype_object, False, True))
         self.c_mark_modified("copy_", src)
         copy_into(self, source, non_blocking)
         return self
@@ -746,6 +783,11 @@ cdef class TensorCore:
         if not is_scalar(value):
             raise TypeError(f"value must be a bool, int or float, got {type(value).__name__}")
         dtypes.check_scalar(value, self.dtype_object, "value")
+        if tracked(self) and self.grad_node is not None:  # recorded: its gradient is zero
+            self.c_check_rebase("fill_")
+            filled = (<TensorCore>new_empty(self.sizes, self.dtype_object,
+                                            self.device_index)).c_fill_(value)
+            return self.c_rebased(recorded(filled, "fill", (self,)))
         self.c_mark_modified("fill_")
         if self.device_index == CPU:
             self.array[...] = stored(np().array(value), self.dtype_object)
@@ -819,8 +861,9 @@ cdef class TensorCore:
 
     cdef object c_item(self):
         if self.element_count != 1:
-            raise ValueError(f"item() needs a tensor with exactly one element, this one has "
-                             f"{self.element_count} (shape {self.sizes})")
+            raise ShapeError(f"item(): a Tensor with {self.element_count} elements cannot be "
+                             f"converted to Scalar; item() needs a tensor with exactly one "
+                             f"element (shape {self.sizes})")
         return host_values(self).reshape(()).item()
 
     cdef object c_tolist(self):
@@ -840,22 +883,26 @@ cdef class TensorCore:
             raise ValueError(f"shape must be ints >= 0 (and at most one -1), got "
                              f"{errors.shown(shape)}")
         if shape.count(-1) > 1:
-            raise ValueError(f"shape may contain at most one -1, got {errors.shown(shape)}")
+            raise ShapeError(f"only one dimension can be inferred: shape may contain at most one "
+                             f"-1, got {errors.shown(shape)}")
         if -1 in shape:  # math.prod: a product of big sizes must not overflow a C int64
             known = math.prod(size for size in shape if size != -1)
             if known == 0 or self.element_count % known:
-                raise ValueError(f"shape {errors.shown(shape)} is invalid for a tensor of "
+                raise ShapeError(f"shape {errors.shown(shape)} is invalid for input of size "
                                  f"{self.element_count} elements")
             shape = tuple(self.element_count // known if size == -1 else size for size in shape)
         if math.prod(shape) != self.element_count:
-            raise ValueError(f"shape {errors.shown(shape)} is invalid for a tensor of "
+            raise ShapeError(f"shape {errors.shown(shape)} is invalid for input of size "
                              f"{self.element_count} elements")
         return shape
 
     cdef object c_view(self, tuple shape):
         shape = self.c_new_shape(shape)
         if not is_contiguous(self):
-            raise ValueError("view() needs a contiguous tensor; use reshape(), which copies "
+            raise ShapeError("view size is not compatible with input tensor's size and stride "
+                             "(at least one dimension spans across two contiguous subspaces). "
+                             "Use .reshape(...) instead: view() needs a contiguous tensor; "
+                             "reshape() copies "
                              "when it must")
         view = strided_view(self, shape, contiguous_strides(shape))
         return recorded(view, "reshape", (self,)) if tracked(self) else view
@@ -882,8 +929,8 @@ cdef class TensorCore:
 
     cdef object c_t(self):
         if len(self.sizes) > 2:
-            raise ValueError(f"t() expects a tensor with <= 2 dimensions, but self is "
-                             f"{len(self.sizes)}-D (shape {self.sizes}); use transpose()")
+            raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                             f"{len(self.sizes)}D (shape {self.sizes}); use transpose()")
         if len(self.sizes) < 2:  # a view of the tensor as it is
             view = strided_view(self, self.sizes, self.element_strides)
             return recorded(view, "reshape", (self,)) if tracked(self) else view
@@ -894,8 +941,8 @@ cdef class TensorCore:
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"dim must be an int, got {type(dim).__name__} ({errors.shown(dim)})")
         if not -ndim - 1 <= dim <= ndim:
-            raise IndexError(f"dim must be an int in [{-ndim - 1}, {ndim}], got "
-                             f"{errors.shown(dim)}")
+            raise IndexError(f"dim: Dimension out of range (expected to be in range of "
+                             f"[{-ndim - 1}, {ndim}], but got {errors.shown(dim)})")
         cdef int at = dim + ndim + 1 if dim < 0 else dim
         # The new dimension's stride is never used to move (its size is 1); PyTorch's choice.
         stride = self.element_strides[at] * self.sizes[at] if at < ndim else 1
@@ -911,14 +958,14 @@ cdef class TensorCore:
                             f"{errors.shown(size)}")
         cdef Py_ssize_t lead = len(size) - len(self.sizes), dim
         if lead < 0:
-            raise ValueError(f"expand: the number of sizes provided ({len(size)}) must be greater "
+            raise ShapeError(f"expand: the number of sizes provided ({len(size)}) must be greater "
                              f"or equal to the number of dimensions in the tensor "
                              f"({len(self.sizes)})")
         sizes, strides = [], []
         for dim, target in enumerate(size):
             if dim < lead:
                 if target < 0:
-                    raise ValueError(f"expand: the expanded size of the tensor ({target}) isn't "
+                    raise ShapeError(f"expand: The expanded size of the tensor ({target}) isn't "
                                      f"allowed in a leading, non-existing dimension {dim}")
                 sizes.append(target)
                 strides.append(0)
@@ -931,7 +978,7 @@ cdef class TensorCore:
                 sizes.append(target)
                 strides.append(0)  # every index reads the one element
             else:
-                raise ValueError(f"expand: the expanded size of the tensor ({target}) must match "
+                raise ShapeError(f"expand: The expanded size of the tensor ({target}) must match "
                                  f"the existing size ({existing}) at non-singleton dimension "
                                  f"{dim}.  Target sizes: {list(size)}.  Tensor sizes: "
                                  f"{list(self.sizes)}")
@@ -983,9 +1030,23 @@ cdef class TensorCore:
         """view, selected from this tensor by key, as a view: sharing the version counter, and
         on the tape when this tensor is."""
         view.version = self.version
+        view.is_view = True
         return recorded(view, "getitem", (self,), (), key) if tracked(self) else view
 
     cdef object c_setitem(self, object key, object value):
+        if tracked(self, value) and self.dtype_object.floating:
+            # Recorded (PyTorch's CopySlices, for a tensor that is not a view): a copy with the
+            # selection assigned, which this tensor takes in, values and history.
+            self.c_check_rebase("__setitem__")
+            previous = grad_enabled()
+            set_grad_enabled(False)
+            try:
+                result = <TensorCore>self.c_clone()
+                result.c_setitem(key, value)
+            finally:
+                set_grad_enabled(previous)
+            self.c_rebased(recorded(result, "setitem", (self, value), (), key))
+            return None
         target = <TensorCore>self.c_getitem(key)
         if isinstance(value, TensorCore):
             target.c_copy_(value, False)
@@ -996,12 +1057,21 @@ cdef class TensorCore:
     # -- arithmetic -----------------------------------------------------------------------------
 
     cdef object c_binary(self, object other, int op, bint reverse, bint inplace, str name):
+        if self.dtype_object.name == "bool" and (
+                not isinstance(other, TensorCore) or
+                (<TensorCore>other).dtype_object is self.dtype_object):
+            return self.c_bool_binary(other, op, reverse, inplace, name)
         cdef DtypeCore result_dtype = arithmetic_dtype(self, other, op == device_ops.OP_DIV,
                                                        inplace, name)
         if op == device_ops.OP_POW and not reverse and not result_dtype.floating and \
                 isinstance(other, int) and other < 0:
-            raise ValueError(f"{name}: integers to negative integer powers are not allowed (got "
-                             f"exponent {other} for a {result_dtype.name} tensor)")
+            raise IntegerPowerError(f"{name}: Integers to negative integer powers are not "
+                                    f"allowed. (got exponent {other} for a "
+                                    f"{result_dtype.name} tensor)")
+        if inplace and tracked(self, other):  # recorded: the result of a copy, copied in
+            self.c_check_rebase(name)
+            return self.c_rebased((<TensorCore>self.c_clone()).c_binary(other, op, reverse,
+                                                                        False, name))
         if inplace:
             self.c_mark_modified(name, other)
         left = self if result_dtype is self.dtype_object else self.c_to(None, result_dtype,
@@ -1044,13 +1114,73 @@ cdef class TensorCore:
             return self
         return self.c_binary_result(output, other, op, reverse, inplace)
 
+    cdef object c_bool_binary(self, object other, int op, bint reverse, bint inplace, str name):
+        """self (op) other for a bool tensor and a bool tensor or a Python scalar, by PyTorch's
+        type promotion: bool with bool stays bool for + and * (or, and), an int scalar makes
+        int64, a float scalar or true division float32; subtraction, rounded division and
+        bool ** bool tensor are refused as in PyTorch. Computed in int64 (or float32), so every
+        kernel it needs exists on both devices."""
+        if isinstance(other, TensorCore):
+            check_device(self, other, name)
+            shape = broadcast_shape(self.sizes, (<TensorCore>other).sizes, name)
+            if inplace and shape != self.sizes:
+                raise ShapeError(f"{name}: output with shape {list(self.sizes)} doesn't match "
+                                 f"the broadcast shape {list(shape)}")
+        elif not is_scalar(other):
+            raise TypeError(f"{name}: the other operand must be a tensor or a Python scalar, got "
+                            f"{type(other).__name__}")
+        else:
+            scalar_operand_arg(other, name)
+        if op == device_ops.OP_SUB:
+            raise DtypeError(f"{name}: Subtraction, the `-` operator, with a bool tensor is not "
+                             "supported. If you are trying to invert a mask, use the `~` or "
+                             "`logical_not()` operator instead.")
+        boolean = isinstance(other, (bool, TensorCore))  # the other operand is bool too
+        if op == device_ops.OP_DIV_TRUNC or op == device_ops.OP_DIV_FLOOR or (
+                op == device_ops.OP_POW and isinstance(other, TensorCore)):
+            raise BoolNotImplementedError(f"{name}: not implemented for 'Bool' tensors (as in "
+                                          "PyTorch); convert with .to(tensorplay.int64) first")
+        if op == device_ops.OP_DIV or isinstance(other, float):
+            compute = dtypes.named_dtype("float32")
+        else:
+            compute = dtypes.named_dtype("int64")
+        result_dtype = self.dtype_object if boolean and compute.name == "int64" and \
+            op != device_ops.OP_POW else compute
+        if inplace and result_dtype is not self.dtype_object:
+            raise DtypeError(f"{name}: result type {result_dtype.name} can't be cast to the "
+                             "desired output type bool")
+        left = <TensorCore>self.c_to(None, compute, False, False)
+        right = (<TensorCore>other).c_to(None, compute, False, False) \
+            if isinstance(other, TensorCore) else (int(other) if isinstance(other, bool)
+                                                   else other)
+        result = <TensorCore>left.c_binary(right, op, reverse, False, name)
+        if result_dtype is not compute:
+            result = <TensorCore>result.c_to(None, result_dtype, False, False)
+        if inplace:
+            self.c_mark_modified(name, other)
+            copy_into(self, result, False)
+            return self
+        return result
+
     cdef object c_binary_result(self, object output, object other, int op, bint reverse,
                                 bint inplace):
         """output of self (op) other, on the tape when the operands are."""
         if inplace or not tracked(self, other) or not (<TensorCore>output).dtype_object.floating:
             return output
-        saved = (self, other) if op == device_ops.OP_MUL or op == device_ops.OP_DIV or \
-            op == device_ops.OP_POW else ()
+        # What PyTorch saves, so that the same in-place changes are refused (Note [Version
+        # counters]): for mul, each operand only when the other one needs its gradient; for
+        # div, the divisor, and the dividend when the divisor needs a gradient; for pow, both
+        # operands and, with a tensor exponent, the output (a detached alias).
+        other_grad = isinstance(other, TensorCore) and (<TensorCore>other).grad_required
+        if op == device_ops.OP_MUL:
+            saved = (self if other_grad else None, other if self.grad_required else None)
+        elif op == device_ops.OP_DIV:
+            saved = (self if other_grad or reverse else None, other)
+        elif op == device_ops.OP_POW:
+            saved = (self, other) if not isinstance(other, TensorCore) and not reverse \
+                else (self, other, (<TensorCore>output).c_detach())
+        else:
+            saved = ()
         return recorded(output, BINARY_GRADIENTS[op], (self, other), saved, reverse)
 
     cdef object c_add(self, object other):
@@ -1158,11 +1288,17 @@ cdef class TensorCore:
 
     cdef object c_unary(self, int op):
         name = UNARY_NAMES[op]
-        if self.dtype_object.name == "bool":
-            raise TypeError(f"{name}() is not supported on bool tensors")
         if op >= device_ops.OP_SIN and not self.dtype_object.floating:
-            raise TypeError(f"{name}() needs a floating-point tensor, got "
-                            f"{self.dtype_object.name}; convert with .to(tensorplay.float32)")
+            # Integers and bools go to float32 first, as PyTorch promotes them.
+            return (<TensorCore>self.c_to(None, dtypes.named_dtype("float32"), False,
+                                          False)).c_unary(op)
+        if self.dtype_object.name == "bool":  # PyTorch's error types: see BoolNotImplementedError
+            if op == device_ops.OP_ABS:
+                raise BoolNotImplementedError(f"{name}() is not supported on bool tensors")
+            raise DtypeError(f"{name}() is not supported on bool tensors" + (
+                ": Negation, the `-` operator, on a bool tensor is not supported. If you are "
+                "trying to invert a mask, use the `~` or `logical_not()` operator instead."
+                if op == device_ops.OP_NEG else ""))
         if self.device_index == CPU:
             values = computable(self)
             values = np().maximum(values, 0).astype(values.dtype) if op == device_ops.OP_RELU \
@@ -1176,7 +1312,11 @@ cdef class TensorCore:
                              (<TensorCore>output).data, self.element_count, op,
                              current_stream(self.device_index))
         if tracked(self) and self.dtype_object.floating:
-            return recorded(output, name, (self,), (self,))
+            # What PyTorch saves: nothing for neg, the output (a detached alias, sharing its
+            # version counter) where the gradient is a function of it, else the input.
+            saved = () if op == device_ops.OP_NEG else (
+                ((<TensorCore>output).c_detach(),) if op in SAVES_OUTPUT else (self,))
+            return recorded(output, name, (self,), saved)
         return output
 
     cdef object c_neg(self):
@@ -1221,6 +1361,10 @@ cdef class TensorCore:
         """self + alpha * other, or self - alpha * other, as torch.add and torch.sub."""
         cdef TensorCore output
         name = ("sub" if subtract else "add") + ("_" if inplace else "")
+        if self.dtype_object.name == "bool" and alpha == 1 and not isinstance(alpha, bool):
+            # Bool arithmetic's own promotion (c_bool_binary); another alpha is refused below.
+            return self.c_binary(other, device_ops.OP_SUB if subtract else device_ops.OP_ADD,
+                                 False, inplace, name)
         cdef DtypeCore result_dtype = arithmetic_dtype(self, other, False, inplace, name)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
             raise TypeError(f"{name}: alpha must be an int or float, got {alpha!r:.200}")
@@ -1230,6 +1374,10 @@ cdef class TensorCore:
                             f"{alpha!r} (a float alpha needs floating-point operands, as in "
                             "PyTorch)")
         cdef int op = device_ops.OP_SUB if subtract else device_ops.OP_ADD
+        if inplace and tracked(self, other):  # recorded: the result of a copy, copied in
+            self.c_check_rebase(name)
+            return self.c_rebased((<TensorCore>self.c_clone()).c_scaled(other, alpha, subtract,
+                                                                        False))
         # The paths through c_binary count an in-place change there; the others below.
         if not isinstance(other, TensorCore):
             return self.c_binary(other * alpha, op, False, inplace, name)
@@ -1279,8 +1427,7 @@ cdef class TensorCore:
         if low is None and high is None:
             raise ValueError(f"{name}: at least one of min and max must not be None")
         if self.dtype_object.name == "bool":
-            raise TypeError(f"{name}: bool tensors are not supported; convert with "
-                            ".to(tensorplay.int64) first")
+            return self.c_clamp_bool(low, high, inplace, name)
         cdef DtypeCore result_dtype = self.dtype_object
         sizes = self.sizes
         for argument, bound in (("min", low), ("max", high)):
@@ -1297,8 +1444,12 @@ cdef class TensorCore:
         if inplace:
             check_in_place(self, result_dtype, name)
             if sizes != self.sizes:
-                raise ValueError(f"{name}: output with shape {self.sizes} doesn't match the "
-                                 f"broadcast shape {sizes}")
+                raise ShapeError(f"{name}: output with shape {list(self.sizes)} doesn't match "
+                                 f"the broadcast shape {list(sizes)}")
+            if tracked(self, low, high):  # recorded: the result of a copy, copied in
+                self.c_check_rebase(name)
+                return self.c_rebased((<TensorCore>self.c_clone()).c_clamp_bounds(low, high,
+                                                                                  False))
             self.c_mark_modified(name, low if isinstance(low, TensorCore) else high)
         source = self.c_to(None, result_dtype, False, False)
         bounds = [(<TensorCore>bound).c_to(None, result_dtype, False, False)
@@ -1339,6 +1490,46 @@ cdef class TensorCore:
                 current_stream(self.device_index))
         return self.c_clamp_result(self.c_finish(output, inplace), low, high, inplace)
 
+    cdef object c_clamp_bool(self, object low, object high, bint inplace, str name):
+        """clamp of a bool tensor by PyTorch's promotion: a float bound gives float32, an int
+        bound int64; one bool tensor bound keeps bool; bool scalar bounds alone, or two bool
+        tensor bounds, are refused (PyTorch has no such kernels for Bool). Computed in int64 or
+        float32."""
+        bounds = [bound for bound in (low, high) if bound is not None]
+        for argument, bound in (("min", low), ("max", high)):
+            if isinstance(bound, TensorCore):
+                check_device_and_dtype(self, bound, f"{name}: {argument}")
+            elif bound is not None and not is_scalar(bound):
+                raise TypeError(f"{name}: {argument} must be a tensor, a Python scalar or None, "
+                                f"got {type(bound).__name__}")
+        if any(isinstance(bound, float) for bound in bounds):
+            result_dtype = dtypes.named_dtype("float32")
+        elif any(isinstance(bound, int) and not isinstance(bound, bool) for bound in bounds):
+            result_dtype = dtypes.named_dtype("int64")
+        elif all(isinstance(bound, TensorCore) for bound in bounds) and len(bounds) == 1:
+            result_dtype = self.dtype_object  # PyTorch's clamp_min / clamp_max take bool
+        else:
+            raise BoolNotImplementedError(f"{name}: clamp with bool scalar bounds, or two bool "
+                                          "tensor bounds, is not implemented for 'Bool' tensors "
+                                          "(as in PyTorch)")
+        if inplace and result_dtype is not self.dtype_object:
+            raise DtypeError(f"{name}: result type {result_dtype.name} can't be cast to the "
+                             "desired output type bool")
+        compute = dtypes.named_dtype("int64") if result_dtype is self.dtype_object \
+            else result_dtype
+        converted = [(<TensorCore>bound).c_to(None, compute, False, False)
+                     if isinstance(bound, TensorCore) else
+                     (int(bound) if isinstance(bound, bool) else bound) for bound in (low, high)]
+        result = (<TensorCore>self.c_to(None, compute, False, False)).c_clamp_bounds(
+            converted[0], converted[1], False)
+        if result_dtype is not compute:
+            result = (<TensorCore>result).c_to(None, result_dtype, False, False)
+        if inplace:
+            self.c_mark_modified(name)
+            copy_into(self, result, False)
+            return self
+        return result
+
     cdef object c_clamp_result(self, object output, object low, object high, bint inplace):
         """output of clamp(self, low, high), on the tape when the operands are."""
         if inplace or not tracked(self, low, high) or \
@@ -1373,12 +1564,15 @@ cdef class TensorCore:
         cdef DtypeCore result_dtype = self.dtype_object
         if op == device_ops.OP_SUM and not result_dtype.floating:
             if mean:
-                raise TypeError(f"mean() needs a floating-point tensor, got {result_dtype.name}; "
-                                "convert with .to(tensorplay.float32)")
+                raise DtypeError(f"mean(): could not infer output dtype. Input dtype must be "
+                                f"either a floating point or complex dtype. Got: "
+                                f"{result_dtype.name} (mean() needs a floating-point tensor; "
+                                f"convert with .to(tensorplay.float32))")
             result_dtype = dtypes.named_dtype("int64")  # integer and bool sums, as PyTorch
         if op != device_ops.OP_SUM and self.element_count == 0:
-            raise ValueError(f"{name}() of an empty tensor has no identity; it needs at least "
-                             "one element")
+            raise ShapeError(f"{name}(): Expected reduction dim to be specified for "
+                             f"input.numel() == 0. {name}() of an empty tensor has no identity; "
+                             "it needs at least one element")
         if self.device_index == CPU:
             values = computable(self)
             if op == device_ops.OP_SUM:
@@ -1421,7 +1615,7 @@ cdef class TensorCore:
         normalised = [self.c_dim(value) for value in dims]
         for value, position in zip(dims, normalised):
             if normalised.count(position) > 1:
-                raise ValueError(f"{name}: dim {value} appears multiple times in the list of "
+                raise ShapeError(f"{name}: dim {value} appears multiple times in the list of "
                                  f"dims {errors.shown(dims)}")
         if not normalised or not self.sizes:
             return tuple(range(len(self.sizes)))
@@ -1434,8 +1628,10 @@ cdef class TensorCore:
         cdef DtypeCore result_dtype = self.dtype_object
         if not result_dtype.floating:
             if mean:
-                raise TypeError(f"mean() needs a floating-point tensor, got {result_dtype.name}; "
-                                "convert with .to(tensorplay.float32)")
+                raise DtypeError(f"mean(): could not infer output dtype. Input dtype must be "
+                                f"either a floating point or complex dtype. Got: "
+                                f"{result_dtype.name} (mean() needs a floating-point tensor; "
+                                f"convert with .to(tensorplay.float32))")
             result_dtype = dtypes.named_dtype("int64")  # integer and bool sums, as PyTorch
         shape = tuple(1 if d in dims else size for d, size in enumerate(self.sizes)) if keepdim \
             else tuple(size for d, size in enumerate(self.sizes) if d not in dims)
@@ -1482,8 +1678,11 @@ cdef class TensorCore:
                 self.dtype_object.name not in ("float32", "float64"):
             raise TypeError(f"matmul supports float32 or float64 tensors of one dtype, got "
                             f"{self.dtype_object.name} and {right.dtype_object.name}")
+        if not self.sizes or not right.sizes:
+            raise ShapeError(f"both arguments to matmul need to be at least 1D, but they are "
+                             f"{len(self.sizes)}D and {len(right.sizes)}D")
         if not (1 <= len(self.sizes) <= 3 and 1 <= len(right.sizes) <= 3):
-            raise ValueError(f"matmul supports tensors of 1 to 3 dimensions, got shapes "
+            raise ShapeError(f"matmul supports tensors of 1 to 3 dimensions, got shapes "
                              f"{self.sizes} and {right.sizes}")
         # Each operand as a batch of matrices: (batch, rows, columns) with strides.
         a_batch, m, k = (1, 1) + self.sizes[-1:] if len(self.sizes) == 1 else \
@@ -1495,10 +1694,10 @@ cdef class TensorCore:
         b_strides = (0,) + right.element_strides + (0,) if len(right.sizes) == 1 else \
             ((0,) + right.element_strides if len(right.sizes) == 2 else right.element_strides)
         if k != b_k:
-            raise ValueError(f"matmul: shapes {self.sizes} and {right.sizes} cannot be "
+            raise ShapeError(f"matmul: shapes {self.sizes} and {right.sizes} cannot be "
                              f"multiplied ({k} != {b_k})")
         if a_batch != b_batch and a_batch != 1 and b_batch != 1:
-            raise ValueError(f"matmul: the batch sizes of shapes {self.sizes} and {right.sizes} "
+            raise ShapeError(f"matmul: the batch sizes of shapes {self.sizes} and {right.sizes} "
                              f"do not broadcast ({a_batch} != {b_batch})")
         batch = max(a_batch, b_batch)
         shape = ((batch,) if len(self.sizes) == 3 or len(right.sizes) == 3 else ()) + \
@@ -1515,8 +1714,12 @@ cdef class TensorCore:
                               right.data, (b_strides[0] if b_batch > 1 else 0,) + b_strides[1:],
                               (<TensorCore>output).data, batch, m, n, k,
                               current_stream(self.device_index))
-        return recorded(output, "matmul", (self, right), (self, right)) if tracked(self, right) \
-            else output
+        if not tracked(self, right):
+            return output
+        # Each operand is saved only when the other needs its gradient, as PyTorch's.
+        return recorded(output, "matmul", (self, right),
+                        (self if right.grad_required else None,
+                         right if self.grad_required else None))
 
     cdef object c_rmatmul(self, object other):
         if isinstance(other, TensorCore):
@@ -1530,8 +1733,9 @@ cdef class TensorCore:
 
     cdef object c_set_requires_grad(self, bint value):
         if value and not self.dtype_object.floating:
-            raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
-                               f"this one is {self.dtype_object.name}")
+            raise RuntimeError(f"only Tensors of floating point and complex dtype can require "
+                               f"gradients (tensorplay has no complex dtypes); this one is "
+                               f"{self.dtype_object.name}")
         if not value and self.grad_node is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables; to "
                                "use a computed tensor without gradients, call detach()")
@@ -1539,6 +1743,9 @@ cdef class TensorCore:
         return None
 
     cdef object c_requires_grad_(self, bint requires_grad):
+        if requires_grad and not self.dtype_object.floating:  # PyTorch's words for this call
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients; "
+                               f"this one is {self.dtype_object.name}")
         self.c_set_requires_grad(requires_grad)
         return self
 
@@ -1549,10 +1756,18 @@ cdef class TensorCore:
         if value is not None:
             if not isinstance(value, TensorCore):
                 raise TypeError(f"grad must be a tensor or None, got {type(value).__name__}")
+            if (<TensorCore>value).dtype_object is not self.dtype_object:
+                raise DtypeError(f"grad: attempting to assign a gradient with dtype "
+                                 f"'{(<TensorCore>value).dtype_object.name}' to a tensor with "
+                                 f"grad_dtype '{self.dtype_object.name}' (assigned grad has "
+                                 f"data of a different type)")
             check_device_and_dtype(self, value, "grad")
             if (<TensorCore>value).sizes != self.sizes:
-                raise ValueError(f"grad: the assigned gradient has shape "
-                                 f"{(<TensorCore>value).sizes}, the tensor {self.sizes}")
+                raise ShapeError(f"grad: attempting to assign a gradient of size "
+                                 f"'{list((<TensorCore>value).sizes)}' to a tensor of size "
+                                 f"'{list(self.sizes)}'. Please ensure that the gradient and "
+                                 f"the tensor are the same size (assigned grad has data of a "
+                                 f"different size)")
         self.grad_value = value
         return None
 
@@ -1572,6 +1787,33 @@ cdef class TensorCore:
 
     cdef object c_detach(self):
         return strided_view(self, self.sizes, self.element_strides)
+
+    cdef int c_check_rebase(self, str name) except -1:
+        if self.grad_required and self.grad_node is None:
+            raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in "
+                               "an in-place operation.")
+        if self.is_view:
+            raise RuntimeError(f"{name}: an in-place operation on a view (from indexing, view(), "
+                               "transpose(), expand(), detach()...) is not recorded for "
+                               "autograd when it or an operand requires grad; use the "
+                               "out-of-place operation, or run it under tensorplay.no_grad()")
+        return 0
+
+    cdef object c_rebased(self, object result):
+        """self, with result's values copied in (a counted in-place change) and result's
+        history taken over, as PyTorch's rebase_history for a tensor that is not a view."""
+        cdef TensorCore value = result
+        previous = grad_enabled()
+        set_grad_enabled(False)
+        try:
+            self.c_copy_(value, False)
+        finally:
+            set_grad_enabled(previous)
+        if value.grad_node is not None:
+            self.grad_required = True
+            self.grad_node = value.grad_node
+            self.output_number = value.output_number
+        return self
 
     cdef int c_mark_modified(self, str name, object other=None) except -1:
         """Count an in-place change (Note [Version counters] in autograd.pyx), refusing one

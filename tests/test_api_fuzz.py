@@ -17,6 +17,7 @@ The calls run in a child process per public module (this file, run as a script),
 each call before making it: a crash or a hang is reported naming the call, and the child starts
 again after it.
 """
+import builtins
 import importlib
 import json
 import os
@@ -465,7 +466,11 @@ def make_attempt(target, param, call, record, classes, samples, emit):
         try:
             result = call(*args, **kwargs)
         except Exception as error:  # noqa: BLE001  (judged below)
-            outcome = ("raised", (type(error).__name__, str(error)))
+            # A subclass of the expected error counts as it (the shape errors are ValueErrors
+            # and RuntimeErrors, as PyTorch raises).
+            name = expected if isinstance(error, getattr(builtins, expected)) else \
+                type(error).__name__
+            outcome = ("raised", (name, str(error)))
             problem = judge(target, param, expected, outcome)
             if problem is None and not names_argument(target.params, param, value, str(error)):
                 problem = (f"{type(error).__name__} does not name {param.name}: "

@@ -735,35 +735,35 @@ class Tensor:
         """
 
     def sin(self) -> Tensor:
-        """Elementwise sine (floating point).
+        """Elementwise sine (floating point; integer and bool tensors give float32, as in PyTorch).
 
         Returns:
             Tensor: the result.
         """
 
     def cos(self) -> Tensor:
-        """Elementwise cosine (floating point).
+        """Elementwise cosine (floating point; integer and bool tensors give float32, as in PyTorch).
 
         Returns:
             Tensor: the result.
         """
 
     def exp(self) -> Tensor:
-        """Elementwise exponential (floating point).
+        """Elementwise exponential (floating point; integer and bool tensors give float32, as in PyTorch).
 
         Returns:
             Tensor: the result.
         """
 
     def sqrt(self) -> Tensor:
-        """Elementwise square root (floating point).
+        """Elementwise square root (floating point; integer and bool tensors give float32, as in PyTorch).
 
         Returns:
             Tensor: the result.
         """
 
     def log(self) -> Tensor:
-        """Elementwise natural logarithm (floating point).
+        """Elementwise natural logarithm (floating point; integer and bool tensors give float32, as in PyTorch).
 
         Returns:
             Tensor: the result.

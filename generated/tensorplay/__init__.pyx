@@ -806,7 +806,7 @@ cdef class Tensor(_tensor.TensorCore):
         return self.c_relu()
 
     def sin(self):
-        """Elementwise sine (floating point).
+        """Elementwise sine (floating point; integer and bool tensors give float32, as in PyTorch).
 
         Returns:
             Tensor: the result.
@@ -814,7 +814,7 @@ cdef class Tensor(_tensor.TensorCore):
         return self.c_sin()
 
     def cos(self):
-        """Elementwise cosine (floating point).
+        """Elementwise cosine (floating point; integer and bool tensors give float32, as in PyTorch).
 
         Returns:
             Tensor: the result.
@@ -822,7 +822,7 @@ cdef class Tensor(_tensor.TensorCore):
         return self.c_cos()
 
     def exp(self):
-        """Elementwise exponential (floating point).
+        """Elementwise exponential (floating point; integer and bool tensors give float32, as in PyTorch).
 
         Returns:
             Tensor: the result.
@@ -830,7 +830,7 @@ cdef class Tensor(_tensor.TensorCore):
         return self.c_exp()
 
     def sqrt(self):
-        """Elementwise square root (floating point).
+        """Elementwise square root (floating point; integer and bool tensors give float32, as in PyTorch).
 
         Returns:
             Tensor: the result.
@@ -838,7 +838,7 @@ cdef class Tensor(_tensor.TensorCore):
         return self.c_sqrt()
 
     def log(self):
-        """Elementwise natural logarithm (floating point).
+        """Elementwise natural logarithm (floating point; integer and bool tensors give float32, as in PyTorch).
 
         Returns:
             Tensor: the result.
