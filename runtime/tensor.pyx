@@ -474,14 +474,16 @@ cdef int scalar_operand_arg(object value, str name, str argument="the other oper
     return 0
 
 
-cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_division,
-                                bint inplace, str name, str argument="the other operand"):
-    """The result dtype of tensor (op) other under the operators' rules, which it checks: other
-    is a tensor of the same dtype and device whose shape broadcasts with tensor's, or a Python
-    scalar; no bool arithmetic here (c_bool_binary has its own rules); integers divide truly into
-    float32; an in-place result keeps the tensor's dtype and shape."""
+cdef int check_operand(TensorCore tensor, object other, bint inplace, str name, str argument,
+                       bint same_dtype) except -1:
+    """other is a tensor on tensor's device (of its dtype when same_dtype) whose shape
+    broadcasts with tensor's (to tensor's own shape for an in-place result), or a Python
+    scalar that fits 64 bits."""
     if isinstance(other, TensorCore):
-        check_device_and_dtype(tensor, other, name)
+        if same_dtype:
+            check_device_and_dtype(tensor, other, name)
+        else:
+            check_device(tensor, other, name)
         shape = broadcast_shape(tensor.sizes, (<TensorCore>other).sizes, name)
         if inplace and shape != tensor.sizes:
             raise ShapeError(f"{name}: output with shape {list(tensor.sizes)} doesn't match "
@@ -491,6 +493,16 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_divis
                         f"{type(other).__name__}")
     else:
         scalar_operand_arg(other, name, argument)
+    return 0
+
+
+cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_division,
+                                bint inplace, str name, str argument="the other operand"):
+    """The result dtype of tensor (op) other under the operators' rules, which it checks: other
+    is a tensor of the same dtype and device whose shape broadcasts with tensor's, or a Python
+    scalar; no bool arithmetic here (c_bool_binary has its own rules); integers divide truly into
+    float32; an in-place result keeps the tensor's dtype and shape."""
+    check_operand(tensor, other, inplace, name, argument, True)
     if tensor.dtype_object.name == "bool":
         raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
                         ".to(tensorplay.int64) first")
@@ -1120,17 +1132,7 @@ cdef class TensorCore:
         int64, a float scalar or true division float32; subtraction, rounded division and
         bool ** bool tensor are refused as in PyTorch. Computed in int64 (or float32), so every
         kernel it needs exists on both devices."""
-        if isinstance(other, TensorCore):
-            check_device(self, other, name)
-            shape = broadcast_shape(self.sizes, (<TensorCore>other).sizes, name)
-            if inplace and shape != self.sizes:
-                raise ShapeError(f"{name}: output with shape {list(self.sizes)} doesn't match "
-                                 f"the broadcast shape {list(shape)}")
-        elif not is_scalar(other):
-            raise TypeError(f"{name}: the other operand must be a tensor or a Python scalar, got "
-                            f"{type(other).__name__}")
-        else:
-            scalar_operand_arg(other, name)
+        check_operand(self, other, inplace, name, "the other operand", False)
         if op == device_ops.OP_SUB:
             raise DtypeError(f"{name}: Subtraction, the `-` operator, with a bool tensor is not "
                              "supported. If you are trying to invert a mask, use the `~` or "
