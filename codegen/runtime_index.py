@@ -15,7 +15,7 @@ from .load import read_text
 _FUNCTION = re.compile(r"^(?:cdef|cpdef)\s+(?!class\b|extern\b|struct\b|enum\b)[^(=]*?\b(\w+)\s*\(")
 _CDEF_CLASS = re.compile(r"^cdef\s+class\s+(\w+)\s*(?:\(\s*([\w.]+)\s*\))?\s*:")
 _METHOD = re.compile(r"^\s+(?:cdef|cpdef)\s+[^(=]*?\b(\w+)\s*\(")
-_PY_CLASS = re.compile(r"^class\s+(\w+)\s*[(:]")
+_PY_CLASS = re.compile(r"^class\s+(\w+)\s*(?:\(\s*(\w+)|:)")
 _PY_METHOD = re.compile(r"^    def\s+(\w+)\s*\(")
 
 
@@ -126,6 +126,7 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
     for pyx in sorted(runtime_dir.glob("*.pyx")):
         module = modules.setdefault(pyx.stem, RuntimeModule())
         python_class = None
+        python_bases: dict[str, str] = {}
         lines = read_text(pyx, f"{runtime_dir.name}/{pyx.name}").splitlines()
         for number, line in enumerate(lines):
             class_match = _PY_CLASS.match(line)
@@ -133,6 +134,8 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
                 python_class = class_match.group(1)
                 module.python_classes.add(python_class)
                 module.python_methods.setdefault(python_class, {})
+                if class_match.group(2):
+                    python_bases[python_class] = class_match.group(2)
                 continue
             if line and not line[0].isspace():
                 python_class = None
@@ -140,4 +143,13 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
             if python_class and method_match:
                 module.python_methods[python_class][method_match.group(1)] = _arity(
                     _parameter_list(lines, number, method_match.end() - 1), method=True)
+        # A Python class has the methods of its bases in the same module too (the subclass's
+        # own definition wins).
+        for name in list(module.python_methods):
+            base, seen = python_bases.get(name), {name}
+            while base in module.python_methods and base not in seen:
+                seen.add(base)
+                module.python_methods[name] = module.python_methods[base] | \
+                    module.python_methods[name]
+                base = python_bases.get(base)
     return modules

@@ -16,19 +16,6 @@ cdef class Node:
     cdef str c_repr(self)
     cdef tuple unpack(self)
 
-cdef class GradModeCore:
-    # no_grad() and enable_grad(): grad mode inside the block, and what it was before.
-    cdef bint inside
-    cdef list previous
-    cdef object c_enter(self)
-    cdef object c_exit(self, object exc_type, object exc_value, object traceback)
-
-cdef class NoGradCore(GradModeCore):
-    pass
-
-cdef class EnableGradCore(GradModeCore):
-    pass
-
 cdef bint is_grad_enabled()
 cdef object grad(object outputs, object inputs, object grad_outputs, object retain_graph,
                  bint create_graph, bint allow_unused)

@@ -68,35 +68,39 @@ cdef bint is_grad_enabled():
     return tensor.grad_enabled()
 
 
-cdef class GradModeCore:
-    def __cinit__(self, *args, **kwargs):
-        if args or kwargs:
-            # PyTorch also decorates bare (@no_grad); this one would silently return a wrapper
-            # from each call of the function instead of its result, so it is refused.
-            name = "enable_grad" if type(self).__name__.startswith("enable") or \
-                type(self).__name__.startswith("Enable") else "no_grad"
-            raise TypeError(f"{name}() takes no arguments; as a decorator it needs its "
-                            f"parentheses: @{name}()")
+class GradModeCore:
+    """no_grad() and enable_grad(): grad mode inside the block, and what it was before.
+
+    Python classes, so that, as in PyTorch, the bare class decorates too: no_grad(function)
+    (what @no_grad does) returns the decorated function, as no_grad()(function) does; the
+    generated class supplies __call__, the decorator."""
+    inside = False
+
+    def __new__(cls, function=None):
+        if function is None:
+            return super().__new__(cls)
+        if not callable(function):
+            raise TypeError(f"{cls.__name__}() takes no arguments, or as a bare decorator a "
+                            f"function; got {type(function).__name__}")
+        return cls()(function)
+
+    def __init__(self, function=None):
         self.previous = []  # one entry per enclosing use of this object, so it may nest
 
-    cdef object c_enter(self):
+    def c_enter(self):
         self.previous.append(tensor.grad_enabled())
         tensor.set_grad_enabled(self.inside)
-        return None
 
-    cdef object c_exit(self, object exc_type, object exc_value, object traceback):
+    def c_exit(self, exc_type, exc_value, traceback):
         tensor.set_grad_enabled(self.previous.pop())
-        return None
 
 
-cdef class NoGradCore(GradModeCore):
-    def __cinit__(self, *args, **kwargs):
-        self.inside = False
+class NoGradCore(GradModeCore):
+    inside = False
 
 
-cdef class EnableGradCore(GradModeCore):
-    def __cinit__(self, *args, **kwargs):
-        self.inside = True
+class EnableGradCore(GradModeCore):
+    inside = True
 
 
 # --------------------------------------------------------------------------------------------

@@ -242,6 +242,12 @@ def test_grad_mode_context_managers_and_decorators(device):
     def tracked():
         return x * 2
 
+    @tp.no_grad  # bare, as PyTorch allows
+    def untracked_bare():
+        """Not tracked."""
+        return x * 2
+
+    assert not untracked_bare().requires_grad and untracked_bare.__doc__ == "Not tracked."
     assert not untracked().requires_grad and tp.is_grad_enabled()
     with tp.no_grad():
         assert tracked().requires_grad

@@ -586,14 +586,24 @@ def test_grad_mode():
     assert d.grad_fn is None
 
 
-def test_bare_grad_mode_decorators_are_refused_clearly():
-    # PyTorch decorates with @no_grad as with @no_grad(); tensorplay needs the parentheses
-    # (docs/design.md, "Autograd") and says so instead of returning a wrapper from each call.
-    for mode in (tp.no_grad, tp.enable_grad):
-        with pytest.raises(TypeError, match=r"as a decorator it needs its parentheses"):
-            @mode
-            def function(a):
-                return a * 2
+def test_bare_grad_mode_decorators_decorate_as_in_pytorch():
+    x, tx = tp.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    for ours, theirs in ((tp.no_grad, torch.no_grad), (tp.enable_grad, torch.enable_grad)):
+        @ours
+        def double(a):
+            """Doubles."""
+            return a * 2
+
+        @theirs
+        def double_torch(a):
+            return a * 2
+
+        with tp.no_grad(), torch.no_grad():
+            assert double(x).requires_grad == double_torch(tx).requires_grad
+        assert double(x).requires_grad == double_torch(tx).requires_grad
+        assert double.__name__ == "double" and double.__doc__ == "Doubles."
+    with pytest.raises(TypeError, match=r"no_grad\(\) takes no arguments"):
+        tp.no_grad(3)
 
 
 def test_detach_shares_memory_and_version():

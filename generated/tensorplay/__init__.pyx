@@ -15,6 +15,7 @@ from tensorplay._runtime cimport random_ops as _random_ops
 from tensorplay._runtime cimport rng as _rng
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime cimport tensor as _tensor
+from tensorplay._runtime import autograd as _autograd_classes
 from tensorplay._runtime import errors as _errors_classes
 
 __all__ = [
@@ -1491,7 +1492,7 @@ class OutOfMemoryError(_errors_classes.OutOfMemoryErrorCore):
 _public.register_class("OutOfMemoryErrorCore", OutOfMemoryError)
 
 
-cdef class no_grad(_autograd.NoGradCore):
+class no_grad(_autograd_classes.NoGradCore):
     """Turn autograd off in this thread inside the block (or the decorated function).
 
     Operations record nothing and their results do not require grad; in-place updates of
@@ -1524,7 +1525,7 @@ cdef class no_grad(_autograd.NoGradCore):
 _public.register_class("NoGradCore", no_grad)
 
 
-cdef class enable_grad(_autograd.EnableGradCore):
+class enable_grad(_autograd_classes.EnableGradCore):
     """Turn autograd back on in this thread inside the block (or the decorated function), within no_grad()."""
 
     def __enter__(self):
