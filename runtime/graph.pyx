@@ -39,14 +39,13 @@ import weakref
 
 from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport uintptr_t
-from libcpp.utility cimport pair
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings cimport cydriver
 from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport (cudaError_t, cudaGraphCondTypeIf, cudaGraphCondTypeSwitch,
                                       cudaGraphCondTypeWhile, cudaGraphDebugDotFlagsVerbose,
-                                      cudaGraphExec_t, cudaGraphInstantiateFlagAutoFreeOnLaunch,
+                                      cudaGraphInstantiateFlagAutoFreeOnLaunch,
                                       cudaGraphInstantiateFlagUseNodePriority, cudaGraph_t,
                                       cudaStreamCaptureMode, cudaStreamCaptureModeRelaxed,
                                       cudaStreamCaptureStatus, cudaStreamCaptureStatusNone,
@@ -810,7 +809,7 @@ cdef int _write_dot(cudaGraph_t template, int device, str path, bint verbose) ex
 cdef TensorCore _scalar_arg(GraphBase graph, object value, str argument, str dtype_name):
     """A single-element tensor of dtype_name on the graph's device: ours, or any tensor that
     shares its memory through __cuda_array_interface__ or DLPack (PyTorch's, CuPy's)."""
-    cdef TensorCore scalar = staging.tensor_arg(value, argument, -1)
+    cdef TensorCore scalar = tensor.tensor_arg(value, argument, -1)
     if (scalar.dtype_object.name != dtype_name or scalar.element_count != 1
             or scalar.device_index != graph.device):
         raise ValueError(f"{argument} must be a single-element {dtype_name} tensor on cuda:"

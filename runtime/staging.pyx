@@ -20,19 +20,6 @@ from tensorplay._runtime.kernels cimport STAGED_COPIES
 from tensorplay._runtime.tensor cimport TensorCore
 
 
-cdef TensorCore tensor_arg(object value, str argument, Py_ssize_t index):
-    """value as our tensor: ours, or a view of any tensor that shares its memory through
-    __cuda_array_interface__ or DLPack (PyTorch's, CuPy's), no copy. index >= 0: the argument
-    is one item of a sequence, named argument[index] in errors."""
-    if isinstance(value, TensorCore):
-        return value
-    if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"):
-        return tensor.as_tensor(value, None, None)
-    name = argument if index < 0 else f"{argument}[{index}]"
-    raise TypeError(f"{name} must be a tensor (tensorplay's, or one with "
-                    f"__cuda_array_interface__ or __dlpack__), got {type(value).__name__}")
-
-
 # stage_and_launch() copies every pair at once (one kernel for the raw pairs), so no static
 # buffer may share memory with another pair's buffers, nor partly with its own input: the result
 # would depend on the order of the copies. A span is the bytes a tensor reaches, keyed by device
@@ -141,8 +128,8 @@ cdef int stage(int device, object static_inputs, object inputs, cudaStream_t str
     cdef Py_ssize_t index
     cdef vector[MemorySpan] spans
     for index in range(len(inputs)):
-        static = tensor_arg(static_inputs[index], "static_inputs", index)
-        fresh = tensor_arg(inputs[index], "inputs", index)
+        static = tensor.tensor_arg(static_inputs[index], "static_inputs", index)
+        fresh = tensor.tensor_arg(inputs[index], "inputs", index)
         if static.device_index != device:
             raise ValueError(f"static_inputs[{index}] is on "
                              f"{tensor.device_text(static.device_index)}, but the graph was "

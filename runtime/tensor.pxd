@@ -200,6 +200,9 @@ cdef object requiring_grad(object tensor, bint requires_grad)
 cdef int require_grad_arg(object dtype, object default, bint requires_grad) except -1
 cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1
 cdef object as_tensor(object data, object dtype, object device)
+# value as our tensor (ours, or a view through __cuda_array_interface__ or DLPack), or a
+# TypeError naming argument (argument[index] when index >= 0).
+cdef TensorCore tensor_arg(object value, str argument, Py_ssize_t index)
 cdef object from_dlpack(object ext_tensor)
 cdef object where(object condition, object input, object other)
 

@@ -1990,6 +1990,19 @@ cdef bint allclose(object input, object other, double rtol, double atol, bint eq
     return bool(np().allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
+cdef TensorCore tensor_arg(object value, str argument, Py_ssize_t index):
+    """value as our tensor: ours, or a view of any tensor that shares its memory through
+    __cuda_array_interface__ or DLPack (PyTorch's, CuPy's), no copy. index >= 0: the argument
+    is one item of a sequence, named argument[index] in errors."""
+    if isinstance(value, TensorCore):
+        return value
+    if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"):
+        return as_tensor(value, None, None)
+    name = argument if index < 0 else f"{argument}[{index}]"
+    raise TypeError(f"{name} must be a tensor (tensorplay's, or one with "
+                    f"__cuda_array_interface__ or __dlpack__), got {type(value).__name__}")
+
+
 cdef object as_tensor(object data, object dtype, object device):
     if isinstance(data, TensorCore):
         return (<TensorCore>data).c_to(device, dtype, False, False)
