@@ -16,8 +16,7 @@ cdef class ConditionalBody:
     cdef bint is_while
     cdef bint capturing
     cdef bint routing                  # begin_allocate_to_pool done for the body's pool
-    cdef unsigned long long rng_used_before  # the capture's random offset when the body opened
-    cdef unsigned long long capture_id # the body's own capture (cudaStreamBeginCaptureToGraph)
+    cdef unsigned long long capture_id # the capture of the body (branch) being captured now
     cdef PoolId pool
     cdef cudaGraphNode_t node          # the conditional node, in the parent graph
     cdef cudaGraph_t* graphs           # its size body graphs: a CUDA-owned array, as the node

@@ -57,6 +57,11 @@ cdef int capture_opened(int device, void* stream) except -1
 cdef int capture_closed(void* stream) except -1
 cdef bint capture_open() noexcept nogil              # any capture open in the process
 cdef bint device_capturing(int device) noexcept      # any capture open on device
+# Captures of conditional bodies, which CUDA keeps free of event nodes: conditional.pyx reports
+# each body capture; in_body_capture tells whether stream captures one.
+cdef int body_capture_began(unsigned long long capture_id) except -1
+cdef int body_capture_ended(unsigned long long capture_id) except -1
+cdef bint in_body_capture(void* stream, int device) except -1
 # Around a CUDA call that is legal during a capture only in relaxed mode (stream and event
 # creation and destruction, queries of streams that do not capture): switches this thread to
 # relaxed mode while any capture is open; exit_relaxed puts the mode back.

@@ -410,6 +410,38 @@ cdef bint device_capturing(int device) noexcept:
     return False
 
 
+# Captures of conditional bodies (conditional.pyx): CUDA allows no event record or wait nodes
+# there, so external events ask before they record or wait (stream.pyx).
+cdef set _body_captures = set()
+
+
+cdef int body_capture_began(unsigned long long capture_id) except -1:
+    _body_captures.add(capture_id)
+    return 0
+
+
+cdef int body_capture_ended(unsigned long long capture_id) except -1:
+    _body_captures.discard(capture_id)
+    return 0
+
+
+cdef bint in_body_capture(void* stream, int device) except -1:
+    cdef cyruntime.cudaStreamCaptureStatus status = cyruntime.cudaStreamCaptureStatusNone
+    cdef unsigned long long capture_id = 0
+    cdef DeviceSwitch switch
+    if not _body_captures:
+        return False
+    with nogil:
+        enter_device(device, &switch)
+        try:
+            errors.check(cyruntime.cudaStreamGetCaptureInfo(
+                <cyruntime.cudaStream_t>stream, &status, &capture_id, NULL, NULL, NULL, NULL),
+                b"cudaStreamGetCaptureInfo")
+        finally:
+            exit_device(&switch)
+    return status == cyruntime.cudaStreamCaptureStatusActive and capture_id in _body_captures
+
+
 cdef int enter_relaxed(int* saved) except -1 nogil:
     cdef cyruntime.cudaStreamCaptureMode mode = cyruntime.cudaStreamCaptureModeRelaxed
     saved[0] = -1

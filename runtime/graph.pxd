@@ -3,7 +3,7 @@ from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraphNode_
 
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.conditional cimport ConditionalBody
-from tensorplay._runtime.rng cimport CaptureRecord
+from tensorplay._runtime.rng cimport GraphGenerators
 from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
 
@@ -23,9 +23,10 @@ cdef class GraphBase:
     cdef int device                    # the capture device; -1 before the first capture
     cdef cudaStream_t capture_stream
     cdef object capture_stream_owner   # the Stream given to capture_begin, alive until the end
-    # The capture device's default generator, registered for the capture (rng.pxd); kept after
-    # capture_end only when the graph draws random numbers, so that other graphs pay nothing.
-    cdef CaptureRecord rng_record
+    # The generator states the graph draws from (rng.pxd): the capture device's default
+    # generator's and those of register_generator_state(); replays pay for them only when the
+    # graph draws random numbers.
+    cdef GraphGenerators generators
     cdef unsigned long long capture_id
     cdef PoolId pool_id
     cdef bint holds_pool               # retain_pool done: reset() or a failed capture releases
@@ -87,6 +88,10 @@ cdef class GraphBase:
     cdef object c_begin_capture_to_switch_node(self, object scalar_index,
                                                unsigned int num_cases)
     cdef object c_begin_capture_to_next_body(self)
+    # Graph-safe state (rng.pxd, Note [Offsets on the device] in rng.pyx).
+    cdef object c_register_generator_state(self, object generator)
+    cdef int close_body_generators(self, ConditionalBody body, bint keep) except -1
+    cdef int next_body_generators(self, ConditionalBody body) except -1
 
 
 # The GraphPool parameter kind's check (codegen/types.py); wrappers call it.

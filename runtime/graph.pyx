@@ -138,6 +138,7 @@ cdef class GraphBase:
         self.body_pools = []
         self.predicates = []
         self.conditional_nodes = {}
+        self.generators = rng.graph_generators()
 
     def __dealloc__(self):
         # A forked child must not touch the parent's CUDA objects. Errors cannot propagate
@@ -233,8 +234,7 @@ cdef class GraphBase:
             self.begin_on_stream(capture_mode)
             # Before any work is captured: random ops captured from now on read their state
             # from device memory (docs/design.md, "RNG state").
-            self.rng_record = rng.register_capture(rng.default_generator(device),
-                                                   self.capture_id)
+            rng.begin_capture(self.generators, device, self.capture_id)
             allocator.begin_allocate_to_pool(device, pool_id, self.capture_id, self.capture_id)
             self.routing = True
         except BaseException:
@@ -399,8 +399,7 @@ cdef class GraphBase:
             self.restore_stream()
             self.capture_stream_owner = None
             # Unregistered either way; a graph that drew nothing keeps no record.
-            if self.rng_record is not None and rng.capture_offset_consumed(self.rng_record) == 0:
-                self.rng_record = None
+            rng.end_capture(self.generators)
         return 0
 
     cdef int restore_stream(self) except -1:
@@ -446,7 +445,7 @@ cdef class GraphBase:
         cdef PoolId body_pool
         if self.capture_id:  # blocks its capture saw freed (allocator.pyx)
             allocator.release_held_blocks(self.device, self.capture_id)
-        self.rng_record = None
+        rng.forget_capture(self.generators)
         self.predicates = []
         while self.body_pools:
             body_pool.first, body_pool.second = self.body_pools.pop()
@@ -475,14 +474,12 @@ cdef class GraphBase:
         body.is_while = node_type == cudaGraphCondTypeWhile
         cdef unsigned long long body_capture_id = 0
         cdef PoolId body_pool
-        body.rng_used_before = self.rng_record.consumed if self.rng_record is not None else 0
         self.bodies.append(body)  # from here on, close_body() undoes what was done
         try:
             conditional.begin_body(self.device, setter, predicate.data, node_type, size,
                                    self.capture_mode, body, &body_capture_id)
             body.capture_id = body_capture_id
-            if self.rng_record is not None:
-                rng.share_capture(self.rng_record, body_capture_id)
+            rng.enter_body(self.generators, body_capture_id)
             self.conditional_nodes[<uintptr_t>body.node] = (
                 CONDITIONAL_TYPES[node_type], [<uintptr_t>body.graphs[i] for i in range(size)])
             body_pool = _pool_for_capture(None)
@@ -510,6 +507,7 @@ cdef class GraphBase:
         cdef uintptr_t body_stream = <uintptr_t>body.stream
         cdef bint workless = False
         try:
+            self.close_body_generators(body, keep)
             if keep and body.is_while:
                 # A body without work would only re-read the predicate: replay would loop
                 # forever while it holds. Such a body ends the loop instead, and is refused.
@@ -519,13 +517,12 @@ cdef class GraphBase:
                 else:
                     conditional.set_predicate(self.device, body, body.predicate)  # after each pass
         finally:
-            if self.rng_record is not None and body.capture_id:
-                rng.unshare_capture(self.rng_record, body.capture_id)
             try:
                 if body.routing:
                     body.routing = False
                     allocator.end_allocate_to_pool(self.device, body.pool)
             finally:
+                _device.body_capture_ended(body.capture_id)
                 with nogil:
                     _device.enter_device(self.device, &saved)
                     if body.capturing:
@@ -551,13 +548,6 @@ cdef class GraphBase:
                 "another stream does not join the body unless that stream waits for this one. "
                 "A loop without work would replay forever, so the node was closed with a body "
                 "that ends the loop at once; the capture goes on")
-        if keep and self.rng_record is not None \
-                and self.rng_record.consumed != body.rng_used_before:
-            # A body may run any number of times per replay, but its kernels read one fixed
-            # offset: each pass would repeat the same numbers. PyTorch refuses them too.
-            raise RuntimeError("random numbers were drawn inside a conditional node's body; a "
-                               "body can run several times per replay and would repeat them. "
-                               "Draw them before begin_capture_to_*_node() and use them inside")
         return 0
 
     cdef int destroy_graphs(self) except -1:
@@ -659,8 +649,8 @@ cdef class GraphBase:
         cdef DeviceSwitch saved
         # Graph-safe random numbers (rng.pxd): this replay's (seed, offset) goes to the device,
         # stream-ordered before the launch, and the generator advances as an eager run would.
-        if self.rng_record is not None:
-            rng.advance_for_replay(self.rng_record, handle)
+        if self.generators.draws:
+            rng.advance_for_replay(self.generators, handle)
         # The driver's launch, directly: the runtime's adds its own context bookkeeping on top,
         # which enter_device has done already (docs/design.md, "Devices, threads and contexts").
         with nogil:
@@ -679,6 +669,7 @@ cdef class GraphBase:
             self.destroy_graphs()
         finally:
             self.release_pool_reference()  # whatever failed above, the pool is let go
+            rng.clear(self.generators)     # registrations last until reset, as in PyTorch
         return None
 
     cdef object c_set_conditional_handle_for_current_node(self, object scalar_pred):
@@ -754,8 +745,33 @@ cdef class GraphBase:
         if body.branch + 1 >= body.size:
             raise RuntimeError(f"begin_capture_to_next_body(): all {body.size} bodies of the node "
                                "have been captured; call end_capture_to_conditional_node()")
-        conditional.next_body(self.device, self.capture_mode, body, self.capture_id)
+        self.next_body_generators(body)
         return None
+
+    # -- graph-safe state (rng.pxd; Note [Offsets on the device] in rng.pyx) --------------------
+
+    cdef object c_register_generator_state(self, object generator):
+        rng.register_generator(self.generators, generator)
+        return None
+
+    cdef int close_body_generators(self, ConditionalBody body, bint keep) except -1:
+        """The body's last pass: what it drew advances the generators' offsets on the device.
+        Nothing to do for a body whose capture never began."""
+        if not body.capture_id:
+            return 0
+        try:
+            rng.leave_branch(self.generators, body.stream, keep)
+        finally:
+            rng.leave_body(self.generators)
+        return 0
+
+    cdef int next_body_generators(self, ConditionalBody body) except -1:
+        """End one branch of an if/else or switch node and begin the next: draws in each branch
+        advance the offsets by what that branch drew."""
+        rng.leave_branch(self.generators, body.stream, True)
+        conditional.next_body(self.device, self.capture_mode, body, self.capture_id)
+        rng.next_branch(self.generators, body.capture_id)
+        return 0
 
 
 _NO_TEMPLATE = ("{what} needs the captured graph, which is kept only when enable_debug_mode() "

@@ -15,15 +15,35 @@ poisons fork.
 Note [Graph-safe random numbers]
 A kernel captured into a CUDA graph replays with the arguments it was captured with, so a
 captured (seed, offset) would give the same numbers on every replay. As PyTorch does
-(PhiloxCudaState, aten/src/ATen/cuda/detail/PhiloxCudaStateRaw.cuh), a generator registered with
-a capture hands captured kernels a pointer to device memory holding (seed, base offset) plus the
-offset within the graph; the capture counts the offset its kernels consume. Before each replay
-the host writes the generator's current (seed, offset) there and advances the offset by what the
-graph consumes, so a replay draws what the same kernels run eagerly would have drawn. A
-generator is registered per capture id, so captures running at once on several threads each
-count their own offset; a random op finds its capture through its stream's capture id. rng.pxd
-lists the calls the graph code makes. While registered, reading or changing the generator's
-state raises: the captured kernels read it only when the graph replays.
+(PhiloxCudaState, aten/src/ATen/cuda/detail/PhiloxCudaStateRaw.cuh), a generator state registered
+with a capture hands captured kernels a pointer to device memory holding (seed, base offset) plus
+the offset within the graph; the capture counts the offset its kernels consume. Before each
+replay the host writes the state's current (seed, offset) there and advances the offset by what
+the graph consumes, so a replay draws what the same kernels run eagerly would have drawn. The
+device's default generator is registered with every capture; other generators through
+register_generator_state(). A state is registered per capture id, so captures running at once on
+several threads each count their own offset; a random op finds its capture through its stream's
+capture id. rng.pxd lists the calls the graph code makes. While registered, reading or changing
+the state raises: the captured kernels read it only when the graph replays. Swapping the state a
+generator uses (graphsafe_set_state()) is the one change allowed during a capture.
+
+Note [Offsets on the device]
+A conditional body runs any number of times per replay (a while body), or not at all (an if
+body), so its draws cannot take fixed offsets: every pass would repeat them, and the host cannot
+know how far a replay moved the generator. The base offset the captured kernels read from device
+memory is therefore also the counter of what the bodies drew: the kernels read base + the offset
+fixed at capture, and at the end of each body pass (each branch of an if/else or switch node) a
+captured one-thread kernel adds what that pass drew to the base. The capture keeps counting the
+fixed offsets outside the body, so draws after a body read the advanced base plus their own fixed
+offset, and nested bodies compose. Every pass draws what the same draws made eagerly would, and
+the draw kernels are the same ones eager draws run.
+After a replay of such a graph the state's offset lives on the device: the record's base plus
+what the graph drew outside bodies (`pending`, `offset`). Until it is read, nothing waits for it:
+eager draws and later replays read it on the device (an eager kernel takes the same pointer, a
+replay copies it with one one-thread kernel), stream-ordered after the replay. Reading the state
+(get_state(), get_offset(), clone_state()) synchronises the device and brings it back to the
+host; seeding or setting the state drops it. Generators never used in a body, and eager draws
+from them, pay nothing for this.
 """
 import os
 
@@ -138,67 +158,59 @@ cdef int _read_state(object new_state, uint64_t* seed, uint64_t* offset) except 
 # Generators
 
 
-cdef class GeneratorCore:
+cdef class GeneratorState:
     def __cinit__(self, *args, **kwargs):
         self.device_index = -1
-        self.seed_value = DEFAULT_SEED
+        self.seed = DEFAULT_SEED
         self.offset = 0
         self.captures = {}
 
-    cdef int init(self, object device) except -1:
-        cdef int index = _device.tensor_device_arg(device, "device")
-        if index >= 0:
-            _device.checked_device(index)
-        self.device_index = -1 if index == -2 else index
-        return 0
-
-    cdef int _check_not_captured(self, str call) except -1:
+    cdef int check_not_captured(self, str call) except -1:
         if self.captures:
             raise RuntimeError(
-                f"{call} cannot run while the {_where(self.device_index)} generator is registered "
-                "with a CUDA graph capture: the captured kernels read its state only when the "
+                f"{call} cannot run while the {_where(self.device_index)} generator's state is "
+                "registered with a CUDA graph capture: the captured kernels read it only when the "
                 "graph replays. Save or set the state before capture_begin() or after "
-                "capture_end() instead")
+                "capture_end(), or swap states with graphsafe_get_state() and "
+                "graphsafe_set_state(), which a capture allows")
         return 0
 
-    cdef object c_manual_seed(self, object seed):
-        cdef uint64_t value = _seed_value(seed)
-        self._check_not_captured("manual_seed()")
-        self.seed_value = value
-        self.offset = 0
-        return self
+    cdef int settle(self, str call) except -1:
+        cdef uint64_t base = 0
+        cdef const uint64_t* source
+        cdef DeviceSwitch saved
+        cdef int mode
+        if self.pending is None:
+            return 0
+        if _device.device_capturing(self.device_index):
+            raise RuntimeError(
+                f"{call} must read the generator's offset back from {_where(self.device_index)}, "
+                "where a graph that draws inside conditional nodes left it, and that synchronises "
+                "the device, which an open graph capture forbids; call it before capture_begin() "
+                "or after capture_end()")
+        _device.synchronize(self.device_index)
+        source = self.pending.replay_state + 1
+        with nogil:
+            _device.enter_device(self.device_index, &saved)
+            _device.enter_relaxed(&mode)
+            try:
+                errors.check(cyruntime.cudaMemcpy(&base, source, sizeof(uint64_t),
+                                                  cyruntime.cudaMemcpyDeviceToHost), b"cudaMemcpy")
+            finally:
+                _device.exit_relaxed(&mode)
+                _device.exit_device(&saved)
+        self.offset += base
+        self.pending = None
+        return 0
 
-    cdef object c_seed(self):
-        self._check_not_captured("seed()")
-        self.seed_value = _random_seed()
-        self.offset = 0
-        return self.seed_value
-
-    cdef object c_initial_seed(self):
-        return self.seed_value
-
-    cdef object c_get_state(self):
-        self._check_not_captured("get_state()")
-        return _state_tensor(self.seed_value, self.offset)
-
-    cdef object c_set_state(self, object new_state):
-        cdef uint64_t seed = 0, offset = 0
-        _read_state(new_state, &seed, &offset)
-        self._check_not_captured("set_state()")
-        self.seed_value = seed
+    cdef int restart(self, uint64_t seed, uint64_t offset) except -1:
+        self.seed = seed
         self.offset = offset
-        return self
+        self.pending = None
+        return 0
 
-    cdef object c_device(self):
-        if self.device_index < 0:
-            return public.public_class("DeviceCore", _device.DeviceCore)("cpu")
-        return _device.device_object(self.device_index)
-
-    cdef str repr_text(self):
-        return f"<Generator device={_where(self.device_index)} seed={self.seed_value}>"
-
-    cdef int philox_state(self, uint64_t increment, cudaStream_t stream,
-                          PhiloxState* state) except -1:
+    cdef int reserve(self, uint64_t increment, cudaStream_t stream,
+                     PhiloxState* state) except -1:
         cdef cudaStreamCaptureStatus status = cyruntime.cudaStreamCaptureStatusNone
         cdef unsigned long long capture_id = 0
         cdef DeviceSwitch saved
@@ -220,7 +232,9 @@ cdef class GeneratorCore:
                     f"the {_where(self.device_index)} generator is not registered with the CUDA "
                     "graph capture in progress on this stream, so its numbers would repeat on "
                     "every replay; capture through tensorplay.cuda.graphs, which registers the "
-                    "device's default generator, and pass that generator (or none)")
+                    "device's default generator, and register any other generator (or state from "
+                    "graphsafe_get_state() / clone_state()) with the graph's "
+                    "register_generator_state()")
             if capture.replay_state == NULL:
                 # The first random kernel of this capture: the (seed, offset) slot comes from
                 # the capture's private pool, so graphs that draw nothing allocate nothing.
@@ -231,17 +245,113 @@ cdef class GeneratorCore:
             state.replay_state = capture.replay_state
             capture.consumed += increment
             return 0
-        state.seed = self.seed_value
+        state.seed = self.seed
         state.offset = self.offset
-        state.replay_state = NULL
+        # Note [Offsets on the device]: the kernel adds offset to the base a replay left there.
+        if self.pending is None:
+            state.replay_state = NULL
+        else:
+            state.replay_state = self.pending.replay_state
         self.offset += increment
         return 0
+
+
+cdef class GeneratorCore:
+    def __cinit__(self, *args, **kwargs):
+        self.device_index = -1
+        self.state = GeneratorState()
+
+    cdef int init(self, object device) except -1:
+        cdef int index = _device.tensor_device_arg(device, "device")
+        if index >= 0:
+            _device.checked_device(index)
+        self.device_index = -1 if index == -2 else index
+        self.state.device_index = self.device_index
+        return 0
+
+    cdef object c_manual_seed(self, object seed):
+        cdef uint64_t value = _seed_value(seed)
+        self.state.check_not_captured("manual_seed()")
+        self.state.restart(value, 0)
+        return self
+
+    cdef object c_seed(self):
+        self.state.check_not_captured("seed()")
+        self.state.restart(_random_seed(), 0)
+        return self.state.seed
+
+    cdef object c_initial_seed(self):
+        return self.state.seed
+
+    cdef object c_get_state(self):
+        self.state.check_not_captured("get_state()")
+        self.state.settle("get_state()")
+        return _state_tensor(self.state.seed, self.state.offset)
+
+    cdef object c_set_state(self, object new_state):
+        cdef uint64_t seed = 0, offset = 0
+        _read_state(new_state, &seed, &offset)
+        self.state.check_not_captured("set_state()")
+        self.state.restart(seed, offset)
+        return self
+
+    cdef object c_get_offset(self):
+        self.state.check_not_captured("get_offset()")
+        self.state.settle("get_offset()")
+        return self.state.offset
+
+    cdef object c_set_offset(self, object offset):
+        # The wrapper checked the range, 0 to 2**64 - 1 (api.yaml).
+        if offset % OFFSET_STEP:
+            raise ValueError(f"offset must be a multiple of {OFFSET_STEP} (each random op "
+                             f"takes one Philox block of 4 outputs), got {offset}")
+        self.state.check_not_captured("set_offset()")
+        self.state.restart(self.state.seed, offset)
+        return self
+
+    cdef object c_graphsafe_get_state(self):
+        # Shares the state object, as PyTorch does: no read, so legal during a capture.
+        cdef GeneratorCore view = _new_generator(self.device_index)
+        view.state = self.state
+        return view
+
+    cdef object c_graphsafe_set_state(self, object state):
+        if not isinstance(state, GeneratorCore):
+            raise TypeError(f"state must be a tensorplay.Generator (from graphsafe_get_state() or "
+                            f"clone_state()), got {type(state).__name__}")
+        if (<GeneratorCore>state).device_index != self.device_index:
+            raise ValueError(f"state belongs to a generator of "
+                             f"{_where((<GeneratorCore>state).device_index)}, but this generator "
+                             f"is on {_where(self.device_index)}")
+        self.state = (<GeneratorCore>state).state
+        return None
+
+    cdef object c_clone_state(self):
+        self.state.check_not_captured("clone_state()")
+        self.state.settle("clone_state()")
+        cdef GeneratorCore copy = _new_generator(self.device_index)
+        copy.state.seed = self.state.seed
+        copy.state.offset = self.state.offset
+        return copy
+
+    cdef object c_device(self):
+        if self.device_index < 0:
+            return public.public_class("DeviceCore", _device.DeviceCore)("cpu")
+        return _device.device_object(self.device_index)
+
+    cdef str repr_text(self):
+        return f"<Generator device={_where(self.device_index)} seed={self.state.seed}>"
+
+    cdef int philox_state(self, uint64_t increment, cudaStream_t stream,
+                          PhiloxState* state) except -1:
+        return self.state.reserve(increment, stream, state)
 
 
 cdef GeneratorCore _new_generator(int device):
     cls = public.public_class("GeneratorCore", GeneratorCore)
     cdef GeneratorCore generator = cls.__new__(cls)
     generator.device_index = device
+    generator.state.device_index = device
     return generator
 
 
@@ -294,6 +404,8 @@ cdef class CaptureRecord:
         self.replay_state = NULL
         self.consumed = 0
         self.open = False
+        self.dynamic = False
+        self.marks = []
 
     def __dealloc__(self):
         # Back to the caching allocator, which reuses it only in stream order; a forked child
@@ -302,55 +414,201 @@ cdef class CaptureRecord:
             allocator.release(self.replay_state)
 
 
-cdef CaptureRecord register_capture(GeneratorCore generator, unsigned long long capture_id):
-    if generator.device_index < 0:
-        raise ValueError("CUDA graphs capture CUDA generators; this one is on the CPU")
-    cdef CaptureRecord record = CaptureRecord()
-    record.generator = generator
-    record.capture_id = capture_id
-    record.open = True
-    generator.captures[capture_id] = record
-    return record
+cdef class GraphGenerators:
+    def __cinit__(self):
+        self.device = -1
+        self.registered = []
+        self.records = []
+        self.body_ids = []
 
 
-cdef uint64_t capture_offset_consumed(CaptureRecord record) except? 0xFFFFFFFFFFFFFFFF:
-    if record.open:
-        record.open = False
-        del record.generator.captures[record.capture_id]
-    return record.consumed
+cdef GraphGenerators graph_generators():
+    return GraphGenerators()
 
 
-cdef int share_capture(CaptureRecord record, unsigned long long body_capture_id) except -1:
-    record.generator.captures[body_capture_id] = record
-    return 0
+cdef GeneratorState _cuda_state(object generator):
+    if not isinstance(generator, GeneratorCore):
+        raise TypeError(f"generator must be a tensorplay.Generator of a CUDA device (or a state "
+                        f"from graphsafe_get_state() or clone_state()), got "
+                        f"{type(generator).__name__}")
+    if (<GeneratorCore>generator).device_index < 0:
+        raise ValueError("generator is a CPU generator; CUDA graphs draw from CUDA generators, "
+                         "so register a tensorplay.Generator('cuda') instead")
+    return (<GeneratorCore>generator).state
 
 
-cdef int unshare_capture(CaptureRecord record, unsigned long long body_capture_id) except -1:
-    record.generator.captures.pop(body_capture_id, None)
-    return 0
-
-
-cdef int advance_for_replay(CaptureRecord record, cudaStream_t stream) except -1:
-    if record.open:
-        raise RuntimeError("advance_for_replay() before the capture ended; call "
-                           "capture_offset_consumed() at capture end first")
-    if record.consumed == 0:
+cdef int _open_record(GraphGenerators generators, GeneratorState state) except -1:
+    """Register state with the open capture, and with its open bodies (draws there count from
+    the start of each)."""
+    if generators.capture_id in state.captures:
         return 0
+    cdef CaptureRecord record = CaptureRecord()
+    record.state = state
+    record.capture_id = generators.capture_id
+    record.open = True
+    record.marks = [0] * len(generators.body_ids)
+    state.captures[generators.capture_id] = record
+    for body_id in generators.body_ids:
+        state.captures[body_id] = record
+    generators.records.append(record)
+    return 0
+
+
+cdef int register_generator(GraphGenerators generators, object generator) except -1:
+    cdef GeneratorState state = _cuda_state(generator)
+    if generators.capturing and state.device_index != generators.device:
+        raise ValueError(f"generator is on {_where(state.device_index)}, but the graph captures "
+                         f"on cuda:{generators.device}; register a generator of that device")
+    for known in generators.registered:
+        if known is state:
+            return 0
+    generators.registered.append(state)
+    if generators.capturing:
+        _open_record(generators, state)
+    return 0
+
+
+cdef int begin_capture(GraphGenerators generators, int device,
+                       unsigned long long capture_id) except -1:
+    cdef GeneratorState state
+    for state in generators.registered:  # every check before any registration
+        if state.device_index != device:
+            raise ValueError(f"a generator registered with register_generator_state() is on "
+                             f"{_where(state.device_index)}, but the capture is on cuda:{device}; "
+                             "register generators of the capture's device")
+    generators.device = device
+    generators.capture_id = capture_id
+    generators.records = []
+    generators.body_ids = []
+    generators.draws = False
+    generators.capturing = True
+    _open_record(generators, default_generator(device).state)
+    for state in generators.registered:
+        _open_record(generators, state)
+    return 0
+
+
+cdef int enter_body(GraphGenerators generators, unsigned long long body_capture_id) except -1:
+    cdef CaptureRecord record
+    for record in generators.records:
+        record.marks.append(record.consumed)
+        record.state.captures[body_capture_id] = record
+    generators.body_ids.append(body_capture_id)
+    return 0
+
+
+cdef int leave_branch(GraphGenerators generators, cudaStream_t stream, bint keep) except -1:
+    """Note [Offsets on the device]: what this pass drew moves to the device's base offset, and
+    the capture's fixed count goes back to where the body began."""
+    cdef CaptureRecord record
+    cdef uint64_t drawn
+    body_id = generators.body_ids[-1]
+    for record in generators.records:
+        drawn = record.consumed - <uint64_t>record.marks[-1]
+        record.consumed = record.marks[-1]
+        record.state.captures.pop(body_id, None)
+        if keep and drawn:
+            _capture_advance(record, stream, drawn)
+            record.dynamic = True
+    return 0
+
+
+cdef int _capture_advance(CaptureRecord record, cudaStream_t stream, uint64_t drawn) except -1:
+    cdef CUfunction function = kernels.get_kernel(record.state.device_index, "philox",
+                                                  "advance_replay_offset", _state_prelude())
+    cdef uint64_t* replay_state = record.replay_state
+    cdef void* arguments[2]
+    arguments[0] = &replay_state
+    arguments[1] = &drawn
+    kernels.launch(record.state.device_index, function, 1, 1, 0, stream, arguments)
+    return 0
+
+
+cdef int next_branch(GraphGenerators generators, unsigned long long body_capture_id) except -1:
+    cdef CaptureRecord record
+    generators.body_ids[-1] = body_capture_id
+    for record in generators.records:
+        record.state.captures[body_capture_id] = record
+    return 0
+
+
+cdef int leave_body(GraphGenerators generators) except -1:
+    cdef CaptureRecord record
+    generators.body_ids.pop()
+    for record in generators.records:
+        record.marks.pop()
+    return 0
+
+
+cdef int end_capture(GraphGenerators generators) except -1:
+    cdef CaptureRecord record
+    if not generators.capturing:
+        return 0
+    generators.capturing = False
+    for record in generators.records:
+        record.open = False
+        record.state.captures.pop(record.capture_id, None)
+        for body_id in generators.body_ids:
+            record.state.captures.pop(body_id, None)
+    generators.body_ids = []
+    # A graph that drew nothing keeps no record, and its replays skip the prologue.
+    generators.records = [record for record in generators.records
+                          if record.consumed or record.dynamic]
+    generators.draws = bool(generators.records)
+    return 0
+
+
+cdef str _state_prelude():
+    return philox_prelude(dtypes.named_dtype("float32"))
+
+
+cdef int advance_for_replay(GraphGenerators generators, cudaStream_t stream) except -1:
     # Captures in progress elsewhere are no obstacle: their kernels read the state from their
     # own records at their own replays, never the offset advanced here.
-    cdef GeneratorCore generator = record.generator
-    cdef CUfunction function = kernels.get_kernel(generator.device_index, "philox",
-                                                  "set_replay_state",
-                                                  philox_prelude(dtypes.named_dtype("float32")))
-    cdef uint64_t* replay_state = record.replay_state
-    cdef uint64_t seed = generator.seed_value
-    cdef uint64_t offset = generator.offset
-    cdef void* arguments[3]
-    arguments[0] = &replay_state
-    arguments[1] = &seed
-    arguments[2] = &offset
-    kernels.launch(generator.device_index, function, 1, 1, 0, stream, arguments)
-    generator.offset += record.consumed
+    cdef CaptureRecord record
+    cdef GeneratorState state
+    cdef CUfunction function
+    cdef uint64_t* replay_state
+    cdef const uint64_t* source
+    cdef uint64_t seed, offset
+    cdef void* arguments[4]
+    for record in generators.records:
+        state = record.state
+        replay_state = record.replay_state
+        seed = state.seed
+        offset = state.offset
+        arguments[0] = &replay_state
+        if state.pending is None:
+            function = kernels.get_kernel(state.device_index, "philox", "set_replay_state",
+                                          _state_prelude())
+            arguments[1] = &seed
+            arguments[2] = &offset
+        else:
+            # Note [Offsets on the device]: the base comes from where the last replay left it.
+            function = kernels.get_kernel(state.device_index, "philox", "follow_replay_state",
+                                          _state_prelude())
+            source = state.pending.replay_state
+            arguments[1] = &source
+            arguments[2] = &seed
+            arguments[3] = &offset
+        kernels.launch(state.device_index, function, 1, 1, 0, stream, arguments)
+        if state.pending is None and not record.dynamic:
+            state.offset += record.consumed
+        else:
+            state.pending = record
+            state.offset = record.consumed
+    return 0
+
+
+cdef int forget_capture(GraphGenerators generators) except -1:
+    generators.records = []
+    generators.draws = False
+    return 0
+
+
+cdef int clear(GraphGenerators generators) except -1:
+    forget_capture(generators)
+    generators.registered = []
     return 0
 
 
@@ -360,9 +618,8 @@ cdef int advance_for_replay(CaptureRecord record, cudaStream_t stream) except -1
 
 def _seed_current(uint64_t seed_value):
     cdef GeneratorCore generator = default_generator(_device.current_device())
-    generator._check_not_captured("manual_seed()")
-    generator.seed_value = seed_value
-    generator.offset = 0
+    generator.state.check_not_captured("manual_seed()")
+    generator.state.restart(seed_value, 0)
 
 
 def _seed_every_device(uint64_t seed_value):
@@ -370,8 +627,7 @@ def _seed_every_device(uint64_t seed_value):
     _check_no_device_captured("manual_seed_all()")  # all or nothing
     for index in range(_device.device_count()):
         generator = default_generator(index)
-        generator.seed_value = seed_value
-        generator.offset = 0
+        generator.state.restart(seed_value, 0)
 
 
 cdef int _check_no_device_captured(str call) except -1:
@@ -379,7 +635,7 @@ cdef int _check_no_device_captured(str call) except -1:
     before any generator (the CPU's included) changes."""
     for generator in _device_generators:
         if generator is not None:
-            (<GeneratorCore>generator)._check_not_captured(call)
+            (<GeneratorCore>generator).state.check_not_captured(call)
     return 0
 
 
@@ -409,7 +665,7 @@ cdef object seed_all():
 
 
 cdef object initial_seed(int device):
-    return default_generator(device).seed_value
+    return default_generator(device).state.seed
 
 
 cdef object get_rng_state(int device):
@@ -446,8 +702,7 @@ cdef object set_rng_state_all(object new_states):
     cdef GeneratorCore generator
     for index, (seed, offset) in enumerate(parsed):
         generator = default_generator(index)
-        generator.seed_value = seed
-        generator.offset = offset
+        generator.state.restart(seed, offset)
     return None
 
 
@@ -476,4 +731,4 @@ cdef object seed_everywhere():
 
 
 cdef object initial_seed_cpu():
-    return default_generator(-1).seed_value
+    return default_generator(-1).state.seed

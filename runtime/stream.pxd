@@ -25,8 +25,10 @@ cdef class EventCore:
     cdef int device_index              # -1 until first recorded
     cdef unsigned int flags
     cdef bint timing
-    cdef bint recorded_in_capture      # its last record was captured into a graph
-    cdef int init(self, bint enable_timing, bint blocking) except -1
+    cdef bint recorded_in_capture      # its last record joined a capture (an internal event)
+    cdef bint external                 # records and waits under capture become graph nodes
+    cdef int init(self, bint enable_timing, bint blocking, bint external) except -1
+    cdef int _check_external_capture(self, StreamCore stream, str what) except -1
     cdef object c_record(self, object stream)
     cdef object c_wait(self, object stream)
     cdef bint c_query(self) except -1

@@ -16,6 +16,18 @@ stream keeps it alive too). A thread's entries go when the thread ends.
 
 Every call here that CUDA restricts during a graph capture follows device.pyx's
 Note [Calls during capture].
+
+Note [Events in graphs]
+Recorded or waited on by a capturing stream, an ordinary event only orders the capture's own
+streams: CUDA turns the record and the wait into edges of the graph (fork and join), and the event
+itself belongs to the capture, so nothing outside may wait for it. An external event
+(Event(external=True), PyTorch's flag) becomes a node instead: recorded under capture with
+cudaEventRecordExternal, it is recorded each time the graph runs that node, so eager code may
+query, synchronise on and time it after a replay (elapsed_time() between two such events measures
+the graph's work between them); waited on under capture with cudaEventWaitExternal, the graph
+waits at that point for the event's latest record, made outside the graph. CUDA allows no event
+nodes inside conditional bodies, so external events refuse to record or wait there. Outside a
+capture an external event is an ordinary one.
 """
 import threading
 
@@ -267,13 +279,18 @@ cdef class StreamCore:
         cdef EventCore waited = event
         if waited.handle == NULL:  # never recorded: nothing to wait for, as in PyTorch
             return None
+        cdef unsigned int flags = 0
+        if waited.external and _device.capture_open() \
+                and _device.stream_capturing(self.handle, self.device_index):
+            waited._check_external_capture(self, "wait")
+            flags = cyruntime.cudaEventWaitExternal  # Note [Events in graphs]
         if waited.recorded_in_capture and not _device.stream_capturing(self.handle, self.device_index):
             raise RuntimeError(
                 "the event was last recorded inside a graph capture, so only a stream taking "
                 "part in that capture may wait for it (CUDA forbids the wait elsewhere); record "
                 "it outside the capture to order other streams")
         with nogil:
-            errors.check(cyruntime.cudaStreamWaitEvent(self.handle, waited.handle, 0),
+            errors.check(cyruntime.cudaStreamWaitEvent(self.handle, waited.handle, flags),
                          "cudaStreamWaitEvent")
         return None
 
@@ -328,9 +345,10 @@ cdef class EventCore:
             cyruntime.cudaEventDestroy(self.handle)
             _device.exit_relaxed(&mode)
 
-    cdef int init(self, bint enable_timing, bint blocking) except -1:
+    cdef int init(self, bint enable_timing, bint blocking, bint external) except -1:
         _device.ensure_initialized()
         self.timing = enable_timing
+        self.external = external
         self.flags = (cudaEventDefault if enable_timing else cudaEventDisableTiming) | \
             (cudaEventBlockingSync if blocking else 0)
         return 0
@@ -356,12 +374,29 @@ cdef class EventCore:
         elif self.device_index != target.device_index:
             raise ValueError(f"the event was first recorded on cuda:{self.device_index} and "
                              f"cannot be recorded on a stream of cuda:{target.device_index}")
-        # An event recorded in a capture belongs to it (Note [Calls during capture]).
+        # An event recorded in a capture belongs to it (Note [Calls during capture]), unless
+        # it is external: then the graph records it (Note [Events in graphs]).
         captured = _device.capture_open() and _device.stream_capturing(target.handle, target.device_index)
+        cdef unsigned int flags = 0
+        if captured and self.external:
+            self._check_external_capture(target, "record")
+            flags = cyruntime.cudaEventRecordExternal
+            captured = False
         with nogil:
-            errors.check(cyruntime.cudaEventRecord(self.handle, target.handle), "cudaEventRecord")
+            errors.check(cyruntime.cudaEventRecordWithFlags(self.handle, target.handle, flags),
+                         "cudaEventRecordWithFlags")
         self.recorded_in_capture = captured
         return None
+
+    cdef int _check_external_capture(self, StreamCore stream, str what) except -1:
+        if _device.in_body_capture(stream.handle, stream.device_index):
+            raise RuntimeError(
+                f"an external event cannot {what} on stream {<uintptr_t>stream.handle:#x}: it is "
+                "capturing the body of a conditional graph node, and CUDA allows no event record "
+                "or wait nodes inside conditional bodies. Record or wait before "
+                "begin_capture_to_*_node() or after end_capture_to_conditional_node(), or use an "
+                "event with external=False, which only orders the body's own streams")
+        return 0
 
     cdef object c_wait(self, object stream):
         cdef StreamCore target = stream_arg(stream, "stream")

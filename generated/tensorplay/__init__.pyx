@@ -1563,7 +1563,10 @@ cdef class Generator(_rng.GeneratorCore):
 A Philox4x32-10 random-number generator for the CPU or one CUDA device.
 
 Its state is a seed and an offset; random ops taking generator= draw from it and advance
-the offset. A new generator starts from seed 67280421310721, PyTorch's default.
+the offset. A new generator starts from seed 67280421310721, PyTorch's default. The state
+is an object of its own that generators can share (graphsafe_get_state(),
+graphsafe_set_state()), as in PyTorch; a CUDA graph draws fresh numbers on every replay
+from the states registered with it (CUDAGraph.register_generator_state()).
 
 Args:
     device: where the tensors it fills live ("cpu", "cuda", "cuda:1", a device or an index).
@@ -1602,6 +1605,10 @@ Args:
     def get_state(self):
         """The generator state, to restore later with set_state().
 
+        After a replay of a graph that drew from this generator inside a
+        conditional node, the offset lives on the device; reading it
+        synchronises the device.
+
         Returns:
             Tensor: a CPU uint8 tensor of 16 bytes: u64 seed then u64 offset, little-endian.
         """
@@ -1617,6 +1624,80 @@ Args:
             Generator: self.
         """
         return self.c_set_state(new_state)
+
+    def get_offset(self):
+        """The offset of the next draw.
+
+        After a replay of a graph that drew from this generator inside a conditional node, the
+        offset lives on the device; reading it synchronises the device.
+
+        Returns:
+            int: the offset, in 32-bit outputs per subsequence (a multiple of 4).
+
+        Raises:
+            RuntimeError: the state is registered with an open graph capture, or it must be read
+                back from the device while a capture is open there.
+        """
+        return self.c_get_offset()
+
+    def set_offset(self, offset):
+        """Set the offset of the next draw, keeping the seed.
+
+        Args:
+            offset: the new offset, a multiple of 4.
+
+        Returns:
+            Generator: self.
+
+        Raises:
+            ValueError: offset is not a multiple of 4.
+            RuntimeError: the state is registered with an open graph capture.
+        """
+        return self.c_set_offset(_errors.int_arg(offset, 'offset', 0, 18446744073709551615))
+
+    def graphsafe_get_state(self):
+        """The current state, shared rather than copied, in a way that is safe during a capture.
+
+        Draws from either generator advance the same state. Pass it to
+        graphsafe_set_state() to switch back to it, or to
+        CUDAGraph.register_generator_state().
+
+        Returns:
+            Generator: a Generator sharing this generator's current state.
+        """
+        return self.c_graphsafe_get_state()
+
+    def graphsafe_set_state(self, state):
+        """Make this generator draw from state's state object, in a way that is safe during a capture.
+
+        The one way to change a registered generator's state while a
+        graph captures: random ops captured afterwards draw from the new
+        state, which must be registered with the capture.
+
+        Args:
+            state: a Generator whose state to use, typically from graphsafe_get_state() or
+                clone_state(), of this generator's device.
+
+        Raises:
+            TypeError: state is not a tensorplay.Generator.
+            ValueError: state belongs to another device.
+        """
+        self.c_graphsafe_set_state(state)
+
+    def clone_state(self):
+        """A new generator with a copy of the current state, to restore later.
+
+        Reads the state: after a replay of a graph that drew from this
+        generator inside a conditional node, that synchronises the device.
+
+        Returns:
+            Generator: a new Generator pointing to a copy of the current state.
+
+        Raises:
+            RuntimeError: the state is registered with an open graph capture, or it must be read
+                back from the device while a capture is open there.
+        """
+        return self.c_clone_state()
 
     def __repr__(self):
         """Describe the generator.

@@ -3,6 +3,7 @@
 import os
 from typing import Any, Callable, Literal, TypeAlias
 
+from tensorplay import Generator
 from tensorplay.accelerator.graphs import Graph
 from tensorplay.cuda import Stream
 from tensorplay.cuda.graphs import CUDAGraph
@@ -88,10 +89,16 @@ class GraphBase:
         """Close the open conditional body; subsequent capture returns to
         the parent stream.
 
+        Random numbers drawn in a body are fresh on every pass and every
+        replay: each pass advances the generator's offset on the device by
+        what it drew, so after a replay the generator stands where the
+        same draws made eagerly would leave it. Reading that generator's
+        state afterwards (get_state(), get_offset(), clone_state())
+        synchronises the device.
+
         Raises:
-            RuntimeError: no conditional node is open, random numbers were drawn in the body, or a
-                while node's body captured no work (its stream is named; the node then ends its loop at
-                once and the capture goes on).
+            RuntimeError: no conditional node is open, or a while node's body captured no work (its
+                stream is named; the node then ends its loop at once and the capture goes on).
         """
 
     def instantiate(self) -> None:
@@ -239,6 +246,26 @@ class GraphBase:
         Raises:
             RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
                 its version).
+        """
+
+    def register_generator_state(self, generator: Generator) -> None:
+        """Register a generator's state with this graph, so that its draws are fresh on every replay.
+
+        The device's default generator is registered with every capture;
+        random ops on any other generator (or on a state swapped in with
+        graphsafe_set_state()) inside a capture need its state registered
+        first. Registration may come before capture_begin() or during the
+        capture, and lasts until reset(). Each replay advances every
+        registered state as running the captured work eagerly would.
+
+        Args:
+            generator: a CUDA generator of the capture's device, or a state from its
+                graphsafe_get_state() or clone_state(); its current state is registered.
+
+        Raises:
+            TypeError: generator is not a tensorplay.Generator.
+            ValueError: generator is a CPU generator, or (during a capture, or at capture_begin())
+                on another device than the capture.
         """
 
     def begin_capture_to_next_body(self) -> None:

@@ -214,3 +214,20 @@ extern "C" __global__ void set_replay_state(unsigned long long* replay_state,
     replay_state[0] = seed;
     replay_state[1] = offset;
 }
+
+// Note [Offsets on the device] (runtime/rng.pyx): before a replay whose generator's offset a
+// previous replay left on the device, the base comes from there (source may be replay_state).
+extern "C" __global__ void follow_replay_state(unsigned long long* replay_state,
+                                               const unsigned long long* source,
+                                               unsigned long long seed, unsigned long long add) {
+    const unsigned long long base = source[1] + add;
+    replay_state[0] = seed;
+    replay_state[1] = base;
+}
+
+// Captured at the end of each pass of a conditional body: what the pass drew moves the base, so
+// the next pass, and the draws after the body, take fresh offsets.
+extern "C" __global__ void advance_replay_offset(unsigned long long* replay_state,
+                                                 unsigned long long drawn) {
+    replay_state[1] += drawn;
+}

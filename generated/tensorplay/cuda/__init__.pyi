@@ -285,22 +285,41 @@ class Event:
     Args:
         enable_timing: record timestamps so elapsed_time() works.
         blocking: make synchronize() block the thread instead of spinning.
+        external: under graph capture, record and wait as event record and wait nodes of the
+            graph (cudaEventRecordExternal, cudaEventWaitExternal), so that the graph's work can be
+            timed and ordered against other streams; False makes them only fork and join the
+            capture's streams. Keyword-only: PyTorch's interprocess comes before it.
     """
 
-    def __init__(self, enable_timing: bool = False, blocking: bool = False) -> None: ...
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, *, external: bool = False) -> None: ...
 
     def record(self, stream: Stream | None = None) -> None:
         """Record the event on a stream.
 
+        On a capturing stream an external event becomes a node of the
+        graph, recorded each time a replay reaches it; query(),
+        synchronize() and elapsed_time() then refer to the latest replay.
+
         Args:
             stream: the stream to record on; None for the current stream.
+
+        Raises:
+            RuntimeError: the event is external and the stream captures a conditional node's body,
+                where CUDA allows no event nodes.
         """
 
     def wait(self, stream: Stream | None = None) -> None:
         """Make all future work on a stream wait for this event.
 
+        On a capturing stream an external event becomes a wait node: each
+        replay waits there for the event's latest record outside the graph.
+
         Args:
             stream: the stream that waits; None for the current stream.
+
+        Raises:
+            RuntimeError: the event is external and the stream captures a conditional node's body,
+                where CUDA allows no event nodes.
         """
 
     def query(self) -> bool:

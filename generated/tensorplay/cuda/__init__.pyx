@@ -317,7 +317,7 @@ _public.register_class("StreamContextCore", StreamContext)
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
 # into __text_signature__ so inspect.signature() works on the class (cython/cython#3873).
 cdef class Event(_stream.EventCore):
-    """Event(enable_timing=False, blocking=False)
+    """Event(enable_timing=False, blocking=False, *, external=False)
 --
 
 A CUDA event, a marker in a stream used to synchronise and to time work.
@@ -325,24 +325,43 @@ A CUDA event, a marker in a stream used to synchronise and to time work.
 Args:
     enable_timing: record timestamps so elapsed_time() works.
     blocking: make synchronize() block the thread instead of spinning.
+    external: under graph capture, record and wait as event record and wait nodes of the
+        graph (cudaEventRecordExternal, cudaEventWaitExternal), so that the graph's work can be
+        timed and ordered against other streams; False makes them only fork and join the
+        capture's streams. Keyword-only: PyTorch's interprocess comes before it.
 """
 
-    def __init__(self, enable_timing=False, blocking=False):
-        self.init(_errors.bool_arg(enable_timing, 'enable_timing'), _errors.bool_arg(blocking, 'blocking'))
+    def __init__(self, enable_timing=False, blocking=False, *, external=False):
+        self.init(_errors.bool_arg(enable_timing, 'enable_timing'), _errors.bool_arg(blocking, 'blocking'), _errors.bool_arg(external, 'external'))
 
     def record(self, stream=None):
         """Record the event on a stream.
 
+        On a capturing stream an external event becomes a node of the
+        graph, recorded each time a replay reaches it; query(),
+        synchronize() and elapsed_time() then refer to the latest replay.
+
         Args:
             stream: the stream to record on; None for the current stream.
+
+        Raises:
+            RuntimeError: the event is external and the stream captures a conditional node's body,
+                where CUDA allows no event nodes.
         """
         self.c_record(_stream.stream_arg(stream, 'stream'))
 
     def wait(self, stream=None):
         """Make all future work on a stream wait for this event.
 
+        On a capturing stream an external event becomes a wait node: each
+        replay waits there for the event's latest record outside the graph.
+
         Args:
             stream: the stream that waits; None for the current stream.
+
+        Raises:
+            RuntimeError: the event is external and the stream captures a conditional node's body,
+                where CUDA allows no event nodes.
         """
         self.c_wait(_stream.stream_arg(stream, 'stream'))
 
