@@ -299,3 +299,68 @@ def test_generator_must_be_a_generator():
     with pytest.raises(TypeError, match="generator must be a tensorplay.Generator or None, "
                                         "got int"):
         tensorplay.rand(2, generator=3)
+
+
+# -- graph-safe state objects (PyTorch's graphsafe_get_state / graphsafe_set_state / clone_state)
+
+
+def test_graphsafe_get_state_shares_the_state_and_clone_state_copies_it():
+    generator = tensorplay.Generator().manual_seed(11)
+    shared = generator.graphsafe_get_state()
+    copy = generator.clone_state()
+    assert isinstance(shared, tensorplay.Generator) and isinstance(copy, tensorplay.Generator)
+    tensorplay.rand(5, generator=shared)
+    assert generator.get_offset() == shared.get_offset() == 4  # one state, two handles
+    assert copy.get_offset() == 0 and copy.initial_seed() == 11
+    # The copy draws what the original drew from the same state.
+    assert values(tensorplay.rand(5, generator=copy)).tolist() == \
+        values(tensorplay.rand(5, generator=tensorplay.Generator().manual_seed(11))).tolist()
+    generator.graphsafe_set_state(copy)
+    assert generator.get_offset() == 4 and shared.get_offset() == 4
+    tensorplay.rand(5, generator=generator)
+    assert copy.get_offset() == 8 and shared.get_offset() == 4
+    assert generator.graphsafe_set_state(shared) is None
+
+
+def test_offsets_are_read_and_set_in_steps_of_four():
+    generator = tensorplay.Generator().manual_seed(3)
+    assert generator.set_offset(8) is generator and generator.get_offset() == 8
+    assert generator.initial_seed() == 3
+    assert generator.get_state().tolist() == state_of(3, 8)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        generator.set_offset(6)
+    for bad in (-4, 1 << 64):
+        with pytest.raises(ValueError, match="offset"):
+            generator.set_offset(bad)
+    with pytest.raises(TypeError, match="offset"):
+        generator.set_offset(4.0)
+    assert generator.get_offset() == 8  # nothing changed
+
+
+def test_graphsafe_set_state_checks_its_argument():
+    generator = tensorplay.Generator()
+    for bad in (None, 3, generator.get_state()):
+        with pytest.raises(TypeError, match="state must be a tensorplay.Generator"):
+            generator.graphsafe_set_state(bad)
+
+
+def test_register_generator_state_checks_its_argument_without_a_device():
+    graph = tensorplay.cuda.CUDAGraph()
+    for bad in (None, 3, "cuda"):
+        with pytest.raises(TypeError, match="generator must be a tensorplay.Generator"):
+            graph.register_generator_state(bad)
+    with pytest.raises(ValueError, match="CPU generator"):
+        graph.register_generator_state(tensorplay.Generator())
+    with pytest.raises(ValueError, match="CPU generator"):
+        tensorplay.accelerator.Graph().register_generator_state(tensorplay.Generator())
+
+
+def test_external_is_a_keyword_only_flag_of_event():
+    import inspect
+    parameters = inspect.signature(tensorplay.cuda.Event).parameters
+    assert parameters["external"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert parameters["external"].default is False
+    with pytest.raises(TypeError):
+        tensorplay.cuda.Event(False, False, True)
+    with pytest.raises(TypeError, match="external"):
+        tensorplay.cuda.Event(external="yes")
