@@ -132,13 +132,14 @@ def test_graphsafe_state_swaps_inside_a_capture_replay_as_eager_swaps(loaded):
     g.register_generator_state(graphed[2])
     with cuda.graph(g):
         captured = steps(*graphed)
-    for _ in range(3):
+    for replay in range(3):
         expected = [numbers(t) for t in steps(*eager)]
         g.replay()
         assert [numbers(t) for t in captured] == expected
         assert (graphed[1].get_offset(), graphed[2].get_offset()) == \
             (eager[1].get_offset(), eager[2].get_offset())
-    assert expected[0] == expected[1]  # the clone began where the original stood
+        if replay == 0:
+            assert expected[0] == expected[1]  # the clone began where the original stood
     # After the capture the generator draws from the state set last, as in PyTorch.
     assert graphed[0].get_offset() == graphed[1].get_offset()
 
