@@ -47,6 +47,7 @@ from them, pay nothing for this.
 """
 import os
 
+cimport cython
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.string cimport memcpy
 from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
@@ -399,6 +400,15 @@ cdef str philox_prelude(DtypeCore dtype):
 # Graph capture (Note [Graph-safe random numbers]; the protocol is documented in rng.pxd)
 
 
+# Note [Graph teardown in the garbage collector]
+# A graph caught in a reference cycle is cleared by the garbage collector before its __dealloc__
+# ends its capture, and clearing sets every object attribute to None. Records and a graph's
+# GraphGenerators keep theirs (no_gc_clear: they hold no cycle of their own that only they could
+# break), the graph may hand in None for its GraphGenerators, and a state may have lost its
+# captures dict: the teardown steps below accept all three.
+
+
+@cython.no_gc_clear
 cdef class CaptureRecord:
     def __cinit__(self):
         self.replay_state = NULL
@@ -414,6 +424,7 @@ cdef class CaptureRecord:
             allocator.release(self.replay_state)
 
 
+@cython.no_gc_clear
 cdef class GraphGenerators:
     def __cinit__(self):
         self.device = -1
@@ -497,16 +508,24 @@ cdef int enter_body(GraphGenerators generators, unsigned long long body_capture_
     return 0
 
 
+cdef int _unregister(CaptureRecord record, object capture_id) except -1:
+    if record.state.captures is not None:  # Note [Graph teardown in the garbage collector]
+        record.state.captures.pop(capture_id, None)
+    return 0
+
+
 cdef int leave_branch(GraphGenerators generators, cudaStream_t stream, bint keep) except -1:
     """Note [Offsets on the device]: what this pass drew moves to the device's base offset, and
     the capture's fixed count goes back to where the body began."""
     cdef CaptureRecord record
     cdef uint64_t drawn
+    if generators is None or not generators.body_ids:
+        return 0
     body_id = generators.body_ids[-1]
     for record in generators.records:
         drawn = record.consumed - <uint64_t>record.marks[-1]
         record.consumed = record.marks[-1]
-        record.state.captures.pop(body_id, None)
+        _unregister(record, body_id)
         if keep and drawn:
             _capture_advance(record, stream, drawn)
             record.dynamic = True
@@ -534,6 +553,8 @@ cdef int next_branch(GraphGenerators generators, unsigned long long body_capture
 
 cdef int leave_body(GraphGenerators generators) except -1:
     cdef CaptureRecord record
+    if generators is None or not generators.body_ids:
+        return 0
     generators.body_ids.pop()
     for record in generators.records:
         record.marks.pop()
@@ -542,14 +563,14 @@ cdef int leave_body(GraphGenerators generators) except -1:
 
 cdef int end_capture(GraphGenerators generators) except -1:
     cdef CaptureRecord record
-    if not generators.capturing:
+    if generators is None or not generators.capturing:
         return 0
     generators.capturing = False
     for record in generators.records:
         record.open = False
-        record.state.captures.pop(record.capture_id, None)
+        _unregister(record, record.capture_id)
         for body_id in generators.body_ids:
-            record.state.captures.pop(body_id, None)
+            _unregister(record, body_id)
     generators.body_ids = []
     # A graph that drew nothing keeps no record, and its replays skip the prologue.
     generators.records = [record for record in generators.records
@@ -601,12 +622,16 @@ cdef int advance_for_replay(GraphGenerators generators, cudaStream_t stream) exc
 
 
 cdef int forget_capture(GraphGenerators generators) except -1:
+    if generators is None:
+        return 0
     generators.records = []
     generators.draws = False
     return 0
 
 
 cdef int clear(GraphGenerators generators) except -1:
+    if generators is None:
+        return 0
     forget_capture(generators)
     generators.registered = []
     return 0
