@@ -329,14 +329,16 @@ class Event:
             bool: whether the recorded work has completed.
 
         Raises:
-            RuntimeError: the event was last recorded inside a graph capture.
+            RuntimeError: the event (external=False) was last recorded inside a graph capture; an
+                external event recorded there is recorded by the graph's replays instead.
         """
 
     def synchronize(self) -> None:
         """Wait for the work before the event to complete.
 
         Raises:
-            RuntimeError: the event was last recorded inside a graph capture.
+            RuntimeError: the event (external=False) was last recorded inside a graph capture; an
+                external event recorded there is recorded by the graph's replays instead.
         """
 
     def elapsed_time(self, end_event: Event) -> float:

@@ -372,7 +372,8 @@ Args:
             bool: whether the recorded work has completed.
 
         Raises:
-            RuntimeError: the event was last recorded inside a graph capture.
+            RuntimeError: the event (external=False) was last recorded inside a graph capture; an
+                external event recorded there is recorded by the graph's replays instead.
         """
         return self.c_query()
 
@@ -380,7 +381,8 @@ Args:
         """Wait for the work before the event to complete.
 
         Raises:
-            RuntimeError: the event was last recorded inside a graph capture.
+            RuntimeError: the event (external=False) was last recorded inside a graph capture; an
+                external event recorded there is recorded by the graph's replays instead.
         """
         self.c_synchronize()
 
