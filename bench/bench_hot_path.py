@@ -6,8 +6,9 @@ Each directory holds an installed tensorplay (`pip install --target DIR .` of ea
 calls that programs make in loops (queries, allocation, stream switches, a small launch, a graph
 replay) are timed in a fresh interpreter per build and round, the builds alternating and taking
 turns to go first, so that a noisy spell of the machine hits both; each call's figure is the
-median over rounds of the best timeit repeat, in nanoseconds per call. The ratio is after / before: above 1.05 is a call more
-than 5% slower, which the schema and graph-core issues do not allow.
+median over rounds of the best timeit repeat, in nanoseconds per call. The ratio is after /
+before: above 1.05 is a call more than 5% slower, which the schema and graph-core issues do not
+allow.
 """
 import argparse
 import json
