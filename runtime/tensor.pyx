@@ -772,9 +772,7 @@ cdef class TensorCore:
     # -- copies and conversions ---------------------------------------------------------------
 
     cdef object c_copy_(self, object src, bint non_blocking):
-        if not isinstance(src, TensorCore):
-            raise TypeError(f"src must be a tensorplay Tensor, got {type(src).__name__}")
-        cdef TensorCore source = src
+        cdef TensorCore source = own_tensor_arg(src, "src")
         if source.sizes != self.sizes:  # a source that broadcasts is read through stride 0
             if broadcast_shape(self.sizes, source.sizes, "copy_") != self.sizes:
                 raise ShapeError(f"copy_: the source's shape {source.sizes} does not broadcast "
@@ -1965,9 +1963,7 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
 
 
 cdef object empty_like(object input, object dtype, object device, bint requires_grad):
-    if not isinstance(input, TensorCore):
-        raise TypeError(f"input must be a tensorplay Tensor, got {type(input).__name__}")
-    cdef TensorCore source = input
+    cdef TensorCore source = own_tensor_arg(input, "input")
     require_grad_arg(dtype, source.dtype_object, requires_grad)
     return requiring_grad(new_empty(source.sizes, dtype_arg(dtype, source.dtype_object, "dtype"),
                                     device_arg(device, source.device_index)), requires_grad)
@@ -1981,13 +1977,20 @@ cdef object zeros_like(object input, object dtype, object device, bint requires_
 
 
 cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1:
-    for name, value in (("input", input), ("other", other)):
-        if not isinstance(value, TensorCore):
-            raise TypeError(f"{name} must be a tensorplay Tensor, got {type(value).__name__}")
+    own_tensor_arg(input, "input")
+    own_tensor_arg(other, "other")
     broadcast_shape((<TensorCore>input).sizes, (<TensorCore>other).sizes, "allclose")
     a = host_values(input).astype(np().float64)
     b = host_values(other).astype(np().float64)
     return bool(np().allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+cdef TensorCore own_tensor_arg(object value, str argument):
+    """value, which must be our tensor; anything else is a TypeError naming the argument."""
+    if isinstance(value, TensorCore):
+        return value
+    raise TypeError(f"{argument} must be a tensorplay Tensor, got {type(value).__name__} "
+                    f"({errors.shown(value)})")
 
 
 cdef TensorCore tensor_arg(object value, str argument, Py_ssize_t index):
