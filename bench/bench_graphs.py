@@ -189,7 +189,7 @@ def capture(quick, notes):
     records = []
     for kernels in SIZES:
         targets = {TORCH: CAPTURE_TARGET} if kernels == 1 else {}
-        records += compare("capture", f"capture and instantiate, {kernels} kernels", "us",
+        records += compare("capture", f"capture and instantiate, {kernels}-kernel graph", "us",
                            figures, key=kernels, targets=targets, sweep=CAPTURE_SWEEP, x=kernels)
     return records
 

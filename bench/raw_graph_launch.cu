@@ -56,8 +56,9 @@ int main(void) {
             CHECK(cudaGraphDestroy(graph));
         }
         qsort(captures, count, sizeof(double), by_value);
-        printf("capture %d %.1f\n", kernels,
-               count % 2 ? captures[count / 2] : (captures[count / 2 - 1] + captures[count / 2]) / 2);
+        double median = count % 2 ? captures[count / 2]
+                                  : (captures[count / 2 - 1] + captures[count / 2]) / 2;
+        printf("capture %d %.1f\n", kernels, median);
         capture(stream, x, kernels, &graph, &executable);
         CHECK(cudaGraphLaunch(executable, stream)); /* the first launch uploads the graph */
         CHECK(cudaStreamSynchronize(stream));

@@ -237,8 +237,10 @@ def run(areas, selected, out: Path, force: bool, quick: bool, timeout: float) ->
             continue
         print(f"[{number}/{len(chosen)}] {area.name}: {area.script} ...", flush=True)
         started = time.monotonic()
-        if not (HERE / area.script).is_file():
-            entry = {"status": "skipped", "reason": f"bench/{area.script} is not in this tree"}
+        script = HERE / area.script
+        if not script.is_file():
+            shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
+            entry = {"status": "skipped", "reason": f"{shown} is not in this tree"}
         elif area.needs_gpu and not visible:
             entry = {"status": "skipped", "reason": no_gpu}
         else:
