@@ -184,6 +184,16 @@ def interleaved(sides, count, notes):
             for name, cases in samples.items()}
 
 
+def prepared(name, build, notes):
+    """build() for a peer's side, or None with a note where it fails: a peer that cannot set up
+    its part leaves the other columns standing."""
+    try:
+        return build()
+    except Exception as error:
+        notes.append(f"{name} left out: {type(error).__name__}: {error}")
+        return None
+
+
 def record(area, case, unit, ours, peer_name=None, peer=None, target=None, **extra):
     """One comparison (Note [Records]); ours and peer are Figures."""
     return {"area": area, "case": case, "unit": unit,

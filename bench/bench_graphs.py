@@ -17,7 +17,7 @@ import statistics
 import time
 
 from baselines import (CUPY, OURS, RAW_C, TORCH, compare, import_peer, interleaved, main,
-                       raw_c_side, replay_ns, trials)
+                       prepared, raw_c_side, replay_ns, trials)
 
 SIZES = (1, 4, 16, 64, 256, 1024, 4096)
 REPLAY_TARGET = 1.15
@@ -109,9 +109,11 @@ class Cupy:
         self.stream.synchronize()
         with self.stream:
             self.stream.begin_capture()
-            for _ in range(kernels):
-                x += 1
-            graph = self.stream.end_capture()
+            try:
+                for _ in range(kernels):
+                    x += 1
+            finally:  # a capture left open would make the other libraries' calls illegal
+                graph = self.stream.end_capture()
         return graph
 
     def release(self, graph):
@@ -132,6 +134,18 @@ def libraries(notes):
     return found
 
 
+def graphs_of(name, library, notes, kept):
+    """{kernels: graph} of a library, or, for a peer whose capture fails, None with a note."""
+    def build():
+        graphs = {}
+        for kernels in SIZES:
+            x = library.vector()
+            graphs[kernels] = library.capture(x, kernels)
+            kept.append(x)
+        return graphs
+    return build() if name == OURS else prepared(name, build, notes)
+
+
 def c_side(notes, name):
     raw = raw_c_side("raw_graph_launch.cu", notes)
     if raw is None:
@@ -144,17 +158,13 @@ def replay(quick, notes):
     raw = c_side(notes, "cudaGraphLaunch")
     if raw is not None:
         sides[RAW_C] = raw
-    kept = []
+    kept = []  # the graphs' tensors
     for name, library in libraries(notes).items():
-        graphs = {}
-        for kernels in SIZES:
-            x = library.vector()
-            graphs[kernels] = library.capture(x, kernels)
-            kept.append(x)
-        sides[name] = lambda library=library, graphs=graphs: {
-            kernels: library.replay(graph, launches_for(kernels))
-            for kernels, graph in graphs.items()}
-        kept.append(graphs)
+        graphs = graphs_of(name, library, notes, kept)
+        if graphs is not None:
+            sides[name] = lambda library=library, graphs=graphs: {
+                kernels: library.replay(graph, launches_for(kernels))
+                for kernels, graph in graphs.items()}
     figures = interleaved(sides, trials(quick), notes)
     records = []
     for kernels in SIZES:
@@ -181,7 +191,11 @@ def capture(quick, notes):
                                                     range(captures_for(kernels))])
                         for kernels in SIZES}
 
-    sides = {name: side(library) for name, library in libraries(notes).items()}
+    sides = {}
+    for name, library in libraries(notes).items():
+        made = side(library) if name == OURS else prepared(name, lambda: side(library), notes)
+        if made is not None:
+            sides[name] = made
     raw = c_side(notes, "capture")
     if raw is not None:
         sides[RAW_C] = raw

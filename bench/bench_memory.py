@@ -63,8 +63,9 @@ def allocation(quick, notes):
     for label, size in SIZES.items():
         records += compare("allocation", f"alloc+free {label} (cache hit)", "ns", figures,
                            key=size, targets={TORCH: 1.0})
-    if raw is not None:
-        notes.append(f"allocation: {RAW_C} is cudaMalloc + cudaFree, which caches nothing")
+    notes.append(f"allocation: the {TORCH} column is torch.empty + release of a uint8 tensor; "
+                 f"'{TORCH} caching_allocator_alloc' is the allocator's own call, as tensorplay's"
+                 f"; {RAW_C} is cudaMalloc + cudaFree, which caches nothing")
     records += compare("allocation", "empty(1 MiB) + release", "ns",
                        {name: cases for name, cases in figures.items() if name in (OURS, TORCH)},
                        key="empty", targets={TORCH: 0.5})

@@ -51,8 +51,8 @@ def rng(quick, notes):
             "rand": cupy_ms(cupy, lambda: generator.random(COUNT, dtype=cupy.float32)),
             "randn": cupy_ms(cupy, lambda: generator.standard_normal(COUNT,
                                                                      dtype=cupy.float32))}
-        notes.append("RNG: CuPy's figures are cupy.random.default_rng()'s random and "
-                     "standard_normal (cuRAND's XORWOW), which allocate as the factories do")
+        notes.append("RNG: CuPy's figures are cupy.random.default_rng()'s random() and "
+                     "standard_normal() of 64M float32, which allocate as the factories do")
     figures = interleaved(sides, trials(quick), notes)
     seconds = figures[OURS]["uniform"].median * 1e-3
     notes.append(f"RNG: uniform_ of 64M float32 writes {COUNT * 4 / seconds / 1e9:.0f} GB/s "
