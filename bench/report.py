@@ -2,13 +2,14 @@
 file. Run on the GPU machine after installing the package:
 
     python bench/report.py [--out PATH] [--areas AREA ...] [--force] [--quick] [--timeout S]
+                           [--budget S] [--list]
 
 Each area runs its bench script in a process of its own (`python bench/SCRIPT.py --json FILE`,
 Note [Records] in bench/baselines.py), where tensorplay, PyTorch, CuPy and raw CUDA C take turns
 (interleaved trials, medians and spread). The figures of an area are saved into PATH (default
 build/report/results.json) as soon as it finishes, with the machine, the package versions and
 the date, so the run is resumable: a second call skips the areas PATH holds as done, which lets
-each call fit a 10-minute limit. --areas runs the areas named (again, if done); --force runs
+each call fit a 10-minute limit (--budget stops starting areas after that many seconds). --areas runs the areas named (again, if done); --force runs
 them all again. An area that fails or runs past --timeout is recorded with its error and the run
 goes on; an area whose script is absent, or that needs a GPU where none is visible, is recorded
 as skipped with the reason. Missing peers (PyTorch, CuPy, nvcc for the C programs) are skipped
@@ -213,8 +214,11 @@ def tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run(areas, selected, out: Path, force: bool, quick: bool, timeout: float) -> dict:
-    """Run the selected areas (None: all) of the registry areas into out; return the results."""
+def run(areas, selected, out: Path, force: bool, quick: bool, timeout: float,
+        budget: float | None = None) -> dict:
+    """Run the selected areas (None: all) of the registry areas into out; return the results.
+    With a budget, no area after the first starts once this call has run that many seconds."""
+    began = time.monotonic()
     results = load(out)
     current = machine()
     measured = results.get("machine")
@@ -229,12 +233,17 @@ def run(areas, selected, out: Path, force: bool, quick: bool, timeout: float) ->
     visible, no_gpu = gpu_visible()
     chosen = [area for area in areas if selected is None or key(area.name) in selected]
     print(f"{len(chosen)} areas into {out}; GPU: {current['gpu'] or 'none'}", flush=True)
+    ran = 0
     for number, area in enumerate(chosen, 1):
         previous = results["areas"].get(area.name, {})
         if previous.get("status") == "done" and not force and selected is None:
             print(f"[{number}/{len(chosen)}] {area.name}: done in an earlier run, kept "
                   f"(--areas '{area.name}' or --force measures it again)", flush=True)
             continue
+        if budget is not None and ran and time.monotonic() - began > budget:
+            print(f"--budget {budget:.0f} s spent: {area.name} and the areas after it are left "
+                  "for the next call", flush=True)
+            break
         print(f"[{number}/{len(chosen)}] {area.name}: {area.script} ...", flush=True)
         started = time.monotonic()
         script = HERE / area.script
@@ -247,6 +256,7 @@ def run(areas, selected, out: Path, force: bool, quick: bool, timeout: float) ->
             entry = run_area(area, quick, timeout, names)
         entry.update(seconds=round(time.monotonic() - started, 1), finished=now(), quick=quick)
         results["areas"][area.name] = entry
+        ran += 1
         results["updated"] = entry["finished"]
         save(results, out)
         why = entry.get("reason") or entry.get("error", "").partition("\n")[0]
@@ -268,6 +278,10 @@ def main(argv=None) -> None:
                         help="fewer interleaved trials (the scripts' --quick)")
     parser.add_argument("--timeout", type=float, default=540,
                         help="seconds an area may run before it is stopped (default: 540)")
+    parser.add_argument("--budget", type=float, metavar="S",
+                        help="start no area after the first once this call has run S seconds (the "
+                             "rest wait for the next call): S plus --timeout within a command's "
+                             "limit")
     parser.add_argument("--list", action="store_true",
                         help="list the areas and their state in --out, and stop")
     args = parser.parse_args(argv)
@@ -283,7 +297,8 @@ def main(argv=None) -> None:
             print(f"{area.name:<22} {area.script:<28} {entry.get('status', 'not run')}")
         return
     started = time.monotonic()
-    results = run(AREAS, selected, args.out, args.force, args.quick, args.timeout)
+    results = run(AREAS, selected, args.out, args.force, args.quick, args.timeout,
+                  args.budget)
     states = [entry["status"] for entry in results["areas"].values()]
     print(f"{states.count('done')} done, {states.count('failed')} failed, "
           f"{states.count('skipped')} skipped, "

@@ -263,3 +263,13 @@ def test_the_import_area_end_to_end(tmp_path):
     assert records[0]["case"].startswith("import") and records[0]["target"] == 0.25
     _, page = render(tmp_path, json.loads(out.read_text()))
     assert "| import (fresh interpreter" in page
+
+
+def test_a_spent_budget_leaves_the_remaining_areas_for_the_next_call(tmp_path, registry, capsys):
+    script, areas = registry
+    out = tmp_path / "results.json"
+    results = report.run(areas, None, out, force=False, quick=False, timeout=60, budget=0)
+    assert list(results["areas"]) == ["works"]  # one area runs in every call
+    assert "as a list and the areas after it are left for the next call" in capsys.readouterr().out
+    results = report.run(areas, None, out, force=False, quick=False, timeout=60)
+    assert len(results["areas"]) == 5
