@@ -156,7 +156,9 @@ def header(results: dict) -> list[str]:
             ("nvcc (raw C)", box.get("nvcc") or "not found"),
             ("CPU", box.get("cpu")), ("Python", box.get("python")),
             ("Packages", ", ".join(f"{name} {version}" for name, version in packages.items())),
-            ("Commit", box.get("commit")),
+            ("Commit", ", ".join(dict.fromkeys(
+                entry["commit"] for entry in results.get("areas", {}).values()
+                if entry.get("status") == "done" and entry.get("commit"))) or box.get("commit")),
             ("Measured", f"{results.get('started')} to {results.get('updated')} (UTC)")]
     return ["| | |", "|---|---|"] + [f"| {name} | {cell(str(value or 'unknown'))} |"
                                      for name, value in rows]

@@ -9,8 +9,9 @@ Note [Records] in bench/baselines.py), where tensorplay, PyTorch, CuPy and raw C
 (interleaved trials, medians and spread). The figures of an area are saved into PATH (default
 build/report/results.json) as soon as it finishes, with the machine, the package versions and
 the date, so the run is resumable: a second call skips the areas PATH holds as done, which lets
-each call fit a 10-minute limit (--budget stops starting areas after that many seconds). --areas runs the areas named (again, if done); --force runs
-them all again. An area that fails or runs past --timeout is recorded with its error and the run
+each call fit a 10-minute limit (with --budget S, no area after the first starts once the call
+has run S seconds). --areas runs the areas named (again, if done); --force runs them all again.
+An area that fails or runs past --timeout is recorded with its error and the run
 goes on; an area whose script is absent, or that needs a GPU where none is visible, is recorded
 as skipped with the reason. Missing peers (PyTorch, CuPy, nvcc for the C programs) are skipped
 by the scripts with a note. Then, on any machine: python bench/render_report.py PATH.
@@ -38,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_OUT = ROOT / "build" / "report" / "results.json"
 FORMAT = 1
+OPTIONAL = ("tensorplay_spread", "peer_name", "peer", "peer_spread", "ratio", "target")
 
 
 @dataclass(frozen=True)
@@ -202,11 +204,19 @@ def run_area(area: Area, quick: bool, timeout: float, names: set[str]) -> dict:
         found = json.loads(output.read_text())
     records, notes = (found, []) if isinstance(found, list) else (found["records"],
                                                                   found.get("notes", []))
-    for entry in records:
+    for number, entry in enumerate(records):
+        missing = [field for field in ("case", "unit", "tensorplay") if entry.get(field) is None]
+        if missing:
+            return {"status": "failed", "error": f"record {number} of {script.name} has no "
+                                                 f"{', '.join(missing)} (Note [Records])"}
         # A script of one area labels its records by it; one that spans several keeps its own
         # labels where the registry knows them.
         if key(entry.get("area") or "") not in names:
             entry["area"] = area.name
+        for field in OPTIONAL:
+            entry.setdefault(field, None)
+        if entry["ratio"] is None and entry["peer"]:
+            entry["ratio"] = entry["tensorplay"] / entry["peer"]
     return {"status": "done", "records": records, "notes": notes}
 
 
@@ -222,7 +232,8 @@ def run(areas, selected, out: Path, force: bool, quick: bool, timeout: float,
     results = load(out)
     current = machine()
     measured = results.get("machine")
-    if measured and results["areas"] and not force and (
+    done = any(entry.get("status") == "done" for entry in results["areas"].values())
+    if measured and done and not force and (
             (measured.get("gpu"), measured.get("driver")) != (current["gpu"], current["driver"])):
         raise SystemExit(f"{out} holds figures measured on {measured.get('gpu')} with driver "
                          f"{measured.get('driver')}, and this machine has {current['gpu']} with "
@@ -254,7 +265,8 @@ def run(areas, selected, out: Path, force: bool, quick: bool, timeout: float,
             entry = {"status": "skipped", "reason": no_gpu}
         else:
             entry = run_area(area, quick, timeout, names)
-        entry.update(seconds=round(time.monotonic() - started, 1), finished=now(), quick=quick)
+        entry.update(seconds=round(time.monotonic() - started, 1), finished=now(), quick=quick,
+                     commit=current["commit"])
         results["areas"][area.name] = entry
         ran += 1
         results["updated"] = entry["finished"]

@@ -159,7 +159,7 @@ if "--fail" in sys.argv:
     sys.exit("this area broke")
 path = sys.argv[sys.argv.index("--json") + 1]
 records = [{"area": "elsewhere", "case": "a case", "unit": "ns", "tensorplay": 1.0,
-            "peer_name": "PyTorch", "peer": 2.0, "ratio": 0.5, "target": 0.6},
+            "peer_name": "PyTorch", "peer": 2.0, "target": 0.6},
            {"area": "import", "case": "kept", "unit": "s", "tensorplay": 0.1}]
 if "--list" in sys.argv:
     json.dump(records, open(path, "w"))
@@ -193,6 +193,8 @@ def test_areas_run_into_one_file_and_failures_do_not_stop_the_run(tmp_path, regi
     # A record labelled with an area the registry lacks takes the area it ran under; one
     # labelled with a registry area keeps it.
     assert [r["area"] for r in works["records"]] == ["works", "import"]
+    # Fields a script leaves out are filled in, the ratio computed.
+    assert works["records"][0]["ratio"] == 0.5 and works["records"][1]["peer"] is None
     assert results["areas"]["as a list"]["notes"] == []
     broken = results["areas"]["breaks"]
     assert broken["status"] == "failed" and "exit status 1" in broken["error"]
