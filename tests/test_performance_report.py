@@ -1,6 +1,7 @@
 """The performance report's two commands without a GPU: bench/render_report.py turns a results
 file into tables, plots and the README headline; bench/report.py runs an area registry into a
 resumable results file, records failures and skips with their reasons, and goes on."""
+import importlib.util
 import json
 import subprocess
 import sys
@@ -10,9 +11,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
-sys.path.insert(0, str(BENCH))
-
-import report  # noqa: E402  (bench/ is not a package)
+# bench/ is a folder of scripts, not a package: load the runner from its file.
+_spec = importlib.util.spec_from_file_location("bench_report", BENCH / "report.py")
+report = sys.modules["bench_report"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(report)
 
 
 def entry(area, case, unit, ours, peer_name=None, peer=None, target=None, **extra):
