@@ -14,6 +14,8 @@ every script (`python bench/SCRIPT.py --json PATH` writes {"records": [...], "no
   ratio                       tensorplay / peer: below 1.0 tensorplay is faster
   target                      the ratio the issue that set it asks at most, or, with no peer, the
                               most the tensorplay figure may be; None where there is none
+  met                         optional: the script's own verdict, where its target is text
+                              (">= 1.25" for a throughput in GB/s, where higher is better)
   sweep, x                    for a point of a sweep (the plots of the report): its name and x
 Lower is better everywhere: a throughput target ("at least 0.9x PyTorch's") is stated as the
 time ratio (at most 1 / 0.9). notes say which peers were skipped and why, and what else a reader
@@ -223,10 +225,16 @@ def compare(area, case, unit, figures, key=None, targets=None, **extra):
 
 
 def met(entry):
-    """True or False where a record has a target, None where it has none."""
-    if entry.get("target") is None:
+    """True or False where a record has a target, None where it has none (or no ratio to hold
+    to it). A script that judges its own records (a throughput, where higher is better, with
+    its target as text such as ">= 1.25") gives its verdict as "met"."""
+    if isinstance(entry.get("met"), bool):
+        return entry["met"]
+    if not isinstance(entry.get("target"), (int, float)):
         return None
-    value = entry["tensorplay"] if entry.get("peer") is None else entry["ratio"]
+    value = entry["tensorplay"] if entry.get("peer") is None else entry.get("ratio")
+    if value is None or value != value:  # NaN: the script had no ratio to give
+        return None
     return value <= entry["target"]
 
 

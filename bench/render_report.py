@@ -67,6 +67,23 @@ def cell(text: str) -> str:
 # -- tables ------------------------------------------------------------------------------------
 
 
+def bound(entry: dict) -> str:
+    """A record's target as the table shows it."""
+    target, peer = entry["target"], entry.get("peer_name")
+    if isinstance(target, str):  # the script's own words (Note [Records])
+        return f"{target} ({peer})" if peer and entry.get("peer") is not None else target
+    if entry.get("peer") is None:
+        return f"≤ {number(target)} {entry['unit']}"
+    return f"≤ {target:.3g}x {peer}"
+
+
+def ratio_text(entry: dict) -> str | None:
+    ratio = entry.get("ratio")
+    if ratio is None or ratio != ratio:
+        return None
+    return f"{ratio:.3f}x {entry['peer_name']}"
+
+
 def table(records: list[dict]) -> list[str]:
     """A Markdown table, a row per case in the order measured, a column per peer."""
     rows: dict[str, list[dict]] = {}
@@ -81,18 +98,13 @@ def table(records: list[dict]) -> list[str]:
         first = entries[0]
         values = {e["peer_name"]: figure(e["peer"], e.get("peer_spread")) for e in entries
                   if e.get("peer") is not None}
-        ratios = [f"{e['ratio']:.3f}x {e['peer_name']}" for e in entries
-                  if e.get("ratio") is not None]
+        ratios = [text for text in map(ratio_text, entries) if text]
         targets, verdicts = [], []
         for entry in entries:
             verdict = met(entry)
-            if verdict is None:
-                continue
-            if entry.get("peer") is None:
-                targets.append(f"≤ {number(entry['target'])} {entry['unit']}")
-            else:
-                targets.append(f"≤ {entry['target']:.3g}x {entry['peer_name']}")
-            verdicts.append("met" if verdict else "**not met**")
+            if verdict is not None:
+                targets.append(bound(entry))
+                verdicts.append("met" if verdict else "**not met**")
         cells = [case, first["unit"], figure(first["tensorplay"], first.get("tensorplay_spread")),
                  *(values.get(p, "") for p in peers), "; ".join(ratios), "; ".join(targets),
                  "; ".join(verdicts)]
@@ -187,12 +199,12 @@ def page(results: dict, images: Path, image_prefix: str) -> str:
     lines = ["<!-- Written by python bench/render_report.py from bench/report.py's results: "
              "do not edit. -->", "", "# Performance", "",
              "tensorplay against PyTorch, CuPy (where it has the feature) and raw CUDA C, "
-             "measured in one run per area on one machine. Each figure is the median over "
-             "interleaved trials, in which the libraries take turns so that a noisy spell of the "
-             "machine hits them alike, ± half the interquartile range. Ratios are "
-             "tensorplay / other: below 1 tensorplay is faster. Targets are those of the issues "
-             "that set them, as the most the ratio (or, with no other library, the figure) may "
-             "be; a throughput target is stated as a time ratio.", "",
+             "measured area by area on one machine, each comparison within one run. Figures are "
+             "medians over interleaved trials (the libraries take turns, so that a noisy spell of "
+             "the machine hits them alike) ± half the interquartile range, unless an area's notes "
+             "say otherwise. Ratios are tensorplay / other: for times, below 1 tensorplay is "
+             "faster; for throughputs (GB/s), above 1. Targets are those the issues set: for "
+             "times, the most the ratio (or, with no other library, the figure) may be.", "",
              "Regenerate with:", "", "```bash", COMMANDS, "```", ""]
     if not records:
         lines += ["No measurements yet: the report has not been run on a GPU machine.", ""]
@@ -200,9 +212,9 @@ def page(results: dict, images: Path, image_prefix: str) -> str:
         lines += header(results) + [""]
         lines.append(f"Targets: {len(verdicts) - len(missed)} of {len(verdicts)} met." +
                      ("" if not missed else " Not met: " + "; ".join(
-                         f"{r['area']}, {r['case']} against {r['peer_name'] or 'its bound'} "
-                         f"({r['ratio'] if r.get('ratio') is not None else r['tensorplay']:.3g}"
-                         f" > {r['target']:.3g})" for r in missed) + "."))
+                         f"{r['area']}, {r['case']}: "
+                         f"{ratio_text(r) or number(r['tensorplay']) + ' ' + r['unit']}, "
+                         f"target {bound(r)}" for r in missed) + "."))
         lines.append("")
     for name in ordered_areas(results):
         entry = next((e for n, e in areas.items() if key(n) == key(name)), {})

@@ -17,7 +17,8 @@ as skipped with the reason. Missing peers (PyTorch, CuPy, nvcc for the C program
 by the scripts with a note. Then, on any machine: python bench/render_report.py PATH.
 
 Adding an area is one entry of AREAS below: its name (the report's section), the script in
-bench/ and its arguments. A script of another issue qualifies when it takes --json PATH and
+bench/ and its arguments. Records keep the area they name where it is one of the registry's
+(after the entry's labels map the script's own names onto them); others go to the entry's. A script of another issue qualifies when it takes --json PATH and
 writes its records there, as a list or as {"records": [...], "notes": [...]}.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +51,8 @@ class Area:
     # Added with --quick; a script that has no --quick option gets ().
     quick: tuple = ("--quick",)
     needs_gpu: bool = True
+    # The script's own area labels that mean one of the report's areas: {"random": "RNG"}.
+    labels: dict = field(default_factory=dict)
 
 
 AREAS = (
@@ -63,6 +66,9 @@ AREAS = (
     Area("capture", "bench_graphs.py", ("--area", "capture")),
     Area("conditional nodes", "bench_graph_extras.py", ("--area", "conditional nodes")),
     Area("update and rebinding", "bench_graph_update.py", quick=()),
+    # Issue 24's targets: its throughputs (GB/s) and host costs join the report's tables.
+    Area("limits", "bench_limits.py", quick=(),
+         labels={"random": "RNG", "memory": "allocation", "accelerator": "statistics"}),
     Area("graphed callables", "bench_graphed_callables.py"),
     Area("import", "bench_memory.py", ("--area", "import"), needs_gpu=False),
 )
@@ -211,10 +217,11 @@ def run_area(area: Area, quick: bool, timeout: float, names: set[str]) -> dict:
                                                  f"{', '.join(missing)} (Note [Records])"}
         # A script of one area labels its records by it; one that spans several keeps its own
         # labels where the registry knows them.
+        entry["area"] = area.labels.get(entry.get("area"), entry.get("area"))
         if key(entry.get("area") or "") not in names:
             entry["area"] = area.name
-        for field in OPTIONAL:
-            entry.setdefault(field, None)
+        for name in OPTIONAL:
+            entry.setdefault(name, None)
         if entry["ratio"] is None and entry["peer"]:
             entry["ratio"] = entry["tensorplay"] / entry["peer"]
     return {"status": "done", "records": records, "notes": notes}
