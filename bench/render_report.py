@@ -230,6 +230,10 @@ def page(results: dict, images: Path, image_prefix: str) -> str:
                 lines += ["```text", entry.get("error", ""), "```", ""]
         elif status is None and not mine:
             lines += ["Not measured yet.", ""]
+        elsewhere = list(dict.fromkeys(r["area"] for r in entry.get("records", [])
+                                       if key(r["area"]) != key(name)))
+        if elsewhere:
+            lines += [f"Its figures are in the tables of {', '.join(elsewhere)}.", ""]
         if status == "done":
             lines.append(f"Measured {entry.get('finished')} in {entry.get('seconds')} s"
                          + (" (--quick: fewer trials)" if entry.get("quick") else "") + ".")

@@ -118,6 +118,7 @@ def test_the_page_has_a_table_per_area_with_targets_and_notes(tmp_path):
     # A ratio the script could not give (NaN) gives no verdict.
     row = next(line for line in page.splitlines() if line.startswith("| 16 kernels: update"))
     assert row.endswith("|  |  |  |") and "nan" not in row
+    assert "## Limits\n\nIts figures are in the tables of RNG." in page
     assert "CuPy launches with Graph.launch" in page
     assert "Not measured: failed:" in page and "RuntimeError: boom" in page
     assert "bench_graphed_callables.py is not in this tree" in page
@@ -303,3 +304,43 @@ def test_a_spent_budget_leaves_the_remaining_areas_for_the_next_call(tmp_path, r
     assert "as a list and the areas after it are left for the next call" in capsys.readouterr().out
     results = report.run(areas, None, out, force=False, quick=False, timeout=60)
     assert len(results["areas"]) == 5
+
+
+# -- the shared measuring helpers (bench/baselines.py) -----------------------------------------
+
+
+def load_bench(name):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_interleaved_trials_give_medians_and_drop_a_failing_peer():
+    baselines = load_bench("baselines")
+    order, values = [], iter([10.0, 30.0, 20.0, 40.0, 15.0])
+
+    def ours():
+        order.append("ours")
+        return {"case": next(values)}
+
+    def peer():
+        order.append("peer")
+        return {"case": 100.0}
+
+    def broken():
+        order.append("broken")
+        raise RuntimeError("no such feature")
+
+    notes = []
+    figures = baselines.interleaved({"tensorplay": ours, "PyTorch": peer, "CuPy": broken}, 5,
+                                    notes)
+    assert order[:4] == ["ours", "peer", "broken", "ours"]  # turns, not blocks
+    assert figures["tensorplay"]["case"] == baselines.Figure(20.0, 7.5)
+    assert "CuPy" not in figures and notes == ["CuPy left out: RuntimeError: no such feature"]
+    records = baselines.compare("area", "a case", "ns", figures, key="case",
+                                targets={"PyTorch": 0.5, None: 25})
+    assert [(r["peer_name"], r["ratio"], r["target"], baselines.met(r)) for r in records] == [
+        (None, None, 25, True), ("PyTorch", 0.2, 0.5, True)]
+    with pytest.raises(RuntimeError):
+        baselines.interleaved({"tensorplay": broken}, 1, [])
