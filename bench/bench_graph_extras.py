@@ -68,19 +68,24 @@ def body_graph(x, counter, keep_going, iterations):
 def staging(quick, notes):
     """stage_and_launch against PyTorch's copies + replay and the C program's, over graphs that
     read 8 static inputs."""
-    sides = {OURS: staged_launch_ours()}
+    ours_launch, check = staged_ours()
+    sides = {OURS: lambda: {"stage": best_us(ours_launch, accelerator.synchronize)[0]}}
     torch = import_peer("torch", TORCH, notes)
     if torch is not None:
-        sides[TORCH] = staged_launch_torch(torch)
+        theirs_launch = staged_torch(torch)
+        sides[TORCH] = lambda: {"stage": best_us(theirs_launch, torch.cuda.synchronize)[0]}
     raw = raw_c_side("raw_staging.cu", notes)
     if raw is not None:
         sides[RAW_C] = lambda: {"stage": raw()[("memcpy_and_launch", STAGED_INPUTS)]}
     figures = interleaved(sides, trials(quick), notes)
+    check()
     return compare("staging", f"stage_and_launch(), {STAGED_INPUTS} inputs of 1 MiB, host",
                    "us", figures, key="stage", targets={TORCH: STAGE_TARGET})
 
 
-def staged_launch_ours():
+def staged_ours():
+    """(a call that stages 8 inputs of 1 MiB into a graph's static inputs and launches it with
+    stage_and_launch, a check that it staged them)."""
     static = [tp.zeros(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
     fresh = [tp.ones(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
     for tensor in static:
@@ -89,14 +94,16 @@ def staged_launch_ours():
     with cuda.graph(graph):
         for tensor in static:
             tensor *= 2
-    graph.stage_and_launch(static, fresh)
-    accelerator.synchronize()
-    assert set(static[0].tolist()) == {2.0}, "stage_and_launch did not stage the inputs"
-    return lambda: {"stage": best_us(lambda: graph.stage_and_launch(static, fresh),
-                                     accelerator.synchronize)[0]}
+
+    def check():
+        accelerator.synchronize()
+        assert set(static[0].tolist()) == {2.0}, "stage_and_launch did not stage the inputs"
+
+    return lambda: graph.stage_and_launch(static, fresh), check
 
 
-def staged_launch_torch(torch):
+def staged_torch(torch):
+    """The same work in PyTorch: 8 copy_() calls into the static inputs, then replay()."""
     static = [torch.zeros(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
     fresh = [torch.ones(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
     side = torch.cuda.Stream()
@@ -115,7 +122,7 @@ def staged_launch_torch(torch):
             tensor.copy_(new)
         graph.replay()
 
-    return lambda: {"stage": best_us(launch, torch.cuda.synchronize)[0]}
+    return launch
 
 
 def conditional_nodes(quick, notes):
