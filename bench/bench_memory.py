@@ -53,7 +53,7 @@ def allocation(quick, notes):
                 torch.cuda.caching_allocator_alloc(size))) for size in SIZES.values()}
     if cupy is not None:
         pool = cupy.get_default_memory_pool()
-        sides[f"{CUPY} MemoryPool.malloc"] = lambda: {
+        sides[CUPY] = lambda: {
             size: per_call_ns(lambda: pool.malloc(size)) for size in SIZES.values()}
     if raw is not None:
         sides[RAW_C] = lambda: {size: value for (name, size), value in raw().items()
@@ -65,7 +65,8 @@ def allocation(quick, notes):
                            key=size, targets={TORCH: 1.0})
     notes.append(f"allocation: the {TORCH} column is torch.empty + release of a uint8 tensor; "
                  f"'{TORCH} caching_allocator_alloc' is the allocator's own call, as tensorplay's"
-                 f"; {RAW_C} is cudaMalloc + cudaFree, which caches nothing")
+                 f"; {CUPY} is its default MemoryPool's malloc + release; {RAW_C} is cudaMalloc + "
+                 "cudaFree, which caches nothing")
     records += compare("allocation", "empty(1 MiB) + release", "ns",
                        {name: cases for name, cases in figures.items() if name in (OURS, TORCH)},
                        key="empty", targets={TORCH: 0.5})
