@@ -23,6 +23,7 @@ from report import AREAS, key
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
 PEER_ORDER = (TORCH, CUPY, RAW_C)
+MARKUP = re.compile(r"([\\`*_<>\[\]|#])")
 COMMANDS = ("python bench/report.py --out results.json  # GPU machine; run again to resume\n"
             "python bench/render_report.py results.json --readme README.md")
 
@@ -60,8 +61,9 @@ def figure(value, spread) -> str:
     return number(value) + (f" ± {number(spread)}" if spread else "")
 
 
-def cell(text: str) -> str:
-    return text.replace("|", "\\|")
+def plain(text: str) -> str:
+    """text shown as written: Markdown's markup characters (a table's | too) escaped."""
+    return MARKUP.sub(r"\\\1", text)
 
 
 # -- tables ------------------------------------------------------------------------------------
@@ -91,7 +93,7 @@ def table(records: list[dict]) -> list[str]:
         rows.setdefault(entry["case"], []).append(entry)
     named = {entry["peer_name"] for entry in records if entry.get("peer") is not None}
     peers = [p for p in PEER_ORDER if p in named] + sorted(named - set(PEER_ORDER))
-    lines = ["| case | unit | tensorplay | " + " | ".join(cell(p) for p in peers) +
+    lines = ["| case | unit | tensorplay | " + " | ".join(plain(p) for p in peers) +
              (" | " if peers else "") + "ratio | target | met |",
              "|---|---|---:|" + "---:|" * len(peers) + "---|---|---|"]
     for case, entries in rows.items():
@@ -106,9 +108,9 @@ def table(records: list[dict]) -> list[str]:
                 targets.append(bound(entry))
                 verdicts.append("met" if verdict else "**not met**")
         cells = [case, first["unit"], figure(first["tensorplay"], first.get("tensorplay_spread")),
-                 *(values.get(p, "") for p in peers), "; ".join(ratios), "; ".join(targets),
-                 "; ".join(verdicts)]
-        lines.append("| " + " | ".join(cell(str(c)) for c in cells) + " |")
+                 *(values.get(p, "") for p in peers), "; ".join(ratios), "; ".join(targets)]
+        lines.append("| " + " | ".join(plain(str(c)) for c in cells) + " | "
+                     + "; ".join(verdicts) + " |")
     return lines
 
 
@@ -172,7 +174,7 @@ def header(results: dict) -> list[str]:
                 entry["commit"] for entry in results.get("areas", {}).values()
                 if entry.get("status") == "done" and entry.get("commit"))) or box.get("commit")),
             ("Measured", f"{results.get('started')} to {results.get('updated')} (UTC)")]
-    return ["| | |", "|---|---|"] + [f"| {name} | {cell(str(value or 'unknown'))} |"
+    return ["| | |", "|---|---|"] + [f"| {name} | {plain(str(value or 'unknown'))} |"
                                      for name, value in rows]
 
 
@@ -211,10 +213,10 @@ def page(results: dict, images: Path, image_prefix: str) -> str:
     else:
         lines += header(results) + [""]
         lines.append(f"Targets: {len(verdicts) - len(missed)} of {len(verdicts)} met." +
-                     ("" if not missed else " Not met: " + "; ".join(
+                     ("" if not missed else " Not met: " + "; ".join(plain(
                          f"{r['area']}, {r['case']}: "
                          f"{ratio_text(r) or number(r['tensorplay']) + ' ' + r['unit']}, "
-                         f"target {bound(r)}" for r in missed) + "."))
+                         f"target {bound(r)}") for r in missed) + "."))
         lines.append("")
     for name in ordered_areas(results):
         entry = next((e for n, e in areas.items() if key(n) == key(name)), {})
@@ -224,7 +226,7 @@ def page(results: dict, images: Path, image_prefix: str) -> str:
             lines += table(mine) + [""]
         status = entry.get("status")
         if status in ("skipped", "failed"):
-            lines += [f"Not measured: {status}, {entry.get('reason') or ''}".rstrip(", ")
+            lines += [f"Not measured: {status}, {plain(entry.get('reason') or '')}".rstrip(", ")
                       + ("" if status == "skipped" else ":"), ""]
             if status == "failed":
                 lines += ["```text", entry.get("error", ""), "```", ""]
@@ -239,7 +241,7 @@ def page(results: dict, images: Path, image_prefix: str) -> str:
                          + (" (--quick: fewer trials)" if entry.get("quick") else "") + ".")
             lines.append("")
             if entry.get("notes"):
-                lines += [f"- {note}" for note in entry["notes"]] + [""]
+                lines += [f"- {plain(note)}" for note in entry["notes"]] + [""]
         for sweep, points in sweeps(mine).items():
             plot(sweep, points, images / f"{slug(sweep)}.png")
             lines += [f"![{sweep}]({image_prefix}{slug(sweep)}.png)", ""]
