@@ -437,6 +437,31 @@ cdef CUfunction get_kernel(int device, str source_name, str function_name,
     return _load_function(device, source_name, function_name, prelude)
 
 
+# (function address, block size) -> blocks resident on the whole device.
+cdef dict _resident = {}
+
+
+cdef unsigned int resident_blocks(int device, CUfunction function, unsigned int block_x) except 0:
+    key = (<uintptr_t>function, block_x)
+    cached = _resident.get(key)
+    if cached is not None:
+        return cached
+    cdef int per_multiprocessor = 0, multiprocessors = 0
+    cdef cydriver.CUdevice handle
+    # Queries only, legal during a capture; a function is loaded in its device's context.
+    with nogil:
+        errors.check_driver(cydriver.cuDeviceGet(&handle, device), "cuDeviceGet")
+        errors.check_driver(cydriver.cuDeviceGetAttribute(
+            &multiprocessors, cydriver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, handle),
+            "cuDeviceGetAttribute")
+        errors.check_driver(cydriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_multiprocessor, function, block_x, 0),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    blocks = max(1, per_multiprocessor * multiprocessors)
+    _resident[key] = blocks
+    return blocks
+
+
 cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned int block_x,
                 unsigned int shared_bytes, cudaStream_t stream, void** arguments) except -1 nogil:
     cdef _device.DeviceSwitch switch
