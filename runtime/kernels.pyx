@@ -65,6 +65,8 @@ cdef dict _functions = {}
 cdef dict _libraries = {}
 # device -> "sm_XY"
 cdef dict _architectures = {}
+# (function address, block size) -> blocks resident on the whole device.
+cdef dict _resident = {}
 cdef tuple _nvrtc_version = None
 
 # Counters for cache_statistics(); plain C integers, so updates under the GIL are atomic.
@@ -79,6 +81,7 @@ def _forget_handles():
     # CUDA only if the parent never initialised it: device.pyx, Note [Fork safety]).
     _functions.clear()
     _libraries.clear()
+    _resident.clear()
 
 
 os.register_at_fork(after_in_child=_forget_handles)
@@ -435,10 +438,6 @@ cdef CUfunction get_kernel(int device, str source_name, str function_name,
     if address is not None:
         return <CUfunction><uintptr_t>address
     return _load_function(device, source_name, function_name, prelude)
-
-
-# (function address, block size) -> blocks resident on the whole device.
-cdef dict _resident = {}
 
 
 cdef unsigned int resident_blocks(int device, CUfunction function, unsigned int block_x) except 0:
