@@ -58,6 +58,7 @@ def peak_bandwidth_gbs():
 
 
 def record(area, case, ours, peer, peer_name, unit, target, higher_is_better, absolute=None):
+    """One figure, also printed at once (on stderr, which the parent passes through)."""
     ratio = ours / peer
     if absolute is not None:
         met = ours <= absolute
@@ -65,6 +66,8 @@ def record(area, case, ours, peer, peer_name, unit, target, higher_is_better, ab
         met = ratio >= target if higher_is_better else ratio <= target
     text = f"<= {absolute} {unit}" if absolute is not None else \
         (f">= {target}" if higher_is_better else f"<= {target}")
+    print(f"  {case}: tensorplay {ours:.1f} {unit}, {peer_name} {peer:.1f} {unit}, ratio "
+          f"{ratio:.3f} (target {text}: {'met' if met else 'MISSED'})", file=sys.stderr)
     return {"area": area, "case": case, "tensorplay": ours, "peer": peer, "peer_name": peer_name,
             "ratio": ratio, "target": text, "unit": unit, "met": met}
 
@@ -182,10 +185,10 @@ def run_child(build):
     if build is not None:
         path.insert(0, str(build))
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    print(f"{'before' if build else 'after'}: {build or 'the installed tensorplay'}", flush=True)
     output = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child"],
-                            check=True, capture_output=True, text=True, env=environment,
+                            check=True, stdout=subprocess.PIPE, text=True, env=environment,
                             cwd=HERE)
-    sys.stdout.write(output.stderr)
     return json.loads(output.stdout.splitlines()[-1])
 
 
