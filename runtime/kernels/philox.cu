@@ -106,11 +106,62 @@ __device__ inline void normals(uint4_t r, float* z) {
         z[2 * pair + 1] = radius * s;
     }
 }
+// Double normals spend their time in log and sin/cos, not in Philox or the stores; the
+// library's log and sincospi (1 ulp, every input) take about three times the instructions
+// needed here, where u1 is in (0, 1] and the angle a multiple of 2^-52 turns. So both are
+// short series whose coefficients sit in constant memory (operands of the multiply-adds, no
+// register moves): about 2e-15 from the exact values, where the host reference (numpy, in
+// double) is itself within a few ulp; tests/test_gpu_random.py holds them to 1e-12.
+// log(u1): u1 = m 2^k with m in [sqrt(1/2), sqrt(2)], log(m) = 2 atanh(s) for s = (m-1)/(m+1),
+// |s| <= 0.1716, summed through s^17 (the next term is below 4e-16).
+__constant__ double LOG_SERIES[8] = {0.6666666666666666, 0.4, 0.2857142857142857, 0.2222222222222222, 0.18181818181818182, 0.15384615384615385, 0.13333333333333333, 0.11764705882352941};  // 2 / (2n + 1), n = 1..8
+// sin(pi r) and cos(pi r) for |r| <= 1/4: Taylor series in r through r^15 and r^16.
+__constant__ double SINPI_SERIES[8] = {3.141592653589793, -5.167712780049969, 2.550164039877345, -0.5992645293207919, 0.08214588661112819, -0.007370430945714348, 0.00046630280576761234, -2.1915353447830204e-05};
+__constant__ double COSPI_SERIES[9] = {1.0, -4.934802200544679, 4.058712126416768, -1.3352627688545893, 0.23533063035889312, -0.02580689139001405, 0.001929574309403922, -0.00010463810492484565, 4.303069587032944e-06};
+
+template <int N> __device__ inline double series(const double (&coefficients)[N], double z) {
+    double sum = coefficients[N - 1];
+#pragma unroll
+    for (int i = N - 2; i >= 0; --i) sum = fma(sum, z, coefficients[i]);
+    return sum;
+}
+
+__device__ inline double log_unit(double x) {  // x in (0, 1], never subnormal (>= 2^-53)
+    const long long bits = __double_as_longlong(x);
+    int exponent = (int)(bits >> 52) - 1023;
+    double m = __longlong_as_double((bits & 0x000FFFFFFFFFFFFFll) | 0x3FF0000000000000ll);
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        exponent += 1;
+    }
+    const double f = m - 1.0, d = 2.0 + f;  // both exact
+    double inverse;  // 1 / d: the hardware's approximation and two Newton steps
+    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(inverse) : "d"(d));
+    inverse = fma(inverse, fma(-d, inverse, 1.0), inverse);
+    inverse = fma(inverse, fma(-d, inverse, 1.0), inverse);
+    double s = f * inverse;
+    s = fma(fma(-s, d, f), inverse, s);
+    const double z = s * s;
+    return fma((double)exponent, 0.6931471805599453, fma(s * z, series(LOG_SERIES, z), 2.0 * s));
+}
+
+// sin and cos of 2 pi u for u = word53 * 2^-53 in [0, 1): with t = 2u = q / 2 + r, q the
+// nearest quarter turn (from the integer, no rounding instruction) and |r| <= 1/4 exact.
+__device__ inline void sincos_turn(unsigned long long word53, double* sine, double* cosine) {
+    const unsigned int q = (unsigned int)((word53 + (1ull << 50)) >> 51);  // 0..4
+    const double r = __dsub_rn(2.0 * ((double)word53 * 1.1102230246251565e-16), 0.5 * q);
+    const double z = r * r;
+    const double sp = r * series(SINPI_SERIES, z), cp = series(COSPI_SERIES, z);
+    const double a = (q & 1) ? cp : sp, b = (q & 1) ? sp : cp;
+    *sine = (q & 2) ? -a : a;
+    *cosine = ((q + 1) & 2) ? -b : b;
+}
+
 __device__ inline void normals(uint4_t r, double* z) {
-    double u1 = 1.0 - unit_double(r.x, r.y);
-    double radius = sqrt(-2.0 * log(u1));
+    const double u1 = 1.0 - unit_double(r.x, r.y);
+    const double radius = sqrt(-2.0 * log_unit(u1));
     double s, c;
-    sincospi(2.0 * unit_double(r.z, r.w), &s, &c);
+    sincos_turn(((((unsigned long long)r.z) << 32) | r.w) >> 11, &s, &c);
     z[0] = radius * c;
     z[1] = radius * s;
 }
