@@ -205,12 +205,12 @@ def main():
     if arguments.before is not None:
         builds["before"] = run_child(arguments.before)
     before = {entry["case"]: entry for entry in builds.get("before", [])}
-    print(f"{'case':34} {'unit':5} {'before':>9} {'b.ratio':>8} {'after':>9} {'peer':>9} "
+    print(f"{'case':36} {'unit':5} {'before':>9} {'b.ratio':>8} {'after':>9} {'peer':>9} "
           f"{'ratio':>7} {'peak':>5}  target   ")
     for entry in builds["after"]:
         earlier = before.get(entry["case"])
         fraction = entry.get("fraction_of_peak")
-        print(f"{entry['case']:34} {entry['unit']:5} "
+        print(f"{entry['case']:36} {entry['unit']:5} "
               f"{earlier['tensorplay'] if earlier else float('nan'):9.1f} "
               f"{earlier['ratio'] if earlier else float('nan'):8.3f} "
               f"{entry['tensorplay']:9.1f} {entry['peer']:9.1f} {entry['ratio']:7.3f} "
