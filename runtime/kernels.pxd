@@ -11,6 +11,9 @@ cdef enum:
     STAGED_COPIES = 32       # pairs one stage_copies launch moves (staging.cu, staging.pyx)
 
 cdef CUfunction get_kernel(int device, str source_name, str function_name, str prelude) except NULL
+# Blocks of block_x threads of function that the whole device runs at once: the grid of a
+# persistent, grid-stride kernel (cached per function and block size).
+cdef unsigned int resident_blocks(int device, CUfunction function, unsigned int block_x) except 0
 # Launches on device, whatever context the calling thread has current (Note [One rule for
 # contexts] in device.pyx).
 cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned int block_x,

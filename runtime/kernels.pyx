@@ -65,6 +65,8 @@ cdef dict _functions = {}
 cdef dict _libraries = {}
 # device -> "sm_XY"
 cdef dict _architectures = {}
+# (function address, block size) -> blocks resident on the whole device.
+cdef dict _resident = {}
 cdef tuple _nvrtc_version = None
 
 # Counters for cache_statistics(); plain C integers, so updates under the GIL are atomic.
@@ -79,6 +81,7 @@ def _forget_handles():
     # CUDA only if the parent never initialised it: device.pyx, Note [Fork safety]).
     _functions.clear()
     _libraries.clear()
+    _resident.clear()
 
 
 os.register_at_fork(after_in_child=_forget_handles)
@@ -435,6 +438,27 @@ cdef CUfunction get_kernel(int device, str source_name, str function_name,
     if address is not None:
         return <CUfunction><uintptr_t>address
     return _load_function(device, source_name, function_name, prelude)
+
+
+cdef unsigned int resident_blocks(int device, CUfunction function, unsigned int block_x) except 0:
+    key = (<uintptr_t>function, block_x)
+    cached = _resident.get(key)
+    if cached is not None:
+        return cached
+    cdef int per_multiprocessor = 0, multiprocessors = 0
+    cdef cydriver.CUdevice handle
+    # Queries only, legal during a capture; a function is loaded in its device's context.
+    with nogil:
+        errors.check_driver(cydriver.cuDeviceGet(&handle, device), "cuDeviceGet")
+        errors.check_driver(cydriver.cuDeviceGetAttribute(
+            &multiprocessors, cydriver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, handle),
+            "cuDeviceGetAttribute")
+        errors.check_driver(cydriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_multiprocessor, function, block_x, 0),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    blocks = max(1, per_multiprocessor * multiprocessors)
+    _resident[key] = blocks
+    return blocks
 
 
 cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned int block_x,
