@@ -19,6 +19,7 @@ signature is compared with the driver's offsets and sizes before it is used.
 """
 from __future__ import annotations
 
+import math
 import re
 import struct
 from dataclasses import dataclass
@@ -137,23 +138,25 @@ def _int_range(code: str) -> tuple[int, int]:
 
 
 def _float_bytes(parameter: Parameter, value: float) -> bytes:
-    import math
+    overflow = ValueError(f"argument {parameter.name!r} ({parameter.type}) cannot hold "
+                          f"{value}: it rounds to infinity")
     if parameter.format == "bfloat16":
-        bits = struct.unpack("<I", struct.pack("<f", value))[0]
+        try:
+            bits = struct.unpack("<I", struct.pack("<f", value))[0]
+        except OverflowError:
+            raise overflow from None
         if math.isnan(value):
             rounded = (bits >> 16) | 0x40
         else:  # round to nearest even, as float_to_bfloat16 in common.cu
             rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
         if math.isinf(struct.unpack("<f", struct.pack("<I", rounded << 16))[0]) \
                 and not math.isinf(value):
-            raise ValueError(f"argument {parameter.name!r} ({parameter.type}) cannot hold "
-                             f"{value}: it rounds to infinity")
+            raise overflow
         return struct.pack("<H", rounded)
     try:
         return struct.pack("<" + parameter.format, value)
     except (OverflowError, struct.error):
-        raise ValueError(f"argument {parameter.name!r} ({parameter.type}) cannot hold {value}: "
-                         "it rounds to infinity") from None
+        raise overflow from None
 
 
 def _typedefs(text: str) -> dict[str, str]:
