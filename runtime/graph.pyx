@@ -598,7 +598,7 @@ cdef class GraphBase:
 
     cdef object c_set_kernel_node_params(self, object node, object grid, object block,
                                          object arguments):
-        graph_update.kernel_node_arg(node)
+        graph_update.node_params_args(node, grid, block, arguments)
         self.check_executable("set_kernel_node_params()")
         graph_update.set_kernel_node_params(self.updates, self.executable, self, node, grid,
                                             block, arguments)

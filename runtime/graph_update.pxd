@@ -74,7 +74,7 @@ cdef int set_kernel_node_params(ExecutableState state, cudaGraphExec_t executabl
 cdef int rebind(ExecutableState state, cudaGraphExec_t executable, object bindings,
                 bint persistent, cudaStream_t stream, str what) except -1
 # The argument checks that come before anything needs the graph's executable.
-cdef int kernel_node_arg(object node) except -1
+cdef tuple node_params_args(object node, object grid, object block, object arguments)
 cdef int bindings_arg(object bindings, str what) except -1
 # Put back what replay_with() changed, before a plain launch.
 cdef int restore_bindings(ExecutableState state, cudaGraphExec_t executable) except -1

@@ -620,24 +620,12 @@ cdef tuple _dimensions(object value, str argument, tuple limits):
     return dims
 
 
-cdef int kernel_node_arg(object node) except -1:
+cdef tuple node_params_args(object node, object grid, object block, object arguments):
+    """(grid, block) as three sizes each (None: unchanged), after checking every argument of
+    set_kernel_node_params() that needs no graph."""
     if not isinstance(node, KernelNodeCore):
         raise TypeError(f"node must be a KernelNode from kernel_nodes(), got "
                         f"{errors.shown(node)}")
-    return 0
-
-
-cdef int set_kernel_node_params(ExecutableState state, cudaGraphExec_t executable, object graph,
-                                object node, object grid, object block,
-                                object arguments) except -1:
-    kernel_node_arg(node)
-    cdef KernelNodeCore given = node
-    if given.graph_ref() is not graph:
-        raise ValueError(f"node {given.path} belongs to another graph; take it from this "
-                         "graph's kernel_nodes()")
-    if given.generation != state.generation:
-        raise ValueError(f"node {given.path} was listed before the graph was captured again; "
-                         "call kernel_nodes() again")
     cdef tuple grid_dims = _dimensions(grid, "grid", MAX_GRID)
     cdef tuple block_dims = _dimensions(block, "block", MAX_BLOCK)
     if block_dims is not None and block_dims[0] * block_dims[1] * block_dims[2] > MAX_BLOCK_THREADS:
@@ -645,6 +633,20 @@ cdef int set_kernel_node_params(ExecutableState state, cudaGraphExec_t executabl
     if arguments is not None and not isinstance(arguments, dict):
         raise TypeError(f"arguments must be a dict of argument names to values, got "
                         f"{errors.shown(arguments)}")
+    return grid_dims, block_dims
+
+
+cdef int set_kernel_node_params(ExecutableState state, cudaGraphExec_t executable, object graph,
+                                object node, object grid, object block,
+                                object arguments) except -1:
+    grid_dims, block_dims = node_params_args(node, grid, block, arguments)
+    cdef KernelNodeCore given = node
+    if given.graph_ref() is not graph:
+        raise ValueError(f"node {given.path} belongs to another graph; take it from this "
+                         "graph's kernel_nodes()")
+    if given.generation != state.generation:
+        raise ValueError(f"node {given.path} was listed before the graph was captured again; "
+                         "call kernel_nodes() again")
     state.read_nodes()
     cdef NodeRecord record = next(r for r in state.records if r.path == given.path)
     encoded = []
