@@ -94,7 +94,7 @@ cdef class GraphBase:
     cdef object c_begin_capture_to_next_body(self)
     # Graph update (graph_update.pyx; Note [Recapture] in graph.pyx): the executable's templates
     # and node records, and what an open recapture replaces (capture id, RNG record, body pools,
-    # predicates), kept until the recapture succeeds or fails.
+    # predicates, recorded conditional nodes), kept until the recapture succeeds or fails.
     cdef ExecutableState updates
     cdef tuple replaced
     cdef int abandon_recapture(self) except -1

@@ -239,7 +239,7 @@ cdef class GraphBase:
             # What the capture being replaced holds, given back when the recapture succeeds
             # and kept when it fails (Note [Recapture]).
             self.replaced = (self.capture_id, self.rng_record, self.body_pools,
-                             self.predicates)
+                             self.predicates, self.conditional_nodes)
             self.body_pools = []
             self.predicates = []
             self.rng_record = None
@@ -514,14 +514,15 @@ cdef class GraphBase:
         while self.body_pools:
             body_pool.first, body_pool.second = self.body_pools.pop()
             allocator.release_pool(self.device, body_pool)
-        self.capture_id, self.rng_record, self.body_pools, self.predicates = self.replaced
+        (self.capture_id, self.rng_record, self.body_pools, self.predicates,
+         self.conditional_nodes) = self.replaced
         self.replaced = None
         return 0
 
     cdef int finish_recapture(self) except -1:
         """A recapture became the executable's: give back what the replaced capture held."""
         cdef PoolId body_pool
-        previous_id, _, previous_pools, _ = self.replaced
+        previous_id, _, previous_pools, _, _ = self.replaced
         self.replaced = None
         if previous_id:
             allocator.release_held_blocks(self.device, previous_id)

@@ -688,6 +688,8 @@ cdef int set_kernel_node_params(ExecutableState state, cudaGraphExec_t executabl
 
 cdef tuple _span(TensorCore value):
     cdef size_t itemsize = value.dtype_object.itemsize
+    if tensor.is_contiguous(value):
+        return (value.data, value.data + <size_t>value.element_count * itemsize)
     return (value.data, value.data + tensor.reach_bytes(value.sizes, value.element_strides,
                                                        itemsize))
 
@@ -766,6 +768,8 @@ cdef list _checked_pairs(ExecutableState state, object bindings, str what):
             raise ValueError(f"{what}: binding {position}'s static tensor has no elements, so "
                              "the graph cannot refer to it")
         pairs.append((_span(static), static, fresh))
+    if len(pairs) < 2:
+        return pairs
     ordered = sorted(pairs, key=lambda pair: pair[0])
     for before, after in zip(ordered, ordered[1:]):
         if after[0][0] < before[0][1]:

@@ -67,6 +67,7 @@ cdef dict _libraries = {}
 # CUfunction and CUkernel addresses of the kernels loaded here -> (source_name, function_name,
 # prelude): how a captured graph's kernel nodes are known to be ours (kernel_signature_of).
 cdef dict _origins = {}
+cdef dict _signatures = {}  # (source_name, function_name, prelude) -> its KernelSignature
 # device -> "sm_XY"
 cdef dict _architectures = {}
 cdef tuple _nvrtc_version = None
@@ -452,9 +453,12 @@ cdef object kernel_signature_of(uintptr_t handle):
     origin = _origins.get(handle)
     if origin is None:
         return None
-    source_name, function_name, prelude = origin
-    return kernel_signature.signature(read_kernel_source(source_name), prelude, function_name,
-                                      KERNEL_CONSTANTS)
+    found = _signatures.get(origin)
+    if found is None:
+        source_name, function_name, prelude = origin
+        found = _signatures[origin] = kernel_signature.signature(
+            read_kernel_source(source_name), prelude, function_name, KERNEL_CONSTANTS)
+    return found
 
 
 cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned int block_x,
