@@ -489,16 +489,13 @@ cdef class GraphBase:
         return 0
 
     cdef int release_pool_reference(self) except -1:
-        cdef PoolId body_pool
         if self.replaced is not None:  # reset() during a recapture: both captures go
             self.abandon_recapture()
         if self.capture_id:  # blocks its capture saw freed (allocator.pyx)
             allocator.release_held_blocks(self.device, self.capture_id)
         self.rng_record = None
         self.predicates = []
-        while self.body_pools:
-            body_pool.first, body_pool.second = self.body_pools.pop()
-            allocator.release_pool(self.device, body_pool)
+        _release_body_pools(self.device, self.body_pools)
         if self.holds_pool:
             self.holds_pool = False
             allocator.release_pool(self.device, self.pool_id)
@@ -508,12 +505,9 @@ cdef class GraphBase:
 
     cdef int abandon_recapture(self) except -1:
         """A recapture failed: give back what it took; the replaced capture stays."""
-        cdef PoolId body_pool
         if self.capture_id:
             allocator.release_held_blocks(self.device, self.capture_id)
-        while self.body_pools:
-            body_pool.first, body_pool.second = self.body_pools.pop()
-            allocator.release_pool(self.device, body_pool)
+        _release_body_pools(self.device, self.body_pools)
         (self.capture_id, self.rng_record, self.body_pools, self.predicates,
          self.conditional_nodes) = self.replaced
         self.replaced = None
@@ -521,15 +515,11 @@ cdef class GraphBase:
 
     cdef int finish_recapture(self) except -1:
         """A recapture became the executable's: give back what the replaced capture held."""
-        cdef PoolId body_pool
         previous_id, _, previous_pools, _, _ = self.replaced
         self.replaced = None
         if previous_id:
             allocator.release_held_blocks(self.device, previous_id)
-        for pool in previous_pools:
-            body_pool.first, body_pool.second = pool
-            allocator.release_pool(self.device, body_pool)
-        return 0
+        return _release_body_pools(self.device, previous_pools)
 
     cdef object c_recapture_begin(self, str capture_error_mode, StreamCore stream):
         self.begin(None, CAPTURE_MODES[capture_error_mode], stream, True)
@@ -941,6 +931,15 @@ _NO_TEMPLATE = ("{what} needs the captured graph, which is kept only when enable
                 "reset()")
 
 
+cdef int _release_body_pools(int device, list pools) except -1:
+    """Release each conditional body's pool (first, second) in pools, emptying the list."""
+    cdef PoolId body_pool
+    while pools:
+        body_pool.first, body_pool.second = pools.pop()
+        allocator.release_pool(device, body_pool)
+    return 0
+
+
 cdef int _instantiate(cudaGraphExec_t* executable, cudaGraph_t template) except -1 nogil:
     """Instantiate template; in the device's context, in relaxed mode (instantiating is not
     captured work)."""
@@ -1070,6 +1069,15 @@ cdef class GraphContext:
         return None
 
 
+cdef int _cuda_graph_arg(object cuda_graph) except -1:
+    # Only a CUDAGraph takes the side stream by default (init_cuda_graph): graph() and
+    # recapture() are its blocks.
+    if not (isinstance(cuda_graph, GraphBase) and (<GraphBase>cuda_graph).side_stream_default):
+        raise TypeError(f"cuda_graph must be a tensorplay.cuda.CUDAGraph, got "
+                        f"{type(cuda_graph).__name__}")
+    return 0
+
+
 cdef class RecaptureContext:
     """What tensorplay.cuda.graphs.recapture() returns: captures its block into cuda_graph
     again and updates its executable (Note [Recapture])."""
@@ -1092,9 +1100,7 @@ cdef class RecaptureContext:
 
 cdef object recapture_context(object cuda_graph, object stream, object capture_error_mode,
                               object reinstantiate):
-    if not (isinstance(cuda_graph, GraphBase) and (<GraphBase>cuda_graph).side_stream_default):
-        raise TypeError(f"cuda_graph must be a tensorplay.cuda.CUDAGraph, got "
-                        f"{type(cuda_graph).__name__}")
+    _cuda_graph_arg(cuda_graph)
     cdef RecaptureContext context = RecaptureContext.__new__(RecaptureContext)
     context.cuda_graph = cuda_graph
     context.stream = stream
@@ -1132,10 +1138,7 @@ cdef object graph_pool_handle():
 
 cdef object graph_context(object cuda_graph, object pool, object stream,
                           object capture_error_mode):
-    # Only a CUDAGraph takes the side stream by default (init_cuda_graph): graph() is its block.
-    if not (isinstance(cuda_graph, GraphBase) and (<GraphBase>cuda_graph).side_stream_default):
-        raise TypeError(f"cuda_graph must be a tensorplay.cuda.CUDAGraph, got "
-                        f"{type(cuda_graph).__name__}")
+    _cuda_graph_arg(cuda_graph)
     cdef GraphContext context = GraphContext.__new__(GraphContext)
     context.cuda_graph = cuda_graph
     context.pool = pool
