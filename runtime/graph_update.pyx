@@ -85,6 +85,9 @@ UPDATE_RESULTS = {
     7: "the kernel changed in a way that cannot be updated",
     8: "the node's attributes changed",
 }
+# The widest load of our kernels (a vector4_t of doubles, elementwise.cu): a kernel captured
+# with an address aligned for it must get one aligned the same way.
+VECTOR_BYTES = 32
 # Launch limits of every CUDA device tensorplay supports (compute capability 7.0 and newer).
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
@@ -764,6 +767,12 @@ cdef list _checked_pairs(ExecutableState state, object bindings, str what):
                              f"{static.element_strides} with one of shape {fresh.sizes}, "
                              f"{fresh.dtype_object.name}, strides {fresh.element_strides}; the "
                              "new tensor must have the static tensor's shape, dtype and strides")
+        if (fresh.data - static.data) % VECTOR_BYTES:
+            raise ValueError(f"{what}: binding {position}'s new tensor is at {fresh.data:#x}, "
+                             f"{(fresh.data - static.data) % VECTOR_BYTES} bytes off the "
+                             f"static tensor's alignment; the graph's kernels may have been "
+                             f"captured loading {VECTOR_BYTES} bytes at a time, so the two "
+                             f"addresses must differ by a multiple of {VECTOR_BYTES}")
         if static.element_count == 0:
             raise ValueError(f"{what}: binding {position}'s static tensor has no elements, so "
                              "the graph cannot refer to it")

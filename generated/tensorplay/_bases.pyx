@@ -367,10 +367,11 @@ cdef class GraphBase(_graph.GraphBase):
 
         Raises:
             TypeError: bindings is not a dict of tensors.
-            ValueError: a pair differs in shape, dtype, strides or device, static tensors overlap,
-                no node refers to a static tensor, or the graph holds a node whose addresses tensorplay
-                cannot read (a kernel of another library, a host callback, a child graph, an allocation
-                node), which is named. Nothing is changed.
+            ValueError: a pair differs in shape, dtype, strides or device, or its addresses are not
+                a multiple of 32 bytes apart (the kernels may load 32 bytes at a time), static tensors
+                overlap, no node refers to a static tensor, or the graph holds a node whose addresses
+                tensorplay cannot read (a kernel of another library, a host callback, a child graph, an
+                allocation node), which is named. Nothing is changed.
             RuntimeError: the graph holds no captured graph.
         """
         self.c_rebind(bindings)
