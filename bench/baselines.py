@@ -1,13 +1,39 @@
-"""What every benchmark here compares with: raw CUDA C baselines, and the host-time and
-device-time helpers."""
+"""What every benchmark here compares with: raw CUDA C baselines, the host-time and device-time
+helpers, and the paired measurements, records and command line every bench script shares.
+
+Note [Records]
+Each bench script groups its measurements in areas (allocation, replay, ...), each a function
+(quick, notes) -> records. A record is one comparison, the form bench/report.py collects from
+every script (`python bench/SCRIPT.py --json PATH` writes {"records": [...], "notes": [...]}):
+  area, case, unit            what was measured, and in what (ns, us, ms, s)
+  tensorplay, peer            the medians over interleaved trials; peer is None for a figure
+                              with no other library beside it
+  tensorplay_spread,          half the interquartile range of the trials, in the unit
+  peer_spread
+  peer_name                   "PyTorch", "CuPy", "raw C", or a variant ("PyTorch (...)")
+  ratio                       tensorplay / peer: below 1.0 tensorplay is faster
+  target                      the ratio the issue that set it asks at most, or, with no peer, the
+                              most the tensorplay figure may be; None where there is none
+  met                         optional: the script's own verdict, where its target is text
+                              (">= 1.25" for a throughput in GB/s, where higher is better)
+  sweep, x                    for a point of a sweep (the plots of the report): its name and x
+Lower is better everywhere: a throughput target ("at least 0.9x PyTorch's") is stated as the
+time ratio (at most 1 / 0.9). notes say which peers were skipped and why, and what else a reader
+needs (bandwidths, checks).
+"""
+import argparse
 import atexit
 import functools
+import importlib
+import json
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
 import timeit
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -108,3 +134,190 @@ def _built(source):
     binary = str(Path(scratch) / Path(source).stem)
     subprocess.run([nvcc, "-O2", "-o", binary, str(HERE / source)], check=True)
     return binary
+
+
+# -- paired measurements and their records (Note [Records]) -----------------------------------
+
+OURS, TORCH, CUPY, RAW_C = "tensorplay", "PyTorch", "CuPy", "raw C"
+TRIALS, QUICK_TRIALS = 7, 3
+
+
+def trials(quick):
+    return QUICK_TRIALS if quick else TRIALS
+
+
+@dataclass(frozen=True)
+class Figure:
+    """The median of a figure over interleaved trials, and half its interquartile range."""
+
+    median: float
+    spread: float
+
+
+def summarise(values):
+    if len(values) < 2:
+        return Figure(values[0], 0.0)
+    low, _, high = statistics.quantiles(values, n=4, method="inclusive")
+    return Figure(statistics.median(values), (high - low) / 2)
+
+
+def interleaved(sides, count, notes):
+    """{side: {case: Figure}} from count trials; each trial runs every side in turn.
+
+    sides maps a name (OURS, TORCH, ...) to a function returning {case: value} for one trial, so
+    that a noisy spell of the machine hits every side alike, not whichever ran during it. A
+    peer's side that raises is dropped with a note and the others go on; tensorplay's raises.
+    """
+    sides = dict(sides)
+    samples = {name: {} for name in sides}
+    for _ in range(count):
+        for name, side in list(sides.items()):
+            try:
+                figures = side()
+            except Exception as error:
+                if name == OURS:
+                    raise
+                notes.append(f"{name} left out: {type(error).__name__}: {error}")
+                del sides[name], samples[name]
+                continue
+            for case, value in figures.items():
+                samples[name].setdefault(case, []).append(value)
+    return {name: {case: summarise(values) for case, values in cases.items()}
+            for name, cases in samples.items()}
+
+
+def prepared(name, build, notes):
+    """build() for a peer's side, or None with a note where it fails: a peer that cannot set up
+    its part leaves the other columns standing."""
+    try:
+        return build()
+    except Exception as error:
+        notes.append(f"{name} left out: {type(error).__name__}: {error}")
+        return None
+
+
+def record(area, case, unit, ours, peer_name=None, peer=None, target=None, **extra):
+    """One comparison (Note [Records]); ours and peer are Figures."""
+    return {"area": area, "case": case, "unit": unit,
+            "tensorplay": ours.median, "tensorplay_spread": ours.spread,
+            "peer_name": peer_name, "peer": None if peer is None else peer.median,
+            "peer_spread": None if peer is None else peer.spread,
+            "ratio": None if peer is None else ours.median / peer.median,
+            "target": target, **extra}
+
+
+def compare(area, case, unit, figures, key=None, targets=None, **extra):
+    """The records of one case: tensorplay against every peer measured for it (figures from
+    interleaved(), looked up by key, default case). targets maps a peer's name to its target;
+    under None, a target on tensorplay's own figure, which adds a record with no peer."""
+    key = case if key is None else key
+    targets = targets or {}
+    ours = figures[OURS][key]
+    records = [record(area, case, unit, ours, target=targets[None], **extra)] \
+        if None in targets else []
+    for name, cases in figures.items():
+        if name != OURS and key in cases:
+            records.append(record(area, case, unit, ours, name, cases[key], targets.get(name),
+                                  **extra))
+    if not records:
+        records.append(record(area, case, unit, ours, **extra))
+    return records
+
+
+def met(entry):
+    """True or False where a record has a target, None where it has none (or no ratio to hold
+    to it). A script that judges its own records (a throughput, where higher is better, with
+    its target as text such as ">= 1.25") gives its verdict as "met"."""
+    if isinstance(entry.get("met"), bool):
+        return entry["met"]
+    if not isinstance(entry.get("target"), (int, float)):
+        return None
+    value = entry["tensorplay"] if entry.get("peer") is None else entry.get("ratio")
+    if value is None or value != value:  # NaN: the script had no ratio to give
+        return None
+    return value <= entry["target"]
+
+
+def optional_module(name, label, notes):
+    """The module, or None with a note saying that label's figures are skipped."""
+    try:
+        return importlib.import_module(name)
+    except Exception as error:  # ImportError, or a library that fails to load its CUDA parts
+        notes.append(f"{label} skipped: import {name} failed ({type(error).__name__}: {error})")
+        return None
+
+
+def raw_c_side(source, notes, arguments=()):
+    """A side for interleaved() that runs a C baseline once per trial, or None (with a note)
+    where nvcc is not available."""
+    if _built(source) is None:
+        notes.append(f"{RAW_C} skipped: nvcc not found, so {source} could not be built")
+        return None
+    return lambda: raw_c_figures(source, arguments)
+
+
+def cupy_ms(cupy, run):
+    """Milliseconds per run() on the device, timed with CuPy's events as device_ms() times."""
+    class Timer:
+        def __init__(self):
+            self.event = cupy.cuda.Event()
+
+        def record(self):
+            self.event.record()
+
+        def synchronize(self):
+            self.event.synchronize()
+
+        def elapsed_time(self, end):
+            return cupy.cuda.get_elapsed_time(self.event, end.event)
+
+    return device_ms(run, Timer(), Timer(), cupy.cuda.Device().synchronize)
+
+
+def print_records(records):
+    for entry in records:
+        unit = entry["unit"]
+        line = (f"{entry['area']:>18} | {entry['case']:<44} tensorplay "
+                f"{entry['tensorplay']:>12.4g} {unit}")
+        if entry.get("peer") is not None:
+            line += (f"  {entry['peer_name']} {entry['peer']:.4g} {unit}"
+                     f"  ratio {entry['ratio']:.3f}")
+        verdict = met(entry)
+        if verdict is not None:
+            bound = "x" if entry.get("peer") is not None else f" {unit}"
+            line += f"  target <= {entry['target']:.3g}{bound}: {'met' if verdict else 'NOT met'}"
+        print(line, flush=True)
+
+
+def main(areas, doc):
+    """The command line of a bench script: its areas ({name: function(quick, notes)}), each
+    printed as it finishes, and with --json PATH all the records and notes written to PATH."""
+    parser = argparse.ArgumentParser(description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--area", action="append", choices=list(areas),
+                        help="measure this area only (repeatable; default: every area)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_TRIALS} interleaved trials instead of {TRIALS}")
+    parser.add_argument("--json", type=Path, metavar="PATH",
+                        help="write the records and notes to PATH (Note [Records])")
+    arguments = parser.parse_args()
+    records, notes = [], []
+    for name in arguments.area or list(areas):
+        print(f"-- {name}", flush=True)
+        found = areas[name](arguments.quick, notes)
+        print_records(found)
+        records += found
+    for note in dict.fromkeys(notes):
+        print(f"note: {note}")
+    if arguments.json:
+        arguments.json.write_text(json.dumps({"records": records,
+                                              "notes": list(dict.fromkeys(notes))}, indent=1))
+
+
+def import_peer(name, label, notes):
+    """optional_module() for a peer that needs a GPU: None, with a note, where it has none."""
+    module = optional_module(name, label, notes)
+    if module is not None and name == "torch" and not module.cuda.is_available():
+        notes.append(f"{label} skipped: torch sees no CUDA device")
+        return None
+    return module

@@ -1,6 +1,8 @@
 """A while node against host-driven loops, and stage_and_launch against copies plus replay.
 
 Run on the GPU machine after installing the package:  python bench/bench_graph_extras.py
+[--area staging|"conditional nodes"] [--quick] [--json PATH]. Each figure is the median over
+interleaved trials.
 stage_and_launch: 8 inputs of 1 MiB staged into a graph's static inputs and the graph launched,
 in one call, against PyTorch's 8 copy_() calls and replay() (target: at most 0.35x its host
 time), and against a C program's 8 cudaMemcpyAsync calls and cudaGraphLaunch (raw_staging.cu,
@@ -14,7 +16,8 @@ timed part), and microseconds from the first launch to the end of a synchronize,
 ROUNDS; ratios are while graph / N replays, so below 1 means the while node is cheaper.
 """
 
-from baselines import ROUNDS, best_us, raw_c_figures
+from baselines import (OURS, RAW_C, TORCH, best_us, compare, import_peer, interleaved, main,
+                       raw_c_side, trials)
 
 import tensorplay as tp
 from tensorplay import accelerator, cuda
@@ -23,6 +26,7 @@ ITERATIONS = (1, 10, 100, 1000)
 STAGED_INPUTS = 8
 STAGED_ELEMENTS = (1 << 20) // 4  # float32: 1 MiB each
 STAGE_TARGET = 0.35
+REPLAYS = "N replay() calls"
 
 
 def loop_state(iterations):
@@ -61,52 +65,71 @@ def body_graph(x, counter, keep_going, iterations):
     return graph
 
 
-def staged_graphs():
-    """(stage_and_launch, PyTorch's copies + replay), over graphs that read 8 static inputs."""
-    import torch
+def staging(quick, notes):
+    """stage_and_launch against PyTorch's copies + replay and the C program's, over graphs that
+    read 8 static inputs."""
+    ours_launch, check = staged_ours()
+    sides = {OURS: lambda: {"stage": best_us(ours_launch, accelerator.synchronize)[0]}}
+    torch = import_peer("torch", TORCH, notes)
+    if torch is not None:
+        theirs_launch = staged_torch(torch)
+        sides[TORCH] = lambda: {"stage": best_us(theirs_launch, torch.cuda.synchronize)[0]}
+    raw = raw_c_side("raw_staging.cu", notes)
+    if raw is not None:
+        sides[RAW_C] = lambda: {"stage": raw()[("memcpy_and_launch", STAGED_INPUTS)]}
+    figures = interleaved(sides, trials(quick), notes)
+    check()
+    return compare("staging", f"stage_and_launch(), {STAGED_INPUTS} inputs of 1 MiB, host",
+                   "us", figures, key="stage", targets={TORCH: STAGE_TARGET})
 
-    ours_static = [tp.zeros(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
-    ours_fresh = [tp.ones(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
-    for static in ours_static:
-        static *= 2  # load the kernel before the capture
-    ours = cuda.CUDAGraph()
-    with cuda.graph(ours):
-        for static in ours_static:
-            static *= 2
-    torch_static = [torch.zeros(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
-    torch_fresh = [torch.ones(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
+
+def staged_ours():
+    """(a call that stages 8 inputs of 1 MiB into a graph's static inputs and launches it with
+    stage_and_launch, a check that it staged them)."""
+    static = [tp.zeros(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
+    fresh = [tp.ones(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
+    for tensor in static:
+        tensor *= 2  # load the kernel before the capture
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        for tensor in static:
+            tensor *= 2
+
+    def check():
+        accelerator.synchronize()
+        assert set(static[0].tolist()) == {2.0}, "stage_and_launch did not stage the inputs"
+
+    return lambda: graph.stage_and_launch(static, fresh), check
+
+
+def staged_torch(torch):
+    """The same work in PyTorch: 8 copy_() calls into the static inputs, then replay()."""
+    static = [torch.zeros(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
+    fresh = [torch.ones(STAGED_ELEMENTS, device="cuda") for _ in range(STAGED_INPUTS)]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for static in torch_static:
-            static.mul_(2)  # warm up on a side stream, as PyTorch's documentation asks
+        for tensor in static:
+            tensor.mul_(2)  # warm up on a side stream, as PyTorch's documentation asks
     torch.cuda.current_stream().wait_stream(side)
-    theirs = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(theirs):
-        for static in torch_static:
-            static.mul_(2)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for tensor in static:
+            tensor.mul_(2)
 
-    def ours_launch():
-        ours.stage_and_launch(ours_static, ours_fresh)
+    def launch():
+        for tensor, new in zip(static, fresh):
+            tensor.copy_(new)
+        graph.replay()
 
-    def torch_launch():
-        for static, fresh in zip(torch_static, torch_fresh):
-            static.copy_(fresh)
-        theirs.replay()
-
-    ours_host, _ = best_us(ours_launch, accelerator.synchronize)
-    torch_host, _ = best_us(torch_launch, torch.cuda.synchronize)
-    accelerator.synchronize()
-    assert set(ours_static[0].tolist()) == {2.0}, "stage_and_launch did not stage the inputs"
-    return ours_host, torch_host
+    return launch
 
 
-def main():
+def conditional_nodes(quick, notes):
+    """A while node running its body N times against N replay() calls of the body alone."""
     x = tp.zeros(32, device="cuda")
     x += 1
-    print(f"device: {accelerator.current_accelerator()}, {ROUNDS} rounds, best of each")
-    print(f"{'N':>6} {'while host us':>14} {'replays host us':>16} {'host ratio':>11} "
-          f"{'while total us':>15} {'replays total us':>17} {'total ratio':>12}")
+    graphs = {}
     for iterations in ITERATIONS:
         counter, keep_going = loop_state(iterations)
         looping = while_graph(x, counter, keep_going, iterations)
@@ -115,31 +138,39 @@ def main():
         looping.replay()
         accelerator.synchronize()
         assert x.tolist()[0] == before + iterations, "the while node ran the wrong count"
+        graphs[iterations] = looping, body
 
-        def replays():
-            for _ in range(iterations):
-                body.replay()
+    def while_side():
+        figures = {}
+        for iterations, (looping, _) in graphs.items():
+            host, total = best_us(looping.replay, accelerator.synchronize)
+            figures[("host", iterations)], figures[("total", iterations)] = host, total
+        return figures
 
-        while_host, while_total = best_us(looping.replay, accelerator.synchronize)
-        replays_host, replays_total = best_us(replays, accelerator.synchronize)
-        print(f"{iterations:>6} {while_host:>14.1f} {replays_host:>16.1f} "
-              f"{while_host / replays_host:>11.3f} {while_total:>15.1f} {replays_total:>17.1f} "
-              f"{while_total / replays_total:>12.3f}")
-        del looping, body
+    def replays_side():
+        figures = {}
+        for iterations, (_, body) in graphs.items():
+            def replays():
+                for _ in range(iterations):
+                    body.replay()
+            host, total = best_us(replays, accelerator.synchronize)
+            figures[("host", iterations)], figures[("total", iterations)] = host, total
+        return figures
 
-    ours_host, torch_host = staged_graphs()
-    ratio = ours_host / torch_host
-    print(f"\nstage_and_launch, {STAGED_INPUTS} inputs of 1 MiB: tensorplay {ours_host:.1f} us, "
-          f"torch 8 copy_() + replay() {torch_host:.1f} us; ratio {ratio:.3f} "
-          f"(target <= {STAGE_TARGET}x: {'met' if ratio <= STAGE_TARGET else 'NOT met'})")
-    raw = raw_c_figures("raw_staging.cu", ())
-    if raw:
-        c_host = raw[("memcpy_and_launch", STAGED_INPUTS)]
-        print(f"C, {STAGED_INPUTS} cudaMemcpyAsync + cudaGraphLaunch: {c_host:.1f} us; "
-              f"tensorplay/C {ours_host / c_host:.3f}, torch/C {torch_host / c_host:.3f}")
-    else:
-        print("C baseline skipped: nvcc not found")
+    figures = interleaved({OURS: while_side, REPLAYS: replays_side}, trials(quick), notes)
+    notes.append(f"conditional nodes: the tensorplay column is one replay() of a graph whose "
+                 f"while node runs the body N times; '{REPLAYS}' is N replay() calls of the "
+                 "body alone, launched from the host")
+    records = []
+    for iterations in ITERATIONS:
+        records += compare("conditional nodes", f"while loop of {iterations}, host", "us",
+                           figures, key=("host", iterations))
+        records += compare("conditional nodes", f"while loop of {iterations}, until done", "us",
+                           figures, key=("total", iterations))
+    return records
 
+
+AREAS = {"staging": staging, "conditional nodes": conditional_nodes}
 
 if __name__ == "__main__":
-    main()
+    main(AREAS, __doc__)

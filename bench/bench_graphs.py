@@ -1,29 +1,29 @@
-"""CUDA graph benchmarks on the GPU: tensorplay against a raw CUDA C loop and PyTorch, as ratios.
+"""CUDA graph benchmarks on the GPU: tensorplay against raw CUDA C, PyTorch and CuPy, as ratios.
 
 Run on the GPU machine after installing the package:  python bench/bench_graphs.py
-- replay: host nanoseconds per replay() of a graph of 1 to 1024 one-block kernels, with the
-  schedule of raw_graph_launch.cu (max(20, 200 / kernels) launches per round, best of 7
-  rounds, the device synchronised between rounds); the C program calls cudaGraphLaunch in a
-  loop. TRIALS passes run the C program, tensorplay and PyTorch in turn; each figure is the
-  best over them. Target: tensorplay <= 1.15x the C loop for the 1-kernel graph.
+[--area replay|capture] [--quick] [--json PATH]. Graphs of 1 to 4096 one-block kernels (x += 1
+on 32 floats), every library launching on a non-blocking stream of its own.
+- replay: host nanoseconds per replay(), with the schedule of raw_graph_launch.cu
+  (max(20, 200 / kernels) launches per round, best of 7 rounds, the device synchronised
+  between rounds); the C program calls cudaGraphLaunch in a loop. Target (issue 6): tensorplay
+  <= 1.15x the C loop for the 1-kernel graph.
 - capture: microseconds from entering graph() to leaving it (synchronise, empty the cache,
-  capture a 1-kernel body, instantiate), median of 50, against torch.cuda.graph in this same
-  warmed process. Target: tensorplay <= 0.5x PyTorch.
+  capture the kernels, instantiate), median of up to 50 captures, against torch.cuda.graph,
+  CuPy's Stream.begin_capture / end_capture and the C program's capture and instantiate.
+  Target (issue 6): tensorplay <= 0.5x PyTorch for the 1-kernel body.
+Each figure is the median over interleaved trials (C, tensorplay, PyTorch, CuPy in turn).
 """
 import statistics
 import time
 
-import torch
-from baselines import raw_c_figures, replay_ns
+from baselines import (CUPY, OURS, RAW_C, TORCH, compare, import_peer, interleaved, main,
+                       prepared, raw_c_side, replay_ns, trials)
 
-import tensorplay as tp
-from tensorplay import _schema, cuda
-
-SIZES = (1, 4, 16, 64, 256, 1024)
-TRIALS = 5
-CAPTURES = 50
+SIZES = (1, 4, 16, 64, 256, 1024, 4096)
 REPLAY_TARGET = 1.15
 CAPTURE_TARGET = 0.5
+REPLAY_SWEEP = "replay cost against graph size"
+CAPTURE_SWEEP = "capture cost against graph size"
 
 
 def launches_for(kernels):
@@ -32,115 +32,183 @@ def launches_for(kernels):
     return max(20, 200 // kernels)
 
 
-def tensorplay_graph(kernels):
-    x = tp.zeros(32, device="cuda")
-    x += 1  # compile and load the kernel before capturing
-    graph = cuda.CUDAGraph()
-    with cuda.graph(graph):
-        for _ in range(kernels):
-            x += 1
-    return graph, x
+def captures_for(kernels):
+    return max(5, min(50, 4096 // kernels))
 
 
-def torch_graph(kernels):
-    x = torch.zeros(32, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        x.add_(1)  # warm up on a side stream, as PyTorch's documentation asks
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(kernels):
-            x.add_(1)
-    return graph, x
+class Tensorplay:
+    def __init__(self):
+        import tensorplay as tp
+        from tensorplay import cuda
+        self.tp, self.cuda, self.stream = tp, cuda, cuda.Stream()
 
+    def vector(self):
+        x = self.tp.zeros(32, device="cuda")
+        x += 1  # compile and load the kernel before capturing
+        return x
 
-def capture_us(capture_once, x):
-    """Median microseconds of one graph() block, entry to exit; each graph is reset outside.
+    def capture(self, x, kernels):
+        graph = self.cuda.CUDAGraph()
+        with self.cuda.graph(graph):
+            for _ in range(kernels):
+                x += 1
+        return graph
 
-    x lives across the captures, so that no cached block is waiting for the empty_cache() that
-    both libraries run on entry.
-    """
-    samples = []
-    for _ in range(CAPTURES + 5):
-        graph, elapsed = capture_once(x)
-        samples.append(elapsed / 1e3)
+    def release(self, graph):
         graph.reset()
-    return statistics.median(samples[5:])
+
+    def replay(self, graph, launches):
+        with self.cuda.stream(self.stream):
+            return replay_ns(graph.replay, self.stream.synchronize, launches)
 
 
-def tensorplay_capture(x):
-    graph = cuda.CUDAGraph()
-    start = time.perf_counter_ns()
-    with cuda.graph(graph):
-        x += 1
-    return graph, time.perf_counter_ns() - start
+class Torch:
+    def __init__(self, torch):
+        self.torch, self.stream = torch, torch.cuda.Stream()
+
+    def vector(self):
+        torch = self.torch
+        x = torch.zeros(32, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            x.add_(1)  # warm up on a side stream, as PyTorch's documentation asks
+        torch.cuda.current_stream().wait_stream(side)
+        return x
+
+    def capture(self, x, kernels):
+        graph = self.torch.cuda.CUDAGraph()
+        with self.torch.cuda.graph(graph):
+            for _ in range(kernels):
+                x.add_(1)
+        return graph
+
+    def release(self, graph):
+        graph.reset()
+
+    def replay(self, graph, launches):
+        with self.torch.cuda.stream(self.stream):
+            return replay_ns(graph.replay, self.stream.synchronize, launches)
 
 
-def torch_capture(x):
-    graph = torch.cuda.CUDAGraph()
-    start = time.perf_counter_ns()
-    with torch.cuda.graph(graph):
-        x.add_(1)
-    return graph, time.perf_counter_ns() - start
+class Cupy:
+    """CuPy's graphs: Stream.begin_capture() / end_capture(), which instantiates, and
+    Graph.launch(stream)."""
+
+    def __init__(self, cupy):
+        self.cupy, self.stream = cupy, cupy.cuda.Stream(non_blocking=True)
+
+    def vector(self):
+        with self.stream:
+            x = self.cupy.zeros(32, dtype=self.cupy.float32)
+            x += 1
+        self.stream.synchronize()
+        return x
+
+    def capture(self, x, kernels):
+        self.stream.synchronize()
+        with self.stream:
+            self.stream.begin_capture()
+            try:
+                for _ in range(kernels):
+                    x += 1
+            finally:  # a capture left open would make the other libraries' calls illegal
+                graph = self.stream.end_capture()
+        return graph
+
+    def release(self, graph):
+        pass  # CuPy frees a graph when its last reference goes
+
+    def replay(self, graph, launches):
+        return replay_ns(lambda: graph.launch(self.stream), self.stream.synchronize, launches)
 
 
-def verdict(ratio, target):
-    return f"target <= {target}x: {'met' if ratio <= target else 'NOT met'}"
+def libraries(notes):
+    found = {OURS: Tensorplay()}
+    torch = import_peer("torch", TORCH, notes)
+    if torch is not None:
+        found[TORCH] = Torch(torch)
+    cupy = import_peer("cupy", CUPY, notes)
+    if cupy is not None:
+        found[CUPY] = Cupy(cupy)
+    return found
 
 
-def main():
-    torch.zeros(1, device="cuda")
-    print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
-          f"tensorplay schema {_schema.SCHEMA_HASH}")
-    # All three launch on a non-blocking stream, as the C loop does: launches on the legacy
-    # default stream cost more, since it synchronises with every other blocking stream.
-    ours_stream, theirs_stream = cuda.Stream(), torch.cuda.Stream()
-    graphs = {kernels: (tensorplay_graph(kernels), torch_graph(kernels)) for kernels in SIZES}
-    # TRIALS passes over C, tensorplay and PyTorch in turn, best of each: a noisy spell of the
-    # machine then shows in every column alike, not in whichever was measured during it.
-    replay = {kernels: [float("inf")] * 3 for kernels in SIZES}
-    for _ in range(TRIALS):
-        raw = raw_c_figures("raw_graph_launch.cu", ())
-        for kernels, ((ours, _), (theirs, _)) in graphs.items():
-            with cuda.stream(ours_stream):
-                ours_ns = replay_ns(ours.replay, ours_stream.synchronize, launches_for(kernels))
-            with torch.cuda.stream(theirs_stream):
-                theirs_ns = replay_ns(theirs.replay, theirs_stream.synchronize,
-                                      launches_for(kernels))
-            c_ns = raw.get(("cudaGraphLaunch", kernels), float("inf"))
-            replay[kernels] = [min(pair) for pair in zip(replay[kernels],
-                                                         (c_ns, ours_ns, theirs_ns))]
-    if not raw:
-        print("nvcc not found: the C cudaGraphLaunch loop is missing from the ratios")
-        for figures in replay.values():
-            figures[0] = float("nan")
+def graphs_of(name, library, notes, kept):
+    """{kernels: graph} of a library, or, for a peer whose capture fails, None with a note."""
+    def build():
+        graphs = {}
+        for kernels in SIZES:
+            x = library.vector()
+            graphs[kernels] = library.capture(x, kernels)
+            kept.append(x)
+        return graphs
+    return build() if name == OURS else prepared(name, build, notes)
 
-    print(f"\nreplay() host cost per launch, ns, best of {TRIALS} trials (ratios against the C "
-          f"loop)")
-    print(f"{'kernels':>8} {'C loop':>10} {'tensorplay':>11} {'torch':>10} "
-          f"{'tp/C':>7} {'torch/C':>8} {'tp/torch':>9}")
-    for kernels, (c_ns, ours_ns, theirs_ns) in replay.items():
-        print(f"{kernels:>8} {c_ns:>10.1f} {ours_ns:>11.1f} {theirs_ns:>10.1f} "
-              f"{ours_ns / c_ns:>7.3f} {theirs_ns / c_ns:>8.3f} {ours_ns / theirs_ns:>9.3f}")
-    for (ours, _), (theirs, _) in graphs.values():
-        ours.reset()
-        theirs.reset()
-    del graphs
 
-    ours_us = capture_us(tensorplay_capture, tp.zeros(32, device="cuda"))
-    theirs_us = capture_us(torch_capture, torch.zeros(32, device="cuda"))
+def c_side(notes, name):
+    raw = raw_c_side("raw_graph_launch.cu", notes)
+    if raw is None:
+        return None
+    return lambda: {size: value for (kind, size), value in raw().items() if kind == name}
 
-    c_ns, ours_ns, theirs_ns = replay[1]
-    print("\nsummary")
-    print(f"replay, 1-kernel graph: tensorplay {ours_ns:.1f} ns, C loop {c_ns:.1f} ns, "
-          f"torch {theirs_ns:.1f} ns; tensorplay/C {ours_ns / c_ns:.3f} "
-          f"({verdict(ours_ns / c_ns, REPLAY_TARGET)}), torch/C {theirs_ns / c_ns:.3f}")
-    print(f"capture, graph() entry to exit with a 1-kernel body: tensorplay {ours_us:.1f} us, "
-          f"torch.cuda.graph {theirs_us:.1f} us; ratio {ours_us / theirs_us:.3f} "
-          f"({verdict(ours_us / theirs_us, CAPTURE_TARGET)})")
 
+def replay(quick, notes):
+    sides = {}
+    raw = c_side(notes, "cudaGraphLaunch")
+    if raw is not None:
+        sides[RAW_C] = raw
+    kept = []  # the graphs' tensors
+    for name, library in libraries(notes).items():
+        graphs = graphs_of(name, library, notes, kept)
+        if graphs is not None:
+            sides[name] = lambda library=library, graphs=graphs: {
+                kernels: library.replay(graph, launches_for(kernels))
+                for kernels, graph in graphs.items()}
+    figures = interleaved(sides, trials(quick), notes)
+    records = []
+    for kernels in SIZES:
+        targets = {RAW_C: REPLAY_TARGET} if kernels == 1 else {}
+        records += compare("replay", f"replay(), {kernels}-kernel graph", "ns", figures,
+                           key=kernels, targets=targets, sweep=REPLAY_SWEEP, x=kernels)
+    return records
+
+
+def capture(quick, notes):
+    def side(library):
+        x = library.vector()
+
+        def once(kernels):
+            start = time.perf_counter_ns()
+            graph = library.capture(x, kernels)
+            elapsed = (time.perf_counter_ns() - start) / 1e3
+            library.release(graph)
+            return elapsed
+
+        # x lives across the captures, so that no cached block waits for the empty_cache()
+        # that tensorplay and PyTorch run on entry.
+        return lambda: {kernels: statistics.median([once(kernels) for _ in
+                                                    range(captures_for(kernels))])
+                        for kernels in SIZES}
+
+    sides = {}
+    for name, library in libraries(notes).items():
+        made = side(library) if name == OURS else prepared(name, lambda: side(library), notes)
+        if made is not None:
+            sides[name] = made
+    raw = c_side(notes, "capture")
+    if raw is not None:
+        sides[RAW_C] = raw
+    figures = interleaved(sides, trials(quick), notes)
+    records = []
+    for kernels in SIZES:
+        targets = {TORCH: CAPTURE_TARGET} if kernels == 1 else {}
+        records += compare("capture", f"capture and instantiate, {kernels}-kernel graph", "us",
+                           figures, key=kernels, targets=targets, sweep=CAPTURE_SWEEP, x=kernels)
+    return records
+
+
+AREAS = {"replay": replay, "capture": capture}
 
 if __name__ == "__main__":
-    main()
+    main(AREAS, __doc__)

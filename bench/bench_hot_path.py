@@ -4,10 +4,11 @@
 
 Each directory holds an installed tensorplay (`pip install --target DIR .` of each tree). The
 calls that programs make in loops (queries, allocation, stream switches, a small launch, a graph
-replay) are timed in a fresh interpreter per build and round, the builds alternating, so that a
-noisy spell of the machine hits both; each call's figure is the median over rounds of the best
-timeit repeat, in nanoseconds per call. The ratio is after / before: above 1.05 is a call more
-than 5% slower, which the schema and graph-core issues do not allow.
+replay) are timed in a fresh interpreter per build and round, the builds alternating and taking
+turns to go first, so that a noisy spell of the machine hits both; each call's figure is the
+median over rounds of the best timeit repeat, in nanoseconds per call. The ratio is after /
+before: above 1.05 is a call more than 5% slower, which the schema and graph-core issues do not
+allow.
 """
 import argparse
 import json
@@ -86,9 +87,11 @@ def main():
         if not (build / "tensorplay").is_dir():
             parser.error(f"{build} holds no installed tensorplay (pip install --target {build} .)")
     samples = {"before": [], "after": []}
+    builds = [("before", arguments.before), ("after", arguments.after)]
     for _ in range(arguments.rounds):
-        samples["before"].append(run_child(arguments.before))
-        samples["after"].append(run_child(arguments.after))
+        for label, build in builds:
+            samples[label].append(run_child(build))
+        builds.reverse()  # each build goes first in every other round
     print(f"{'call':42} {'before ns':>10} {'after ns':>10} {'after/before':>13}")
     worst = 0.0
     for name in samples["before"][0]:

@@ -490,12 +490,24 @@ cdef int refuse_on_capturing_stream(str what, void* stream, int device) except -
     return 0
 
 
+# current_accelerator()'s answer, made once: devices are immutable, so every call may share it.
+# Kept only once the public class is registered (the generated module registers it at import).
+cdef object _accelerator = None
+
+
 cdef object current_accelerator(bint check_available):
-    # Every build of tensorplay is a CUDA build; availability is a run-time question.
+    # Every build of tensorplay is a CUDA build; availability is a run-time question, and
+    # is_available() counts the devices once (before initialisation too, without initialising).
+    global _accelerator
     if check_available and not is_available():
         return None
+    if _accelerator is not None:
+        return _accelerator
     cls = public.public_class("DeviceCore", DeviceCore)
-    return cls("cuda")
+    accelerator = cls("cuda")
+    if cls is not DeviceCore:
+        _accelerator = accelerator
+    return accelerator
 
 
 cdef object device_object(int index):
@@ -619,8 +631,11 @@ cdef int tensor_device_arg(object value, str argument) except -3:
     """Where a tensor lives: None (-2, unspecified), the CPU (-1), or a CUDA device index."""
     if value is None:
         return -2
-    if isinstance(value, str):
-        kind = _parse_device_text(value)[0]
+    if isinstance(value, str):  # parsed once, not again by device_index_arg
+        kind, ordinal = _parse_device_text(value)
+        if kind == "cpu":
+            return -1
+        return current_device() if ordinal < 0 else _visible_index(ordinal, argument)
     elif isinstance(value, DeviceCore):
         kind = (<DeviceCore>value).kind
     else:

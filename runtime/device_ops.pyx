@@ -58,10 +58,14 @@ cdef inline str scalar_typedef(DtypeCore dtype):
 
 # The accumulation type of each element type (accumulate<> in common.cu), for scalars passed by
 # value: float for 16-bit floats and float, double for double, long long otherwise.
-cdef bytes accumulator_bits(DtypeCore dtype, object value):
+cdef int put_accumulator(unsigned char* slot, DtypeCore dtype, object value) except -1:
+    """Store value in slot (a kernel parameter of 8 bytes) as dtype's accumulation type."""
     if dtype.floating:
-        return struct.pack("<d" if dtype.itemsize == 8 else "<f", float(value))
-    return struct.pack("<q", int(value))
+        packed = struct.pack("<d" if dtype.itemsize == 8 else "<f", float(value))
+    else:
+        packed = struct.pack("<q", int(value))
+    memcpy(slot, <const char*>packed, len(packed))
+    return 0
 
 
 cdef bytes scalar_bits(DtypeCore dtype, object value):
@@ -155,9 +159,8 @@ cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, 
         return 0
     cdef CUfunction function = kernel(device, "elementwise", "binary_scalar",
                                       scalar_typedef(dtype))
-    cdef bytes scalar_value = accumulator_bits(dtype, scalar)
     cdef unsigned char scalar_bytes[8]
-    memcpy(scalar_bytes, <const char*>scalar_value, len(scalar_value))
+    put_accumulator(scalar_bytes, dtype, scalar)
     cdef int reverse_flag = reverse
     cdef void* arguments[6]
     arguments[0] = &a
@@ -189,9 +192,8 @@ cdef int compare_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar,
         return 0
     cdef CUfunction function = kernel(device, "elementwise", "compare_scalar",
                                       scalar_typedef(dtype))
-    cdef bytes scalar_value = accumulator_bits(dtype, scalar)
     cdef unsigned char scalar_bytes[8]
-    memcpy(scalar_bytes, <const char*>scalar_value, len(scalar_value))
+    put_accumulator(scalar_bytes, dtype, scalar)
     cdef void* arguments[5]
     arguments[0] = &a
     arguments[1] = scalar_bytes
@@ -341,9 +343,8 @@ cdef int add_scaled(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, objec
     if count == 0:
         return 0
     cdef CUfunction function = kernel(device, "elementwise", "add_scaled", scalar_typedef(dtype))
-    cdef bytes alpha_value = accumulator_bits(dtype, alpha)
     cdef unsigned char alpha_bytes[8]
-    memcpy(alpha_bytes, <const char*>alpha_value, len(alpha_value))
+    put_accumulator(alpha_bytes, dtype, alpha)
     cdef void* arguments[5]
     arguments[0] = &a
     arguments[1] = &b
@@ -367,12 +368,10 @@ cdef int clamp(int device, DtypeCore dtype, uintptr_t a, uintptr_t low, uintptr_
     cdef CUfunction function = kernel(device, "elementwise", "clamp", scalar_typedef(dtype))
     cdef int bounds = (CLAMP_LOW if low or low_scalar is not None else 0) | \
         (CLAMP_HIGH if high or high_scalar is not None else 0)
-    cdef bytes low_value = accumulator_bits(dtype, 0 if low_scalar is None else low_scalar)
-    cdef bytes high_value = accumulator_bits(dtype, 0 if high_scalar is None else high_scalar)
     cdef unsigned char low_bytes[8]
     cdef unsigned char high_bytes[8]
-    memcpy(low_bytes, <const char*>low_value, len(low_value))
-    memcpy(high_bytes, <const char*>high_value, len(high_value))
+    put_accumulator(low_bytes, dtype, 0 if low_scalar is None else low_scalar)
+    put_accumulator(high_bytes, dtype, 0 if high_scalar is None else high_scalar)
     cdef void* arguments[8]
     arguments[0] = &a
     arguments[1] = &low
@@ -400,12 +399,10 @@ cdef int clamp_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides
     cdef Layout a_layout = layout_of(sizes, a_strides)
     cdef Layout low_layout = layout_of(sizes, low_strides)
     cdef Layout high_layout = layout_of(sizes, high_strides)
-    cdef bytes low_value = accumulator_bits(dtype, 0 if low_scalar is None else low_scalar)
-    cdef bytes high_value = accumulator_bits(dtype, 0 if high_scalar is None else high_scalar)
     cdef unsigned char low_bytes[8]
     cdef unsigned char high_bytes[8]
-    memcpy(low_bytes, <const char*>low_value, len(low_value))
-    memcpy(high_bytes, <const char*>high_value, len(high_value))
+    put_accumulator(low_bytes, dtype, 0 if low_scalar is None else low_scalar)
+    put_accumulator(high_bytes, dtype, 0 if high_scalar is None else high_scalar)
     cdef void* arguments[11]
     arguments[0] = &a
     arguments[1] = &a_layout

@@ -3,6 +3,7 @@ from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraphNode_
 
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.conditional cimport ConditionalBody
+from tensorplay._runtime.graph_update cimport ExecutableState, GraphTemplate
 from tensorplay._runtime.rng cimport GraphGenerators
 from tensorplay._runtime.stream cimport StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
@@ -48,10 +49,14 @@ cdef class GraphBase:
     cdef int init_graph(self, bint keep_graph, object pool, str capture_error_mode) except -1
     cdef object c_enter(self)
     cdef object c_exit(self, object exc_type, object exc_value, object traceback)
-    cdef int begin(self, object pool, int capture_mode, object stream) except -1
+    cdef int begin(self, object pool, int capture_mode, object stream,
+                   bint recapture=*) except -1
     cdef int begin_on_stream(self, int capture_mode) except -1
     cdef int end(self) except -1
+    cdef int end_capture(self, str what) except -1
+    cdef int capture_failed(self) except -1
     cdef int instantiate_template(self) except -1
+    cdef int publish_template(self, GraphTemplate owned) except -1
     cdef int finish_block(self, object exc_value) except -1
     cdef int discard_capture(self) except -1
     cdef int restore_stream(self) except -1
@@ -92,6 +97,22 @@ cdef class GraphBase:
     cdef object c_register_generator_state(self, object generator)
     cdef int close_body_generators(self, ConditionalBody body, bint keep) except -1
     cdef int next_body_generators(self, ConditionalBody body) except -1
+    # Graph update (graph_update.pyx; Note [Recapture] in graph.pyx): the executable's templates
+    # and node records, and what an open recapture replaces (capture id, RNG record, body pools,
+    # predicates, recorded conditional nodes), kept until the recapture succeeds or fails.
+    cdef ExecutableState updates
+    cdef tuple replaced
+    cdef int abandon_recapture(self) except -1
+    cdef int finish_recapture(self) except -1
+    cdef int destroy_executable(self) except -1
+    cdef int check_executable(self, str what) except -1
+    cdef object c_recapture_begin(self, str capture_error_mode, StreamCore stream)
+    cdef object c_recapture_end(self, bint reinstantiate)
+    cdef object c_kernel_nodes(self)
+    cdef object c_set_kernel_node_params(self, object node, object grid, object block,
+                                         object arguments)
+    cdef object c_rebind(self, object bindings)
+    cdef object c_replay_with(self, object bindings, object stream)
 
 
 # The GraphPool parameter kind's check (codegen/types.py); wrappers call it.
@@ -99,6 +120,8 @@ cdef object pool_arg(object value, str argument)
 cdef object export_dot(str file_path)
 cdef object graph_pool_handle()
 cdef object graph_context(object cuda_graph, object pool, object stream, object capture_error_mode)
+cdef object recapture_context(object cuda_graph, object stream, object capture_error_mode,
+                              object reinstantiate)
 cdef bint is_current_stream_capturing() except -1
 cdef object make_graphed_callables(object callables, object sample_args, object num_warmup_iters,
                                    object allow_unused_input, object pool,

@@ -27,6 +27,18 @@ stage_and_launch() checks and copies its pairs in staging.pyx, then replays.
 Replay is the hot path: no Python objects are created; it reads the current stream from C
 thread-local storage, makes the capture device current and calls cuGraphLaunch once.
 
+Note [Recapture]
+recapture_begin() captures the same work again into a graph that holds an executable, and
+recapture_end() updates that executable in place (graph_update.pyx, Note [Updating from a
+recapture]) instead of instantiating a new one. The recapture allocates from the graph's own
+pool, under a capture id of its own. Until it ends, the graph keeps what its current capture
+holds (`replaced`: the capture id its freed blocks are held for, its RNG records, its
+conditional bodies' pools and predicates). When the update succeeds, that is given back: blocks
+only the replaced capture held return to the cache, its body pools are released. When the
+recapture fails (in its block, at its end, or because the topology differs), the recapture's own
+are given back instead, and the graph replays its previous executable as before. With
+reinstantiate=True a topology mismatch instantiates the new capture instead of failing.
+
 Setting TENSORPLAY_GRAPH_GC=1 makes graph() and accelerator.Graph run gc.collect() on entry,
 before emptying the cache (PyTorch made this opt-in because it is slow for back-to-back
 captures).
@@ -52,7 +64,8 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaGraphCondTypeIf, cudaGrap
                                       cudaStreamLegacy, cudaStream_t, cudaSuccess)
 
 from tensorplay._runtime cimport allocator, conditional, device as _device, errors, graph_topology
-from tensorplay._runtime cimport rng, staging, tensor
+from tensorplay._runtime cimport graph_update, rng, staging, tensor
+from tensorplay._runtime.graph_update cimport GraphTemplate
 from tensorplay._runtime.conditional cimport ConditionalBody
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.allocator cimport PoolId
@@ -67,12 +80,13 @@ from tensorplay._runtime.graph_topology import CONDITIONAL_TYPES
 # capture_error_mode -> cudaStreamCaptureMode (docs/design.md, "Capture rules").
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 
-# The template of the most recently completed capture, for export_dot(): owned here until the
-# next capture completes. A graph that keeps its template (keep_graph, debug mode) owns it for
-# its whole life, and export_dot() follows it by a weak reference instead, so that nothing here
-# keeps a deleted graph (or its pool) alive; graphs with conditional nodes cannot be cloned
-# (cudaGraphClone answers cudaErrorNotSupported).
-cdef cudaGraph_t _last_template = NULL
+# The template of the most recently completed capture, for export_dot(): held here, as well as
+# by its graph (graph_update.pxd: the graph keeps it for its executable's setters), until the
+# next capture completes. For a graph that keeps its template for debugging (keep_graph, debug
+# mode) export_dot() follows the graph by a weak reference instead, so that it reports a deleted
+# graph as deleted; graphs with conditional nodes cannot be cloned (cudaGraphClone answers
+# cudaErrorNotSupported).
+cdef GraphTemplate _last_template = None
 cdef object _last_owner = None             # weakref.ref to that graph, or None
 cdef int _last_device = -1
 cdef bint _last_verbose = False
@@ -185,14 +199,22 @@ cdef class GraphBase:
 
     # -- capture ------------------------------------------------------------------------------
 
-    cdef int begin(self, object pool, int capture_mode, object stream) except -1:
-        """Start a capture; the arguments were checked by the caller (Note [Capture state])."""
+    cdef int begin(self, object pool, int capture_mode, object stream,
+                   bint recapture=False) except -1:
+        """Start a capture; the arguments were checked by the caller (Note [Capture state]).
+        A recapture captures into the graph's own pool, keeping its executable (Note
+        [Recapture])."""
         if self.capturing:
             raise RuntimeError("capture_begin() called while this graph is already capturing; "
                                "call capture_end() first")
-        if self.executable != NULL:
+        if self.executable != NULL and not recapture:
             raise RuntimeError("this graph already holds a captured graph; call reset() before "
-                               "capturing into it again, or create a new graph")
+                               "capturing into it again, recapture it (recapture_begin()), or "
+                               "create a new graph")
+        if self.executable == NULL and recapture:
+            raise RuntimeError("recapture_begin() needs a graph that holds a captured graph, "
+                               "and this one holds none (never captured, or reset() since); "
+                               "call capture_begin() instead")
         cdef StreamCore target = stream
         cdef int device = _capture_device(target)
         cdef cudaStream_t handle
@@ -210,8 +232,21 @@ cdef class GraphBase:
             raise RuntimeError(f"stream {<uintptr_t>handle:#x} on cuda:{device} is already "
                                "capturing a graph, and captures cannot nest on one stream; end "
                                "that capture first, or capture on another stream")
-        cdef PoolId pool_id = _pool_for_capture(pool)
-        allocator.retain_pool(device, pool_id)
+        if recapture and device != self.device:
+            raise ValueError(f"stream is on cuda:{device}, but the graph was captured on "
+                             f"cuda:{self.device}; recapture it on a stream of that device")
+        cdef PoolId pool_id = self.pool_id if recapture else _pool_for_capture(pool)
+        if recapture:
+            # What the capture being replaced holds, given back when the recapture succeeds
+            # and kept when it fails (Note [Recapture]).
+            self.replaced = (self.capture_id, rng.saved_capture(self.generators),
+                             self.body_pools, self.predicates, self.conditional_nodes)
+            self.body_pools = []
+            self.predicates = []
+            rng.forget_capture(self.generators)
+            self.capture_id = 0  # set by begin_on_stream; a failure before holds nothing
+        else:
+            allocator.retain_pool(device, pool_id)
         self.device = device
         self.pool_id = pool_id
         self.holds_pool = True
@@ -239,7 +274,7 @@ cdef class GraphBase:
             self.routing = True
         except BaseException:
             self.discard_capture()
-            self.release_pool_reference()
+            self.capture_failed()
             raise
         return 0
 
@@ -266,12 +301,24 @@ cdef class GraphBase:
 
     cdef int end(self) except -1:
         """End the capture and instantiate; a failed capture releases what it took."""
-        if not self.capturing:
+        if not self.capturing or self.replaced is not None:
             raise RuntimeError("capture_end() called without an open capture; call "
-                               "capture_begin() first")
-        self.check_capture_thread("capture_end()")
+                               "capture_begin() first (a recapture ends with recapture_end())")
+        self.end_capture("capture_end()")
+        try:
+            self.instantiate_template()
+        except BaseException:
+            self.destroy_graphs()
+            self.release_pool_reference()
+            raise
+        return 0
+
+    cdef int end_capture(self, str what) except -1:
+        """End the open capture into self.template, stop routing and restore the stream; a
+        failed capture releases what it took (capture_failed) and raises."""
+        self.check_capture_thread(what)
         if self.bodies:
-            raise RuntimeError(f"capture_end() called with {len(self.bodies)} conditional "
+            raise RuntimeError(f"{what} called with {len(self.bodies)} conditional "
                                "node(s) still open; call end_capture_to_conditional_node() for "
                                "each first")
         cdef cudaGraph_t template = NULL
@@ -287,35 +334,33 @@ cdef class GraphBase:
         try:
             self.discard_capture()  # stops routing and restores the stream
         except BaseException:
-            self.template = template
-            self.destroy_graphs()
-            self.release_pool_reference()
+            _destroy_template(self.device, template)
+            self.capture_failed()
             raise
         if status != cudaSuccess or template == NULL:
-            self.template = template
-            self.destroy_graphs()
-            self.release_pool_reference()
+            _destroy_template(self.device, template)
+            self.capture_failed()
             raise RuntimeError(
                 f"graph capture on cuda:{self.device} failed: {_cuda_error_text(status)}. "
                 "Something inside the capture was not permitted while capturing: a synchronising "
                 "call (synchronize(), item(), tolist(), a copy to the host), work on another "
                 "stream not joined to the capture, or (in 'global' mode) unsafe CUDA work on "
-                "another thread. The capture was discarded, its pool released and the previous "
-                "stream restored")
+                "another thread. The capture was discarded, what it took released (a "
+                "recaptured graph keeps its previous executable) and the previous stream "
+                "restored")
         self.template = template
-        try:
-            self.instantiate_template()
-        except BaseException:
-            self.destroy_graphs()
-            self.release_pool_reference()
-            raise
         return 0
 
+    cdef int capture_failed(self) except -1:
+        """Give back what a failed capture took: a recapture's own, keeping the graph as it
+        was; a first capture's graphs and pool."""
+        if self.replaced is not None:
+            return self.abandon_recapture()
+        self.destroy_graphs()
+        return self.release_pool_reference()
+
     cdef int instantiate_template(self) except -1:
-        global _last_template, _last_device, _last_verbose, _last_owner
         cdef size_t node_count = 0
-        cdef cudaGraph_t previous_last
-        cdef cudaGraph_t last = NULL
         cdef DeviceSwitch saved
         cdef int mode
         with nogil:
@@ -326,31 +371,30 @@ cdef class GraphBase:
             try:
                 errors.check(cyruntime.cudaGraphGetNodes(self.template, NULL, &node_count),
                              b"cudaGraphGetNodes")
-                errors.check(cyruntime.cudaGraphInstantiate(
-                    &self.executable, self.template,
-                    cudaGraphInstantiateFlagAutoFreeOnLaunch
-                    | cudaGraphInstantiateFlagUseNodePriority), b"cudaGraphInstantiate")
-                # export_dot() reads the latest template: hand this one over, unless the graph
-                # keeps its own for debug_dump() (then export_dot reads it from the graph).
-                if not self.keep_template:
-                    last = self.template
-                    self.template = NULL
+                _instantiate(&self.executable, self.template)
             finally:
                 _device.exit_relaxed(&mode)
                 _device.exit_device(&saved)
-        # Swapped with the GIL held throughout, so that two captures ending at once on two
-        # threads cannot both destroy the same template.
-        previous_last = _last_template
-        _last_template, _last_device, _last_verbose = last, self.device, self.debug_mode
-        _last_owner = weakref.ref(self) if self.keep_template else None
-        if previous_last != NULL:
-            _device.enter_relaxed(&mode)
-            cyruntime.cudaGraphDestroy(previous_last)
-            _device.exit_relaxed(&mode)
+        # The graph owns the template from here on (graph_update.pxd).
+        cdef GraphTemplate owned = graph_update.own_template(self.device, self.template,
+                                                             self.conditional_nodes)
+        self.updates = graph_update.new_state(owned)
+        self.publish_template(owned)
         if node_count == 0:
             warnings.warn(f"the graph captured on cuda:{self.device} is empty: the work probably "
                           "ran on another stream or device than the capture stream",
                           RuntimeWarning)
+        return 0
+
+    cdef int publish_template(self, GraphTemplate owned) except -1:
+        """The newest capture's template: debug_dump() reads it when the graph keeps its
+        template (self.template borrows it), export_dot() otherwise."""
+        global _last_template, _last_device, _last_verbose, _last_owner
+        self.template = owned.graph if self.keep_template else NULL
+        # With the GIL held throughout, so that two captures ending at once agree.
+        _last_template = None if self.keep_template else owned
+        _last_device, _last_verbose = self.device, self.debug_mode
+        _last_owner = weakref.ref(self) if self.keep_template else None
         return 0
 
     cdef int finish_block(self, object exc_value) except -1:
@@ -360,7 +404,9 @@ cdef class GraphBase:
         was_capturing = self.capturing
         try:
             self.discard_capture()
-            if self.executable == NULL:  # a graph the body already captured keeps its pool
+            if self.replaced is not None:  # a recapture: the graph keeps its executable
+                self.abandon_recapture()
+            elif self.executable == NULL:  # a graph the body already captured keeps its pool
                 self.release_pool_reference()
         except Exception as cleanup_error:
             if hasattr(exc_value, "add_note"):
@@ -442,18 +488,132 @@ cdef class GraphBase:
         return 0
 
     cdef int release_pool_reference(self) except -1:
-        cdef PoolId body_pool
+        if self.replaced is not None:  # reset() during a recapture: both captures go
+            self.abandon_recapture()
         if self.capture_id:  # blocks its capture saw freed (allocator.pyx)
             allocator.release_held_blocks(self.device, self.capture_id)
         rng.forget_capture(self.generators)
         self.predicates = []
-        while self.body_pools:
-            body_pool.first, body_pool.second = self.body_pools.pop()
-            allocator.release_pool(self.device, body_pool)
+        _release_body_pools(self.device, self.body_pools)
         if self.holds_pool:
             self.holds_pool = False
             allocator.release_pool(self.device, self.pool_id)
         return 0
+
+    # -- recapture (Note [Recapture]) -----------------------------------------------------------
+
+    cdef int abandon_recapture(self) except -1:
+        """A recapture failed: give back what it took; the replaced capture stays."""
+        if self.capture_id:
+            allocator.release_held_blocks(self.device, self.capture_id)
+        _release_body_pools(self.device, self.body_pools)
+        (self.capture_id, saved_generators, self.body_pools, self.predicates,
+         self.conditional_nodes) = self.replaced
+        rng.restore_capture(self.generators, saved_generators)
+        self.replaced = None
+        return 0
+
+    cdef int finish_recapture(self) except -1:
+        """A recapture became the executable's: give back what the replaced capture held."""
+        previous_id, _, previous_pools, _, _ = self.replaced
+        self.replaced = None
+        if previous_id:
+            allocator.release_held_blocks(self.device, previous_id)
+        return _release_body_pools(self.device, previous_pools)
+
+    cdef object c_recapture_begin(self, str capture_error_mode, StreamCore stream):
+        self.begin(None, CAPTURE_MODES[capture_error_mode], stream, True)
+        return None
+
+    cdef object c_recapture_end(self, bint reinstantiate):
+        if not self.capturing or self.replaced is None:
+            raise RuntimeError("recapture_end() called without an open recapture; call "
+                               "recapture_begin() first")
+        self.end_capture("recapture_end()")
+        cdef GraphTemplate owned = graph_update.own_template(self.device, self.template,
+                                                             self.conditional_nodes)
+        self.template = NULL  # owned now: dropping owned destroys it
+        cdef cudaGraphExec_t fresh = NULL
+        cdef DeviceSwitch saved
+        cdef int mode
+        outcome = "updated"
+        try:
+            try:
+                graph_update.update_executable(self.updates, self.executable, owned)
+            except RuntimeError:
+                if not reinstantiate:
+                    raise
+                outcome = "reinstantiated"
+                _device.enter_device(self.device, &saved)
+                _device.enter_relaxed(&mode)
+                try:
+                    _instantiate(&fresh, owned.graph)
+                finally:
+                    _device.exit_relaxed(&mode)
+                    _device.exit_device(&saved)
+        except BaseException:
+            self.template = self.updates.current.graph if self.keep_template else NULL
+            self.abandon_recapture()
+            raise
+        if fresh != NULL:
+            self.destroy_executable()
+            self.executable = fresh
+            self.updates = graph_update.new_state(owned)
+        self.finish_recapture()
+        self.publish_template(owned)
+        return outcome
+
+    cdef int destroy_executable(self) except -1:
+        cdef DeviceSwitch saved
+        cdef int mode
+        with nogil:
+            _device.enter_device(self.device, &saved)
+            _device.enter_relaxed(&mode)  # legal while another thread captures
+            cyruntime.cudaGraphExecDestroy(self.executable)
+            self.executable = NULL
+            _device.exit_relaxed(&mode)
+            _device.exit_device(&saved)
+        return 0
+
+    # -- node parameters and rebinding (graph_update.pyx) -----------------------------------------
+
+    cdef int check_executable(self, str what) except -1:
+        if self.executable == NULL:
+            raise RuntimeError(f"{what} needs a captured graph, and this one holds none (never "
+                               "captured, or reset() since); capture it first")
+        return 0
+
+    cdef object c_kernel_nodes(self):
+        self.check_executable("kernel_nodes()")
+        return graph_update.kernel_nodes(self.updates, self)
+
+    cdef object c_set_kernel_node_params(self, object node, object grid, object block,
+                                         object arguments):
+        graph_update.node_params_args(node, grid, block, arguments)
+        self.check_executable("set_kernel_node_params()")
+        graph_update.set_kernel_node_params(self.updates, self.executable, self, node, grid,
+                                            block, arguments)
+        return None
+
+    cdef object c_rebind(self, object bindings):
+        graph_update.bindings_arg(bindings, "rebind()")
+        self.check_executable("rebind()")
+        graph_update.rebind(self.updates, self.executable, bindings, True, NULL, "rebind()")
+        return None
+
+    cdef object c_replay_with(self, object bindings, object stream):
+        cdef cudaStream_t handle
+        graph_update.bindings_arg(bindings, "replay_with()")
+        if self.executable == NULL:
+            _not_replayable(self, stream)
+        if stream is None:
+            handle = _stream.current_stream_handle(self.device)
+        else:
+            handle = _replay_stream(self, stream)
+        graph_update.rebind(self.updates, self.executable, bindings, False, handle,
+                            "replay_with()")
+        self.launch_on(handle)
+        return None
 
     # -- conditional nodes (Note [Capture state]) -----------------------------------------------
 
@@ -554,7 +714,11 @@ cdef class GraphBase:
         cdef DeviceSwitch saved
         # Relaxed: destroying is legal while another thread captures in global mode.
         cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+        if self.updates is not None:
+            # The templates are owned by the update state (self.template only borrows one).
+            self.template = NULL
         if self.executable == NULL and self.template == NULL:
+            self.updates = None
             return 0
         with nogil:
             _device.enter_device(self.device, &saved)
@@ -571,6 +735,7 @@ cdef class GraphBase:
                              b"cudaThreadExchangeStreamCaptureMode")
             finally:
                 _device.exit_device(&saved)
+        self.updates = None
         return 0
 
     # -- the public methods ---------------------------------------------------------------------
@@ -641,6 +806,8 @@ cdef class GraphBase:
             handle = _stream.current_stream_handle(self.device)
         else:
             handle = _replay_stream(self, stream)
+        if self.updates.dirty:  # replay_with() bound other tensors for its launch only
+            graph_update.restore_bindings(self.updates, self.executable)
         self.launch_on(handle)
         return None
 
@@ -698,6 +865,8 @@ cdef class GraphBase:
             _not_replayable(self, None)
         cdef cudaStream_t handle = _stream.current_stream_handle(self.device)
         staging.stage(self.device, static_inputs, inputs, handle)
+        if self.updates.dirty:
+            graph_update.restore_bindings(self.updates, self.executable)
         self.launch_on(handle)
         return None
 
@@ -777,6 +946,39 @@ cdef class GraphBase:
 _NO_TEMPLATE = ("{what} needs the captured graph, which is kept only when enable_debug_mode() "
                 "(or accelerator.Graph(keep_graph=True)) came before the capture, and until "
                 "reset()")
+
+
+cdef int _release_body_pools(int device, list pools) except -1:
+    """Release each conditional body's pool (first, second) in pools, emptying the list."""
+    cdef PoolId body_pool
+    while pools:
+        body_pool.first, body_pool.second = pools.pop()
+        allocator.release_pool(device, body_pool)
+    return 0
+
+
+cdef int _instantiate(cudaGraphExec_t* executable, cudaGraph_t template) except -1 nogil:
+    """Instantiate template; in the device's context, in relaxed mode (instantiating is not
+    captured work)."""
+    return errors.check(cyruntime.cudaGraphInstantiate(
+        executable, template,
+        cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority),
+        b"cudaGraphInstantiate")
+
+
+cdef int _destroy_template(int device, cudaGraph_t template) except -1:
+    """Destroy a template no one owns yet (a failed capture's)."""
+    cdef DeviceSwitch saved
+    cdef int mode
+    if template == NULL:
+        return 0
+    with nogil:
+        _device.enter_device(device, &saved)
+        _device.enter_relaxed(&mode)
+        cyruntime.cudaGraphDestroy(template)
+        _device.exit_relaxed(&mode)
+        _device.exit_device(&saved)
+    return 0
 
 
 cdef int _not_replayable(GraphBase graph, object stream) except -1:
@@ -884,11 +1086,51 @@ cdef class GraphContext:
         return None
 
 
+cdef int _cuda_graph_arg(object cuda_graph) except -1:
+    # Only a CUDAGraph takes the side stream by default (init_cuda_graph): graph() and
+    # recapture() are its blocks.
+    if not (isinstance(cuda_graph, GraphBase) and (<GraphBase>cuda_graph).side_stream_default):
+        raise TypeError(f"cuda_graph must be a tensorplay.cuda.CUDAGraph, got "
+                        f"{type(cuda_graph).__name__}")
+    return 0
+
+
+cdef class RecaptureContext:
+    """What tensorplay.cuda.graphs.recapture() returns: captures its block into cuda_graph
+    again and updates its executable (Note [Recapture])."""
+    cdef GraphBase cuda_graph
+    cdef object stream
+    cdef int capture_mode
+    cdef bint reinstantiate
+
+    def __enter__(self):
+        self.cuda_graph.begin(None, self.capture_mode, self.stream, True)
+        return self.cuda_graph
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        if exc_value is None:
+            self.cuda_graph.c_recapture_end(self.reinstantiate)
+        else:
+            self.cuda_graph.finish_block(exc_value)
+        return None
+
+
+cdef object recapture_context(object cuda_graph, object stream, object capture_error_mode,
+                              object reinstantiate):
+    _cuda_graph_arg(cuda_graph)
+    cdef RecaptureContext context = RecaptureContext.__new__(RecaptureContext)
+    context.cuda_graph = cuda_graph
+    context.stream = stream
+    context.capture_mode = CAPTURE_MODES[capture_error_mode]
+    context.reinstantiate = reinstantiate
+    return context
+
+
 cdef object export_dot(str file_path):
     # The reference types file_path as str, so the wrapper checks a str; what a path can hold
     # is the Path kind's check (codegen/types.py).
     errors.path_arg(file_path, "file_path")
-    cdef cudaGraph_t template = _last_template
+    cdef cudaGraph_t template = _last_template.graph if _last_template is not None else NULL
     cdef GraphBase owner
     if _last_owner is not None:
         owner = _last_owner()
@@ -913,10 +1155,7 @@ cdef object graph_pool_handle():
 
 cdef object graph_context(object cuda_graph, object pool, object stream,
                           object capture_error_mode):
-    # Only a CUDAGraph takes the side stream by default (init_cuda_graph): graph() is its block.
-    if not (isinstance(cuda_graph, GraphBase) and (<GraphBase>cuda_graph).side_stream_default):
-        raise TypeError(f"cuda_graph must be a tensorplay.cuda.CUDAGraph, got "
-                        f"{type(cuda_graph).__name__}")
+    _cuda_graph_arg(cuda_graph)
     cdef GraphContext context = GraphContext.__new__(GraphContext)
     context.cuda_graph = cuda_graph
     context.pool = pool

@@ -50,7 +50,7 @@ cdef dict graph_data(cudaGraph_t graph, int device, dict recorded_bodies):
 
 
 cdef dict _describe(cudaGraph_t graph, dict recorded_bodies):
-    cdef list handles = _graph_nodes(graph)
+    cdef list handles = graph_nodes(graph)
     cdef dict position = {handle: index for index, handle in enumerate(handles)}
     cdef list nodes = []
     cdef cudaGraphNode_t node
@@ -63,9 +63,9 @@ cdef dict _describe(cudaGraph_t graph, dict recorded_bodies):
                  "dependencies": [position[other] for other in _neighbours(node, False)],
                  "dependents": [position[other] for other in _neighbours(node, True)]}
         if node_type == cudaGraphNodeTypeKernel:
-            entry["kernel_name"] = _kernel_name(node)
+            entry["kernel_name"] = kernel_name(node)
         elif node_type == cudaGraphNodeTypeConditional:
-            kind, bodies = _conditional(node, recorded_bodies)
+            kind, bodies = conditional_of(node, recorded_bodies)
             entry["conditional_type"] = kind
             entry["body_graphs"] = [_describe(<cudaGraph_t><uintptr_t>body, recorded_bodies)
                                     for body in bodies]
@@ -76,7 +76,7 @@ cdef dict _describe(cudaGraph_t graph, dict recorded_bodies):
     return {"handle": <uintptr_t>graph, "nodes": nodes}
 
 
-cdef list _graph_nodes(cudaGraph_t graph):
+cdef list graph_nodes(cudaGraph_t graph):
     cdef size_t count = 0
     errors.check(cyruntime.cudaGraphGetNodes(graph, NULL, &count), b"cudaGraphGetNodes")
     if count == 0:
@@ -124,7 +124,7 @@ cdef int _edges(cudaGraphNode_t node, bint dependents, cudaGraphNode_t* found,
     return 0
 
 
-cdef object _kernel_name(cudaGraphNode_t node):
+cdef object kernel_name(cudaGraphNode_t node):
     cdef CUDA_KERNEL_NODE_PARAMS params
     cdef const char* name = NULL
     memset(&params, 0, sizeof(params))
@@ -138,7 +138,7 @@ cdef object _kernel_name(cudaGraphNode_t node):
     return None
 
 
-cdef tuple _conditional(cudaGraphNode_t node, dict recorded_bodies):
+cdef tuple conditional_of(cudaGraphNode_t node, dict recorded_bodies):
     """(type name, body graph addresses) of a conditional node."""
     cdef cudaGraphNodeParams* params = <cudaGraphNodeParams*>calloc(1, sizeof(cudaGraphNodeParams))
     cdef cudaError_t status

@@ -1,4 +1,6 @@
 # Run-time kernel compilation (kernels.pyx explains the caches at its top).
+from libc.stdint cimport uintptr_t
+
 from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t
 
@@ -11,6 +13,12 @@ cdef enum:
     STAGED_COPIES = 32       # pairs one stage_copies launch moves (staging.cu, staging.pyx)
 
 cdef CUfunction get_kernel(int device, str source_name, str function_name, str prelude) except NULL
+# Blocks of block_x threads of function that the whole device runs at once: the grid of a
+# persistent, grid-stride kernel (cached per function and block size).
+cdef unsigned int resident_blocks(int device, CUfunction function, unsigned int block_x) except 0
+# The parameters (kernel_signature.KernelSignature) of a kernel loaded by get_kernel, by its
+# CUfunction or CUkernel address; None for any other kernel (PyTorch's, cuBLAS's).
+cdef object kernel_signature_of(uintptr_t handle)
 # Launches on device, whatever context the calling thread has current (Note [One rule for
 # contexts] in device.pyx).
 cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned int block_x,

@@ -51,6 +51,7 @@ from cuda.bindings.cyruntime cimport cudaStream_t
 
 from tensorplay._runtime cimport device as _device
 from tensorplay._runtime cimport errors
+from tensorplay._runtime import kernel_signature
 
 FORMAT_VERSION = 2
 MAGIC = b"TPCUBIN1"
@@ -63,8 +64,14 @@ KERNEL_DIRECTORY = Path(__file__).parent / "kernels"
 cdef dict _functions = {}
 # (architecture, source_name, prelude) -> CUlibrary, as an address: one per distinct cubin.
 cdef dict _libraries = {}
+# CUfunction and CUkernel addresses of the kernels loaded here -> (source_name, function_name,
+# prelude): how a captured graph's kernel nodes are known to be ours (kernel_signature_of).
+cdef dict _origins = {}
+cdef dict _signatures = {}  # (source_name, function_name, prelude) -> its KernelSignature
 # device -> "sm_XY"
 cdef dict _architectures = {}
+# (function address, block size) -> blocks resident on the whole device.
+cdef dict _resident = {}
 cdef tuple _nvrtc_version = None
 
 # Counters for cache_statistics(); plain C integers, so updates under the GIL are atomic.
@@ -79,6 +86,8 @@ def _forget_handles():
     # CUDA only if the parent never initialised it: device.pyx, Note [Fork safety]).
     _functions.clear()
     _libraries.clear()
+    _resident.clear()
+    _origins.clear()
 
 
 os.register_at_fork(after_in_child=_forget_handles)
@@ -206,9 +215,10 @@ def read_kernel_source(str name):
 
 
 # The constants of kernels.pxd, in front of every source.
-CONSTANTS_PRELUDE = "".join(f"#define {name} {value}\n" for name, value in (
-    ("THREADS", THREADS), ("MAX_DIMS", MAX_DIMS), ("MATMUL_TILE", MATMUL_TILE),
-    ("STAGED_COPIES", STAGED_COPIES)))
+KERNEL_CONSTANTS = (("THREADS", THREADS), ("MAX_DIMS", MAX_DIMS),
+                    ("MATMUL_TILE", MATMUL_TILE),
+                    ("STAGED_COPIES", STAGED_COPIES))
+CONSTANTS_PRELUDE = "".join(f"#define {name} {value}\n" for name, value in KERNEL_CONSTANTS)
 
 
 cdef str _full_source(str source_name, str prelude):
@@ -426,6 +436,9 @@ cdef CUfunction _load_function(int device, str source_name, str function_name,
     finally:
         _device.exit_relaxed(&saved_mode)
     _functions[(device, source_name, function_name, prelude)] = <uintptr_t>function
+    # A captured node may name the kernel by either handle (graph_topology.pyx, _kernel_name).
+    _origins[<uintptr_t>function] = _origins[<uintptr_t>kernel] = (source_name, function_name,
+                                                                  prelude)
     return function
 
 
@@ -435,6 +448,41 @@ cdef CUfunction get_kernel(int device, str source_name, str function_name,
     if address is not None:
         return <CUfunction><uintptr_t>address
     return _load_function(device, source_name, function_name, prelude)
+
+
+cdef unsigned int resident_blocks(int device, CUfunction function, unsigned int block_x) except 0:
+    key = (<uintptr_t>function, block_x)
+    cached = _resident.get(key)
+    if cached is not None:
+        return cached
+    cdef int per_multiprocessor = 0, multiprocessors = 0
+    cdef cydriver.CUdevice handle
+    # Queries only, legal during a capture; a function is loaded in its device's context.
+    with nogil:
+        errors.check_driver(cydriver.cuDeviceGet(&handle, device), "cuDeviceGet")
+        errors.check_driver(cydriver.cuDeviceGetAttribute(
+            &multiprocessors, cydriver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, handle),
+            "cuDeviceGetAttribute")
+        errors.check_driver(cydriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_multiprocessor, function, block_x, 0),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    blocks = max(1, per_multiprocessor * multiprocessors)
+    _resident[key] = blocks
+    return blocks
+
+
+cdef object kernel_signature_of(uintptr_t handle):
+    # Parsed at the first question, not at load: loading stays as cheap as before, and only
+    # the graph update code (graph_update.pyx) asks.
+    origin = _origins.get(handle)
+    if origin is None:
+        return None
+    found = _signatures.get(origin)
+    if found is None:
+        source_name, function_name, prelude = origin
+        found = _signatures[origin] = kernel_signature.signature(
+            read_kernel_source(source_name), prelude, function_name, KERNEL_CONSTANTS)
+    return found
 
 
 cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned int block_x,

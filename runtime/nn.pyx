@@ -92,13 +92,6 @@ cdef str name_arg(object value, str argument):
     return value
 
 
-cdef object tensor_arg(object value, str argument, str layer):
-    if not isinstance(value, TensorCore):
-        raise TypeError(f"{layer}: {argument} must be a tensorplay Tensor, got "
-                        f"{errors.shown(value)}")
-    return value
-
-
 class ModuleCore:
     """The state of a Module (Note [Module attributes]) and what every Module does."""
 
@@ -444,7 +437,7 @@ class LinearCore(ModuleCore):
                 self.bias.uniform_(-bound, bound)
 
     def c_forward(self, input):
-        tensor_arg(input, "input", "Linear")
+        tensor.own_tensor_arg(input, "Linear: input")
         output = input.matmul(self.weight.t())
         return output if self.bias is None else output + self.bias
 
@@ -457,7 +450,7 @@ class ReLUCore(ModuleCore):
     """max(x, 0), elementwise."""
 
     def c_forward(self, input):
-        return tensor_arg(input, "input", "ReLU").relu()
+        return tensor.own_tensor_arg(input, "ReLU: input").relu()
 
 
 class SequentialCore(ModuleCore):
@@ -506,7 +499,7 @@ class DropoutCore(ModuleCore):
         self.p = p
 
     def c_forward(self, input):
-        tensor_arg(input, "input", "Dropout")
+        tensor.own_tensor_arg(input, "Dropout: input")
         if not self.training or self.p == 0:
             return input
         mask = tensor.empty_like(input, None, None, False)

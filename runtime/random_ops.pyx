@@ -28,8 +28,8 @@ cdef enum Distribution:
     INTEGERS = 3
 
 cdef enum:
-    MAX_BLOCKS = 65536          # grid-stride loops: enough blocks to fill any GPU
     GROUP_STEP = 4              # offset each op reserves: one Philox block per group
+    SMALL_GRID = 128            # grids this small fit on any GPU at once: no occupancy query
 
 FLOATING = ("float16", "bfloat16", "float32", "float64")
 INTEGER_LIMITS = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-(1 << 15), (1 << 15) - 1),
@@ -95,11 +95,15 @@ cdef int _launch(TensorCore target, int distribution, GeneratorCore generator, d
     cdef bint wide = distribution == INTEGERS and range_size > WORD_RANGE
     cdef int per_group = 2 if (wide or (double_precision and distribution != INTEGERS)) else 4
     cdef int64_t groups = (count + per_group - 1) // per_group
-    cdef unsigned int blocks = <unsigned int>min((groups + THREADS - 1) // THREADS, MAX_BLOCKS)
     cdef str name = ("uniform", "normal", "bernoulli",
                      "randint64" if wide else "randint32")[distribution]
     cdef CUfunction function = kernels.get_kernel(device, "philox", name,
                                                   rng.philox_prelude(dtype))
+    # A thread per group up to the blocks the device holds at once; past that, the kernels'
+    # grid-stride loops (Note [Philox kernel shape]).
+    cdef int64_t blocks = (groups + THREADS - 1) // THREADS
+    if blocks > SMALL_GRID:
+        blocks = min(blocks, kernels.resident_blocks(device, function, THREADS))
     cdef PhiloxState state
     generator.philox_state(GROUP_STEP, stream, &state)
     cdef uintptr_t out = target.data
@@ -123,7 +127,7 @@ cdef int _launch(TensorCore target, int distribution, GeneratorCore generator, d
         for index in range(3):
             arguments[3 + index] = <void*>&doubles[index] if double_precision \
                 else <void*>&reals[index]
-    return kernels.launch(device, function, blocks, THREADS, 0, stream, arguments)
+    return kernels.launch(device, function, <unsigned int>blocks, THREADS, 0, stream, arguments)
 
 
 cdef object _stored(object values, DtypeCore dtype):

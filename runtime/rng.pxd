@@ -106,6 +106,9 @@ cdef int next_branch(GraphGenerators generators, unsigned long long body_capture
 cdef int leave_body(GraphGenerators generators) except -1
 cdef int end_capture(GraphGenerators generators) except -1
 cdef int advance_for_replay(GraphGenerators generators, cudaStream_t stream) except -1
+# A recapture (graph.pyx, Note [Recapture]) keeps the replaced capture's records until it ends.
+cdef tuple saved_capture(GraphGenerators generators)
+cdef int restore_capture(GraphGenerators generators, tuple saved) except -1
 cdef int forget_capture(GraphGenerators generators) except -1
 cdef int clear(GraphGenerators generators) except -1
 

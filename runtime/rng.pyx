@@ -629,6 +629,19 @@ cdef int forget_capture(GraphGenerators generators) except -1:
     return 0
 
 
+cdef tuple saved_capture(GraphGenerators generators):
+    """What replays of the current capture use, kept while a recapture may replace it."""
+    return (generators.records, generators.draws)
+
+
+cdef int restore_capture(GraphGenerators generators, tuple saved) except -1:
+    """A recapture failed: replays go on with the records of the capture it would replace."""
+    if generators is None:  # Note [Graph teardown in the garbage collector]
+        return 0
+    generators.records, generators.draws = saved
+    return 0
+
+
 cdef int clear(GraphGenerators generators) except -1:
     if generators is None:
         return 0

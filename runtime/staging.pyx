@@ -16,6 +16,7 @@ from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t
 
 from tensorplay._runtime cimport kernels, tensor
+from tensorplay._runtime.device cimport MAX_DEVICES
 from tensorplay._runtime.kernels cimport STAGED_COPIES
 from tensorplay._runtime.tensor cimport TensorCore
 
@@ -87,42 +88,52 @@ ctypedef struct StagedCopies:
     unsigned long long nbytes[STAGED_COPIES]
 
 
+ctypedef struct RawCopy:
+    unsigned long long target
+    unsigned long long source
+    unsigned long long nbytes
 
-cdef int _stage_raw(int device, list pairs, cudaStream_t stream) except -1:
-    """Copy each fresh tensor of pairs (static, fresh, ...) onto its static buffer, bytes as
-    they are, on stream: STAGED_COPIES pairs per launch."""
-    cdef CUfunction function = kernels.get_kernel(device, "staging", "stage_copies", "")
+
+# stage_copies per device, fetched once: get_kernel's lookup builds a key per call. (A forked
+# child of a process that initialised CUDA cannot use CUDA at all: device.pyx, Note [Fork
+# safety]; so these handles never reach a child that could launch.)
+cdef CUfunction _stage_function[MAX_DEVICES]
+
+
+cdef int _stage_raw(int device, vector[RawCopy]& pairs, cudaStream_t stream) except -1:
+    """Copy each pair's source bytes onto its target on stream: STAGED_COPIES pairs per
+    launch."""
+    if _stage_function[device] == NULL:
+        _stage_function[device] = kernels.get_kernel(device, "staging", "stage_copies", "")
     cdef StagedCopies copies
     cdef unsigned int blocks_per_copy
     cdef void* arguments[2]
     arguments[0] = &copies
     arguments[1] = &blocks_per_copy
-    cdef Py_ssize_t count = len(pairs) // 2
-    cdef Py_ssize_t first, index, chunk
+    cdef size_t count = pairs.size()
+    cdef size_t first, index, chunk
     cdef unsigned long long largest
-    cdef TensorCore static, fresh
     for first in range(0, count, STAGED_COPIES):
-        chunk = min(STAGED_COPIES, count - first)
+        chunk = min(<size_t>STAGED_COPIES, count - first)
         largest = 0
         for index in range(chunk):
-            static = pairs[2 * (first + index)]
-            fresh = pairs[2 * (first + index) + 1]
-            copies.target[index] = static.data
-            copies.source[index] = fresh.data
-            copies.nbytes[index] = static.element_count * static.dtype_object.itemsize
+            copies.target[index] = pairs[first + index].target
+            copies.source[index] = pairs[first + index].source
+            copies.nbytes[index] = pairs[first + index].nbytes
             largest = max(largest, copies.nbytes[index])
         blocks_per_copy = <unsigned int>min(
             STAGE_MAX_BLOCKS, max(1, largest // (16 * STAGE_THREADS * STAGE_LOADS)))
-        kernels.launch(device, function, chunk * blocks_per_copy, STAGE_THREADS, 0,
-                       stream, arguments)
+        kernels.launch(device, _stage_function[device], <unsigned int>chunk * blocks_per_copy,
+                       STAGE_THREADS, 0, stream, arguments)
     return 0
 
 
 cdef int stage(int device, object static_inputs, object inputs, cudaStream_t stream) except -1:
     """Copy inputs[i] onto static_inputs[i] for every i, on stream (two lists of equal length,
     checked by the caller); a ValueError or TypeError naming the pair before any copy."""
-    cdef list raw = []    # static, fresh, static, fresh, ...: contiguous, same dtype and device
-    cdef list full = []   # the same, for pairs that need copy_()'s semantics
+    cdef vector[RawCopy] raw  # contiguous, same dtype and device: bytes as they are
+    cdef list full = []       # static, fresh, ...: pairs that need copy_()'s semantics
+    cdef RawCopy copy
     cdef TensorCore static, fresh
     cdef bint static_contiguous, fresh_contiguous
     cdef Py_ssize_t index
@@ -135,7 +146,7 @@ cdef int stage(int device, object static_inputs, object inputs, cudaStream_t str
                              f"{tensor.device_text(static.device_index)}, but the graph was "
                              f"captured on cuda:{device}; static inputs are the buffers "
                              f"the graph reads")
-        if static.sizes != fresh.sizes:
+        if static.sizes is not fresh.sizes and static.sizes != fresh.sizes:
             raise ValueError(f"inputs[{index}] has shape {fresh.sizes}, but "
                              f"static_inputs[{index}] has shape {static.sizes}; each input "
                              f"must have its static buffer's shape")
@@ -145,14 +156,19 @@ cdef int stage(int device, object static_inputs, object inputs, cudaStream_t str
         fresh_contiguous = tensor.is_contiguous(fresh)
         spans.push_back(_span_of(static, static_contiguous, index, True))
         spans.push_back(_span_of(fresh, fresh_contiguous, index, False))
-        pairs = raw if (fresh.device_index == static.device_index
-                        and fresh.dtype_object is static.dtype_object
-                        and static_contiguous and fresh_contiguous) else full
-        pairs.append(static)
-        pairs.append(fresh)
+        if (fresh.device_index == static.device_index
+                and fresh.dtype_object is static.dtype_object
+                and static_contiguous and fresh_contiguous):
+            copy.target = static.data
+            copy.source = fresh.data
+            copy.nbytes = static.element_count * static.dtype_object.itemsize
+            raw.push_back(copy)
+        else:
+            full.append(static)
+            full.append(fresh)
     _refuse_overlaps(spans)
     for index in range(0, len(full), 2):  # dtype conversion, strides, other devices
         (<TensorCore>full[index]).c_copy_(full[index + 1], True)
-    if raw:
+    if raw.size():
         _stage_raw(device, raw, stream)
     return 0

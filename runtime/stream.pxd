@@ -38,8 +38,10 @@ cdef class EventCore:
 
 cdef class StreamContextCore:
     cdef object target
-    cdef object previous_stream
-    cdef int previous_device
+    cdef bint entered
+    cdef int previous_device           # what enter() replaced, restored by exit()
+    cdef cudaStream_t previous_stream
+    cdef object previous_owner         # the Stream object that kept previous_stream alive
     cdef int init(self, object stream) except -1
     cdef object enter(self)
     cdef object exit(self, object exc_type, object exc_value, object traceback)

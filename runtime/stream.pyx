@@ -468,19 +468,37 @@ cdef class StreamContextCore:
         self.target = stream_arg(stream, "stream")
         return 0
 
+    # enter() and exit() run in loops, so they save and restore the C state (device, stream
+    # handle, and the Stream object that keeps the handle alive) without building a Stream for
+    # the previous one, and switch the device only when the stream's differs.
     cdef object enter(self):
         if self.target is None:
             return None
         cdef StreamCore target = self.target
+        cdef int device = target.device_index
+        owners = _current_owners()
         self.previous_device = _device.current_device()
-        self.previous_stream = current_stream(target.device_index)  # kept alive while we wait
-        set_stream(target)
+        self.previous_stream = current_stream_handle(device)
+        self.previous_owner = owners.get(device)  # kept alive while we wait
+        if device != self.previous_device:
+            _device.set_current_device(device)
+        owners[device] = target  # Note [Current streams stay alive]
+        tensorplay_put_stream(device, <void*>target.handle)
+        self.entered = True
         return self.target
 
     cdef object exit(self, object exc_type, object exc_value, object traceback):
-        if self.target is None or self.previous_stream is None:
+        if self.target is None or not self.entered:
             return None
-        set_stream(self.previous_stream)
-        _device.set_current_device(self.previous_device)
-        self.previous_stream = None
+        cdef int device = (<StreamCore>self.target).device_index
+        owners = _current_owners()
+        if self.previous_owner is None:
+            owners.pop(device, None)
+        else:
+            owners[device] = self.previous_owner
+        tensorplay_put_stream(device, <void*>self.previous_stream)
+        if self.previous_device != device:
+            _device.set_current_device(self.previous_device)
+        self.previous_owner = None
+        self.entered = False
         return None

@@ -200,6 +200,8 @@ cdef object requiring_grad(object tensor, bint requires_grad)
 cdef int require_grad_arg(object dtype, object default, bint requires_grad) except -1
 cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1
 cdef object as_tensor(object data, object dtype, object device)
+# value, which must be our tensor, or a TypeError naming argument.
+cdef TensorCore own_tensor_arg(object value, str argument)
 # value as our tensor (ours, or a view through __cuda_array_interface__ or DLPack), or a
 # TypeError naming argument (argument[index] when index >= 0).
 cdef TensorCore tensor_arg(object value, str argument, Py_ssize_t index)

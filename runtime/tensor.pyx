@@ -18,6 +18,8 @@ division and integer-with-float-scalar arithmetic give float32, as in PyTorch; o
 contiguous. Views (indexing, view, transpose, unsqueeze, expand) share memory, so they work on
 both devices by changing sizes and strides alone.
 """
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport INT64_MAX, int64_t, uintptr_t
 from libc.string cimport memcpy
 
@@ -172,10 +174,34 @@ cdef object ELEMENTS_LIMIT = 1 << 63
 cdef object BYTES_LIMIT = (1 << 63) - 1
 
 
+cdef long long PLAIN_SIZE_LIMIT = 1LL << 31
+cdef long long PLAIN_COUNT_LIMIT = 1LL << 62
+
+
+cdef bint _plain_sizes(tuple size):
+    """Whether size is exact non-negative ints, each below 2**31, whose product is at most
+    2**62: the common case, checked in C (the generator expressions of the full checks cost
+    about a microsecond); any other size takes the full checks of size_arg."""
+    cdef long long value, count = 1
+    cdef int overflow = 0
+    for item in size:
+        if type(item) is not int:
+            return False
+        value = PyLong_AsLongLongAndOverflow(item, &overflow)
+        if overflow or not 0 <= value < PLAIN_SIZE_LIMIT:
+            return False
+        if value and count > PLAIN_COUNT_LIMIT // value:
+            return False
+        count *= value
+    return True
+
+
 cdef tuple size_arg(tuple size, str argument):
     """*size as ints, or one tuple/list of them, as PyTorch's factories accept."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
+    if _plain_sizes(size):
+        return size
     # Every type before any value: a wrong type anywhere is a TypeError.
     if any(isinstance(value, bool) or not isinstance(value, int) for value in size):
         raise TypeError(f"{argument} must be ints, or one tuple or list of ints, got "
@@ -292,9 +318,21 @@ cdef class DeviceStorage:
             allocator.release(<void*>self.pointer)
 
 
+# The public tensor class, once the generated module has registered it: looked up per tensor
+# otherwise.
+cdef type _tensor_class = None
+cdef tuple _NO_ARGUMENTS = ()
+
+
 cdef TensorCore _new_tensor():
-    cls = public.public_class("TensorCore", TensorCore)
-    return cls.__new__(cls)
+    global _tensor_class
+    cls = _tensor_class
+    if cls is None:
+        cls = public.public_class("TensorCore", TensorCore)
+        if cls is not TensorCore:
+            _tensor_class = cls
+    # cls.__new__(cls) without the attribute lookup and argument checks of a Python call.
+    return (<PyTypeObject*>cls).tp_new(cls, <PyObject*>_NO_ARGUMENTS, NULL)
 
 
 cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_strides,
@@ -357,6 +395,8 @@ cdef bint is_contiguous(TensorCore tensor):
     cdef int dim
     if tensor.element_count == 0:  # no element to be out of place, as PyTorch sees it
         return True
+    if len(tensor.sizes) == 1:  # the common case, in C
+        return tensor.element_count == 1 or tensor.element_strides[0] == 1
     for dim in range(len(tensor.sizes) - 1, -1, -1):
         size = tensor.sizes[dim]
         if size != 1 and tensor.element_strides[dim] != expected:
@@ -772,9 +812,7 @@ cdef class TensorCore:
     # -- copies and conversions ---------------------------------------------------------------
 
     cdef object c_copy_(self, object src, bint non_blocking):
-        if not isinstance(src, TensorCore):
-            raise TypeError(f"src must be a tensorplay Tensor, got {type(src).__name__}")
-        cdef TensorCore source = src
+        cdef TensorCore source = own_tensor_arg(src, "src")
         if source.sizes != self.sizes:  # a source that broadcasts is read through stride 0
             if broadcast_shape(self.sizes, source.sizes, "copy_") != self.sizes:
                 raise ShapeError(f"copy_: the source's shape {source.sizes} does not broadcast "
@@ -1871,8 +1909,10 @@ cdef int _check_index(object key) except -1:
 
 cdef object empty(tuple size, object dtype, object device, bint requires_grad):
     require_grad_arg(dtype, "float32", requires_grad)
-    return requiring_grad(new_empty(size_arg(size, "size"), dtype_arg(
-        dtype, dtypes.named_dtype("float32"), "dtype"), device_arg(device, CPU)), requires_grad)
+    sizes = size_arg(size, "size")
+    cdef DtypeCore chosen = dtype if isinstance(dtype, DtypeCore) else dtype_arg(
+        dtype, dtypes.named_dtype("float32"), "dtype")  # the default only when needed
+    return requiring_grad(new_empty(sizes, chosen, device_arg(device, CPU)), requires_grad)
 
 
 cdef object zeros(tuple size, object dtype, object device, bint requires_grad):
@@ -1965,9 +2005,7 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
 
 
 cdef object empty_like(object input, object dtype, object device, bint requires_grad):
-    if not isinstance(input, TensorCore):
-        raise TypeError(f"input must be a tensorplay Tensor, got {type(input).__name__}")
-    cdef TensorCore source = input
+    cdef TensorCore source = own_tensor_arg(input, "input")
     require_grad_arg(dtype, source.dtype_object, requires_grad)
     return requiring_grad(new_empty(source.sizes, dtype_arg(dtype, source.dtype_object, "dtype"),
                                     device_arg(device, source.device_index)), requires_grad)
@@ -1981,13 +2019,20 @@ cdef object zeros_like(object input, object dtype, object device, bint requires_
 
 
 cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1:
-    for name, value in (("input", input), ("other", other)):
-        if not isinstance(value, TensorCore):
-            raise TypeError(f"{name} must be a tensorplay Tensor, got {type(value).__name__}")
+    own_tensor_arg(input, "input")
+    own_tensor_arg(other, "other")
     broadcast_shape((<TensorCore>input).sizes, (<TensorCore>other).sizes, "allclose")
     a = host_values(input).astype(np().float64)
     b = host_values(other).astype(np().float64)
     return bool(np().allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+cdef TensorCore own_tensor_arg(object value, str argument):
+    """value, which must be our tensor; anything else is a TypeError naming the argument."""
+    if isinstance(value, TensorCore):
+        return value
+    raise TypeError(f"{argument} must be a tensorplay Tensor, got {type(value).__name__} "
+                    f"({errors.shown(value)})")
 
 
 cdef TensorCore tensor_arg(object value, str argument, Py_ssize_t index):

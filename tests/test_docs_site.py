@@ -44,7 +44,7 @@ def test_every_module_function_and_class_has_its_page(site):
         for name in names + [r.name for r in module.reexports]:
             # The URL the spec's "Full reference" links expect.
             assert (site / "generated" / f"{module.name}.{name}.html").is_file(), name
-    for page in ("index", "getting-started", "design", "search", "api/types"):
+    for page in ("index", "getting-started", "design", "performance", "search", "api/types"):
         assert (site / f"{page}.html").is_file(), page
 
 

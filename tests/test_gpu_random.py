@@ -71,6 +71,50 @@ def test_wide_integer_ranges_equal_the_cpu_reference():
     assert numpy.array_equal(values(gpu), values(cpu))
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_persistent_grid_passes_and_misaligned_outputs_equal_the_cpu_reference(dtype):
+    # 2M + 3 elements: several grid-stride passes of the persistent grid and a partial last
+    # group. Written once aligned, once from element 1 of a buffer (no vector stores at all).
+    count = (2 << 20) + 3
+    element = getattr(tensorplay, dtype)
+    for start in (0, 1):
+        on_gpu, on_cpu = pair(77 + start)
+        gpu = tensorplay.empty(count + start, dtype=element, device="cuda")[start:]
+        gpu.uniform_(-1.0, 3.0, generator=on_gpu)
+        cpu = tensorplay.empty(count, dtype=element).uniform_(-1.0, 3.0, generator=on_cpu)
+        assert numpy.array_equal(values(gpu), values(cpu))
+        normal = values(tensorplay.empty(count + start, dtype=element, device="cuda")[start:]
+                        .normal_(generator=on_gpu))
+        reference = values(tensorplay.empty(count, dtype=element).normal_(generator=on_cpu))
+        tolerance = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5,
+                     "float64": 1e-12}[dtype]
+        assert numpy.allclose(normal, reference, rtol=tolerance, atol=tolerance)
+
+
+def test_four_int64_groups_through_shared_memory_equal_the_cpu_reference():
+    # Groups of four 64-bit values (32 bytes) are stored through shared memory by whole warps;
+    # at element 1 of a buffer they are not aligned, and every group takes the direct stores.
+    count = (2 << 20) + 3
+    for start in (0, 1):
+        on_gpu, on_cpu = pair(31 + start)
+        gpu = tensorplay.empty(count + start, dtype=tensorplay.int64, device="cuda")[start:]
+        gpu.bernoulli_(0.25, generator=on_gpu)
+        cpu = tensorplay.empty(count, dtype=tensorplay.int64).bernoulli_(0.25, generator=on_cpu)
+        assert numpy.array_equal(values(gpu), values(cpu))
+        gpu = tensorplay.randint(-7, 1000, (count,), device="cuda", generator=on_gpu)
+        cpu = tensorplay.randint(-7, 1000, (count,), generator=on_cpu)
+        assert numpy.array_equal(values(gpu), values(cpu))
+
+
+@pytest.mark.parametrize("low, high", [(0, 256), (-8, 8), (0, 1 << 40), (5, 5 + (1 << 33) + 1)])
+def test_power_of_two_and_other_ranges_equal_the_cpu_reference(low, high):
+    # Power-of-two ranges are masks in the kernels, the others a modulo: the same numbers.
+    on_gpu, on_cpu = pair(high)
+    gpu = tensorplay.randint(low, high, ((1 << 20) + 1,), device="cuda", generator=on_gpu)
+    cpu = tensorplay.randint(low, high, ((1 << 20) + 1,), generator=on_cpu)
+    assert numpy.array_equal(values(gpu), values(cpu))
+
+
 def test_ten_million_uniforms_have_the_right_mean_and_variance():
     tensorplay.manual_seed(2026)
     drawn = values(tensorplay.rand(MILLIONS, device="cuda")).astype(numpy.float64)

@@ -17,6 +17,9 @@ def test_queries_answer_without_a_device():
     assert accelerator.device_count() == 0
     assert accelerator.current_accelerator() == tensorplay.device("cuda")
     assert accelerator.current_accelerator(check_available=True) is None
+    # Made once (devices are immutable), the availability check still asked every time.
+    assert accelerator.current_accelerator() is accelerator.current_accelerator()
+    assert accelerator.current_accelerator(check_available=True) is None
 
 
 def test_device_bound_calls_raise_that_no_accelerator_is_available():

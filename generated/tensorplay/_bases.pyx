@@ -294,6 +294,133 @@ cdef class GraphBase(_graph.GraphBase):
         """
         self.c_begin_capture_to_next_body()
 
+    def recapture_begin(self, capture_error_mode='global', stream=None):
+        """Begin capturing the graph's work again, to update its executable in place.
+
+        The work captured until recapture_end() must have the topology of
+        the graph's first capture (the same kernels, copies and conditional
+        nodes in the same order, with the same dependencies); what may differ
+        is their parameters: other tensors, sizes, scalars. Allocations come
+        from the graph's own pool. The graph keeps replaying its current
+        executable until recapture_end() succeeds.
+
+        Args:
+            capture_error_mode: the capture mode of the recapture.
+            stream: the stream to capture on, of the graph's device; None takes the stream a
+                capture_begin() without one would.
+
+        Raises:
+            RuntimeError: the graph holds no captured graph (never captured, or reset() since), or
+                it is capturing.
+            ValueError: the stream is on another device than the graph.
+        """
+        self.c_recapture_begin(_errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')), _stream.stream_arg(stream, 'stream'))
+
+    def recapture_end(self, reinstantiate=False):
+        """End the recapture and update the executable in place.
+
+        The update costs a fraction of an instantiation. On success the
+        blocks only the replaced capture held return to the cache, and node
+        parameter changes and rebindings made before are replaced by the
+        recapture's parameters.
+
+        Args:
+            reinstantiate: instantiate the new capture when its topology differs, instead of
+                raising.
+
+        Returns:
+            str: "updated" when the executable was updated in place (cuGraphExecUpdate),
+                "reinstantiated" when reinstantiate=True replaced it.
+
+        Raises:
+            RuntimeError: no recapture is open; the capture failed; or the topology differs and
+                reinstantiate is False: the message names the first node that differs and what differed.
+                In each case the recapture is discarded, what it allocated and held is given back, and
+                the graph replays its previous executable as before.
+        """
+        return self.c_recapture_end(_errors.bool_arg(reinstantiate, 'reinstantiate'))
+
+    def kernel_nodes(self):
+        """List the executable's kernel nodes with their launch dimensions and arguments.
+
+        Scalar arguments are shown, and can be set, for the kernels tensorplay
+        launched itself; a kernel of another library (PyTorch's, cuBLAS's) is
+        listed with arguments None.
+
+        Returns:
+            list[KernelNode]: one KernelNode per kernel node, in the driver's order, conditional
+                bodies included (after their conditional node).
+
+        Raises:
+            RuntimeError: the graph holds no captured graph.
+        """
+        return self.c_kernel_nodes()
+
+    def set_kernel_node_params(self, node, grid=None, block=None, arguments=None):
+        """Change a kernel node's launch dimensions or scalar arguments, without recapture.
+
+        The change applies to the next replay and later ones; replays already
+        queued run with the parameters they were launched with. Works for
+        kernels inside conditional bodies too.
+
+        Args:
+            node: a node from this graph's kernel_nodes(), listed since its last recapture.
+            grid: the new grid, 1 to 3 sizes (missing ones are 1); None keeps it.
+            block: the new block, 1 to 3 sizes of at most 1024 threads in all; None keeps it.
+            arguments: new values of scalar arguments by name, each checked against the kernel's
+                parameter type; None keeps them.
+
+        Raises:
+            TypeError: node is not a KernelNode, or a value has the wrong type for its parameter.
+            ValueError: node belongs to another graph or to an earlier capture, a size is out of
+                range, an argument is unknown, not a scalar, does not fit its type, or belongs to a
+                kernel tensorplay did not launch. Nothing is changed.
+        """
+        self.c_set_kernel_node_params(node, grid, block, arguments)
+
+    def rebind(self, bindings):
+        """Point the graph at other tensors, without copying them.
+
+        Every kernel argument of tensorplay's kernels, and every copy and
+        memset, whose address lies inside a static tensor's memory moves to
+        the same offset in the new tensor, conditional bodies included. The
+        graph keeps the new tensors alive; the static ones are no longer
+        used.
+
+        Args:
+            bindings: static tensor -> new tensor: each static tensor the graph reads or writes (as
+                captured, or as bound by an earlier rebind()) and the tensor to use instead, of the same
+                shape, dtype, strides and device.
+
+        Raises:
+            TypeError: bindings is not a dict of tensors.
+            ValueError: a pair differs in shape, dtype, strides or device, or its addresses are not
+                a multiple of 32 bytes apart (the kernels may load 32 bytes at a time), static tensors
+                overlap, no node refers to a static tensor, or the graph holds a node whose addresses
+                tensorplay cannot read (a kernel of another library, a host callback, a child graph, an
+                allocation node), which is named. Nothing is changed.
+            RuntimeError: the graph holds no captured graph.
+        """
+        self.c_rebind(bindings)
+
+    def replay_with(self, bindings, stream=None):
+        """Replay the graph once with other tensors in place of static ones, without copying.
+
+        The next replay without bindings uses the graph's own tensors again.
+        The tensors given are kept alive until then, and their memory is
+        not handed to another stream before this replay is done with it.
+
+        Args:
+            bindings: static tensor -> tensor to use for this replay only, as for rebind().
+            stream: the stream to launch on; None for the current stream.
+
+        Raises:
+            TypeError: bindings is not a dict of tensors.
+            ValueError: as for rebind(); nothing is changed or launched.
+            RuntimeError: the graph holds no captured graph.
+        """
+        self.c_replay_with(bindings, _stream.stream_arg(stream, 'stream'))
+
     @property
     def pool_id(self):
         """Allocator pool id this graph captured against."""

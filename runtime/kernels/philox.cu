@@ -73,8 +73,13 @@ __device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
 __device__ inline float unit_float(unsigned int word) {
     return (float)(word >> 8) * 5.9604644775390625e-08f;  // 2^-24
 }
+// (word >> 11) * 2^-53 for word = (hi << 32) | lo, exactly, without the slow 64-bit integer
+// conversion: the top 52 bits as the mantissa of a double in [1, 2), less 1, plus bit 11's 2^-53
+// (the sum is a multiple of 2^-53 below 1, so both steps are exact).
 __device__ inline double unit_double(unsigned int hi, unsigned int lo) {
-    return (double)((((unsigned long long)hi << 32) | lo) >> 11) * 1.1102230246251565e-16;  // 2^-53
+    const unsigned long long word = ((unsigned long long)hi << 32) | lo;
+    const double top = __longlong_as_double((long long)(0x3FF0000000000000ull | (word >> 12)));
+    return __dadd_rn(__dsub_rn(top, 1.0), (word & 0x800ull) ? 1.1102230246251565e-16 : 0.0);
 }
 
 // The uniforms in [0, 1) of one block.
@@ -101,111 +106,256 @@ __device__ inline void normals(uint4_t r, float* z) {
         z[2 * pair + 1] = radius * s;
     }
 }
+// Double normals spend their time in log and sin/cos, not in Philox or the stores; the
+// library's log and sincospi (1 ulp, every input) take about three times the instructions
+// needed here, where u1 is in (0, 1] and the angle a multiple of 2^-52 turns. So both are
+// short series whose coefficients sit in constant memory (operands of the multiply-adds, no
+// register moves): about 2e-15 from the exact values, where the host reference (numpy, in
+// double) is itself within a few ulp; tests/test_gpu_random.py holds them to 1e-12.
+// log(u1): u1 = m 2^k with m in [sqrt(1/2), sqrt(2)], log(m) = 2 atanh(s) for s = (m-1)/(m+1),
+// |s| <= 0.1716, summed through s^17 (the next term is below 4e-16).
+__constant__ double LOG_SERIES[8] = {0.6666666666666666, 0.4, 0.2857142857142857, 0.2222222222222222, 0.18181818181818182, 0.15384615384615385, 0.13333333333333333, 0.11764705882352941};  // 2 / (2n + 1), n = 1..8
+// sin(pi r) and cos(pi r) for |r| <= 1/4: Taylor series in r through r^15 and r^16.
+__constant__ double SINPI_SERIES[8] = {3.141592653589793, -5.167712780049969, 2.550164039877345, -0.5992645293207919, 0.08214588661112819, -0.007370430945714348, 0.00046630280576761234, -2.1915353447830204e-05};
+__constant__ double COSPI_SERIES[9] = {1.0, -4.934802200544679, 4.058712126416768, -1.3352627688545893, 0.23533063035889312, -0.02580689139001405, 0.001929574309403922, -0.00010463810492484565, 4.303069587032944e-06};
+
+template <int N> __device__ inline double series(const double (&coefficients)[N], double z) {
+    double sum = coefficients[N - 1];
+#pragma unroll
+    for (int i = N - 2; i >= 0; --i) sum = fma(sum, z, coefficients[i]);
+    return sum;
+}
+
+__device__ inline double log_unit(double x) {  // x in (0, 1], never subnormal (>= 2^-53)
+    const long long bits = __double_as_longlong(x);
+    int exponent = (int)(bits >> 52) - 1023;
+    double m = __longlong_as_double((bits & 0x000FFFFFFFFFFFFFll) | 0x3FF0000000000000ll);
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        exponent += 1;
+    }
+    const double f = m - 1.0, d = 2.0 + f;  // both exact
+    double inverse;  // 1 / d: the hardware's approximation and two Newton steps
+    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(inverse) : "d"(d));
+    inverse = fma(inverse, fma(-d, inverse, 1.0), inverse);
+    inverse = fma(inverse, fma(-d, inverse, 1.0), inverse);
+    double s = f * inverse;
+    s = fma(fma(-s, d, f), inverse, s);
+    const double z = s * s;
+    return fma((double)exponent, 0.6931471805599453, fma(s * z, series(LOG_SERIES, z), 2.0 * s));
+}
+
+// sin and cos of 2 pi u for u = word53 * 2^-53 in [0, 1): with t = 2u = q / 2 + r, q the
+// nearest quarter turn (from the integer, no rounding instruction) and |r| <= 1/4 exact.
+__device__ inline void sincos_turn(unsigned long long word53, double* sine, double* cosine) {
+    const unsigned int q = (unsigned int)((word53 + (1ull << 50)) >> 51);  // 0..4
+    const double r = __dsub_rn(2.0 * ((double)word53 * 1.1102230246251565e-16), 0.5 * q);
+    const double z = r * r;
+    const double sp = r * series(SINPI_SERIES, z), cp = series(COSPI_SERIES, z);
+    const double a = (q & 1) ? cp : sp, b = (q & 1) ? sp : cp;
+    *sine = (q & 2) ? -a : a;
+    *cosine = ((q + 1) & 2) ? -b : b;
+}
+
 __device__ inline void normals(uint4_t r, double* z) {
-    double u1 = 1.0 - unit_double(r.x, r.y);
-    double radius = sqrt(-2.0 * log(u1));
+    const double u1 = 1.0 - unit_double(r.x, r.y);
+    const double radius = sqrt(-2.0 * log_unit(u1));
     double s, c;
-    sincospi(2.0 * unit_double(r.z, r.w), &s, &c);
+    sincos_turn(((((unsigned long long)r.z) << 32) | r.w) >> 11, &s, &c);
     z[0] = radius * c;
     z[1] = radius * s;
 }
 
-// Stores the PER values of group g: one vector store when the group is whole and the output
-// aligned (the common case), else element by element up to count.
-template <int PER> struct alignas(sizeof(scalar_t) * PER) group_t { scalar_t lane[PER]; };
+// Note [Philox kernel shape]
+// The kernels are bound by the arithmetic of Philox (ten rounds of two 32 x 32-bit products per
+// block) and by the bandwidth of the stores, so every launch is a persistent grid: as many
+// blocks as the device holds at once (kernels.resident_blocks), each thread drawing groups
+// g, g + stride, g + 2 stride, ... with stride the grid's thread count. The first Philox round
+// of a call multiplies the call's block offset, the same for every group, so the compiler hoists
+// it (and the round keys) out of the loop; each pass draws UNROLL groups, independent chains
+// that keep the multipliers busy, and stores each as one vector (16 bytes for float32, float64
+// and 64-bit integers). Groups past the last whole vector, and outputs not aligned to one, take
+// the element-by-element tail. The launch shape never changes the numbers: group g is drawn from
+// (seed, offset, g) wherever it runs.
+#define UNROLL 2
 
+template <int PER> struct alignas(sizeof(scalar_t) * PER) group_t { scalar_t lane[PER]; };
+struct alignas(16) chunk_t { unsigned long long low, high; };
+
+// Stores group g's packed values, g on this lane of a warp whose 32 lanes store consecutive
+// groups (the main loop of fill). A group of 16 bytes or less is one store, and the warp's
+// stores cover whole 32-byte sectors. A wider group (four 64-bit integers) would be two 16-byte
+// stores, each writing half of every sector it touches, which ran at under half the bandwidth
+// on an H200; so the warp passes its groups through shared memory and stores them as 16-byte
+// chunks in order, each instruction writing 512 contiguous bytes.
 template <int PER>
-__device__ inline void store(scalar_t* out, long long count, long long group, bool aligned,
-                             const scalar_t* values) {
-    long long first = group * PER;
-    if (aligned && first + PER <= count) {
-        group_t<PER> packed;
-#pragma unroll
-        for (int lane = 0; lane < PER; ++lane) packed.lane[lane] = values[lane];
-        reinterpret_cast<group_t<PER>*>(out)[group] = packed;
+__device__ inline void store_whole(group_t<PER>* vectors, long long g, const group_t<PER>& packed,
+                                   group_t<PER>* staged) {
+    if constexpr (sizeof(group_t<PER>) <= 16) {
+        vectors[g] = packed;
     } else {
-        for (int lane = 0; lane < PER && first + lane < count; ++lane) out[first + lane] = values[lane];
+        constexpr int CHUNKS = sizeof(group_t<PER>) / sizeof(chunk_t);
+        const unsigned int lane = threadIdx.x & 31;
+        group_t<PER>* warp_slots = staged + (threadIdx.x - lane);
+        __syncwarp();  // the warp's previous chunks are read
+        warp_slots[lane] = packed;
+        __syncwarp();
+        const chunk_t* chunks = reinterpret_cast<const chunk_t*>(warp_slots);
+        chunk_t* target = reinterpret_cast<chunk_t*>(vectors + (g - lane));
+#pragma unroll
+        for (int part = 0; part < CHUNKS; ++part) target[part * 32 + lane] = chunks[part * 32 + lane];
     }
 }
 
-#define GROUP_LOOP(PER)                                                                       \
-    unsigned long long seed, offset;                                                         \
-    unpack(state, seed, offset);                                                             \
-    const bool aligned = ((unsigned long long)out % (sizeof(scalar_t) * (PER))) == 0;         \
-    const long long groups = (count + (PER) - 1) / (PER);                                    \
-    GRID_STRIDE_LOOP(group, groups)
+// fill<PER>(out, count, state, transform): transform(block, values) turns the Philox block of
+// group g into its PER output values, stored at out[g * PER ...]. The main loop runs while the
+// warp's last lane (group | 31: blocks and the stride are multiples of 32 threads) has UNROLL
+// whole groups, so a warp enters and leaves it together.
+template <int PER, typename Transform>
+__device__ inline void fill(scalar_t* out, long long count, const PhiloxState& state,
+                            const Transform& transform) {
+    __shared__ group_t<PER> staged[sizeof(group_t<PER>) <= 16 ? 1 : THREADS];
+    unsigned long long seed, offset;
+    unpack(state, seed, offset);
+    const unsigned long long block = offset >> 2;
+    const unsigned int key0 = (unsigned int)seed, key1 = (unsigned int)(seed >> 32);
+    const bool aligned = ((unsigned long long)out % sizeof(group_t<PER>)) == 0;
+    const long long groups = (count + PER - 1) / PER;
+    const long long whole = aligned ? count / PER : 0;  // groups stored as one vector
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long group = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    group_t<PER>* vectors = reinterpret_cast<group_t<PER>*>(out);
+    for (; (group | 31) + (UNROLL - 1) * stride < whole; group += UNROLL * stride) {
+        uint4_t r[UNROLL];
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) {
+            const unsigned long long g = group + k * stride;
+            r[k] = philox4x32_10({(unsigned int)block, (unsigned int)(block >> 32),
+                                  (unsigned int)g, (unsigned int)(g >> 32)}, key0, key1);
+        }
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) {
+            group_t<PER> packed;
+            transform(r[k], packed.lane);
+            store_whole<PER>(vectors, group + k * stride, packed, staged);
+        }
+    }
+    for (; group < groups; group += stride) {
+        scalar_t values[PER];
+        transform(draw(seed, offset, group), values);
+        const long long first = group * PER;
+        if (group < whole) {
+            group_t<PER> packed;
+#pragma unroll
+            for (int lane = 0; lane < PER; ++lane) packed.lane[lane] = values[lane];
+            vectors[group] = packed;
+        } else {
+            for (int lane = 0; lane < PER && first + lane < count; ++lane) {
+                out[first + lane] = values[lane];
+            }
+        }
+    }
+}
 
 // Uniform on [low, high): low + u * (high - low); a value that rounds to high becomes low, as
 // PyTorch's uniform_ does (pytorch/pytorch#16706).
-extern "C" __global__ void uniform(scalar_t* out, long long count, PhiloxState state, real_t low,
-                                   real_t range, real_t high) {
-    const real_t high_stored = (real_t)load(convert<scalar_t>(high));
-    GROUP_LOOP(REAL_PER_DRAW) {
+struct UniformTransform {
+    real_t low, range, high_stored;
+    __device__ inline void operator()(uint4_t r, scalar_t* values) const {
         real_t u[REAL_PER_DRAW];
-        uniforms(draw(seed, offset, group), u);
-        scalar_t values[REAL_PER_DRAW];
+        uniforms(r, u);
 #pragma unroll
         for (int lane = 0; lane < REAL_PER_DRAW; ++lane) {
             scalar_t value = convert<scalar_t>(add_rn(mul_rn(u[lane], range), low));
             values[lane] = (real_t)load(value) == high_stored ? convert<scalar_t>(low) : value;
         }
-        store<REAL_PER_DRAW>(out, count, group, aligned, values);
     }
+};
+
+extern "C" __global__ void uniform(scalar_t* out, long long count, PhiloxState state, real_t low,
+                                   real_t range, real_t high) {
+    const UniformTransform transform = {low, range, (real_t)load(convert<scalar_t>(high))};
+    fill<REAL_PER_DRAW>(out, count, state, transform);
 }
 
-extern "C" __global__ void normal(scalar_t* out, long long count, PhiloxState state, real_t mean,
-                                  real_t std) {
-    GROUP_LOOP(REAL_PER_DRAW) {
+struct NormalTransform {
+    real_t mean, std;
+    __device__ inline void operator()(uint4_t r, scalar_t* values) const {
         real_t z[REAL_PER_DRAW];
-        normals(draw(seed, offset, group), z);
-        scalar_t values[REAL_PER_DRAW];
+        normals(r, z);
 #pragma unroll
         for (int lane = 0; lane < REAL_PER_DRAW; ++lane) {
             values[lane] = convert<scalar_t>(add_rn(mul_rn(z[lane], std), mean));
         }
-        store<REAL_PER_DRAW>(out, count, group, aligned, values);
     }
+};
+
+extern "C" __global__ void normal(scalar_t* out, long long count, PhiloxState state, real_t mean,
+                                  real_t std) {
+    const NormalTransform transform = {mean, std};
+    fill<REAL_PER_DRAW>(out, count, state, transform);
 }
 
 // 1 where a uniform in [0, 1) is below p, else 0.
-extern "C" __global__ void bernoulli(scalar_t* out, long long count, PhiloxState state, real_t p) {
-    GROUP_LOOP(REAL_PER_DRAW) {
+struct BernoulliTransform {
+    real_t p;
+    __device__ inline void operator()(uint4_t r, scalar_t* values) const {
         real_t u[REAL_PER_DRAW];
-        uniforms(draw(seed, offset, group), u);
-        scalar_t values[REAL_PER_DRAW];
+        uniforms(r, u);
 #pragma unroll
         for (int lane = 0; lane < REAL_PER_DRAW; ++lane) {
             values[lane] = convert<scalar_t>((long long)(u[lane] < p));
         }
-        store<REAL_PER_DRAW>(out, count, group, aligned, values);
     }
+};
+
+extern "C" __global__ void bernoulli(scalar_t* out, long long count, PhiloxState state, real_t p) {
+    const BernoulliTransform transform = {p};
+    fill<REAL_PER_DRAW>(out, count, state, transform);
 }
 
 // Integers in [low, low + range): one 32-bit word per value while range fits in 32 bits, else
 // two words per value. Modulo reduction, as PyTorch's random_from_to (its bias is below
-// range / 2^32, or range / 2^64).
+// range / 2^32, or range / 2^64). A power-of-two range, the common case (bits, bytes, indices
+// into power-of-two tables), is a mask instead of a division.
+struct Integers32Transform {
+    long long low;
+    unsigned int range;
+    __device__ inline unsigned int reduce(unsigned int word) const {
+        return (range & (range - 1)) == 0 ? (word & (range - 1)) : word % range;
+    }
+    __device__ inline void operator()(uint4_t r, scalar_t* values) const {
+        values[0] = convert<scalar_t>(low + (long long)reduce(r.x));
+        values[1] = convert<scalar_t>(low + (long long)reduce(r.y));
+        values[2] = convert<scalar_t>(low + (long long)reduce(r.z));
+        values[3] = convert<scalar_t>(low + (long long)reduce(r.w));
+    }
+};
+
 extern "C" __global__ void randint32(scalar_t* out, long long count, PhiloxState state,
                                      long long low, unsigned int range) {
-    GROUP_LOOP(4) {
-        uint4_t r = draw(seed, offset, group);
-        scalar_t values[4] = {convert<scalar_t>(low + (long long)(r.x % range)),
-                              convert<scalar_t>(low + (long long)(r.y % range)),
-                              convert<scalar_t>(low + (long long)(r.z % range)),
-                              convert<scalar_t>(low + (long long)(r.w % range))};
-        store<4>(out, count, group, aligned, values);
-    }
+    const Integers32Transform transform = {low, range};
+    fill<4>(out, count, state, transform);
 }
+
+struct Integers64Transform {
+    long long low;
+    unsigned long long range;
+    __device__ inline unsigned long long reduce(unsigned long long word) const {
+        return (range & (range - 1)) == 0 ? (word & (range - 1)) : word % range;
+    }
+    __device__ inline void operator()(uint4_t r, scalar_t* values) const {
+        const unsigned long long first = ((unsigned long long)r.x << 32) | r.y;
+        const unsigned long long second = ((unsigned long long)r.z << 32) | r.w;
+        values[0] = convert<scalar_t>((long long)((unsigned long long)low + reduce(first)));
+        values[1] = convert<scalar_t>((long long)((unsigned long long)low + reduce(second)));
+    }
+};
 
 extern "C" __global__ void randint64(scalar_t* out, long long count, PhiloxState state,
                                      long long low, unsigned long long range) {
-    GROUP_LOOP(2) {
-        uint4_t r = draw(seed, offset, group);
-        unsigned long long first = ((unsigned long long)r.x << 32) | r.y;
-        unsigned long long second = ((unsigned long long)r.z << 32) | r.w;
-        scalar_t values[2] = {convert<scalar_t>((long long)((unsigned long long)low + first % range)),
-                              convert<scalar_t>((long long)((unsigned long long)low + second % range))};
-        store<2>(out, count, group, aligned, values);
-    }
+    const Integers64Transform transform = {low, range};
+    fill<2>(out, count, state, transform);
 }
 
 // Before each replay of a graph that drew random numbers: the state its kernels read.

@@ -10,6 +10,7 @@ from typing import Any, Callable, Literal, TypeAlias
 from tensorplay._bases import GraphBase
 from tensorplay.cuda import Stream
 from tensorplay.cuda.graphs import CUDAGraph
+from tensorplay.cuda.graphs import KernelNode
 
 _GraphPool: TypeAlias = tuple[int, int] | Graph | CUDAGraph | None
 

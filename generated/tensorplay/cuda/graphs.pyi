@@ -15,9 +15,11 @@ __all__ = [
     "export_dot",
     "graph_pool_handle",
     "graph",
+    "recapture",
     "is_current_stream_capturing",
     "make_graphed_callables",
     "CUDAGraph",
+    "KernelNode",
 ]
 
 
@@ -68,6 +70,25 @@ def graph(cuda_graph: CUDAGraph, pool: _GraphPool = None, stream: Stream | None 
         stream: custom capture stream; defaults to the runtime’s dedicated per-device side
             stream (the legacy default stream cannot capture).
         capture_error_mode: see CUDAGraph.capture_begin().
+
+    Returns:
+        Any: a context manager.
+    """
+
+
+def recapture(cuda_graph: CUDAGraph, stream: Stream | None = None, capture_error_mode: str = 'global', reinstantiate: bool = False) -> Any:
+    """Context-manager that captures the block into cuda_graph again and updates its executable.
+
+    CUDAGraph.recapture_begin() on entry, CUDAGraph.recapture_end() on a
+    normal exit; an exception in the block discards the recapture and
+    the graph keeps its executable.
+
+    Args:
+        cuda_graph: a graph that holds a captured graph.
+        stream: the capture stream; None for the device's side stream.
+        capture_error_mode: see CUDAGraph.capture_begin().
+        reinstantiate: instantiate the new capture when its topology differs, instead of
+            raising.
 
     Returns:
         Any: a context manager.
@@ -150,3 +171,42 @@ class CUDAGraph(GraphBase):
     """A CUDA graph whose capture allocates from a private memory pool and replays with one launch."""
 
     def __init__(self) -> None: ...
+
+
+class KernelNode:
+    """A kernel node of a graph's executable, as CUDAGraph.kernel_nodes() listed it."""
+
+    def __repr__(self) -> str:
+        """The node as text.
+
+        Returns:
+            str: the id, name, dimensions and arguments.
+        """
+
+    @property
+    def id(self) -> tuple[int, ...]:
+        """The node's position: (position,) in the graph, or (conditional node's position, body, position, ...) inside a conditional body."""
+
+    @property
+    def name(self) -> str | None:
+        """The kernel's name as the driver reports it."""
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """The grid size (x, y, z)."""
+
+    @property
+    def block(self) -> tuple[int, ...]:
+        """The block size (x, y, z)."""
+
+    @property
+    def shared_memory_bytes(self) -> int:
+        """Dynamic shared memory per block, in bytes."""
+
+    @property
+    def arguments(self) -> dict[str, int | float | bool] | None:
+        """The scalar arguments by name (a copy); None for a kernel tensorplay did not launch."""
+
+    @property
+    def signature(self) -> tuple[tuple[str, str], ...]:
+        """Every parameter as (name, C type), pointers and structs included; empty for a kernel tensorplay did not launch."""

@@ -6,6 +6,8 @@ bulk input staging and graphed callables.
 
 from tensorplay._runtime cimport errors as _errors
 from tensorplay._runtime cimport graph as _graph
+from tensorplay._runtime cimport graph_update as _graph_update
+from tensorplay._runtime cimport public as _public
 from tensorplay._runtime cimport stream as _stream
 cimport tensorplay._bases as _bases
 
@@ -13,9 +15,11 @@ __all__ = [
     "export_dot",
     "graph_pool_handle",
     "graph",
+    "recapture",
     "is_current_stream_capturing",
     "make_graphed_callables",
     "CUDAGraph",
+    "KernelNode",
 ]
 
 
@@ -73,6 +77,26 @@ def graph(cuda_graph, pool=None, stream=None, capture_error_mode='global'):
         Any: a context manager.
     """
     return _graph.graph_context(cuda_graph, _graph.pool_arg(pool, 'pool'), _stream.stream_arg(stream, 'stream'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')))
+
+
+def recapture(cuda_graph, stream=None, capture_error_mode='global', reinstantiate=False):
+    """Context-manager that captures the block into cuda_graph again and updates its executable.
+
+    CUDAGraph.recapture_begin() on entry, CUDAGraph.recapture_end() on a
+    normal exit; an exception in the block discards the recapture and
+    the graph keeps its executable.
+
+    Args:
+        cuda_graph: a graph that holds a captured graph.
+        stream: the capture stream; None for the device's side stream.
+        capture_error_mode: see CUDAGraph.capture_begin().
+        reinstantiate: instantiate the new capture when its topology differs, instead of
+            raising.
+
+    Returns:
+        Any: a context manager.
+    """
+    return _graph.recapture_context(cuda_graph, _stream.stream_arg(stream, 'stream'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')), _errors.bool_arg(reinstantiate, 'reinstantiate'))
 
 
 def is_current_stream_capturing():
@@ -160,3 +184,53 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
 
     def __init__(self):
         self.init_cuda_graph()
+
+
+cdef class KernelNode(_graph_update.KernelNodeCore):
+    """A kernel node of a graph's executable, as CUDAGraph.kernel_nodes() listed it."""
+
+    def __repr__(self):
+        """The node as text.
+
+        Returns:
+            str: the id, name, dimensions and arguments.
+        """
+        return self.c_repr()
+
+    @property
+    def id(self):
+        """The node's position: (position,) in the graph, or (conditional node's position, body, position, ...) inside a conditional body."""
+        return self.c_id()
+
+    @property
+    def name(self):
+        """The kernel's name as the driver reports it."""
+        return self.c_name()
+
+    @property
+    def grid(self):
+        """The grid size (x, y, z)."""
+        return self.c_grid()
+
+    @property
+    def block(self):
+        """The block size (x, y, z)."""
+        return self.c_block()
+
+    @property
+    def shared_memory_bytes(self):
+        """Dynamic shared memory per block, in bytes."""
+        return self.c_shared_memory_bytes()
+
+    @property
+    def arguments(self):
+        """The scalar arguments by name (a copy); None for a kernel tensorplay did not launch."""
+        return self.c_arguments()
+
+    @property
+    def signature(self):
+        """Every parameter as (name, C type), pointers and structs included; empty for a kernel tensorplay did not launch."""
+        return self.c_signature()
+
+
+_public.register_class("KernelNodeCore", KernelNode)

@@ -1,0 +1,101 @@
+from libc.stdint cimport uintptr_t
+from libcpp.vector cimport vector
+
+from cuda.bindings.cydriver cimport (CUDA_KERNEL_NODE_PARAMS, CUDA_MEMCPY3D,
+                                     CUDA_MEMSET_NODE_PARAMS, CUgraphNode)
+from cuda.bindings.cyruntime cimport cudaGraphExec_t, cudaGraph_t, cudaStream_t
+
+# A captured graph (cudaGraph_t), owned: destroyed with the object. The graph that instantiated
+# an executable keeps it for the executable's life (its node handles are the ones the
+# executable's setters accept); export_dot() may hold the newest one too.
+cdef class GraphTemplate:
+    cdef cudaGraph_t graph
+    cdef int device
+    cdef dict conditional_nodes        # recorded bodies (graph_topology.pxd), by node address
+
+cdef GraphTemplate own_template(int device, cudaGraph_t graph, dict conditional_nodes)
+
+
+# One node of an executable, as graph_update.pyx reads and changes it (Note [Executable nodes]).
+cdef class NodeRecord:
+    cdef readonly tuple path           # (position,), or (conditional's position, body, position..)
+    cdef int node_type                 # cudaGraphNodeType
+    cdef CUgraphNode node              # in the newest capture, whose parameters the executable has
+    cdef CUgraphNode exec_node         # the same position in the template the executable came from
+    cdef object name                   # a kernel's name, if the driver tells
+    cdef object signature              # kernel_signature.KernelSignature of our kernels, else None
+    cdef str unknown                   # why a kernel's parameters cannot be read, else None
+    cdef CUDA_KERNEL_NODE_PARAMS kernel   # kernelParams points into arguments
+    cdef unsigned char* arguments      # owned: the argument bytes, in the signature's layout
+    cdef void** argument_slots         # owned: each parameter's address in arguments
+    cdef CUDA_MEMCPY3D copy
+    cdef CUDA_MEMSET_NODE_PARAMS fill
+
+
+# A device address held in a node's parameters: a kernel argument, a copy's source or target,
+# a memset's target. persistent: what replay() uses; current: what the executable holds now
+# (differs only between replay_with() and the next launch).
+cdef struct AddressSlot:
+    int record
+    int field                          # SLOT_ARGUMENT (at offset), SLOT_COPY_SOURCE, ...
+    size_t offset
+    uintptr_t persistent
+    uintptr_t current
+
+
+# What graph.pyx's GraphBase keeps of its executable for updates, node parameters and rebinding.
+cdef class ExecutableState:
+    cdef int device
+    cdef GraphTemplate first           # the executable was instantiated from it
+    cdef GraphTemplate current         # the newest capture (first, until a recapture updates)
+    cdef unsigned long generation      # changes with every update; KernelNodes carry it
+    cdef list records                  # NodeRecord per node, read at first use; None until then
+    cdef vector[AddressSlot] slots
+    cdef dict span_slots               # (start, end) -> [slot index]: addresses inside the span
+    cdef set dirty                     # slots whose current differs from persistent
+    cdef dict holding                  # start address -> tensor rebind() bound: kept alive
+    cdef list call_holding             # the tensors of the last replay_with(), until restored
+    cdef str unscannable               # why rebinding could miss a reference; None: it cannot
+    cdef int read_nodes(self) except -1
+
+cdef ExecutableState new_state(GraphTemplate template)
+
+# Recapture: update executable in place from template (Note [Updating from a recapture]); a
+# RuntimeError naming the first node that differs when the topology does not match, with the
+# executable unchanged.
+cdef int update_executable(ExecutableState state, cudaGraphExec_t executable,
+                           GraphTemplate template) except -1
+
+# Node parameters and rebinding (the graph's public methods call these).
+cdef list kernel_nodes(ExecutableState state, object graph)
+cdef int set_kernel_node_params(ExecutableState state, cudaGraphExec_t executable, object graph,
+                                object node, object grid, object block,
+                                object arguments) except -1
+cdef int rebind(ExecutableState state, cudaGraphExec_t executable, object bindings,
+                bint persistent, cudaStream_t stream, str what) except -1
+# The argument checks that come before anything needs the graph's executable.
+cdef tuple node_params_args(object node, object grid, object block, object arguments)
+cdef int bindings_arg(object bindings, str what) except -1
+# Put back what replay_with() changed, before a plain launch.
+cdef int restore_bindings(ExecutableState state, cudaGraphExec_t executable) except -1
+
+
+# What CUDAGraph.kernel_nodes() returns: one kernel node, as it was when listed.
+cdef class KernelNodeCore:
+    cdef object graph_ref              # weakref to the graph
+    cdef unsigned long generation
+    cdef readonly tuple path
+    cdef object name
+    cdef tuple grid
+    cdef tuple block
+    cdef unsigned int shared_bytes
+    cdef object argument_values        # dict name -> value of the scalar arguments; None: foreign
+    cdef tuple parameter_types         # ((name, C type), ...); () for a foreign kernel
+    cdef object c_id(self)
+    cdef object c_name(self)
+    cdef object c_grid(self)
+    cdef object c_block(self)
+    cdef object c_shared_memory_bytes(self)
+    cdef object c_arguments(self)
+    cdef object c_signature(self)
+    cdef object c_repr(self)
