@@ -99,6 +99,34 @@ def test_registration_during_a_capture_and_reset_clears_it(loaded):
             out.uniform_(generator=generator)
 
 
+def test_recaptures_draw_as_eager_runs_and_a_failed_one_keeps_the_previous_draws(loaded):
+    from tensorplay.cuda import graphs
+    out = tp.empty(COUNT, device="cuda")
+    generator = tp.Generator("cuda").manual_seed(17)
+    g = cuda.CUDAGraph()
+    g.register_generator_state(generator)
+    with cuda.graph(g):
+        out.uniform_(generator=generator)
+    reference = twin(generator)
+
+    def replay_matches():
+        g.replay()
+        assert numbers(out) == numbers(tp.empty(COUNT, device="cuda").uniform_(
+            generator=reference))
+
+    replay_matches()
+    with pytest.raises(ZeroDivisionError):
+        with graphs.recapture(g):  # registrations last until reset(): no new registration
+            out.uniform_(generator=generator)
+            1 / 0
+    replay_matches()  # the replaced capture's draws, as before
+    with graphs.recapture(g):
+        out.uniform_(generator=generator)
+    replay_matches()
+    replay_matches()
+    assert generator.get_state().tolist() == reference.get_state().tolist()
+
+
 def test_registered_state_cannot_be_read_or_set_during_the_capture(loaded):
     out = tp.empty(COUNT, device="cuda")
     generator = tp.Generator("cuda")
