@@ -14,12 +14,15 @@ has run S seconds). --areas runs the areas named (again, if done); --force runs 
 An area that fails or runs past --timeout is recorded with its error and the run
 goes on; an area whose script is absent, or that needs a GPU where none is visible, is recorded
 as skipped with the reason. Missing peers (PyTorch, CuPy, nvcc for the C programs) are skipped
-by the scripts with a note. Then, on any machine: python bench/render_report.py PATH.
+by the scripts with a note. The commit measured is git's HEAD ("-dirty" with changes); on a
+copy of the tree without its own history, name it: TENSORPLAY_COMMIT=<rev> python bench/report.py.
+Then, on any machine: python bench/render_report.py PATH.
 
 Adding an area is one entry of AREAS below: its name (the report's section), the script in
 bench/ and its arguments. Records keep the area they name where it is one of the registry's
-(after the entry's labels map the script's own names onto them); others go to the entry's. A script of another issue qualifies when it takes --json PATH and
-writes its records there, as a list or as {"records": [...], "notes": [...]}.
+(after the entry's labels map the script's own names onto them); others go to the entry's. A
+script of another issue qualifies when it takes --json PATH and writes its records there, as
+a list or as {"records": [...], "notes": [...]}.
 """
 from __future__ import annotations
 
@@ -130,12 +133,20 @@ def nvcc_version() -> str | None:
 
 
 def commit() -> str | None:
+    """The tree's commit, "-dirty" when tracked files differ from it; TENSORPLAY_COMMIT names it
+    where the tree is a copy whose git history is not its own (a GPU machine's copy)."""
+    if os.environ.get("TENSORPLAY_COMMIT"):
+        return os.environ["TENSORPLAY_COMMIT"]
     try:
-        result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                capture_output=True, text=True)
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                              capture_output=True, text=True)
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                 cwd=ROOT, capture_output=True, text=True)
     except OSError:
         return None
-    return result.stdout.strip() if result.returncode == 0 else None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("-dirty" if changed.stdout.strip() else "")
 
 
 def package_versions() -> dict:

@@ -165,15 +165,16 @@ def test_the_headline_goes_between_the_readme_markers(tmp_path):
     assert run.returncode != 0 and "needs one <!-- headline:start --> line" in run.stderr
 
 
-def test_the_committed_page_is_what_the_renderer_writes_without_figures(tmp_path):
-    """docs/performance.md is in the site's table of contents; until the report runs on a GPU
-    it is the renderer's page for an empty results file, and README's headline says so."""
+def test_the_committed_page_and_headline_are_what_the_renderer_writes(tmp_path):
+    """docs/performance.md (in the site's table of contents) and README's headline are the
+    renderer's output for the committed results, docs/performance/results.json: a drift check."""
     pytest.importorskip("matplotlib", reason="the docs extra is not installed")
-    committed = (ROOT / "docs" / "performance.md").read_text()
-    if "No measurements yet" not in committed:
-        pytest.skip("docs/performance.md holds measurements")
-    _, page = render(tmp_path, {"format": 1, "areas": {}})
-    assert page == committed
+    committed = json.loads((ROOT / "docs" / "performance" / "results.json").read_text())
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text())
+    _, page = render(tmp_path, committed, "--readme", str(readme))
+    assert page == (ROOT / "docs" / "performance.md").read_text()
+    assert readme.read_text() == (ROOT / "README.md").read_text()
     assert "performance" in (ROOT / "docs" / "index.md").read_text()
 
 
