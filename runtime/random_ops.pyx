@@ -58,12 +58,6 @@ cdef int _device_arg(object value, int default) except -3:
     return default if index == -2 else index
 
 
-cdef TensorCore _tensor_arg(object value, str name):
-    if not isinstance(value, TensorCore):
-        raise TypeError(f"{name} must be a tensorplay Tensor, got {type(value).__name__}")
-    return value
-
-
 cdef int _check_floating(TensorCore target, str op) except -1:
     if target.dtype_object.name not in FLOATING:
         raise TypeError(f"{op} needs a floating-point tensor (float16, bfloat16, float32 or "
@@ -213,7 +207,7 @@ cdef object _fill(TensorCore target, int distribution, object generator, double 
 
 
 def uniform_(object self, object low, object high, object generator):
-    cdef TensorCore target = _tensor_arg(self, "self")
+    cdef TensorCore target = tensor.own_tensor_arg(self, "self")
     _check_floating(target, "uniform_()")
     cdef double start = _number_arg(low, "low", "uniform_()")
     cdef double end = _number_arg(high, "high", "uniform_()")
@@ -224,7 +218,7 @@ def uniform_(object self, object low, object high, object generator):
 
 
 def normal_(object self, object mean, object std, object generator):
-    cdef TensorCore target = _tensor_arg(self, "self")
+    cdef TensorCore target = tensor.own_tensor_arg(self, "self")
     _check_floating(target, "normal_()")
     cdef double center = _number_arg(mean, "mean", "normal_()")
     cdef double spread = _number_arg(std, "std", "normal_()")
@@ -234,7 +228,7 @@ def normal_(object self, object mean, object std, object generator):
 
 
 def bernoulli_(object self, object p, object generator):
-    cdef TensorCore target = _tensor_arg(self, "self")
+    cdef TensorCore target = tensor.own_tensor_arg(self, "self")
     cdef double probability = _number_arg(p, "p", "bernoulli_()")
     if not 0.0 <= probability <= 1.0:
         raise ValueError(f"bernoulli_(): p must be in [0, 1], got {p!r}")
@@ -296,7 +290,7 @@ cdef object randint(object low, object high, object size, object generator, obje
 
 cdef object _random_like(object input, object generator, object dtype, object device,
                          int distribution, str op, bint requires_grad):
-    cdef TensorCore source = _tensor_arg(input, "input")
+    cdef TensorCore source = tensor.own_tensor_arg(input, "input")
     element = source.dtype_object if dtype is None else dtype
     target = tensor.new_empty(source.sizes, _dtype_arg(element, "float32", FLOATING, op),
                               _device_arg(device, source.device_index))
