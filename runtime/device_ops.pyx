@@ -76,6 +76,13 @@ cdef bytes scalar_bits(DtypeCore dtype, object value):
     return numpy.array([value]).astype(dtype.numpy_name).tobytes()
 
 
+cdef int put_scalar(unsigned char* slot, DtypeCore dtype, object value) except -1:
+    """Store value in slot (a kernel parameter of 8 bytes) as dtype stores it (scalar_bits)."""
+    cdef bytes packed = scalar_bits(dtype, value)
+    memcpy(slot, <const char*>packed, len(packed))
+    return 0
+
+
 cdef int fill(int device, DtypeCore dtype, uintptr_t out, int64_t count, bytes value,
               cudaStream_t stream) except -1:
     if count == 0:
@@ -425,12 +432,10 @@ cdef int where(int device, DtypeCore dtype, uintptr_t condition, uintptr_t a, ui
     if count == 0:
         return 0
     cdef CUfunction function = kernel(device, "elementwise", "where", scalar_typedef(dtype))
-    cdef bytes a_value = scalar_bits(dtype, 0 if a_scalar is None else a_scalar)
-    cdef bytes b_value = scalar_bits(dtype, 0 if b_scalar is None else b_scalar)
     cdef unsigned char a_bytes[8]
     cdef unsigned char b_bytes[8]
-    memcpy(a_bytes, <const char*>a_value, len(a_value))
-    memcpy(b_bytes, <const char*>b_value, len(b_value))
+    put_scalar(a_bytes, dtype, 0 if a_scalar is None else a_scalar)
+    put_scalar(b_bytes, dtype, 0 if b_scalar is None else b_scalar)
     cdef void* arguments[7]
     arguments[0] = &condition
     arguments[1] = &a
@@ -456,12 +461,10 @@ cdef int where_strided(int device, DtypeCore dtype, uintptr_t condition,
     cdef Layout condition_layout = layout_of(sizes, condition_strides)
     cdef Layout a_layout = layout_of(sizes, a_strides)
     cdef Layout b_layout = layout_of(sizes, b_strides)
-    cdef bytes a_value = scalar_bits(dtype, 0 if a_scalar is None else a_scalar)
-    cdef bytes b_value = scalar_bits(dtype, 0 if b_scalar is None else b_scalar)
     cdef unsigned char a_bytes[8]
     cdef unsigned char b_bytes[8]
-    memcpy(a_bytes, <const char*>a_value, len(a_value))
-    memcpy(b_bytes, <const char*>b_value, len(b_value))
+    put_scalar(a_bytes, dtype, 0 if a_scalar is None else a_scalar)
+    put_scalar(b_bytes, dtype, 0 if b_scalar is None else b_scalar)
     cdef void* arguments[10]
     arguments[0] = &condition
     arguments[1] = &condition_layout
