@@ -196,16 +196,22 @@ cdef bint _plain_sizes(tuple size):
     return True
 
 
+cdef int require_ints(tuple values, str argument) except -1:
+    """A TypeError naming argument unless every item is an int (not a bool): sizes and shapes
+    check every type before any value."""
+    if any(isinstance(value, bool) or not isinstance(value, int) for value in values):
+        raise TypeError(f"{argument} must be ints, or one tuple or list of ints, got "
+                        f"{errors.shown(values)}")
+    return 0
+
+
 cdef tuple size_arg(tuple size, str argument):
     """*size as ints, or one tuple/list of them, as PyTorch's factories accept."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     if _plain_sizes(size):
         return size
-    # Every type before any value: a wrong type anywhere is a TypeError.
-    if any(isinstance(value, bool) or not isinstance(value, int) for value in size):
-        raise TypeError(f"{argument} must be ints, or one tuple or list of ints, got "
-                        f"{errors.shown(size)}")
+    require_ints(size, argument)
     if not all(0 <= value < ELEMENTS_LIMIT for value in size):
         raise ValueError(f"{argument} must be non-negative ints below 2**63, got "
                          f"{errors.shown(size)}")
@@ -925,10 +931,7 @@ cdef class TensorCore:
         """The shape a view or reshape asks for, with at most one -1 inferred."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        # Every type before any value, as for sizes.
-        if any(isinstance(size, bool) or not isinstance(size, int) for size in shape):
-            raise TypeError(f"shape must be ints, or one tuple or list of ints, got "
-                            f"{errors.shown(shape)}")
+        require_ints(shape, "shape")
         if not all(-1 <= size < ELEMENTS_LIMIT for size in shape):
             raise ValueError(f"shape must be ints >= 0 (and at most one -1), got "
                              f"{errors.shown(shape)}")
@@ -1003,9 +1006,7 @@ cdef class TensorCore:
     cdef object c_expand(self, tuple size):
         if len(size) == 1 and isinstance(size[0], (tuple, list)):
             size = tuple(size[0])
-        if any(isinstance(value, bool) or not isinstance(value, int) for value in size):
-            raise TypeError(f"expand: sizes must be ints, or one tuple or list of ints, got "
-                            f"{errors.shown(size)}")
+        require_ints(size, "expand: sizes")
         cdef Py_ssize_t lead = len(size) - len(self.sizes), dim
         if lead < 0:
             raise ShapeError(f"expand: the number of sizes provided ({len(size)}) must be greater "
