@@ -605,7 +605,7 @@ cdef class GraphBase:
         cdef cudaStream_t handle
         graph_update.bindings_arg(bindings, "replay_with()")
         if self.executable == NULL:
-            _not_replayable(self, stream)
+            _not_replayable(self)
         if stream is None:
             handle = _stream.current_stream_handle(self.device)
         else:
@@ -801,7 +801,7 @@ cdef class GraphBase:
     cdef object c_replay(self, object stream):
         cdef cudaStream_t handle
         if self.executable == NULL:
-            _not_replayable(self, stream)
+            _not_replayable(self)
         if stream is None:
             handle = _stream.current_stream_handle(self.device)
         else:
@@ -862,7 +862,7 @@ cdef class GraphBase:
             raise ValueError(f"static_inputs and inputs must pair up, got {len(static_inputs)} "
                              f"static buffers and {len(inputs)} inputs")
         if self.executable == NULL:
-            _not_replayable(self, None)
+            _not_replayable(self)
         cdef cudaStream_t handle = _stream.current_stream_handle(self.device)
         staging.stage(self.device, static_inputs, inputs, handle)
         if self.updates.dirty:
@@ -981,8 +981,7 @@ cdef int _destroy_template(int device, cudaGraph_t template) except -1:
     return 0
 
 
-cdef int _not_replayable(GraphBase graph, object stream) except -1:
-    _stream.stream_arg(stream, "stream")  # a wrong argument is reported first
+cdef int _not_replayable(GraphBase graph) except -1:
     if graph.capturing:
         raise RuntimeError("replay() called while this graph is still capturing; call "
                            "capture_end() first")
@@ -991,7 +990,7 @@ cdef int _not_replayable(GraphBase graph, object stream) except -1:
 
 
 cdef cudaStream_t _replay_stream(GraphBase graph, object stream) except? NULL:
-    cdef StreamCore target = _stream.stream_arg(stream, "stream")
+    cdef StreamCore target = stream  # a Stream: the wrapper checked it
     if target.device_index != graph.device:
         raise ValueError(f"stream is on cuda:{target.device_index}, but the graph was captured "
                          f"on cuda:{graph.device}; replay it on a stream of that device")

@@ -99,7 +99,7 @@ cdef inline void* pointer_arg(object ptr, str argument, str source) except? NULL
 
 cdef object caching_allocator_alloc(object size, int device, object stream):
     cdef size_t size_bytes = size  # from 0 to 2**63 - 1: api.yaml's range
-    cdef _stream.StreamCore on = _stream.stream_arg(stream, "stream")
+    cdef _stream.StreamCore on = stream  # a Stream or None: the wrapper checked it
     _device.checked_device(device)  # after the arguments: a mistake reads the same anywhere
     cdef cudaStream_t handle
     if on is None:
@@ -117,7 +117,7 @@ cdef object caching_allocator_delete(object ptr):
 
 
 cdef object caching_allocator_record_stream(object ptr, object stream):
-    cdef _stream.StreamCore on = _stream.required_stream_arg(stream, "stream")
+    cdef _stream.StreamCore on = stream  # a Stream: the wrapper checked it
     allocator.record_stream(pointer_arg(ptr, "ptr", "caching_allocator_alloc()"), on.handle,
                             on.device_index)
     return None
@@ -138,7 +138,7 @@ cdef object caching_host_allocator_delete(object ptr):
 
 
 cdef object caching_host_allocator_record_stream(object ptr, object stream):
-    cdef _stream.StreamCore on = _stream.required_stream_arg(stream, "stream")
+    cdef _stream.StreamCore on = stream  # a Stream: the wrapper checked it
     host_allocator.host_record_stream(
         pointer_arg(ptr, "ptr", "caching_host_allocator_alloc()"), on.handle)
     return None

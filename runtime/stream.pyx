@@ -156,7 +156,7 @@ cdef object current_stream(int device):
 
 
 cdef object set_stream(object stream):
-    cdef StreamCore target = required_stream_arg(stream, "stream")
+    cdef StreamCore target = stream  # a Stream: the wrapper checked it
     _device.set_current_device(target.device_index)
     _current_owners()[target.device_index] = target  # Note [Current streams stay alive]
     tensorplay_put_stream(target.device_index, <void*>target.handle)
@@ -295,7 +295,7 @@ cdef class StreamCore:
         return None
 
     cdef object c_wait_stream(self, object stream):
-        cdef StreamCore other = required_stream_arg(stream, "stream")
+        cdef StreamCore other = stream  # a Stream: the wrapper checked it
         self.c_wait_event(other.c_record_event(None))
         return None
 
@@ -354,7 +354,7 @@ cdef class EventCore:
         return 0
 
     cdef object c_record(self, object stream):
-        cdef StreamCore target = stream_arg(stream, "stream")
+        cdef StreamCore target = stream  # a Stream or None: the wrapper checked it
         if target is None:
             target = current_stream(_device.current_device())
         cdef _device.DeviceSwitch switch
@@ -399,7 +399,7 @@ cdef class EventCore:
         return 0
 
     cdef object c_wait(self, object stream):
-        cdef StreamCore target = stream_arg(stream, "stream")
+        cdef StreamCore target = stream  # a Stream or None: the wrapper checked it
         if target is None:
             target = current_stream(_device.current_device())
         target.c_wait_event(self)
@@ -465,7 +465,7 @@ cdef class StreamContextCore:
         self.previous_device = -1
 
     cdef int init(self, object stream) except -1:
-        self.target = stream_arg(stream, "stream")
+        self.target = stream  # a Stream or None: the wrapper checked it
         return 0
 
     # enter() and exit() run in loops, so they save and restore the C state (device, stream

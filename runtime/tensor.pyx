@@ -1871,7 +1871,7 @@ cdef class TensorCore:
         return 0
 
     cdef object c_record_stream(self, object stream):
-        cdef _stream.StreamCore on = _stream.required_stream_arg(stream, "stream")
+        cdef _stream.StreamCore on = stream  # a Stream: the wrapper checked it
         if self.device_index == CPU:
             raise TypeError("record_stream() needs a CUDA tensor")
         if isinstance(self.owner, DeviceStorage):  # memory shared by others is theirs to track
