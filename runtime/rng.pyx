@@ -57,7 +57,8 @@ from cuda.bindings cimport cyruntime
 from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t, cudaStreamCaptureStatus
 
-from tensorplay._runtime cimport allocator, device as _device, dtypes, errors, kernels, public
+from tensorplay._runtime cimport (allocator, device as _device, dtypes, errors, kernels, public,
+                                  tensor)
 from tensorplay._runtime.device cimport DeviceSwitch
 from tensorplay._runtime.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor cimport TensorCore
@@ -112,8 +113,7 @@ cdef object _state_tensor(uint64_t seed, uint64_t offset):
     memcpy(view.buf, &seed, 8)             # little-endian hosts only (x86-64, aarch64)
     memcpy(<char*>view.buf + 8, &offset, 8)
     PyBuffer_Release(&view)
-    cls = public.public_class("TensorCore", TensorCore)
-    cdef TensorCore result = cls.__new__(cls)
+    cdef TensorCore result = tensor.new_tensor()
     result.array = array
     result.owner = array
     result.sizes = (STATE_BYTES,)

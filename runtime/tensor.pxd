@@ -168,6 +168,7 @@ cdef class DeviceStorage:
     cdef int device_index
 
 # Constructors other runtime modules use (interop, graph).
+cdef TensorCore new_tensor()   # an empty public Tensor, its fields for the caller to fill
 cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_strides,
                                DtypeCore dtype, int device, object owner)
 cdef object wrap_numpy(object array)

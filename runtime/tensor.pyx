@@ -330,7 +330,7 @@ cdef type _tensor_class = None
 cdef tuple _NO_ARGUMENTS = ()
 
 
-cdef TensorCore _new_tensor():
+cdef TensorCore new_tensor():
     global _tensor_class
     cls = _tensor_class
     if cls is None:
@@ -343,7 +343,7 @@ cdef TensorCore _new_tensor():
 
 cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_strides,
                                DtypeCore dtype, int device, object owner):
-    cdef TensorCore tensor = _new_tensor()
+    cdef TensorCore tensor = new_tensor()
     tensor.sizes = sizes
     tensor.element_strides = element_strides
     tensor.dtype_object = dtype
@@ -364,7 +364,7 @@ cdef object wrap_numpy(object array):
 
 
 cdef TensorCore wrap_cpu(object array, DtypeCore dtype):
-    cdef TensorCore tensor = _new_tensor()
+    cdef TensorCore tensor = new_tensor()
     if any(stride < 0 or stride % array.itemsize for stride in array.strides):
         array = np().ascontiguousarray(array)  # element strides must be whole and positive
     tensor.array = array
