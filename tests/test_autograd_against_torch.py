@@ -616,28 +616,23 @@ def test_detach_shares_memory_and_version():
     same_error(y.backward, ty.backward, "modified by an inplace operation")
 
 
-class Square(autograd.Function):
-    @staticmethod
-    def forward(ctx, x, y):
-        ctx.save_for_backward(x, y)
-        return x * x * y
+def square_function(library):
+    """x * x * y as an autograd.Function of library (tensorplay or torch), with its backward."""
+    class Square(library.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(x, y)
+            return x * x * y
 
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        return grad * 2 * x * y, grad * x * x
+        @staticmethod
+        def backward(ctx, grad):
+            x, y = ctx.saved_tensors
+            return grad * 2 * x * y, grad * x * x
+
+    return Square
 
 
-class TorchSquare(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, y):
-        ctx.save_for_backward(x, y)
-        return x * x * y
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        return grad * 2 * x * y, grad * x * x
+Square, TorchSquare = square_function(tp), square_function(torch)
 
 
 def test_function_subclasses():
