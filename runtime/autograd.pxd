@@ -17,6 +17,8 @@ cdef class Node:
     cdef tuple unpack(self)
 
 cdef bint is_grad_enabled()
+cdef object no_grad_block()          # a public no_grad() for a with-block
+cdef object zero_grads(object tensors, bint set_to_none)
 cdef object grad(object outputs, object inputs, object grad_outputs, object retain_graph,
                  bint create_graph, bint allow_unused)
 cdef object apply_function(tuple args)

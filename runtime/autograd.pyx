@@ -99,6 +99,23 @@ class NoGradCore(GradModeCore):
     inside = False
 
 
+cdef object no_grad_block():
+    return public.public_class("NoGradCore", NoGradCore)()
+
+
+cdef object zero_grads(object tensors, bint set_to_none):
+    """zero_grad() of a Module or an optimizer: each tensor's .grad dropped or zeroed in place
+    (kept, so its address stays fixed for captured graphs)."""
+    for each in tensors:
+        if each.grad is None:
+            continue
+        if set_to_none:
+            each.grad = None
+        else:
+            each.grad.zero_()
+    return None
+
+
 class EnableGradCore(GradModeCore):
     inside = True
 

@@ -25,7 +25,7 @@ import collections
 import collections.abc
 import math
 
-from tensorplay._runtime cimport device as _device, errors, public, tensor
+from tensorplay._runtime cimport autograd, device as _device, errors, public, tensor
 from tensorplay._runtime.tensor cimport TensorCore
 
 # The longest name of a parameter, buffer or module (or prefix of names) accepted: longer text is
@@ -71,11 +71,6 @@ class RemovableHandleCore:
 
     def c_remove(self):
         self._hooks.pop(self._key, None)
-
-
-cdef object no_grad_block():
-    from tensorplay._runtime import autograd
-    return public.public_class("NoGradCore", autograd.NoGradCore)()
 
 
 cdef str child_name(str prefix, str name):
@@ -280,20 +275,14 @@ class ModuleCore:
         return self.c_train(False)
 
     def c_zero_grad(self, set_to_none):
-        for parameter in self.c_parameters(True):
-            if parameter.grad is None:
-                continue
-            if set_to_none:
-                parameter.grad = None
-            else:
-                parameter.grad.zero_()
+        autograd.zero_grads(self.c_parameters(True), set_to_none)
 
     def c_to(self, device):
         _device.tensor_device_arg(device, "device")  # checked even for a module with no tensor
         # Every tensor is moved before any is changed, so that a failed move (a bad device, no
         # GPU) leaves the module as it was.
         parameters = list(self.c_parameters(True))
-        with no_grad_block():
+        with autograd.no_grad_block():
             moved = [(<TensorCore>parameter).c_to(device, None, False, False)
                      for parameter in parameters]
             grads = [None if parameter.grad is None else
@@ -360,7 +349,7 @@ class ModuleCore:
         if problems:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
                                + "\n\t".join(problems))
-        with no_grad_block():
+        with autograd.no_grad_block():
             for name, target in targets.items():
                 if name in state_dict:
                     (<TensorCore>target).c_copy_(state_dict[name], False)
@@ -431,7 +420,7 @@ class LinearCore(ModuleCore):
         # b = gain * sqrt(3 / fan_in) and gain = sqrt(2 / (1 + a**2)) = sqrt(1 / 3), so
         # b = 1 / sqrt(fan_in); the bias draws from the same range.
         bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
-        with no_grad_block():
+        with autograd.no_grad_block():
             self.weight.uniform_(-bound, bound)
             if self.bias is not None:
                 self.bias.uniform_(-bound, bound)

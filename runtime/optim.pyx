@@ -16,13 +16,8 @@ synchronises. What a replay repeats is fixed at capture:
   never change and no step has to create one. PyTorch's first step copies the gradient into a
   new buffer; momentum * 0 + gradient is the same value.
 """
-from tensorplay._runtime cimport errors, public, tensor
+from tensorplay._runtime cimport autograd, errors, tensor
 from tensorplay._runtime.tensor cimport TensorCore
-
-
-cdef object no_grad_block():
-    from tensorplay._runtime import autograd
-    return public.public_class("NoGradCore", autograd.NoGradCore)()
 
 
 class SGDCore:
@@ -69,7 +64,7 @@ class SGDCore:
         if momentum and any(buffer is None for buffer in self.momentum_buffers):
             raise RuntimeError("SGD was made with momentum=0, so it has no momentum buffers; "
                                "make a new SGD to use momentum")
-        with no_grad_block():
+        with autograd.no_grad_block():
             for param, buffer in zip(group["params"], self.momentum_buffers):
                 gradient = param.grad
                 if gradient is None:
@@ -82,10 +77,4 @@ class SGDCore:
                 param.sub_(gradient, alpha=lr)
 
     def c_zero_grad(self, set_to_none):
-        for param in self.param_groups[0]["params"]:
-            if param.grad is None:
-                continue
-            if set_to_none:
-                param.grad = None
-            else:
-                param.grad.zero_()
+        autograd.zero_grads(self.param_groups[0]["params"], set_to_none)
