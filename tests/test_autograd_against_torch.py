@@ -793,26 +793,23 @@ def test_leaf_backward_and_reuse_across_graphs():
     assert_same_tensor(x.grad, tx.grad, "grad of a leaf's own backward")
 
 
-class Split(autograd.Function):
-    @staticmethod
-    def forward(ctx, x, factor):
-        ctx.factor = factor
-        return x * factor, x + 1, "label"
+def split_function(library):
+    """Two tensor outputs and a string as an autograd.Function of library (tensorplay or
+    torch), with a backward that ignores the string."""
+    class Split(library.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, factor):
+            ctx.factor = factor
+            return x * factor, x + 1, "label"
 
-    @staticmethod
-    def backward(ctx, grad_a, grad_b, grad_label):
-        return grad_a * ctx.factor + grad_b, None
+        @staticmethod
+        def backward(ctx, grad_a, grad_b, grad_label):
+            return grad_a * ctx.factor + grad_b, None
+
+    return Split
 
 
-class TorchSplit(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, factor):
-        ctx.factor = factor
-        return x * factor, x + 1, "label"
-
-    @staticmethod
-    def backward(ctx, grad_a, grad_b, grad_label):
-        return grad_a * ctx.factor + grad_b, None
+Split, TorchSplit = split_function(tp), split_function(torch)
 
 
 def test_function_with_non_tensor_outputs():
