@@ -196,6 +196,18 @@ cdef bint _plain_sizes(tuple size):
     return True
 
 
+cdef DtypeCore sum_dtype(DtypeCore dtype, bint mean):
+    """The dtype of a sum (int64 for integer and bool tensors, as PyTorch) or of a mean (which
+    refuses them)."""
+    if dtype.floating:
+        return dtype
+    if mean:
+        raise DtypeError(f"mean(): could not infer output dtype. Input dtype must be either a "
+                         f"floating point or complex dtype. Got: {dtype.name} (mean() needs a "
+                         f"floating-point tensor; convert with .to(tensorplay.float32))")
+    return dtypes.named_dtype("int64")
+
+
 cdef int require_ints(tuple values, str argument) except -1:
     """A TypeError naming argument unless every item is an int (not a bool): sizes and shapes
     check every type before any value."""
@@ -1602,14 +1614,8 @@ cdef class TensorCore:
     # -- reductions -----------------------------------------------------------------------------
 
     cdef object c_reduce(self, int op, bint mean, str name):
-        cdef DtypeCore result_dtype = self.dtype_object
-        if op == device_ops.OP_SUM and not result_dtype.floating:
-            if mean:
-                raise DtypeError(f"mean(): could not infer output dtype. Input dtype must be "
-                                f"either a floating point or complex dtype. Got: "
-                                f"{result_dtype.name} (mean() needs a floating-point tensor; "
-                                f"convert with .to(tensorplay.float32))")
-            result_dtype = dtypes.named_dtype("int64")  # integer and bool sums, as PyTorch
+        cdef DtypeCore result_dtype = sum_dtype(self.dtype_object, mean) \
+            if op == device_ops.OP_SUM else self.dtype_object
         if op != device_ops.OP_SUM and self.element_count == 0:
             raise ShapeError(f"{name}(): Expected reduction dim to be specified for "
                              f"input.numel() == 0. {name}() of an empty tensor has no identity; "
@@ -1666,14 +1672,7 @@ cdef class TensorCore:
         """sum() or mean() over dim (see c_reduced_dims), keeping reduced dimensions as size 1
         when keepdim."""
         cdef tuple dims = self.c_reduced_dims(dim, name)
-        cdef DtypeCore result_dtype = self.dtype_object
-        if not result_dtype.floating:
-            if mean:
-                raise DtypeError(f"mean(): could not infer output dtype. Input dtype must be "
-                                f"either a floating point or complex dtype. Got: "
-                                f"{result_dtype.name} (mean() needs a floating-point tensor; "
-                                f"convert with .to(tensorplay.float32))")
-            result_dtype = dtypes.named_dtype("int64")  # integer and bool sums, as PyTorch
+        cdef DtypeCore result_dtype = sum_dtype(self.dtype_object, mean)
         shape = tuple(1 if d in dims else size for d, size in enumerate(self.sizes)) if keepdim \
             else tuple(size for d, size in enumerate(self.sizes) if d not in dims)
         if len(dims) == len(self.sizes):  # the whole tensor: the two-launch reduction
