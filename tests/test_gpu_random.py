@@ -106,9 +106,11 @@ def test_four_int64_groups_through_shared_memory_equal_the_cpu_reference():
         assert numpy.array_equal(values(gpu), values(cpu))
 
 
-@pytest.mark.parametrize("low, high", [(0, 256), (-8, 8), (0, 1 << 40), (5, 5 + (1 << 33) + 1)])
+@pytest.mark.parametrize("low, high", [(0, 256), (-8, 8), (0, 1 << 40), (5, 5 + (1 << 33) + 1),
+                                       (0, 1000), (0, 3), (-3, (1 << 31) + 7), (0, (1 << 32) - 1)])
 def test_power_of_two_and_other_ranges_equal_the_cpu_reference(low, high):
-    # Power-of-two ranges are masks in the kernels, the others a modulo: the same numbers.
+    # Power-of-two ranges are masks in the kernels, the others a modulo (for 32-bit ranges into
+    # int64, Lemire's direct remainder, up to the largest range of one word): the same numbers.
     on_gpu, on_cpu = pair(high)
     gpu = tensorplay.randint(low, high, ((1 << 20) + 1,), device="cuda", generator=on_gpu)
     cpu = tensorplay.randint(low, high, ((1 << 20) + 1,), generator=on_cpu)

@@ -318,11 +318,25 @@ extern "C" __global__ void bernoulli(scalar_t* out, long long count, PhiloxState
 // two words per value. Modulo reduction, as PyTorch's random_from_to (its bias is below
 // range / 2^32, or range / 2^64). A power-of-two range, the common case (bits, bytes, indices
 // into power-of-two tables), is a mask instead of a division.
+//
+// For 64-bit outputs the 32-bit remainder is Lemire's direct computation (Lemire, Kaser and
+// Kurz, "Faster remainder by direct computation", 2019, https://arxiv.org/abs/1902.01961):
+// word mod range = the high 64 bits of ((inverse * word) mod 2^64) * range, with inverse =
+// 2^64 / range rounded up (exact for every 32-bit word and range, so the numbers do not change).
+// On an H200 it lifts randint(0, 1000) into int64 from 3.86 to 4.06 TB/s, where the stores
+// through shared memory (store_whole) leave fewer cycles for the division; for 32-bit outputs
+// the compiler's % is faster (3.33 against 2.75 TB/s), so they keep it.
 struct Integers32Transform {
     long long low;
     unsigned int range;
+    unsigned long long inverse;  // ceil(2^64 / range), for 64-bit outputs only
     __device__ inline unsigned int reduce(unsigned int word) const {
-        return (range & (range - 1)) == 0 ? (word & (range - 1)) : word % range;
+        if ((range & (range - 1)) == 0) return word & (range - 1);
+        if constexpr (sizeof(scalar_t) == 8) {
+            return (unsigned int)__umul64hi(inverse * word, range);
+        } else {
+            return word % range;
+        }
     }
     __device__ inline void operator()(uint4_t r, scalar_t* values) const {
         values[0] = convert<scalar_t>(low + (long long)reduce(r.x));
@@ -334,7 +348,8 @@ struct Integers32Transform {
 
 extern "C" __global__ void randint32(scalar_t* out, long long count, PhiloxState state,
                                      long long low, unsigned int range) {
-    const Integers32Transform transform = {low, range};
+    const unsigned long long inverse = sizeof(scalar_t) == 8 ? ~0ull / range + 1 : 0;
+    const Integers32Transform transform = {low, range, inverse};
     fill<4>(out, count, state, transform);
 }
 
