@@ -39,9 +39,20 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+# A repeat of per_call_ns takes about this long at most: a peer's slow call (torch.manual_seed
+# at 115 µs, 20,000 times, 7 repeats, 7 trials) would otherwise hold a report area for minutes,
+# and a slow call's figure is steady with fewer calls.
+REPEAT_SECONDS = 0.05
+
+
 def per_call_ns(function, number=20_000, repeat=7):
-    """Best of several timeit repeats, in nanoseconds per call, after one warm-up call."""
+    """Best of several timeit repeats, in nanoseconds per call, after one warm-up call; number
+    is lowered where that many calls would take more than REPEAT_SECONDS."""
     function()
+    probe = min(10, number)
+    estimate = timeit.timeit(function, number=probe) / probe
+    if estimate * number > REPEAT_SECONDS:
+        number = max(probe, int(REPEAT_SECONDS / estimate))
     return min(timeit.repeat(function, number=number, repeat=repeat)) / number * 1e9
 
 
