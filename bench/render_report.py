@@ -82,11 +82,17 @@ def bound(entry: dict) -> str:
     return f"≤ {target:.3g}x {peer}"
 
 
+def shown_ratio(ratio: float, places: int) -> str:
+    """ratio with places decimals, or two significant digits where those would show only zeros
+    (memory_allocated() is thousands of times faster than PyTorch's: 0.00041x, not 0.000x)."""
+    return f"{ratio:.{places}f}" if ratio >= 10 ** -places else f"{ratio:.2g}"
+
+
 def ratio_text(entry: dict) -> str | None:
     ratio = entry.get("ratio")
     if ratio is None or ratio != ratio:
         return None
-    return f"{ratio:.3f}x {entry['peer_name']}"
+    return f"{shown_ratio(ratio, 3)}x {entry['peer_name']}"
 
 
 def table(records: list[dict]) -> list[str]:
@@ -267,9 +273,9 @@ def headline(results: dict, report_link: str) -> str:
             continue
         if throughput:  # a rate's ratio (GB/s) is the quote; a time's is inverted
             rate = entry["ratio"] if entry.get("unit") == "GB/s" else 1 / entry["ratio"]
-            text = f"{rate:.2f}x {entry['peer_name']}'s"
+            text = f"{shown_ratio(rate, 2)}x {entry['peer_name']}'s"
         else:
-            text = f"{entry['ratio']:.2f}x {entry['peer_name']}"
+            text = f"{shown_ratio(entry['ratio'], 2)}x {entry['peer_name']}"
         verdict = met(entry)
         if verdict is not None:
             text += " (target met)" if verdict else " (target not met)"
