@@ -5,6 +5,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -345,3 +346,26 @@ def test_interleaved_trials_give_medians_and_drop_a_failing_peer():
         (None, None, 25, True), ("PyTorch", 0.2, 0.5, True)]
     with pytest.raises(RuntimeError):
         baselines.interleaved({"tensorplay": broken}, 1, [])
+
+
+def test_per_call_ns_lowers_the_call_count_of_a_slow_call():
+    baselines = load_bench("baselines")
+    calls = []
+
+    def slow():
+        calls.append(None)
+        time.sleep(0.002)
+
+    figure = baselines.per_call_ns(slow, number=20_000, repeat=2)
+    assert 2e6 <= figure < 2e7  # ns: the call's own cost
+    # A warm-up, the probe of 10, and two repeats of about REPEAT_SECONDS each, not 40,000 calls.
+    assert len(calls) <= 1 + 10 + 2 * (baselines.REPEAT_SECONDS / 0.002 + 1)
+
+
+def test_tiny_ratios_keep_two_significant_digits(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))  # the renderer imports its sibling baselines.py
+    renderer = load_bench("render_report")
+    assert renderer.shown_ratio(0.000412, 3) == "0.00041"
+    assert renderer.shown_ratio(0.0412, 3) == "0.041"
+    assert renderer.shown_ratio(0.5, 2) == "0.50"
+    assert renderer.shown_ratio(1.2345, 3) == "1.234"
