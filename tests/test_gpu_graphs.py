@@ -211,6 +211,30 @@ def test_while_node_loops_until_its_body_clears_the_predicate(quiet_device):
     assert values(counter) == {7.0}  # tested before the first pass: no iteration
 
 
+def test_a_while_body_keeps_the_memory_it_allocated_until_the_graph_is_reset(quiet_device):
+    # The body's temporaries come from a pool of its own, and one it freed during the capture
+    # is held for the graph, which writes it on every pass: empty_cache() after the capture
+    # gives none of that memory back to CUDA; reset() does.
+    counter = warmed(0.0, 1)
+    keep_going = tp.zeros(1, dtype=tp.bool, device="cuda")
+    keep_going.copy_(counter < 5)
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        g.begin_capture_to_while_node(keep_going)
+        counter += 1
+        keep_going.copy_(counter < 5)  # a temporary allocated and freed inside the body
+        g.end_capture_to_conditional_node()
+    reserved, frees = memory.memory_reserved(), memory.memory_stats()["num_device_free"]
+    memory.empty_cache()
+    assert memory.memory_reserved() == reserved
+    assert memory.memory_stats()["num_device_free"] == frees
+    g.replay()
+    assert values(counter) == {5.0}
+    g.reset()
+    memory.empty_cache()
+    assert memory.memory_reserved() < reserved
+
+
 def test_set_conditional_handle_refreshes_the_innermost_node(quiet_device):
     counter = warmed(0.0, 1)
     stop = tp.zeros(1, dtype=tp.bool, device="cuda")
