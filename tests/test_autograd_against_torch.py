@@ -880,24 +880,21 @@ def test_autograd_errors_carry_pytorchs_words():
         same_error(lambda: program(tp), lambda: program(torch), words)
 
 
-class BadShape(autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
+def bad_shape_function(library):
+    """x * 2 as an autograd.Function of library whose backward returns the wrong shape."""
+    class BadShape(library.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
 
-    @staticmethod
-    def backward(ctx, grad):
-        return grad.sum(0)[:2]
+        @staticmethod
+        def backward(ctx, grad):
+            return grad.sum(0)[:2]
+
+    return BadShape
 
 
-class TorchBadShape(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad.sum(0)[:2]
+BadShape, TorchBadShape = bad_shape_function(tp), bad_shape_function(torch)
 
 
 class Reduced(autograd.Function):
