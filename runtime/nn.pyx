@@ -87,6 +87,12 @@ cdef str name_arg(object value, str argument):
     return value
 
 
+# Where Module.__setattr__ finds a registered name, and what else that store takes there.
+_REGISTERED = (("_parameters", "parameter", "tensorplay.nn.Parameter", None),
+               ("_modules", "child module", "tensorplay.nn.Module", None),
+               ("_buffers", "buffer", "tensorplay.Tensor", TensorCore))
+
+
 class ModuleCore:
     """The state of a Module (Note [Module attributes]) and what every Module does."""
 
@@ -114,36 +120,22 @@ class ModuleCore:
             self.__dict__[store].pop(name, None)
 
     def __setattr__(self, str name, value):
-        if isinstance(value, ParameterCore):
-            self._stores("parameters")
+        if isinstance(value, (ParameterCore, ModuleCore)):
+            is_parameter = isinstance(value, ParameterCore)
+            self._stores("parameters" if is_parameter else "child modules")
             self._forget(name)
-            self.__dict__["_parameters"][name] = value
-            return
-        if isinstance(value, ModuleCore):
-            self._stores("child modules")
-            self._forget(name)
-            self.__dict__["_modules"][name] = value
+            self.__dict__["_parameters" if is_parameter else "_modules"][name] = value
             return
         state = self.__dict__
         if "_parameters" in state:
-            if name in state["_parameters"]:
-                if value is not None:
-                    raise TypeError(f"cannot assign '{type(value).__name__}' as parameter "
-                                    f"'{name}' (tensorplay.nn.Parameter or None expected)")
-                state["_parameters"][name] = None
-                return
-            if name in state["_modules"]:
-                if value is not None:
-                    raise TypeError(f"cannot assign '{type(value).__name__}' as child module "
-                                    f"'{name}' (tensorplay.nn.Module or None expected)")
-                state["_modules"][name] = None
-                return
-            if name in state["_buffers"]:
-                if value is not None and not isinstance(value, TensorCore):
-                    raise TypeError(f"cannot assign '{type(value).__name__}' as buffer "
-                                    f"'{name}' (tensorplay.Tensor or None expected)")
-                state["_buffers"][name] = value
-                return
+            # A registered name takes None, or (a buffer) a tensor; new registrations are above.
+            for store, what, expected, accepted in _REGISTERED:
+                if name in state[store]:
+                    if value is not None and (accepted is None or not isinstance(value, accepted)):
+                        raise TypeError(f"cannot assign '{type(value).__name__}' as {what} "
+                                        f"'{name}' ({expected} or None expected)")
+                    state[store][name] = value
+                    return
         object.__setattr__(self, name, value)
 
     def __getattr__(self, str name):
