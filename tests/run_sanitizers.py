@@ -9,6 +9,8 @@ count ("ERROR SUMMARY") and pytest's summary line; the exit status is 0 only whe
 reported zero sanitizer errors and no failed test. memcheck checks every access of every kernel
 (graph replays included); racecheck looks for shared-memory races and synccheck for misused
 barriers, which apply to the kernels that use shared memory (reductions, matmul, staging).
+Run it alone on an idle GPU: with other work sharing the GPU, memcheck has flagged a while
+body's first write into memory allocated during its capture (docs/design.md, "Proof").
 """
 import argparse
 import os
