@@ -1,7 +1,7 @@
 """Run GPU test files under NVIDIA's compute-sanitizer and print one summary.
 
     python tests/run_sanitizers.py                       # memcheck over the capture-related files
-    python tests/run_sanitizers.py --tools memcheck racecheck synccheck tests/test_gpu_graphs.py
+    python tests/run_sanitizers.py --tools memcheck,racecheck,synccheck tests/test_gpu_graphs.py
 
 Each (tool, file) pair runs as its own process, `compute-sanitizer --tool TOOL python -m pytest
 FILE`, so a fault cannot poison the next. The summary gives, per pair, the sanitizer's error
@@ -35,6 +35,15 @@ def sanitizer():
             return candidate
     sys.exit("compute-sanitizer was not found on PATH nor in /usr/local/cuda/bin; it ships with "
              "the CUDA toolkit")
+
+
+def tool_list(text):
+    tools = [tool.strip() for tool in text.split(",")]
+    unknown = [tool for tool in tools if tool not in TOOLS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown tool {', '.join(map(repr, unknown))}: expected "
+                                         f"a comma-separated list of {', '.join(TOOLS)}")
+    return tools
 
 
 def run(program, tool, test_file, timeout, extra):
@@ -81,7 +90,9 @@ def run(program, tool, test_file, timeout, extra):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", default=DEFAULT_FILES)
-    parser.add_argument("--tools", nargs="+", default=["memcheck"], choices=TOOLS)
+    # One comma-separated value, so that the test files may follow it on the command line.
+    parser.add_argument("--tools", type=tool_list, default=["memcheck"],
+                        help=f"comma-separated, of {', '.join(TOOLS)} (default memcheck)")
     parser.add_argument("--timeout", type=float, default=1200,
                         help="seconds allowed per (tool, file) run")
     parser.add_argument("--log-dir", help="write each run's full output here")
