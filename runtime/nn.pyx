@@ -155,38 +155,32 @@ class ModuleCore:
                 return
         object.__delattr__(self, name)
 
-    def _check_new_name(self, name, str what, str store):
-        """PyTorch's checks of a name register_parameter(), register_buffer() or add_module()
-        is given: a str, not empty, without a dot, and not already another attribute."""
+    def _register(self, str store, str what, name, value, accepted, str argument, str expected):
+        """register_parameter(), register_buffer() and add_module(), with PyTorch's checks in
+        its order: __init__ called, the name a str, not empty, without a dot and not already
+        another attribute, then the value an instance of accepted or None."""
+        self._stores(what + "s")
         name_arg(name, "name")
         if name == "" or "." in name:
             raise KeyError(f"{what} name can't be empty or contain \".\", got {name!r}")
         if hasattr(self, name) and name not in self.__dict__[store]:
             raise KeyError(f"attribute '{name}' already exists")
+        if value is not None and not isinstance(value, accepted):
+            raise TypeError(f"cannot assign '{type(value).__name__}' object to {what} '{name}' "
+                            f"({argument} must be a {expected} or None)")
+        self.__dict__[store][name] = value
 
     def c_register_parameter(self, name, param):
-        self._stores("parameters")
-        self._check_new_name(name, "parameter", "_parameters")
-        if param is not None and not isinstance(param, ParameterCore):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
-                            f"'{name}' (param must be a tensorplay.nn.Parameter or None)")
-        self.__dict__["_parameters"][name] = param
+        self._register("_parameters", "parameter", name, param, ParameterCore, "param",
+                       "tensorplay.nn.Parameter")
 
     def c_register_buffer(self, name, value):
-        self._stores("buffers")
-        self._check_new_name(name, "buffer", "_buffers")
-        if value is not None and not isinstance(value, TensorCore):
-            raise TypeError(f"cannot assign '{type(value).__name__}' object to buffer '{name}' "
-                            "(tensor must be a tensorplay.Tensor or None)")
-        self.__dict__["_buffers"][name] = value
+        self._register("_buffers", "buffer", name, value, TensorCore, "tensor",
+                       "tensorplay.Tensor")
 
     def c_add_module(self, name, module):
-        self._stores("child modules")
-        self._check_new_name(name, "module", "_modules")
-        if module is not None and not isinstance(module, ModuleCore):
-            raise TypeError(f"module must be a tensorplay.nn.Module or None, got "
-                            f"{errors.shown(module)}")
-        self.__dict__["_modules"][name] = module
+        self._register("_modules", "module", name, module, ModuleCore, "module",
+                       "tensorplay.nn.Module")
 
     # -- what a Module is made of -------------------------------------------------------------
 
