@@ -72,17 +72,16 @@ def run(program, tool, test_file, timeout, extra):
         status = "timeout"
     # memcheck and synccheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards
     # displayed (E errors, W warnings)".
-    errors = re.findall(r"ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: .*\((\d+) error", output)
-    errors = [next(count for count in found if count) for found in errors]
+    counts = re.findall(r"ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: .*\((\d+) error", output)
+    errors = int(next(count for count in counts[-1] if count)) if counts else None
     summary = [line.strip("= ") for line in output.splitlines()
                if re.search(r"\d+ (passed|failed|skipped|errors?)\b.* in [\d.]+s", line)]
     # A file whose tests all skip (the two-GPU file on one GPU) makes no CUDA call for the
     # sanitizer to watch; it says so and exits non-zero, having found nothing wrong.
     if ("terminated before first instrumented API call" in output and summary
             and not re.search(r"\d+ (failed|errors?)\b", summary[-1])):
-        status, errors = 0, ["0"]
-    return {"tool": tool, "file": test_file, "status": status,
-            "sanitizer_errors": int(errors[-1]) if errors else None,
+        status, errors = 0, 0
+    return {"tool": tool, "file": test_file, "status": status, "sanitizer_errors": errors,
             "pytest": summary[-1] if summary else "(no pytest summary)",
             "seconds": time.monotonic() - started, "output": output}
 
