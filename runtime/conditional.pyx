@@ -20,7 +20,7 @@ from cuda.bindings.cyruntime cimport (cudaGraphEdgeData, cudaGraphNode_t, cudaGr
                                       cudaStreamNonBlocking, cudaStreamSetCaptureDependencies,
                                       cudaStream_t)
 
-from tensorplay._runtime cimport allocator, device as _device, errors, kernels
+from tensorplay._runtime cimport allocator, captures, device as _device, errors, kernels
 from tensorplay._runtime.device cimport DeviceSwitch
 from tensorplay._runtime.tensor cimport TensorCore
 
@@ -174,11 +174,13 @@ cdef int next_body(int device, int capture_mode, ConditionalBody body,
         body.routing = False
         allocator.end_allocate_to_pool(device, body.pool)
     _device.body_capture_ended(body.capture_id)
+    captures.capture_ended(body.capture_id)
     with nogil:
         _device.enter_device(device, &saved)
         try:
             body.capturing = False
-            # Captured into the node's own body graph: nothing to destroy.
+            # Captured into the node's own body graph: nothing to destroy. Every stream that
+            # joined it has joined back (graph.pyx, end_body_check).
             errors.check(cyruntime.cudaStreamEndCapture(body.stream, &captured),
                          b"cudaStreamEndCapture (conditional body)")
             body.branch += 1
@@ -193,6 +195,7 @@ cdef int next_body(int device, int capture_mode, ConditionalBody body,
             _device.exit_device(&saved)
     body.capture_id = capture_id
     _device.body_capture_began(capture_id)
+    captures.capture_began(capture_id, holder)
     allocator.begin_allocate_to_pool(device, body.pool, capture_id, holder)
     body.routing = True
     return 0

@@ -53,7 +53,7 @@ cdef object device_object(int index)
 # Open graph captures of the process (device.pyx, Note [Calls during capture]). The graph code
 # reports each capture it begins and ends; the rest of the runtime asks before a CUDA call that a
 # capture forbids.
-cdef int capture_opened(int device, void* stream) except -1
+cdef int capture_opened(int device, void* stream, unsigned long long capture_id) except -1
 cdef int capture_closed(void* stream) except -1
 cdef bint capture_open() noexcept nogil              # any capture open in the process
 cdef bint device_capturing(int device) noexcept      # any capture open on device
@@ -62,6 +62,11 @@ cdef bint device_capturing(int device) noexcept      # any capture open on devic
 cdef int body_capture_began(unsigned long long capture_id) except -1
 cdef int body_capture_ended(unsigned long long capture_id) except -1
 cdef bint in_body_capture(void* stream, int device) except -1
+# Whether capture_id is one of the runtime's captures (graphs or conditional bodies) still open.
+cdef bint capture_id_open(unsigned long long capture_id) except -1
+# The id of the capture stream takes part in (begun on it, or joined through an event wait), or
+# 0 when it takes part in none (the legacy default stream never does). A legal call anytime.
+cdef unsigned long long stream_capture_id(void* stream, int device) except? 0
 # Around a CUDA call that is legal during a capture only in relaxed mode (stream and event
 # creation and destruction, queries of streams that do not capture): switches this thread to
 # relaxed mode while any capture is open; exit_relaxed puts the mode back.

@@ -372,15 +372,17 @@ cdef object synchronize(int index):
 cdef struct OpenCapture:
     int device
     void* stream
+    unsigned long long capture_id
 
 cdef vector[OpenCapture] _open_captures   # changed with the GIL held
 cdef int _open_capture_count = 0           # its size, readable without the GIL
 
 
-cdef int capture_opened(int device, void* stream) except -1:
+cdef int capture_opened(int device, void* stream, unsigned long long capture_id) except -1:
     cdef OpenCapture capture
     capture.device = device
     capture.stream = stream
+    capture.capture_id = capture_id
     _open_captures.push_back(capture)
     global _open_capture_count
     _open_capture_count = <int>_open_captures.size()
@@ -440,6 +442,31 @@ cdef bint in_body_capture(void* stream, int device) except -1:
         finally:
             exit_device(&switch)
     return status == cyruntime.cudaStreamCaptureStatusActive and capture_id in _body_captures
+
+
+cdef bint capture_id_open(unsigned long long capture_id) except -1:
+    cdef OpenCapture capture
+    for capture in _open_captures:
+        if capture.capture_id == capture_id:
+            return True
+    return capture_id in _body_captures
+
+
+cdef unsigned long long stream_capture_id(void* stream, int device) except? 0:
+    cdef cyruntime.cudaStreamCaptureStatus status = cyruntime.cudaStreamCaptureStatusNone
+    cdef unsigned long long capture_id = 0
+    cdef cudaError_t result
+    cdef DeviceSwitch switch
+    with nogil:
+        enter_device(device, &switch)
+        result = cyruntime.cudaStreamGetCaptureInfo(<cyruntime.cudaStream_t>stream, &status,
+                                                    &capture_id, NULL, NULL, NULL, NULL)
+        exit_device(&switch)
+    if result == cyruntime.cudaErrorStreamCaptureImplicit:
+        cyruntime.cudaGetLastError()  # the legacy default stream: it cannot take part
+        return 0
+    errors.check(result, b"cudaStreamGetCaptureInfo")
+    return capture_id if status == cyruntime.cudaStreamCaptureStatusActive else 0
 
 
 cdef int enter_relaxed(int* saved) except -1 nogil:

@@ -67,6 +67,7 @@ cdef class GraphBase:
     cdef int open_body(self, object scalar_pred, int node_type, str what,
                        unsigned int size=*) except -1
     cdef int close_body(self, bint keep) except -1
+    cdef int end_body_check(self, ConditionalBody body, str what) except -1
     cdef object c_begin_capture_to_if_node(self, object scalar_pred)
     cdef object c_begin_capture_to_while_node(self, object scalar_pred)
     cdef object c_capture_begin(self, object pool, str capture_error_mode, StreamCore stream)

@@ -55,7 +55,7 @@ from libc.stdint cimport uintptr_t
 from cuda.bindings cimport cyruntime
 from cuda.bindings cimport cydriver
 from cuda.bindings.cydriver cimport CUfunction
-from cuda.bindings.cyruntime cimport (cudaError_t, cudaGraphCondTypeIf, cudaGraphCondTypeSwitch,
+from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureUnjoined, cudaGraphCondTypeIf, cudaGraphCondTypeSwitch,
                                       cudaGraphCondTypeWhile, cudaGraphDebugDotFlagsVerbose,
                                       cudaGraphInstantiateFlagAutoFreeOnLaunch,
                                       cudaGraphInstantiateFlagUseNodePriority, cudaGraph_t,
@@ -63,7 +63,8 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaGraphCondTypeIf, cudaGrap
                                       cudaStreamCaptureStatus, cudaStreamCaptureStatusNone,
                                       cudaStreamLegacy, cudaStream_t, cudaSuccess)
 
-from tensorplay._runtime cimport allocator, conditional, device as _device, errors, graph_topology
+from tensorplay._runtime cimport allocator, captures, conditional, device as _device, errors
+from tensorplay._runtime cimport graph_topology
 from tensorplay._runtime cimport graph_update, rng, staging, tensor
 from tensorplay._runtime.graph_update cimport GraphTemplate
 from tensorplay._runtime.conditional cimport ConditionalBody
@@ -267,6 +268,7 @@ cdef class GraphBase:
             _stream.put_current_stream(device, handle)
             self.stream_swapped = True
             self.begin_on_stream(capture_mode)
+            captures.capture_began(self.capture_id, self.capture_id)
             # Before any work is captured: random ops captured from now on read their state
             # from device memory (docs/design.md, "RNG state").
             rng.begin_capture(self.generators, device, self.capture_id)
@@ -289,14 +291,13 @@ cdef class GraphBase:
                     self.capture_stream, <cudaStreamCaptureMode>capture_mode),
                     b"cudaStreamBeginCapture")
                 self.capturing = True
-                with gil:
-                    _device.capture_opened(self.device, self.capture_stream)
                 errors.check(cyruntime.cudaStreamGetCaptureInfo(
                     self.capture_stream, &status, &capture_id, NULL, NULL, NULL, NULL),
                     b"cudaStreamGetCaptureInfo")
             finally:
                 _device.exit_device(&saved)
         self.capture_id = capture_id
+        _device.capture_opened(self.device, self.capture_stream, capture_id)
         return 0
 
     cdef int end(self) except -1:
@@ -324,6 +325,8 @@ cdef class GraphBase:
         cdef cudaGraph_t template = NULL
         cdef cudaError_t status = cudaSuccess
         cdef DeviceSwitch saved
+        # Asked before the end, which forgets the capture (captures.pyx, Note [Joined streams]).
+        unjoined = captures.unjoined_streams(self.device, self.capture_stream, self.capture_id)
         with nogil:
             _device.enter_device(self.device, &saved)
             status = cyruntime.cudaStreamEndCapture(self.capture_stream, &template)
@@ -340,6 +343,10 @@ cdef class GraphBase:
         if status != cudaSuccess or template == NULL:
             _destroy_template(self.device, template)
             self.capture_failed()
+            if status == cudaErrorStreamCaptureUnjoined:
+                raise RuntimeError(captures.unjoined_text(what, self.device, unjoined, "the capture") +
+                                   " The capture was discarded, what it took released and the "
+                                   "previous stream restored; no stream captures any more")
             raise RuntimeError(
                 f"graph capture on cuda:{self.device} failed: {_cuda_error_text(status)}. "
                 "Something inside the capture was not permitted while capturing: a synchronising "
@@ -485,13 +492,15 @@ cdef class GraphBase:
         """cudaStreamEndCapture is about to run (or ran): the capture is no longer open."""
         self.capturing = False
         _device.capture_closed(self.capture_stream)
+        captures.capture_ended(self.capture_id)
         return 0
 
     cdef int release_pool_reference(self) except -1:
         if self.replaced is not None:  # reset() during a recapture: both captures go
             self.abandon_recapture()
-        if self.capture_id:  # blocks its capture saw freed (allocator.pyx)
+        if self.capture_id:  # blocks its capture saw freed (allocator.pyx), host memory it reads
             allocator.release_held_blocks(self.device, self.capture_id)
+            captures.release_kept(self.capture_id)
         rng.forget_capture(self.generators)
         self.predicates = []
         _release_body_pools(self.device, self.body_pools)
@@ -506,6 +515,7 @@ cdef class GraphBase:
         """A recapture failed: give back what it took; the replaced capture stays."""
         if self.capture_id:
             allocator.release_held_blocks(self.device, self.capture_id)
+            captures.release_kept(self.capture_id)
         _release_body_pools(self.device, self.body_pools)
         (self.capture_id, saved_generators, self.body_pools, self.predicates,
          self.conditional_nodes) = self.replaced
@@ -519,6 +529,7 @@ cdef class GraphBase:
         self.replaced = None
         if previous_id:
             allocator.release_held_blocks(self.device, previous_id)
+            captures.release_kept(previous_id)
         return _release_body_pools(self.device, previous_pools)
 
     cdef object c_recapture_begin(self, str capture_error_mode, StreamCore stream):
@@ -639,6 +650,7 @@ cdef class GraphBase:
             conditional.begin_body(self.device, setter, predicate.data, node_type, size,
                                    self.capture_mode, body, &body_capture_id)
             body.capture_id = body_capture_id
+            captures.capture_began(body_capture_id, self.capture_id)
             rng.enter_body(self.generators, body_capture_id)
             self.conditional_nodes[<uintptr_t>body.node] = (
                 CONDITIONAL_TYPES[node_type], [<uintptr_t>body.graphs[i] for i in range(size)])
@@ -682,7 +694,11 @@ cdef class GraphBase:
                     body.routing = False
                     allocator.end_allocate_to_pool(self.device, body.pool)
             finally:
+                if body.capturing and not keep:  # end_body_check() refused a kept one
+                    captures.join_back(self.device, body.stream, captures.unjoined_streams(
+                        self.device, body.stream, body.capture_id))
                 _device.body_capture_ended(body.capture_id)
+                captures.capture_ended(body.capture_id)
                 with nogil:
                     _device.enter_device(self.device, &saved)
                     if body.capturing:
@@ -780,6 +796,7 @@ cdef class GraphBase:
                                "conditional node; call begin_capture_to_if_node() or "
                                "begin_capture_to_while_node() first")
         cdef ConditionalBody body = self.bodies[-1]
+        self.end_body_check(body, "end_capture_to_conditional_node()")
         self.close_body(True)
         if body.size > 1:
             conditional.fill_empty_bodies(self.device, body)
@@ -914,8 +931,21 @@ cdef class GraphBase:
         if body.branch + 1 >= body.size:
             raise RuntimeError(f"begin_capture_to_next_body(): all {body.size} bodies of the node "
                                "have been captured; call end_capture_to_conditional_node()")
+        self.end_body_check(body, "begin_capture_to_next_body()")
         self.next_body_generators(body)
         return None
+
+    cdef int end_body_check(self, ConditionalBody body, str what) except -1:
+        """Refuse to end a body's capture while a stream that joined it has not joined back:
+        CUDA would fail the end (cudaErrorStreamCaptureUnjoined). Nothing changes; the body
+        stays open for the join."""
+        unjoined = captures.unjoined_streams(self.device, body.stream, body.capture_id)
+        if unjoined:
+            raise RuntimeError(captures.unjoined_text(what, self.device, unjoined,
+                                                      "the conditional body") +
+                               " The body is still open: join the stream back, then call "
+                               f"{what} again")
+        return 0
 
     # -- graph-safe state (rng.pxd; Note [Offsets on the device] in rng.pyx) --------------------
 

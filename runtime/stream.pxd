@@ -1,5 +1,7 @@
 from cuda.bindings.cyruntime cimport cudaEvent_t, cudaStream_t
 
+cdef class EventCore
+
 cdef class StreamCore:
     cdef readonly int device_index
     cdef cudaStream_t handle
@@ -10,6 +12,7 @@ cdef class StreamCore:
     cdef bint c_query(self) except -1
     cdef object c_synchronize(self)
     cdef object c_wait_event(self, object event)
+    cdef bint _check_captured_wait(self, EventCore waited, unsigned long long waiting) except -1
     cdef object c_wait_stream(self, object stream)
     cdef object c_record_event(self, object event)
     cdef tuple cuda_stream_protocol(self)
@@ -25,7 +28,8 @@ cdef class EventCore:
     cdef int device_index              # -1 until first recorded
     cdef unsigned int flags
     cdef bint timing
-    cdef bint recorded_in_capture      # its last record joined a capture (an internal event)
+    # The runtime's capture its last record joined (an internal event), or 0.
+    cdef unsigned long long capture_id
     cdef bint external                 # records and waits under capture become graph nodes
     cdef int init(self, bint enable_timing, bint blocking, bint external) except -1
     cdef int _check_external_capture(self, StreamCore stream, str what) except -1

@@ -18,16 +18,25 @@ Every call here that CUDA restricts during a graph capture follows device.pyx's
 Note [Calls during capture].
 
 Note [Events in graphs]
-Recorded or waited on by a capturing stream, an ordinary event only orders the capture's own
-streams: CUDA turns the record and the wait into edges of the graph (fork and join), and the event
-itself belongs to the capture, so nothing outside may wait for it. An external event
-(Event(external=True), PyTorch's flag) becomes a node instead: recorded under capture with
-cudaEventRecordExternal, it is recorded each time the graph runs that node, so eager code may
-query, synchronise on and time it after a replay (elapsed_time() between two such events measures
-the graph's work between them); waited on under capture with cudaEventWaitExternal, the graph
-waits at that point for the event's latest record, made outside the graph. CUDA allows no event
-nodes inside conditional bodies, so external events refuse to record or wait there. Outside a
-capture an external event is an ordinary one.
+Recorded by a capturing stream, an ordinary event marks a point of the capture: CUDA turns the
+record and a later wait into an edge of the graph (CUDA Programming Guide, "Cross-stream
+Dependencies and Events"). A stream that takes part in no capture and waits on such an event
+joins the capture (a fork): its later work is captured into the same graph, until the origin
+stream waits on an event recorded after that work (the join), which must happen before the
+capture ends (captures.pyx, Note [Joined streams]). The event belongs to its capture: once that
+capture ends, nothing may wait on, query or synchronise with it (CUDA answers
+cudaErrorInvalidValue), and while it is open only waits are legal. So an event remembers the
+capture of its last record, and a wait is refused before any CUDA call when CUDA forbids it: on
+an event of an ended capture, from a stream of another capture (cudaErrorStreamCaptureMerge), or
+from a capturing stream on an event recorded outside its capture
+(cudaErrorStreamCaptureIsolation). Each of these would invalidate the capture.
+An external event (Event(external=True), PyTorch's flag) becomes a node instead: recorded under
+capture with cudaEventRecordExternal, it is recorded each time the graph runs that node, so
+eager code may query, synchronise on and time it after a replay (elapsed_time() between two such
+events measures the graph's work between them); waited on under capture with
+cudaEventWaitExternal, the graph waits at that point for the event's latest record, made
+outside the graph. CUDA allows no event nodes inside conditional bodies, so external events
+refuse to record or wait there. Outside a capture an external event is an ordinary one.
 """
 import threading
 
@@ -37,10 +46,11 @@ from libcpp.vector cimport vector
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cyruntime cimport (cudaEvent_t, cudaEventBlockingSync,
                                       cudaEventDisableTiming, cudaEventDefault,
-                                      cudaErrorNotReady, cudaStream_t, cudaStreamNonBlocking,
+                                      cudaErrorNotReady, cudaStreamLegacy, cudaStream_t,
+                                      cudaStreamNonBlocking,
                                       cudaSuccess)
 
-from tensorplay._runtime cimport device as _device, errors, public
+from tensorplay._runtime cimport captures, device as _device, errors, public
 
 cdef extern from *:
     """
@@ -279,20 +289,57 @@ cdef class StreamCore:
         cdef EventCore waited = event
         if waited.handle == NULL:  # never recorded: nothing to wait for, as in PyTorch
             return None
+        # Note [Events in graphs]: the capture this stream takes part in, if any, decides.
+        cdef unsigned long long waiting = 0
+        if _device.capture_open():
+            waiting = _device.stream_capture_id(self.handle, self.device_index)
         cdef unsigned int flags = 0
-        if waited.external and _device.capture_open() \
-                and _device.stream_capturing(self.handle, self.device_index):
+        cdef bint joins = False
+        if waited.external and waiting:
             waited._check_external_capture(self, "wait")
-            flags = cyruntime.cudaEventWaitExternal  # Note [Events in graphs]
-        if waited.recorded_in_capture and not _device.stream_capturing(self.handle, self.device_index):
+            flags = cyruntime.cudaEventWaitExternal
+        elif waited.capture_id:
+            joins = self._check_captured_wait(waited, waiting)
+        elif waiting and _device.capture_id_open(waiting):
             raise RuntimeError(
-                "the event was last recorded inside a graph capture, so only a stream taking "
-                "part in that capture may wait for it (CUDA forbids the wait elsewhere); record "
-                "it outside the capture to order other streams")
+                f"stream {<uintptr_t>self.handle:#x} is capturing a graph and cannot wait on an "
+                "event recorded outside that capture: CUDA forbids the dependency "
+                "(cudaErrorStreamCaptureIsolation, Programming Guide: 'Prohibited and Unhandled "
+                "Operations') and would invalidate the capture. Wait before the capture begins, "
+                "or record an Event(external=True) outside and wait on it here: the graph then "
+                "waits for its latest record on every replay. The capture goes on")
         with nogil:
             errors.check(cyruntime.cudaStreamWaitEvent(self.handle, waited.handle, flags),
                          "cudaStreamWaitEvent")
+        if joins:  # Note [Joined streams] (captures.pyx)
+            captures.stream_joined(waited.capture_id, self, <uintptr_t>self.handle)
         return None
+
+    cdef bint _check_captured_wait(self, EventCore waited, unsigned long long waiting) except -1:
+        """A wait on an event recorded in a capture: legal from a stream of that capture, or
+        from a stream taking part in none, which joins it (True); refused otherwise."""
+        if not _device.capture_id_open(waited.capture_id):
+            raise RuntimeError(
+                f"stream {<uintptr_t>self.handle:#x} cannot wait on this event: it was last "
+                "recorded inside a graph capture that has ended, so the work it marks exists only "
+                "in that graph and CUDA cannot wait for it outside (cudaErrorInvalidValue). "
+                "Record the event after replay() to wait for a replay's work")
+        if waiting == 0:
+            if <uintptr_t>self.handle <= <uintptr_t>cudaStreamLegacy:
+                raise RuntimeError(
+                    "the legacy default stream cannot wait on an event recorded in a graph "
+                    "capture: it would join the capture, and the legacy stream cannot take part "
+                    "in one (cudaErrorStreamCaptureImplicit). Join the capture from a "
+                    "tensorplay.cuda.Stream(); the capture goes on")
+            return True
+        if waiting != waited.capture_id:
+            raise RuntimeError(
+                f"stream {<uintptr_t>self.handle:#x} is capturing one graph and the event was "
+                "recorded in another capture: CUDA forbids merging two captures "
+                "(cudaErrorStreamCaptureMerge, Programming Guide: 'Prohibited and Unhandled "
+                "Operations'), which would invalidate both. Order the two graphs by their "
+                "replays instead. Both captures go on")
+        return False
 
     cdef object c_wait_stream(self, object stream):
         cdef StreamCore other = stream  # a Stream: the wrapper checked it
@@ -375,17 +422,22 @@ cdef class EventCore:
             raise ValueError(f"the event was first recorded on cuda:{self.device_index} and "
                              f"cannot be recorded on a stream of cuda:{target.device_index}")
         # An event recorded in a capture belongs to it (Note [Calls during capture]), unless
-        # it is external: then the graph records it (Note [Events in graphs]).
-        captured = _device.capture_open() and _device.stream_capturing(target.handle, target.device_index)
+        # it is external: then the graph records it (Note [Events in graphs]). Only the
+        # runtime's own captures are followed; in another library's, CUDA judges each use.
+        cdef unsigned long long capture_id = 0
+        if _device.capture_open():
+            capture_id = _device.stream_capture_id(target.handle, target.device_index)
         cdef unsigned int flags = 0
-        if captured and self.external:
+        if capture_id and self.external:
             self._check_external_capture(target, "record")
             flags = cyruntime.cudaEventRecordExternal
-            captured = False
+            capture_id = 0
+        elif capture_id and not _device.capture_id_open(capture_id):
+            capture_id = 0
         with nogil:
             errors.check(cyruntime.cudaEventRecordWithFlags(self.handle, target.handle, flags),
                          "cudaEventRecordWithFlags")
-        self.recorded_in_capture = captured
+        self.capture_id = capture_id
         return None
 
     cdef int _check_external_capture(self, StreamCore stream, str what) except -1:
@@ -435,12 +487,18 @@ cdef class EventCore:
         return None
 
     cdef int _refuse_if_captured(self, str what) except -1:
-        if self.recorded_in_capture:
+        if self.capture_id == 0:
+            return 0
+        if _device.capture_id_open(self.capture_id):
             raise RuntimeError(
-                f"{what} cannot run on an event last recorded inside a graph capture: CUDA "
-                "forbids waiting for captured work, and the call would invalidate the capture. "
+                f"{what} cannot run on an event last recorded inside a graph capture that is still "
+                "open: CUDA forbids querying or waiting for captured work "
+                "(cudaErrorStreamCaptureUnsupported), and the call would invalidate the capture. "
                 "Record the event outside the capture, or replay the graph and record it after")
-        return 0
+        raise RuntimeError(
+            f"{what} cannot run on an event last recorded inside a graph capture that has ended: "
+            "the work it marks exists only in that graph (CUDA answers cudaErrorInvalidValue). "
+            "Record the event after replay() to wait for or time a replay")
 
     cdef double c_elapsed_time(self, object end_event) except? -1:
         if not isinstance(end_event, EventCore):

@@ -57,10 +57,14 @@ class GraphBase:
         """End capture and compile the executable (paid here, not on first
         replay).
 
+        Every stream that joined the capture (Stream.wait_event()) must have
+        joined back into the capture stream first, as CUDA requires.
+
         Raises:
             RuntimeError: no capture is open, a conditional node is still open, the capture failed
-                (it is discarded), or a global or thread_local capture is ended from a thread other than
-                the one that began it (the capture goes on).
+                (it is discarded; a stream that joined it and never joined back is named), or a global
+                or thread_local capture is ended from a thread other than the one that began it (the
+                capture goes on).
         """
 
     def debug_dump(self, path: str | os.PathLike[str]) -> None:
@@ -98,8 +102,10 @@ class GraphBase:
         synchronises the device.
 
         Raises:
-            RuntimeError: no conditional node is open, or a while node's body captured no work (its
-                stream is named; the node then ends its loop at once and the capture goes on).
+            RuntimeError: no conditional node is open; a stream that joined the body has not joined
+                back (it is named; nothing changes, the body stays open); or a while node's body
+                captured no work (its stream is named; the node then ends its loop at once and the
+                capture goes on).
         """
 
     def instantiate(self) -> None:
@@ -276,8 +282,9 @@ class GraphBase:
         switch node (its next case).
 
         Raises:
-            RuntimeError: the innermost open conditional node is not an if/else or switch node, or
-                its last body is being captured.
+            RuntimeError: the innermost open conditional node is not an if/else or switch node, its
+                last body is being captured, or a stream that joined the body being captured has not
+                joined back (it is named; nothing changes).
         """
 
     def recapture_begin(self, capture_error_mode: str = 'global', stream: Stream | None = None) -> None:

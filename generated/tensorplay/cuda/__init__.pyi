@@ -188,15 +188,37 @@ class Stream:
     def wait_event(self, event: Event) -> None:
         """Make all future work on this stream wait for an event.
 
+        During a graph capture this is how streams fork and join, as in
+        CUDA: a stream that takes part in no capture and waits on an event
+        recorded in an open capture joins that capture, and its later work
+        is captured into the same graph. Before the capture ends it must
+        join back: the stream the capture began on waits on an event
+        recorded after that work (else capture_end() fails, naming it).
+
         Args:
             event: the event to wait for.
+
+        Raises:
+            RuntimeError: CUDA forbids the wait: the event was recorded in a capture that has ended,
+                or in another capture than the one this stream takes part in, or this stream captures
+                and the event (external=False) was recorded outside its capture, or this is the legacy
+                default stream and the event was recorded in a capture. Nothing is queued and every
+                capture goes on.
         """
 
     def wait_stream(self, stream: Stream) -> None:
         """Make all future work on this stream wait for the work submitted to another stream so far.
 
+        Inside a graph capture, side.wait_stream(capture_stream) forks: side
+        joins the capture; capture_stream.wait_stream(side) joins it back
+        (see wait_event()).
+
         Args:
             stream: the stream to wait for.
+
+        Raises:
+            RuntimeError: as for wait_event(): CUDA forbids the wait between these two streams now
+                (for example a capturing stream waiting for a stream outside its capture).
         """
 
     def record_event(self, event: Event | None = None) -> Event:
@@ -311,15 +333,17 @@ class Event:
     def wait(self, stream: Stream | None = None) -> None:
         """Make all future work on a stream wait for this event.
 
-        On a capturing stream an external event becomes a wait node: each
-        replay waits there for the event's latest record outside the graph.
+        An event recorded in an open capture makes a stream outside any
+        capture join that capture (see Stream.wait_event()). On a capturing
+        stream an external event becomes a wait node: each replay waits
+        there for the event's latest record outside the graph.
 
         Args:
             stream: the stream that waits; None for the current stream.
 
         Raises:
             RuntimeError: the event is external and the stream captures a conditional node's body,
-                where CUDA allows no event nodes.
+                where CUDA allows no event nodes; or CUDA forbids the wait (see Stream.wait_event()).
         """
 
     def query(self) -> bool:
@@ -329,16 +353,18 @@ class Event:
             bool: whether the recorded work has completed.
 
         Raises:
-            RuntimeError: the event (external=False) was last recorded inside a graph capture; an
-                external event recorded there is recorded by the graph's replays instead.
+            RuntimeError: the event (external=False) was last recorded inside a graph capture, open
+                (CUDA forbids the query) or ended (its work exists only in the graph); an external event
+                recorded there is recorded by the graph's replays instead.
         """
 
     def synchronize(self) -> None:
         """Wait for the work before the event to complete.
 
         Raises:
-            RuntimeError: the event (external=False) was last recorded inside a graph capture; an
-                external event recorded there is recorded by the graph's replays instead.
+            RuntimeError: the event (external=False) was last recorded inside a graph capture, open
+                (CUDA forbids the wait) or ended (its work exists only in the graph); an external event
+                recorded there is recorded by the graph's replays instead.
         """
 
     def elapsed_time(self, end_event: Event) -> float:
