@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_FILES = ["tests/test_gpu_capture_safety.py", "tests/test_gpu_graphs.py",
+DEFAULT_FILES = ["tests/test_gpu_capture_safety.py", "tests/test_gpu_capture_streams.py",
+                 "tests/test_gpu_graphs.py",
                  "tests/test_gpu_graph_extras.py", "tests/test_gpu_allocator.py",
                  "tests/test_gpu_graph_update.py"]
 TOOLS = ("memcheck", "racecheck", "synccheck")
