@@ -407,6 +407,8 @@ cdef Block* malloc_segment(DeviceState* state, BlockPool* pool, cudaStream_t str
     scalars[state.device][<int>SCALAR_NUM_DEVICE_ALLOC] += 1
     if pool.owner != NULL:
         pool.owner.reserved_bytes += size
+    # Its blocks are handed out on stream after its Stream object may be gone.
+    streams.allocator_refers_to(stream)
     return new_block(state.device, stream, pool, <uintptr_t>ptr, size)
 
 
@@ -904,6 +906,7 @@ cdef int record_stream(void* ptr, cudaStream_t stream, int stream_device) except
         raise ValueError(unknown_pointer(ptr))
     if stream == block.stream:  # uses on the allocation stream are ordered already
         return 0
+    streams.allocator_refers_to(stream)  # its event may be recorded after its Stream is gone
     cdef StreamUse use
     use.stream = stream
     use.device = stream_device

@@ -63,6 +63,9 @@ cdef int create_ordering_event(int device, cudaEvent_t* event) except -1 nogil
 # Both take the GIL-protected cache with the GIL held (Note [Idle ordering events]).
 cdef int take_ordering_event(int device, cudaEvent_t* event) except -1
 cdef void give_back_ordering_event(int device, cudaEvent_t event) noexcept
+# The caching allocator will record an event on stream later (record_stream): never destroy it
+# (stream.pyx, Note [Streams the allocator refers to]).
+cdef void allocator_refers_to(cudaStream_t stream) noexcept
 cdef object current_stream(int device)
 cdef object set_stream(object stream)
 cdef object stream_context(object stream)

@@ -40,7 +40,10 @@ refuse to record or wait there. Outside a capture an external event is an ordina
 """
 import threading
 
+from cython.operator cimport dereference as deref
 from libc.stdint cimport uintptr_t
+from libcpp.unordered_set cimport unordered_set
+from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
 from cuda.bindings cimport cyruntime
@@ -216,6 +219,36 @@ cdef cudaStream_t capture_side_stream(int device) except? NULL:
     return _side_streams[device]
 
 
+# Note [Streams the allocator refers to]
+# The caching allocator keeps stream handles beyond the life of their Stream objects: cached
+# blocks belong to the stream they were allocated on, and record_stream(tensor, stream) makes
+# it record an event on stream when the tensor's block is released, which may be much later (a
+# block freed during a capture waits until no capture is open). Recording on a destroyed stream
+# is undefined (it crashed the process), and a new stream created at a destroyed one's address
+# would be handed that stream's cached blocks while its kernels may still run. So a stream the
+# allocator refers to is never destroyed: when its Stream object goes it is kept here, and the
+# next Stream() of its device and priority takes it over (PyTorch never destroys its streams
+# either: they come from a fixed pool). Work ordered after the old owner's is only more
+# cautious. Changed with the GIL held.
+cdef unordered_set[uintptr_t] _streams_in_allocator
+cdef vector[pair[int, uintptr_t]] _retired_streams[_device.MAX_DEVICES]  # (priority, handle)
+
+
+cdef void allocator_refers_to(cudaStream_t stream) noexcept:
+    _streams_in_allocator.insert(<uintptr_t>stream)
+
+
+cdef bint _take_retired(int device, int priority, cudaStream_t* handle) noexcept:
+    cdef vector[pair[int, uintptr_t]]* retired = &_retired_streams[device]
+    cdef size_t i
+    for i in range(retired.size()):
+        if deref(retired)[i].first == priority:
+            handle[0] = <cudaStream_t>deref(retired)[i].second
+            retired.erase(retired.begin() + i)
+            return True
+    return False
+
+
 cdef class StreamCore:
     def __cinit__(self, *args, **kwargs):
         self.device_index = -1
@@ -225,7 +258,13 @@ cdef class StreamCore:
     def __dealloc__(self):
         # A forked child must not touch the parent's CUDA objects.
         cdef int mode
+        cdef pair[int, uintptr_t] retired
         if self.owned and self.handle != NULL and _device.is_initialized():
+            if _streams_in_allocator.count(<uintptr_t>self.handle):
+                retired.first = self.stream_priority
+                retired.second = <uintptr_t>self.handle
+                _retired_streams[self.device_index].push_back(retired)
+                return
             _device.enter_relaxed(&mode)
             cyruntime.cudaStreamDestroy(self.handle)
             _device.exit_relaxed(&mode)
@@ -243,16 +282,24 @@ cdef class StreamCore:
             try:
                 errors.check(cyruntime.cudaDeviceGetStreamPriorityRange(&least, &greatest),
                              "cudaDeviceGetStreamPriorityRange")
-                # Lower numbers are higher priority; clamp to what the device offers, as CUDA
-                # does.
-                errors.check(cyruntime.cudaStreamCreateWithPriority(
-                    &self.handle, cudaStreamNonBlocking, max(greatest, min(least, requested))),
-                    "cudaStreamCreateWithPriority")
             finally:
                 _device.exit_relaxed(&mode)
                 _device.exit_device(&switch)
+        # Lower numbers are higher priority; clamp to what the device offers, as CUDA does.
+        cdef int clamped = max(greatest, min(least, requested))
+        if not _take_retired(device, clamped, &self.handle):  # Note [Streams the allocator ...]
+            with nogil:
+                _device.enter_device(device, &switch)
+                _device.enter_relaxed(&mode)
+                try:
+                    errors.check(cyruntime.cudaStreamCreateWithPriority(
+                        &self.handle, cudaStreamNonBlocking, clamped),
+                        "cudaStreamCreateWithPriority")
+                finally:
+                    _device.exit_relaxed(&mode)
+                    _device.exit_device(&switch)
         self.device_index = device
-        self.stream_priority = max(greatest, min(least, requested))
+        self.stream_priority = clamped
         self.owned = True
         return 0
 

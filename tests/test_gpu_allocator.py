@@ -165,6 +165,34 @@ def test_blocks_are_reused_only_on_their_own_stream(clean_device):
         cuda.caching_allocator_delete(p)
 
 
+def test_a_stream_the_allocator_refers_to_outlives_its_stream_object(clean_device):
+    """runtime/stream.pyx, Note [Streams the allocator refers to]: a block that recorded a use
+    of a stream gets its event when it is released, after the Stream object is gone (here a
+    block freed during a capture, whose event waits until no capture is open; recording it on
+    a destroyed stream crashed the process). The stream is kept, and the next Stream() of its
+    priority takes it over."""
+    side = cuda.Stream()
+    handle = side.cuda_stream
+    g = cuda.CUDAGraph()
+    g.capture_begin()
+    data = tensorplay.ones(8, device="cuda")
+    side.wait_stream(accelerator.current_stream())
+    with cuda.stream(side):
+        doubled = data * 2
+        data.record_stream(side)
+    accelerator.current_stream().wait_stream(side)
+    del data  # freed during the capture: its event is deferred
+    g.capture_end()
+    del side
+    g.replay()
+    accelerator.synchronize()
+    memory.empty_cache()  # records and waits for the deferred event on the kept stream
+    assert doubled.tolist() == [2.0] * 8
+    assert cuda.Stream().cuda_stream == handle
+    del doubled, g
+    memory.empty_cache()
+
+
 def test_out_of_memory_frees_the_cache_raises_and_leaks_nothing(clean_device):
     free, total = memory.get_memory_info()
     with pytest.raises(tensorplay.OutOfMemoryError) as raised:
