@@ -240,8 +240,8 @@ cdef void allocator_refers_to(cudaStream_t stream) noexcept:
 
 cdef bint _take_retired(int device, int priority, cudaStream_t* handle) noexcept:
     cdef vector[pair[int, uintptr_t]]* retired = &_retired_streams[device]
-    cdef size_t i
-    for i in range(retired.size()):
+    cdef Py_ssize_t i
+    for i in range(<Py_ssize_t>retired.size() - 1, -1, -1):  # the latest retired first
         if deref(retired)[i].first == priority:
             handle[0] = <cudaStream_t>deref(retired)[i].second
             retired.erase(retired.begin() + i)
