@@ -855,10 +855,12 @@ def test_waiting_on_an_event_of_a_capture_that_has_ended_is_refused(quiet_device
     with cuda.graph(g):
         x += 1
         in_capture = cuda.current_stream().record_event()
-    with pytest.raises(RuntimeError, match="capture"):
+    with pytest.raises(RuntimeError, match="capture that has ended.*cudaErrorInvalidValue"):
         outside.wait_event(in_capture)
-    with pytest.raises(RuntimeError, match="capture"):
+    with pytest.raises(RuntimeError, match="capture that has ended"):
         in_capture.wait(outside)
+    with pytest.raises(RuntimeError, match="capture that has ended"):
+        in_capture.query()
     outside.synchronize()
     g.replay()
     assert values(x) == {1.0}
@@ -875,7 +877,7 @@ def test_waiting_from_one_capture_on_an_event_of_another_open_capture_is_refused
         in_first = cuda.current_stream().record_event()
         with cuda.graph(second, stream=cuda.Stream(), capture_error_mode="relaxed"):
             y += 1
-            with pytest.raises(RuntimeError, match="capture"):
+            with pytest.raises(RuntimeError, match="cudaErrorStreamCaptureMerge"):
                 cuda.current_stream().wait_event(in_first)
             y += 1
         x += 1
@@ -894,12 +896,85 @@ def test_a_capturing_stream_waits_for_outside_work_only_through_an_external_even
     external.record(producer)
     g = cuda.CUDAGraph()
     with cuda.graph(g):
-        with pytest.raises(RuntimeError, match="capture"):
+        with pytest.raises(RuntimeError, match="cudaErrorStreamCaptureIsolation"):
             cuda.current_stream().wait_event(ordinary)
-        with pytest.raises(RuntimeError, match="capture"):
+        with pytest.raises(RuntimeError, match="cudaErrorStreamCaptureIsolation"):
             ordinary.wait()
         external.wait()
         x += 1
     g.replay()
     assert values(x) == {1.0}
     ordinary.synchronize()
+
+
+def test_the_legacy_default_stream_cannot_join_a_capture(quiet_device):
+    # CUDA refuses the wait (cudaErrorStreamCaptureImplicit); the runtime refuses it first, and
+    # the capture goes on.
+    x = warmed(0.0, COUNT)
+    legacy = cuda.current_stream()
+    assert legacy.cuda_stream == 0
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        x += 1
+        marker = cuda.current_stream().record_event()
+        with pytest.raises(RuntimeError, match="legacy default stream.*cudaErrorStreamCaptureImplicit"):
+            legacy.wait_event(marker)
+        x += 1
+    g.replay()
+    assert values(x) == {2.0}
+
+
+@pytest.mark.parametrize("node", ["if", "if_else"])
+def test_a_body_with_an_unjoined_fork_refuses_to_end_and_stays_open(quiet_device, node):
+    # CUDA would fail the body's end (cudaErrorStreamCaptureUnjoined); the refusal changes
+    # nothing, so joining back and ending again completes the node.
+    x, y = warmed(0.0, COUNT), warmed(0.0, COUNT)
+    flag = tp.full((1,), True, dtype=tp.bool, device="cuda")
+    side = cuda.Stream()
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        if node == "if":
+            g.begin_capture_to_if_node(flag)
+        else:
+            g.begin_capture_to_if_else_node(flag)
+        body = cuda.current_stream()
+        side.wait_stream(body)
+        with cuda.stream(side):
+            y += 1
+        ending = g.end_capture_to_conditional_node if node == "if" \
+            else g.begin_capture_to_next_body
+        with pytest.raises(RuntimeError, match=named(side) + ".*still open"):
+            ending()
+        assert cuda.current_stream() == body and capturing_on(side)
+        body.wait_stream(side)
+        ending()
+        if node == "if_else":
+            x += 10  # the else body
+            g.end_capture_to_conditional_node()
+        x += 1
+    g.replay()
+    assert (values(x), values(y)) == ({1.0}, {1.0})
+
+
+def test_a_capture_discarded_with_an_unjoined_fork_in_a_body_leaves_everything_usable(
+        quiet_device):
+    # The body's capture is ended joined (CUDA cannot end it otherwise), then discarded.
+    x, y = warmed(0.0, COUNT), warmed(0.0, COUNT)
+    flag = tp.full((1,), True, dtype=tp.bool, device="cuda")
+    side = cuda.Stream()
+    g = cuda.CUDAGraph()
+    with pytest.raises(KeyError):
+        with cuda.graph(g):
+            g.begin_capture_to_while_node(flag)
+            side.wait_stream(cuda.current_stream())
+            with cuda.stream(side):
+                y += 1
+            raise KeyError("the body failed")
+    assert not graphs.is_current_stream_capturing() and not capturing_on(side)
+    with cuda.stream(side):
+        y += 1
+    side.synchronize()
+    with cuda.graph(g):
+        x += 1
+    g.replay()
+    assert (values(x), values(y)) == ({1.0}, {1.0})
