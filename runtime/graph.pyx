@@ -231,8 +231,10 @@ cdef class GraphBase:
                                "device's side stream")
         if _device.stream_capturing(handle, device):
             raise RuntimeError(f"stream {<uintptr_t>handle:#x} on cuda:{device} is already "
-                               "capturing a graph, and captures cannot nest on one stream; end "
-                               "that capture first, or capture on another stream")
+                               "capturing a graph, and captures cannot nest on one stream (CUDA "
+                               "refuses cudaStreamBeginCapture on a capturing stream: "
+                               "cudaErrorIllegalState); end that capture first, or capture on "
+                               "another stream")
         if recapture and device != self.device:
             raise ValueError(f"stream is on cuda:{device}, but the graph was captured on "
                              f"cuda:{self.device}; recapture it on a stream of that device")
