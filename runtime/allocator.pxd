@@ -1,5 +1,7 @@
 # The device caching allocator (allocator.pyx explains the policy at its top).
 from libc.stdint cimport int64_t
+from libcpp.vector cimport vector
+
 from cuda.bindings.cyruntime cimport cudaStream_t
 
 # Statistics kept per device, each with current / peak / allocated (accumulated) / freed
@@ -52,13 +54,15 @@ cdef bint device_used(int device) noexcept nogil
 # graphs and handles; while a pool is selected for a capture id, allocations made on a stream
 # capturing with that id go to the pool; a pool's free memory returns to CUDA at the first
 # empty_cache() after its count drops to zero, with no capture open. Blocks freed while a
-# capture routes are held for holder (the graph's capture id) until release_held_blocks(holder)
-# (allocator.pyx, Note [Blocks freed during capture]).
+# capture routes are held for holder (the graph's capture id) until release_held_blocks(holder),
+# which makes each of them wait for the work queued so far on the streams in replayed (those the
+# graph was launched on) before it is reused (allocator.pyx, Note [Blocks freed during capture]).
 cdef PoolId new_pool_handle() noexcept nogil
 cdef int retain_pool(int device, PoolId pool) except -1
 cdef int release_pool(int device, PoolId pool) except -1
 cdef int begin_allocate_to_pool(int device, PoolId pool, unsigned long long capture_id,
                                 unsigned long long holder) except -1
 cdef int end_allocate_to_pool(int device, PoolId pool) except -1
-cdef int release_held_blocks(int device, unsigned long long holder) except -1
+cdef int release_held_blocks(int device, unsigned long long holder,
+                             const vector[cudaStream_t]* replayed) except -1
 cdef int pool_count(int device) noexcept nogil

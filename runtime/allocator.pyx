@@ -904,21 +904,12 @@ cdef int record_stream(void* ptr, cudaStream_t stream, int stream_device) except
     cdef Block* block = find_allocated(ptr)
     if block == NULL:
         raise ValueError(unknown_pointer(ptr))
-    if stream == block.stream:  # uses on the allocation stream are ordered already
-        return 0
-    streams.allocator_refers_to(stream)  # its event may be recorded after its Stream is gone
-    cdef StreamUse use
-    use.stream = stream
-    use.device = stream_device
     cdef DeviceState* state = states[block.device]
-    cdef StreamUse recorded
     acquire(&state.lock)
-    for recorded in block.stream_uses:
-        if recorded.stream == stream:
-            break
-    else:
-        block.stream_uses.push_back(use)
-    release_lock(&state.lock)
+    try:
+        add_stream_use(block, stream, stream_device)
+    finally:
+        release_lock(&state.lock)
     return 0
 
 
@@ -1177,13 +1168,31 @@ cdef int end_allocate_to_pool(int device, PoolId pool) except -1:
     return 0
 
 
-cdef int release_held_blocks(int device, unsigned long long holder) except -1:
+cdef int add_stream_use(Block* block, cudaStream_t stream, int stream_device) except -1:
+    """Under the block's device lock: the block is reused only once stream's work queued so far
+    is done (record_stream's mechanism)."""
+    if stream == block.stream:  # uses on the allocation stream are ordered already
+        return 0
+    cdef StreamUse use
+    for use in block.stream_uses:
+        if use.stream == stream:
+            return 0
+    streams.allocator_refers_to(stream)  # its event may be recorded after its Stream is gone
+    use.stream = stream
+    use.device = stream_device
+    block.stream_uses.push_back(use)
+    return 0
+
+
+cdef int release_held_blocks(int device, unsigned long long holder,
+                             const vector[cudaStream_t]* replayed) except -1:
     if not device_used(device):
         return 0
     cdef DeviceState* state = states[device]
     cdef map[unsigned long long, vector[Block*]].iterator it
     cdef vector[Block*] held
     cdef Block* block
+    cdef size_t i
     acquire(&state.lock)
     try:
         it = state.held_blocks.find(holder)
@@ -1191,6 +1200,10 @@ cdef int release_held_blocks(int device, unsigned long long holder) except -1:
             held.swap(deref(it).second)
             state.held_blocks.erase(it)
         for block in held:
+            # A replay launched on these streams may still touch the block.
+            if replayed != NULL:
+                for i in range(replayed.size()):
+                    add_stream_use(block, deref(replayed)[i], device)
             block.capture_holds -= 1
             if block.capture_holds == 0:
                 reuse_when_done(state, block)

@@ -10,6 +10,9 @@ cdef int capture_began(unsigned long long capture_id, unsigned long long holder)
 cdef int capture_ended(unsigned long long capture_id) except -1
 cdef int stream_joined(unsigned long long capture_id, object stream, uintptr_t handle) except -1
 cdef list joined_streams(unsigned long long capture_id)
+# External events recorded in a capture: the graph's first replay records them (stream.pyx).
+cdef int external_recorded(unsigned long long capture_id, object event) except -1
+cdef list take_external_records(unsigned long long capture_id)   # None when there are none
 # owner keeps host memory alive that a node captured under capture_id reads on every replay; the
 # graph lets go of it where it lets go of the blocks its capture holds (release_kept).
 cdef int keep_alive(unsigned long long capture_id, object owner) except -1

@@ -36,6 +36,8 @@ cdef dict _joined = {}
 cdef dict _kept = {}
 # capture id (a graph's or a conditional body's) -> the graph's capture id, which holds its memory
 cdef dict _holders = {}
+# capture id -> [external events recorded in it, which only a replay of its graph records]
+cdef dict _external_records = {}
 
 
 cdef int stream_joined(unsigned long long capture_id, object stream, uintptr_t handle) except -1:
@@ -61,6 +63,15 @@ cdef int capture_ended(unsigned long long capture_id) except -1:
     _joined.pop(capture_id, None)
     _holders.pop(capture_id, None)
     return 0
+
+
+cdef int external_recorded(unsigned long long capture_id, object event) except -1:
+    _external_records.setdefault(capture_id, []).append(event)
+    return 0
+
+
+cdef list take_external_records(unsigned long long capture_id):
+    return _external_records.pop(capture_id, None)
 
 
 cdef int keep_alive(unsigned long long capture_id, object owner) except -1:

@@ -1,3 +1,5 @@
+from libcpp.vector cimport vector
+
 from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraphNode_t, cudaGraph_t,
                                       cudaGraphExec_t, cudaStream_t)
 
@@ -36,6 +38,10 @@ cdef class GraphBase:
     cdef bint stream_swapped           # the capture stream is current on capture_thread
     cdef cudaGraph_t template
     cdef cudaGraphExec_t executable
+    # Every stream the executable was launched on since it was made (Note [Streams a graph was
+    # launched on], graph.pyx).
+    cdef vector[cudaStream_t] launch_streams
+    cdef list replay_events            # external events the first replay records, or None
     cdef int capture_mode              # of the open capture; its conditional bodies inherit it
     cdef list bodies                   # open conditional bodies, innermost last
     cdef list body_pools               # (first, second) pool ids retained for bodies' allocations

@@ -27,6 +27,15 @@ stage_and_launch() checks and copies its pairs in staging.pyx, then replays.
 Replay is the hot path: no Python objects are created; it reads the current stream from C
 thread-local storage, makes the capture device current and calls cuGraphLaunch once.
 
+Note [Streams a graph was launched on]
+A replay runs on the device after replay() returns, so what the graph references must not go
+back to the cache while a launched replay may still touch it. The graph keeps, in a C vector,
+every stream its executable was launched on (a few pointer compares per replay, no event), and
+whatever it lets go of (the blocks its capture held, at reset(), deletion or the end of a
+recapture; the tensors rebind() replaces) is marked as used on each of those streams first: the
+allocator then records one event per stream and reuses the memory once they complete, as for
+record_stream(). replay_with() marks its tensors used on its own stream (graph_update.pyx).
+
 Note [Recapture]
 recapture_begin() captures the same work again into a graph that holds an executable, and
 recapture_end() updates that executable in place (graph_update.pyx, Note [Updating from a
@@ -71,7 +80,7 @@ from tensorplay._runtime.conditional cimport ConditionalBody
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.allocator cimport PoolId
 from tensorplay._runtime.device cimport DeviceSwitch
-from tensorplay._runtime.stream cimport StreamCore
+from tensorplay._runtime.stream cimport EventCore, StreamCore
 from tensorplay._runtime.tensor cimport TensorCore
 
 from tensorplay._runtime import graph_render
@@ -363,6 +372,7 @@ cdef class GraphBase:
     cdef int capture_failed(self) except -1:
         """Give back what a failed capture took: a recapture's own, keeping the graph as it
         was; a first capture's graphs and pool."""
+        self.replay_events = None  # no replay will record them
         if self.replaced is not None:
             return self.abandon_recapture()
         self.destroy_graphs()
@@ -495,13 +505,15 @@ cdef class GraphBase:
         self.capturing = False
         _device.capture_closed(self.capture_stream)
         captures.capture_ended(self.capture_id)
+        # External events recorded in the capture: its replays record them (stream.pyx).
+        self.replay_events = captures.take_external_records(self.capture_id)
         return 0
 
     cdef int release_pool_reference(self) except -1:
         if self.replaced is not None:  # reset() during a recapture: both captures go
             self.abandon_recapture()
         if self.capture_id:  # blocks its capture saw freed (allocator.pyx), host memory it reads
-            allocator.release_held_blocks(self.device, self.capture_id)
+            allocator.release_held_blocks(self.device, self.capture_id, &self.launch_streams)
             captures.release_kept(self.capture_id)
         rng.forget_capture(self.generators)
         self.predicates = []
@@ -509,14 +521,15 @@ cdef class GraphBase:
         if self.holds_pool:
             self.holds_pool = False
             allocator.release_pool(self.device, self.pool_id)
+        self.launch_streams.clear()
         return 0
 
     # -- recapture (Note [Recapture]) -----------------------------------------------------------
 
     cdef int abandon_recapture(self) except -1:
         """A recapture failed: give back what it took; the replaced capture stays."""
-        if self.capture_id:
-            allocator.release_held_blocks(self.device, self.capture_id)
+        if self.capture_id:  # the executable it would have replaced may read them too
+            allocator.release_held_blocks(self.device, self.capture_id, &self.launch_streams)
             captures.release_kept(self.capture_id)
         _release_body_pools(self.device, self.body_pools)
         (self.capture_id, saved_generators, self.body_pools, self.predicates,
@@ -529,8 +542,8 @@ cdef class GraphBase:
         """A recapture became the executable's: give back what the replaced capture held."""
         previous_id, _, previous_pools, _, _ = self.replaced
         self.replaced = None
-        if previous_id:
-            allocator.release_held_blocks(self.device, previous_id)
+        if previous_id:  # replays launched before the update may still run
+            allocator.release_held_blocks(self.device, previous_id, &self.launch_streams)
             captures.release_kept(previous_id)
         return _release_body_pools(self.device, previous_pools)
 
@@ -612,6 +625,16 @@ cdef class GraphBase:
         graph_update.bindings_arg(bindings, "rebind()")
         self.check_executable("rebind()")
         graph_update.rebind(self.updates, self.executable, bindings, True, NULL, "rebind()")
+        # The replaced tensors: replays already queued still touch them.
+        cdef TensorCore replaced
+        cdef cudaStream_t launched
+        for key in bindings:
+            replaced = key
+            if isinstance(replaced.owner, tensor.DeviceStorage):
+                for launched in self.launch_streams:
+                    allocator.record_stream(
+                        <void*>(<tensor.DeviceStorage>replaced.owner).pointer, launched,
+                        self.device)
         return None
 
     cdef object c_replay_with(self, object bindings, object stream):
@@ -837,6 +860,18 @@ cdef class GraphBase:
         # stream-ordered before the launch, and the generator advances as an eager run would.
         if self.generators.draws:
             rng.advance_for_replay(self.generators, handle)
+        if self.replay_events is not None:  # the first replay records them
+            for event in self.replay_events:
+                (<EventCore>event).awaiting_replay = False
+            self.replay_events = None
+        # Note [Streams a graph was launched on]: kept for the stream-ordered release of what
+        # its replays may still touch. A handful of compares, no event.
+        cdef size_t i
+        for i in range(self.launch_streams.size()):
+            if self.launch_streams[i] == handle:
+                break
+        else:
+            self.launch_streams.push_back(handle)
         # The driver's launch, directly: the runtime's adds its own context bookkeeping on top,
         # which enter_device has done already (docs/design.md, "Devices, threads and contexts").
         with nogil:

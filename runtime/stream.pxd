@@ -31,6 +31,8 @@ cdef class EventCore:
     # The runtime's capture its last record joined (an internal event), or 0.
     cdef unsigned long long capture_id
     cdef bint external                 # records and waits under capture become graph nodes
+    # Its last record is a node of a capture whose graph has not been replayed yet.
+    cdef bint awaiting_replay
     cdef int init(self, bint enable_timing, bint blocking, bint external) except -1
     cdef int _check_external_capture(self, StreamCore stream, str what) except -1
     cdef object c_record(self, object stream)
@@ -39,6 +41,7 @@ cdef class EventCore:
     cdef object c_synchronize(self)
     cdef double c_elapsed_time(self, object end_event) except? -1
     cdef int _refuse_if_captured(self, str what) except -1
+    cdef int _refuse_if_awaiting_replay(self, str what) except -1
 
 cdef class StreamContextCore:
     cdef object target

@@ -475,9 +475,13 @@ cdef class EventCore:
         if _device.capture_open():
             capture_id = _device.stream_capture_id(target.handle, target.device_index)
         cdef unsigned int flags = 0
+        cdef bint by_replays = False
         if capture_id and self.external:
             self._check_external_capture(target, "record")
             flags = cyruntime.cudaEventRecordExternal
+            by_replays = _device.capture_id_open(capture_id)
+            if by_replays:
+                captures.external_recorded(capture_id, self)
             capture_id = 0
         elif capture_id and not _device.capture_id_open(capture_id):
             capture_id = 0
@@ -485,6 +489,7 @@ cdef class EventCore:
             errors.check(cyruntime.cudaEventRecordWithFlags(self.handle, target.handle, flags),
                          "cudaEventRecordWithFlags")
         self.capture_id = capture_id
+        self.awaiting_replay = by_replays
         return None
 
     cdef int _check_external_capture(self, StreamCore stream, str what) except -1:
@@ -524,6 +529,7 @@ cdef class EventCore:
         cdef int mode
         if self.handle != NULL:
             self._refuse_if_captured("Event.synchronize()")
+            self._refuse_if_awaiting_replay("Event.synchronize()")
             with nogil:
                 _device.enter_relaxed(&mode)
                 try:
@@ -547,6 +553,15 @@ cdef class EventCore:
             "the work it marks exists only in that graph (CUDA answers cudaErrorInvalidValue). "
             "Record the event after replay() to wait for or time a replay")
 
+    cdef int _refuse_if_awaiting_replay(self, str what) except -1:
+        if self.awaiting_replay:
+            raise RuntimeError(
+                f"{what}: this external event was last recorded inside a graph capture, so it is "
+                "recorded each time a replay of that graph reaches its node, and no replay has "
+                "recorded it yet (CUDA knows no record of it to wait for or time). Replay the "
+                "graph first, or record the event outside the capture")
+        return 0
+
     cdef double c_elapsed_time(self, object end_event) except? -1:
         if not isinstance(end_event, EventCore):
             raise TypeError(f"end_event must be a tensorplay.cuda.Event, got "
@@ -558,6 +573,8 @@ cdef class EventCore:
             raise ValueError("elapsed_time() needs both events recorded first")
         self._refuse_if_captured("Event.elapsed_time()")
         end._refuse_if_captured("Event.elapsed_time()")
+        self._refuse_if_awaiting_replay("Event.elapsed_time()")
+        end._refuse_if_awaiting_replay("Event.elapsed_time()")
         cdef float milliseconds = 0
         with nogil:
             errors.check(cyruntime.cudaEventElapsedTime(&milliseconds, self.handle, end.handle),

@@ -126,6 +126,62 @@ def test_a_block_freed_during_a_capture_stays_reserved_until_the_graph_is_reset(
     assert memory.memory_reserved() < reserved
 
 
+def _queued_replay(held_count):
+    """A graph that frees, during its capture, a block of the shared pool allocated on the
+    legacy default stream (so the block is held for the graph), then runs long enough that the
+    host acts while its replay is still queued; returns (graph, the held block's address,
+    the stream it replays on)."""
+    slow = warmed(0.0, 16 * N)  # 64 MiB: each += 1 takes some 30 us on an H200
+    held = warmed(1.0, held_count)
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        for _ in range(300):
+            slow += 1
+        held += 1
+        address = held.data_ptr()
+        held = held * 2  # the capture frees the block it wrote: held for the graph
+    return g, address, held, cuda.Stream()
+
+
+@pytest.mark.parametrize("release", ["reset", "delete"])
+def test_a_replay_still_queued_keeps_the_blocks_its_graph_lets_go(quiet_device, release):
+    # docs/design.md, "Capture rules" (Note [Streams a graph was launched on] in graph.pyx): the
+    # blocks a graph lets go of wait for the streams it was launched on before any reuse.
+    g, address, out, replayer = _queued_replay(N)
+    g.replay(stream=replayer)
+    if release == "reset":
+        g.reset()
+    else:
+        del g
+        gc.collect()
+    assert not replayer.query()  # the replay is still running
+    fresh = tp.empty((N,), device="cuda")  # the legacy stream's cache, the held block's size
+    assert fresh.data_ptr() != address
+    replayer.synchronize()
+    assert values(out) == {4.0}
+    del fresh
+
+
+def test_a_replay_still_queued_keeps_the_tensor_rebind_replaced(quiet_device):
+    slow = warmed(0.0, 16 * N)
+    static = warmed(1.0, N)
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        for _ in range(300):
+            slow += 1
+        static += 1
+    replayer = cuda.Stream()
+    g.replay(stream=replayer)
+    address = static.data_ptr()
+    g.rebind({static: tp.full((N,), 5.0, device="cuda")})
+    del static  # the user's last reference: the queued replay still writes it
+    assert not replayer.query()  # the replay is still running
+    fresh = tp.empty((N,), device="cuda")
+    assert fresh.data_ptr() != address
+    replayer.synchronize()
+    del fresh
+
+
 def test_outputs_outlive_reset_deletion_and_the_last_sharer(quiet_device):
     x = warmed(1.0)
     reserved = memory.memory_reserved()

@@ -356,6 +356,11 @@ def test_external_timing_events_inside_a_graph_measure_its_kernels(loaded):
             x += 1
         end.record()
     assert start.query()  # recorded as graph nodes: nothing of the capture to refuse
+    # ... but nothing recorded them yet either: no record to time or wait for.
+    with pytest.raises(RuntimeError, match="no replay has recorded it yet"):
+        start.elapsed_time(end)
+    with pytest.raises(RuntimeError, match="no replay has recorded it yet"):
+        end.synchronize()
     for replay in range(2):
         begun = time.perf_counter()
         g.replay()

@@ -408,7 +408,8 @@ Args:
         Raises:
             RuntimeError: the event (external=False) was last recorded inside a graph capture, open
                 (CUDA forbids the wait) or ended (its work exists only in the graph); an external event
-                recorded there is recorded by the graph's replays instead.
+                recorded there is recorded by the graph's replays instead, and refused until the first
+                replay.
         """
         self.c_synchronize()
 
@@ -420,6 +421,12 @@ Args:
 
         Returns:
             float: milliseconds.
+
+        Raises:
+            ValueError: either event was created without enable_timing=True, or never recorded.
+            RuntimeError: either event was last recorded inside a graph capture: an ordinary event
+                (its work exists only in the graph), or an external one that no replay of the graph has
+                recorded yet.
         """
         return self.c_elapsed_time(end_event)
 
