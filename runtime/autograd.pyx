@@ -466,7 +466,8 @@ FORMULAS = {
     "reshape": reshape_gradient,
     "transpose": transpose_gradient, "expand": expand_gradient, "getitem": getitem_gradient,
     "setitem": setitem_gradient,
-    "clone": clone_gradient, "to": to_gradient, "add_scaled": add_scaled_gradient,
+    "clone": clone_gradient, "pin_memory": clone_gradient, "to": to_gradient,
+    "add_scaled": add_scaled_gradient,
     "clamp": clamp_gradient, "where": where_gradient, "matmul": matmul_gradient,
     "function": function_gradient,
 }

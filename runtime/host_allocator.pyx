@@ -22,10 +22,14 @@ and reused (docs/design.md, "Pinned host cache"):
   more before the allocation fails. empty_host_cache frees every cached block whose events have
   completed; blocks still waiting stay cached.
 
-- A copy captured into a CUDA graph runs at replay time, not now, and an event recorded during
-  capture cannot be queried, so host_record_stream records nothing on a capturing stream: the
-  graph's owner must keep pinned memory that a graph reads or writes alive while the graph can
-  be replayed.
+- A copy captured into a CUDA graph runs at every replay, not now, and an event recorded
+  during capture cannot be queried (nor would it cover the replays), so no event can tell when
+  a graph is done with a block. Pinned memory a graph reads is therefore kept alive by the
+  graph instead (tensor.pyx, Note [Host copies during capture]: the captured copy reads the
+  source tensor's own pinned memory, never a staging block of this cache, and the capture
+  hands the source to the graph through captures.keep_alive). host_record_stream on a
+  capturing stream is a mistake of its caller, which would let the cache reuse a block that
+  replays still read: it raises, records nothing, and the block is left as it was.
 
 One lock guards all of it, with the same rules as the device allocator's locks (allocator.pyx,
 Note [Allocator locks]): it is tried without waiting first, waited for with the GIL released,
@@ -40,9 +44,10 @@ from libcpp.vector cimport vector
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorMemoryAllocation, cudaErrorNotReady,
-                                      cudaEvent_t, cudaHostAllocDefault,
-                                      cudaStream_t, cudaStreamCaptureMode,
+                                      cudaErrorStreamCaptureImplicit, cudaEvent_t,
+                                      cudaHostAllocDefault, cudaStream_t, cudaStreamCaptureMode,
                                       cudaStreamCaptureModeRelaxed, cudaStreamCaptureStatus,
+                                      cudaStreamCaptureStatusActive,
                                       cudaStreamCaptureStatusNone, cudaSuccess)
 
 from tensorplay._runtime cimport device as devices, errors
@@ -302,10 +307,22 @@ cdef int host_record_stream(void* ptr, cudaStream_t stream) except -1:
         block = allocated_block(ptr)
         if block == NULL:
             raise ValueError(unknown_pointer(ptr))
-        errors.check(cyruntime.cudaStreamIsCapturing(stream, &capture_status),
-                     b"cudaStreamIsCapturing")
+        status = cyruntime.cudaStreamIsCapturing(stream, &capture_status)
+        if status == cudaErrorStreamCaptureImplicit:
+            # The legacy default stream while a blocking stream captures: work on it would join
+            # that capture, so it counts as capturing (device.stream_capturing).
+            cyruntime.cudaGetLastError()
+            capture_status = cudaStreamCaptureStatusActive
+        else:
+            errors.check(status, b"cudaStreamIsCapturing")
         if capture_status != cudaStreamCaptureStatusNone:  # Note [Pinned host cache policy]
-            return 0
+            raise RuntimeError(
+                f"cannot record stream {<uintptr_t>stream:#x} on pinned block {<uintptr_t>ptr:#x}: "
+                "the stream is capturing a CUDA graph, whose copies read the block at every "
+                "replay, not now, so no event recorded now tells when the block is free again. "
+                "Keep the block allocated (do not release it) for as long as the graph can "
+                "replay; tensor copies hand their pinned source to the graph instead "
+                "(tensor.pyx, Note [Host copies during capture]). Nothing was recorded")
         for i in range(block.events.size()):
             if block.events[i].stream == stream:
                 errors.check(cyruntime.cudaEventRecord(block.events[i].event, stream),

@@ -138,6 +138,7 @@ cdef int stage(int device, object static_inputs, object inputs, cudaStream_t str
     cdef bint static_contiguous, fresh_contiguous
     cdef Py_ssize_t index
     cdef vector[MemorySpan] spans
+    cdef unsigned long long capture_id
     for index in range(len(inputs)):
         static = tensor.tensor_arg(static_inputs[index], "static_inputs", index)
         fresh = tensor.tensor_arg(inputs[index], "inputs", index)
@@ -152,6 +153,12 @@ cdef int stage(int device, object static_inputs, object inputs, cudaStream_t str
                              f"must have its static buffer's shape")
         if static.element_count == 0 or _same_tensor(static, fresh):
             continue  # nothing to copy, as copy_() of a tensor onto itself
+        if fresh.device_index == tensor.CPU:
+            # On a capturing stream only pinned inputs that need no conversion can be copied
+            # (tensor.pyx, Note [Host copies during capture]): refused here, naming the pair,
+            # before any pair is copied.
+            tensor.host_copy_capturing(fresh, device, static.dtype_object, f"inputs[{index}]",
+                                       stream, &capture_id)
         static_contiguous = tensor.is_contiguous(static)
         fresh_contiguous = tensor.is_contiguous(fresh)
         spans.push_back(_span_of(static, static_contiguous, index, True))

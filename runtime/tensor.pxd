@@ -1,6 +1,8 @@
 # The minimal tensor (tensor.pyx explains the model at its top).
 from libc.stdint cimport int64_t, uintptr_t
 
+from cuda.bindings.cyruntime cimport cudaStream_t
+
 from tensorplay._runtime.dtypes cimport DtypeCore
 
 cdef enum:
@@ -90,6 +92,8 @@ cdef class TensorCore:
     cdef object c_to(self, object device, object dtype, bint non_blocking, bint copy)
     cdef object c_cpu(self)
     cdef object c_cuda(self, object device, bint non_blocking)
+    cdef object c_pin_memory(self)
+    cdef bint c_is_pinned(self) except -1
     cdef object c_numpy(self)
     cdef object c_item(self)
     cdef object c_tolist(self)
@@ -167,6 +171,13 @@ cdef class DeviceStorage:
     cdef size_t nbytes
     cdef int device_index
 
+cdef class PinnedStorage:
+    # Page-locked host memory from the pinned host cache (pin_memory()), under the numpy array of
+    # a CPU tensor (its base), returned to the cache when the last array viewing it goes.
+    cdef uintptr_t pointer
+    cdef size_t nbytes
+    cdef dict interface
+
 # Constructors other runtime modules use (interop, graph).
 cdef TensorCore new_tensor()   # an empty public Tensor, its fields for the caller to fill
 cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_strides,
@@ -177,6 +188,13 @@ cdef object new_empty(tuple sizes, DtypeCore dtype, int device)   # device -1: c
 # *size as ints, or one tuple/list of them (the factories' size argument), checked.
 cdef tuple size_arg(tuple size, str argument)
 cdef bint is_contiguous(TensorCore tensor)
+# Whether a copy from the CPU tensor source to a CUDA tensor of dtype on device, on stream (the
+# current stream of device), would be captured into a graph; if so, it is refused (a
+# RuntimeError naming argument) unless the graph can read source's page-locked memory in place,
+# and *capture_id is the capture's id (tensor.pyx, Note [Host copies during capture]). No CUDA
+# call but queries.
+cdef bint host_copy_capturing(TensorCore source, int device, DtypeCore dtype, str argument,
+                              cudaStream_t stream, unsigned long long* capture_id) except -1
 # Operands of one device and dtype, else an error naming what (a ValueError or a TypeError).
 cdef int check_device_and_dtype(TensorCore a, TensorCore b, str what) except -1
 cdef tuple contiguous_strides(tuple sizes)          # row-major, in elements

@@ -25,10 +25,12 @@ from libc.string cimport memcpy
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cyruntime cimport (cudaMemcpyDeviceToDevice, cudaMemcpyDeviceToHost,
-                                      cudaMemcpyHostToDevice, cudaStream_t)
+                                      cudaMemcpyHostToDevice, cudaMemoryTypeHost,
+                                      cudaPointerAttributes, cudaStreamCaptureStatus,
+                                      cudaStreamCaptureStatusNone, cudaStream_t)
 
-from tensorplay._runtime cimport allocator, device as _device, device_ops, dtypes, errors
-from tensorplay._runtime cimport host_allocator, public
+from tensorplay._runtime cimport allocator, captures, device as _device, device_ops, dtypes
+from tensorplay._runtime cimport errors, host_allocator, public
 from tensorplay._runtime cimport stream as _stream
 from tensorplay._runtime.dtypes cimport DtypeCore
 from tensorplay._runtime.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
@@ -336,6 +338,23 @@ cdef class DeviceStorage:
             allocator.release(<void*>self.pointer)
 
 
+cdef class PinnedStorage:
+    """A block of the pinned host cache as numpy sees it: pin_memory() wraps it in a numpy
+    array, which keeps it as its base (and so does every view of that array), and the block goes
+    back to the cache (host_release) when the last of them goes. Copies that read it record their
+    streams on it (host_record_stream), so the cache reuses it only after they complete."""
+
+    @property
+    def __array_interface__(self):
+        return self.interface
+
+    def __dealloc__(self):
+        # A forked child must not touch the parent's pinned cache (nor are the pages locked
+        # there: memory locks are not inherited across fork).
+        if self.pointer and _device.is_initialized():
+            host_allocator.host_release(<void*>self.pointer)
+
+
 # The public tensor class, once the generated module has registered it: looked up per tensor
 # otherwise.
 cdef type _tensor_class = None
@@ -406,6 +425,66 @@ cdef object new_empty(tuple sizes, DtypeCore dtype, int device):
     storage.pointer = <uintptr_t>allocator.allocate(device, storage.nbytes,
                                                     current_stream(device))
     return wrap_device_memory(storage.pointer, sizes, strides, dtype, device, storage)
+
+
+cdef TensorCore new_pinned(tuple sizes, DtypeCore dtype):
+    """A contiguous CPU tensor of sizes (those of an existing tensor) in a block of the pinned
+    host cache."""
+    cdef PinnedStorage storage = PinnedStorage.__new__(PinnedStorage)
+    cdef size_t nbytes = <size_t>contiguous_bytes(sizes, dtype.itemsize)
+    storage.pointer = <uintptr_t>host_allocator.host_allocate(nbytes)
+    storage.nbytes = nbytes
+    # numpy_name is the storage dtype: uint16 bits for bfloat16 (Note [Tensor model]).
+    storage.interface = {"shape": sizes, "typestr": np().dtype(dtype.numpy_name).str,
+                         "data": (storage.pointer, False), "strides": None, "version": 3}
+    return wrap_cpu(np().asarray(storage), dtype)
+
+
+cdef PinnedStorage pinned_storage_of(TensorCore tensor):
+    """The pinned block under a CPU tensor made by pin_memory(), or a view of one; else None.
+    numpy keeps the object that exposed the memory as the base of the array and of its views
+    (as_strided adds one level, a DummyArray with a base of its own), so no CUDA call is needed."""
+    owner = tensor.array
+    for _ in range(8):
+        if owner is None or isinstance(owner, PinnedStorage):
+            return owner
+        owner = getattr(owner, "base", None)
+    return None
+
+
+cdef inline uintptr_t host_address(TensorCore tensor):
+    """The address of a CPU tensor's first element."""
+    return tensor.array.__array_interface__["data"][0]
+
+
+cdef bint host_memory_is_locked(uintptr_t address, int device) except -1:
+    """Whether CUDA reports address as page-locked host memory (cudaHostAlloc'd, by any library,
+    or registered with cudaHostRegister). CUDA must be initialised."""
+    cdef cudaPointerAttributes attributes
+    cdef _device.DeviceSwitch switch
+    cdef int mode
+    if address == 0:
+        return False
+    with nogil:
+        _device.enter_device(device, &switch)
+        _device.enter_relaxed(&mode)  # a query, legal during any capture in relaxed mode
+        try:
+            errors.check(cyruntime.cudaPointerGetAttributes(&attributes, <void*>address),
+                         "cudaPointerGetAttributes")
+        finally:
+            _device.exit_relaxed(&mode)
+            _device.exit_device(&switch)
+    return attributes.type == cudaMemoryTypeHost
+
+
+cdef bint page_locked(TensorCore tensor, int device) except -1:
+    """Whether a CPU tensor's memory is page-locked (asked under device's context). Never
+    initialises CUDA: before tensorplay initialises it nothing it made can be pinned, and in a
+    child forked after initialisation the pages are not locked."""
+    if tensor.device_index != CPU or not _device.is_initialized():
+        return False
+    return pinned_storage_of(tensor) is not None or \
+        host_memory_is_locked(host_address(tensor), device)
 
 
 cdef bint is_contiguous(TensorCore tensor):
@@ -633,7 +712,65 @@ cdef object opmath(TensorCore tensor):
 # Copies
 
 
-cdef int copy_into(TensorCore target, TensorCore source, bint non_blocking) except -1:
+cdef object copy_named(TensorCore target, object src, bint non_blocking, str argument):
+    """target.copy_(src), argument naming src in errors (copy_(): src; item assignment: value)."""
+    cdef TensorCore source = own_tensor_arg(src, argument)
+    cdef unsigned long long capture_id
+    if source.sizes != target.sizes:  # a source that broadcasts is read through stride 0
+        if broadcast_shape(target.sizes, source.sizes, "copy_") != target.sizes:
+            raise ShapeError(f"copy_: the source's shape {source.sizes} does not broadcast "
+                             f"to this tensor's shape {target.sizes}")
+        source = strided_view(source, target.sizes, broadcast_strides(source, target.sizes))
+    if tracked(target, src) and (<TensorCore>src).dtype_object.floating:
+        # Recorded: src converted and broadcast to this tensor, copied in.
+        target.c_check_rebase("copy_")
+        value = (<TensorCore>src).c_expand(target.sizes) if (<TensorCore>src).sizes != \
+            target.sizes else src
+        return target.c_rebased(copied_to(value, target.device_index, target.dtype_object,
+                                          False, True, argument))
+    if source.device_index == CPU and target.device_index != CPU and target.element_count:
+        # Refused before the version counter moves (Note [Host copies during capture]).
+        host_copy_capturing(source, target.device_index, target.dtype_object, argument,
+                            current_stream(target.device_index), &capture_id)
+    target.c_mark_modified("copy_", src)
+    copy_into(target, source, non_blocking, argument)
+    return target
+
+
+cdef object copied_to(TensorCore tensor, int target_device, DtypeCore target_dtype,
+                      bint non_blocking, bint copy, str argument):
+    """tensor.to(target_device, target_dtype, non_blocking, copy) with the arguments checked;
+    argument names tensor in errors (to(): self; tensor(): data)."""
+    cdef unsigned long long capture_id
+    if target_device == tensor.device_index and target_dtype is tensor.dtype_object and not copy:
+        return tensor
+    if tensor.device_index == CPU and target_device != CPU and tensor.element_count:
+        # A copy the capture cannot take is refused before the result is allocated (Note [Host
+        # copies during capture]).
+        host_copy_capturing(tensor, target_device, target_dtype, argument,
+                            current_stream(target_device), &capture_id)
+    result = new_empty(tensor.sizes, target_dtype, target_device)
+    copy_into(result, tensor, non_blocking, argument)
+    if tracked(tensor) and target_dtype.floating:
+        return recorded(result, "to", (tensor,))
+    return result
+
+
+cdef object to_named(TensorCore tensor, object device, object dtype, bint non_blocking,
+                     bint copy, str argument):
+    """tensor.to(device, dtype, non_blocking, copy), argument naming tensor in errors."""
+    if isinstance(device, DtypeCore):  # x.to(tensorplay.float16), as PyTorch allows
+        if dtype is not None:
+            raise TypeError("to() got a dtype twice (as device and as dtype)")
+        device, dtype = None, device
+    cdef int target_device = device_arg(device, tensor.device_index)
+    cdef DtypeCore target_dtype = dtype_arg(dtype, tensor.dtype_object, "dtype")
+    return copied_to(tensor, target_device, target_dtype, non_blocking, copy, argument)
+
+
+cdef int copy_into(TensorCore target, TensorCore source, bint non_blocking,
+                   str argument="src") except -1:
+    """Copy source into target (one shape); argument names source in errors."""
     if target.sizes != source.sizes:
         raise ShapeError(f"copy_: shapes {source.sizes} (source) and {target.sizes} (self) differ")
     if target.element_count == 0:
@@ -643,7 +780,7 @@ cdef int copy_into(TensorCore target, TensorCore source, bint non_blocking) exce
     elif target.device_index == CPU:
         copy_to_host(target, source)
     elif source.device_index == CPU:
-        copy_from_host(target, source, non_blocking)
+        copy_from_host(target, source, non_blocking, argument)
     else:
         copy_on_device(target, source)
     return 0
@@ -678,17 +815,124 @@ cdef int copy_on_device(TensorCore target, TensorCore source) except -1:
                                    target.element_strides, stream)
 
 
-cdef int copy_from_host(TensorCore target, TensorCore source, bint non_blocking) except -1:
+# Note [Host copies during capture]
+# A graph replays the addresses it captured: a captured host-to-device copy reads the same host
+# bytes on every replay (PyTorch's CUDA graphs notes: a graph reads from and writes to the same
+# virtual addresses every time it replays). So a copy made on a stream that captures must read
+# memory that holds, at each replay, what that replay should copy, and that stays allocated
+# while the graph can replay. A copy from pageable memory can do neither: the eager paths read it
+# through a temporary (a dtype conversion, a gather of strides, a staging block of the pinned
+# cache that goes back to the cache at once), freed or reused right after the call, and CUDA
+# captures a cudaMemcpyAsync from pageable memory without a word (checked on an H200), so each
+# replay would read freed memory or whatever later copies staged there. Hence, on a capturing
+# stream (one that joined the capture through an event wait too):
+# - a copy from pageable memory, or one that needs a temporary host buffer (another dtype, a
+#   source that is not contiguous), is refused before any CUDA call but queries, naming the
+#   argument, and the capture goes on. The fix is PyTorch's: copy from pinned memory
+#   (Tensor.pin_memory(), made before the capture) and change its values between replays;
+# - a copy from page-locked memory that needs no conversion (pin_memory()'s blocks, or memory
+#   CUDA reports page-locked, such as PyTorch's pinned tensors shared through DLPack) is
+#   captured as one cudaMemcpyAsync straight from the source: no staging block, and no
+#   host_record_stream (an event recorded during capture covers nothing at replay time). The
+#   source's numpy array, which owns the memory through its base (a PinnedStorage or the
+#   producer), goes to captures.keep_alive under the capture's id, so that the graph keeps it
+#   while it can replay;
+# - a destination that is not contiguous is written as in eager mode, through a contiguous
+#   device buffer allocated on the capturing stream (so from the graph's pool) and a device copy;
+# - on the legacy default stream while a blocking stream of its device captures, any copy would
+#   join and invalidate that capture: refused as well.
+# Outside a capture, a page-locked source that needs no conversion is read in place, which is
+# asynchronous: a blocking copy then synchronises the stream (PyTorch's memcpy_and_sync), a
+# non_blocking one from a pin_memory() block records the stream on the block. Pageable sources
+# are read in place by blocking copies (CUDA stages them and returns once they are read), and
+# staged through a block of the pinned cache by non_blocking ones, which record their stream on
+# that block; so are non_blocking copies from page-locked memory of other libraries, which our
+# cache cannot track.
+
+
+cdef unsigned long long capture_id_of(cudaStream_t stream, int device) except? 0:
+    cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
+    cdef unsigned long long capture_id = 0
+    cdef _device.DeviceSwitch switch
+    with nogil:
+        _device.enter_device(device, &switch)
+        try:
+            errors.check(cyruntime.cudaStreamGetCaptureInfo(stream, &status, &capture_id, NULL,
+                                                            NULL, NULL, NULL),
+                         "cudaStreamGetCaptureInfo")
+        finally:
+            _device.exit_device(&switch)
+    return capture_id
+
+
+cdef bint host_copy_capturing(TensorCore source, int device, DtypeCore dtype, str argument,
+                              cudaStream_t stream, unsigned long long* capture_id) except -1:
+    if not _device.capture_open() or not _device.stream_capturing(<void*>stream, device):
+        return False
+    # Note [Host copies during capture]
+    if <uintptr_t>stream <= 1:  # the legacy default stream (0, or cudaStreamLegacy) never captures
+        raise RuntimeError(
+            f"a copy from the host to cuda:{device} cannot run on the legacy default stream "
+            f"while a blocking stream of cuda:{device} captures a graph: work on the legacy "
+            "stream would join that capture and invalidate it (cudaErrorStreamCaptureImplicit). "
+            "Copy on the capturing stream (make it current with tensorplay.cuda.stream()), or "
+            "before the capture begins. Nothing was copied, and the capture goes on")
+    reason = None
+    if source.dtype_object is not dtype:
+        reason = (f"needs a temporary pageable buffer (its {source.dtype_object.name} values are "
+                  f"converted to {dtype.name} on the host first), which the graph "
+                  "would read on every replay after it is freed")
+    elif not is_contiguous(source):
+        reason = ("needs a temporary pageable buffer (it is not contiguous, a strided or "
+                  "broadcast view, so its elements are gathered on the host first), which the "
+                  "graph would read on every replay after it is freed")
+    elif not page_locked(source, device):
+        reason = ("is pageable host memory, not page-locked, so the graph would read a temporary "
+                  "or reused host buffer on every replay instead of its values")
+    if reason is not None:
+        raise RuntimeError(
+            f"a copy from pageable host memory cannot be captured into a CUDA graph (stream "
+            f"{<uintptr_t>stream:#x} of cuda:{device} is capturing): the source ({argument}) "
+            f"{reason}. Copy from pinned memory instead: make a contiguous CPU tensor of "
+            f"dtype {dtype.name} with .pin_memory() before the capture and copy_() "
+            "from it inside; every replay then reads that pinned memory, so set its values "
+            "before each replay (PyTorch's rule for host copies in CUDA graphs). Nothing was "
+            "copied, and the capture goes on")
+    capture_id[0] = capture_id_of(stream, device)
+    return True
+
+
+cdef int copy_from_host(TensorCore target, TensorCore source, bint non_blocking,
+                        str argument) except -1:
+    # Note [Host copies during capture]
     cdef int device = target.device_index
     cdef cudaStream_t stream = current_stream(device)
-    host = np().asarray(stored(computable(source), target.dtype_object), order="C")
+    cdef unsigned long long capture_id = 0
+    cdef bint captured = host_copy_capturing(source, device, target.dtype_object, argument, stream,
+                                             &capture_id)
+    cdef bint as_is = captured or (source.dtype_object is target.dtype_object
+                                   and is_contiguous(source))
+    cdef PinnedStorage storage = None
+    cdef bint in_place = captured   # reads source's page-locked memory itself, asynchronously
+    cdef void* pinned = NULL
+    cdef int mode
+    if as_is:
+        host = source.array
+        if not captured:
+            storage = pinned_storage_of(source)
+            in_place = storage is not None or (
+                not non_blocking and host_memory_is_locked(host_address(source), device))
+    else:
+        host = np().asarray(stored(computable(source), target.dtype_object), order="C")
     cdef size_t nbytes = host.nbytes
     cdef uintptr_t host_pointer = host.__array_interface__["data"][0]
-    cdef void* pinned = NULL
     destination = target if is_contiguous(target) else \
         new_empty(target.sizes, target.dtype_object, device)
     cdef uintptr_t destination_pointer = (<TensorCore>destination).data
-    if non_blocking:
+    if captured:
+        # Recorded before the node exists: no captured node reads memory the graph may not hold.
+        captures.keep_alive(capture_id, host)
+    elif non_blocking and not in_place:
         # Stage through the pinned cache so the copy is truly asynchronous; the block is reused
         # only after the copy recorded on it completes (host_allocator).
         pinned = host_allocator.host_allocate(nbytes)
@@ -702,6 +946,17 @@ cdef int copy_from_host(TensorCore target, TensorCore source, bint non_blocking)
                          "cudaMemcpyAsync")
         if pinned != NULL:
             host_allocator.host_record_stream(pinned, stream)
+        elif in_place and not captured:
+            if non_blocking:  # a pin_memory() block: reused only after this copy
+                host_allocator.host_record_stream(<void*>storage.pointer, stream)
+            else:  # blocking: the source may change once this returns
+                with nogil:
+                    _device.enter_relaxed(&mode)  # legal while another stream captures
+                    try:
+                        errors.check(cyruntime.cudaStreamSynchronize(stream),
+                                     "cudaStreamSynchronize")
+                    finally:
+                        _device.exit_relaxed(&mode)
     finally:
         if pinned != NULL:
             host_allocator.host_release(pinned)
@@ -830,22 +1085,7 @@ cdef class TensorCore:
     # -- copies and conversions ---------------------------------------------------------------
 
     cdef object c_copy_(self, object src, bint non_blocking):
-        cdef TensorCore source = own_tensor_arg(src, "src")
-        if source.sizes != self.sizes:  # a source that broadcasts is read through stride 0
-            if broadcast_shape(self.sizes, source.sizes, "copy_") != self.sizes:
-                raise ShapeError(f"copy_: the source's shape {source.sizes} does not broadcast "
-                                 f"to this tensor's shape {self.sizes}")
-            source = strided_view(source, self.sizes, broadcast_strides(source, self.sizes))
-        if tracked(self, src) and (<TensorCore>src).dtype_object.floating:
-            # Recorded: src converted and broadcast to this tensor, copied in.
-            self.c_check_rebase("copy_")
-            value = (<TensorCore>src).c_expand(self.sizes) if (<TensorCore>src).sizes != \
-                self.sizes else src
-            return self.c_rebased((<TensorCore>value).c_to(device_text(self.device_index),
-                                                           self.dtype_object, False, True))
-        self.c_mark_modified("copy_", src)
-        copy_into(self, source, non_blocking)
-        return self
+        return copy_named(self, src, non_blocking, "src")
 
     cdef object c_fill_(self, object value):
         if not is_scalar(value):
@@ -898,26 +1138,34 @@ cdef class TensorCore:
         return self if is_contiguous(self) else self.c_clone()
 
     cdef object c_to(self, object device, object dtype, bint non_blocking, bint copy):
-        if isinstance(device, DtypeCore):  # x.to(tensorplay.float16), as PyTorch allows
-            if dtype is not None:
-                raise TypeError("to() got a dtype twice (as device and as dtype)")
-            device, dtype = None, device
-        cdef int target_device = device_arg(device, self.device_index)
-        cdef DtypeCore target_dtype = dtype_arg(dtype, self.dtype_object, "dtype")
-        if target_device == self.device_index and target_dtype is self.dtype_object and not copy:
-            return self
-        result = new_empty(self.sizes, target_dtype, target_device)
-        copy_into(result, self, non_blocking)
-        if tracked(self) and target_dtype.floating:
-            return recorded(result, "to", (self,))
-        return result
+        return to_named(self, device, dtype, non_blocking, copy, "self")
 
     cdef object c_cpu(self):
         return self.c_to("cpu", None, False, False)
 
     cdef object c_cuda(self, object device, bint non_blocking):
         cdef int index = _device.device_index_arg(device, "device")
-        return self.c_to(_device.device_object(index), None, non_blocking, False)
+        return copied_to(self, index, self.dtype_object, non_blocking, False, "self")
+
+    cdef object c_pin_memory(self):
+        if self.device_index != CPU:
+            raise RuntimeError(f"cannot pin a tensor on {device_text(self.device_index)}: only "
+                               "CPU tensors can be pinned (pin_memory() page-locks host memory; "
+                               "CUDA memory needs no pinning)")
+        if self.c_is_pinned():
+            return self
+        if not _device.is_available():
+            errors.raise_no_accelerator("pin_memory()")
+        cdef TensorCore result = new_pinned(self.sizes, self.dtype_object)
+        if self.element_count:
+            result.array[...] = self.array  # the storage dtype on both sides: bits as they are
+        # PyTorch's pin_memory is an identity for autograd (PinMemoryBackward0), like clone().
+        return recorded(result, "pin_memory", (self,)) if tracked(self) else result
+
+    cdef bint c_is_pinned(self) except -1:
+        if self.device_index != CPU or not _device.is_initialized():
+            return False  # never initialises CUDA: nothing can be pinned before it is
+        return page_locked(self, _device.current_device())
 
     cdef object c_numpy(self):
         if self.device_index != CPU:
@@ -1097,10 +1345,16 @@ cdef class TensorCore:
         return recorded(view, "getitem", (self,), (), key) if tracked(self) else view
 
     cdef object c_setitem(self, object key, object value):
+        cdef unsigned long long capture_id
         if tracked(self, value) and self.dtype_object.floating:
             # Recorded (PyTorch's CopySlices, for a tensor that is not a view): a copy with the
             # selection assigned, which this tensor takes in, values and history.
             self.c_check_rebase("__setitem__")
+            if isinstance(value, TensorCore) and (<TensorCore>value).device_index == CPU and \
+                    self.device_index != CPU and (<TensorCore>value).element_count:
+                # Before the copy of this tensor is made (Note [Host copies during capture]).
+                host_copy_capturing(value, self.device_index, self.dtype_object, "value",
+                                    current_stream(self.device_index), &capture_id)
             previous = grad_enabled()
             set_grad_enabled(False)
             try:
@@ -1112,7 +1366,7 @@ cdef class TensorCore:
             return None
         target = <TensorCore>self.c_getitem(key)
         if isinstance(value, TensorCore):
-            target.c_copy_(value, False)
+            copy_named(target, value, False, "value")
         else:
             target.c_fill_(value)
         return None
@@ -1969,20 +2223,20 @@ cdef object arange(object start, object end, object step, object dtype, object d
                          f"{errors.shown(step)}) has about {span:.3g} elements, more than a "
                          "tensor can hold (2**63 - 1 bytes)")
     values = np().arange(start, end, step, dtype=np().int64 if integral else np().float64)
-    return requiring_grad(from_numpy_values(values, chosen, target), requires_grad)
+    return requiring_grad(from_numpy_values(values, chosen, target, "arange()'s values"),
+                          requires_grad)
 
 
-cdef object from_numpy_values(object values, DtypeCore dtype, int device):
+cdef object from_numpy_values(object values, DtypeCore dtype, int device, str argument):
     host = wrap_cpu(np().asarray(stored(values, dtype), order="C"), dtype)
-    return host if device == CPU else host.c_to(_device.device_object(device), None, False,
-                                                False)
+    return host if device == CPU else copied_to(host, device, dtype, False, False, argument)
 
 
 cdef object tensor(object data, object dtype, object device, bint requires_grad):
     if isinstance(data, TensorCore):  # a copy that is a new leaf, as PyTorch's
         require_grad_arg(dtype, (<TensorCore>data).dtype_object, requires_grad)
-        return requiring_grad((<TensorCore>(<TensorCore>data).c_detach()).c_to(
-            device, dtype, False, True), requires_grad)
+        return requiring_grad(to_named((<TensorCore>data).c_detach(), device, dtype, False,
+                                       True, "data"), requires_grad)
     if isinstance(data, np().ndarray):
         inferred = dtypes.dtype_from_numpy(data.dtype)
         values = data
@@ -2001,7 +2255,7 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
     cdef int target = device_arg(device, CPU)
     if values.dtype.kind in "biuf":
         dtypes.check_values(values, chosen, "data")
-    return requiring_grad(from_numpy_values(values, chosen, target), requires_grad)
+    return requiring_grad(from_numpy_values(values, chosen, target, "data"), requires_grad)
 
 
 cdef object empty_like(object input, object dtype, object device, bint requires_grad):
@@ -2050,15 +2304,15 @@ cdef TensorCore tensor_arg(object value, str argument, Py_ssize_t index):
 
 cdef object as_tensor(object data, object dtype, object device):
     if isinstance(data, TensorCore):
-        return (<TensorCore>data).c_to(device, dtype, False, False)
+        return to_named(data, device, dtype, False, False, "data")
     if hasattr(data, "__cuda_array_interface__") or (
             hasattr(data, "__dlpack__") and not isinstance(data, np().ndarray)):
         from tensorplay._runtime import interop
         shared = interop.from_cuda_array_interface(data) \
             if hasattr(data, "__cuda_array_interface__") else interop.from_dlpack(data)
-        return (<TensorCore>shared).c_to(device, dtype, False, False)
+        return to_named(shared, device, dtype, False, False, "data")
     if isinstance(data, np().ndarray) and dtypes.dtype_from_numpy(data.dtype) is not None:
-        return (<TensorCore>wrap_numpy(data)).c_to(device, dtype, False, False)
+        return to_named(wrap_numpy(data), device, dtype, False, False, "data")
     return tensor(data, dtype, device, False)
 
 

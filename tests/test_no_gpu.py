@@ -41,6 +41,17 @@ def test_device_bound_calls_raise_that_no_accelerator_is_available():
             assert NO_ACCELERATOR in str(raised.value)
 
 
+def test_nothing_is_pinned_and_pin_memory_needs_an_accelerator():
+    t = tensorplay.tensor([1.0, 2.0])
+    assert t.is_pinned() is False
+    with pytest.raises(RuntimeError) as raised:
+        t.pin_memory()
+    assert str(raised.value).startswith("pin_memory() needs an accelerator")
+    assert NO_ACCELERATOR in str(raised.value)
+    assert t.tolist() == [1.0, 2.0] and t.is_pinned() is False
+    assert cuda.host_memory_stats() == {}  # nothing was asked of the pinned host cache
+
+
 def test_set_stream_none_is_a_type_error():
     with pytest.raises(TypeError, match="stream must be a tensorplay.cuda.Stream"):
         accelerator.set_stream(None)

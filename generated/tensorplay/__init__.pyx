@@ -574,14 +574,25 @@ cdef class Tensor(_tensor.TensorCore):
     def copy_(self, src, non_blocking=False):
         """Copy the elements of src into this tensor, converting the dtype.
 
+        During a CUDA graph capture a copy from the CPU must read pinned memory
+        (pin_memory()): the graph reads that memory again on every replay, so changing its
+        values between replays feeds the graph new inputs, and the graph keeps it alive while
+        it can replay.
+
         Args:
             src: a tensor whose shape broadcasts to this one's (read through stride 0, never copied
                 first), of any dtype, strides and device.
-            non_blocking: from the CPU, stage through pinned memory and return before the copy
-                completes.
+            non_blocking: from the CPU, return before the copy completes (a pinned src is read in
+                place, a pageable one staged through pinned memory first).
 
         Returns:
             Tensor: self.
+
+        Raises:
+            RuntimeError: the current stream captures a CUDA graph and src is on the CPU but not in
+                pinned memory, or needs a conversion (another dtype, not contiguous) on the host: the
+                graph would read a temporary buffer on every replay. Copy from a pin_memory() tensor of
+                this dtype instead; nothing is copied and the capture goes on.
         """
         return self.c_copy_(src, _errors.bool_arg(non_blocking, 'non_blocking'))
 
@@ -691,6 +702,34 @@ cdef class Tensor(_tensor.TensorCore):
             Tensor: a CUDA tensor.
         """
         return self.c_cuda(_device.device_index_arg(device, 'device'), _errors.bool_arg(non_blocking, 'non_blocking'))
+
+    def pin_memory(self):
+        """Copies the tensor to pinned memory, if it's not already pinned.
+
+        The page-locked memory comes from the pinned host cache and goes back to it when the
+        last tensor using it goes. Copies from it to a CUDA device are asynchronous with
+        non_blocking=True, and a copy captured into a CUDA graph reads it on every replay:
+        the source of every host-to-device copy made during a capture must be pinned.
+
+        Returns:
+            Tensor: this tensor when it is pinned already, else a contiguous CPU tensor in page-
+                locked memory with the same values, dtype and shape.
+
+        Raises:
+            RuntimeError: the tensor is not on the CPU (only CPU tensors can be pinned), or no
+                accelerator is available.
+        """
+        return self.c_pin_memory()
+
+    def is_pinned(self):
+        """Returns true if this tensor resides in pinned memory.
+
+        Returns:
+            bool: True for a CPU tensor in page-locked memory (made by pin_memory(), a view of one,
+                or memory CUDA reports page-locked); False for CUDA tensors, pageable memory, and before
+                CUDA is initialised.
+        """
+        return self.c_is_pinned()
 
     def numpy(self):
         """The numpy array under a CPU tensor (zero-copy).

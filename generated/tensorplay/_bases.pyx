@@ -168,7 +168,9 @@ cdef class GraphBase(_graph.GraphBase):
             ValueError: the sequences differ in length, a pair differs in shape, a static buffer is
                 not on the graph's device, or two buffers overlap in memory where one is a static buffer
                 (the error names the pair); every pair is checked before anything is copied.
-            RuntimeError: the graph holds no captured graph (never captured, or reset() since).
+            RuntimeError: the graph holds no captured graph (never captured, or reset() since); or
+                the current stream captures another graph and a CPU input is not pinned memory of its
+                static buffer's dtype, contiguous (named, e.g. inputs[2], before anything is copied).
         """
         self.c_stage_and_launch(static_inputs, inputs)
 

@@ -131,6 +131,11 @@ def caching_host_allocator_record_stream(ptr: int, stream: Stream) -> None:
     Args:
         ptr: a pointer returned by caching_host_allocator_alloc().
         stream: a stream with asynchronous work (a copy) that uses the memory.
+
+    Raises:
+        RuntimeError: stream is capturing a CUDA graph: a captured copy reads the memory at
+            every replay, which no event recorded now covers, so keep the memory allocated while the
+            graph can replay instead. Nothing is recorded.
     """
 
 
