@@ -14,9 +14,10 @@ cdef list joined_streams(unsigned long long capture_id)
 cdef int external_recorded(unsigned long long capture_id, object event) except -1
 cdef list take_external_records(unsigned long long capture_id)   # None when there are none
 # owner keeps host memory alive that a node captured under capture_id reads on every replay; the
-# graph lets go of it where it lets go of the blocks its capture holds (release_kept).
+# graph lets go of it where it lets go of the blocks its capture holds: release_kept() hands the
+# owners back (None when there are none).
 cdef int keep_alive(unsigned long long capture_id, object owner) except -1
-cdef int release_kept(unsigned long long holder) except -1
+cdef list release_kept(unsigned long long holder)
 # The handles of capture_id's joined streams that captured work the origin stream's next node
 # would not depend on: the ones cudaStreamEndCapture(origin) reports as unjoined; and the error
 # text naming them.

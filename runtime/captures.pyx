@@ -79,9 +79,8 @@ cdef int keep_alive(unsigned long long capture_id, object owner) except -1:
     return 0
 
 
-cdef int release_kept(unsigned long long holder) except -1:
-    _kept.pop(holder, None)
-    return 0
+cdef list release_kept(unsigned long long holder):
+    return _kept.pop(holder, None)
 
 
 cdef int _frontier(cudaStream_t stream, unsigned long long capture_id,

@@ -69,6 +69,7 @@ cdef class GraphBase:
     cdef int check_capture_thread(self, str what) except -1
     cdef int capture_stopped(self) except -1
     cdef int release_pool_reference(self) except -1
+    cdef int release_host_memory(self, unsigned long long holder) except -1
     cdef int destroy_graphs(self) except -1
     cdef int open_body(self, object scalar_pred, int node_type, str what,
                        unsigned int size=*) except -1

@@ -74,7 +74,7 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureUnjoine
 
 from tensorplay._runtime cimport allocator, captures, conditional, device as _device, errors
 from tensorplay._runtime cimport graph_topology
-from tensorplay._runtime cimport graph_update, rng, staging, tensor
+from tensorplay._runtime cimport graph_update, host_allocator, rng, staging, tensor
 from tensorplay._runtime.graph_update cimport GraphTemplate
 from tensorplay._runtime.conditional cimport ConditionalBody
 from tensorplay._runtime cimport stream as _stream
@@ -514,7 +514,7 @@ cdef class GraphBase:
             self.abandon_recapture()
         if self.capture_id:  # blocks its capture saw freed (allocator.pyx), host memory it reads
             allocator.release_held_blocks(self.device, self.capture_id, &self.launch_streams)
-            captures.release_kept(self.capture_id)
+            self.release_host_memory(self.capture_id)
         rng.forget_capture(self.generators)
         self.predicates = []
         _release_body_pools(self.device, self.body_pools)
@@ -524,13 +524,32 @@ cdef class GraphBase:
         self.launch_streams.clear()
         return 0
 
+    cdef int release_host_memory(self, unsigned long long holder) except -1:
+        """Let go of the host memory holder's copies read (captures.pyx); a pin_memory() block
+        goes back to the pinned cache only after the replays launched so far (Note [Streams a
+        graph was launched on]). A stream capturing now cannot record: its queued replays
+        were launched before that capture began, and ordered before it."""
+        kept = captures.release_kept(holder)
+        if not kept:
+            return 0
+        cdef tensor.PinnedStorage storage
+        cdef cudaStream_t launched
+        for owner in kept:
+            storage = tensor.pinned_storage_under(owner)
+            if storage is None:
+                continue
+            for launched in self.launch_streams:
+                if not _device.stream_capturing(launched, self.device):
+                    host_allocator.host_record_stream(<void*>storage.pointer, launched)
+        return 0
+
     # -- recapture (Note [Recapture]) -----------------------------------------------------------
 
     cdef int abandon_recapture(self) except -1:
         """A recapture failed: give back what it took; the replaced capture stays."""
         if self.capture_id:  # the executable it would have replaced may read them too
             allocator.release_held_blocks(self.device, self.capture_id, &self.launch_streams)
-            captures.release_kept(self.capture_id)
+            self.release_host_memory(self.capture_id)
         _release_body_pools(self.device, self.body_pools)
         (self.capture_id, saved_generators, self.body_pools, self.predicates,
          self.conditional_nodes) = self.replaced
@@ -544,7 +563,7 @@ cdef class GraphBase:
         self.replaced = None
         if previous_id:  # replays launched before the update may still run
             allocator.release_held_blocks(self.device, previous_id, &self.launch_streams)
-            captures.release_kept(previous_id)
+            self.release_host_memory(previous_id)
         return _release_body_pools(self.device, previous_pools)
 
     cdef object c_recapture_begin(self, str capture_error_mode, StreamCore stream):

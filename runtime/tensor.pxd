@@ -178,6 +178,9 @@ cdef class PinnedStorage:
     cdef size_t nbytes
     cdef dict interface
 
+# The pinned block pin_memory() put under a numpy array (or a view of it), else None.
+cdef PinnedStorage pinned_storage_under(object array)
+
 # Constructors other runtime modules use (interop, graph).
 cdef TensorCore new_tensor()   # an empty public Tensor, its fields for the caller to fill
 cdef object wrap_device_memory(uintptr_t data, tuple sizes, tuple element_strides,

@@ -441,10 +441,15 @@ cdef TensorCore new_pinned(tuple sizes, DtypeCore dtype):
 
 
 cdef PinnedStorage pinned_storage_of(TensorCore tensor):
-    """The pinned block under a CPU tensor made by pin_memory(), or a view of one; else None.
-    numpy keeps the object that exposed the memory as the base of the array and of its views
-    (as_strided adds one level, a DummyArray with a base of its own), so no CUDA call is needed."""
-    owner = tensor.array
+    """The pinned block under a CPU tensor made by pin_memory(), or a view of one; else None."""
+    return pinned_storage_under(tensor.array)
+
+
+cdef PinnedStorage pinned_storage_under(object array):
+    """The pinned block under a numpy array, if pin_memory() made it. numpy keeps the object
+    that exposed the memory as the base of the array and of its views (as_strided adds one
+    level, a DummyArray with a base of its own), so no CUDA call is needed."""
+    owner = array
     for _ in range(8):
         if owner is None or isinstance(owner, PinnedStorage):
             return owner

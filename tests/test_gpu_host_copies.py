@@ -365,9 +365,6 @@ def test_the_graph_keeps_the_pinned_source_alive(quiet_device):
     del others
 
 
-@pytest.mark.xfail(reason="needs the graph side of captures.keep_alive: the graph must take "
-                          "captures.capture_ended()'s list and drop it on reset()",
-                   strict=False)
 def test_a_reset_graph_gives_the_pinned_source_back(quiet_device):
     x = warmed(0.0, COUNT)
     before = host_allocations()
