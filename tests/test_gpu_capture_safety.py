@@ -152,8 +152,7 @@ def test_a_replay_still_queued_keeps_the_blocks_its_graph_lets_go(quiet_device, 
     if release == "reset":
         g.reset()
     else:
-        del g
-        gc.collect()
+        del g  # its last reference: deleted now
     assert not replayer.query()  # the replay is still running
     fresh = tp.empty((N,), device="cuda")  # the legacy stream's cache, the held block's size
     assert fresh.data_ptr() != address
