@@ -126,28 +126,32 @@ def test_a_block_freed_during_a_capture_stays_reserved_until_the_graph_is_reset(
     assert memory.memory_reserved() < reserved
 
 
-def _queued_replay(held_count):
-    """A graph that frees, during its capture, a block of the shared pool allocated on the
-    legacy default stream (so the block is held for the graph), then runs long enough that the
-    host acts while its replay is still queued; returns (graph, the held block's address,
-    the stream it replays on)."""
-    slow = warmed(0.0, 16 * N)  # 64 MiB: each += 1 takes some 30 us on an H200
-    held = warmed(1.0, held_count)
+def _captured_behind_slow_work(work):
+    """A graph of 300 adds over 64 MiB (some 30 us each on an H200), so that the host acts while
+    its replay is still queued, then work(); returns the graph and what work returned."""
+    slow = warmed(0.0, 16 * N)
     g = cuda.CUDAGraph()
     with cuda.graph(g):
         for _ in range(300):
             slow += 1
-        held += 1
-        address = held.data_ptr()
-        held = held * 2  # the capture frees the block it wrote: held for the graph
-    return g, address, held, cuda.Stream()
+        result = work()
+    return g, result
 
 
 @pytest.mark.parametrize("release", ["reset", "delete"])
 def test_a_replay_still_queued_keeps_the_blocks_its_graph_lets_go(quiet_device, release):
     # docs/design.md, "Capture rules" (Note [Streams a graph was launched on] in graph.pyx): the
     # blocks a graph lets go of wait for the streams it was launched on before any reuse.
-    g, address, out, replayer = _queued_replay(N)
+    written = [warmed(1.0, N)]  # allocated on the legacy default stream, in the shared pool
+
+    def write_then_free():
+        written[0] += 1
+        address = written[0].data_ptr()
+        written[0] = written[0] * 2  # the capture frees the block it wrote: held for the graph
+        return address
+
+    g, address = _captured_behind_slow_work(write_then_free)
+    replayer = cuda.Stream()
     g.replay(stream=replayer)
     if release == "reset":
         g.reset()
@@ -157,18 +161,13 @@ def test_a_replay_still_queued_keeps_the_blocks_its_graph_lets_go(quiet_device, 
     fresh = tp.empty((N,), device="cuda")  # the legacy stream's cache, the held block's size
     assert fresh.data_ptr() != address
     replayer.synchronize()
-    assert values(out) == {4.0}
+    assert values(written[0]) == {4.0}
     del fresh
 
 
 def test_a_replay_still_queued_keeps_the_tensor_rebind_replaced(quiet_device):
-    slow = warmed(0.0, 16 * N)
     static = warmed(1.0, N)
-    g = cuda.CUDAGraph()
-    with cuda.graph(g):
-        for _ in range(300):
-            slow += 1
-        static += 1
+    g, _ = _captured_behind_slow_work(lambda: static.add_(1))
     replayer = cuda.Stream()
     g.replay(stream=replayer)
     address = static.data_ptr()
