@@ -167,7 +167,7 @@ def test_a_replay_still_queued_keeps_the_blocks_its_graph_lets_go(quiet_device, 
 
 def test_a_replay_still_queued_keeps_the_tensor_rebind_replaced(quiet_device):
     static = warmed(1.0, N)
-    g, _ = _captured_behind_slow_work(lambda: static.add_(1))
+    g = _captured_behind_slow_work(lambda: static.add_(1))[0]  # add_ returns static: not kept
     replayer = cuda.Stream()
     g.replay(stream=replayer)
     address = static.data_ptr()
