@@ -33,8 +33,58 @@ pool, overwrites them; clone them to keep them (PyTorch's rule, docs/design.md "
 Gradients of gradients are not available (the backward is a graph replay, and autograd.grad
 refuses create_graph).
 
+Staging. A fresh argument is copied into its static input unless it is that very tensor, or has
+its layout (data pointer, which includes the storage offset, and strides; the shape and dtype
+are checked equal first): stage_and_launch skips such a pair, as copy_() does. Any other layout
+is copied by logical index, as copy_() copies, so the sample transposed (same shape, dtype and
+data pointer, other strides) reaches the graph transposed. A fresh tensor that shares memory with
+a static input in another layout (x.t() for the sample x) cannot be copied in place: the copy
+would read what it writes, and stage_and_launch refuses the overlap before copying anything; it
+is then cloned and staged again. The incoming gradients in backward are staged by the same rule.
+
+The backward graphs are captured with retain_graph=True: the values the forward saved for the
+backward (activations) stay allocated for as long as the graphed callables live, so no backward
+graph reuses their memory, and a backward graph replayed twice for one forward (retain_graph=True
+in the caller's backward) reads the same values and computes the same gradients. (Captured
+without it, as PyTorch captures it, autograd frees each saved tensor once used, the pool may hand
+that memory to the rest of the same backward graph, and a second replay may read overwritten
+values.) The cost is that memory, held as long as the graphed callables.
+
+Second backward. The graphed Function saves a token tensor (ctx.save_for_backward) on every call
+that records a backward, so autograd frees it after a backward without retain_graph and a second
+backward through the call raises PyTorch's error ("Trying to backward through the graph a second
+time ..."), before anything runs; with retain_graph=True the second backward replays the backward
+graph again and, with the rule above, delivers the same gradients (twice the first in .grad).
+
+Note [Backward order]
+The graphs of one make_graphed_callables call share a pool, captured forward 0, 1, ..., n-1, then
+backward n-1, ..., 0; each capture may reuse memory that those before it freed. So a forward
+replay of callables[p] overwrites the static inputs, outputs and saved values of callables[p] and
+of every later callable (and the gradients earlier backward replays returned), and a backward
+replay of callables[p] overwrites the gradients returned by the backward replays of earlier
+callables, which autograd may still be holding (on their way to whatever computed their inputs).
+The rule that keeps every replay reading what its capture read is PyTorch's: the forward passes
+run in the order given, and the backward passes in the reverse order of the forward passes.
+_Order enforces it with a stack of the forward calls still current, one entry per call that
+recorded a backward (grad mode on and something requiring grad), in call order:
+- a forward replay of callables[p] (recording or not: under no_grad too) first drops every entry
+  of callables[p] or later, marking it overwritten by p, then, if it records a backward, pushes
+  its own. The positions on the stack therefore increase from bottom to top, one entry at most
+  per callable; a forward of callables[0] starts a new sequence (the stack holds its entry only),
+  so forwards whose outputs never get a backward (evaluation) block nothing after them;
+- a backward replay for an entry is refused, with a RuntimeError naming both callables and the
+  rule, before anything is staged or replayed, when the entry was overwritten, or when an entry
+  above it is still awaiting its first backward (the callable that must run its backward first
+  is the topmost such entry). Otherwise it replays and marks the entry done. A done entry stays
+  on the stack until a forward overwrites it, so the second backward of retain_graph=True (and a
+  second full backward pass over several callables, in the same reverse order) is accepted;
+- nothing else changes the stack: a refused backward leaves it as it was, so the caller may run
+  the missing backward first and retry, or start again with a forward.
+Graphed callables from different make_graphed_callables calls have separate stacks, even when
+they were given one pool: their order is the caller's business, as for any graphs sharing a pool.
+
 This module runs once per capture over the public API; the per-call cost is the argument checks,
-the Function's bookkeeping and two stage_and_launch calls.
+the Function's bookkeeping (a token saved, the stack updated), and two stage_and_launch calls.
 """
 import tensorplay
 import tensorplay.accelerator
@@ -95,18 +145,21 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unuse
         wanted = _requiring_grad(surface, name)
         with graphs.graph(graph, pool=shared_pool, stream=stream,
                           capture_error_mode=capture_error_mode):
+            # retain_graph: the saved values stay allocated, so a replay never reads memory
+            # the same graph reused (Note [Graphed callables], a second backward).
             grads = autograd.grad(differentiable, wanted,
                                   grad_outputs=[grad for grad in grad_outputs if grad is not None],
-                                  allow_unused=allow_unused_input)
+                                  retain_graph=True, allow_unused=allow_unused_input)
         found = iter(grads)
         backwards[position] = (graph, grad_outputs, tuple(
             next(found) if tensor.requires_grad else None for tensor in surface))
     tensorplay.accelerator.synchronize(device)
 
+    order = _Order(names)
     graphed = []
-    for function, args, surface, forward, backward in zip(callables, sample_args, surfaces,
-                                                          forwards, backwards):
-        call = _graphed(function, args, surface, forward, backward)
+    for position, (function, args, surface, forward, backward) in enumerate(
+            zip(callables, sample_args, surfaces, forwards, backwards)):
+        call = _graphed(function, args, surface, forward, backward, order, position)
         if isinstance(function, nn.Module):
             _replace_forward(function, call)
             graphed.append(function)
@@ -203,33 +256,124 @@ def _static_outputs(outputs, name):
                     f"static outputs), got {_shown(outputs)}")
 
 
-def _graphed(function, static_args, surface, forward, backward):
-    """The graphed call of function: checks the arguments, then applies its Function."""
+# stage_and_launch's refusal of a static buffer overlapping an input (staging.pyx).
+_OVERLAP = "overlap in memory"
+
+
+def _stage_and_launch(graph, statics, fresh):
+    """graph.stage_and_launch(statics, fresh); when a fresh tensor shares memory with a static
+    buffer in another layout (the sample transposed), which stage_and_launch refuses before
+    copying anything, the fresh tensors are cloned and staged again (Note [Graphed callables],
+    staging)."""
+    try:
+        graph.stage_and_launch(statics, fresh)
+        return
+    except ValueError as error:
+        if _OVERLAP not in str(error):
+            raise
+    graph.stage_and_launch(statics, [tensor.clone() for tensor in fresh])
+
+
+class _Entry:
+    """A forward call that recorded a backward, on its _Order's stack."""
+    __slots__ = ("position", "awaiting", "overwritten_by")
+
+    def __init__(self, position):
+        self.position = position
+        self.awaiting = True  # its backward has not run yet
+        self.overwritten_by = None  # the position of the forward call that overwrote it
+
+
+class _Order:
+    """The forward calls still current of the graphed callables of one make_graphed_callables
+    call, and the order their backward passes must keep (Note [Backward order])."""
+    __slots__ = ("names", "entries")
+
+    def __init__(self, names):
+        self.names = names
+        self.entries = []  # positions increase from the bottom to the top
+
+    def forward(self, position, records):
+        """After a forward replay of callables[position]: its entry if it recorded a backward,
+        else None."""
+        entries = self.entries
+        while entries and entries[-1].position >= position:
+            entries.pop().overwritten_by = position
+        if not records:
+            return None
+        entry = _Entry(position)
+        entries.append(entry)
+        return entry
+
+    def check_backward(self, entry):
+        """Refuse the backward of entry, before it replays, unless the rule allows it now."""
+        names, position = self.names, entry.position
+        if entry.overwritten_by is not None:
+            later = names[entry.overwritten_by]
+            raise RuntimeError(
+                f"the backward of {names[position]} is for a forward call whose outputs, saved "
+                f"values and static inputs a later forward call of {later} overwrote: a forward "
+                f"call of a graphed callable rewrites the memory of its own last call and of "
+                f"every callable after it in callables (they share a memory pool). Run the "
+                f"backward passes before the next forward call: forward calls in the order "
+                f"given, backward passes in the reverse order of the forward passes. Nothing was "
+                f"replayed")
+        for other in reversed(self.entries):
+            if other is entry:
+                return
+            if other.awaiting:
+                raise RuntimeError(
+                    f"the backward of {names[position]} must wait for the backward of "
+                    f"{names[other.position]}, whose forward ran after {names[position]}'s: "
+                    f"graphed callables made together share a memory pool, so their backward "
+                    f"passes must run in the reverse order of their forward passes. Run the "
+                    f"backward of {names[other.position]} first, or start again with new "
+                    f"forward calls. Nothing was replayed")
+
+
+def _graphed(function, static_args, surface, forward, backward, order, position):
+    """The graphed call of function, callables[position]: checks the arguments, then applies
+    its Function, which keeps order (Note [Backward order])."""
     forward_graph, static_outputs, single = forward
     backward_graph, static_grad_outputs, static_grad_inputs = backward
     count = len(static_args)
     parameters = surface[count:]
     name = getattr(function, "__name__", type(function).__name__)
+    # Saved by every call that records a backward, so that autograd frees it after a backward
+    # without retain_graph and refuses a second one (Note [Graphed callables]).
+    token = tensorplay.empty(0)
+    has_backward = backward_graph is not None
+    no_grads = (None,) * (1 + len(surface))
 
     class Graphed(autograd.Function):
         @staticmethod
-        def forward(ctx, *inputs):
-            # A tensor passed again is already where the graph reads it (the parameters always).
+        def forward(ctx, recording, *inputs):
+            # The parameters are always where the graph reads them; an argument that is its
+            # static input, or has its layout, stage_and_launch skips.
             pairs = [(static, fresh) for static, fresh in zip(static_args, inputs)
-                     if fresh.data_ptr() != static.data_ptr()]
-            forward_graph.stage_and_launch([static for static, _ in pairs],
-                                           [fresh for _, fresh in pairs])
+                     if fresh is not static]
+            _stage_and_launch(forward_graph, [static for static, _ in pairs],
+                              [fresh for _, fresh in pairs])
+            records = recording and any(ctx.needs_input_grad)
+            entry = order.forward(position, records and has_backward)
+            if records:
+                ctx.save_for_backward(token)
+                ctx.entry = entry
             return tuple([output.detach() for output in static_outputs])
 
         @staticmethod
         def backward(ctx, *grads):
-            if backward_graph is None:
-                return static_grad_inputs
+            if not has_backward:
+                return no_grads
+            entry = ctx.entry
+            order.check_backward(entry)
             pairs = [(static, grad) for static, grad in zip(static_grad_outputs, grads)
-                     if static is not None and grad.data_ptr() != static.data_ptr()]
-            backward_graph.stage_and_launch([static for static, _ in pairs],
-                                            [grad for _, grad in pairs])
-            return tuple([None if grad is None else grad.detach() for grad in static_grad_inputs])
+                     if static is not None and grad is not static]
+            _stage_and_launch(backward_graph, [static for static, _ in pairs],
+                              [grad for _, grad in pairs])
+            entry.awaiting = False
+            return (None,) + tuple([None if grad is None else grad.detach()
+                                    for grad in static_grad_inputs])
 
     def graphed_callable(*args):
         if len(args) != count:
@@ -250,7 +394,7 @@ def _graphed(function, static_args, surface, forward, backward):
                                  f"sample's requires_grad ({static.requires_grad}), got "
                                  f"{fresh.requires_grad}: the backward graph computes "
                                  "gradients for exactly the samples that required grad")
-        outputs = Graphed.apply(*args, *parameters)
+        outputs = Graphed.apply(recording, *args, *parameters)
         return outputs[0] if single else outputs
 
     graphed_callable.__name__ = f"graphed_{name}"

@@ -1,7 +1,13 @@
 """make_graphed_callables forward and backward on a real GPU: a small MLP's graphed outputs and
 gradients equal the eager ones over many iterations with fresh inputs and dropout, and match
 PyTorch's on the same weights and inputs; functions with inputs that require grad; chained
-callables sharing a pool; allow_unused_input; the checks made on every call."""
+callables sharing a pool; allow_unused_input; the checks made on every call; arguments in
+another layout than their sample's (the sample transposed, a strided slice); a second backward
+with and without retain_graph; the reverse order of the backward passes, and forward calls that
+never get one. The tests of exact equality use integer weights and inputs, so that every sum is
+exact in float32 whatever the order of its terms."""
+import re
+
 import numpy
 import pytest
 
@@ -196,3 +202,215 @@ def test_linear_initialisation_matches_pytorchs_distribution():
     # Same range and moments of U(-1/8, 1/8) (different generators, so not the same draws).
     assert abs(ours.min() - theirs.min()) < 1e-3 and abs(ours.max() - theirs.max()) < 1e-3
     assert abs(ours.std() - theirs.std()) < 2e-3
+
+
+# -- layouts, second backward passes and the order of backward passes, exactly ------------------
+
+FREED = ("Trying to backward through the graph a second time (or directly access saved tensors "
+         "after they have already been freed). Saved intermediate values of the graph are freed "
+         "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+         "backward through the graph a second time or if you need to access saved tensors after "
+         "calling backward.")
+
+
+def integers(seed, shape, requires_grad=False):
+    values = numpy.random.default_rng(seed).integers(-3, 4, size=shape)
+    return tp.tensor(values, dtype=tp.float32, device="cuda", requires_grad=requires_grad)
+
+
+def integer_weights(module, seed):
+    """module (on the GPU) with integer weights in [-2, 2]."""
+    rng = numpy.random.default_rng(seed)
+    with tp.no_grad():
+        for parameter in module.parameters():
+            parameter.copy_(tp.tensor(rng.integers(-2, 3, size=tuple(parameter.shape)),
+                                      dtype=tp.float32, device="cuda"))
+    return module
+
+
+def integer_mlp(seed):
+    return integer_weights(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).to("cuda"),
+                           seed)
+
+
+def integer_pair(seed):
+    """(first, second): Linear(4, 8) and ReLU, then Linear(8, 3), integer weights."""
+    return (integer_weights(nn.Sequential(nn.Linear(4, 8), nn.ReLU()).to("cuda"), seed),
+            integer_weights(nn.Linear(8, 3).to("cuda"), seed + 1))
+
+
+def assert_equal(mine, theirs):
+    accelerator.synchronize()
+    mine, theirs = mine.detach().cpu().numpy(), theirs.detach().cpu().numpy()
+    assert mine.shape == theirs.shape and numpy.array_equal(mine, theirs), (mine, theirs)
+
+
+def grads(*modules):
+    return [parameter.grad.clone() for module in modules for parameter in module.parameters()]
+
+
+def test_the_sample_transposed_and_a_strided_slice_reach_the_graph_by_logical_index(
+        quiet_device):
+    matrix = integers(0, (4, 4))
+
+    def times(a):
+        return a @ matrix
+
+    sample = integers(1, (4, 4), requires_grad=True)
+    graphed = graphs.make_graphed_callables(times, (sample,))
+    original = integers(1, (4, 4), requires_grad=True)  # the sample's values, eagerly
+    gradient = integers(2, (4, 4))
+    expected = times(original.t())
+    expected.backward(gradient.t())  # a strided incoming gradient too
+    # Same shape, dtype and data pointer as the sample, other strides: staged, not skipped.
+    out = graphed(sample.t())
+    assert_equal(out, expected)
+    assert_equal(sample, original.t())  # the static input now holds the argument
+    out.backward(gradient.t())
+    assert_equal(sample.grad, original.grad)
+
+    wide = integers(3, (4, 8), requires_grad=True)
+    eager_wide = integers(3, (4, 8), requires_grad=True)
+    expected = times(eager_wide[:, 2:6])
+    expected.backward(gradient)
+    out = graphed(wide[:, 2:6])  # strides (8, 1), another allocation
+    assert_equal(out, expected)
+    out.backward(gradient)
+    assert_equal(wide.grad, eager_wide.grad)
+
+
+def test_a_second_backward_without_retain_graph_raises_and_the_module_still_trains(
+        quiet_device):
+    model = integer_mlp(0)
+    eager = integer_mlp(0)  # the same weights, eagerly
+    graphs.make_graphed_callables(model, (integers(1, (5, 4)),))
+    x = integers(2, (5, 4))
+    loss = model(x).sum()  # the graphed Function is the only Node that saves anything
+    loss.backward()
+    first = grads(model)
+    with pytest.raises(RuntimeError, match=re.escape(FREED)):
+        loss.backward()
+    for mine, theirs in zip(grads(model), first):  # raised before any gradient moved
+        assert_equal(mine, theirs)
+    for seed in (3, 4):
+        model.zero_grad()
+        eager.zero_grad()
+        x = integers(seed, (5, 4))
+        (model(x) * 2).sum().backward()
+        (eager(x) * 2).sum().backward()
+        for mine, theirs in zip(grads(model), grads(eager)):
+            assert_equal(mine, theirs)
+
+
+def test_with_retain_graph_a_second_backward_doubles_the_gradients_exactly(quiet_device):
+    model = integer_mlp(0)  # ReLU saves its output: the backward graph reads an activation
+    eager = integer_mlp(0)  # the same weights, eagerly
+    graphs.make_graphed_callables(model, (integers(1, (5, 4)),))
+    x = integers(2, (5, 4))
+    output = model(x)
+    loss = (output * output).sum()
+    loss.backward(retain_graph=True)
+    once = grads(model)
+    eager_output = eager(x)
+    (eager_output * eager_output).sum().backward()
+    for mine, theirs in zip(once, grads(eager)):
+        assert_equal(mine, theirs)
+    loss.backward()
+    for mine, theirs in zip(grads(model), once):
+        assert_equal(mine, theirs * 2)
+
+
+def test_a_retained_second_pass_through_two_callables_doubles_both(quiet_device):
+    first, second = integer_pair(0)
+    graphs.make_graphed_callables((first, second), ((integers(1, (5, 4)),),
+                                                    (integers(1, (5, 8), requires_grad=True),)))
+    eager_first, eager_second = integer_pair(0)  # the same weights, eagerly
+    x = integers(2, (5, 4))
+    output = second(first(x))
+    loss = (output * output).sum()
+    loss.backward(retain_graph=True)  # backward of second, then of first
+    once = grads(first, second)
+    eager_output = eager_second(eager_first(x))
+    (eager_output * eager_output).sum().backward()
+    for mine, theirs in zip(once, grads(eager_first, eager_second)):
+        assert_equal(mine, theirs)
+    loss.backward()  # the same order again
+    for mine, theirs in zip(grads(first, second), once):
+        assert_equal(mine, theirs * 2)
+
+
+def test_backward_out_of_order_is_refused_before_replaying_and_the_next_steps_are_exact(
+        quiet_device):
+    first, second = integer_pair(0)
+    graphs.make_graphed_callables((first, second), ((integers(1, (5, 4)),),
+                                                    (integers(1, (5, 8)),)))
+    eager_first, eager_second = integer_pair(0)  # the same weights, eagerly
+    x, h = integers(2, (5, 4)), integers(3, (5, 8))
+    a, b = first(x), second(h)  # independent calls: the caller chooses the backward order
+    with pytest.raises(RuntimeError, match=r"the backward of callables\[0\] must wait for the "
+                                           r"backward of callables\[1\], whose forward ran "
+                                           r"after callables\[0\]'s: .*reverse order of their "
+                                           r"forward passes"):
+        a.sum().backward()
+    assert all(parameter.grad is None
+               for module in (first, second) for parameter in module.parameters())
+    b.sum().backward()  # the refusal changed nothing: the right order goes through
+    a.sum().backward()
+    eager_second(h).sum().backward()
+    eager_first(x).sum().backward()
+    for mine, theirs in zip(grads(first, second), grads(eager_first, eager_second)):
+        assert_equal(mine, theirs)
+    for seed in (4, 5):  # training steps: forward in order, backward in reverse
+        for module in (first, second, eager_first, eager_second):
+            module.zero_grad()
+        x, h = integers(seed, (5, 4)), integers(seed + 10, (5, 8))
+        a, b = first(x), second(h)
+        (b * b).sum().backward()
+        (a * a).sum().backward()
+        eager_a, eager_b = eager_first(x), eager_second(h)
+        (eager_b * eager_b).sum().backward()
+        (eager_a * eager_a).sum().backward()
+        for mine, theirs in zip(grads(first, second), grads(eager_first, eager_second)):
+            assert_equal(mine, theirs)
+
+
+def test_the_backward_of_an_overwritten_call_is_refused(quiet_device):
+    model = integer_mlp(0)
+    eager = integer_mlp(0)  # the same weights, eagerly
+    graphs.make_graphed_callables(model, (integers(1, (5, 4)),))
+    old = model(integers(2, (5, 4)))
+    x = integers(3, (5, 4))
+    new = model(x)  # rewrites the static input, the outputs and the saved values of old
+    with pytest.raises(RuntimeError, match=r"the backward of callables is for a forward call "
+                                           r"whose outputs, saved values and static inputs a "
+                                           r"later forward call of callables overwrote"):
+        old.sum().backward()
+    new.sum().backward()
+    eager(x).sum().backward()
+    for mine, theirs in zip(grads(model), grads(eager)):
+        assert_equal(mine, theirs)
+
+
+def test_forward_calls_that_never_get_a_backward_do_not_break_later_training_steps(
+        quiet_device):
+    first, second = integer_pair(0)
+    graphs.make_graphed_callables((first, second), ((integers(1, (5, 4)),),
+                                                    (integers(1, (5, 8), requires_grad=True),)))
+    eager_first, eager_second = integer_pair(0)  # the same weights, eagerly
+    for seed in range(3):
+        x = integers(20 + seed, (5, 4))
+        with tp.no_grad():  # evaluation: nothing is recorded
+            assert_equal(second(first(x)), eager_second(eager_first(x)))
+        second(first(x))  # grad mode on, outputs dropped: the next step starts a new sequence
+        for module in (first, second, eager_first, eager_second):
+            module.zero_grad()
+        x = integers(seed, (5, 4))
+        hidden = first(x)
+        with tp.no_grad():  # an evaluation of the later callable inside the step
+            second(integers(30 + seed, (5, 8)))
+        output = second(hidden)
+        (output * output).sum().backward()
+        eager_output = eager_second(eager_first(x))
+        (eager_output * eager_output).sum().backward()
+        for mine, theirs in zip(grads(first, second), grads(eager_first, eager_second)):
+            assert_equal(mine, theirs)

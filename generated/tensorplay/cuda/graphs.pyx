@@ -126,14 +126,45 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
     forward graph is captured on that stream, in the order given, and the
     backward graphs in reverse order, all in one pool (the given one, or a
     new one). The backward graph computes the gradients of the sample
-    arguments that require grad and, for a Module, of its parameters.
+    arguments that require grad and, for a Module, of its parameters; it
+    is captured with retain_graph=True, so the values the forward saved
+    stay allocated and a second backward replay reads them unchanged.
 
     A graphed function takes tensors of its sample arguments' shapes,
     dtypes and (while grad mode is on) requires_grad, checked on every
     call; it copies them into the captured inputs and replays the forward
-    graph; backward() through its outputs replays the backward graph and
-    delivers the gradients as any
-    operation's (accumulated into the parameters' .grad). Its cuda_graph
+    graph; backward() through its outputs copies the incoming gradients
+    into the captured ones, replays the backward graph and delivers the
+    gradients as any
+    operation's (accumulated into the parameters' .grad). A copy is
+    skipped only for the static tensor itself or a tensor of its layout
+    (data pointer and strides); any other layout is copied by logical
+    index, as copy_() copies (the sample transposed included: a tensor
+    sharing memory with the captured input is cloned first).
+
+    A backward through a call runs once: a second one raises PyTorch's
+    RuntimeError ("Trying to backward through the graph a second time
+    ...") unless the first had retain_graph=True, in which case it
+    replays the backward graph again and adds the same gradients.
+
+    The graphs of one make_graphed_callables call share a pool, so
+    their replays must keep
+    PyTorch's order: forward calls in the order given, backward passes
+    in the reverse order of the forward passes. Each forward call that
+    records a backward pushes its callable on a stack, after dropping
+    every entry of that callable or a later one (its memory is being
+    overwritten; forward calls under no_grad() drop them too, without
+    pushing); a forward call of callables[0] thus starts a new sequence.
+    A backward is refused, with a RuntimeError naming both callables and
+    before anything is copied or replayed, when its call was overwritten
+    by a later forward call, or when a callable above it on the stack
+    has not run its backward yet; the stack is left as it was. A backward
+    that ran marks its entry done, which stays until a forward call
+    drops it, so backward passes with retain_graph=True may run again in
+    the same order. Callables from separate calls of
+    make_graphed_callables are not ordered against each other.
+
+    A graphed function's cuda_graph
     and backward_graph attributes are the two CUDAGraphs (backward_graph
     is None when no output requires grad). A Module is returned itself,
     its forward replaced by the graphed one while the module is in the
