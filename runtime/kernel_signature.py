@@ -11,8 +11,8 @@ source define resolved:
 - the two type functions of the sources, mirrored here: accumulate<T> (common.cu: float for
   half and bfloat16, long long for bool and integers narrower than 64 bits, else T) and
   real_of<T> (philox.cu: double for double, else float);
-- the structs passed by value, whose fields are declared in STRUCTS below with the byte
-  offsets of the device addresses they hold.
+- the structs passed by value, whose fields are declared in STRUCTS below (offsets, formats,
+  and which are device addresses, with the size of what each points at).
 A declaration this module cannot read is an error naming the kernel: every shipped kernel is
 read on a CPU by tests/test_graph_update.py for every element type, and on the GPU each
 signature is compared with the driver's offsets and sizes before it is used.
