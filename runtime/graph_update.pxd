@@ -25,6 +25,9 @@ cdef class NodeRecord:
     cdef object name                   # a kernel's name, if the driver tells
     cdef object signature              # kernel_signature.KernelSignature of our kernels, else None
     cdef str unknown                   # why a kernel's parameters cannot be read, else None
+    cdef int max_threads               # the driver's threads-per-block limit; 0: unknown
+    cdef Py_ssize_t first_slot         # the node's AddressSlots: slots[first_slot:+slot_count]
+    cdef Py_ssize_t slot_count
     cdef CUDA_KERNEL_NODE_PARAMS kernel   # kernelParams points into arguments
     cdef unsigned char* arguments      # owned: the argument bytes, in the signature's layout
     cdef void** argument_slots         # owned: each parameter's address in arguments
@@ -34,13 +37,20 @@ cdef class NodeRecord:
 
 # A device address held in a node's parameters: a kernel argument, a copy's source or target,
 # a memset's target. persistent: what replay() uses; current: what the executable holds now
-# (differs only between replay_with() and the next launch).
+# (differs only between replay_with() and the next launch). The byte offsets low/high and
+# bound_low/bound_high are from the address (Note [Extents and bounds] in graph_update.pyx).
 cdef struct AddressSlot:
     int record
     int field                          # SLOT_ARGUMENT (at offset), SLOT_COPY_SOURCE, ...
     size_t offset
     uintptr_t persistent
     uintptr_t current
+    int role                           # kernel_signature.READ, WRITE or UPDATE
+    int access                         # its index in the kernel's accesses; -1 for a copy, memset
+    long long low                      # the node touches [address + low, address + high) now
+    long long high
+    long long bound_low                # and may touch at most [address + bound_low, + bound_high)
+    long long bound_high
 
 
 # What graph.pyx's GraphBase keeps of its executable for updates, node parameters and rebinding.
@@ -48,7 +58,8 @@ cdef class ExecutableState:
     cdef int device
     cdef GraphTemplate first           # the executable was instantiated from it
     cdef GraphTemplate current         # the newest capture (first, until a recapture updates)
-    cdef unsigned long generation      # changes with every update; KernelNodes carry it
+    cdef unsigned long long executable_id  # unique in the process, new with every update or
+                                           # instantiation; KernelNodes carry it
     cdef list records                  # NodeRecord per node, read at first use; None until then
     cdef vector[AddressSlot] slots
     cdef dict span_slots               # (start, end) -> [slot index]: addresses inside the span
@@ -82,8 +93,8 @@ cdef int restore_bindings(ExecutableState state, cudaGraphExec_t executable) exc
 
 # What CUDAGraph.kernel_nodes() returns: one kernel node, as it was when listed.
 cdef class KernelNodeCore:
-    cdef object graph_ref              # weakref to the graph
-    cdef unsigned long generation
+    cdef object graph_ref              # weakref to the graph; None: not made by kernel_nodes()
+    cdef unsigned long long executable_id  # the ExecutableState's when listed; 0: made by hand
     cdef readonly tuple path
     cdef object name
     cdef tuple grid

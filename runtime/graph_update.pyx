@@ -25,6 +25,47 @@ signature comes from their source (kernel_signature.py) and is checked against t
 offsets and sizes (cuFuncGetParamInfo) before use. Other kernels (PyTorch's, cuBLAS's) are
 listed, but their arguments are opaque bytes.
 
+Note [Extents and bounds]
+Every address a node of the executable can touch must lie in memory the graph owns or keeps
+alive. Each address a node holds (an AddressSlot) therefore carries two byte ranges, as offsets
+from the address:
+- its extent, [low, high): what the node touches through it with its current arguments and
+  launch dimensions. A kernel's comes from its annotation (kernel_signature.py, Note [Kernel
+  access annotations]): out[count] is count elements of out's type, reach(layout) a Layout's
+  reach; a copy's is its rows and slices, a memset's its rows.
+- its bound, [bound_low, bound_high): what it may touch. At capture it is the extent: that
+  memory was valid then (the captured launch touched it), and the graph keeps it alive (its
+  pool, its held blocks, the static tensors it was given). It stays the bound when a change
+  shrinks the extent, so a count can go back up to what was captured; a persistent rebinding
+  moves it with the address and narrows it to the new tensor's span, which the graph keeps alive.
+The bound is the range itself, not the allocator's block around it: memory past what the node
+touched at capture may be the rest of a block that another tensor (a view of the same storage)
+uses, or rounding no tensor owns, or memory of another library the allocator does not know; the
+range is what is known to be the node's. So a scalar change whose extent would leave the bound
+is refused (naming the argument, the node, the extent and the bound), and so is a rebinding
+whose new tensor does not hold a moved address's whole extent (a static tensor that is a view
+of less than the node covers), or that leaves a node reaching into the static tensor's memory
+from an address outside it (the graph lets that memory go).
+
+Note [Launch dimensions]
+Each kernel's annotation says how its result depends on its grid and block: "any" for the
+grid-stride kernels (elementwise, copy), whose every element is computed by one thread whatever
+the grid, so grid and block may change, one-dimensional (x alone divides the work: a y or z of 2
+would run it twice, and an in-place kernel would read what it wrote) and within the driver's
+CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK; "grid" where blocks stride over independent items but
+the code assumes its block size (matmul's tiles, reduce_dims' block reduction, the Philox fill),
+so the grid alone may change; "fixed" where the grid decides the result (reduce_partial writes a
+partial result per block, reduce_final combines them in one block) or the kernel runs with one
+thread (graphs.cu, the replay-state kernels) or maps blocks to work (stage_copies). A kernel of
+another library has no annotation, so its dimensions are refused, as its arguments are.
+
+Note [Listed nodes]
+A KernelNode carries the id of the executable state it was listed from, unique in the process
+(a counter, never 0): a new one for every instantiation (capture, reset() and capture again,
+recapture_end(reinstantiate=True) that reinstantiated) and every update from a recapture. A node
+of another state, of another graph, or made by hand (id 0, no graph) is refused with a
+ValueError that says to list the nodes again with kernel_nodes(), before anything changes.
+
 Note [Rebinding]
 Rebinding points every node that refers to a static tensor's memory at another tensor's, with no
 copy: each device address in a kernel argument of ours (pointer parameters, and the addresses
@@ -33,11 +74,18 @@ inside the static tensor's bytes moves to the same offset in the new tensor. Add
 found once per static tensor and cached until the next update. A node whose addresses cannot be
 known (a kernel of another library, a host callback, a child graph, memory allocation nodes, a
 batch of memory operations) could hide a reference, so a graph holding one is refused before
-anything changes, naming the node; so is a copy or memset that covers the tensor's bytes only in
-part from outside them. replay_with() changes the executable for one launch: the next launch
-without bindings puts the persistent addresses back first. Setters change future launches only;
-launches already queued keep the parameters they were launched with (CUDA driver API,
-cuGraphExecKernelNodeSetParams).
+anything changes, naming the node; so is a node that covers the tensor's bytes only in part
+from an address outside them, and a moved address whose extent the new tensor does not hold
+(Note [Extents and bounds]). Two addresses of one node, one of them written, whose memory would
+overlap after the move are refused (the node would read what it already wrote), unless they
+moved by the same amount (they were that way at capture, where the node ran so) or are exactly
+the same memory of a kernel whose annotation says it runs in place (elementwise kernels over
+contiguous memory; not the strided, reduction, matmul or copy kernels, where an output element
+is not the input element at the same offset). replay_with() changes the executable for one
+launch: the next launch without bindings puts the persistent addresses back first. Setters
+change future launches only; launches already queued keep the parameters they were launched
+with (CUDA driver API, cuGraphExecKernelNodeSetParams). Every check comes before anything
+changes, so a refusal leaves the executable as it was.
 """
 import weakref
 
@@ -47,7 +95,8 @@ from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset
 
 from cuda.bindings cimport cydriver, cyruntime
-from cuda.bindings.cydriver cimport (CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED,
+from cuda.bindings.cydriver cimport (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                     CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED,
                                      CUDA_KERNEL_NODE_PARAMS, CUDA_SUCCESS, CUcontext,
                                      CUfunction, CUgraph, CUgraphExec, CUgraphExecUpdateResultInfo,
                                      CUgraphNode, CUresult)
@@ -70,6 +119,8 @@ cdef enum:
     SLOT_COPY_SOURCE = 1
     SLOT_COPY_TARGET = 2
     SLOT_FILL_TARGET = 3
+    ROLE_READ = 1                      # kernel_signature.READ, WRITE, UPDATE (both bits)
+    ROLE_WRITE = 2
 
 # Node types that hold no device address a tensor could be behind: empty, event record and
 # wait, external semaphore signal and wait.
@@ -92,6 +143,10 @@ VECTOR_BYTES = 32
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
 MAX_BLOCK_THREADS = 1024
+# What a refusal of new launch dimensions calls each source's kernels.
+KERNEL_FAMILIES = {"elementwise": "elementwise", "copy": "copy", "reduce": "reduction",
+                   "matmul": "matrix-product", "philox": "random-number", "staging": "staging",
+                   "graphs": "conditional-node", "selftest": "self-test"}
 
 
 cdef class GraphTemplate:
@@ -126,9 +181,20 @@ cdef class NodeRecord:
         free(self.argument_slots)
 
 
+# The last executable id handed out (Note [Listed nodes]); 0 is never one.
+cdef unsigned long long _last_executable_id = 0
+
+
+cdef unsigned long long _new_executable_id():
+    global _last_executable_id
+    _last_executable_id += 1
+    return _last_executable_id
+
+
 cdef ExecutableState new_state(GraphTemplate template):
     cdef ExecutableState state = ExecutableState.__new__(ExecutableState)
     state.device = template.device
+    state.executable_id = _new_executable_id()
     state.first = template
     state.current = template
     state.span_slots = {}
@@ -237,6 +303,10 @@ cdef int _read_kernel(NodeRecord record) except -1:
     if function == NULL:
         errors.check_driver(cydriver.cuKernelGetFunction(&function, record.kernel.kern),
                             b"cuKernelGetFunction")
+    cdef int max_threads = 0
+    if cydriver.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                   function) == CUDA_SUCCESS:
+        record.max_threads = max_threads
     cdef size_t offset = 0, size = 0
     cdef Py_ssize_t index
     for index, parameter in enumerate(signature.parameters):
@@ -271,34 +341,78 @@ cdef uintptr_t _copy_start(CUDA_MEMCPY3D* copy, bint source) noexcept nogil:
             + copy.dstPitch * (copy.dstY + copy.dstHeight * copy.dstZ))
 
 
+cdef long long _copy_extent(CUDA_MEMCPY3D* copy, bint source) noexcept nogil:
+    """The bytes a copy spans from its start on one side: whole rows of its pitch, whole
+    slices of its pitch times its height, then one row's width."""
+    cdef long long pitch = copy.srcPitch if source else copy.dstPitch
+    cdef long long height = copy.srcHeight if source else copy.dstHeight
+    if copy.WidthInBytes == 0 or copy.Height == 0 or copy.Depth == 0:
+        return 0
+    return (<long long>copy.WidthInBytes + pitch * <long long>(copy.Height - 1)
+            + pitch * height * <long long>(copy.Depth - 1))
+
+
+cdef long long _fill_extent(CUDA_MEMSET_NODE_PARAMS* fill) noexcept nogil:
+    if fill.width == 0 or fill.height == 0:
+        return 0
+    return (<long long>fill.width * fill.elementSize
+            + <long long>fill.pitch * <long long>(fill.height - 1))
+
+
 cdef int _add_slot(ExecutableState state, int record, int field, size_t offset,
-                   uintptr_t address) except -1:
+                   uintptr_t address, int role, int access, long long low,
+                   long long high) except -1:
     cdef AddressSlot slot
     slot.record = record
     slot.field = field
     slot.offset = offset
     slot.persistent = address
     slot.current = address
+    slot.role = role
+    slot.access = access
+    if high <= low:
+        low = high = 0
+    slot.low = slot.bound_low = low
+    slot.high = slot.bound_high = high
     state.slots.push_back(slot)
     return 0
 
 
+cdef tuple _launch_of(NodeRecord record):
+    return ((record.kernel.gridDimX, record.kernel.gridDimY, record.kernel.gridDimZ),
+            (record.kernel.blockDimX, record.kernel.blockDimY, record.kernel.blockDimZ))
+
+
 cdef int _add_slots(ExecutableState state, int index, NodeRecord record) except -1:
+    """The node's addresses, each with the bytes the node touches through it now, which are
+    also its bound (Note [Extents and bounds])."""
     cdef uintptr_t address
+    record.first_slot = <Py_ssize_t>state.slots.size()
     if record.node_type == NODE_KERNEL and record.signature is not None:
-        for parameter in record.signature.parameters:
-            for inside in parameter.addresses:
-                offset = parameter.offset + inside
-                memcpy(&address, record.arguments + <size_t>offset, sizeof(uintptr_t))
-                if address:
-                    _add_slot(state, index, SLOT_ARGUMENT, offset, address)
+        grid, block = _launch_of(record)
+        try:
+            extents = record.signature.extents(
+                (<char*>record.arguments)[:record.signature.size], grid, block)
+        except ValueError as error:  # not for a kernel as we launch them: treat it as foreign
+            record.unknown = f"its extents cannot be computed from its arguments ({error})"
+            record.signature = None
+            extents = ()
+        for access, (offset, role, low, high) in enumerate(extents):
+            memcpy(&address, record.arguments + <size_t>offset, sizeof(uintptr_t))
+            if address:  # a null pointer is an operand the kernel does not read (clamp, where)
+                _add_slot(state, index, SLOT_ARGUMENT, offset, address, role, access, low,
+                          high)
     elif record.node_type == NODE_MEMCPY:
         if record.copy.srcMemoryType in (CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED):
-            _add_slot(state, index, SLOT_COPY_SOURCE, 0, _copy_start(&record.copy, True))
+            _add_slot(state, index, SLOT_COPY_SOURCE, 0, _copy_start(&record.copy, True),
+                      ROLE_READ, -1, 0, _copy_extent(&record.copy, True))
         if record.copy.dstMemoryType in (CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED):
-            _add_slot(state, index, SLOT_COPY_TARGET, 0, _copy_start(&record.copy, False))
+            _add_slot(state, index, SLOT_COPY_TARGET, 0, _copy_start(&record.copy, False),
+                      ROLE_WRITE, -1, 0, _copy_extent(&record.copy, False))
     elif record.node_type == NODE_MEMSET:
-        _add_slot(state, index, SLOT_FILL_TARGET, 0, record.fill.dst)
+        _add_slot(state, index, SLOT_FILL_TARGET, 0, record.fill.dst, ROLE_WRITE, -1, 0,
+                  _fill_extent(&record.fill))
+    record.slot_count = <Py_ssize_t>state.slots.size() - record.first_slot
     return 0
 
 
@@ -334,7 +448,7 @@ cdef int update_executable(ExecutableState state, cudaGraphExec_t executable,
             "graph keeps its previous executable, which replays as before; capture the same "
             "work again, or pass reinstantiate=True to instantiate the new capture instead")
     state.current = template
-    state.generation += 1
+    state.executable_id = _new_executable_id()
     state.records = None
     state.span_slots = {}
     state.dirty = set()
@@ -586,7 +700,7 @@ cdef list kernel_nodes(ExecutableState state, object graph):
             continue
         node = cls.__new__(cls)
         node.graph_ref = weakref.ref(graph)
-        node.generation = state.generation
+        node.executable_id = state.executable_id
         node.path = record.path
         node.name = record.name
         node.grid = (record.kernel.gridDimX, record.kernel.gridDimY, record.kernel.gridDimZ)
@@ -636,23 +750,115 @@ cdef tuple node_params_args(object node, object grid, object block, object argum
     if arguments is not None and not isinstance(arguments, dict):
         raise TypeError(f"arguments must be a dict of argument names to values, got "
                         f"{errors.shown(arguments)}")
+    if (<KernelNodeCore>node).graph_ref is None or (<KernelNodeCore>node).executable_id == 0:
+        raise ValueError("node was not listed by a graph (a KernelNode made by hand); list "
+                         "the graph's nodes with kernel_nodes() and pass one of those; nothing "
+                         "was changed")
     return grid_dims, block_dims
+
+
+cdef NodeRecord _listed_record(ExecutableState state, object graph, KernelNodeCore given):
+    """The record of a node kernel_nodes() listed for this graph's executable as it is now
+    (Note [Listed nodes])."""
+    owner = given.graph_ref() if given.graph_ref is not None else None
+    if owner is not graph:
+        raise ValueError(f"node {given.path} belongs to another graph (or to one that no longer "
+                         "exists); list this graph's nodes with kernel_nodes() and pass one of "
+                         "those; nothing was changed")
+    if given.executable_id != state.executable_id:
+        raise ValueError(f"node {given.path} was listed before the graph's executable changed "
+                         "(a recapture, reset() and a new capture, or a reinstantiation); call "
+                         "kernel_nodes() again and pass a node it lists; nothing was changed")
+    state.read_nodes()
+    cdef NodeRecord record
+    for record in state.records:
+        if record.path == given.path and record.node_type == NODE_KERNEL:
+            return record
+    raise ValueError(f"node {given.path} is not a kernel node of this graph's executable; call "
+                     "kernel_nodes() again and pass a node it lists; nothing was changed")
+
+
+cdef str _family(object signature):
+    source = signature.source
+    family = KERNEL_FAMILIES.get(source, "tensorplay")
+    article = "an" if family[0] in "aeiou" else "a"
+    return f"{article} {family} kernel ({source}.cu)" if source else f"{article} {family} kernel"
+
+
+cdef int _check_launch(NodeRecord record, tuple grid, tuple block) except -1:
+    """Refuse new launch dimensions the kernel's result or memory would depend on
+    (Note [Launch dimensions])."""
+    old_grid, old_block = _launch_of(record)
+    if grid == old_grid and block == old_block:
+        return 0
+    where = _node_text(record)
+    if record.signature is None:
+        raise ValueError(f"{where}: its launch dimensions cannot be changed: nothing tells "
+                         f"whether its result or the memory it touches depends on them "
+                         f"({record.unknown}); nothing was changed")
+    signature = record.signature
+    if signature.launch == "fixed":
+        raise ValueError(f"{where}: the result of {_family(signature)} depends on its launch "
+                         f"dimensions ({signature.launch_reason}), so its grid and block cannot "
+                         f"change from {old_grid} and {old_block}; nothing was changed")
+    if signature.launch == "grid" and block != old_block:
+        raise ValueError(f"{where}: the result of {_family(signature)} depends on its block "
+                         f"size ({signature.launch_reason}), so its block stays {old_block}; "
+                         "only its grid can change; nothing was changed")
+    if grid[1:] != (1, 1) or block[1:] != (1, 1):
+        raise ValueError(f"{where}: the kernel divides its work by x alone, so a grid {grid} or "
+                         f"block {block} of y or z other than 1 would run it more than once "
+                         "(an in-place kernel would then read what it wrote); nothing was "
+                         "changed")
+    if record.max_threads and block[0] > record.max_threads:
+        raise ValueError(f"{where}: a block of {block[0]} threads is more than the kernel "
+                         f"runs with, at most {record.max_threads} (the driver's "
+                         "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); nothing was changed")
+    return 0
+
+
+cdef list _checked_extents(ExecutableState state, NodeRecord record, bytes data, tuple grid,
+                           tuple block, dict changed):
+    """The extents of the record's kernel with these argument bytes and dimensions, each
+    checked against its slot's bound (Note [Extents and bounds])."""
+    where = _node_text(record)
+    try:
+        extents = record.signature.extents(data, grid, block)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}; nothing was changed") from None
+    cdef AddressSlot* slot
+    cdef Py_ssize_t index
+    for index in range(record.first_slot, record.first_slot + record.slot_count):
+        slot = &state.slots[index]
+        _, _, low, high = extents[slot.access]  # Python ints: a huge count does not overflow
+        if high > low and (low < slot.bound_low or high > slot.bound_high):
+            access = record.signature.accesses[slot.access]
+            causes = [f"argument {name!r} = {value!r}" for name, value in changed.items()
+                      if name in access.uses]
+            if "grid" in access.uses and grid != _launch_of(record)[0]:
+                causes.append(f"grid {grid}")
+            if "block" in access.uses and block != _launch_of(record)[1]:
+                causes.append(f"block {block}")
+            cause = " and ".join(causes) if causes else "the change"
+            raise ValueError(
+                f"{cause} of {where}: the kernel would touch bytes [{low}, {high}) from "
+                f"{access.name!r} at {slot.current:#x} ({(high - low) // access.unit} elements "
+                f"of {access.unit} bytes: {access.name}[{access.text}]), outside the bytes "
+                f"[{slot.bound_low}, {slot.bound_high}) it covered when captured or last "
+                "rebound, the memory the graph knows it may touch; nothing was changed")
+    return list(extents)
 
 
 cdef int set_kernel_node_params(ExecutableState state, cudaGraphExec_t executable, object graph,
                                 object node, object grid, object block,
                                 object arguments) except -1:
     grid_dims, block_dims = node_params_args(node, grid, block, arguments)
-    cdef KernelNodeCore given = node
-    if given.graph_ref() is not graph:
-        raise ValueError(f"node {given.path} belongs to another graph; take it from this "
-                         "graph's kernel_nodes()")
-    if given.generation != state.generation:
-        raise ValueError(f"node {given.path} was listed before the graph was captured again; "
-                         "call kernel_nodes() again")
-    state.read_nodes()
-    cdef NodeRecord record = next(r for r in state.records if r.path == given.path)
+    cdef NodeRecord record = _listed_record(state, graph, <KernelNodeCore>node)
+    old_grid, old_block = _launch_of(record)
+    cdef tuple new_grid = grid_dims if grid_dims is not None else old_grid
+    cdef tuple new_block = block_dims if block_dims is not None else old_block
     encoded = []
+    changed = {}
     if arguments:
         if record.signature is None:
             raise ValueError(f"{_node_text(record)}: its arguments cannot be set: "
@@ -666,6 +872,19 @@ cdef int set_kernel_node_params(ExecutableState state, cudaGraphExec_t executabl
                                  f"{parameter.kind} ({parameter.type}); only scalar arguments "
                                  "can be set (rebind() moves tensors)")
             encoded.append((parameter, parameter.encode(value)))
+            reason = record.signature.frozen_reason(name)
+            if reason is not None:
+                raise ValueError(f"argument {name!r} of {_node_text(record)} cannot be changed: "
+                                 f"{reason}; nothing was changed")
+            changed[name] = value
+    _check_launch(record, new_grid, new_block)
+    extents = None
+    if record.signature is not None and (encoded or new_grid != old_grid
+                                         or new_block != old_block):
+        data = bytearray((<char*>record.arguments)[:record.signature.size])
+        for parameter, encoded_bytes in encoded:
+            data[parameter.offset:parameter.offset + len(encoded_bytes)] = encoded_bytes
+        extents = _checked_extents(state, record, bytes(data), new_grid, new_block, changed)
     # Everything checked: change the record, then the executable; put the record back if the
     # driver refuses.
     cdef CUDA_KERNEL_NODE_PARAMS saved_launch = record.kernel
@@ -673,10 +892,8 @@ cdef int set_kernel_node_params(ExecutableState state, cudaGraphExec_t executabl
         if record.signature is not None else b""
     for parameter, data in encoded:
         memcpy(record.arguments + <size_t>parameter.offset, <const char*>data, len(data))
-    if grid_dims is not None:
-        record.kernel.gridDimX, record.kernel.gridDimY, record.kernel.gridDimZ = grid_dims
-    if block_dims is not None:
-        record.kernel.blockDimX, record.kernel.blockDimY, record.kernel.blockDimZ = block_dims
+    record.kernel.gridDimX, record.kernel.gridDimY, record.kernel.gridDimZ = new_grid
+    record.kernel.blockDimX, record.kernel.blockDimY, record.kernel.blockDimZ = new_block
     try:
         _apply(state, executable, record)
     except BaseException:
@@ -684,6 +901,13 @@ cdef int set_kernel_node_params(ExecutableState state, cudaGraphExec_t executabl
         if saved_bytes:
             memcpy(record.arguments, <const char*>saved_bytes, len(saved_bytes))
         raise
+    cdef AddressSlot* slot
+    cdef Py_ssize_t index
+    if extents is not None:
+        for index in range(record.first_slot, record.first_slot + record.slot_count):
+            slot = &state.slots[index]
+            _, _, low, high = extents[slot.access]
+            slot.low, slot.high = (low, high) if high > low else (0, 0)
     return 0
 
 
@@ -711,32 +935,117 @@ cdef str _unscannable(list records):
     return None
 
 
+cdef str _slot_text(ExecutableState state, Py_ssize_t index):
+    """What a node does through one of its addresses, in words: "reads 'a'", "writes its
+    target"."""
+    cdef AddressSlot* slot = &state.slots[index]
+    cdef NodeRecord record = state.records[slot.record]
+    verb = ("reads", "writes", "reads and writes")[slot.role - 1]
+    if slot.field == SLOT_ARGUMENT and record.signature is not None:
+        return f"{verb} {record.signature.accesses[slot.access].name!r}"
+    if slot.field == SLOT_COPY_SOURCE:
+        return f"{verb} its source"
+    return f"{verb} its target"
+
+
 cdef int _refuse_partial_cover(ExecutableState state, uintptr_t start, uintptr_t end,
                                str what) except -1:
-    """A copy or memset reaching into [start, end) from an address outside it."""
-    cdef NodeRecord record
-    cdef uintptr_t first, last
-    for record in state.records:
-        if record.node_type == NODE_MEMCPY:
-            extent = record.copy.WidthInBytes + record.copy.srcPitch * max(
-                0, record.copy.Height * record.copy.Depth - 1)
-            ranges = []
-            if record.copy.srcMemoryType in (CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED):
-                ranges.append(_copy_start(&record.copy, True))
-            if record.copy.dstMemoryType in (CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED):
-                ranges.append(_copy_start(&record.copy, False))
-        elif record.node_type == NODE_MEMSET:
-            extent = record.fill.width * record.fill.elementSize + record.fill.pitch * max(
-                0, record.fill.height - 1)
-            ranges = [record.fill.dst]
-        else:
+    """A node reaching into [start, end) through an address outside it: moving the addresses
+    inside would leave it on the static tensor's memory, which the graph lets go."""
+    cdef AddressSlot* slot
+    cdef Py_ssize_t index
+    cdef long long first, last
+    for index in range(<Py_ssize_t>state.slots.size()):
+        slot = &state.slots[index]
+        if start <= slot.persistent < end or slot.bound_high <= slot.bound_low:
             continue
-        for first in ranges:
-            last = first + extent
-            if first < start < last:
-                raise ValueError(f"{what}: the graph's {_node_text(record)} covers the tensor's "
-                                 "memory from an address before it, so it cannot be moved to "
-                                 "the new tensor alone; nothing was changed")
+        first = <long long>slot.persistent + slot.bound_low
+        last = <long long>slot.persistent + slot.bound_high
+        if first < <long long>end and <long long>start < last:
+            side = "before" if slot.persistent < start else "after"
+            raise ValueError(f"{what}: the graph's {_node_text(state.records[slot.record])} "
+                             f"covers the tensor's memory from an address {side} it "
+                             f"({_slot_text(state, index)} at {slot.persistent:#x}, bytes "
+                             f"[{slot.bound_low}, {slot.bound_high}) from there), so it cannot "
+                             "be moved to the new tensor alone; bind the tensor that holds all "
+                             "the node covers; nothing was changed")
+    return 0
+
+
+cdef int _check_cover(ExecutableState state, Py_ssize_t index, uintptr_t address,
+                      uintptr_t fresh_start, uintptr_t fresh_end, Py_ssize_t position,
+                      str what) except -1:
+    """The bytes the slot's node touches from its new address lie in the new tensor's."""
+    cdef AddressSlot* slot = &state.slots[index]
+    if slot.high <= slot.low:
+        return 0
+    cdef long long first = <long long>address + slot.low
+    cdef long long last = <long long>address + slot.high
+    if <long long>fresh_start <= first and last <= <long long>fresh_end:
+        return 0
+    raise ValueError(
+        f"{what}: binding {position}'s new tensor does not cover what the graph's "
+        f"{_node_text(state.records[slot.record])} touches: it {_slot_text(state, index)}, "
+        f"bytes [{first - <long long>fresh_start}, {last - <long long>fresh_start}) from the new "
+        f"tensor's start, and the tensor holds {fresh_end - fresh_start} bytes (at "
+        f"{fresh_start:#x}). The node covers more than the static tensor (a view of less than "
+        "the node reads or writes?): bind the tensor that holds all it covers; nothing was "
+        "changed")
+
+
+cdef int _refuse_overlaps(ExecutableState state, dict targets, str what) except -1:
+    """Two addresses of one node, one of them written, whose memory would overlap after the
+    move, unless they moved together (as captured) or are exactly the same memory of a kernel
+    that runs in place (Note [Rebinding])."""
+    cdef set touched = set()
+    cdef AddressSlot* slot
+    cdef AddressSlot* one
+    cdef AddressSlot* other
+    cdef Py_ssize_t index, i, j, end
+    cdef long long first_low, first_high, second_low, second_high, first_move, second_move
+    for index, address in targets.items():
+        slot = &state.slots[<Py_ssize_t>index]
+        if slot.persistent != <uintptr_t>address:
+            touched.add(slot.record)
+    cdef NodeRecord record
+    for record_index in touched:
+        record = state.records[record_index]
+        in_place = (record.node_type == NODE_KERNEL and record.signature is not None
+                    and record.signature.in_place)
+        end = record.first_slot + record.slot_count
+        for i in range(record.first_slot, end):
+            one = &state.slots[i]
+            if one.high <= one.low:
+                continue
+            first_move = <long long>targets.get(i, one.persistent) - <long long>one.persistent
+            first_low = <long long>one.persistent + first_move + one.low
+            first_high = <long long>one.persistent + first_move + one.high
+            for j in range(i + 1, end):
+                other = &state.slots[j]
+                if other.high <= other.low or not ((one.role | other.role) & ROLE_WRITE):
+                    continue
+                second_move = (<long long>targets.get(j, other.persistent)
+                               - <long long>other.persistent)
+                if second_move == first_move:
+                    continue  # as they were: the node ran that way when captured
+                second_low = <long long>other.persistent + second_move + other.low
+                second_high = <long long>other.persistent + second_move + other.high
+                if first_high <= second_low or second_high <= first_low:
+                    continue
+                if first_low == second_low and first_high == second_high:
+                    if in_place:
+                        continue
+                    how = (f"the same memory, and {_family(record.signature)} does not run in "
+                           "place" if record.signature is not None
+                           else "the same memory, which a copy does not allow")
+                else:
+                    how = "memory that partly overlaps, so it would read what it already wrote"
+                raise ValueError(
+                    f"{what}: after the binding the graph's {_node_text(record)} "
+                    f"{_slot_text(state, i)} at bytes [{first_low:#x}, {first_high:#x}) and "
+                    f"{_slot_text(state, j)} at [{second_low:#x}, {second_high:#x}): {how}; "
+                    "an output must be apart from the inputs, or exactly an input's memory "
+                    "for a kernel that runs in place; nothing was changed")
     return 0
 
 
@@ -796,8 +1105,10 @@ cdef int rebind(ExecutableState state, cudaGraphExec_t executable, object bindin
         raise ValueError(f"{what}: {state.unscannable}; nothing was changed. Copy new values "
                          "into the static tensor instead (stage_and_launch())")
     cdef dict targets = {}
+    cdef dict covers = {}  # slot index -> the new tensor's span, to narrow its bound to
     cdef TensorCore static, fresh
-    cdef uintptr_t start, end
+    cdef uintptr_t start, end, address, fresh_start, fresh_end
+    cdef Py_ssize_t slot_index
     for position, (span, static, fresh) in enumerate(pairs):
         start, end = span
         found = state.span_slots.get(span)
@@ -807,18 +1118,26 @@ cdef int rebind(ExecutableState state, cudaGraphExec_t executable, object bindin
             raise ValueError(f"{what}: no node of the graph refers to the memory of binding "
                              f"{position}'s static tensor (at {start:#x}); give a tensor the "
                              "graph reads or writes, as it was bound at capture or by rebind()")
+        fresh_span = _span(fresh)
+        fresh_start, fresh_end = fresh_span
         for index in found:
-            targets[index] = fresh.data + (state.slots[<Py_ssize_t>index].persistent - start)
+            slot_index = index
+            address = fresh.data + (state.slots[slot_index].persistent - start)
+            _check_cover(state, slot_index, address, fresh_start, fresh_end, position, what)
+            targets[index] = address
+            covers[index] = fresh_span
     if not persistent:
         for index in state.dirty:  # bound by the previous replay_with() and not this one
             if index not in targets:
                 targets[index] = state.slots[<Py_ssize_t>index].persistent
+    _refuse_overlaps(state, targets, what)
     changed = {index: address for index, address in targets.items()
                if state.slots[<Py_ssize_t>index].current != address}
     if changed:
         _move_slots(state, executable, changed)
     if persistent:
         _make_persistent(state, pairs, targets)
+        _narrow_bounds(state, covers)
     else:
         # Until the next launch puts the persistent addresses back, the executable refers to
         # these tensors: keep them alive, and keep the allocator from handing their memory to
@@ -831,9 +1150,27 @@ cdef int rebind(ExecutableState state, cudaGraphExec_t executable, object bindin
     return 0
 
 
+cdef int _narrow_bounds(ExecutableState state, dict covers) except -1:
+    """After a persistent move, what a slot may touch is what it could before, moved, and
+    inside the new tensor: the memory the graph keeps alive for it (Note [Extents and
+    bounds])."""
+    cdef AddressSlot* slot
+    cdef long long base, low, high
+    for index, (fresh_start, fresh_end) in covers.items():
+        slot = &state.slots[<Py_ssize_t>index]
+        base = <long long>slot.persistent
+        low = max(slot.bound_low, <long long>fresh_start - base)
+        high = min(slot.bound_high, <long long>fresh_end - base)
+        if high <= low:
+            low = high = 0
+        slot.bound_low = low
+        slot.bound_high = high
+    return 0
+
+
 cdef list _slots_in(ExecutableState state, uintptr_t start, uintptr_t end, str what):
-    """The slots whose persistent address lies in [start, end), cached per span; a copy or
-    memset that reaches into the span from outside it is refused."""
+    """The slots whose persistent address lies in [start, end), cached per span; a node that
+    reaches into the span from an address outside it is refused."""
     _refuse_partial_cover(state, start, end, what)
     cdef list found = [i for i in range(<Py_ssize_t>state.slots.size())
                        if start <= state.slots[i].persistent < end]

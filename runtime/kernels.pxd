@@ -16,8 +16,10 @@ cdef CUfunction get_kernel(int device, str source_name, str function_name, str p
 # Blocks of block_x threads of function that the whole device runs at once: the grid of a
 # persistent, grid-stride kernel (cached per function and block size).
 cdef unsigned int resident_blocks(int device, CUfunction function, unsigned int block_x) except 0
-# The parameters (kernel_signature.KernelSignature) of a kernel loaded by get_kernel, by its
-# CUfunction or CUkernel address; None for any other kernel (PyTorch's, cuBLAS's).
+# The parameters (kernel_signature.KernelSignature) of a kernel loaded by get_kernel, with what
+# its source's annotation declares (the extents of its addresses, its launch rule, whether it
+# runs in place), by its CUfunction or CUkernel address; None for any other kernel (PyTorch's,
+# cuBLAS's).
 cdef object kernel_signature_of(uintptr_t handle)
 # Launches on device, whatever context the calling thread has current (Note [One rule for
 # contexts] in device.pyx).

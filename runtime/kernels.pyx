@@ -481,7 +481,8 @@ cdef object kernel_signature_of(uintptr_t handle):
     if found is None:
         source_name, function_name, prelude = origin
         found = _signatures[origin] = kernel_signature.signature(
-            read_kernel_source(source_name), prelude, function_name, KERNEL_CONSTANTS)
+            read_kernel_source(source_name), prelude, function_name, KERNEL_CONSTANTS,
+            source_name)
     return found
 
 

@@ -385,3 +385,225 @@ def test_reset_after_rebinding_and_updates_leaves_nothing_behind(quiet_device):
     gc.collect()
     memory.empty_cache()
     assert memory.memory_stats()["num_graph_pools"] == pools
+
+
+# -- extents, launch rules and listed nodes (Notes [Extents and bounds], [Launch dimensions],
+# [Listed nodes] in graph_update.pyx) -----------------------------------------------------------
+
+
+def kernel_node(g, *names):
+    """The first kernel node of g running one of the kernels named."""
+    return next(node for node in g.kernel_nodes() if node.name in names)
+
+
+def test_a_count_past_the_tensor_is_refused_and_the_graph_replays_as_before(quiet_device):
+    x = warmed(1.0, COUNT)
+    g, y = captured(lambda: x * 2)
+    node = kernel_node(g, "binary_scalar")
+    grid = node.grid
+    with pytest.raises(ValueError, match=rf"argument 'count' = {3 * COUNT} of node 0 \(kernel "
+                                         rf"'binary_scalar'\): the kernel would touch bytes "
+                                         rf"\[0, {12 * COUNT}\) .* outside the bytes "
+                                         rf"\[0, {4 * COUNT}\) it covered"):
+        g.set_kernel_node_params(node, arguments={"count": 3 * COUNT})
+    with pytest.raises(ValueError, match="argument 'count'"):  # with a valid change beside it
+        g.set_kernel_node_params(node, grid=2, arguments={"scalar": 5.0, "count": COUNT + 1})
+    node = kernel_node(g, "binary_scalar")
+    assert node.arguments["count"] == COUNT and node.arguments["scalar"] == 2.0
+    assert node.grid == grid
+    g.replay()
+    assert values(y) == {2.0}
+
+
+def test_a_count_reduced_within_bounds_works_and_can_grow_back(quiet_device):
+    x = tp.arange(0, COUNT, dtype=tp.float32, device="cuda")
+    g, y = captured(lambda: x * 3)
+    y.fill_(-1.0)
+    g.set_kernel_node_params(kernel_node(g, "binary_scalar"), arguments={"count": COUNT // 2})
+    g.replay()
+    result = y.tolist()
+    assert result[:COUNT // 2] == [3.0 * i for i in range(COUNT // 2)]
+    assert set(result[COUNT // 2:]) == {-1.0}
+    g.set_kernel_node_params(kernel_node(g, "binary_scalar"), arguments={"count": COUNT})
+    g.replay()
+    assert y.tolist() == [3.0 * i for i in range(COUNT)]
+
+
+def test_a_grid_change_on_an_elementwise_kernel_gives_the_same_result(quiet_device):
+    x = tp.arange(0, COUNT, dtype=tp.float32, device="cuda")
+    w = tp.full((COUNT,), 0.5, device="cuda")
+    g, y = captured(lambda: (x + w) * 3)
+    expected = [(i + 0.5) * 3 for i in range(COUNT)]
+    g.replay()
+    assert y.tolist() == expected
+    y.fill_(0.0)
+    g.set_kernel_node_params(kernel_node(g, "binary", "binary_vector4"), grid=1, block=64)
+    g.set_kernel_node_params(kernel_node(g, "binary_scalar"), grid=(3,), block=(512,))
+    g.replay()
+    assert y.tolist() == expected
+
+
+def test_launch_dimensions_of_a_reduction_are_refused_and_the_sum_stays_exact(quiet_device):
+    from graph_helpers import N
+    x = warmed(2.0, N)
+    x.sum()  # load the reduction kernels before the capture
+    accelerator.synchronize()
+    g, total = captured(lambda: x.sum())
+    g.replay()
+    assert total.item() == 2.0 * N
+    partial, final = kernel_node(g, "reduce_partial"), kernel_node(g, "reduce_final")
+    for node, change in ((partial, {"grid": 1}), (partial, {"block": 128}),
+                         (final, {"grid": 2}), (final, {"block": 512})):
+        with pytest.raises(ValueError, match=r"the result of a reduction kernel \(reduce.cu\) "
+                                             r"depends on its launch dimensions"):
+            g.set_kernel_node_params(node, **change)
+    assert kernel_node(g, "reduce_partial").grid == partial.grid
+    total.fill_(0.0)
+    g.replay()
+    assert total.item() == 2.0 * N
+
+
+def test_a_matmul_grid_may_change_but_not_its_block(quiet_device):
+    a = tp.full((64, 32), 1.0, device="cuda")
+    b = tp.full((32, 48), 2.0, device="cuda")
+    g, c = captured(lambda: a @ b)
+    node = kernel_node(g, "matmul")
+    with pytest.raises(ValueError, match=r"the result of a matrix-product kernel \(matmul.cu\) "
+                                         r"depends on its block size .* only its grid can "
+                                         r"change"):
+        g.set_kernel_node_params(node, block=128)
+    with pytest.raises(ValueError, match="by x alone"):
+        g.set_kernel_node_params(node, grid=(1, 2))
+    c.fill_(0.0)
+    g.set_kernel_node_params(node, grid=1)  # blocks stride over the tiles
+    g.replay()
+    assert values(c) == {64.0}
+
+
+def test_a_foreign_kernels_launch_dimensions_are_refused(quiet_device):
+    x = warmed(1.0, COUNT)
+    function = _foreign_kernel()
+    g = cuda.CUDAGraph()
+    g.capture_begin()
+    _launch_foreign(function, x)
+    g.capture_end()
+    node = kernel_node(g, "foreign_add_one")
+    with pytest.raises(ValueError, match="its launch dimensions cannot be changed"):
+        g.set_kernel_node_params(node, grid=1)
+    with pytest.raises(ValueError, match="its arguments cannot be set"):
+        g.set_kernel_node_params(node, arguments={"count": 1})
+    g.replay()
+    assert values(x) == {2.0}
+
+
+def test_a_rebinding_onto_less_than_a_node_covers_is_refused(quiet_device):
+    half = COUNT // 2
+    buffer = warmed(1.0, COUNT)
+    g, y = captured(lambda: buffer * 2)  # reads all of buffer
+    short = tp.full((half,), 5.0, device="cuda")
+    wide = tp.full((COUNT,), 5.0, device="cuda")
+    for fresh in (short, wide[:half]):  # a tensor of its own, a view of a larger one
+        with pytest.raises(ValueError, match=rf"binding 0's new tensor does not cover what the "
+                                             rf"graph's node 0 \(kernel 'binary_scalar'\) "
+                                             rf"touches: it reads 'a', bytes \[0, {4 * COUNT}\) "
+                                             rf"from the new tensor's start, and the tensor "
+                                             rf"holds {4 * half} bytes"):
+            g.rebind({buffer[:half]: fresh})
+        y.fill_(0.0)
+        with pytest.raises(ValueError, match="does not cover"):
+            g.replay_with({buffer[:half]: fresh})
+        assert values(y) == {0.0}  # nothing was launched
+    g.replay()
+    assert values(y) == {2.0} and values(wide) == {5.0} and values(short) == {5.0}
+    g.rebind({buffer: wide})  # the whole of what the node reads: fine
+    g.replay()
+    assert values(y) == {10.0}
+
+
+def test_a_rebinding_of_an_input_and_output_that_partly_overlap_is_refused(quiet_device):
+    x = warmed(1.0, COUNT)
+    g, y = captured(lambda: x * 2)
+    shared = tp.full((COUNT + 8,), 3.0, device="cuda")
+    for bindings in ({x: shared[:COUNT], y: shared[8:COUNT + 8]},
+                     {x: shared[8:COUNT + 8], y: shared[:COUNT]}):
+        with pytest.raises(ValueError, match=r"node 0 \(kernel 'binary_scalar'\) reads 'a' .* "
+                                             r"and writes 'out' .*memory that partly "
+                                             r"overlaps"):
+            g.rebind(bindings)
+        with pytest.raises(ValueError, match="partly overlaps"):
+            g.replay_with(bindings)
+    g.replay()
+    assert values(y) == {2.0} and values(shared) == {3.0}
+
+
+def test_an_in_place_rebinding_of_an_elementwise_kernel_works(quiet_device):
+    x = warmed(1.0, COUNT)
+    g, y = captured(lambda: x * 2)
+    both = tp.full((COUNT,), 3.0, device="cuda")
+    g.replay_with({x: both, y: both})
+    assert values(both) == {6.0}
+    g.rebind({x: both, y: both})
+    g.replay()
+    g.replay()
+    assert values(both) == {24.0} and values(x) == {1.0}
+
+
+def test_an_in_place_rebinding_of_a_matmul_is_refused(quiet_device):
+    a = tp.full((32, 32), 1.0, device="cuda")
+    b = tp.full((32, 32), 2.0, device="cuda")
+    g, c = captured(lambda: a @ b)
+    target = tp.full((32, 32), 1.0, device="cuda")
+    with pytest.raises(ValueError, match=r"reads 'a' .* and writes 'c' .* the same memory, and "
+                                         r"a matrix-product kernel \(matmul.cu\) does not run "
+                                         r"in place"):
+        g.rebind({a: target, c: target})
+    g.replay()
+    assert values(c) == {64.0} and values(target) == {1.0}
+
+
+def test_a_node_listed_before_reset_and_a_new_capture_is_refused(quiet_device):
+    x = warmed(0.0, COUNT)
+    g, _ = captured(lambda: x.fill_(1.0))
+    stale = fill_node(g)
+    g.reset()
+    with cuda.graph(g):
+        x.fill_(2.0)  # the same topology: a fill at node 0 again
+    for change in ({"arguments": {"value": 5.0}}, {"grid": 1}):
+        with pytest.raises(ValueError, match=r"listed before the graph's executable changed.*"
+                                             r"call kernel_nodes\(\) again"):
+            g.set_kernel_node_params(stale, **change)
+    g.replay()
+    assert values(x) == {2.0}
+    g.set_kernel_node_params(fill_node(g), arguments={"value": 5.0})
+    g.replay()
+    assert values(x) == {5.0}
+
+
+def test_a_node_listed_before_a_reinstantiating_recapture_is_refused(quiet_device):
+    x = warmed(0.0, COUNT)
+    g, _ = captured(lambda: x.fill_(1.0))
+    stale = fill_node(g)
+    g.recapture_begin()
+    x.fill_(3.0)
+    x += 1
+    assert g.recapture_end(reinstantiate=True) == "reinstantiated"
+    with pytest.raises(ValueError, match=r"call kernel_nodes\(\) again"):
+        g.set_kernel_node_params(stale, arguments={"value": 9.0})
+    g.replay()
+    assert values(x) == {4.0}
+
+
+def test_nodes_of_another_graph_and_hand_made_nodes_are_refused(quiet_device):
+    from tensorplay._runtime import graph_update
+    x, other = warmed(0.0, COUNT), warmed(0.0, COUNT)
+    g, _ = captured(lambda: x.fill_(1.0))
+    h, _ = captured(lambda: other.fill_(7.0))
+    with pytest.raises(ValueError, match=r"belongs to another graph.*kernel_nodes\(\)"):
+        g.set_kernel_node_params(fill_node(h), arguments={"value": 4.0})
+    for hand_made in (graphs.KernelNode(),
+                      graph_update.KernelNodeCore.__new__(graph_update.KernelNodeCore)):
+        with pytest.raises(ValueError, match=r"made by hand.*kernel_nodes\(\)"):
+            g.set_kernel_node_params(hand_made, arguments={"value": 4.0})
+    g.replay()
+    h.replay()
+    assert values(x) == {1.0} and values(other) == {7.0}

@@ -353,20 +353,32 @@ class GraphBase:
 
         The change applies to the next replay and later ones; replays already
         queued run with the parameters they were launched with. Works for
-        kernels inside conditional bodies too.
+        kernels inside conditional bodies too. Every change is checked first:
+        an argument may shrink what a node touches and grow it back, never past
+        what it touched when captured, and launch dimensions change only where
+        the kernel's result does not depend on them.
 
         Args:
-            node: a node from this graph's kernel_nodes(), listed since its last recapture.
-            grid: the new grid, 1 to 3 sizes (missing ones are 1); None keeps it.
-            block: the new block, 1 to 3 sizes of at most 1024 threads in all; None keeps it.
+            node: a node from this graph's kernel_nodes(), listed since its executable last changed
+                (recapture, reset and capture, reinstantiation).
+            grid: the new grid, 1 to 3 sizes (missing ones are 1); None keeps it. Only kernels whose
+                result does not depend on it take a new one, one-dimensional.
+            block: the new block, 1 to 3 sizes of at most 1024 threads in all (and at most the
+                kernel's limit); None keeps it. Only grid-stride kernels (elementwise, copy) take a new
+                one, one-dimensional.
             arguments: new values of scalar arguments by name, each checked against the kernel's
-                parameter type; None keeps them.
+                parameter type and against the memory the node may touch; None keeps them.
 
         Raises:
             TypeError: node is not a KernelNode, or a value has the wrong type for its parameter.
-            ValueError: node belongs to another graph or to an earlier capture, a size is out of
-                range, an argument is unknown, not a scalar, does not fit its type, or belongs to a
-                kernel tensorplay did not launch. Nothing is changed.
+            ValueError: node belongs to another graph, was listed before the executable changed, or
+                was made by hand (list the nodes again with kernel_nodes()); a size is out of range; an
+                argument is unknown, not a scalar, frozen, or does not fit its type; a new argument
+                would make the kernel touch memory outside what it covered when captured or last rebound
+                (the message names the argument, the node, the extent and the bound); the kernel's
+                result depends on the launch dimensions changed (reductions, matmul's block, the random-
+                number kernels' block, single-thread kernels); or the kernel is one tensorplay did not
+                launch. Nothing is changed.
         """
 
     def rebind(self, bindings: dict[Any, Any]) -> None:
@@ -376,7 +388,8 @@ class GraphBase:
         memset, whose address lies inside a static tensor's memory moves to
         the same offset in the new tensor, conditional bodies included. The
         graph keeps the new tensors alive; the static ones are no longer
-        used.
+        used. Every node must still touch only memory of the new tensors, and
+        no node may read what it already wrote.
 
         Args:
             bindings: static tensor -> new tensor: each static tensor the graph reads or writes (as
@@ -386,10 +399,14 @@ class GraphBase:
         Raises:
             TypeError: bindings is not a dict of tensors.
             ValueError: a pair differs in shape, dtype, strides or device, or its addresses are not
-                a multiple of 32 bytes apart (the kernels may load 32 bytes at a time), static tensors
-                overlap, no node refers to a static tensor, or the graph holds a node whose addresses
-                tensorplay cannot read (a kernel of another library, a host callback, a child graph, an
-                allocation node), which is named. Nothing is changed.
+                a multiple of 32 bytes apart (the kernels may load 32 bytes at a time); static tensors
+                overlap; no node refers to a static tensor; a node reads or writes more than the new
+                tensor holds (a static tensor that is a view of less than the node covers), or reaches
+                into a static tensor from an address outside it; an input and an output of one node
+                would overlap in memory (exactly the same memory is allowed for elementwise kernels,
+                which run in place); or the graph holds a node whose addresses tensorplay cannot read (a
+                kernel of another library, a host callback, a child graph, an allocation node), which is
+                named. Nothing is changed.
             RuntimeError: the graph holds no captured graph.
         """
 
@@ -406,7 +423,9 @@ class GraphBase:
 
         Raises:
             TypeError: bindings is not a dict of tensors.
-            ValueError: as for rebind(); nothing is changed or launched.
+            ValueError: as for rebind() (shape, alignment, a node covering more than the new tensor,
+                an input and an output that would overlap, an unreadable node); nothing is changed or
+                launched.
             RuntimeError: the graph holds no captured graph.
         """
 

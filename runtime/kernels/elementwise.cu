@@ -74,10 +74,17 @@ __device__ inline bool apply_compare(int op, acc_t a, acc_t b) {
     }
 }
 
+//@ write out[count]
+//@ launch any
+//@ in-place no
 extern "C" __global__ void fill(scalar_t* out, long long count, scalar_t value) {
     GRID_STRIDE_LOOP(i, count) { out[i] = value; }
 }
 
+//@ read a[count], b[count]
+//@ write out[count]
+//@ launch any
+//@ in-place yes
 extern "C" __global__ void binary(const scalar_t* a, const scalar_t* b, scalar_t* out,
                                   long long count, int op) {
     GRID_STRIDE_LOOP(i, count) {
@@ -90,6 +97,10 @@ extern "C" __global__ void binary(const scalar_t* a, const scalar_t* b, scalar_t
 // count is a multiple of four and every pointer is aligned to four elements.
 struct alignas(sizeof(scalar_t) * 4) vector4_t { scalar_t lane[4]; };
 
+//@ read a[vector_count], b[vector_count]
+//@ write out[vector_count]
+//@ launch any
+//@ in-place yes
 extern "C" __global__ void binary_vector4(const vector4_t* a, const vector4_t* b, vector4_t* out,
                                           long long vector_count, int op) {
     GRID_STRIDE_LOOP(i, vector_count) {
@@ -104,6 +115,10 @@ extern "C" __global__ void binary_vector4(const vector4_t* a, const vector4_t* b
 }
 
 // Operands of other shapes broadcast to the output's, or of any strides: out is contiguous.
+//@ read a[reach(a_layout)], b[reach(b_layout)]
+//@ write out[count]
+//@ launch any
+//@ in-place no
 extern "C" __global__ void binary_strided(const scalar_t* a, Layout a_layout, const scalar_t* b,
                                           Layout b_layout, scalar_t* out, long long count,
                                           int op) {
@@ -114,6 +129,10 @@ extern "C" __global__ void binary_strided(const scalar_t* a, Layout a_layout, co
 }
 
 // The scalar operand is already in acc_t; reverse computes scalar (op) a.
+//@ read a[count]
+//@ write out[count]
+//@ launch any
+//@ in-place yes
 extern "C" __global__ void binary_scalar(const scalar_t* a, acc_t scalar, scalar_t* out,
                                          long long count, int op, int reverse) {
     GRID_STRIDE_LOOP(i, count) {
@@ -123,11 +142,19 @@ extern "C" __global__ void binary_scalar(const scalar_t* a, acc_t scalar, scalar
     }
 }
 
+//@ read a[count], b[count]
+//@ write out[count]
+//@ launch any
+//@ in-place yes
 extern "C" __global__ void compare(const scalar_t* a, const scalar_t* b, bool* out,
                                    long long count, int op) {
     GRID_STRIDE_LOOP(i, count) { out[i] = apply_compare(op, load(a[i]), load(b[i])); }
 }
 
+//@ read a[reach(a_layout)], b[reach(b_layout)]
+//@ write out[count]
+//@ launch any
+//@ in-place no
 extern "C" __global__ void compare_strided(const scalar_t* a, Layout a_layout,
                                            const scalar_t* b, Layout b_layout, bool* out,
                                            long long count, int op) {
@@ -137,6 +164,10 @@ extern "C" __global__ void compare_strided(const scalar_t* a, Layout a_layout,
     }
 }
 
+//@ read a[count]
+//@ write out[count]
+//@ launch any
+//@ in-place yes
 extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool* out,
                                           long long count, int op) {
     GRID_STRIDE_LOOP(i, count) { out[i] = apply_compare(op, load(a[i]), scalar); }
@@ -165,11 +196,19 @@ __device__ inline acc_t apply_unary(int op, acc_t x) {
     }
 }
 
+//@ read a[count]
+//@ write out[count]
+//@ launch any
+//@ in-place yes
 extern "C" __global__ void unary(const scalar_t* a, scalar_t* out, long long count, int op) {
     GRID_STRIDE_LOOP(i, count) { out[i] = convert<scalar_t>(apply_unary(op, load(a[i]))); }
 }
 
 // a + alpha * b in the accumulation type, as torch.add(a, b, alpha=alpha); sub passes -alpha.
+//@ read a[count], b[count]
+//@ write out[count]
+//@ launch any
+//@ in-place yes
 extern "C" __global__ void add_scaled(const scalar_t* a, const scalar_t* b, acc_t alpha,
                                       scalar_t* out, long long count) {
     GRID_STRIDE_LOOP(i, count) { out[i] = convert<scalar_t>(load(a[i]) + alpha * load(b[i])); }
@@ -182,6 +221,10 @@ enum ClampBounds { CLAMP_LOW = 1, CLAMP_HIGH = 2 };
 __device__ inline acc_t at_least(acc_t x, acc_t low) { return (x != x || x > low) ? x : low; }
 __device__ inline acc_t at_most(acc_t x, acc_t high) { return (x != x || x < high) ? x : high; }
 
+//@ read a[count], low_tensor[count], high_tensor[count]
+//@ write out[count]
+//@ launch any
+//@ in-place yes
 extern "C" __global__ void clamp(const scalar_t* a, const scalar_t* low_tensor,
                                  const scalar_t* high_tensor, acc_t low, acc_t high, int bounds,
                                  scalar_t* out, long long count) {
@@ -194,6 +237,11 @@ extern "C" __global__ void clamp(const scalar_t* a, const scalar_t* low_tensor,
 }
 
 // clamp over operands broadcast to the output's shape (or of any strides); out is contiguous.
+//@ read a[reach(a_layout)], low_tensor[reach(low_layout)]
+//@ read high_tensor[reach(high_layout)]
+//@ write out[count]
+//@ launch any
+//@ in-place no
 extern "C" __global__ void clamp_strided(const scalar_t* a, Layout a_layout,
                                          const scalar_t* low_tensor, Layout low_layout,
                                          const scalar_t* high_tensor, Layout high_layout,
@@ -213,6 +261,10 @@ extern "C" __global__ void clamp_strided(const scalar_t* a, Layout a_layout,
 
 // torch.where: elements of a where condition holds, else of b; a null operand tensor selects
 // its scalar instead. Elements are copied, never converted.
+//@ read condition[count], a[count], b[count]
+//@ write out[count]
+//@ launch any
+//@ in-place yes
 extern "C" __global__ void where(const bool* condition, const scalar_t* a, const scalar_t* b,
                                  scalar_t a_scalar, scalar_t b_scalar, scalar_t* out,
                                  long long count) {
@@ -222,6 +274,11 @@ extern "C" __global__ void where(const bool* condition, const scalar_t* a, const
 }
 
 // where() over operands broadcast to the output's shape (or of any strides); out is contiguous.
+//@ read condition[reach(condition_layout)], a[reach(a_layout)]
+//@ read b[reach(b_layout)]
+//@ write out[count]
+//@ launch any
+//@ in-place no
 extern "C" __global__ void where_strided(const bool* condition, Layout condition_layout,
                                          const scalar_t* a, Layout a_layout, const scalar_t* b,
                                          Layout b_layout, scalar_t a_scalar, scalar_t b_scalar,

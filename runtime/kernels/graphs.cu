@@ -7,6 +7,9 @@ extern "C" __device__ __cudart_builtin__ void cudaGraphSetConditional(
     cudaGraphConditionalHandle handle, unsigned int value);
 
 // Launched with one thread: concurrent calls on one handle are undefined behaviour.
+//@ read predicate[1]
+//@ launch fixed: one thread: concurrent calls on one handle are undefined behaviour
+//@ in-place no
 extern "C" __global__ void set_conditional(cudaGraphConditionalHandle handle,
                                            const bool* predicate) {
     cudaGraphSetConditional(handle, *predicate ? 1u : 0u);
@@ -14,6 +17,9 @@ extern "C" __global__ void set_conditional(cudaGraphConditionalHandle handle,
 
 // A switch node runs the body its index names; a negative index, read as unsigned, is out of
 // range, and then no body runs (CUDA Runtime API, cudaConditionalNodeParams).
+//@ read index[1]
+//@ launch fixed: one thread: concurrent calls on one handle are undefined behaviour
+//@ in-place no
 extern "C" __global__ void set_conditional_index(cudaGraphConditionalHandle handle,
                                                  const int* index) {
     cudaGraphSetConditional(handle, (unsigned int)*index);
@@ -21,6 +27,8 @@ extern "C" __global__ void set_conditional_index(cudaGraphConditionalHandle hand
 
 // The body of a while node that captured no work ends with this instead of re-reading its
 // predicate, so that the loop stops after one pass instead of running forever (graph.pyx).
+//@ launch fixed: one thread: concurrent calls on one handle are undefined behaviour
+//@ in-place no
 extern "C" __global__ void clear_conditional(cudaGraphConditionalHandle handle) {
     cudaGraphSetConditional(handle, 0u);
 }

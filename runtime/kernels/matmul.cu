@@ -9,6 +9,11 @@
 
 struct MatrixStrides { long long batch, row, column; };
 
+//@ read a[reach(n, 0, batch, a_strides.batch, m, a_strides.row, k, a_strides.column)]
+//@ read b[reach(m, 0, batch, b_strides.batch, k, b_strides.row, n, b_strides.column)]
+//@ write c[batch * m * n]
+//@ launch grid: a block is one MATMUL_TILE x MATMUL_TILE tile of threads
+//@ in-place no
 extern "C" __global__ void matmul(const scalar_t* a, MatrixStrides a_strides, const scalar_t* b,
                                   MatrixStrides b_strides, scalar_t* c, long long batch,
                                   long long m, long long n, long long k) {

@@ -272,6 +272,10 @@ struct UniformTransform {
     }
 };
 
+//@ write out[count]
+//@ read state.replay_state[2]
+//@ launch grid: fill() needs blocks of THREADS threads (whole warps, THREADS staged groups)
+//@ in-place no
 extern "C" __global__ void uniform(scalar_t* out, long long count, PhiloxState state, real_t low,
                                    real_t range, real_t high) {
     const UniformTransform transform = {low, range, (real_t)load(convert<scalar_t>(high))};
@@ -290,6 +294,10 @@ struct NormalTransform {
     }
 };
 
+//@ write out[count]
+//@ read state.replay_state[2]
+//@ launch grid: fill() needs blocks of THREADS threads (whole warps, THREADS staged groups)
+//@ in-place no
 extern "C" __global__ void normal(scalar_t* out, long long count, PhiloxState state, real_t mean,
                                   real_t std) {
     const NormalTransform transform = {mean, std};
@@ -309,6 +317,10 @@ struct BernoulliTransform {
     }
 };
 
+//@ write out[count]
+//@ read state.replay_state[2]
+//@ launch grid: fill() needs blocks of THREADS threads (whole warps, THREADS staged groups)
+//@ in-place no
 extern "C" __global__ void bernoulli(scalar_t* out, long long count, PhiloxState state, real_t p) {
     const BernoulliTransform transform = {p};
     fill<REAL_PER_DRAW>(out, count, state, transform);
@@ -346,6 +358,10 @@ struct Integers32Transform {
     }
 };
 
+//@ write out[count]
+//@ read state.replay_state[2]
+//@ launch grid: fill() needs blocks of THREADS threads (whole warps, THREADS staged groups)
+//@ in-place no
 extern "C" __global__ void randint32(scalar_t* out, long long count, PhiloxState state,
                                      long long low, unsigned int range) {
     const unsigned long long inverse = sizeof(scalar_t) == 8 ? ~0ull / range + 1 : 0;
@@ -367,6 +383,10 @@ struct Integers64Transform {
     }
 };
 
+//@ write out[count]
+//@ read state.replay_state[2]
+//@ launch grid: fill() needs blocks of THREADS threads (whole warps, THREADS staged groups)
+//@ in-place no
 extern "C" __global__ void randint64(scalar_t* out, long long count, PhiloxState state,
                                      long long low, unsigned long long range) {
     const Integers64Transform transform = {low, range};
@@ -374,6 +394,9 @@ extern "C" __global__ void randint64(scalar_t* out, long long count, PhiloxState
 }
 
 // Before each replay of a graph that drew random numbers: the state its kernels read.
+//@ write replay_state[2]
+//@ launch fixed: one thread writes the state
+//@ in-place no
 extern "C" __global__ void set_replay_state(unsigned long long* replay_state,
                                             unsigned long long seed, unsigned long long offset) {
     replay_state[0] = seed;
@@ -382,6 +405,10 @@ extern "C" __global__ void set_replay_state(unsigned long long* replay_state,
 
 // Note [Offsets on the device] (runtime/rng.pyx): before a replay whose generator's offset a
 // previous replay left on the device, the base comes from there (source may be replay_state).
+//@ read source[2]
+//@ write replay_state[2]
+//@ launch fixed: one thread, which reads the base before it writes the state
+//@ in-place yes
 extern "C" __global__ void follow_replay_state(unsigned long long* replay_state,
                                                const unsigned long long* source,
                                                unsigned long long seed, unsigned long long add) {
@@ -392,6 +419,9 @@ extern "C" __global__ void follow_replay_state(unsigned long long* replay_state,
 
 // Captured at the end of each pass of a conditional body: what the pass drew moves the base, so
 // the next pass, and the draws after the body, take fresh offsets.
+//@ update replay_state[2]
+//@ launch fixed: one thread: each thread would add drawn again
+//@ in-place no
 extern "C" __global__ void advance_replay_offset(unsigned long long* replay_state,
                                                  unsigned long long drawn) {
     replay_state[1] += drawn;

@@ -24,7 +24,12 @@ __device__ inline acc_t block_reduce(int op, acc_t value) {
     return shared[0];
 }
 
-// identity: 0 for sums; for max/min the first element, which every thread may start from.
+// identity: 0 for sums; for max/min the first element, which every thread may start from (so
+// a max or min, op != 0, reads input[0] even when count is 0: its annotation says so).
+//@ read input[op == 0 ? count : max(count, 1)]
+//@ write partials[gridDim.x]
+//@ launch fixed: each block writes one partial result, and reduce_final combines them
+//@ in-place no
 extern "C" __global__ void reduce_partial(const scalar_t* input, long long count, acc_t* partials,
                                           int op) {
     acc_t value = op == SUM ? (acc_t)0 : load(input[0]);
@@ -33,6 +38,11 @@ extern "C" __global__ void reduce_partial(const scalar_t* input, long long count
     if (threadIdx.x == 0) partials[blockIdx.x] = value;
 }
 
+// As reduce_partial: a max or min reads partials[0] whatever count is.
+//@ read partials[op == 0 ? count : max(count, 1)]
+//@ write out[1]
+//@ launch fixed: one block of THREADS threads combines the partial results
+//@ in-place no
 extern "C" __global__ void reduce_final(const acc_t* partials, int count, result_t* out, int op,
                                         double divisor) {
     acc_t value = op == SUM ? (acc_t)0 : partials[0];
@@ -47,6 +57,10 @@ extern "C" __global__ void reduce_final(const acc_t* partials, int count, result
 // Sums over some dimensions, one block per output element (blocks stride over them): out[o] sums
 // the input elements at kept(o) + reduced(r) for every r < reduced_count (Layouts of the kept and
 // the reduced dimensions with the input's strides), divided by divisor (the count, for a mean).
+//@ read input[reach(kept, reduced)]
+//@ write out[out_count]
+//@ launch grid: block_reduce needs blocks of THREADS threads
+//@ in-place no
 extern "C" __global__ void reduce_dims(const scalar_t* input, Layout kept, Layout reduced,
                                        long long reduced_count, result_t* out,
                                        long long out_count, double divisor) {

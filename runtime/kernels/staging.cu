@@ -14,6 +14,11 @@ struct StagedCopies {
 
 struct alignas(16) sixteen_bytes { unsigned long long low, high; };
 
+//@ read copies.source[i][i < gridDim.x / blocks_per_copy ? copies.nbytes[i] : 0]
+//@ write copies.target[i][i < gridDim.x / blocks_per_copy ? copies.nbytes[i] : 0]
+//@ launch fixed: the grid gives each pair blocks_per_copy consecutive blocks
+//@ frozen blocks_per_copy: it maps the grid's blocks to the pairs
+//@ in-place no
 extern "C" __global__ void stage_copies(StagedCopies copies, unsigned int blocks_per_copy) {
     const unsigned int pair = blockIdx.x / blocks_per_copy;
     const unsigned long long first =
