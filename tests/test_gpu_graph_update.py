@@ -477,7 +477,7 @@ def test_a_matmul_grid_may_change_but_not_its_block(quiet_device):
     c.fill_(0.0)
     g.set_kernel_node_params(node, grid=1)  # blocks stride over the tiles
     g.replay()
-    assert values(c) == {64.0}
+    assert values(c.reshape((-1,))) == {64.0}
 
 
 def test_a_foreign_kernels_launch_dimensions_are_refused(quiet_device):
@@ -558,7 +558,7 @@ def test_an_in_place_rebinding_of_a_matmul_is_refused(quiet_device):
                                          r"in place"):
         g.rebind({a: target, c: target})
     g.replay()
-    assert values(c) == {64.0} and values(target) == {1.0}
+    assert values(c.reshape((-1,))) == {64.0} and values(target.reshape((-1,))) == {1.0}
 
 
 def test_a_node_listed_before_reset_and_a_new_capture_is_refused(quiet_device):
