@@ -1118,20 +1118,18 @@ cdef class TensorCore:
     cdef object c_zero_(self):
         return self.c_fill_(0)
 
-    # random_ops cimports this module, so it is imported here, not cimported.
+    # random_ops cimports this module, so it is imported here, not cimported. It checks the
+    # arguments, then counts the change (Note [Refused calls change nothing]).
     cdef object c_uniform_(self, object low, object high, object generator):
         from tensorplay._runtime import random_ops
-        self.c_mark_modified("uniform_")
         return random_ops.uniform_(self, low, high, generator)
 
     cdef object c_normal_(self, object mean, object std, object generator):
         from tensorplay._runtime import random_ops
-        self.c_mark_modified("normal_")
         return random_ops.normal_(self, mean, std, generator)
 
     cdef object c_bernoulli_(self, object p, object generator):
         from tensorplay._runtime import random_ops
-        self.c_mark_modified("bernoulli_")
         return random_ops.bernoulli_(self, p, generator)
 
     cdef object c_clone(self):
@@ -1394,7 +1392,7 @@ cdef class TensorCore:
             self.c_check_rebase(name)
             return self.c_rebased((<TensorCore>self.c_clone()).c_binary(other, op, reverse,
                                                                         False, name))
-        if inplace:
+        if inplace and self.device_index != CPU:
             self.c_mark_modified(name, other)
         left = self if result_dtype is self.dtype_object else self.c_to(None, result_dtype,
                                                                           False, False)
@@ -1406,6 +1404,8 @@ cdef class TensorCore:
             # refuses a Python int outside the array's own dtype).
             a, b = opmath(left), opmath(right) if isinstance(right, TensorCore) else right
             values = cpu_binary(op, b, a) if reverse else cpu_binary(op, a, b)
+            if inplace:  # after the values: an integer division by zero is refused unchanged
+                self.c_mark_modified(name, other)
             return self.c_binary_result(self.c_cpu_result(values, result_dtype, inplace), other,
                                         op, reverse, inplace)
         cdef cudaStream_t stream = current_stream(self.device_index)
@@ -2114,10 +2114,19 @@ cdef class TensorCore:
             self.output_number = value.output_number
         return self
 
-    cdef int c_mark_modified(self, str name, object other=None) except -1:
-        """Count an in-place change (Note [Version counters] in autograd.pyx), refusing one
-        the tape cannot follow: of a tensor that requires grad, or from an operand that does,
-        while grad mode is on."""
+    # Note [Refused calls change nothing]
+    # An in-place operation checks every argument (types, values against the dtype, shapes,
+    # devices, autograd's rules, writable memory) before it counts the change with
+    # c_mark_modified, so a call that raises leaves the tensor's version counter, and with it
+    # the saved tensors of a later backward(), as they were; the CPU's integer division counts
+    # it after the values are computed, since a zero divisor is found there. The random fills
+    # (random_ops.pyx) check with c_check_in_place first and count once the numbers are
+    # written. Errors of the device itself (a failed launch) may still come after the count.
+    cdef int c_check_in_place(self, str name, object other=None) except -1:
+        """Refuse an in-place change the tape cannot follow (of a tensor that requires grad,
+        or from an operand that does, while grad mode is on) or that memory cannot take
+        (read-only CPU memory: an expand()ed view, or a read-only numpy or DLPack producer's);
+        changes nothing."""
         if tracked(self, other):
             if self.grad_required and self.grad_node is None:
                 raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in "
@@ -2125,6 +2134,18 @@ cdef class TensorCore:
             raise RuntimeError(f"{name}: in-place operations are not recorded for autograd, and "
                                "an operand requires grad; use the out-of-place operation, or "
                                "run it under tensorplay.no_grad()")
+        if self.device_index == CPU and self.element_count and not self.array.flags.writeable:
+            raise ValueError(f"{name}: this tensor's memory is read-only (an expand()ed view "
+                             "reads one element at several indices, and memory shared from a "
+                             "read-only numpy array or DLPack producer cannot be written); "
+                             "clone() it first")
+        return 0
+
+    cdef int c_mark_modified(self, str name, object other=None) except -1:
+        """Count an in-place change (Note [Version counters] in autograd.pyx) after
+        c_check_in_place's refusals. Called once every argument is checked (Note [Refused
+        calls change nothing]), so that a refused call leaves the counter as it was."""
+        self.c_check_in_place(name, other)
         self.version.value += 1
         return 0
 

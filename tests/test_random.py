@@ -295,6 +295,84 @@ def test_distribution_parameters_are_checked():
         tensorplay.empty(2).bernoulli_("0.5")
 
 
+def refused_random_calls(target):
+    yield lambda: target.uniform_(5, 1)
+    yield lambda: target.normal_(0, -1)
+    yield lambda: target.bernoulli_(2.0)
+    yield lambda: target.uniform_(0, 1e39)
+    yield lambda: target.normal_(float("nan"), 1)
+    yield lambda: target.uniform_(0, 1, generator=3)
+    yield lambda: target.normal_("0")
+
+
+def test_a_refused_random_fill_changes_nothing():
+    # The tensor a later backward() needs: a refused call must not count as a change.
+    weight = tensorplay.ones(3, requires_grad=True)
+    saved = tensorplay.tensor([2.0, 3.0, 4.0])
+    loss = (weight * saved).sum()
+    for call in refused_random_calls(saved):
+        with pytest.raises((TypeError, ValueError)):
+            call()
+    assert saved.tolist() == [2.0, 3.0, 4.0]
+    # "modified by an inplace operation" if any call had counted
+    loss.backward(retain_graph=True)
+    assert weight.grad.tolist() == [2.0, 3.0, 4.0]
+    saved.uniform_()  # a valid fill still counts
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_random_fills_of_tensors_that_require_grad_are_refused_unchanged():
+    leaf = tensorplay.ones(2, requires_grad=True)
+    for call in (lambda: leaf.uniform_(), lambda: leaf.normal_(), lambda: leaf.bernoulli_()):
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+            call()
+    assert leaf.tolist() == [1.0, 1.0]
+    with tensorplay.no_grad():
+        leaf.uniform_(2, 3)
+    assert all(2 <= v < 3 for v in leaf.tolist())
+
+
+@pytest.mark.parametrize("dtype, low, high, name, limit", [
+    ("float16", 0, 1e6, "high", "65504"),
+    ("float16", -7e4, 0, "low", "65504"),
+    ("float16", -4e4, 4e4, "the range", "65504"),
+    ("bfloat16", 0, 3.4e38, "high", r"3.38953e\+38"),
+    ("float32", 0, 1e39, "high", r"3.40282e\+38"),
+    ("float32", -3e38, 3e38, "the range", r"3.40282e\+38"),
+    ("float64", 0, float("inf"), "high", r"1.79769e\+308"),
+    ("float64", -1e308, 1e308, "the range", r"1.79769e\+308"),
+    ("float32", float("nan"), 1, "low", r"3.40282e\+38"),
+])
+def test_uniform_bounds_the_dtype_cannot_hold_are_refused(dtype, low, high, name, limit):
+    target = tensorplay.zeros(4, dtype=getattr(tensorplay, dtype))
+    with pytest.raises(ValueError, match=rf"uniform_\(\): {name}.*tensorplay.{dtype}.*{limit}"):
+        target.uniform_(low, high)
+    assert values(target).tolist() == [0.0] * 4
+
+
+@pytest.mark.parametrize("dtype, mean, std, name", [
+    ("float16", 1e5, 1, "mean"), ("float16", 0, 7e4, "std"), ("float32", 1e39, 1, "mean"),
+    ("float64", float("inf"), 1, "mean"), ("float32", float("nan"), 1, "mean"),
+    ("bfloat16", 0, 1e39, "std"), ("float32", 0, float("nan"), "std"),
+])
+def test_normal_parameters_the_dtype_cannot_hold_are_refused(dtype, mean, std, name):
+    target = tensorplay.zeros(4, dtype=getattr(tensorplay, dtype))
+    with pytest.raises(ValueError, match=rf"normal_\(\): {name}"):
+        target.normal_(mean, std)
+    assert values(target).tolist() == [0.0] * 4
+
+
+def test_bounds_at_the_dtype_limits_draw_finite_numbers():
+    half = tensorplay.empty(4096, dtype=tensorplay.float16).uniform_(0, 65504)
+    assert numpy.isfinite(values(half)).all() and values(half).max() > 30000
+    assert (values(half) == 0).mean() < 0.01
+    wide = tensorplay.empty(4096).uniform_(-1.7e38, 1.7e38)
+    assert numpy.isfinite(values(wide)).all() and (values(wide) < 0).any()
+    spread = tensorplay.empty(16, dtype=tensorplay.float16).normal_(100, 1)
+    assert numpy.isfinite(values(spread)).all()
+
+
 def test_generator_must_be_a_generator():
     with pytest.raises(TypeError, match="generator must be a tensorplay.Generator or None, "
                                         "got int"):
