@@ -2268,6 +2268,13 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
         values = data
     else:
         values = np().asarray(data)
+        if _holds_wide_ints(values):
+            # Python ints beyond int64 make numpy choose uint64, float64 or object: the dtype
+            # comes from the kinds of the numbers given, and each wide int is checked against
+            # it (Note [Values that fit]), as PyTorch refuses them.
+            made = _tensor_of_wide_ints(data, values, dtype, device, requires_grad)
+            if made is not None:
+                return made
         if values.dtype == object or values.dtype.kind not in "biuf":
             raise TypeError(f"data must be numbers (nested lists of bool, int or float) or a "
                             f"numpy array, got {type(data).__name__}")
@@ -2282,6 +2289,67 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
     if values.dtype.kind in "biuf":
         dtypes.check_values(values, chosen, "data")
     return requiring_grad(from_numpy_values(values, chosen, target, "data"), requires_grad)
+
+
+cdef bint _holds_wide_ints(object values):
+    """Whether numpy's array of Python data may hold an int outside int64: numpy makes such
+    data uint64 (ints up to 2**64 - 1), float64 (those mixed with negative ints) or object."""
+    kind = values.dtype.kind
+    if values.dtype == object or (kind == "u" and values.dtype.itemsize == 8):
+        return True
+    # float64 made of ints: only where a magnitude reaches 2**63 (rare for real floats).
+    return kind == "f" and values.size and values.dtype.itemsize == 8 and \
+        bool(np().nanmax(np().abs(np().where(np().isfinite(values), values, 0))) >= 2.0 ** 63)
+
+
+cdef int _number_leaves(object data, list kinds, list wide, int depth) except -1:
+    """Walk nested lists and tuples of Python numbers: the kinds found ("b", "i", "f") and the
+    ints outside int64. Returns 1 when something else is found (left to numpy's reading)."""
+    if isinstance(data, (list, tuple)):
+        if depth > 64:
+            return 1
+        for item in data:
+            if _number_leaves(item, kinds, wide, depth + 1):
+                return 1
+        return 0
+    if isinstance(data, bool) or isinstance(data, np().bool_):
+        kind = "b"
+    elif isinstance(data, (int, np().integer)):
+        kind = "i"
+        if not -(1 << 63) <= data < (1 << 63):
+            wide.append(int(data))
+    elif isinstance(data, (float, np().floating)):
+        kind = "f"
+    else:
+        return 1
+    if kind not in kinds:
+        kinds.append(kind)
+    return 0
+
+
+cdef object _tensor_of_wide_ints(object data, object values, object dtype, object device,
+                                 bint requires_grad):
+    """tensor(data) where data may hold Python ints beyond int64: the dtype of the kinds given
+    (float32 if any float, else int64, else bool), then every wide int checked against it;
+    None where data is not nested lists of Python numbers."""
+    cdef list kinds = [], wide = []
+    if _number_leaves(data, kinds, wide, 0):
+        return None  # not plain Python numbers (numpy arrays inside, say): numpy's reading
+    inferred = dtypes.named_dtype("float32" if "f" in kinds else
+                                  "int64" if "i" in kinds else "bool")
+    cdef DtypeCore chosen = dtype_arg(dtype, inferred, "dtype")
+    require_grad_arg(chosen, None, requires_grad)
+    cdef int target = device_arg(device, CPU)
+    for value in wide:  # the first that does not fit is named, with the dtype's range
+        dtypes.check_scalar(value, chosen, "data")
+    if chosen.name == "bool":
+        exact = np().asarray(data, dtype=np().bool_)
+    elif chosen.floating:
+        exact = np().asarray(data, dtype=np().float64)  # each fits: no overflow to infinity
+    else:
+        exact = np().asarray(data, dtype=np().int64)
+    dtypes.check_values(exact, chosen, "data")
+    return requiring_grad(from_numpy_values(exact, chosen, target, "data"), requires_grad)
 
 
 cdef object empty_like(object input, object dtype, object device, bint requires_grad):
