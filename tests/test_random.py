@@ -169,6 +169,30 @@ def test_set_state_rejects_bad_states():
     assert generator.get_state().tolist() == state_of(DEFAULT_SEED, 0)
 
 
+def test_set_state_takes_any_uint8_tensor_of_16_elements_and_refuses_others():
+    generator = tensorplay.Generator()
+    state = tensorplay.tensor(state_of(5, 8), dtype=tensorplay.uint8)
+    strided = tensorplay.zeros(32, dtype=tensorplay.uint8)
+    strided[::2] = state
+    generator.set_state(strided[::2])  # not contiguous: copied
+    assert generator.get_state().tolist() == state_of(5, 8)
+    generator.set_state(state.view(4, 4).t())  # bytes in the tensor's row-major order
+    assert generator.get_state().tolist() == \
+        numpy.array(state_of(5, 8)).reshape(4, 4).T.reshape(-1).tolist()
+    generator.set_state(state.view(2, 8))
+    assert generator.get_state().tolist() == state_of(5, 8)
+    generator.set_state(tensorplay.tensor(state_of(7, 0), dtype=tensorplay.uint8).unsqueeze(0))
+    assert generator.get_state().tolist() == state_of(7, 0)
+    for wrong in (tensorplay.zeros(15, dtype=tensorplay.uint8),
+                  tensorplay.zeros(32, dtype=tensorplay.uint8)[::3]):
+        with pytest.raises(ValueError, match="new_state must be 16 bytes .*got a uint8 tensor of "
+                                             r"(15|11) elements"):
+            generator.set_state(wrong)
+    with pytest.raises(TypeError, match="new_state must be a uint8 tensor, got int8"):
+        generator.set_state(tensorplay.zeros(16, dtype=tensorplay.int8))
+    assert generator.get_state().tolist() == state_of(7, 0)
+
+
 def test_seed_argument_errors():
     with pytest.raises(TypeError, match="seed must be an int, got float"):
         tensorplay.Generator().manual_seed(1.5)
