@@ -33,6 +33,7 @@ model half-stepped. The checks run on the host, read nothing from the device and
 nothing, so a captured step costs the same replay.
 """
 import math
+import numbers
 
 from tensorplay._runtime cimport autograd, device as _device, errors, tensor
 from tensorplay._runtime cimport stream as _stream
@@ -46,7 +47,7 @@ HYPERPARAMETERS = (("lr", "learning rate"), ("momentum", "momentum value"),
 
 cdef object _hyperparameter(object value, str key, str what, str where):
     """value as a float: a finite number >= 0, PyTorch's message where it is negative."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's too
         raise TypeError(f"{key}{where} must be a float (or an int), got "
                         f"{type(value).__name__} ({errors.shown(value)})")
     try:

@@ -198,6 +198,15 @@ def test_nan_or_infinite_hyperparameters_are_refused_at_construction(name, label
         optim.SGD([nn.Parameter(tp.ones(1))], **{name: value})
 
 
+def test_numpy_numbers_in_param_groups_are_numbers():
+    param = nn.Parameter(tp.ones(1))
+    optimizer = optim.SGD([param], lr=1.0)
+    optimizer.param_groups[0]["lr"] = numpy.float32(0.5)
+    param.grad = tp.ones(1)
+    optimizer.step()
+    assert param.tolist() == [0.5]
+
+
 def test_a_step_into_read_only_memory_is_refused_first():
     writable = nn.Parameter(tp.ones(2))
     frozen_array = numpy.ones(2, dtype=numpy.float32)
