@@ -672,7 +672,7 @@ cdef int tensor_device_arg(object value, str argument) except -3:
     index = device_index_arg(value, argument)
     if index < 0:
         raise ValueError(f"{argument} must be 'cpu', a CUDA device or a non-negative index, "
-                         f"got {value!r}")
+                         f"got {errors.shown(value)}")
     return index
 
 

@@ -22,3 +22,6 @@ cdef object dtype_from_dlpack(int code, int bits)     # None when not representa
 # argument, the value and the dtype when the dtype cannot hold it.
 cdef int check_scalar(object value, DtypeCore dtype, str argument) except -1
 cdef int check_values(object values, DtypeCore dtype, str argument) except -1
+# The largest finite value of a floating dtype, and as error messages write it ("65504").
+cdef double largest_finite(DtypeCore dtype)
+cdef str largest_text(DtypeCore dtype)

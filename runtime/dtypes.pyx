@@ -129,9 +129,14 @@ cdef object rounds_to_infinity(DtypeCore dtype):
     return ((1 << (mantissa + 2)) - 1) << (exponent - mantissa - 1)
 
 
-cdef str largest_text(DtypeCore dtype):
+cdef double largest_finite(DtypeCore dtype):
+    """The largest finite value of a floating dtype (exact in a double)."""
     mantissa, exponent = FLOAT_FORMATS[dtype.name]
-    return f"{float(((1 << (mantissa + 1)) - 1) << (exponent - mantissa)):.6g}"
+    return float(((1 << (mantissa + 1)) - 1) << (exponent - mantissa))
+
+
+cdef str largest_text(DtypeCore dtype):
+    return f"{largest_finite(dtype):.6g}"
 
 
 cdef int check_scalar(object value, DtypeCore dtype, str argument) except -1:

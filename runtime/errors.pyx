@@ -36,6 +36,9 @@ cdef int SHOWN_CHARACTERS = 200
 
 
 cdef str shown(object value):
+    """At most about SHOWN_CHARACTERS of repr(value), for an error message. Never fails: an
+    error is being reported, so a repr that raises (a hostile or broken __repr__) or returns
+    something other than a str shows the type's name instead."""
     try:
         text = repr(value)
     except ValueError:  # an int of more digits than Python converts (int_max_str_digits)
@@ -46,10 +49,18 @@ cdef str shown(object value):
             more = ", ..." if len(value) > 8 else ""
             text = f"({inner}{more})" if isinstance(value, tuple) else f"[{inner}{more}]"
         else:
-            return f"a {type(value).__name__} that cannot be shown"
+            return _unshown(value)
+    except Exception:  # noqa: BLE001  (whatever the repr raised, the caller's error wins)
+        return _unshown(value)
+    if type(text) is not str:  # a str subclass whose methods could fail again
+        return _unshown(value)
     if len(text) <= SHOWN_CHARACTERS:
         return text
     return f"{text[:SHOWN_CHARACTERS - 40]}... ({len(text)} characters) ...{text[-20:]}"
+
+
+cdef str _unshown(object value):
+    return f"a {type(value).__name__} that cannot be shown"
 
 
 cdef int _wrong_type(object value, str argument, str expected) except -1:

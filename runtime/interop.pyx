@@ -675,11 +675,11 @@ cdef DtypeCore _dtype_from_typestr(object typestr):
 
 cdef int _pointer_device(uintptr_t address, int64_t count) except -1:
     """The CUDA device holding address (cudaPointerGetAttributes)."""
+    if address == 0 and count:  # an argument error, the same without a GPU
+        raise ValueError(f"__cuda_array_interface__['data'] is a NULL pointer, but the shape "
+                         f"has {count} elements")
     _device.ensure_initialized()
     if address == 0:
-        if count:
-            raise ValueError(f"__cuda_array_interface__['data'] is a NULL pointer, but the shape "
-                             f"has {count} elements")
         return _device.current_device()
     cdef cudaPointerAttributes attributes
     with nogil:

@@ -19,10 +19,13 @@ short script, per process. Two caches sit in front of it:
   FORMAT_VERSION. A different compiler may emit different code for the same text, so its
   version is part of the key; FORMAT_VERSION changes whenever the file layout or the way the
   text is assembled does.
-  A file is MAGIC, the sha256 of the cubin, then the cubin. A file that does not check out (a
-  write cut short, a disk error, something else's file under our name) counts as corrupt and is
-  compiled again and rewritten, never handed to the driver, where a bad image would fail far
-  from its cause.
+  A file is MAGIC, the key it was written under (the 32 bytes of the sha256 its name spells),
+  the sha256 of the cubin, then the cubin. A file that does not check out (a write cut short,
+  a disk error, something else's file under our name, another kernel's valid entry copied or
+  linked under this name) counts as corrupt and is compiled again and rewritten, never handed
+  to the driver, where a bad image would fail far from its cause, or the wrong kernel would
+  run. FORMAT_VERSION 3 added the key; entries of earlier versions live under other names
+  (the version is hashed into the key) and are never read.
   Writers write a temporary file in the cache directory, fsync it and os.replace it onto the
   final name. Other threads and processes therefore see no entry or a whole one, without
   locks; writers that race write the same bytes, so it does not matter which one wins.
@@ -53,9 +56,11 @@ from tensorplay._runtime cimport device as _device
 from tensorplay._runtime cimport errors
 from tensorplay._runtime import kernel_signature
 
-FORMAT_VERSION = 2
-MAGIC = b"TPCUBIN1"
+FORMAT_VERSION = 3
+MAGIC = b"TPCUBIN3"
 DIGEST_BYTES = 32  # sha256
+# MAGIC, the entry's key, the cubin's digest: then the cubin.
+HEADER_BYTES = len(MAGIC) + 2 * DIGEST_BYTES
 # -default-device compiles unannotated functions for the device, as the sources assume.
 BASE_OPTIONS = ("-std=c++17", "-default-device")
 KERNEL_DIRECTORY = Path(__file__).parent / "kernels"
@@ -282,7 +287,9 @@ cdef object _usable_cache_directory():
     return directory
 
 
-cdef object _read_entry(object path):
+cdef object _read_entry(object path, bytes key):
+    """The cubin of the entry at path, written under key; None for a miss (counted corrupt
+    when something is there that is not that entry)."""
     global _corrupt
     try:
         # Non-blocking: a pipe under the entry's name must not hang the reader.
@@ -299,17 +306,18 @@ cdef object _read_entry(object path):
             data = stream.read(MAX_ENTRY_BYTES + 1)
         except OSError:
             return None
-    header = len(MAGIC) + DIGEST_BYTES
-    payload = data[header:]
-    if (len(data) <= header or data[:len(MAGIC)] != MAGIC
-            or hashlib.sha256(payload).digest() != data[len(MAGIC):header]):
+    payload = data[HEADER_BYTES:]
+    key_end = len(MAGIC) + DIGEST_BYTES
+    if (len(data) <= HEADER_BYTES or data[:len(MAGIC)] != MAGIC
+            or data[len(MAGIC):key_end] != key
+            or hashlib.sha256(payload).digest() != data[key_end:HEADER_BYTES]):
         _corrupt += 1
         return None
     return payload
 
 
-cdef int _write_entry(object path, bytes cubin) except -1:
-    data = MAGIC + hashlib.sha256(cubin).digest() + cubin
+cdef int _write_entry(object path, bytes key, bytes cubin) except -1:
+    data = MAGIC + key + hashlib.sha256(cubin).digest() + cubin
     try:
         # Same directory, so os.replace is an atomic rename; the suffix keeps it out of *.cubin.
         handle, temporary = tempfile.mkstemp(prefix=".", suffix=".partial", dir=path.parent)
@@ -346,13 +354,14 @@ def cached_cubin(str source_name, str prelude, str arch):
             cubin = _memory_cubins[key] = _compile(source_text, f"{source_name}.cu", arch)
         return cubin
     path = directory / f"{key}.cubin"
-    cubin = _read_entry(path)
+    key_bytes = bytes.fromhex(key)
+    cubin = _read_entry(path, key_bytes)
     if cubin is not None:
         _disk_hits += 1
         return cubin
     _disk_misses += 1
     cubin = _compile(source_text, f"{source_name}.cu", arch)
-    _write_entry(path, cubin)
+    _write_entry(path, key_bytes, cubin)
     return cubin
 
 

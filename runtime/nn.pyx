@@ -9,7 +9,11 @@ Parameter or None), _buffers (name -> Tensor or None; state that is not trained,
 state_dict) and _modules (name -> Module or None, its children). Assigning a Parameter or a
 Module to an attribute registers it there (__setattr__), and reading the attribute finds it
 there (__getattr__, which Python calls only when the ordinary lookup fails, so plain attributes
-cost nothing extra). The dicts hold the registration order, which is the order of parameters()
+cost nothing extra). So a name the class itself has (a method such as train or state_dict, a
+property such as training) cannot be registered: the class's attribute would always be found
+first. Assigning a Parameter or a Module to one is a KeyError, as register_parameter() and
+add_module() refuse it (PyTorch refuses the Parameter and registers the Module, leaving the
+method visible). The dicts hold the registration order, which is the order of parameters()
 and state_dict(): a Linear's weight before its bias, a Sequential's layers in order, as
 PyTorch's, so that weights copied by position or by name land in the same places.
 
@@ -123,6 +127,12 @@ class ModuleCore:
         if isinstance(value, (ParameterCore, ModuleCore)):
             is_parameter = isinstance(value, ParameterCore)
             self._stores("parameters" if is_parameter else "child modules")
+            if hasattr(type(self), name):
+                # A method or attribute of the class (train, state_dict, training...): a
+                # registration would never be found under it, since the ordinary lookup finds
+                # the class's first (PyTorch's register_parameter rule; for a Module PyTorch
+                # registers it all the same, and the method stays visible).
+                raise KeyError(f"attribute '{name}' already exists")
             self._forget(name)
             self.__dict__["_parameters" if is_parameter else "_modules"][name] = value
             return

@@ -187,7 +187,12 @@ cdef object _fill(TensorCore target, int distribution, object generator, double 
                   double c, int64_t low, uint64_t range_size):
     """Fill target in place and return it; strided targets are filled through a contiguous
     copy, so the numbers depend only on the element's row-major position."""
-    cdef GeneratorCore source = rng.generator_for(generator, target.device_index)
+    return _fill_from(target, distribution, rng.generator_for(generator, target.device_index),
+                      a, b, c, low, range_size)
+
+
+cdef object _fill_from(TensorCore target, int distribution, GeneratorCore source, double a,
+                       double b, double c, int64_t low, uint64_t range_size):
     if target.element_count == 0:
         return target
     cdef TensorCore dense = target if tensor.is_contiguous(target) and (
@@ -203,36 +208,73 @@ cdef object _fill(TensorCore target, int distribution, object generator, double 
 
 
 # --------------------------------------------------------------------------------------------
-# In place (Tensor methods; tensor.pyx calls these)
+# In place (Tensor methods; tensor.pyx calls these). Every argument is checked, against the
+# tensor's dtype too, before anything is drawn or counted (tensor.pyx, Note [Refused calls change
+# nothing]): the refusals of an in-place change, the values, the generator; the change is
+# counted once the numbers are written.
+
+
+cdef int _check_in_range(double value, str name, DtypeCore dtype, str op) except -1:
+    """value, a bound or parameter of a distribution, must be a finite value of dtype: the
+    numbers are computed from it in dtype's precision (float32 for the 16-bit types), and a
+    bound beyond the largest value would make them infinities, or zeros where an infinite
+    high is folded back to low. PyTorch's check_uniform_bounds refuses the same."""
+    cdef double largest = dtypes.largest_finite(dtype)
+    if not -largest <= value <= largest:  # NaN too
+        raise ValueError(f"{op}: {name}={value!r} is outside the range of "
+                         f"tensorplay.{dtype.name} (-{dtypes.largest_text(dtype)} to "
+                         f"{dtypes.largest_text(dtype)})")
+    return 0
 
 
 def uniform_(object self, object low, object high, object generator):
     cdef TensorCore target = tensor.own_tensor_arg(self, "self")
+    target.c_check_in_place("uniform_")
     _check_floating(target, "uniform_()")
     cdef double start = _number_arg(low, "low", "uniform_()")
     cdef double end = _number_arg(high, "high", "uniform_()")
-    if not start <= end or end - start == float("inf"):
-        raise ValueError(f"uniform_(): needs low <= high with a finite difference, got "
-                         f"low={low!r}, high={high!r}")
-    return _fill(target, UNIFORM, generator, start, end - start, end, 0, 0)
+    cdef DtypeCore dtype = target.dtype_object
+    _check_in_range(start, "low", dtype, "uniform_()")
+    _check_in_range(end, "high", dtype, "uniform_()")
+    if not start <= end:
+        raise ValueError(f"uniform_(): needs low <= high, got low={errors.shown(low)}, "
+                         f"high={errors.shown(high)}")
+    if end - start > dtypes.largest_finite(dtype):
+        raise ValueError(f"uniform_(): the range high - low = {end - start!r} (low="
+                         f"{errors.shown(low)}, high={errors.shown(high)}) is beyond the largest "
+                         f"tensorplay.{dtype.name} ({dtypes.largest_text(dtype)})")
+    source = rng.generator_for(generator, target.device_index)
+    _fill_from(target, UNIFORM, source, start, end - start, end, 0, 0)
+    target.c_mark_modified("uniform_")
+    return target
 
 
 def normal_(object self, object mean, object std, object generator):
     cdef TensorCore target = tensor.own_tensor_arg(self, "self")
+    target.c_check_in_place("normal_")
     _check_floating(target, "normal_()")
     cdef double center = _number_arg(mean, "mean", "normal_()")
     cdef double spread = _number_arg(std, "std", "normal_()")
     if not spread >= 0.0:
-        raise ValueError(f"normal_(): std must be >= 0, got {std!r}")
-    return _fill(target, NORMAL, generator, center, spread, 0.0, 0, 0)
+        raise ValueError(f"normal_(): std must be >= 0, got {errors.shown(std)}")
+    _check_in_range(center, "mean", target.dtype_object, "normal_()")
+    _check_in_range(spread, "std", target.dtype_object, "normal_()")
+    source = rng.generator_for(generator, target.device_index)
+    _fill_from(target, NORMAL, source, center, spread, 0.0, 0, 0)
+    target.c_mark_modified("normal_")
+    return target
 
 
 def bernoulli_(object self, object p, object generator):
     cdef TensorCore target = tensor.own_tensor_arg(self, "self")
+    target.c_check_in_place("bernoulli_")
     cdef double probability = _number_arg(p, "p", "bernoulli_()")
     if not 0.0 <= probability <= 1.0:
-        raise ValueError(f"bernoulli_(): p must be in [0, 1], got {p!r}")
-    return _fill(target, BERNOULLI, generator, probability, 0.0, 0.0, 0, 0)
+        raise ValueError(f"bernoulli_(): p must be in [0, 1], got {errors.shown(p)}")
+    source = rng.generator_for(generator, target.device_index)
+    _fill_from(target, BERNOULLI, source, probability, 0.0, 0.0, 0, 0)
+    target.c_mark_modified("bernoulli_")
+    return target
 
 
 # --------------------------------------------------------------------------------------------

@@ -127,14 +127,22 @@ cdef object _state_tensor(uint64_t seed, uint64_t offset):
 cdef int _read_state(object new_state, uint64_t* seed, uint64_t* offset) except -1:
     """(seed, offset) from a get_state() tensor or any 16-byte contiguous buffer."""
     cdef Py_buffer view
+    cdef TensorCore host
     if isinstance(new_state, TensorCore):
         if (<TensorCore>new_state).dtype_object.name != "uint8":
             raise TypeError(f"new_state must be a uint8 tensor, got "
                             f"{(<TensorCore>new_state).dtype_object.name}")
-        if (<TensorCore>new_state).device_index != -1 or \
-                not (<TensorCore>new_state).array.flags.c_contiguous:
-            new_state = (<TensorCore>new_state).c_cpu().c_contiguous()
-        new_state = (<TensorCore>new_state).array
+        if (<TensorCore>new_state).element_count != STATE_BYTES:
+            raise ValueError(f"new_state must be {STATE_BYTES} bytes (u64 seed, u64 offset, "
+                             f"little-endian), got a uint8 tensor of "
+                             f"{(<TensorCore>new_state).element_count} elements")
+        # Any layout and device: the bytes in row-major order (a strided or CUDA tensor is
+        # copied to a contiguous host array first).
+        host = <TensorCore>(<TensorCore>new_state).c_detach()
+        if host.device_index != -1:
+            host = <TensorCore>host.c_cpu()
+        import numpy
+        new_state = numpy.ascontiguousarray(host.array).reshape(-1)
     try:
         PyObject_GetBuffer(new_state, &view, PyBUF_ANY_CONTIGUOUS)
     except (TypeError, BufferError):
@@ -717,6 +725,10 @@ cdef list get_rng_state_all():
 
 
 cdef object set_rng_state(object new_state, int device):
+    # The state is read before the device's generator is looked up, so a bad state reads the
+    # same without a GPU (docs/design.md, "Where arguments are checked").
+    cdef uint64_t seed = 0, offset = 0
+    _read_state(new_state, &seed, &offset)
     default_generator(device).c_set_state(new_state)
     return None
 
@@ -726,16 +738,20 @@ cdef object set_rng_state_all(object new_states):
         raise TypeError(f"new_states must be a list or tuple of states, one per device, got "
                         f"{type(new_states).__name__} ({errors.shown(new_states)})")
     states = list(new_states)
+    # Every state read (before the device count, so a bad state reads the same without a GPU)
+    # and every generator checked before any changes: all or nothing.
+    cdef uint64_t seed = 0, offset = 0
+    parsed = []
+    for index, state in enumerate(states):
+        try:
+            _read_state(state, &seed, &offset)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"new_states[{index}]: {error}") from None
+        parsed.append((seed, offset))
     count = _device.device_count()
     if len(states) != count:
         raise ValueError(f"new_states must hold one state per device ({count}), got "
                          f"{len(states)}")
-    # Every state read and every generator checked before any changes: all or nothing.
-    cdef uint64_t seed = 0, offset = 0
-    parsed = []
-    for state in states:
-        _read_state(state, &seed, &offset)
-        parsed.append((seed, offset))
     _check_no_device_captured("set_rng_state_all()")
     cdef GeneratorCore generator
     for index, (seed, offset) in enumerate(parsed):

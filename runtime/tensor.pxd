@@ -61,6 +61,9 @@ cdef class TensorCore:
     # Before an in-place change by name (from other, an operand): refuse it under autograd's
     # rules, else count it.
     cdef int c_mark_modified(self, str name, object other=*) except -1
+    # The refusals of c_mark_modified alone, counting nothing: for an operation that checks
+    # its arguments and writes before it counts the change (random_ops.pyx).
+    cdef int c_check_in_place(self, str name, object other=*) except -1
     cdef object c_indexed(self, TensorCore view, object key)
     cdef object c_binary_result(self, object output, object other, int op, bint reverse,
                                 bint inplace)

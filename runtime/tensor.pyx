@@ -1118,20 +1118,18 @@ cdef class TensorCore:
     cdef object c_zero_(self):
         return self.c_fill_(0)
 
-    # random_ops cimports this module, so it is imported here, not cimported.
+    # random_ops cimports this module, so it is imported here, not cimported. It checks the
+    # arguments, then counts the change (Note [Refused calls change nothing]).
     cdef object c_uniform_(self, object low, object high, object generator):
         from tensorplay._runtime import random_ops
-        self.c_mark_modified("uniform_")
         return random_ops.uniform_(self, low, high, generator)
 
     cdef object c_normal_(self, object mean, object std, object generator):
         from tensorplay._runtime import random_ops
-        self.c_mark_modified("normal_")
         return random_ops.normal_(self, mean, std, generator)
 
     cdef object c_bernoulli_(self, object p, object generator):
         from tensorplay._runtime import random_ops
-        self.c_mark_modified("bernoulli_")
         return random_ops.bernoulli_(self, p, generator)
 
     cdef object c_clone(self):
@@ -1394,7 +1392,7 @@ cdef class TensorCore:
             self.c_check_rebase(name)
             return self.c_rebased((<TensorCore>self.c_clone()).c_binary(other, op, reverse,
                                                                         False, name))
-        if inplace:
+        if inplace and self.device_index != CPU:
             self.c_mark_modified(name, other)
         left = self if result_dtype is self.dtype_object else self.c_to(None, result_dtype,
                                                                           False, False)
@@ -1406,6 +1404,8 @@ cdef class TensorCore:
             # refuses a Python int outside the array's own dtype).
             a, b = opmath(left), opmath(right) if isinstance(right, TensorCore) else right
             values = cpu_binary(op, b, a) if reverse else cpu_binary(op, a, b)
+            if inplace:  # after the values: an integer division by zero is refused unchanged
+                self.c_mark_modified(name, other)
             return self.c_binary_result(self.c_cpu_result(values, result_dtype, inplace), other,
                                         op, reverse, inplace)
         cdef cudaStream_t stream = current_stream(self.device_index)
@@ -2114,10 +2114,19 @@ cdef class TensorCore:
             self.output_number = value.output_number
         return self
 
-    cdef int c_mark_modified(self, str name, object other=None) except -1:
-        """Count an in-place change (Note [Version counters] in autograd.pyx), refusing one
-        the tape cannot follow: of a tensor that requires grad, or from an operand that does,
-        while grad mode is on."""
+    # Note [Refused calls change nothing]
+    # An in-place operation checks every argument (types, values against the dtype, shapes,
+    # devices, autograd's rules, writable memory) before it counts the change with
+    # c_mark_modified, so a call that raises leaves the tensor's version counter, and with it
+    # the saved tensors of a later backward(), as they were; the CPU's integer division counts
+    # it after the values are computed, since a zero divisor is found there. The random fills
+    # (random_ops.pyx) check with c_check_in_place first and count once the numbers are
+    # written. Errors of the device itself (a failed launch) may still come after the count.
+    cdef int c_check_in_place(self, str name, object other=None) except -1:
+        """Refuse an in-place change the tape cannot follow (of a tensor that requires grad,
+        or from an operand that does, while grad mode is on) or that memory cannot take
+        (read-only CPU memory: an expand()ed view, or a read-only numpy or DLPack producer's);
+        changes nothing."""
         if tracked(self, other):
             if self.grad_required and self.grad_node is None:
                 raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in "
@@ -2125,6 +2134,18 @@ cdef class TensorCore:
             raise RuntimeError(f"{name}: in-place operations are not recorded for autograd, and "
                                "an operand requires grad; use the out-of-place operation, or "
                                "run it under tensorplay.no_grad()")
+        if self.device_index == CPU and self.element_count and not self.array.flags.writeable:
+            raise ValueError(f"{name}: this tensor's memory is read-only (an expand()ed view "
+                             "reads one element at several indices, and memory shared from a "
+                             "read-only numpy array or DLPack producer cannot be written); "
+                             "clone() it first")
+        return 0
+
+    cdef int c_mark_modified(self, str name, object other=None) except -1:
+        """Count an in-place change (Note [Version counters] in autograd.pyx) after
+        c_check_in_place's refusals. Called once every argument is checked (Note [Refused
+        calls change nothing]), so that a refused call leaves the counter as it was."""
+        self.c_check_in_place(name, other)
         self.version.value += 1
         return 0
 
@@ -2247,6 +2268,13 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
         values = data
     else:
         values = np().asarray(data)
+        if _holds_wide_ints(values):
+            # Python ints beyond int64 make numpy choose uint64, float64 or object: the dtype
+            # comes from the kinds of the numbers given, and each wide int is checked against
+            # it (Note [Values that fit]), as PyTorch refuses them.
+            made = _tensor_of_wide_ints(data, values, dtype, device, requires_grad)
+            if made is not None:
+                return made
         if values.dtype == object or values.dtype.kind not in "biuf":
             raise TypeError(f"data must be numbers (nested lists of bool, int or float) or a "
                             f"numpy array, got {type(data).__name__}")
@@ -2261,6 +2289,67 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
     if values.dtype.kind in "biuf":
         dtypes.check_values(values, chosen, "data")
     return requiring_grad(from_numpy_values(values, chosen, target, "data"), requires_grad)
+
+
+cdef bint _holds_wide_ints(object values):
+    """Whether numpy's array of Python data may hold an int outside int64: numpy makes such
+    data uint64 (ints up to 2**64 - 1), float64 (those mixed with negative ints) or object."""
+    kind = values.dtype.kind
+    if values.dtype == object or (kind == "u" and values.dtype.itemsize == 8):
+        return True
+    # float64 made of ints: only where a magnitude reaches 2**63 (rare for real floats).
+    return kind == "f" and values.size and values.dtype.itemsize == 8 and \
+        bool(np().nanmax(np().abs(np().where(np().isfinite(values), values, 0))) >= 2.0 ** 63)
+
+
+cdef int _number_leaves(object data, list kinds, list wide, int depth) except -1:
+    """Walk nested lists and tuples of Python numbers: the kinds found ("b", "i", "f") and the
+    ints outside int64. Returns 1 when something else is found (left to numpy's reading)."""
+    if isinstance(data, (list, tuple)):
+        if depth > 64:
+            return 1
+        for item in data:
+            if _number_leaves(item, kinds, wide, depth + 1):
+                return 1
+        return 0
+    if isinstance(data, bool) or isinstance(data, np().bool_):
+        kind = "b"
+    elif isinstance(data, (int, np().integer)):
+        kind = "i"
+        if not -(1 << 63) <= data < (1 << 63):
+            wide.append(int(data))
+    elif isinstance(data, (float, np().floating)):
+        kind = "f"
+    else:
+        return 1
+    if kind not in kinds:
+        kinds.append(kind)
+    return 0
+
+
+cdef object _tensor_of_wide_ints(object data, object values, object dtype, object device,
+                                 bint requires_grad):
+    """tensor(data) where data may hold Python ints beyond int64: the dtype of the kinds given
+    (float32 if any float, else int64, else bool), then every wide int checked against it;
+    None where data is not nested lists of Python numbers."""
+    cdef list kinds = [], wide = []
+    if _number_leaves(data, kinds, wide, 0):
+        return None  # not plain Python numbers (numpy arrays inside, say): numpy's reading
+    inferred = dtypes.named_dtype("float32" if "f" in kinds else
+                                  "int64" if "i" in kinds else "bool")
+    cdef DtypeCore chosen = dtype_arg(dtype, inferred, "dtype")
+    require_grad_arg(chosen, None, requires_grad)
+    cdef int target = device_arg(device, CPU)
+    for value in wide:  # the first that does not fit is named, with the dtype's range
+        dtypes.check_scalar(value, chosen, "data")
+    if chosen.name == "bool":
+        exact = np().asarray(data, dtype=np().bool_)
+    elif chosen.floating:
+        exact = np().asarray(data, dtype=np().float64)  # each fits: no overflow to infinity
+    else:
+        exact = np().asarray(data, dtype=np().int64)
+    dtypes.check_values(exact, chosen, "data")
+    return requiring_grad(from_numpy_values(exact, chosen, target, "data"), requires_grad)
 
 
 cdef object empty_like(object input, object dtype, object device, bint requires_grad):

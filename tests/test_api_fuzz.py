@@ -11,7 +11,12 @@ of range may be an IndexError.
 
 Each argument rule is a test of its own, over every public callable. The limits a parameter's
 kind declares (an int's `range:`, a str's `choices:`; codegen/types.py, Note [Parameter kinds])
-add candidates at and beyond them, which must be ValueErrors.
+add candidates at and beyond them, which must be ValueErrors. A parameter the schema leaves
+untyped (Any) whose values the runtime checks gets fixed candidates of its own (ANY_CANDIDATES).
+
+Arguments are checked before anything needs the device (docs/design.md, "Where arguments are
+checked"), so on a machine without a GPU no bad argument may be answered with "no accelerator
+is available": a test of its own holds every call to that, whatever error it raised.
 
 The calls run in a child process per public module (this file, run as a script), which prints
 each call before making it: a crash or a hang is reported naming the call, and the child starts
@@ -185,6 +190,31 @@ def classify_param(param, value, classes):
             and not (value == "__unset__" and param.default == "__unset__"):
         return "value"
     return "member"
+
+
+# Candidates for untyped (Any) parameters whose values the runtime checks, by (callable name,
+# parameter name): (value, "type" or "value"), each the error it must give. The values are made
+# in the child (tensorplay imported), by name.
+ANY_CANDIDATES = {
+    ("set_rng_state", "new_state"): [("short_state", "value"), ("long_state", "value"),
+                                     ("tpu", "type"), (1.5, "type"), ("float_state", "type")],
+    ("set_state", "new_state"): [("short_state", "value"), ("long_state", "value"),
+                                 ("tpu", "type"), (1.5, "type"), ("float_state", "type")],
+}
+ANY_VALUES = {
+    "short_state": lambda tp: b"\x00" * 15,
+    "long_state": lambda tp: tp.zeros(17, dtype=tp.uint8),
+    "float_state": lambda tp: tp.zeros(16),
+}
+
+
+def any_candidates(target, param):
+    """[(value, kind)] for an untyped parameter ANY_CANDIDATES lists, else []."""
+    import tensorplay
+
+    found = ANY_CANDIDATES.get((target.name, param.name), [])
+    return [(ANY_VALUES[value](tensorplay) if isinstance(value, str) and value in ANY_VALUES
+             else value, kind) for value, kind in found]
 
 
 def outside_param(param, samples):
@@ -440,6 +470,10 @@ def run_child(module_name, start):
             emit(rule="unknown keyword", value="not_a_parameter=1",
                  problem=unknown_keyword_problem(call), **record)
             continue
+        if param.type.name in ("Any", "object"):  # only those ANY_CANDIDATES lists
+            for value, kind in any_candidates(target, param):
+                make_attempt(target, param, call, record, classes, samples, emit, kind)(value)
+            continue
         fixed, drawn = outside_param(param, samples)
 
         attempt = make_attempt(target, param, call, record, classes, samples, emit)
@@ -452,10 +486,11 @@ def run_child(module_name, start):
     emit(done=True, cases=len(cases))
 
 
-def make_attempt(target, param, call, record, classes, samples, emit):
-    """One call with a drawn value, judged and printed before and after."""
+def make_attempt(target, param, call, record, classes, samples, emit, known_kind=None):
+    """One call with a drawn value, judged and printed before and after; known_kind: the kind
+    of an untyped parameter's candidate (ANY_CANDIDATES), which classify() cannot tell."""
     def attempt(value):
-        kind = classify_param(param, value, classes)
+        kind = known_kind or classify_param(param, value, classes)
         if kind == "member":
             return
         expected = "TypeError" if kind == "type" else "ValueError"
@@ -463,9 +498,11 @@ def make_attempt(target, param, call, record, classes, samples, emit):
         emit(start=True, rule=rule, value=shown(value), **record)
         args, kwargs = arguments(target.params, param, value, samples,
                                  positional=SPECIAL.fullmatch(target.name) is not None)
+        message = None
         try:
             result = call(*args, **kwargs)
         except Exception as error:  # noqa: BLE001  (judged below)
+            message = shown(str(error), 300)
             # A subclass of the expected error counts as it (the shape errors are ValueErrors
             # and RuntimeErrors, as PyTorch raises).
             name = expected if isinstance(error, getattr(builtins, expected)) else \
@@ -477,7 +514,7 @@ def make_attempt(target, param, call, record, classes, samples, emit):
                            f"{shown(str(error), 300)}")
         else:
             problem = judge(target, param, expected, ("returned", shown(result)))
-        emit(rule=rule, value=shown(value), problem=problem, **record)
+        emit(rule=rule, value=shown(value), problem=problem, message=message, **record)
 
     return attempt
 
@@ -502,7 +539,8 @@ def child_cases(api, module_name):
             continue
         cases.append((target, None))
         cases += [(target, p) for p in target.params
-                  if p.type.name not in ("Any", "object")]
+                  if p.type.name not in ("Any", "object")
+                  or (target.name, p.name) in ANY_CANDIDATES]
     return cases
 
 
@@ -618,6 +656,33 @@ RULES = [
 @pytest.mark.parametrize("rule", RULES)
 def test_every_callable_follows_the_argument_rule(outcomes, rule):
     report(problems(outcomes, lambda o: o["rule"] == rule))
+
+
+NO_ACCELERATOR = "no accelerator is available"
+
+
+def test_no_bad_argument_is_answered_with_no_accelerator(outcomes):
+    """Arguments are checked before the device is needed, so without a GPU a bad argument gets
+    the error a GPU machine gives, never "no accelerator is available" (on a GPU machine this
+    holds trivially)."""
+    seen, lines = set(), []
+    for outcome in outcomes:
+        message = outcome.get("message") or ""
+        key = (outcome["target"], outcome["param"], outcome["rule"])
+        if NO_ACCELERATOR in message and key not in seen:
+            seen.add(key)
+            lines.append(f"{outcome['target']}({outcome['param']}={outcome['value']}): "
+                         f"answered {message}")
+    report(lines)
+
+
+def test_untyped_parameters_with_candidates_are_fuzzed(outcomes):
+    """ANY_CANDIDATES names parameters that exist, and each is called."""
+    api = load_schema()
+    declared = {(t.name, p.name) for t in targets_of(api) for p in t.params}
+    assert set(ANY_CANDIDATES) <= declared
+    called = {(o["target"].rsplit(".", 1)[-1], o["param"]) for o in outcomes}
+    assert set(ANY_CANDIDATES) <= called
 
 
 if __name__ == "__main__":

@@ -16,9 +16,12 @@ from tensorplay._runtime import kernels
 
 ARCH = "sm_90"  # the H200's
 ELF_MAGIC = b"\x7fELF"
-# The entry layout is a file format, so the tests spell it out rather than import it.
-ENTRY_MAGIC = b"TPCUBIN1"
-HEADER_BYTES = len(ENTRY_MAGIC) + 32
+# The entry layout is a file format, so the tests spell it out rather than import it: the
+# magic, the key the entry was written under (the sha256 its name spells), the sha256 of the
+# cubin, then the cubin.
+ENTRY_MAGIC = b"TPCUBIN3"
+KEY_END = len(ENTRY_MAGIC) + 32
+HEADER_BYTES = KEY_END + 32
 PRELUDE = "typedef float scalar_t;\n"
 WORKERS_THREADS = 8
 WORKERS_PROCESSES = 4
@@ -46,7 +49,8 @@ def assert_one_valid_entry(directory, cubin):
     assert entry.suffix == ".cubin" and len(entry.stem) == 64  # hex sha256
     data = entry.read_bytes()
     assert data[:len(ENTRY_MAGIC)] == ENTRY_MAGIC
-    assert data[len(ENTRY_MAGIC):HEADER_BYTES] == hashlib.sha256(data[HEADER_BYTES:]).digest()
+    assert data[len(ENTRY_MAGIC):KEY_END] == bytes.fromhex(entry.stem)
+    assert data[KEY_END:HEADER_BYTES] == hashlib.sha256(data[HEADER_BYTES:]).digest()
     assert data[HEADER_BYTES:] == cubin
     return entry
 
@@ -150,6 +154,11 @@ def flip_payload_byte(data):
 
 
 def flip_digest_byte(data):
+    position = KEY_END
+    return data[:position] + bytes([data[position] ^ 0x01]) + data[position + 1:]
+
+
+def flip_key_byte(data):
     position = len(ENTRY_MAGIC)
     return data[:position] + bytes([data[position] ^ 0x01]) + data[position + 1:]
 
@@ -157,6 +166,8 @@ def flip_digest_byte(data):
 CORRUPTIONS = {
     "flipped payload byte": flip_payload_byte,
     "flipped digest byte": flip_digest_byte,
+    "flipped key byte": flip_key_byte,
+    "an entry of the previous format": lambda data: b"TPCUBIN1" + data[KEY_END:],
     "truncated payload": lambda data: data[:len(data) // 2],
     "header only": lambda data: data[:HEADER_BYTES],
     "truncated header": lambda data: data[:HEADER_BYTES - 1],
@@ -179,6 +190,31 @@ def test_corrupt_entry_is_recompiled_and_rewritten(cache_dir, corrupt):
 
     _, moved = counted(selftest_cubin)
     assert moved["disk_hits"] == 1 and moved["corrupt"] == 0
+
+
+def test_another_kernels_valid_entry_under_this_kernels_name_is_not_loaded(cache_dir):
+    # Each entry is whole and its checksum right, but written under another key: copied (or
+    # linked) under this kernel's name, it is a miss, never the other kernel's code.
+    other = kernels.cached_cubin("selftest", PRELUDE, "sm_80")  # another kernel's code
+    mine = selftest_cubin()
+    assert other != mine
+    entries = {path.read_bytes()[HEADER_BYTES:]: path for path in cache_dir.glob("*.cubin")}
+    mine_path, other_path = entries[mine], entries[other]
+    mine_path.write_bytes(other_path.read_bytes())
+
+    loaded, moved = counted(selftest_cubin)
+    assert loaded == mine
+    assert moved == {"disk_hits": 0, "disk_misses": 1, "compiles": 1, "corrupt": 1}
+    assert mine_path.read_bytes()[HEADER_BYTES:] == mine  # rewritten under its own key
+    assert mine_path.read_bytes()[len(ENTRY_MAGIC):KEY_END] == bytes.fromhex(mine_path.stem)
+
+
+def test_the_format_version_is_part_of_every_key(cache_dir, monkeypatch):
+    selftest_cubin()
+    monkeypatch.setattr(kernels, "FORMAT_VERSION", kernels.FORMAT_VERSION - 1)
+    _, moved = counted(selftest_cubin)
+    assert moved["disk_misses"] == 1 and moved["compiles"] == 1
+    assert len(list(cache_dir.glob("*.cubin"))) == 2
 
 
 def test_concurrent_threads_get_one_cubin_and_leave_one_entry(cache_dir):

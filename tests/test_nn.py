@@ -98,6 +98,32 @@ def test_registering_checks_names_and_values_first():
     assert list(model.parameters()) == [] and list(model.buffers()) == []
 
 
+@pytest.mark.parametrize("name", ["train", "state_dict", "zero_grad", "forward", "training",
+                                  "parameters", "register_parameter", "__call__"])
+def test_a_parameter_or_module_under_a_name_the_class_has_is_refused(name):
+    # A registration under a method's name would never be found (the method comes first), so
+    # it is refused as register_parameter() refuses it; PyTorch takes the Module, not us.
+    model = TwoLayers()
+    before = [key for key, _ in model.named_parameters()]
+    for value in (nn.Parameter(tp.ones(1)), nn.Linear(1, 1)):
+        with pytest.raises(KeyError, match=f"attribute '{name}' already exists"):
+            setattr(model, name, value)
+        with pytest.raises(KeyError, match=f"attribute '{name}' already exists"):
+            model.register_parameter(name, None) if isinstance(value, nn.Parameter) else \
+                model.add_module(name, value)
+    assert [key for key, _ in model.named_parameters()] == before
+    assert callable(model.train) and model.training is True
+
+
+def test_names_of_the_instance_may_be_registered_over():
+    model = nn.Module()
+    model.plain = 1  # an instance attribute, not the class's: replaced, as in PyTorch
+    model.plain = nn.Parameter(tp.ones(1))
+    assert [name for name, _ in model.named_parameters()] == ["plain"]
+    model.plain = nn.Parameter(tp.zeros(1))  # a registered name takes a new Parameter
+    assert model.plain.tolist() == [0.0]
+
+
 def test_assigning_before_init_names_the_fix():
     class Early(nn.Module):
         def __init__(self):

@@ -88,14 +88,135 @@ def test_arguments_are_checked_with_pytorchs_messages():
         optim.SGD([param], lr="fast")
 
 
-def test_momentum_enabled_later_needs_a_new_optimizer():
-    param = nn.Parameter(tp.ones(1))
-    optimizer = optim.SGD([param])
+def test_momentum_enabled_later_makes_its_buffers_at_the_next_step_as_pytorch():
+    rng = numpy.random.default_rng(1)
+    start = rng.standard_normal(3)
+    grads = [rng.standard_normal(3) for _ in range(3)]
+    param = nn.Parameter(tp.tensor(start.copy(), dtype=tp.float64))
+    optimizer = optim.SGD([param], lr=0.1)
     optimizer.param_groups[0]["momentum"] = 0.9
-    param.grad = tp.ones(1)
-    with pytest.raises(RuntimeError, match="made with momentum=0"):
+    for grad in grads:
+        param.grad = tp.tensor(grad, dtype=tp.float64)
         optimizer.step()
-    assert param.tolist() == [1.0]
+    assert numpy.allclose(param.numpy(), sgd_reference(start, grads, 0.1, 0.9, 0), rtol=1e-12,
+                          atol=1e-12)
+    assert optimizer.state[param]["momentum_buffer"].shape == (3,)
+
+
+# -- param_groups edits and refused steps (Note [Checked steps] in runtime/optim.pyx) ----------
+
+
+def test_a_parameter_added_to_param_groups_is_updated_with_its_own_momentum():
+    rng = numpy.random.default_rng(2)
+    first_start, second_start = rng.standard_normal(2), rng.standard_normal(2)
+    grads = [rng.standard_normal(2) for _ in range(3)]
+    first = nn.Parameter(tp.tensor(first_start.copy(), dtype=tp.float64))
+    second = nn.Parameter(tp.tensor(second_start.copy(), dtype=tp.float64))
+    optimizer = optim.SGD([first], lr=0.1, momentum=0.9, weight_decay=0.01)
+    first.grad = tp.tensor(grads[0], dtype=tp.float64)
+    optimizer.step()
+    optimizer.param_groups[0]["params"].append(second)  # PyTorch follows the list
+    for grad in grads[1:]:
+        first.grad = tp.tensor(grad, dtype=tp.float64)
+        second.grad = tp.tensor(grad, dtype=tp.float64)
+        optimizer.step()
+    assert numpy.allclose(first.numpy(), sgd_reference(first_start, grads, 0.1, 0.9, 0.01),
+                          rtol=1e-12, atol=1e-12)
+    assert numpy.allclose(second.numpy(), sgd_reference(second_start, grads[1:], 0.1, 0.9, 0.01),
+                          rtol=1e-12, atol=1e-12)
+    optimizer.zero_grad()
+    assert first.grad is None and second.grad is None
+
+
+def test_another_group_appended_to_param_groups_is_followed():
+    first, second = nn.Parameter(tp.ones(1)), nn.Parameter(tp.ones(1))
+    optimizer = optim.SGD([first], lr=0.5)
+    optimizer.param_groups.append({"params": [second], "lr": 0.25, "momentum": 0.0,
+                                   "weight_decay": 0.0})
+    first.grad, second.grad = tp.ones(1), tp.ones(1)
+    optimizer.step()
+    assert first.tolist() == [0.5] and second.tolist() == [0.75]
+
+
+def test_a_step_that_is_refused_updates_no_parameter():
+    float_param = nn.Parameter(tp.ones(2))
+    int_param = nn.Parameter(tp.ones(2, dtype=tp.int64), requires_grad=False)
+    float_param.grad = tp.ones(2)
+    int_param.grad = tp.ones(2, dtype=tp.int64)
+    optimizer = optim.SGD([float_param, int_param], lr=0.5, momentum=0.9)
+    with pytest.raises(TypeError, match=r"floating-point parameters only; "
+                                        r"param_groups\[0\]\['params'\]\[1\] is int64"):
+        optimizer.step()
+    assert float_param.tolist() == [1.0, 1.0]
+    assert optimizer.state[float_param]["momentum_buffer"].tolist() == [0.0, 0.0]
+
+
+def bad_edits():
+    """(edit of an optimiser over (first, second), error type, message) for step()."""
+    yield (lambda o, p: o.param_groups[0].__setitem__("lr", float("nan")), ValueError,
+           r"Invalid learning rate: nan \(param_groups\[0\]\['lr'\]\)")
+    yield (lambda o, p: o.param_groups[0].__setitem__("momentum", float("inf")), ValueError,
+           r"Invalid momentum value: inf \(param_groups\[0\]\['momentum'\]\)")
+    yield (lambda o, p: o.param_groups[0].__setitem__("weight_decay", -1.0), ValueError,
+           r"Invalid weight_decay value: -1.0 \(param_groups\[0\]\['weight_decay'\]\)")
+    yield (lambda o, p: o.param_groups[0].__setitem__("lr", "fast"), TypeError,
+           r"lr \(param_groups\[0\]\['lr'\]\) must be a float")
+    yield (lambda o, p: o.param_groups[0]["params"].append(3), TypeError,
+           r"param_groups\[0\]\['params'\]\[2\] is int")
+    yield (lambda o, p: o.param_groups[0]["params"].append(p[0]), ValueError,
+           r"param_groups\[0\]\['params'\]\[2\] appears more than once")
+    yield (lambda o, p: o.param_groups[0]["params"].append(p[0] * 2), ValueError,
+           r"non-leaf Tensor \(param_groups\[0\]\['params'\]\[2\]\)")
+    yield (lambda o, p: o.param_groups[0].pop("lr"), ValueError,
+           r"param_groups\[0\] has no 'lr'")
+    yield (lambda o, p: o.param_groups.append({"params": [p[0]], "lr": 0.1, "momentum": 0,
+                                               "weight_decay": 0}), ValueError,
+           r"param_groups\[1\]\['params'\]\[0\] appears more than once")
+    yield (lambda o, p: o.state[p[1]].__setitem__("momentum_buffer", tp.zeros(3)), ValueError,
+           r"momentum buffer of param_groups\[0\]\['params'\]\[1\] does not match it")
+
+
+@pytest.mark.parametrize("edit, error, message", list(bad_edits()))
+def test_bad_param_groups_edits_are_refused_at_the_next_step_before_any_update(edit, error,
+                                                                             message):
+    params = [nn.Parameter(tp.ones(2)), nn.Parameter(tp.ones(2))]
+    optimizer = optim.SGD(params, lr=0.5, momentum=0.9)
+    for param in params:
+        param.grad = tp.ones(2)
+    edit(optimizer, params)
+    with pytest.raises(error, match=message):
+        optimizer.step()
+    assert [param.tolist() for param in params] == [[1.0, 1.0], [1.0, 1.0]]
+
+
+@pytest.mark.parametrize("name, label", [("lr", "learning rate"),
+                                         ("momentum", "momentum value"),
+                                         ("weight_decay", "weight_decay value")])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_nan_or_infinite_hyperparameters_are_refused_at_construction(name, label, value):
+    with pytest.raises(ValueError, match=f"Invalid {label}: {value}"):
+        optim.SGD([nn.Parameter(tp.ones(1))], **{name: value})
+
+
+def test_numpy_numbers_in_param_groups_are_numbers():
+    param = nn.Parameter(tp.ones(1))
+    optimizer = optim.SGD([param], lr=1.0)
+    optimizer.param_groups[0]["lr"] = numpy.float32(0.5)
+    param.grad = tp.ones(1)
+    optimizer.step()
+    assert param.tolist() == [0.5]
+
+
+def test_a_step_into_read_only_memory_is_refused_first():
+    writable = nn.Parameter(tp.ones(2))
+    frozen_array = numpy.ones(2, dtype=numpy.float32)
+    frozen_array.flags.writeable = False
+    frozen = nn.Parameter(tp.from_dlpack(frozen_array))
+    writable.grad, frozen.grad = tp.ones(2), tp.ones(2)
+    optimizer = optim.SGD([writable, frozen], lr=0.5)
+    with pytest.raises(ValueError, match="read-only"):
+        optimizer.step()
+    assert writable.tolist() == [1.0, 1.0]
 
 
 # -- a whole training step as one CUDA graph ---------------------------------------------------
@@ -167,3 +288,27 @@ def test_a_captured_training_step_trains_like_the_eager_loop(quiet_device):
     for (name, mine), theirs in zip(model.state_dict().items(),
                                     eager_model.state_dict().values()):
         assert tp.allclose(mine, theirs, rtol=1e-4, atol=1e-6), name
+
+
+@pytest.mark.gpu
+def test_a_captured_step_refuses_to_make_a_momentum_buffer_and_an_eager_one_does(quiet_device):
+    from tensorplay import cuda
+    param = nn.Parameter(tp.ones(4, device="cuda"))
+    optimizer = optim.SGD([param], lr=0.5)  # momentum 0: no buffers made
+    optimizer.param_groups[0]["momentum"] = 0.5
+    param.grad = tp.ones(4, device="cuda")
+    graph = cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match=r"param_groups\[0\]\['params'\]\[0\] has no momentum "
+                                           "buffer yet"):
+        with cuda.graph(graph):
+            optimizer.step()
+    assert param.tolist() == [1.0] * 4 and param not in optimizer.state
+
+    optimizer.step()  # eager: makes the buffer (the gradient), then updates
+    assert param.tolist() == [0.5] * 4
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        optimizer.step()
+    graph.replay()  # buf = 0.5 * 1 + 1 = 1.5; param = 0.5 - 0.5 * 1.5
+    assert param.tolist() == [-0.25] * 4
+    assert optimizer.state[param]["momentum_buffer"].tolist() == [1.5] * 4

@@ -169,6 +169,30 @@ def test_set_state_rejects_bad_states():
     assert generator.get_state().tolist() == state_of(DEFAULT_SEED, 0)
 
 
+def test_set_state_takes_any_uint8_tensor_of_16_elements_and_refuses_others():
+    generator = tensorplay.Generator()
+    state = tensorplay.tensor(state_of(5, 8), dtype=tensorplay.uint8)
+    strided = tensorplay.zeros(32, dtype=tensorplay.uint8)
+    strided[::2] = state
+    generator.set_state(strided[::2])  # not contiguous: copied
+    assert generator.get_state().tolist() == state_of(5, 8)
+    generator.set_state(state.view(4, 4).t())  # bytes in the tensor's row-major order
+    assert generator.get_state().tolist() == \
+        numpy.array(state_of(5, 8)).reshape(4, 4).T.reshape(-1).tolist()
+    generator.set_state(state.view(2, 8))
+    assert generator.get_state().tolist() == state_of(5, 8)
+    generator.set_state(tensorplay.tensor(state_of(7, 0), dtype=tensorplay.uint8).unsqueeze(0))
+    assert generator.get_state().tolist() == state_of(7, 0)
+    for wrong in (tensorplay.zeros(15, dtype=tensorplay.uint8),
+                  tensorplay.zeros(32, dtype=tensorplay.uint8)[::3]):
+        with pytest.raises(ValueError, match="new_state must be 16 bytes .*got a uint8 tensor of "
+                                             r"(15|11) elements"):
+            generator.set_state(wrong)
+    with pytest.raises(TypeError, match="new_state must be a uint8 tensor, got int8"):
+        generator.set_state(tensorplay.zeros(16, dtype=tensorplay.int8))
+    assert generator.get_state().tolist() == state_of(7, 0)
+
+
 def test_seed_argument_errors():
     with pytest.raises(TypeError, match="seed must be an int, got float"):
         tensorplay.Generator().manual_seed(1.5)
@@ -293,6 +317,84 @@ def test_distribution_parameters_are_checked():
         tensorplay.empty(2).bernoulli_(1.5)
     with pytest.raises(TypeError, match="p must be an int or float"):
         tensorplay.empty(2).bernoulli_("0.5")
+
+
+def refused_random_calls(target):
+    yield lambda: target.uniform_(5, 1)
+    yield lambda: target.normal_(0, -1)
+    yield lambda: target.bernoulli_(2.0)
+    yield lambda: target.uniform_(0, 1e39)
+    yield lambda: target.normal_(float("nan"), 1)
+    yield lambda: target.uniform_(0, 1, generator=3)
+    yield lambda: target.normal_("0")
+
+
+def test_a_refused_random_fill_changes_nothing():
+    # The tensor a later backward() needs: a refused call must not count as a change.
+    weight = tensorplay.ones(3, requires_grad=True)
+    saved = tensorplay.tensor([2.0, 3.0, 4.0])
+    loss = (weight * saved).sum()
+    for call in refused_random_calls(saved):
+        with pytest.raises((TypeError, ValueError)):
+            call()
+    assert saved.tolist() == [2.0, 3.0, 4.0]
+    # "modified by an inplace operation" if any call had counted
+    loss.backward(retain_graph=True)
+    assert weight.grad.tolist() == [2.0, 3.0, 4.0]
+    saved.uniform_()  # a valid fill still counts
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_random_fills_of_tensors_that_require_grad_are_refused_unchanged():
+    leaf = tensorplay.ones(2, requires_grad=True)
+    for call in (lambda: leaf.uniform_(), lambda: leaf.normal_(), lambda: leaf.bernoulli_()):
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+            call()
+    assert leaf.tolist() == [1.0, 1.0]
+    with tensorplay.no_grad():
+        leaf.uniform_(2, 3)
+    assert all(2 <= v < 3 for v in leaf.tolist())
+
+
+@pytest.mark.parametrize("dtype, low, high, name, limit", [
+    ("float16", 0, 1e6, "high", "65504"),
+    ("float16", -7e4, 0, "low", "65504"),
+    ("float16", -4e4, 4e4, "the range", "65504"),
+    ("bfloat16", 0, 3.4e38, "high", r"3.38953e\+38"),
+    ("float32", 0, 1e39, "high", r"3.40282e\+38"),
+    ("float32", -3e38, 3e38, "the range", r"3.40282e\+38"),
+    ("float64", 0, float("inf"), "high", r"1.79769e\+308"),
+    ("float64", -1e308, 1e308, "the range", r"1.79769e\+308"),
+    ("float32", float("nan"), 1, "low", r"3.40282e\+38"),
+])
+def test_uniform_bounds_the_dtype_cannot_hold_are_refused(dtype, low, high, name, limit):
+    target = tensorplay.zeros(4, dtype=getattr(tensorplay, dtype))
+    with pytest.raises(ValueError, match=rf"uniform_\(\): {name}.*tensorplay.{dtype}.*{limit}"):
+        target.uniform_(low, high)
+    assert values(target).tolist() == [0.0] * 4
+
+
+@pytest.mark.parametrize("dtype, mean, std, name", [
+    ("float16", 1e5, 1, "mean"), ("float16", 0, 7e4, "std"), ("float32", 1e39, 1, "mean"),
+    ("float64", float("inf"), 1, "mean"), ("float32", float("nan"), 1, "mean"),
+    ("bfloat16", 0, 1e39, "std"), ("float32", 0, float("nan"), "std"),
+])
+def test_normal_parameters_the_dtype_cannot_hold_are_refused(dtype, mean, std, name):
+    target = tensorplay.zeros(4, dtype=getattr(tensorplay, dtype))
+    with pytest.raises(ValueError, match=rf"normal_\(\): {name}"):
+        target.normal_(mean, std)
+    assert values(target).tolist() == [0.0] * 4
+
+
+def test_bounds_at_the_dtype_limits_draw_finite_numbers():
+    half = tensorplay.empty(4096, dtype=tensorplay.float16).uniform_(0, 65504)
+    assert numpy.isfinite(values(half)).all() and values(half).max() > 30000
+    assert (values(half) == 0).mean() < 0.01
+    wide = tensorplay.empty(4096).uniform_(-1.7e38, 1.7e38)
+    assert numpy.isfinite(values(wide)).all() and (values(wide) < 0).any()
+    spread = tensorplay.empty(16, dtype=tensorplay.float16).normal_(100, 1)
+    assert numpy.isfinite(values(spread)).all()
 
 
 def test_generator_must_be_a_generator():

@@ -381,6 +381,41 @@ def test_values_a_dtype_cannot_hold_are_refused_naming_value_and_dtype(make, mes
     assert len(str(raised.value)) < 600
 
 
+@pytest.mark.parametrize("data, dtype, message", [
+    ([2 ** 63], None, "data 9223372036854775808 does not fit int64"),
+    ([2 ** 64], None, "data 18446744073709551616 does not fit int64, which holds "
+                      "-9223372036854775808 to 9223372036854775807"),
+    ([2 ** 70, 1], None, "data 1180591620717411303424 does not fit int64"),
+    ([-2 ** 63 - 1], None, "data -9223372036854775809 does not fit int64"),
+    ([2 ** 63, -1], None, "data 9223372036854775808 does not fit int64"),  # numpy: float64
+    ([[1, 2], [3, 2 ** 64]], None, "data 18446744073709551616 does not fit int64"),
+    ([[[True], [2 ** 64]]], None, "data 18446744073709551616 does not fit int64"),
+    (((1, 2), (3, -2 ** 100)), None, "data -1267650600228229401496703205376 does not fit int64"),
+    ([2 ** 64], "int8", "data 18446744073709551616 does not fit int8, which holds -128 to 127"),
+    ([300, 2 ** 64], "uint8", "data 18446744073709551616 does not fit uint8"),
+    ([2 ** 64], "int32", "does not fit int32"),
+    ([2 ** 200, 1.5], None, "data 1606938044258990275541962092341162602522202993782792835301376"
+                            " is beyond the largest float32"),
+    ([2 ** 64], "float16", "is beyond the largest float16"),
+    ([10 ** 400], "float64", "is beyond the largest float64"),
+])
+def test_python_ints_beyond_int64_are_refused_naming_value_and_dtype(data, dtype, message):
+    with pytest.raises(ValueError, match=message):
+        tp.tensor(data, dtype=None if dtype is None else getattr(tp, dtype))
+
+
+def test_python_ints_beyond_int64_that_the_dtype_holds_are_stored():
+    assert tp.tensor([2 ** 64], dtype=tp.float32).tolist() == [float(2 ** 64)]
+    assert tp.tensor([2 ** 64, -1], dtype=tp.float64).tolist() == [float(2 ** 64), -1.0]
+    assert tp.tensor([2 ** 63, 0.5]).dtype is tp.float32  # a float among them: float32
+    assert tp.tensor([2 ** 64, 0], dtype=tp.bool).tolist() == [True, False]
+    big = tp.tensor([[1.0e19, -1.0]])  # floats of that size are read as before
+    assert big.dtype is tp.float32 and big.shape == (1, 2)
+    assert tp.tensor([numpy.float64(1e19), numpy.float64(2.0)]).dtype is tp.float32
+    with pytest.raises(TypeError, match="data must be numbers"):
+        tp.tensor([2 ** 64, "x"])
+
+
 def test_values_a_dtype_holds_are_stored_as_pytorch_stores_them():
     assert tp.full((2,), 65519.0, dtype=tp.float16).tolist() == [65504.0, 65504.0]  # rounds down
     assert all(math.isnan(v) for v in tp.full((2,), float("nan"), dtype=tp.float32).tolist())

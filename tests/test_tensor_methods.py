@@ -378,3 +378,87 @@ def test_mixing_devices_names_both_devices():
     with pytest.raises(ValueError, match="where: condition and other: the tensors are on "
                                          "different devices, cuda:0 and cpu"):
         tp.where(gpu > 0, gpu, cpu)
+
+
+# -- a refused in-place call changes nothing (tensor.pyx, Note [Refused calls change nothing]) --
+
+
+def refused_in_place_calls(target):
+    """In-place calls on a float32 CPU tensor of 3 elements that must be refused."""
+    yield lambda: target.fill_(1e39)
+    yield lambda: target.fill_("1")
+    yield lambda: target.copy_(tp.ones(4))
+    yield lambda: target.copy_("src")
+    yield lambda: target.clamp_()
+    yield lambda: target.clamp_(tp.ones(4))
+    yield lambda: target.clamp_(min="0")
+    yield lambda: target.clamp_(min=10 ** 30)
+    yield lambda: target.add_(tp.ones(2))
+    yield lambda: target.add_(1, alpha="2")
+    yield lambda: target.add_(tp.ones(3, dtype=tp.float64))
+    yield lambda: target.sub_(tp.ones(1, 3))  # broadcasts to a larger shape
+    yield lambda: target.mul_(10 ** 30)
+    yield lambda: target.div_(2, rounding_mode="round")
+    yield lambda: target.__iadd__(object())
+    yield lambda: target.__setitem__(0, "x")
+    yield lambda: target.__setitem__(0, 1e39)
+    yield lambda: target.__setitem__(slice(0, 2), tp.ones(3))
+    yield lambda: target.__setitem__("a", 1.0)
+    yield lambda: target.uniform_(1, 0)
+
+
+def test_refused_in_place_calls_leave_a_saved_tensor_valid_for_backward():
+    weight = tp.ones(3, requires_grad=True)
+    saved = tp.tensor([2.0, 3.0, 4.0])
+    loss = (weight * saved).sum()  # mul saves saved for weight's gradient
+    for index, call in enumerate(refused_in_place_calls(saved)):
+        with pytest.raises((TypeError, ValueError, IndexError, RuntimeError)):
+            call()
+        assert saved.tolist() == [2.0, 3.0, 4.0], index
+    loss.backward()  # would say "modified by an inplace operation" had any call counted
+    assert weight.grad.tolist() == [2.0, 3.0, 4.0]
+
+
+def test_integer_division_by_zero_on_the_cpu_is_refused_unchanged():
+    weight = tp.ones(3, requires_grad=True)
+    numbers = tp.tensor([6, 7, 8])
+    saved = tp.tensor([2.0, 3.0, 4.0])
+    loss = (weight * saved).sum()
+    for rounding_mode in ("trunc", "floor"):
+        with pytest.raises(ZeroDivisionError):
+            numbers.div_(tp.tensor([1, 0, 1]), rounding_mode=rounding_mode)
+    assert numbers.tolist() == [6, 7, 8]
+    view = saved[0:2]  # a view shares the counter: its refused change counts nothing either
+    with pytest.raises(ValueError):
+        view.fill_(1e39)
+    loss.backward()
+    assert weight.grad.tolist() == [2.0, 3.0, 4.0]
+
+
+def test_in_place_calls_on_read_only_memory_are_refused_before_counting():
+    weight = tp.ones(3, requires_grad=True)
+    base = tp.tensor([2.0])
+    expanded = base.expand(3)  # one element at three indices: read-only on the CPU
+    loss = (weight * expanded).sum()
+    for call in (lambda: expanded.fill_(1.0), lambda: expanded.add_(1.0),
+                 lambda: expanded.copy_(tp.ones(3)), lambda: expanded.clamp_(0.0, 1.0),
+                 lambda: expanded.uniform_(), lambda: expanded.mul_(tp.ones(3)),
+                 lambda: expanded.__setitem__(0, 1.0)):
+        with pytest.raises(ValueError, match="read-only"):
+            call()
+    assert base.tolist() == [2.0]
+    loss.backward()
+    assert weight.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_valid_in_place_calls_still_count():
+    weight = tp.ones(3, requires_grad=True)
+    for change in (lambda t: t.fill_(1.0), lambda t: t.add_(1.0), lambda t: t.mul_(2),
+                   lambda t: t.clamp_(0.0, 1.0), lambda t: t.copy_(tp.ones(3)),
+                   lambda t: t.__setitem__(0, 1.0), lambda t: t.normal_(),
+                   lambda t: t.div_(2.0, rounding_mode="floor")):
+        saved = tp.tensor([2.0, 3.0, 4.0])
+        loss = (weight * saved).sum()
+        change(saved)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()

@@ -21,14 +21,17 @@ class SGD(_optim_classes.SGDCore):
     reads device memory on the host and never synchronises. The momentum buffers are made
     (zeros) with the optimiser, on each parameter's device, so move the module first. A
     captured step keeps the hyperparameters it was captured with, and updates the parameters
-    that had a grad then. The settings live in param_groups[0] ("params", "lr", "momentum",
-    "weight_decay"); a change there applies to the following eager steps.
+    that had a grad then. The settings live in param_groups ("params", "lr", "momentum",
+    "weight_decay" of each group); a change there applies to the following eager steps, and
+    a parameter added there (or every parameter, when momentum is set above 0 later) gets
+    its momentum buffer at the next eager step. step() checks every group and parameter
+    before it updates any.
 
     Args:
         params: an iterable of the leaf tensors to optimise, such as module.parameters().
-        lr: the learning rate, at least 0.
-        momentum: the momentum factor, at least 0.
-        weight_decay: the L2 penalty added to each gradient, at least 0.
+        lr: the learning rate, finite and at least 0.
+        momentum: the momentum factor, finite and at least 0.
+        weight_decay: the L2 penalty added to each gradient, finite and at least 0.
     """
 
     def __init__(self, params, lr=0.001, momentum=0, *, weight_decay=0):
@@ -38,8 +41,13 @@ class SGD(_optim_classes.SGDCore):
         """Update every parameter that has a grad, in place.
 
         Raises:
-            RuntimeError: momentum was set above 0 in param_groups after the optimiser was made with
-                momentum 0.
+            TypeError: param_groups holds something other than dicts of tensors and numbers, or a
+                parameter with a grad is not floating-point; nothing is updated.
+            ValueError: a group lacks a key, a hyperparameter in param_groups is negative, NaN or
+                infinite, a parameter is not a leaf or appears twice, or its grad or momentum buffer
+                does not match it; nothing is updated.
+            RuntimeError: the step is captured into a CUDA graph and a parameter needs a momentum
+                buffer that it does not have yet (run one eager step first); nothing is updated.
         """
         self.c_step()
 
