@@ -935,6 +935,10 @@ cdef class GraphBase:
             raise ValueError(f"static_inputs and inputs must pair up, got {len(static_inputs)} "
                              f"static buffers and {len(inputs)} inputs")
         if self.executable == NULL:
+            # The pairs' own checks first, so that a bad item reads the same on any machine.
+            for index in range(len(inputs)):
+                tensor.tensor_arg(static_inputs[index], "static_inputs", index)
+                tensor.tensor_arg(inputs[index], "inputs", index)
             _not_replayable(self)
         cdef cudaStream_t handle = _stream.current_stream_handle(self.device)
         staging.stage(self.device, static_inputs, inputs, handle)
@@ -1260,9 +1264,11 @@ cdef object make_graphed_callables(object callables, object sample_args, object 
                                    object allow_unused_input, object pool,
                                    object capture_error_mode):
     # The wrapper checked num_warmup_iters, pool and capture_error_mode (api.yaml).
-    if not _device.is_available():
-        errors.raise_no_accelerator("make_graphed_callables()")
     # Python over the public graph API: its cost is paid once, at capture (graphed_callables.py).
     from tensorplay._runtime import graphed_callables
+    if not _device.is_available():
+        # The arguments' own checks first, so that a mistake reads the same without a GPU.
+        graphed_callables.check_arguments(callables, sample_args)
+        errors.raise_no_accelerator("make_graphed_callables()")
     return graphed_callables.make_graphed_callables(callables, sample_args, num_warmup_iters,
                                                     allow_unused_input, pool, capture_error_mode)

@@ -168,6 +168,15 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unuse
     return graphed[0] if just_one else tuple(graphed)
 
 
+def check_arguments(callables, sample_args):
+    """The checks of callables and sample_args that need no device (graph.pyx runs them before
+    it says that no accelerator is available)."""
+    just_one = not isinstance(callables, tuple)
+    if just_one:
+        callables, sample_args = (callables,), (sample_args,)
+    _check_callables(callables, sample_args, just_one)
+
+
 def _name(position, just_one):
     return "callables" if just_one else f"callables[{position}]"
 

@@ -72,20 +72,11 @@ def test_an_argument_whose_repr_fails_still_gets_its_type_error(value):
         tensorplay.ones(1).to(value)
 
 
-# The two below need graph.pyx (and graphed_callables.py) to check their arguments before the
-# graph's state and the availability check; those files are changed in another branch, so they
-# are expected to fail until that change lands (strict: then the marks must go).
-GRAPH_CHANGE = "graph.pyx checks the executable (and availability) before the arguments"
-
-
-@pytest.mark.xfail(reason=GRAPH_CHANGE, strict=True, raises=(RuntimeError, AssertionError))
 def test_stage_and_launch_checks_its_pairs_before_the_graph_state():
     with pytest.raises(TypeError, match=r"inputs\[0\]"):
         cuda.CUDAGraph().stage_and_launch([tensorplay.zeros(2)], ["not a tensor"])
 
 
-@pytest.mark.xfail(not tensorplay.accelerator.is_available(), reason=GRAPH_CHANGE, strict=True,
-                   raises=(RuntimeError, AssertionError))
 def test_make_graphed_callables_checks_its_arguments_before_the_device():
     with pytest.raises(TypeError, match="callables must be a function or a tensorplay.nn.Module"):
         cuda.graphs.make_graphed_callables(None, None)

@@ -114,7 +114,7 @@ def test_graph_calls_without_a_device():
     with pytest.raises(RuntimeError, match="needs a completed capture"):
         cuda.graphs.export_dot("graph.dot")
     with pytest.raises(RuntimeError, match=NO_ACCELERATOR):
-        cuda.graphs.make_graphed_callables(lambda x: x, ((),))
+        cuda.graphs.make_graphed_callables(lambda x: x, ())
     accelerator_graph = accelerator.Graph(pool=handle, capture_error_mode="relaxed")
     assert accelerator_graph.pool() == handle and accelerator_graph.pool_id == handle
     with pytest.raises(RuntimeError, match=NO_ACCELERATOR):
