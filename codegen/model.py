@@ -4,6 +4,11 @@ Note [Schema rules]
 - Every list keeps declaration order; names are unique within their scope (a module's
   functions, classes, variables, re-exports and submodules; a class's methods and properties).
 - Every mapping accepts only its known keys; every item and parameter needs a non-empty doc.
+- Whatever validates renders to sources that parse and compile: names are identifiers that are
+  neither Python keywords nor soft keywords (``type`` excepted, SOFT_KEYWORDS_ALLOWED) nor
+  words Cython reads as its own where the name stands (cython_reserved.py); texts hold no
+  control character but tab and newline (text_problem), and no string holds a lone surrogate
+  (load.unencodable). Any other text is quoted by render.docstring / render.string_literal.
 - Types come from the closed vocabulary (Note [Closed type vocabulary] in types.py).
 - A default must fit its parameter's type; parameters follow Python's ordering rules.
 - ``impl`` names a symbol that runtime/ declares (runtime_index.py) taking one argument per
