@@ -298,8 +298,9 @@ class Api:
 # starts with an underscore is the generated code's too (runtime module aliases, stub aliases).
 MODULE_RESERVED = frozenset({"os", "builtins", "Any", "Callable", "Literal", "TypeAlias",
                              "warnings", "globals", "type"})
-# A parameter may not be called self (methods take it first).
-PARAM_RESERVED = frozenset({"self"})
+# A parameter may not be called self (methods take it first) nor warnings (a deprecated
+# function's wrapper calls warnings.warn, which such a parameter would shadow).
+PARAM_RESERVED = frozenset({"self", "warnings"})
 
 
 def default_problem(value: Any) -> Optional[str]:
