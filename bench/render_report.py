@@ -134,6 +134,10 @@ def check_results(results, problems: list[str]) -> None:
     def say(where: str, message: str) -> None:
         problems.append(f"{where}: {message}")
 
+    def shown(value) -> str:
+        text = repr(value)
+        return text if len(text) <= 80 else text[:80] + "..."
+
     def kind(value) -> str:
         return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
                 type(None): "null"}.get(type(value), type(value).__name__)
@@ -180,7 +184,7 @@ def check_results(results, problems: list[str]) -> None:
                         f"{kind(results)}")
         return
     if "format" in results and results["format"] != 1:
-        problems.append(f"'format': {results['format']!r} is not this report's format, 1")
+        problems.append(f"'format': {shown(results['format'])} is not this report's format, 1")
     for field in ("started", "updated"):
         text(results.get(field), f"'{field}'")
     machine = results.get("machine")
@@ -192,14 +196,14 @@ def check_results(results, problems: list[str]) -> None:
         gpus = machine.get("gpus")
         if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)
                                  or gpus < 0):
-            say("machine, 'gpus'", f"must be a count (an integer, at least 0), got {gpus!r}")
+            say("machine, 'gpus'", f"must be a count (an integer, at least 0), got {shown(gpus)}")
         packages = machine.get("packages")
         if packages is not None and not isinstance(packages, dict):
             say("machine, 'packages'", f"must be an object, got {kind(packages)}")
         elif packages:
             for name, version in packages.items():
                 if text(name, "machine, 'packages', a name"):
-                    text(version, f"machine, 'packages', {name!r}", optional=False)
+                    text(version, f"machine, 'packages', {shown(name)}", optional=False)
     areas = results.get("areas")
     if areas is None:
         return
@@ -209,15 +213,15 @@ def check_results(results, problems: list[str]) -> None:
     for name, entry in areas.items():
         if not text(name, "an area's name", optional=False) or not name.strip():
             if isinstance(name, str):
-                say(f"area {name!r}", "an area's name must not be empty")
+                say(f"area {shown(name)}", "an area's name must not be empty")
             continue
-        area = f"area {name!r}"
+        area = f"area {shown(name)}"
         if not isinstance(entry, dict):
             say(area, f"must be an object, got {kind(entry)}")
             continue
         status = entry.get("status")
         if status is not None and status not in STATUSES:
-            say(f"{area}, 'status'", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+            say(f"{area}, 'status'", f"must be one of {', '.join(STATUSES)}, got {shown(status)}")
         for field in ("reason", "error", "finished", "commit"):
             text(entry.get(field), f"{area}, '{field}'")
         figure(entry.get("seconds"), f"{area}, 'seconds'")
