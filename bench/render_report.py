@@ -167,6 +167,10 @@ def check_results(results, problems: list[str]) -> None:
                 return True
             say(where, "is NaN; a figure must be a number (null where there is none)")
             return False
+        if isinstance(value, int) and abs(value) > 1e300:  # more digits than a float holds
+            say(where, f"is an integer of {len(str(abs(value)))} digits; a figure must be a "
+                       "finite float")
+            return False
         if isinstance(value, float) and math.isinf(value):
             say(where, f"is {'-' if value < 0 else ''}infinite; a figure must be finite")
             return False
