@@ -9,12 +9,25 @@ with the notes of its run, and DIR/performance/<sweep>.png for each sweep (repla
 cost against graph size, allocation cost against live blocks), shown in its area's section.
 Prints the headline ratios; with --readme, also writes them into README.md between
 <!-- headline:start --> and <!-- headline:end -->.
+
+The results file is checked whole before any output is touched: a file that is not JSON, a
+field of the wrong type, a figure that is NaN, infinite or negative is refused, naming the
+file, the area, the record and the field, and nothing is written. Every output is written to a
+temporary file beside it and renamed into place. Every text quoted from the results (names,
+notes, GPU names) is escaped, so that it shows as written and can be neither markup nor a
+README marker. Only what the renderer wrote is replaced or removed: a performance.md it did
+not write is refused, and the plots it removes are those its previous page showed.
 """
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import math
+import os
 import re
+import sys
+import tempfile
 from pathlib import Path
 
 from baselines import CUPY, OURS, RAW_C, TORCH, met
@@ -23,7 +36,19 @@ from report import AREAS, key
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
 PEER_ORDER = (TORCH, CUPY, RAW_C)
-MARKUP = re.compile(r"([\\`*_<>\[\]|#])")
+# Markdown's markup characters (MyST's for the docs page, GitHub's for the README): escaped in
+# every quoted text, so that a name shows as written, never as emphasis, a link, a table cell,
+# an entity (&lt;), math ($), strikethrough (~~) or HTML (<script>, <!-- -->).
+MARKUP = re.compile(r"([\\`*_<>\[\]|#&~$])")
+# Where a quoted text starts a line's content (a list item's), what would start a block there.
+# The escape goes before the character that makes the block (1\\. x, not \\1. x).
+LINE_START = re.compile(r"^(\d*)([-+=:.)])")
+# Control characters but tab and newline: shown as U+FFFD (an error's ANSI colours, a NUL).
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# The first line of the page, which says the renderer wrote it (and may write it again).
+PAGE_MARK = ("<!-- Written by python bench/render_report.py from bench/report.py's results: "
+             "do not edit. -->")
+PROG = "python bench/render_report.py"
 COMMANDS = ("python bench/report.py --out results.json  # GPU machine; run again to resume\n"
             "python bench/render_report.py results.json --readme README.md")
 
@@ -47,7 +72,7 @@ HEADLINE = (
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "sweep"
 
 
 def number(value: float) -> str:
@@ -64,9 +89,217 @@ def figure(value, spread) -> str:
     return number(value) + (f" ± {number(spread)}" if spread else "")
 
 
-def plain(text: str) -> str:
-    """text shown as written: Markdown's markup characters (a table's | too) escaped."""
-    return MARKUP.sub(r"\\\1", text)
+def clean(text: str) -> str:
+    """text with its control characters (but tab and newline) shown as U+FFFD."""
+    return CONTROL.sub("\ufffd", text)
+
+
+def plain(text: str, line_start: bool = False) -> str:
+    """text shown as written on one line: Markdown's markup characters (a table's | too)
+    escaped, line breaks made spaces; with line_start, also what would start a block there (a
+    list marker, a colon fence)."""
+    text = MARKUP.sub(r"\\\1", clean(re.sub(r"\s*[\r\n]\s*", " ", text)))
+    return LINE_START.sub(r"\1\\\2", text) if line_start else text
+
+
+def fenced(text: str, info: str = "text") -> list[str]:
+    """text as a fenced code block, its fence longer than any run of backticks in it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{info}", clean(text), fence]
+
+
+def label(text: str) -> str:
+    """text for matplotlib: its $ escaped (mathtext), and shown even where it starts with _
+    (which a legend leaves out)."""
+    text = clean(text).replace("$", r"\$")
+    return " " + text if text.startswith("_") else text
+
+
+# -- the results file, checked whole ------------------------------------------------------------
+
+# Problems listed at most; the count says how many more.
+MAX_PROBLEMS = 40
+STATUSES = ("done", "failed", "skipped")
+
+
+class Invalid(Exception):
+    """The results file cannot be rendered; the message names the file and what is wrong."""
+
+
+def check_results(results, problems: list[str]) -> None:
+    """Append to problems every field the renderer reads that it could not show: each names
+    the area, the record and the field (Note [Records] in bench/baselines.py)."""
+
+    def say(where: str, message: str) -> None:
+        problems.append(f"{where}: {message}")
+
+    def shown(value) -> str:
+        text = repr(value)
+        return text if len(text) <= 80 else text[:80] + "..."
+
+    def kind(value) -> str:
+        return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+                type(None): "null"}.get(type(value), type(value).__name__)
+
+    def text(value, where: str, optional: bool = True) -> bool:
+        if value is None and optional:
+            return True
+        if not isinstance(value, str):
+            say(where, f"must be a string{' or null' if optional else ''}, got {kind(value)}")
+            return False
+        surrogate = re.search("[\ud800-\udfff]", value)
+        if surrogate:
+            say(where, f"holds U+{ord(surrogate.group()):04X}, a lone surrogate, which UTF-8 "
+                       "cannot encode")
+            return False
+        return True
+
+    def figure(value, where: str, optional: bool = True, nan: bool = False,
+               positive: bool = False) -> bool:
+        if value is None and optional:
+            return True
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            say(where, f"must be a number{' or null' if optional else ''}, got {kind(value)}")
+            return False
+        if isinstance(value, float) and math.isnan(value):
+            if nan:
+                return True
+            say(where, "is NaN; a figure must be a number (null where there is none)")
+            return False
+        if isinstance(value, int) and abs(value) > 1e300:  # more digits than a float holds
+            say(where, f"is an integer of {len(str(abs(value)))} digits; a figure must be a "
+                       "finite float")
+            return False
+        if isinstance(value, float) and math.isinf(value):
+            say(where, f"is {'-' if value < 0 else ''}infinite; a figure must be finite")
+            return False
+        if value < 0 or (positive and value == 0):
+            say(where, f"is {value!r}; it must be {'above' if positive else 'at least'} 0")
+            return False
+        return True
+
+    def flag(value, where: str) -> None:
+        if value is not None and not isinstance(value, bool):
+            say(where, f"must be true, false or null, got {kind(value)}")
+
+    if not isinstance(results, dict):
+        problems.append(f"must be a JSON object (the file bench/report.py writes), got "
+                        f"{kind(results)}")
+        return
+    if "format" in results and results["format"] != 1:
+        problems.append(f"'format': {shown(results['format'])} is not this report's format, 1")
+    for field in ("started", "updated"):
+        text(results.get(field), f"'{field}'")
+    machine = results.get("machine")
+    if machine is not None and not isinstance(machine, dict):
+        say("'machine'", f"must be an object, got {kind(machine)}")
+    elif machine:
+        for field in ("gpu", "driver", "cuda_driver", "nvcc", "cpu", "python", "commit"):
+            text(machine.get(field), f"machine, '{field}'")
+        gpus = machine.get("gpus")
+        if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)
+                                 or gpus < 0):
+            say("machine, 'gpus'", f"must be a count (an integer, at least 0), got {shown(gpus)}")
+        packages = machine.get("packages")
+        if packages is not None and not isinstance(packages, dict):
+            say("machine, 'packages'", f"must be an object, got {kind(packages)}")
+        elif packages:
+            for name, version in packages.items():
+                if text(name, "machine, 'packages', a name"):
+                    text(version, f"machine, 'packages', {shown(name)}", optional=False)
+    areas = results.get("areas")
+    if areas is None:
+        return
+    if not isinstance(areas, dict):
+        say("'areas'", f"must be an object of areas by name, got {kind(areas)}")
+        return
+    for name, entry in areas.items():
+        if not text(name, "an area's name", optional=False) or not name.strip():
+            if isinstance(name, str):
+                say(f"area {shown(name)}", "an area's name must not be empty")
+            continue
+        area = f"area {shown(name)}"
+        if not isinstance(entry, dict):
+            say(area, f"must be an object, got {kind(entry)}")
+            continue
+        status = entry.get("status")
+        if status is not None and status not in STATUSES:
+            say(f"{area}, 'status'", f"must be one of {', '.join(STATUSES)}, got {shown(status)}")
+        for field in ("reason", "error", "finished", "commit"):
+            text(entry.get(field), f"{area}, '{field}'")
+        figure(entry.get("seconds"), f"{area}, 'seconds'")
+        flag(entry.get("quick"), f"{area}, 'quick'")
+        lists = {}
+        for field in ("notes", "records"):
+            lists[field] = entry.get(field) or []
+            if not isinstance(lists[field], list):
+                say(f"{area}, '{field}'", f"must be a list, got {kind(lists[field])}")
+                lists[field] = []
+        for index, note in enumerate(lists["notes"]):
+            text(note, f"{area}, note {index}", optional=False)
+        for index, record in enumerate(lists["records"]):
+            where = f"{area}, record {index}"
+            if not isinstance(record, dict):
+                say(where, f"must be an object, got {kind(record)}")
+                continue
+            if isinstance(record.get("case"), str):
+                where += f" ({record['case'][:60]!r})"
+            for field in ("area", "case", "unit"):
+                text(record.get(field), f"{where}, '{field}'", optional=False)
+            if isinstance(record.get("area"), str) and not record["area"].strip():
+                say(f"{where}, 'area'", "must not be empty")
+            figure(record.get("tensorplay"), f"{where}, 'tensorplay'", optional=False)
+            for field in ("tensorplay_spread", "peer", "peer_spread"):
+                figure(record.get(field), f"{where}, '{field}'")
+            # NaN: the script had no ratio to give (a peer of 0), shown without a verdict.
+            figure(record.get("ratio"), f"{where}, 'ratio'", nan=True)
+            text(record.get("peer_name"), f"{where}, 'peer_name'")
+            if record.get("peer_name") is None and (record.get("peer") is not None
+                                                    or record.get("ratio") is not None):
+                say(f"{where}, 'peer_name'", "must name the other library, as the record "
+                                             "has its figure or a ratio")
+            target = record.get("target")
+            if isinstance(target, str):
+                text(target, f"{where}, 'target'")
+            else:
+                figure(target, f"{where}, 'target'")
+            flag(record.get("met"), f"{where}, 'met'")
+            if record.get("sweep") is not None and text(record["sweep"], f"{where}, 'sweep'"):
+                # A point of a plot with logarithmic axes.
+                figure(record.get("x"), f"{where}, 'x'", optional=False, positive=True)
+
+
+def read_results(path: Path) -> dict:
+    """The results file, checked whole; Invalid, naming the file and every problem."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise Invalid(f"{path}: cannot read it ({error.strerror or error})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise Invalid(f"{path}: not UTF-8 text (byte 0x{data[error.start]:02x} at offset "
+                      f"{error.start}); bench/report.py writes JSON") from None
+    try:
+        results = json.loads(text)
+    except json.JSONDecodeError as error:
+        cut = " (the file ends early: was it cut short?)" if error.pos >= len(text.rstrip()) \
+            else ""
+        raise Invalid(f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}{cut}; "
+                      "bench/report.py writes the whole file at once") from None
+    except (RecursionError, ValueError) as error:  # nesting too deep; a number too long
+        raise Invalid(f"{path}: cannot be read as JSON ({type(error).__name__}: "
+                      f"{str(error)[:200]})") from None
+    problems: list[str] = []
+    check_results(results, problems)
+    if problems:
+        shown = [f"{path}: {problem}" for problem in problems[:MAX_PROBLEMS]]
+        if len(problems) > MAX_PROBLEMS:
+            shown.append(f"... and {len(problems) - MAX_PROBLEMS} more")
+        raise Invalid("\n".join(shown) + f"\n{path}: {len(problems)} problem(s); nothing was "
+                      "written. Fix the file, or measure again with bench/report.py")
+    return results
 
 
 # -- tables ------------------------------------------------------------------------------------
@@ -134,9 +367,14 @@ def sweeps(records: list[dict]) -> dict[str, list[dict]]:
     return found
 
 
-def plot(name: str, records: list[dict], path: Path) -> None:
-    """Log-log lines of each library's figure against x, with the spread as error bars."""
-    import matplotlib
+def plot(name: str, records: list[dict]) -> bytes:
+    """The PNG of log-log lines of each library's figure against x, with the spread as error
+    bars."""
+    try:
+        import matplotlib
+    except ImportError as error:
+        raise Invalid(f"matplotlib is needed to draw the plots of the sweeps ({error}); install "
+                      "the docs extra: pip install '.[docs]'") from None
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
@@ -147,31 +385,36 @@ def plot(name: str, records: list[dict], path: Path) -> None:
             lines.setdefault(entry["peer_name"], {})[entry["x"]] = (
                 entry["peer"], entry.get("peer_spread") or 0)
     figure_, axes = pyplot.subplots(figsize=(7, 4.2), dpi=100)
-    for label, points in lines.items():
+    for name_, points in lines.items():
         xs = sorted(points)
         axes.errorbar(xs, [points[x][0] for x in xs], yerr=[points[x][1] for x in xs],
-                      marker="o", markersize=4, capsize=3, label=label)
+                      marker="o", markersize=4, capsize=3, label=label(name_))
     axes.set_xscale("log")
     axes.set_yscale("log")
-    axes.set_title(name)
+    axes.set_title(label(name))
     x_label = {"graph size": "kernels in the graph", "live blocks": "blocks live in the pool"}
     axes.set_xlabel(next((text for end, text in x_label.items() if name.endswith(end)), "x"))
-    axes.set_ylabel(records[0]["unit"] + " (median of interleaved trials)")
+    axes.set_ylabel(label(records[0]["unit"]) + " (median of interleaved trials)")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure_.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    image = io.BytesIO()
     # No Software stamp: the same figures give the same file.
-    figure_.savefig(path, metadata={"Software": None})
+    figure_.savefig(image, format="png", metadata={"Software": None})
     pyplot.close(figure_)
+    return image.getvalue()
 
 
 # -- the page ----------------------------------------------------------------------------------
 
 
+def area_entries(results: dict) -> dict:
+    return results.get("areas") or {}
+
+
 def header(results: dict) -> list[str]:
     box = results.get("machine") or {}
-    packages = box.get("packages", {})
+    packages = box.get("packages") or {}
     rows = [("GPU", f"{box.get('gpu')} ({box.get('gpus')} visible)" if box.get("gpu")
              else "none visible"),
             ("Driver", f"{box.get('driver')}, CUDA {box.get('cuda_driver')}"
@@ -180,7 +423,7 @@ def header(results: dict) -> list[str]:
             ("CPU", box.get("cpu")), ("Python", box.get("python")),
             ("Packages", ", ".join(f"{name} {version}" for name, version in packages.items())),
             ("Commit", ", ".join(dict.fromkeys(
-                entry["commit"] for entry in results.get("areas", {}).values()
+                entry["commit"] for entry in area_entries(results).values()
                 if entry.get("status") == "done" and entry.get("commit"))) or box.get("commit")),
             ("Measured", f"{results.get('started')} to {results.get('updated')} (UTC)")]
     return ["| | |", "|---|---|"] + [f"| {name} | {plain(str(value or 'unknown'))} |"
@@ -188,27 +431,28 @@ def header(results: dict) -> list[str]:
 
 
 def ordered_areas(results: dict) -> list[str]:
-    """The registry's areas in its order, then any other area a script's records name."""
+    """The registry's areas in its order, then any other area a script's records name, then
+    any other area the results hold (a registry of another version), so that nothing in the
+    file goes unshown."""
     names = [area.name for area in AREAS]
     known = {key(name) for name in names}
-    for entry in results.get("areas", {}).values():
-        for record in entry.get("records", []):
-            if key(record["area"]) not in known:
-                known.add(key(record["area"]))
-                names.append(record["area"])
+    others = [record["area"] for entry in area_entries(results).values()
+              for record in entry.get("records") or []] + list(area_entries(results))
+    for name in others:
+        if key(name) not in known:
+            known.add(key(name))
+            names.append(name)
     return names
 
 
-def page(results: dict, images: Path, image_prefix: str) -> str:
-    """The Markdown of performance.md; writes the plots into images."""
-    areas = results.get("areas", {})
-    for stale in images.glob("*.png"):  # a sweep no longer measured leaves no plot behind
-        stale.unlink()
-    records = [r for entry in areas.values() for r in entry.get("records", [])]
+def page(results: dict, image_prefix: str) -> tuple[str, dict[str, bytes]]:
+    """The Markdown of performance.md, and its plots by file name (in image_prefix)."""
+    areas = area_entries(results)
+    records = [r for entry in areas.values() for r in entry.get("records") or []]
     verdicts = [(r, met(r)) for r in records if met(r) is not None]
     missed = [r for r, verdict in verdicts if not verdict]
-    lines = ["<!-- Written by python bench/render_report.py from bench/report.py's results: "
-             "do not edit. -->", "", "# Performance", "",
+    plots: dict[str, bytes] = {}
+    lines = [PAGE_MARK, "", "# Performance", "",
              "tensorplay against PyTorch, CuPy (where it has the feature) and raw CUDA C, "
              "measured area by area on one machine, each comparison within one run. Figures are "
              "medians over interleaved trials (the libraries take turns, so that a noisy spell of "
@@ -230,7 +474,7 @@ def page(results: dict, images: Path, image_prefix: str) -> str:
     for name in ordered_areas(results):
         entry = next((e for n, e in areas.items() if key(n) == key(name)), {})
         mine = [r for r in records if key(r["area"]) == key(name)]
-        lines += [f"## {name[0].upper() + name[1:]}", ""]
+        lines += [f"## {plain(name[0].upper() + name[1:])}", ""]
         if mine:
             lines += table(mine) + [""]
         status = entry.get("status")
@@ -238,72 +482,175 @@ def page(results: dict, images: Path, image_prefix: str) -> str:
             lines += [f"Not measured: {status}, {plain(entry.get('reason') or '')}".rstrip(", ")
                       + ("" if status == "skipped" else ":"), ""]
             if status == "failed":
-                lines += ["```text", entry.get("error", ""), "```", ""]
+                lines += fenced(entry.get("error") or "") + [""]
         elif status is None and not mine:
             lines += ["Not measured yet.", ""]
-        elsewhere = list(dict.fromkeys(r["area"] for r in entry.get("records", [])
+        elsewhere = list(dict.fromkeys(r["area"] for r in entry.get("records") or []
                                        if key(r["area"]) != key(name)))
         if elsewhere:
-            lines += [f"Its figures are in the tables of {', '.join(elsewhere)}.", ""]
+            lines += [f"Its figures are in the tables of {', '.join(map(plain, elsewhere))}.", ""]
         if status == "done":
-            lines.append(f"Measured {entry.get('finished')} in {entry.get('seconds')} s"
+            lines.append(f"Measured {plain(str(entry.get('finished')))} in "
+                         f"{entry.get('seconds')} s"
                          + (" (--quick: fewer trials)" if entry.get("quick") else "") + ".")
             lines.append("")
             if entry.get("notes"):
-                lines += [f"- {plain(note)}" for note in entry["notes"]] + [""]
+                lines += [f"- {plain(note, line_start=True)}" for note in entry["notes"]] + [""]
         for sweep, points in sweeps(mine).items():
-            plot(sweep, points, images / f"{slug(sweep)}.png")
-            lines += [f"![{sweep}]({image_prefix}{slug(sweep)}.png)", ""]
-    return "\n".join(lines).rstrip() + "\n"
+            # One file per sweep, named after it; a name another sweep took gets a number.
+            file = f"{slug(sweep)}.png"
+            number_ = 2
+            while file in plots:
+                file, number_ = f"{slug(sweep)}-{number_}.png", number_ + 1
+            plots[file] = plot(sweep, points)
+            lines += [f"![{plain(sweep)}]({image_prefix}{file})", ""]
+    return "\n".join(lines).rstrip() + "\n", plots
+
+
+def shown_plots(markdown: str, image_prefix: str) -> set[str]:
+    """The plot files a page the renderer wrote shows (those it may remove once unused)."""
+    found = re.findall(r"^!\[.*\]\(" + re.escape(image_prefix) + r"([a-z0-9-]+\.png)\)$",
+                       markdown, flags=re.M)
+    return set(found)
 
 
 # -- the headline ------------------------------------------------------------------------------
 
 
 def headline(results: dict, report_link: str) -> str:
-    """One paragraph of the headline ratios, for the README."""
-    records = [r for entry in results.get("areas", {}).values()
-               for r in entry.get("records", [])]
+    """One paragraph of the headline ratios, for the README; what it quotes from the results
+    (the GPU, the driver, the date, the peers' names) is escaped (plain)."""
+    records = [r for entry in area_entries(results).values() for r in entry.get("records") or []]
     parts: dict[str, list[str]] = {}
-    for label, area, choices, throughput in HEADLINE:
+    for name, area, choices, throughput in HEADLINE:
         entry = next((r for case, peer in choices for r in records
                       if key(r["area"]) == key(area) and r["case"] == case
-                      and r.get("peer_name") == peer and r.get("ratio")), None)
+                      and r.get("peer_name") == peer and r.get("ratio")
+                      and not math.isnan(r["ratio"])), None)
         if entry is None:
             continue
+        peer = plain(entry["peer_name"])
         if throughput:  # a rate's ratio (GB/s) is the quote; a time's is inverted
             rate = entry["ratio"] if entry.get("unit") == "GB/s" else 1 / entry["ratio"]
-            text = f"{shown_ratio(rate, 2)}x {entry['peer_name']}'s"
+            text = f"{shown_ratio(rate, 2)}x {peer}'s"
         else:
-            text = f"{shown_ratio(entry['ratio'], 2)}x {entry['peer_name']}"
+            text = f"{shown_ratio(entry['ratio'], 2)}x {peer}"
         verdict = met(entry)
         if verdict is not None:
             text += " (target met)" if verdict else " (target not met)"
-        parts.setdefault(label, []).append(text)
+        parts.setdefault(name, []).append(text)
     if not parts:
         return (f"Performance: no measurements yet; [the performance report]({report_link}) "
                 "says how to run them.")
     box = results.get("machine") or {}
-    when = (results.get("updated") or "")[:10]
-    return (f"Measured on {box.get('gpu')} (driver {box.get('driver')}, {when}), tensorplay "
-            "against the others (a time's ratio below 1, a throughput's above 1, puts tensorplay "
-            "ahead): " +
-            "; ".join(f"{label} {' and '.join(texts)}" for label, texts in parts.items()) +
+    when = plain((results.get("updated") or "")[:10])
+    return (f"Measured on {plain(str(box.get('gpu')))} (driver {plain(str(box.get('driver')))}, "
+            f"{when}), tensorplay against the others (a time's ratio below 1, a throughput's "
+            "above 1, puts tensorplay ahead): " +
+            "; ".join(f"{name} {' and '.join(texts)}" for name, texts in parts.items()) +
             f". Every figure, target and plot: [the performance report]({report_link}).")
 
 
-def rewrite_readme(readme: Path, text: str) -> None:
-    content = readme.read_text()
-    if content.count(START) != 1 or content.count(END) != 1 or \
-            content.index(START) > content.index(END):
-        raise SystemExit(f"{readme} needs one {START} line and, after it, one {END} line")
+def read_readme(readme: Path) -> str:
+    """The README's text, with exactly one START marker and, after it, one END marker."""
+    try:
+        content = readme.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise Invalid(f"--readme {readme}: cannot read it "
+                      f"({getattr(error, 'strerror', None) or error})") from None
+    starts, ends = content.count(START), content.count(END)
+    if starts > 1 or ends > 1:
+        raise Invalid(f"--readme {readme}: it holds {starts} {START} and {ends} {END} markers; "
+                      f"it needs one {START} line and, after it, one {END} line. Remove the "
+                      "extra markers (the headline is what stands between the two), then run "
+                      "again; nothing was written")
+    if starts != 1 or ends != 1 or content.index(START) > content.index(END):
+        raise Invalid(f"--readme {readme}: it needs one {START} line and, after it, one {END} "
+                      "line, between which the headline goes; nothing was written")
+    return content
+
+
+def with_headline(content: str, text: str) -> str:
+    """The README's content with text between its markers. The text cannot hold a marker nor
+    open an HTML comment (what it quotes is escaped: \\< is no tag), and this checks that the
+    markers stay one each."""
     before, rest = content.split(START)
     _, after = rest.split(END)
-    readme.write_text(f"{before}{START}\n{text}\n{END}{after}")
+    written = f"{before}{START}\n{text}\n{END}{after}"
+    if START in text or END in text or re.search(r"(?<!\\)<!--|-->", text) \
+            or written.count(START) != 1 or written.count(END) != 1:
+        raise Invalid("the headline would hold a README marker or an HTML comment, which its "
+                      "escaping should have prevented; nothing was written (a bug of the "
+                      "renderer)")
+    return written
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """path replaced by data at once, through a temporary file beside it; on any failure the
+    old file stays and no temporary file is left. An existing file keeps its mode."""
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as temporary:
+            temporary.write(data)
+        os.chmod(name, mode)
+        os.replace(name, path)
+    except BaseException:
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+        raise
+
+
+def render(results_path: Path, docs: Path, readme: Path | None) -> str:
+    """Check everything, then write the page, its plots and the headline; return the
+    headline. Invalid, before anything is written, for whatever cannot be rendered."""
+    results = read_results(results_path)
+    content = read_readme(readme) if readme else None
+    target, images = docs / "performance.md", docs / "performance"
+    for path in (docs, images):
+        if path.exists() and not path.is_dir():
+            raise Invalid(f"{path} is not a folder; --docs names the folder performance.md "
+                          "and performance/ go to")
+    previous = ""
+    if target.exists() or target.is_symlink():
+        try:
+            previous = target.read_text(encoding="utf-8") if target.is_file() else ""
+        except (OSError, UnicodeDecodeError):
+            previous = ""
+        if target.is_symlink() or previous.split("\n", 1)[0] != PAGE_MARK:
+            raise Invalid(f"{target} was not written by this renderer (its first line is not "
+                          "the renderer's mark), so it is not replaced; move it away or pass "
+                          "another --docs; nothing was written")
+    markdown, plots = page(results, "performance/")
+    text = headline(results, "docs/performance.md")
+    new_readme = with_headline(content, text) if content is not None else None
+    try:
+        images.mkdir(parents=True, exist_ok=True)
+        for file, data in plots.items():
+            write_atomically(images / file, data)
+        write_atomically(target, markdown.encode("utf-8"))
+        print(f"wrote {target}")
+        # A sweep no longer measured leaves no plot behind: the previous page's plots that
+        # this one does not show are removed, and nothing else.
+        for stale in sorted(shown_plots(previous, "performance/") - set(plots)):
+            if (images / stale).is_file() and not (images / stale).is_symlink():
+                (images / stale).unlink()
+                print(f"removed {images / stale}, a plot of a sweep no longer measured")
+        if new_readme is not None:
+            write_atomically(readme, new_readme.encode("utf-8"))
+    except OSError as error:
+        raise Invalid(f"cannot write {error.filename or docs} ({error.strerror or error})") \
+            from None
+    return text
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python bench/render_report.py", description=__doc__,
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", type=Path, help="the JSON file bench/report.py wrote")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs",
@@ -311,15 +658,13 @@ def main(argv=None) -> None:
     parser.add_argument("--readme", type=Path,
                         help="write the headline into this README between the markers")
     args = parser.parse_args(argv)
-    results = json.loads(args.results.read_text())
-    args.docs.mkdir(parents=True, exist_ok=True)
-    markdown = page(results, args.docs / "performance", "performance/")
-    (args.docs / "performance.md").write_text(markdown)
-    print(f"wrote {args.docs / 'performance.md'}")
-    text = headline(results, "docs/performance.md")
+    try:
+        text = render(args.results, args.docs, args.readme)
+    except Invalid as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
     print(text)
     if args.readme:
-        rewrite_readme(args.readme, text)
         print(f"wrote the headline into {args.readme}")
 
 

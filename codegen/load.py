@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,8 +213,29 @@ def _compose(text: str, file: str) -> yaml.Node | None:
                                       f"YAML text ({error.reason})")]) from None
 
 
-def load_schema(text: str, file: str = "api.yaml") -> LocatedMap:
-    """Parse schema text; raise SchemaError for syntax errors and duplicate keys."""
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def unencodable(value: str) -> str | None:
+    """Why a string of the schema cannot be written into a UTF-8 file, or None: a lone
+    surrogate, which YAML's escapes ("\\ud800") can spell but UTF-8 cannot encode."""
+    for index, char in enumerate(value):
+        if "\ud800" <= char <= "\udfff":
+            return (f"this string holds U+{ord(char):04X} at character {index + 1}, a lone "
+                    "surrogate, which UTF-8 cannot encode, so no generated file could hold it; "
+                    "remove it (a character beyond U+FFFF is written as itself or as one "
+                    "\\U00XXXXXX escape, not as two \\u escapes)")
+    return None
+
+
+def load_schema(text: str, file: str = "api.yaml",
+                deferred: list[Diagnostic] | None = None) -> LocatedMap:
+    """Parse schema text; raise SchemaError for syntax errors and duplicate keys.
+
+    A string UTF-8 cannot encode (unencodable) is a problem of its value, not of the
+    document's shape: with a deferred list, its diagnostic goes there and the string is kept
+    with U+FFFD in place of each surrogate, so that the schema's other problems are found
+    in the same run; without one, it is raised with the others."""
     root = _compose(text, file)
     if root is None:
         raise SchemaError([Diagnostic(Location(file, 1, 1), "the schema is empty")])
@@ -223,7 +245,14 @@ def load_schema(text: str, file: str = "api.yaml") -> LocatedMap:
     def construct(node: yaml.Node) -> Any:
         """A plain value; a tag the safe loader refuses (``!!python/...``) is a diagnostic."""
         try:
-            return constructor.construct_object(node)
+            value = constructor.construct_object(node)
+            if isinstance(value, str):
+                problem = unencodable(value)
+                if problem:
+                    (diagnostics if deferred is None else deferred).append(
+                        Diagnostic(_location(file, node), problem))
+                    value = SURROGATES.sub("\ufffd", value)
+            return value
         except yaml.MarkedYAMLError as error:
             diagnostics.append(Diagnostic(_location(file, node), f"YAML error: {error.problem}"))
             return None

@@ -4,6 +4,11 @@ Note [Schema rules]
 - Every list keeps declaration order; names are unique within their scope (a module's
   functions, classes, variables, re-exports and submodules; a class's methods and properties).
 - Every mapping accepts only its known keys; every item and parameter needs a non-empty doc.
+- Whatever validates renders to sources that parse and compile: names are identifiers that are
+  neither Python keywords nor soft keywords (``type`` excepted, SOFT_KEYWORDS_ALLOWED) nor
+  words Cython reads as its own where the name stands (cython_reserved.py); texts hold no
+  control character but tab and newline (text_problem), and no string holds a lone surrogate
+  (load.unencodable). Any other text is quoted by render.docstring / render.string_literal.
 - Types come from the closed vocabulary (Note [Closed type vocabulary] in types.py).
 - A default must fit its parameter's type; parameters follow Python's ordering rules.
 - ``impl`` names a symbol that runtime/ declares (runtime_index.py) taking one argument per
@@ -54,6 +59,7 @@ from typing import Any, Optional
 
 from .load import (Diagnostic, LocatedList, LocatedMap, Location, SchemaError, load_schema,
                    shown)
+from . import cython_reserved
 from .runtime_index import Arity, RuntimeModule, index_runtime
 from .types import (CHOICE_CONVERSION, RANGE_CONVERSION, UNSET, TypeExpr, TypeSyntaxError,
                     parse_type)
@@ -292,8 +298,9 @@ class Api:
 # starts with an underscore is the generated code's too (runtime module aliases, stub aliases).
 MODULE_RESERVED = frozenset({"os", "builtins", "Any", "Callable", "Literal", "TypeAlias",
                              "warnings", "globals", "type"})
-# A parameter may not be called self (methods take it first).
-PARAM_RESERVED = frozenset({"self"})
+# A parameter may not be called self (methods take it first) nor warnings (a deprecated
+# function's wrapper calls warnings.warn, which such a parameter would shadow).
+PARAM_RESERVED = frozenset({"self", "warnings"})
 
 
 def default_problem(value: Any) -> Optional[str]:
@@ -310,13 +317,41 @@ def default_problem(value: Any) -> Optional[str]:
     return None
 
 
-def identifier_problem(name: str, reserved: frozenset[str] = frozenset()) -> Optional[str]:
+# Python's soft keywords (keyword.softkwlist; "type" since Python 3.12) are identifiers, but a
+# name that reads as a statement is refused like a keyword, whichever Python runs codegen.
+SOFT_KEYWORDS = frozenset(keyword.softkwlist) | {"_", "case", "match", "type"}
+# The exception: PyTorch's API names a parameter and a property "type" (device(type, index),
+# device.type), which tensorplay mirrors; a def parameter or method named type compiles in
+# Python and Cython alike (Python 3.12 makes it a keyword only at the start of a statement).
+SOFT_KEYWORDS_ALLOWED = frozenset({"type"})
+
+# Where a name stands in the generated code decides which of Cython's words it may not be
+# (cython_reserved.py): "parameter" and "class" (C declarations could start there), "item" (a
+# function, method or property), "variable" (only ever written as a string in the wrappers)
+# and "module" (a segment of a module's dotted name).
+POSITIONS = ("parameter", "class", "item", "variable", "module")
+
+
+def identifier_problem(name: str, reserved: frozenset[str] = frozenset(),
+                       position: str = "item") -> Optional[str]:
     """Why name cannot be a Python identifier of the generated code, or None. With reserved
     names given (module level, parameters), a single leading underscore is refused too."""
     if not name.isidentifier():
         return f"{name!r} is not a Python identifier"
     if keyword.iskeyword(name):
         return f"'{name}' is a Python keyword; the generated code could not define or call it"
+    if name in SOFT_KEYWORDS and name not in SOFT_KEYWORDS_ALLOWED:
+        return (f"'{name}' is a Python soft keyword (keyword.softkwlist), which the schema "
+                "refuses like a keyword; choose another")
+    if name in cython_reserved.RESERVED:
+        return (f"'{name}' is a Cython reserved word (Cython/Compiler/Scanning.py), so Cython "
+                "could not compile the wrapper; choose another")
+    if name in cython_reserved.EXPRESSIONS and position != "variable":
+        return (f"'{name}' is a Cython operator or constant (Cython/Compiler/Parsing.py), so "
+                "Cython could not compile the wrapper; choose another")
+    if name in cython_reserved.DECLARATIONS and position in ("parameter", "class"):
+        return (f"'{name}' starts a C type in Cython (Cython/Compiler/Parsing.py), so Cython "
+                f"would read the {position} as a C declaration; choose another")
     normal = unicodedata.normalize("NFKC", name)
     if normal != name:
         return (f"{name!r} is not in the form Python reads it in (NFKC: {normal!r}); write "
@@ -327,6 +362,21 @@ def identifier_problem(name: str, reserved: frozenset[str] = frozenset()) -> Opt
             and reserved:
         return (f"'{name}' starts with an underscore, which the generated code keeps for its "
                 "own names; choose another")
+    return None
+
+
+# Characters a schema text may not hold: control characters other than tab and newline. NUL
+# cannot stand in Python or Cython source at all, and the others would be written raw into the
+# generated sources and pages (a carriage return, an escape sequence), where no doc needs them.
+# Lone surrogates, which UTF-8 cannot encode, are refused for every string as it is loaded
+# (load.py).
+def text_problem(value: str) -> Optional[str]:
+    """Why value cannot be a doc or other text of the schema, or None."""
+    for index, char in enumerate(value):
+        if unicodedata.category(char) == "Cc" and char not in "\t\n":
+            name = "NUL" if char == "\0" else unicodedata.name(char, "a control character")
+            return (f"holds U+{ord(char):04X} ({name}) at character {index + 1}, which the "
+                    "generated sources cannot hold as written; remove it")
     return None
 
 
@@ -401,6 +451,9 @@ class _Builder:
         if not isinstance(value, str) or not value.strip():
             self.error(location, f"'{key}' of {what} must be a non-empty string, got {value!r}")
             return ""
+        problem = text_problem(value.strip())
+        if problem:
+            self.error(location, f"'{key}' of {what} {problem}")
         return value.strip()
 
     def doc(self, entry: LocatedMap, what: str) -> str:
@@ -427,13 +480,15 @@ class _Builder:
             else:
                 seen[name] = location
 
-    def name(self, entry: LocatedMap, what: str, reserved: frozenset[str] = frozenset()) -> str:
-        """An item's name: an identifier that is not a Python keyword (it becomes a def), in
-        the NFKC form Python reads it in, and none of the names the generated code itself
-        uses where the item is defined (reserved)."""
+    def name(self, entry: LocatedMap, what: str, reserved: frozenset[str] = frozenset(),
+             position: str = "item") -> str:
+        """An item's name: an identifier that is not a Python keyword or soft keyword (it
+        becomes a def), nor a word Cython reads as its own where the name stands (position,
+        one of POSITIONS), in the NFKC form Python reads it in, and none of the names the
+        generated code itself uses where the item is defined (reserved)."""
         value = self.text(entry, "name", what)
         if value:
-            problem = identifier_problem(value, reserved)
+            problem = identifier_problem(value, reserved, position)
             if problem:
                 self.error(entry.value_locations["name"], f"{what} name {problem}")
         return value
@@ -466,7 +521,7 @@ class _Builder:
                 continue
             self.check_keys(param_entry, f"parameter of {what}", ("name", "type"),
                             ("doc", "default", "kind", "range", "choices"))
-            name = self.name(param_entry, f"parameter of {what}", PARAM_RESERVED)
+            name = self.name(param_entry, f"parameter of {what}", PARAM_RESERVED, "parameter")
             param_what = f"parameter '{name}' of {what}"
             kind = param_entry.get("kind", "positional")
             if kind not in PARAM_KINDS:
@@ -777,7 +832,7 @@ class _Builder:
 
     def base(self, entry: LocatedMap) -> None:
         """A named set of members that classes share through 'extends:'; not a public class."""
-        name = self.name(entry, "base")
+        name = self.name(entry, "base", position="class")
         what = f"base '{name}'"
         self.check_keys(entry, what, ("name", "impl"), ("doc", "extends", "methods", "properties"))
         self.base_docs[name] = self.doc(entry, what)
@@ -789,7 +844,7 @@ class _Builder:
         self.base_entries[name] = methods + properties
 
     def klass(self, entry: LocatedMap, scope: str) -> Class:
-        name = self.name(entry, f"class of {scope}", MODULE_RESERVED)
+        name = self.name(entry, f"class of {scope}", MODULE_RESERVED, "class")
         what = f"'{scope}.{name}'"
         base = entry.get("extends") if isinstance(entry.get("extends"), str) else None
         base_entry = self.bases.get(base)
@@ -922,7 +977,7 @@ class _Builder:
                      decorator, init_impl, inherited, subclass_of)
 
     def variable(self, entry: LocatedMap, scope: str) -> Variable:
-        name = self.name(entry, f"variable of {scope}", MODULE_RESERVED)
+        name = self.name(entry, f"variable of {scope}", MODULE_RESERVED, "variable")
         what = f"'{scope}.{name}'"
         self.check_keys(entry, what, ("name", "type", "impl"), ("doc",))
         module, symbol = self.impl(entry, what)
@@ -941,7 +996,7 @@ class _Builder:
         # Each segment becomes a folder or file under --out: identifiers only, so that no name
         # can reach outside it (an absolute path, "..").
         for segment in name.split(".") if name else ():
-            problem = identifier_problem(segment)
+            problem = identifier_problem(segment, position="module")
             if problem:
                 self.error(entry.value_locations["name"],
                            f"module name {name!r} must be dotted Python identifiers: {problem}")
@@ -1128,11 +1183,12 @@ def normalise(modules: tuple[Module, ...], bases: tuple[Base, ...] = ()) -> dict
 
 def build_api(text: str, runtime_dir: Path, file: str = "api.yaml") -> Api:
     """Load, validate and freeze a schema; raise SchemaError listing every problem."""
-    root = load_schema(text, file)
+    deferred: list[Diagnostic] = []  # strings UTF-8 cannot encode, reported with the rest
+    root = load_schema(text, file, deferred)
     builder = _Builder(index_runtime(runtime_dir))
     modules = builder.api(root)
-    if builder.diagnostics:
-        raise SchemaError(builder.diagnostics)
+    if builder.diagnostics or deferred:
+        raise SchemaError(builder.diagnostics + deferred)
     normalised = normalise(modules, builder.built_bases)
     canonical = json.dumps(normalised, sort_keys=True, ensure_ascii=False).encode()
     return Api(modules, builder.built_bases, hashlib.sha256(canonical).hexdigest()[:16],

@@ -109,15 +109,48 @@ def described(item: Function | Class) -> str:
     return "\n\n".join(sections)
 
 
+# Characters a generated source never holds as written, whatever the schema's checks let
+# through: control characters other than tab and newline (Python refuses NUL in source; a
+# carriage return would be read as a line break), lone surrogates (UTF-8 cannot encode them)
+# and the separators str.splitlines breaks lines at. Each is written as its escape instead.
+UNSAFE_IN_SOURCE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029]")
+
+
+def _escaped(text: str) -> str:
+    """text with backslashes doubled and UNSAFE_IN_SOURCE characters escaped: the body of a
+    Python (and Cython) string literal that means text, quotes aside."""
+    def escape(match: re.Match) -> str:
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return UNSAFE_IN_SOURCE.sub(escape, text.replace("\\", "\\\\"))
+
+
 def docstring(text: str, indent: int) -> str:
-    """A triple-quoted docstring indented for its block."""
+    """A triple-quoted docstring indented for its block, whose value is text whatever text
+    holds: backslashes are doubled, triple quotes inside are escaped, and so are characters no
+    source holds raw (UNSAFE_IN_SOURCE) and, on one line, the quotes at its end, which would
+    run into the closing ones."""
     pad = " " * indent
-    body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    lines = body.splitlines()
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    lines = lines or [""]
+
+    def body(line: str) -> str:
+        return _escaped(line).replace('"""', '\\"\\"\\"')
+
     if len(lines) == 1:
-        return f'"""{lines[0]}"""'
+        head = lines[0].rstrip('"')
+        return f'"""{body(head)}' + '\\"' * (len(lines[0]) - len(head)) + '"""'
+    lines = [body(line) for line in lines]
     rendered = [f'"""{lines[0]}'] + [f"{pad}{line}" if line else "" for line in lines[1:]]
     return "\n".join(rendered) + f"\n{pad}" + '"""'
+
+
+def string_literal(text: str) -> str:
+    """A double-quoted one-line Python (and Cython) string literal whose value is text."""
+    return '"' + _escaped(text).replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,6 +177,7 @@ class Renderer:
             autoescape=False,
         )
         self.env.filters["docstring"] = docstring
+        self.env.filters["string_literal"] = string_literal
         self.env.filters["described"] = described
         self.env.globals.update(signature=signature, call_arguments=call_arguments,
                                 setter_argument=setter_argument)

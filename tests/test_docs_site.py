@@ -33,6 +33,8 @@ def site():
     run = subprocess.run([sys.executable, "docs/build.py", "--out", str(BUILD)], cwd=ROOT,
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
+    # The folder is the build's: its marker lets later builds replace src/, html/, doctrees/.
+    assert (BUILD / ".docs-build").is_file()
     return BUILD / "html"
 
 

@@ -135,12 +135,19 @@ def test_sweeps_become_plots_in_their_section(tmp_path):
     replay = page.split("## Replay")[1].split("## ")[0]
     assert "![replay cost against graph size](performance/replay-cost-against-graph-size.png)" \
         in replay
-    # Rendering again gives the same file, and drops plots of sweeps no longer measured.
+    # Rendering again gives the same file.
     first = image.read_bytes()
-    (image.parent / "old-sweep.png").write_bytes(b"stale")
+    (image.parent / "mine.png").write_bytes(b"a picture of the user's own")
     render(tmp_path, results())
     assert image.read_bytes() == first
-    assert not (image.parent / "old-sweep.png").exists()
+    # A sweep no longer measured leaves no plot behind; a file the renderer did not write stays.
+    data = results()
+    for record in data["areas"]["replay"]["records"]:
+        del record["sweep"]
+    _, page = render(tmp_path, data)
+    assert not image.exists() and "![" not in page
+    assert (image.parent / "mine.png").read_bytes() == b"a picture of the user's own"
+    assert sorted(p.name for p in image.parent.iterdir()) == ["mine.png"]  # no temporary file
 
 
 def test_the_headline_goes_between_the_readme_markers(tmp_path):
