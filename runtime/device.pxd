@@ -53,7 +53,9 @@ cdef object device_object(int index)
 # Open graph captures of the process (device.pyx, Note [Calls during capture]). The graph code
 # reports each capture it begins and ends; the rest of the runtime asks before a CUDA call that a
 # capture forbids.
-cdef int capture_opened(int device, void* stream, unsigned long long capture_id) except -1
+# A capture is reported open before cudaStreamBeginCapture runs, and identified once it has.
+cdef int capture_opened(int device, void* stream) except -1
+cdef int capture_identified(void* stream, unsigned long long capture_id) except -1
 cdef int capture_closed(void* stream) except -1
 cdef bint capture_open() noexcept nogil              # any capture open in the process
 cdef bint device_capturing(int device) noexcept      # any capture open on device

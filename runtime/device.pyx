@@ -378,14 +378,22 @@ cdef vector[OpenCapture] _open_captures   # changed with the GIL held
 cdef int _open_capture_count = 0           # its size, readable without the GIL
 
 
-cdef int capture_opened(int device, void* stream, unsigned long long capture_id) except -1:
+cdef int capture_opened(int device, void* stream) except -1:
     cdef OpenCapture capture
     capture.device = device
     capture.stream = stream
-    capture.capture_id = capture_id
+    capture.capture_id = 0  # capture_identified() gives it once CUDA has begun the capture
     _open_captures.push_back(capture)
     global _open_capture_count
     _open_capture_count = <int>_open_captures.size()
+    return 0
+
+
+cdef int capture_identified(void* stream, unsigned long long capture_id) except -1:
+    cdef size_t i
+    for i in range(_open_captures.size()):
+        if _open_captures[i].stream == stream:
+            _open_captures[i].capture_id = capture_id
     return 0
 
 

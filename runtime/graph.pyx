@@ -295,20 +295,29 @@ cdef class GraphBase:
         cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
         cdef unsigned long long capture_id = 0
         cdef DeviceSwitch saved
-        with nogil:
-            _device.enter_device(self.device, &saved)
-            try:
-                errors.check(cyruntime.cudaStreamBeginCapture(
-                    self.capture_stream, <cudaStreamCaptureMode>capture_mode),
-                    b"cudaStreamBeginCapture")
-                self.capturing = True
-                errors.check(cyruntime.cudaStreamGetCaptureInfo(
-                    self.capture_stream, &status, &capture_id, NULL, NULL, NULL, NULL),
-                    b"cudaStreamGetCaptureInfo")
-            finally:
-                _device.exit_device(&saved)
+        # Known as open before the stream captures: from then on no thread may record an
+        # allocator event on it (device.pyx, Note [Calls during capture]), and another thread
+        # runs while this one waits in cudaStreamBeginCapture without the GIL.
+        _device.capture_opened(self.device, self.capture_stream)
+        try:
+            with nogil:
+                _device.enter_device(self.device, &saved)
+                try:
+                    errors.check(cyruntime.cudaStreamBeginCapture(
+                        self.capture_stream, <cudaStreamCaptureMode>capture_mode),
+                        b"cudaStreamBeginCapture")
+                    self.capturing = True
+                    errors.check(cyruntime.cudaStreamGetCaptureInfo(
+                        self.capture_stream, &status, &capture_id, NULL, NULL, NULL, NULL),
+                        b"cudaStreamGetCaptureInfo")
+                finally:
+                    _device.exit_device(&saved)
+        except BaseException:
+            if not self.capturing:  # else capture_stopped() closes it
+                _device.capture_closed(self.capture_stream)
+            raise
         self.capture_id = capture_id
-        _device.capture_opened(self.device, self.capture_stream, capture_id)
+        _device.capture_identified(self.capture_stream, capture_id)
         return 0
 
     cdef int end(self) except -1:
@@ -445,7 +454,6 @@ cdef class GraphBase:
         while self.bodies:
             self.close_body(False)
         if self.capturing:
-            self.capture_stopped()
             with nogil:
                 _device.enter_device(self.device, &saved)
                 # Its error (usually "invalidated") is the reason we are here, not news.
@@ -456,6 +464,9 @@ cdef class GraphBase:
                     cyruntime.cudaGraphDestroy(partial)
                     _device.exit_relaxed(&mode)
                 _device.exit_device(&saved)
+            # Only now: until the stream has stopped capturing, no thread may record an
+            # allocator event on it.
+            self.capture_stopped()
         try:
             if self.routing:
                 self.routing = False
@@ -501,7 +512,7 @@ cdef class GraphBase:
         return 0
 
     cdef int capture_stopped(self) except -1:
-        """cudaStreamEndCapture is about to run (or ran): the capture is no longer open."""
+        """cudaStreamEndCapture ran: the capture is no longer open."""
         self.capturing = False
         _device.capture_closed(self.capture_stream)
         captures.capture_ended(self.capture_id)
