@@ -16,7 +16,7 @@ from tensorplay import accelerator, cuda
 from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
 
-from graph_helpers import N, values, warmed
+from graph_helpers import N, reset_and_recapture, values, warmed
 
 pytestmark = pytest.mark.gpu
 
@@ -33,52 +33,8 @@ def usable():
 
 # -- lifetimes ---------------------------------------------------------------------------------
 
-# PyTorch's test_graph_capture_reset_recapture, on our API: the second capture writes a tensor
-# of the first (b.fill_) and then rebinds it (b = b + 2), freeing its block mid-capture. Run in
-# a process of its own: should the block be returned to CUDA, the replay faults (error 700) and
-# the context is lost for the rest of the process.
-RECAPTURE = textwrap.dedent("""
-    import tensorplay as tp
-    from tensorplay import accelerator, cuda
-    from tensorplay.accelerator import memory
-
-    s = cuda.Stream()
-    with cuda.stream(s):
-        a = tp.full((1000,), 1.0, device="cuda")
-        g = cuda.CUDAGraph()
-        memory.empty_cache()
-        g.capture_begin()
-        b = a
-        for _ in range(10):
-            b = b + 1
-        g.capture_end()
-    accelerator.current_stream().wait_stream(s)
-    g.replay()
-    assert b.sum().item() == 11000.0
-    g.reset()
-    with cuda.stream(s):
-        g.capture_begin()
-        b.fill_(2.0)
-        for _ in range(10):
-            b = b + 2
-        g.capture_end()
-    accelerator.current_stream().wait_stream(s)
-    memory.empty_cache()  # must not return the block the graph writes
-    g.replay()
-    assert b.sum().item() == 22000.0, b.sum().item()
-    g.replay()
-    accelerator.synchronize()
-    g.reset()
-    del g, b
-    memory.empty_cache()
-    assert memory.memory_stats()["num_graph_pools"] == 0
-    print("ok")
-""")
-
-
 def test_pytorchs_reset_and_recapture_sequence_replays_without_a_fault():
-    result = subprocess.run([sys.executable, "-c", RECAPTURE], capture_output=True, text=True,
-                            timeout=300)
+    result = reset_and_recapture("plain")
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 

@@ -39,9 +39,6 @@ Not ported, and why:
 import concurrent.futures
 import gc
 import re
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
@@ -50,7 +47,7 @@ from tensorplay import accelerator, cuda
 from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
 
-from graph_helpers import N, values, warmed
+from graph_helpers import N, reset_and_recapture, values, warmed
 
 pytestmark = pytest.mark.gpu
 
@@ -278,62 +275,12 @@ def test_record_stream_on_a_forked_stream_inside_a_capture(quiet_device):
     assert values(a) == {2.0} and values(busy) == {50.0}
 
 
-# PyTorch's test_graph_capture_reset_recapture (test_gpu_capture_safety.py runs it as is), with
-# the work of both captures on a stream joined to them: the second writes a tensor of the first
-# (b.fill_) and frees it (b = b + 2) on the joined stream, so the block is held for the capture
-# only if frees there count as the capture's. In a process of its own: should the block go back
-# to CUDA, the replay faults (error 700) and the context is lost for the rest of the process.
-RECAPTURE_ON_A_JOINED_STREAM = textwrap.dedent("""
-    import tensorplay as tp
-    from tensorplay import accelerator, cuda
-    from tensorplay.accelerator import memory
-
-    s, side = cuda.Stream(), cuda.Stream()
-    with cuda.stream(s):
-        a = tp.full((1000,), 1.0, device="cuda")
-        g = cuda.CUDAGraph()
-        memory.empty_cache()
-        g.capture_begin(stream=s)
-        side.wait_stream(s)
-        with cuda.stream(side):
-            b = a
-            for _ in range(10):
-                b = b + 1
-        s.wait_stream(side)
-        g.capture_end()
-    accelerator.current_stream().wait_stream(s)
-    g.replay()
-    assert b.sum().item() == 11000.0
-    g.reset()
-    with cuda.stream(s):
-        g.capture_begin(stream=s)
-        side.wait_stream(s)
-        with cuda.stream(side):
-            b.fill_(2.0)
-            for _ in range(10):
-                b = b + 2
-        s.wait_stream(side)
-        g.capture_end()
-    accelerator.current_stream().wait_stream(s)
-    memory.empty_cache()  # must not return the block the graph writes
-    g.replay()
-    assert b.sum().item() == 22000.0, b.sum().item()
-    g.replay()
-    accelerator.synchronize()
-    g.reset()
-    del g, b
-    memory.empty_cache()
-    assert memory.memory_stats()["num_graph_pools"] == 0
-    print("ok")
-""")
-
-
 def test_reset_and_recapture_with_the_work_on_a_joined_stream_replays_without_a_fault():
     """Adapted from PyTorch test/test_cuda.py, TestCuda.test_graph_capture_reset_recapture
-    (https://github.com/pytorch/pytorch/blob/main/test/test_cuda.py): the same sequence, with
-    each capture's work on a forked stream joined back before the capture ends."""
-    result = subprocess.run([sys.executable, "-c", RECAPTURE_ON_A_JOINED_STREAM],
-                            capture_output=True, text=True, timeout=300)
+    (https://github.com/pytorch/pytorch/blob/main/test/test_cuda.py): the same sequence
+    (graph_helpers.RESET_AND_RECAPTURE), with each capture's work on a forked stream joined
+    back before the capture ends."""
+    result = reset_and_recapture("joined")
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
