@@ -2233,7 +2233,13 @@ cdef object arange(object start, object end, object step, object dtype, object d
 
 
 cdef object from_numpy_values(object values, DtypeCore dtype, int device, str argument):
-    host = wrap_cpu(np().asarray(stored(values, dtype), order="C"), dtype)
+    """A new tensor holding values converted to dtype, on device. It never shares memory with
+    values: tensor() copies, as PyTorch's does (as_tensor() and from_numpy() are the ones that
+    share). A CPU result takes a copy unless the conversion already made one."""
+    converted = np().asarray(stored(values, dtype), order="C")
+    if device == CPU and (converted is values or not converted.flags.owndata):
+        converted = converted.copy()  # values' own memory, or a view of someone else's
+    host = wrap_cpu(converted, dtype)
     return host if device == CPU else copied_to(host, device, dtype, False, False, argument)
 
 
@@ -2242,6 +2248,11 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
         require_grad_arg(dtype, (<TensorCore>data).dtype_object, requires_grad)
         return requiring_grad(to_named((<TensorCore>data).c_detach(), device, dtype, False,
                                        True, "data"), requires_grad)
+    if not isinstance(data, np().ndarray) and (hasattr(data, "__cuda_array_interface__") or
+                                               hasattr(data, "__dlpack__")):
+        # Another library's tensor (PyTorch's, CuPy's): viewed without a copy, then copied as
+        # one of ours, keeping its dtype and, unless device says otherwise, its device.
+        return tensor(as_tensor(data, None, None), dtype, device, requires_grad)
     if isinstance(data, np().ndarray):
         inferred = dtypes.dtype_from_numpy(data.dtype)
         values = data
@@ -2317,13 +2328,43 @@ cdef object as_tensor(object data, object dtype, object device):
             if hasattr(data, "__cuda_array_interface__") else interop.from_dlpack(data)
         return to_named(shared, device, dtype, False, False, "data")
     if isinstance(data, np().ndarray) and dtypes.dtype_from_numpy(data.dtype) is not None:
-        return to_named(wrap_numpy(data), device, dtype, False, False, "data")
+        return to_named(shared_numpy(data, "data"), device, dtype, False, False, "data")
     return tensor(data, dtype, device, False)
 
 
 cdef object from_dlpack(object ext_tensor):
     from tensorplay._runtime import interop
     return interop.from_dlpack(ext_tensor)
+
+
+cdef object from_numpy(object ndarray):
+    if not isinstance(ndarray, np().ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    return shared_numpy(ndarray, "ndarray")
+
+
+cdef TensorCore shared_numpy(object array, str argument):
+    """A CPU tensor sharing array's memory, or PyTorch's error (torch.from_numpy's words and
+    order of checks) where it cannot: a layout a tensor cannot describe is refused rather than
+    copied, since the caller asked for the same memory."""
+    if any(stride % array.itemsize for stride in array.strides):
+        raise ValueError(f"{argument}: given numpy array strides not a multiple of the element "
+                         "byte size. Copy the numpy array to reallocate the memory.")
+    if any(stride < 0 for stride in array.strides):
+        raise ValueError(f"{argument}: at least one stride in the given numpy array is "
+                         "negative, and tensors with negative strides are not currently "
+                         "supported. (You can probably work around this by making a copy of "
+                         "your array with array.copy().)")
+    if not array.dtype.isnative:
+        raise ValueError(f"{argument}: given numpy array has byte order different from the "
+                         "native byte order. Conversion between byte orders is currently not "
+                         "supported.")
+    dtype = dtypes.dtype_from_numpy(array.dtype)
+    if dtype is None:
+        raise TypeError(f"can't convert np.ndarray of type {array.dtype.type.__module__}."
+                        f"{array.dtype.type.__name__}. The only supported types are: float64, "
+                        "float32, float16, int64, int32, int16, int8, uint8, and bool.")
+    return wrap_cpu(array, dtype)
 
 
 cdef object where(object condition, object input, object other):
