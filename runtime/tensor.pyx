@@ -1078,9 +1078,10 @@ cdef class TensorCore:
         return self.device_index != CPU
 
     cdef str c_repr(self):
-        values = host_values(self).tolist() if self.element_count <= 1000 else "..."
-        device = "" if self.device_index == CPU else f", device='{device_text(self.device_index)}'"
-        return f"tensor({values}, dtype={self.dtype_object.repr_text()}{device})"
+        # PyTorch's text (tensor_repr.py, Note [Tensor repr]), imported on first use.
+        from tensorplay._runtime.tensor_repr import tensor_repr
+        return tensor_repr(self, None if self.device_index == CPU else
+                           device_text(self.device_index), self.dtype_object.repr_text())
 
     cdef Py_ssize_t c_len(self) except -1:
         if not self.sizes:
