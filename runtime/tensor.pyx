@@ -75,7 +75,8 @@ class IntegerPowerError(ValueError, RuntimeError):
 
 class BoolNotImplementedError(TypeError, NotImplementedError):
     """An operation PyTorch does not implement for bool tensors: a TypeError, as tensorplay has
-    always raised, and PyTorch's NotImplementedError."""
+    always raised, and PyTorch's NotImplementedError (abs, rounded division; since PyTorch 2.14
+    also -, neg and relu, which raised RuntimeError before: NotImplementedError is one)."""
 
 
 class DtypeError(TypeError, RuntimeError):
@@ -1444,10 +1445,10 @@ cdef class TensorCore:
         bool ** bool tensor are refused as in PyTorch. Computed in int64 (or float32), so every
         kernel it needs exists on both devices."""
         check_operand(self, other, inplace, name, "the other operand", False)
-        if op == device_ops.OP_SUB:
-            raise DtypeError(f"{name}: Subtraction, the `-` operator, with a bool tensor is not "
-                             "supported. If you are trying to invert a mask, use the `~` or "
-                             "`logical_not()` operator instead.")
+        if op == device_ops.OP_SUB:  # NotImplementedError since PyTorch 2.14, RuntimeError before
+            raise BoolNotImplementedError(
+                f"{name}: Subtraction, the `-` operator, with a bool tensor is not supported. If "
+                "you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
         boolean = isinstance(other, (bool, TensorCore))  # the other operand is bool too
         if op == device_ops.OP_DIV_TRUNC or op == device_ops.OP_DIV_FLOOR or (
                 op == device_ops.OP_POW and isinstance(other, TensorCore)):
@@ -1606,9 +1607,7 @@ cdef class TensorCore:
             return (<TensorCore>self.c_to(None, dtypes.named_dtype("float32"), False,
                                           False)).c_unary(op)
         if self.dtype_object.name == "bool":  # PyTorch's error types: see BoolNotImplementedError
-            if op == device_ops.OP_ABS:
-                raise BoolNotImplementedError(f"{name}() is not supported on bool tensors")
-            raise DtypeError(f"{name}() is not supported on bool tensors" + (
+            raise BoolNotImplementedError(f"{name}() is not supported on bool tensors" + (
                 ": Negation, the `-` operator, on a bool tensor is not supported. If you are "
                 "trying to invert a mask, use the `~` or `logical_not()` operator instead."
                 if op == device_ops.OP_NEG else ""))
