@@ -80,17 +80,17 @@ def phases(lines, total):
     return found
 
 
-def one_run(workspace: Path) -> dict:
+def one_run(workspace: Path, ref: str = "HEAD", extras: str = EXTRAS) -> dict:
     tree = workspace / "tree"
     tree.mkdir()
-    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, check=True,
+    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, check=True,
                              capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     subprocess.run([sys.executable, "-m", "venv", str(workspace / "venv")], check=True)
     python = str(workspace / "venv" / "bin" / "python")
     env = dict(os.environ, TENSORPLAY_BUILD_TIMES=str(workspace / "build-times.json"))
     env.pop("PYTHONPATH", None)
-    lines, pip_seconds = timed_lines([python, "-m", "pip", "install", EXTRAS], tree, env)
+    lines, pip_seconds = timed_lines([python, "-m", "pip", "install", extras], tree, env)
     report_started = time.monotonic()
     subprocess.run([python, "-m", "tensorplay"], cwd=workspace, env=env, check=True,
                    stdout=subprocess.DEVNULL)
@@ -102,8 +102,8 @@ def one_run(workspace: Path) -> dict:
     if build_times.is_file():
         build = json.loads(build_times.read_text())
         result["build_ext wall"] = build["build_ext_wall_s"]
-        result["cythonize, all modules (CPU-seconds of the workers)"] = build["cythonize_total_s"]
-        result["compile, all modules (CPU-seconds of the workers)"] = build["compile_total_s"]
+        result["cythonize, sum over modules (jobs overlap)"] = build["cythonize_total_s"]
+        result["compile, sum over modules (jobs overlap)"] = build["compile_total_s"]
         result["modules"] = build["modules"]
     return result
 
@@ -124,16 +124,20 @@ def main() -> int:
     parser.add_argument("--modules", action="store_true",
                         help="print each module's cythonize and compile seconds (last run)")
     parser.add_argument("--json", type=Path, help="write every run's figures here")
+    parser.add_argument("--ref", default="HEAD",
+                        help="the commit to time (an older one, to compare; default HEAD)")
+    parser.add_argument("--extras", default=EXTRAS, help=f"what to install (default {EXTRAS})")
     arguments = parser.parse_args()
     runs = []
     for run in range(arguments.runs):
         with tempfile.TemporaryDirectory(prefix="tensorplay-setup-") as workspace:
-            runs.append(one_run(Path(workspace)))
+            runs.append(one_run(Path(workspace), arguments.ref, arguments.extras))
         print(f"run {run + 1}: whole command {runs[-1]['whole command']:.1f} s, tensorplay "
               f"itself {runs[-1]['tensorplay itself']:.1f} s", flush=True)
     keys = [key for key in runs[-1] if key != "modules"]
     median = {key: statistics.median(r[key] for r in runs if key in r) for key in keys}
-    print(f"median of {len(runs)} run(s) of `pip install \"{EXTRAS}\" && python -m tensorplay`:")
+    print(f"median of {len(runs)} run(s) of `pip install \"{arguments.extras}\" && python -m "
+          f"tensorplay` ({arguments.ref}):")
     show(median, "  ")
     if arguments.modules and "modules" in runs[-1]:
         print("per module, last run (seconds in the worker; 2 cythonize and 2 compile jobs "
