@@ -305,7 +305,8 @@ def module_name(path):
 # the builtin eval, because a function defined in setup.py cannot be sent to a worker process
 # (pip runs setup.py through exec, so its functions belong to no importable module).
 TIMED_CYTHONIZE = ("(__import__('time').perf_counter(),"
-                   " __import__('Cython.Build', fromlist=['cythonize']).cythonize([ext], **options),"
+                   " __import__('Cython.Build', fromlist=['cythonize'])"
+                   ".cythonize([ext], **options),"
                    " __import__('time').perf_counter())")
 
 

@@ -2228,16 +2228,18 @@ cdef object arange(object start, object end, object step, object dtype, object d
                          f"{errors.shown(step)}) has about {span:.3g} elements, more than a "
                          "tensor can hold (2**63 - 1 bytes)")
     values = np().arange(start, end, step, dtype=np().int64 if integral else np().float64)
-    return requiring_grad(from_numpy_values(values, chosen, target, "arange()'s values"),
+    return requiring_grad(from_numpy_values(values, chosen, target, "arange()'s values", True),
                           requires_grad)
 
 
-cdef object from_numpy_values(object values, DtypeCore dtype, int device, str argument):
+cdef object from_numpy_values(object values, DtypeCore dtype, int device, str argument,
+                              bint fresh=False):
     """A new tensor holding values converted to dtype, on device. It never shares memory with
     values: tensor() copies, as PyTorch's does (as_tensor() and from_numpy() are the ones that
-    share). A CPU result takes a copy unless the conversion already made one."""
+    share). A CPU result takes a copy unless the conversion already made one, or values is
+    fresh (made for this call from Python numbers, which nothing else holds)."""
     converted = np().asarray(stored(values, dtype), order="C")
-    if device == CPU and (converted is values or not converted.flags.owndata):
+    if device == CPU and not fresh and (converted is values or not converted.flags.owndata):
         converted = converted.copy()  # values' own memory, or a view of someone else's
     host = wrap_cpu(converted, dtype)
     return host if device == CPU else copied_to(host, device, dtype, False, False, argument)
@@ -2271,7 +2273,11 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
     cdef int target = device_arg(device, CPU)
     if values.dtype.kind in "biuf":
         dtypes.check_values(values, chosen, "data")
-    return requiring_grad(from_numpy_values(values, chosen, target, "data"), requires_grad)
+    # Nested lists and Python numbers become a new array; anything else numpy reads (a buffer,
+    # an object with __array__) may be viewed in place, and is copied.
+    fresh = type(data) is list or type(data) is tuple or is_scalar(data)
+    return requiring_grad(from_numpy_values(values, chosen, target, "data", fresh),
+                          requires_grad)
 
 
 cdef object empty_like(object input, object dtype, object device, bint requires_grad):

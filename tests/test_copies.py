@@ -78,6 +78,24 @@ def test_tensor_of_another_buffer_is_a_copy():
     assert made.tolist() == [1, 2, 3]
 
 
+class ArrayHolder:
+    """An object numpy reads through __array__, handing out the array it holds (as a pandas
+    Series does)."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values
+
+
+def test_tensor_of_an_object_with_array_is_a_copy():
+    source = numpy.arange(3, dtype=numpy.int64)
+    made = tp.tensor(ArrayHolder(source))
+    source[0] = 9
+    assert made.tolist() == [0, 1, 2]
+
+
 def test_tensor_of_a_tensor_is_a_detached_copy():
     source = tp.tensor([1.0, 2.0], requires_grad=True)
     made = tp.tensor(source)
