@@ -29,6 +29,7 @@ import re
 import shutil
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -40,22 +41,57 @@ STAGE = ROOT / "build" / "package"
 BUILD_INFO = STAGE / "tensorplay" / "_build_info.py"
 CYTHON_DIRECTIVES = {"language_level": 3, "binding": True, "embedsignature": True}
 
-# Headers that cimporting cyruntime, cydriver and cynvrtc pulls into the generated C++
-# (docs/design.md, "Building against CUDA headers"); crt/host_defines.h is the one the runtime
-# wheel lacks, and nvrtc.h comes from the NVRTC wheel where the toolkit lacks it.
-REQUIRED_HEADERS = ("cuda_runtime_api.h", "driver_types.h", "vector_types.h",
-                    "crt/host_defines.h", "cuda.h", "cudaProfiler.h", "nvrtc.h")
+# Headers that cimporting cyruntime, cydriver and cynvrtc pulls into the generated C++, and
+# the ones the matrix-multiply bindings will (library_types.h, cuComplex.h), each with the
+# NVIDIA wheel that ships it (docs/design.md, "Building against CUDA headers"). The wheels are
+# build requirements in pyproject.toml, so an isolated build needs no toolkit; a build without
+# isolation that finds none of these is told every missing header and wheel at once.
+HEADER_WHEELS = {
+    "cuda_runtime_api.h": "nvidia-cuda-runtime",
+    "driver_types.h": "nvidia-cuda-runtime",
+    "vector_types.h": "nvidia-cuda-runtime",
+    "library_types.h": "nvidia-cuda-runtime",
+    "cuComplex.h": "nvidia-cuda-runtime",
+    "cuda.h": "nvidia-cuda-runtime",
+    "crt/host_defines.h": "nvidia-cuda-crt",
+    "cudaProfiler.h": "nvidia-cuda-profiler-api",
+    "nvrtc.h": "nvidia-cuda-nvrtc",
+}
+REQUIRED_HEADERS = tuple(HEADER_WHEELS)
+
+
+def header_wheel_versions():
+    """{wheel: version specifier} of the header wheels as pyproject.toml's [build-system]
+    requires them (read as text: tomllib is not in Python 3.10), so the message that names them
+    cannot drift from the requirements."""
+    try:
+        text = (ROOT / "pyproject.toml").read_text()
+    except OSError:
+        return {}
+    build_system = text.split("[build-system]", 1)[-1].split("\n[", 1)[0]
+    return {name: spec.replace(" ", "") for name, spec in
+            re.findall(r'"(nvidia-[A-Za-z0-9-]+)\s*([^";]*)', build_system)}
+
+
+HEADER_WHEEL_VERSIONS = header_wheel_versions()
 
 
 @functools.cache
 def find_cuda_headers():
-    """{header: directory holding it} for every required header, or a SystemExit naming the
-    missing one. One directory that holds them all is preferred to a union of several."""
+    """{header: directory holding it} for every required header, or a SystemExit naming every
+    missing one. One directory that holds them all is preferred to a union of several.
+
+    The order: a toolkit named by CUDA_HOME or CUDA_PATH (the user's explicit choice), then
+    NVIDIA's header wheels on sys.path (the build requirements, pinned to the CUDA line of
+    cuda-bindings, so an isolated build always finds them), then cuda-pathfinder's answer and
+    the toolkit at /usr/local/cuda, which may be of another CUDA version than cuda-bindings
+    expects and is used only where the wheels are not installed (a build without isolation)."""
     candidates = []
     for variable in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(variable):
             candidates.append(Path(os.environ[variable]) / "include")
-    candidates.append(Path("/usr/local/cuda/include"))
+    for site in sys.path:
+        candidates.append(Path(site or ".") / "nvidia" / "cu13" / "include")
     try:
         from cuda import pathfinder
         for name in ("cudart", "nvrtc"):
@@ -63,25 +99,42 @@ def find_cuda_headers():
             if found:
                 candidates.append(Path(found))
     except (ImportError, AttributeError, RuntimeError):
-        pass  # older cuda-pathfinder: the fixed locations above still apply
-    for site in sys.path:
-        candidates.append(Path(site) / "nvidia" / "cu13" / "include")
+        pass  # older cuda-pathfinder: the fixed locations apply
+    candidates.append(Path("/usr/local/cuda/include"))
     existing = [c for c in dict.fromkeys(candidates) if c.is_dir()]
     for directory in existing:
         if all((directory / header).is_file() for header in REQUIRED_HEADERS):
             return {header: directory for header in REQUIRED_HEADERS}
-    # No single complete directory: a union of the wheels (runtime + crt) also works.
+    # No single complete directory: a union of the wheels (runtime + crt + ...) also works.
     holders = {}
     for header in REQUIRED_HEADERS:
         holder = next((d for d in existing if (d / header).is_file()), None)
-        if holder is None:
-            searched = ", ".join(str(c) for c in dict.fromkeys(candidates)) or "nothing"
-            raise SystemExit(
-                f"tensorplay build: CUDA header '{header}' not found (searched: {searched}). "
-                "Install the CUDA toolkit and set CUDA_HOME, or install the header wheels: "
-                "pip install 'nvidia-cuda-runtime==13.*' 'nvidia-cuda-crt==13.*'")
-        holders[header] = holder
+        if holder is not None:
+            holders[header] = holder
+    missing = [header for header in REQUIRED_HEADERS if header not in holders]
+    if missing:
+        raise SystemExit(missing_headers_message(missing, candidates))
     return holders
+
+
+def missing_headers_message(missing, candidates):
+    """Every missing header, the wheels that ship them and the one command that installs them."""
+    wheels = list(dict.fromkeys(HEADER_WHEELS[header] for header in missing))
+    requirements = " ".join(f"'{wheel}{HEADER_WHEEL_VERSIONS.get(wheel, '')}'" for wheel in wheels)
+    listed = "; ".join(
+        f"{', '.join(h for h in missing if HEADER_WHEELS[h] == wheel)} (in {wheel})"
+        for wheel in wheels)
+    found = ", ".join(str(c) for c in dict.fromkeys(candidates) if c.is_dir()) or "none"
+    homes = ", ".join(f"{v}={os.environ[v]}" if os.environ.get(v) else f"{v} unset"
+                      for v in ("CUDA_HOME", "CUDA_PATH"))
+    return (
+        f"tensorplay build: {len(missing)} CUDA header(s) not found: {listed}. "
+        f"Searched {homes}, nvidia/cu13/include under every sys.path entry, cuda-pathfinder "
+        f"and /usr/local/cuda/include; of those, these directories exist: {found}. "
+        "`pip install .` installs the header wheels into its isolated build environment by "
+        "itself; for a build without isolation (--no-build-isolation), install them first: "
+        f"python -m pip install {requirements} "
+        "(or install a CUDA 13 toolkit and set CUDA_HOME).\n")
 
 
 def header_origin(directory, headers):
@@ -247,6 +300,36 @@ def module_name(path):
     return ".".join(parts)
 
 
+# What a cythonizing worker evaluates: (start, cythonize's result, end), the times taken in the
+# worker itself (perf_counter is one monotonic clock for every process). An expression given to
+# the builtin eval, because a function defined in setup.py cannot be sent to a worker process
+# (pip runs setup.py through exec, so its functions belong to no importable module).
+TIMED_CYTHONIZE = ("(__import__('time').perf_counter(),"
+                   " __import__('Cython.Build', fromlist=['cythonize'])"
+                   ".cythonize([ext], **options),"
+                   " __import__('time').perf_counter())")
+
+
+def write_build_times(times, wall_seconds, workers):
+    """Write the per-module timings where TENSORPLAY_BUILD_TIMES says, if it says."""
+    target = os.environ.get("TENSORPLAY_BUILD_TIMES")
+    if not target:
+        return
+    import json
+    report = {"build_ext_wall_s": round(wall_seconds, 3), "workers": workers, "modules": times,
+              "cythonize_total_s": round(sum(t.get("cythonize_s", 0) for t in times.values()), 3),
+              "compile_total_s": round(sum(t.get("compile_s", 0) for t in times.values()), 3)}
+    Path(target).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+
+
+def usable_cpus():
+    """The CPUs this process may run on (a container's share, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 class BuildPy(build_py):
     """Write tensorplay/_build_info.py before the Python modules are copied."""
 
@@ -268,7 +351,7 @@ class BuildExt(build_ext):
         super().finalize_options()
         # pip offers no way to pass -j, so the build uses every CPU unless told otherwise.
         if not self.parallel:
-            self.parallel = os.cpu_count() or 1
+            self.parallel = usable_cpus()
 
     def run(self):
         if not self.inplace:
@@ -278,31 +361,43 @@ class BuildExt(build_ext):
     def build_extensions(self):
         """Cythonize each module in a worker process and compile it, in a worker thread (the
         compiler is a subprocess), as soon as its C++ is ready: cythonizing the next modules
-        overlaps with compiling the first, and no CPU waits for a whole phase to end."""
+        overlaps with compiling the first, and no CPU waits for a whole phase to end.
+
+        With TENSORPLAY_BUILD_TIMES=PATH, the seconds each module took to cythonize and to
+        compile (and its flags) are written to PATH as JSON (tests/measure_setup.py reads it)."""
         from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
-        from Cython.Build import cythonize
 
         self.check_extensions_list(self.extensions)
         include_dirs = [str(d) for d in dict.fromkeys(find_cuda_headers().values())]
-        workers = os.cpu_count() if self.parallel is True else self.parallel
+        workers = usable_cpus() if self.parallel is True else self.parallel
         # Largest first, so that no CPU sits idle at the end waiting for one long job.
         order = sorted(self.extensions, key=lambda ext: -os.path.getsize(ext.sources[0]))
+        times = {ext.name: {"flags": " ".join(ext.extra_compile_args)} for ext in order}
+        started = time.perf_counter()
         with ProcessPoolExecutor(workers) as cython, ThreadPoolExecutor(workers) as compilers:
             cythonizing = {
-                cython.submit(cythonize, [Extension(ext.name, ext.sources, language="c++")],
-                              include_path=[str(STAGE)], compiler_directives=CYTHON_DIRECTIVES,
-                              quiet=True): ext
+                cython.submit(eval, TIMED_CYTHONIZE, {
+                    "ext": Extension(ext.name, ext.sources, language="c++"),
+                    "options": {"include_path": [str(STAGE)], "quiet": True,
+                                "compiler_directives": CYTHON_DIRECTIVES}}): ext
                 for ext in order
             }
             compiling = []
             for done in as_completed(cythonizing):
                 ext = cythonizing[done]
-                (cythonized,) = done.result()
+                begun, (cythonized,), ended = done.result()
+                times[ext.name]["cythonize_s"] = round(ended - begun, 3)
                 ext.sources = cythonized.sources
                 ext.include_dirs = include_dirs
-                compiling.append(compilers.submit(self.build_extension, ext))
+                compiling.append(compilers.submit(self.timed_build_extension, ext, times))
             for build in compiling:
                 build.result()
+        write_build_times(times, time.perf_counter() - started, workers)
+
+    def timed_build_extension(self, ext, times):
+        begun = time.perf_counter()
+        self.build_extension(ext)
+        times[ext.name]["compile_s"] = round(time.perf_counter() - begun, 3)
 
     def prune_build_lib(self):
         """Delete from build/lib* every file this build does not produce (a module whose source
@@ -326,12 +421,38 @@ class BuildExt(build_ext):
         return os.path.join(directory, package, "__init__" + sysconfig.get_config_var("EXT_SUFFIX"))
 
 
+# Note [Optimisation per module]
+# Compiling is most of a fresh build (cythonizing about a quarter), and -O2 costs about 1.5x the
+# compile time of -O1. The modules on the hot paths (allocation, memory queries, stream switches,
+# kernel launch, graph replay, tensor operations: the calls bench/bench_hot_path.py times, and
+# the generated wrappers in front of them) keep -O2. The modules below are called once per
+# model, capture or backward pass, where the time goes to Python objects and CUDA calls rather
+# than to the C code, and get -O1; a new module gets -O2 until it is listed here.
+COLD_MODULES = {
+    "tensorplay._runtime.autograd",        # backward passes: one Node call per operation
+    "tensorplay._runtime.graph_update",    # recapture, node parameters, rebinding checks
+    "tensorplay._runtime.graph_topology",
+    "tensorplay._runtime.conditional",     # building conditional nodes
+    "tensorplay._runtime.captures",        # capture bookkeeping
+    "tensorplay._runtime.interop",         # DLPack and __cuda_array_interface__ imports
+    "tensorplay._runtime.nn",              # Module bookkeeping (Python classes)
+    "tensorplay._runtime.optim",
+    "tensorplay._runtime.public",
+    "tensorplay.autograd",
+    "tensorplay.nn",
+    "tensorplay.optim",
+    "tensorplay.accelerator.random",       # seeding and generator state
+}
+# Debug info (-g in Python's CFLAGS) costs a quarter of the compile time and is not shipped.
+COMMON_FLAGS = ["-g0", "-std=c++17"]
+
+
 def extensions():
-    # Debug info (-g in Python's CFLAGS) costs a quarter of the compile time and is not shipped.
     return [
-        Extension(module_name(pyx), [str(pyx.relative_to(ROOT))], language="c++",
-                  extra_compile_args=["-O2", "-g0", "-std=c++17"])
+        Extension(name, [str(pyx.relative_to(ROOT))], language="c++",
+                  extra_compile_args=["-O1" if name in COLD_MODULES else "-O2", *COMMON_FLAGS])
         for pyx in sorted(STAGE.rglob("*.pyx"))
+        for name in [module_name(pyx)]
     ]
 
 
@@ -339,13 +460,15 @@ def packages():
     return sorted(module_name(init) for init in STAGE.rglob("__init__.py*"))
 
 
-stage_package()
-setup(
-    ext_modules=extensions(),
-    packages=packages(),
-    package_dir={"": str(STAGE.relative_to(ROOT))},
-    # Stubs and the PEP 561 marker travel beside the compiled modules.
-    package_data={"": ["*.pyi", "py.typed"], "tensorplay._runtime": ["kernels/*.cu"]},
-    cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
-    zip_safe=False,
-)
+# pip and setuptools run this file as __main__; tests import it by path to check its tables.
+if __name__ == "__main__":
+    stage_package()
+    setup(
+        ext_modules=extensions(),
+        packages=packages(),
+        package_dir={"": str(STAGE.relative_to(ROOT))},
+        # Stubs and the PEP 561 marker travel beside the compiled modules.
+        package_data={"": ["*.pyi", "py.typed"], "tensorplay._runtime": ["kernels/*.cu"]},
+        cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
+        zip_safe=False,
+    )

@@ -231,6 +231,8 @@ cdef TensorCore own_tensor_arg(object value, str argument)
 # TypeError naming argument (argument[index] when index >= 0).
 cdef TensorCore tensor_arg(object value, str argument, Py_ssize_t index)
 cdef object from_dlpack(object ext_tensor)
+# torch.from_numpy: a CPU tensor sharing ndarray's memory, refusing what cannot share.
+cdef object from_numpy(object ndarray)
 cdef object where(object condition, object input, object other)
 
 # Grad mode, per thread (autograd.pyx: no_grad, enable_grad).

@@ -75,7 +75,8 @@ class IntegerPowerError(ValueError, RuntimeError):
 
 class BoolNotImplementedError(TypeError, NotImplementedError):
     """An operation PyTorch does not implement for bool tensors: a TypeError, as tensorplay has
-    always raised, and PyTorch's NotImplementedError."""
+    always raised, and PyTorch's NotImplementedError (abs, rounded division; since PyTorch 2.14
+    also -, neg and relu, which raised RuntimeError before: NotImplementedError is one)."""
 
 
 class DtypeError(TypeError, RuntimeError):
@@ -1078,9 +1079,10 @@ cdef class TensorCore:
         return self.device_index != CPU
 
     cdef str c_repr(self):
-        values = host_values(self).tolist() if self.element_count <= 1000 else "..."
-        device = "" if self.device_index == CPU else f", device='{device_text(self.device_index)}'"
-        return f"tensor({values}, dtype={self.dtype_object.repr_text()}{device})"
+        # PyTorch's text (tensor_repr.py, Note [Tensor repr]), imported on first use.
+        from tensorplay._runtime.tensor_repr import tensor_repr
+        return tensor_repr(self, None if self.device_index == CPU else
+                           device_text(self.device_index), self.dtype_object.repr_text())
 
     cdef Py_ssize_t c_len(self) except -1:
         if not self.sizes:
@@ -1443,10 +1445,10 @@ cdef class TensorCore:
         bool ** bool tensor are refused as in PyTorch. Computed in int64 (or float32), so every
         kernel it needs exists on both devices."""
         check_operand(self, other, inplace, name, "the other operand", False)
-        if op == device_ops.OP_SUB:
-            raise DtypeError(f"{name}: Subtraction, the `-` operator, with a bool tensor is not "
-                             "supported. If you are trying to invert a mask, use the `~` or "
-                             "`logical_not()` operator instead.")
+        if op == device_ops.OP_SUB:  # NotImplementedError since PyTorch 2.14, RuntimeError before
+            raise BoolNotImplementedError(
+                f"{name}: Subtraction, the `-` operator, with a bool tensor is not supported. If "
+                "you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
         boolean = isinstance(other, (bool, TensorCore))  # the other operand is bool too
         if op == device_ops.OP_DIV_TRUNC or op == device_ops.OP_DIV_FLOOR or (
                 op == device_ops.OP_POW and isinstance(other, TensorCore)):
@@ -1605,9 +1607,7 @@ cdef class TensorCore:
             return (<TensorCore>self.c_to(None, dtypes.named_dtype("float32"), False,
                                           False)).c_unary(op)
         if self.dtype_object.name == "bool":  # PyTorch's error types: see BoolNotImplementedError
-            if op == device_ops.OP_ABS:
-                raise BoolNotImplementedError(f"{name}() is not supported on bool tensors")
-            raise DtypeError(f"{name}() is not supported on bool tensors" + (
+            raise BoolNotImplementedError(f"{name}() is not supported on bool tensors" + (
                 ": Negation, the `-` operator, on a bool tensor is not supported. If you are "
                 "trying to invert a mask, use the `~` or `logical_not()` operator instead."
                 if op == device_ops.OP_NEG else ""))
@@ -2249,12 +2249,20 @@ cdef object arange(object start, object end, object step, object dtype, object d
                          f"{errors.shown(step)}) has about {span:.3g} elements, more than a "
                          "tensor can hold (2**63 - 1 bytes)")
     values = np().arange(start, end, step, dtype=np().int64 if integral else np().float64)
-    return requiring_grad(from_numpy_values(values, chosen, target, "arange()'s values"),
+    return requiring_grad(from_numpy_values(values, chosen, target, "arange()'s values", True),
                           requires_grad)
 
 
-cdef object from_numpy_values(object values, DtypeCore dtype, int device, str argument):
-    host = wrap_cpu(np().asarray(stored(values, dtype), order="C"), dtype)
+cdef object from_numpy_values(object values, DtypeCore dtype, int device, str argument,
+                              bint fresh=False):
+    """A new tensor holding values converted to dtype, on device. It never shares memory with
+    values: tensor() copies, as PyTorch's does (as_tensor() and from_numpy() are the ones that
+    share). A CPU result takes a copy unless the conversion already made one, or values is
+    fresh (made for this call from Python numbers, which nothing else holds)."""
+    converted = np().asarray(stored(values, dtype), order="C")
+    if device == CPU and not fresh and (converted is values or not converted.flags.owndata):
+        converted = converted.copy()  # values' own memory, or a view of someone else's
+    host = wrap_cpu(converted, dtype)
     return host if device == CPU else copied_to(host, device, dtype, False, False, argument)
 
 
@@ -2263,6 +2271,11 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
         require_grad_arg(dtype, (<TensorCore>data).dtype_object, requires_grad)
         return requiring_grad(to_named((<TensorCore>data).c_detach(), device, dtype, False,
                                        True, "data"), requires_grad)
+    if not isinstance(data, np().ndarray) and (hasattr(data, "__cuda_array_interface__") or
+                                               hasattr(data, "__dlpack__")):
+        # Another library's tensor (PyTorch's, CuPy's): viewed without a copy, then copied as
+        # one of ours, keeping its dtype and, unless device says otherwise, its device.
+        return tensor(as_tensor(data, None, None), dtype, device, requires_grad)
     if isinstance(data, np().ndarray):
         inferred = dtypes.dtype_from_numpy(data.dtype)
         values = data
@@ -2288,7 +2301,11 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
     cdef int target = device_arg(device, CPU)
     if values.dtype.kind in "biuf":
         dtypes.check_values(values, chosen, "data")
-    return requiring_grad(from_numpy_values(values, chosen, target, "data"), requires_grad)
+    # Nested lists and Python numbers become a new array; anything else numpy reads (a buffer,
+    # an object with __array__) may be viewed in place, and is copied.
+    fresh = type(data) is list or type(data) is tuple or is_scalar(data)
+    return requiring_grad(from_numpy_values(values, chosen, target, "data", fresh),
+                          requires_grad)
 
 
 cdef bint _holds_wide_ints(object values):
@@ -2406,13 +2423,43 @@ cdef object as_tensor(object data, object dtype, object device):
             if hasattr(data, "__cuda_array_interface__") else interop.from_dlpack(data)
         return to_named(shared, device, dtype, False, False, "data")
     if isinstance(data, np().ndarray) and dtypes.dtype_from_numpy(data.dtype) is not None:
-        return to_named(wrap_numpy(data), device, dtype, False, False, "data")
+        return to_named(shared_numpy(data, "data"), device, dtype, False, False, "data")
     return tensor(data, dtype, device, False)
 
 
 cdef object from_dlpack(object ext_tensor):
     from tensorplay._runtime import interop
     return interop.from_dlpack(ext_tensor)
+
+
+cdef object from_numpy(object ndarray):
+    if not isinstance(ndarray, np().ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    return shared_numpy(ndarray, "ndarray")
+
+
+cdef TensorCore shared_numpy(object array, str argument):
+    """A CPU tensor sharing array's memory, or PyTorch's error (torch.from_numpy's words and
+    order of checks) where it cannot: a layout a tensor cannot describe is refused rather than
+    copied, since the caller asked for the same memory."""
+    if any(stride % array.itemsize for stride in array.strides):
+        raise ValueError(f"{argument}: given numpy array strides not a multiple of the element "
+                         "byte size. Copy the numpy array to reallocate the memory.")
+    if any(stride < 0 for stride in array.strides):
+        raise ValueError(f"{argument}: at least one stride in the given numpy array is "
+                         "negative, and tensors with negative strides are not currently "
+                         "supported. (You can probably work around this by making a copy of "
+                         "your array with array.copy().)")
+    if not array.dtype.isnative:
+        raise ValueError(f"{argument}: given numpy array has byte order different from the "
+                         "native byte order. Conversion between byte orders is currently not "
+                         "supported.")
+    dtype = dtypes.dtype_from_numpy(array.dtype)
+    if dtype is None:
+        raise TypeError(f"can't convert np.ndarray of type {array.dtype.type.__module__}."
+                        f"{array.dtype.type.__name__}. The only supported types are: float64, "
+                        "float32, float16, int64, int32, int16, int8, uint8, and bool.")
+    return wrap_cpu(array, dtype)
 
 
 cdef object where(object condition, object input, object other):

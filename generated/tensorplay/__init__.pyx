@@ -21,6 +21,7 @@ from tensorplay._runtime import errors as _errors_classes
 __all__ = [
     "tensor",
     "as_tensor",
+    "from_numpy",
     "from_dlpack",
     "empty",
     "zeros",
@@ -68,8 +69,13 @@ __all__ = [
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A tensor holding a copy of data.
 
+    The result never shares memory with data, as in PyTorch: writing into a numpy array
+    after the call leaves the tensor as it was. as_tensor() and from_numpy() share memory.
+
     Args:
-        data: nested lists of numbers, a numpy array or a tensor (copied and detached).
+        data: nested lists of numbers, a numpy array, a tensor, or another library's tensor
+            (__cuda_array_interface__ or DLPack), always copied (and detached); a tensor stays on
+            its device unless device says otherwise.
         dtype: the element type; None infers it (bool, int64 or float32; a numpy array keeps its
             own).
         device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
@@ -78,7 +84,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
             only).
 
     Returns:
-        Tensor: a new tensor holding a copy of data.
+        Tensor: a new tensor holding a copy of data, sharing no memory with it.
 
     Raises:
         ValueError: a value of data that dtype cannot hold (an integer out of range or not
@@ -90,6 +96,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
 def as_tensor(data, dtype=None, device=None):
     """A tensor sharing memory with data when possible (zero-copy), else a copy.
 
+    As in PyTorch: a tensor, a numpy array or another library's tensor of the requested dtype
+    and device is shared (a tensor is returned as it is); anything else, nested lists
+    included, is copied as tensor() copies it (without requires_grad).
+
     Args:
         data: a tensor, an object with __cuda_array_interface__ or __dlpack__ (PyTorch, CuPy,
             Numba), a numpy array, or nested lists.
@@ -98,8 +108,34 @@ def as_tensor(data, dtype=None, device=None):
 
     Returns:
         Tensor: a tensor sharing memory with data when dtype and device allow.
+
+    Raises:
+        ValueError: a numpy array whose strides a tensor cannot describe (negative, or not a
+            multiple of the element size) or of non-native byte order.
     """
     return _tensor.as_tensor(data, dtype, device)
+
+
+def from_numpy(ndarray):
+    """A CPU tensor sharing memory with a numpy array, as torch.from_numpy.
+
+    Writing into the tensor changes the array and the other way round; the tensor keeps
+    the array alive. Nothing is ever copied: an array the tensor cannot describe is
+    refused.
+
+    Args:
+        ndarray: a numpy array of bool, uint8, int8, int16, int32, int64, float16, float32 or
+            float64.
+
+    Returns:
+        Tensor: a CPU tensor sharing the array's memory.
+
+    Raises:
+        TypeError: ndarray is not a numpy array, or its dtype has no tensorplay equivalent.
+        ValueError: its strides are negative or not a multiple of the element size, or its byte
+            order is not the native one.
+    """
+    return _tensor.from_numpy(ndarray)
 
 
 def from_dlpack(ext_tensor):
@@ -525,7 +561,7 @@ cdef class Tensor(_tensor.TensorCore):
 
     CPU tensors are numpy arrays underneath; CUDA tensors take memory from the caching
     allocator and run every operation on the current stream. Make them with the factories
-    (tensor, empty, zeros, ones, full, arange, as_tensor, from_dlpack).
+    (tensor, empty, zeros, ones, full, arange, as_tensor, from_numpy, from_dlpack).
     """
 
     def stride(self, dim=None):
