@@ -698,6 +698,11 @@ cdef object cpu_binary(int op, object a, object b):
     return getattr(np(), NUMPY_BINARY[op])(a, b)
 
 
+def _repr_values(TensorCore tensor):
+    """tensor_repr.py's view of host_values()."""
+    return host_values(tensor)
+
+
 cdef object host_values(TensorCore tensor):
     """The values as numpy computes with them, copied to the host if need be, off the tape."""
     if tensor.device_index == CPU:
@@ -1082,7 +1087,8 @@ cdef class TensorCore:
         # PyTorch's text (tensor_repr.py, Note [Tensor repr]), imported on first use.
         from tensorplay._runtime.tensor_repr import tensor_repr
         return tensor_repr(self, None if self.device_index == CPU else
-                           device_text(self.device_index), self.dtype_object.repr_text())
+                           device_text(self.device_index), self.dtype_object.repr_text(),
+                           _repr_values)
 
     cdef Py_ssize_t c_len(self) except -1:
         if not self.sizes:

@@ -26,8 +26,9 @@ LINE_WIDTH = 80
 DEFAULT_DTYPES = ("tensorplay.float32", "tensorplay.int64", "tensorplay.bool")
 
 
-def tensor_repr(tensor, device_text, dtype_text):
-    """The text of repr(tensor); device_text is None for the CPU."""
+def tensor_repr(tensor, device_text, dtype_text, host):
+    """The text of repr(tensor); device_text is None for the CPU; host(t) gives the values of a
+    (small) tensor as a numpy array on the CPU, bfloat16 as float32 (tensor.pyx)."""
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
@@ -44,7 +45,7 @@ def tensor_repr(tensor, device_text, dtype_text):
         if dtype_text not in DEFAULT_DTYPES:
             suffixes.append(f"dtype={dtype_text}")
         summarize = values.numel() > THRESHOLD
-        shown = summarized(values) if summarize else host(values)
+        shown = summarized(values, host) if summarize else host(values)
         formatter = Formatter(shown, values.dtype.is_floating_point)
         body = nested_text(shown, tuple(values.shape), indent, summarize, formatter)
     grad_fn = tensor.grad_fn
@@ -55,15 +56,7 @@ def tensor_repr(tensor, device_text, dtype_text):
     return with_suffixes(prefix + body, suffixes, indent)
 
 
-def host(tensor):
-    """The values of a (small) tensor as a numpy array, bfloat16 as float32."""
-    import tensorplay
-    if tensor.dtype == tensorplay.bfloat16:
-        tensor = tensor.to(dtype=tensorplay.float32)
-    return tensor.cpu().numpy()
-
-
-def summarized(tensor):
+def summarized(tensor, host):
     """The items PyTorch shows of a summarised tensor (get_summarized_data): at most
     2 * EDGE_ITEMS per dimension, copied to the host corner by corner."""
     if tensor.ndim == 0:
@@ -73,7 +66,7 @@ def summarized(tensor):
         else [tensor]
     if tensor.ndim == 1:
         return numpy.concatenate([host(part) for part in parts])
-    return numpy.stack([summarized(part[index]) for part in parts
+    return numpy.stack([summarized(part[index], host) for part in parts
                         for index in range(part.shape[0])])
 
 
