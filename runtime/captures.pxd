@@ -9,7 +9,6 @@ from cuda.bindings.cyruntime cimport cudaStream_t
 cdef int capture_began(unsigned long long capture_id, unsigned long long holder) except -1
 cdef int capture_ended(unsigned long long capture_id) except -1
 cdef int stream_joined(unsigned long long capture_id, object stream, uintptr_t handle) except -1
-cdef list joined_streams(unsigned long long capture_id)
 # External events recorded in a capture: the graph's first replay records them (stream.pyx).
 cdef int external_recorded(unsigned long long capture_id, object event) except -1
 cdef list take_external_records(unsigned long long capture_id)   # None when there are none
@@ -23,5 +22,3 @@ cdef list release_kept(unsigned long long holder)
 # text naming them.
 cdef list unjoined_streams(int device, cudaStream_t origin, unsigned long long capture_id)
 cdef str unjoined_text(str what, int device, list unjoined, str capture)
-# Join each stream of handles back into origin (a capture being discarded).
-cdef int join_back(int device, cudaStream_t origin, list handles) except -1

@@ -50,10 +50,6 @@ cdef int stream_joined(unsigned long long capture_id, object stream, uintptr_t h
     return 0
 
 
-cdef list joined_streams(unsigned long long capture_id):
-    return [stream for stream, _ in _joined.get(capture_id, ())]
-
-
 cdef int capture_began(unsigned long long capture_id, unsigned long long holder) except -1:
     _holders[capture_id] = holder
     return 0
@@ -85,8 +81,8 @@ cdef list release_kept(unsigned long long holder):
 
 cdef int _frontier(cudaStream_t stream, unsigned long long capture_id,
                    vector[cudaGraphNode_t]* nodes) except -1 nogil:
-    """The nodes the next work captured on stream would depend on; -1 (no exception) when the
-    stream no longer takes part in capture_id."""
+    """The nodes the next work captured on stream would depend on; 1 when the stream no longer
+    takes part in capture_id."""
     cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
     cdef unsigned long long found_id = 0
     cdef const cudaGraphNode_t* dependencies = NULL
@@ -162,33 +158,6 @@ cdef list unjoined_streams(int device, cudaStream_t origin, unsigned long long c
                 unjoined.append(<uintptr_t>handles[i])
                 break
     return unjoined
-
-
-cdef int join_back(int device, cudaStream_t origin, list handles) except -1:
-    """Make origin wait for each stream of handles: a capture being discarded ends joined, as
-    CUDA cannot end a conditional body's capture that has unjoined work."""
-    cdef cyruntime.cudaEvent_t event = NULL
-    cdef cudaStream_t side
-    cdef _device.DeviceSwitch saved
-    cdef int mode
-    for handle in handles:
-        side = <cudaStream_t><uintptr_t>handle
-        with nogil:
-            _device.enter_device(device, &saved)
-            _device.enter_relaxed(&mode)  # creating and destroying an event: not captured work
-            try:
-                errors.check(cyruntime.cudaEventCreateWithFlags(
-                    &event, cyruntime.cudaEventDisableTiming), b"cudaEventCreateWithFlags")
-                try:
-                    errors.check(cyruntime.cudaEventRecord(event, side), b"cudaEventRecord")
-                    errors.check(cyruntime.cudaStreamWaitEvent(origin, event, 0),
-                                 b"cudaStreamWaitEvent")
-                finally:
-                    cyruntime.cudaEventDestroy(event)
-            finally:
-                _device.exit_relaxed(&mode)
-                _device.exit_device(&saved)
-    return 0
 
 
 cdef str unjoined_text(str what, int device, list unjoined, str capture):

@@ -750,8 +750,10 @@ cdef class GraphBase:
                     allocator.end_allocate_to_pool(self.device, body.pool)
             finally:
                 if body.capturing and not keep:  # end_body_check() refused a kept one
-                    captures.join_back(self.device, body.stream, captures.unjoined_streams(
-                        self.device, body.stream, body.capture_id))
+                    # CUDA cannot end a body with unjoined work: join it back, as it goes.
+                    for side in captures.unjoined_streams(self.device, body.stream,
+                                                          body.capture_id):
+                        _stream.order_after(self.device, <uintptr_t>body.stream, side)
                 _device.body_capture_ended(body.capture_id)
                 captures.capture_ended(body.capture_id)
                 with nogil:

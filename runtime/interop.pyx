@@ -58,8 +58,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport strncmp
 
 from cuda.bindings cimport cyruntime
-from cuda.bindings.cyruntime cimport (cudaEvent_t, cudaMemoryTypeDevice,
-                                      cudaMemoryTypeHost, cudaMemoryTypeManaged,
+from cuda.bindings.cyruntime cimport (cudaMemoryTypeDevice, cudaMemoryTypeHost, cudaMemoryTypeManaged,
                                       cudaPointerAttributes, cudaStream_t)
 
 from tensorplay._runtime cimport device as _device, dtypes, errors
@@ -169,36 +168,6 @@ cdef object _protocol_stream(int device):
     legacy default stream (our handle 0) is 1 (cudaStreamLegacy)."""
     cdef uintptr_t handle = <uintptr_t>_stream.current_stream_handle(device)
     return handle if handle else 1
-
-
-cdef int _order_after(int device, uintptr_t waiter, uintptr_t waited) except -1:
-    """Make work enqueued later on waiter wait for the work enqueued so far on waited.
-
-    Both are streams of device, as protocol handles (never 0; 1 and 2 are cudaStreamLegacy
-    and cudaStreamPerThread, which CUDA accepts as they are). A stream already waits for itself.
-    """
-    if waiter == waited:
-        return 0
-    cdef cudaEvent_t event = NULL
-    cdef _device.DeviceSwitch switch
-    cdef int mode
-    # The streams that 1 and 2 stand for are those of the device whose context is current.
-    with nogil:
-        _device.enter_device(device, &switch)
-        try:
-            _stream.create_ordering_event(device, &event)
-            errors.check(cyruntime.cudaEventRecord(event, <cudaStream_t>waited),
-                         "cudaEventRecord")
-            errors.check(cyruntime.cudaStreamWaitEvent(<cudaStream_t>waiter, event, 0),
-                         "cudaStreamWaitEvent")
-        finally:
-            if event != NULL:
-                # Safe while the wait is pending: CUDA releases the event once it is done.
-                _device.enter_relaxed(&mode)
-                cyruntime.cudaEventDestroy(event)
-                _device.exit_relaxed(&mode)
-            _device.exit_device(&switch)
-    return 0
 
 
 cdef uintptr_t _stream_handle(object stream, str argument, bint no_sync_allowed) except? 0:
@@ -392,7 +361,7 @@ def to_dlpack(TensorCore tensor not None, stream, max_version, dl_device, copy):
                               "copy (copy=True)")
         flags |= FLAG_READ_ONLY
     if consumer:
-        _order_after(source.device_index, consumer, _protocol_stream(source.device_index))
+        _stream.order_after(source.device_index, consumer, _protocol_stream(source.device_index))
     return _capsule(source, version, flags)
 
 
@@ -747,5 +716,5 @@ def from_cuda_array_interface(producer):
         count *= size
     cdef int device = _pointer_device(data[0], count)
     if stream is not None:
-        _order_after(device, _protocol_stream(device), producer_stream)
+        _stream.order_after(device, _protocol_stream(device), producer_stream)
     return _tensor.wrap_device_memory(data[0], shape, strides, dtype, device, producer)

@@ -1,3 +1,5 @@
+from libc.stdint cimport uintptr_t
+
 from cuda.bindings.cyruntime cimport cudaEvent_t, cudaStream_t
 
 cdef class EventCore
@@ -62,6 +64,8 @@ cdef void** current_stream_slot(int device) noexcept nogil
 cdef StreamCore stream_arg(object value, str argument)              # None allowed
 cdef StreamCore required_stream_arg(object value, str argument)
 cdef int create_ordering_event(int device, cudaEvent_t* event) except -1 nogil
+# Work enqueued later on waiter waits for the work enqueued so far on waited (one-off event).
+cdef int order_after(int device, uintptr_t waiter, uintptr_t waited) except -1
 # Idle ordering events, per device, shared by the device allocator and the pinned host cache.
 # Both take the GIL-protected cache with the GIL held (Note [Idle ordering events]).
 cdef int take_ordering_event(int device, cudaEvent_t* event) except -1

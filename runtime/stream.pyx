@@ -135,6 +135,38 @@ cdef int create_ordering_event(int device, cudaEvent_t* event) except -1 nogil:
     return 0
 
 
+cdef int order_after(int device, uintptr_t waiter, uintptr_t waited) except -1:
+    """Make work enqueued later on waiter wait for the work enqueued so far on waited, through a
+    one-off event (the interop protocols' stream handoffs; joining a stream back into a capture
+    being discarded).
+
+    Both are streams of device, as protocol handles (never 0; 1 and 2 are cudaStreamLegacy
+    and cudaStreamPerThread, which CUDA accepts as they are). A stream already waits for itself.
+    """
+    if waiter == waited:
+        return 0
+    cdef cudaEvent_t event = NULL
+    cdef _device.DeviceSwitch switch
+    cdef int mode
+    # The streams that 1 and 2 stand for are those of the device whose context is current.
+    with nogil:
+        _device.enter_device(device, &switch)
+        try:
+            create_ordering_event(device, &event)
+            errors.check(cyruntime.cudaEventRecord(event, <cudaStream_t>waited),
+                         "cudaEventRecord")
+            errors.check(cyruntime.cudaStreamWaitEvent(<cudaStream_t>waiter, event, 0),
+                         "cudaStreamWaitEvent")
+        finally:
+            if event != NULL:
+                # Safe while the wait is pending: CUDA releases the event once it is done.
+                _device.enter_relaxed(&mode)
+                cyruntime.cudaEventDestroy(event)
+                _device.exit_relaxed(&mode)
+            _device.exit_device(&switch)
+    return 0
+
+
 # Note [Idle ordering events]
 # Creating an event costs about 2 us, so the allocators that order memory reuse by events (the
 # device allocator and the pinned host cache) take them from, and give them back to, one cache
