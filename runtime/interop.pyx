@@ -58,8 +58,8 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport strncmp
 
 from cuda.bindings cimport cyruntime
-from cuda.bindings.cyruntime cimport (cudaMemoryTypeDevice, cudaMemoryTypeHost, cudaMemoryTypeManaged,
-                                      cudaPointerAttributes, cudaStream_t)
+from cuda.bindings.cyruntime cimport (cudaMemoryTypeDevice, cudaMemoryTypeHost,
+                                      cudaMemoryTypeManaged, cudaPointerAttributes, cudaStream_t)
 
 from tensorplay._runtime cimport device as _device, dtypes, errors
 from tensorplay._runtime cimport stream as _stream
