@@ -29,7 +29,7 @@ Not ported, and why:
   tensorplay lacks (a block freed with record_stream() during a capture is reused only after
   it). The topology, the values and "no reuse before the join" are ported.
 - PyTorch test_graph_error: one stream only (a capture on the legacy default stream), covered
-  by test_gpu_graphs.py::test_misuse_gives_clear_runtime_errors.
+  by test_graphs.py::test_misuse_gives_clear_runtime_errors.
 - CuPy test_stream_capture_failure2: it ends a capture through a forked stream
   (s2.end_capture()); tensorplay ends captures through the graph, so there is no such call.
   CuPy's upload=True variants: tensorplay has no Graph.upload().
@@ -47,7 +47,7 @@ from tensorplay import accelerator, cuda
 from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
 
-from graph_helpers import N, reset_and_recapture, values, warmed
+from tests.graphs.graph_helpers import N, reset_and_recapture, values, warmed
 
 pytestmark = pytest.mark.gpu
 

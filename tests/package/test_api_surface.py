@@ -58,7 +58,7 @@ def actual_parameters(obj):
 
 from pathlib import Path  # noqa: E402  (collection needs the root before fixtures exist)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("module_name, class_name, item", list(schema_items(ROOT)))

@@ -12,7 +12,7 @@ import pytest
 import tensorplay as tp
 from tensorplay import accelerator, cuda
 
-from graph_helpers import N, values, warmed
+from tests.graphs.graph_helpers import N, values, warmed
 
 pytestmark = pytest.mark.gpu
 

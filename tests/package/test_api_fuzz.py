@@ -40,7 +40,7 @@ import pytest
 
 from codegen.model import load_api
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 EXAMPLES_PER_PARAMETER = 6     # hypothesis draws per parameter, besides the fixed values
 CHILD_TIMEOUT_S = 60           # one module's calls take about a second; more is a hang

@@ -262,7 +262,7 @@ def test_cpu_tensors_are_numpy_underneath():
 
 def test_pageable_cpu_tensors_are_not_pinned():
     # numpy memory is pageable; is_pinned() answers without initialising CUDA (and without a
-    # GPU there is nothing to ask). tests/test_gpu_host_copies.py covers pinned memory.
+    # GPU there is nothing to ask). tests/memory/test_host_copies.py covers pinned memory.
     base = tp.tensor([[1.0, 2.0], [3.0, 4.0]])
     for tensor in (base, base[0], base.t(), base[0].expand(3, 2), tp.empty(0),
                    tp.as_tensor(numpy.zeros(3, dtype=numpy.int16)), tp.zeros(2, dtype=tp.bfloat16)):

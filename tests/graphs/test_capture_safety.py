@@ -16,7 +16,7 @@ from tensorplay import accelerator, cuda
 from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
 
-from graph_helpers import N, reset_and_recapture, values, warmed
+from tests.graphs.graph_helpers import N, reset_and_recapture, values, warmed
 
 pytestmark = pytest.mark.gpu
 

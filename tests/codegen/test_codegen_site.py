@@ -1,6 +1,6 @@
 """The docs site's pages as codegen renders them (codegen/site.py): a page per module and per
 function and class, deterministic, and links in docs made only to names the site declares.
-The site's Sphinx build and browser checks are in test_docs_site.py."""
+The site's Sphinx build and browser checks are in tests/tools/test_docs_site.py."""
 import subprocess
 import sys
 

@@ -21,7 +21,7 @@ from codegen.model import load_api
 for _module in ("sphinx", "myst_parser", "pydata_sphinx_theme"):
     pytest.importorskip(_module, reason="the docs extra is not installed: pip install '.[docs]'")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "docs"
 MODULE_PAGE = "api/tensorplay.cuda.graphs.html"
 API_PAGE = "generated/tensorplay.cuda.graphs.CUDAGraph.html"

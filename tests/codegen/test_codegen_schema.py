@@ -10,7 +10,7 @@ from codegen.types import ARGUMENT_SPELLINGS, BUILTINS, GENERICS
 
 VOCABULARY = ", ".join(sorted(set(BUILTINS) | set(ARGUMENT_SPELLINGS) | set(GENERICS)))
 RUNTIME_MODULES = ", ".join(sorted({
-    p.stem for p in (Path(__file__).resolve().parent.parent / "runtime").glob("*.p[xy][dx]")}))
+    p.stem for p in (Path(__file__).resolve().parents[2] / "runtime").glob("*.p[xy][dx]")}))
 
 VALID = textwrap.dedent("""\
     schema_version: 1

@@ -11,7 +11,7 @@ from tensorplay import accelerator, cuda
 from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
 
-from graph_helpers import N, values, warmed
+from tests.graphs.graph_helpers import N, values, warmed
 
 pytestmark = pytest.mark.gpu
 
@@ -456,7 +456,7 @@ def test_capture_end_after_an_illegal_call_reports_the_failed_capture(quiet_devi
     g.capture_begin()
     x += 1
     # Waiting on a capturing stream is illegal, and invalidates the capture; tensorplay's own
-    # calls refuse it beforehand (test_gpu_capture_safety.py), a raw CUDA call does not.
+    # calls refuse it beforehand (test_capture_safety.py), a raw CUDA call does not.
     from cuda.bindings import runtime
     status, = runtime.cudaStreamSynchronize(accelerator.current_stream().cuda_stream)
     assert status != runtime.cudaError_t.cudaSuccess

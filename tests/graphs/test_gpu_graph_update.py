@@ -8,7 +8,7 @@ from tensorplay import accelerator, cuda
 from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
 
-from graph_helpers import values, warmed
+from tests.graphs.graph_helpers import values, warmed
 
 pytestmark = pytest.mark.gpu
 
@@ -444,7 +444,7 @@ def test_a_grid_change_on_an_elementwise_kernel_gives_the_same_result(quiet_devi
 
 
 def test_launch_dimensions_of_a_reduction_are_refused_and_the_sum_stays_exact(quiet_device):
-    from graph_helpers import N
+    from tests.graphs.graph_helpers import N
     x = warmed(2.0, N)
     x.sum()  # load the reduction kernels before the capture
     accelerator.synchronize()

@@ -7,7 +7,7 @@ outputs of the earlier capture and free them mid-capture, outputs kept alive acr
 and empty_cache() now and then, as a long-running program calls
 it. Every output is checked against the value eager execution gives; once everything is dropped,
 memory_reserved() after empty_cache() is back where it started. Run it alone for figures:
-TENSORPLAY_SOAK_SECONDS=120 python -m pytest tests/test_gpu_soak.py -s
+TENSORPLAY_SOAK_SECONDS=120 python -m pytest tests/graphs/test_soak.py -s
 
 TENSORPLAY_SOAK_EMPTY_CACHE=0 leaves out the empty_cache() calls, so that reserved memory grows
 with every released pool (about 20 GiB in two minutes on an H200) and the held blocks of

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 # bench/ is a folder of scripts, not a package: load the runner from its file.
 _spec = importlib.util.spec_from_file_location("bench_report", BENCH / "report.py")

@@ -13,7 +13,7 @@
 - docs/build.py: an --out folder holding a user's files is refused untouched; the build's own
   folder has only its src/, html/ and doctrees/ replaced.
 
-Companion of tests/test_api_fuzz.py, which fuzzes the generated API's arguments.
+Companion of tests/package/test_api_fuzz.py, which fuzzes the generated API's arguments.
 """
 import ast
 import copy
@@ -35,10 +35,10 @@ from codegen.load import SchemaError
 from codegen.model import build_api
 from codegen.render import Renderer
 
-from test_codegen_schema import VALID
-from test_performance_report import results as report_results
+from tests.codegen.test_codegen_schema import VALID
+from tests.tools.test_performance_report import results as report_results
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 EXAMPLES = 120
 

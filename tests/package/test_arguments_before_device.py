@@ -3,7 +3,7 @@ checked"), so a bad argument gets the same error with and without a GPU.
 
 These run on every machine: on one without a GPU they show that no bad argument is answered with
 "no accelerator is available", and on a GPU machine that the messages are the same there.
-tests/test_api_fuzz.py holds the whole public surface to the same rule.
+tests/package/test_api_fuzz.py holds the whole public surface to the same rule.
 """
 import pytest
 

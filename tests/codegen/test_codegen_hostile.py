@@ -14,7 +14,7 @@ from codegen.load import SchemaError
 from codegen.model import build_api
 from codegen.render import Output, Renderer, write_outputs
 
-from test_codegen_schema import VALID, errors_of
+from tests.codegen.test_codegen_schema import VALID, errors_of
 
 
 def codegen(root, *args, timeout=60):
