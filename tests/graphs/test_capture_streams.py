@@ -17,7 +17,7 @@ Not ported, and why:
 - PyTorch test_graph_rng_functional, test_graph_rng_distributions: their streams only surround
   the capture (the pattern test_graph_two_successive ports); their subject is distributions
   tensorplay lacks (dropout, rrelu, poisson, ...). Draws on a joined stream are tested here,
-  the rest in test_gpu_random.py.
+  the rest in tests/random/test_random.py.
 - PyTorch test_graph_cudnn_dropout, test_graph_grad_scaling: tensorplay has no cuDNN RNN and
   no AMP GradScaler.
 - PyTorch test_graph_concurrent_replay with a shared pool: it expects the concurrent replays
