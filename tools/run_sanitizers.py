@@ -1,7 +1,7 @@
 """Run GPU test files under NVIDIA's compute-sanitizer and print one summary.
 
-    python tests/run_sanitizers.py                       # memcheck over the capture-related files
-    python tests/run_sanitizers.py --tools memcheck,racecheck,synccheck tests/test_gpu_graphs.py
+    python tools/run_sanitizers.py                       # memcheck over the capture-related files
+    python tools/run_sanitizers.py --tools memcheck,racecheck,synccheck tests/graphs/test_graphs.py
 
 Each (tool, file) pair runs as its own process, `compute-sanitizer --tool TOOL python -m pytest
 FILE`, so a fault cannot poison the next. The summary gives, per pair, the sanitizer's error
@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_FILES = ["tests/test_gpu_capture_safety.py", "tests/test_gpu_capture_streams.py",
-                 "tests/test_gpu_graphs.py",
-                 "tests/test_gpu_graph_extras.py", "tests/test_gpu_allocator.py",
-                 "tests/test_gpu_graph_update.py"]
+# The capture-related test files (tests/tools/test_run_sanitizers.py checks that each exists
+# and holds tests marked gpu); their tests that need no GPU run too, making no CUDA call.
+DEFAULT_FILES = ["tests/graphs/test_capture_safety.py", "tests/graphs/test_capture_streams.py",
+                 "tests/graphs/test_graphs.py", "tests/graphs/test_graph_extras.py",
+                 "tests/memory/test_allocator.py", "tests/graphs/test_graph_update.py"]
 TOOLS = ("memcheck", "racecheck", "synccheck")
 
 

@@ -1,7 +1,7 @@
 """Time the README's set-up command in new virtual environments, as a new user runs it.
 
-    python tests/measure_setup.py              # median of 3 runs; exit status 1 over a budget
-    python tests/measure_setup.py --runs 1 --json times.json
+    python tools/measure_setup.py              # median of 3 runs; exit status 1 over a budget
+    python tools/measure_setup.py --runs 1 --json times.json
 
 Each run copies the committed tree (git archive of HEAD, so no build/ folder helps), makes a
 new virtual environment and times the README's first command in it,
