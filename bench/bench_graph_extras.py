@@ -5,8 +5,8 @@ Run on the GPU machine after installing the package:  python bench/bench_graph_e
 interleaved trials.
 stage_and_launch: 8 inputs of 1 MiB staged into a graph's static inputs and the graph launched,
 in one call, against PyTorch's 8 copy_() calls and replay() (target: at most 0.35x its host
-time), and against a C program's 8 cudaMemcpyAsync calls and cudaGraphLaunch (raw_staging.cu,
-built with nvcc where it is installed).
+time), and against a C program's 8 cudaMemcpyAsync calls and cudaGraphLaunch
+(raw/raw_staging.cu, built with nvcc where it is installed).
 For N in 1..1000 loop iterations of a body that adds one to x, counts, and compares the count
 with N to decide whether to go on (three kernels and a one-byte copy):
 - while graph: one replay() of a graph whose while node runs the body N times;
@@ -16,8 +16,8 @@ timed part), and microseconds from the first launch to the end of a synchronize,
 ROUNDS; ratios are while graph / N replays, so below 1 means the while node is cheaper.
 """
 
-from baselines import (OURS, RAW_C, TORCH, best_us, compare, import_peer, interleaved, main,
-                       raw_c_side, trials)
+from harness.baselines import (OURS, RAW_C, TORCH, best_us, compare, import_peer, interleaved,
+                               main, raw_c_side, trials)
 
 import tensorplay as tp
 from tensorplay import accelerator, cuda

@@ -23,7 +23,7 @@ import json
 import statistics
 import time
 
-from baselines import best_us
+from harness.baselines import best_us
 
 import tensorplay as tp
 from tensorplay import _schema, accelerator, cuda

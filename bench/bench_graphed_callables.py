@@ -16,8 +16,8 @@ Linear(HIDDEN, OUT) on a batch of BATCH, float32, in both libraries.
   (back to back, as above) and device milliseconds per replay (CUDA events). Target: tensorplay
   <= 0.9x PyTorch in host time; the device time is printed beside it.
 """
-from baselines import (OURS, TORCH, compare, import_peer, interleaved, main, ours_ms, replay_ns,
-                       torch_ms, trials)
+from harness.baselines import (OURS, TORCH, compare, import_peer, interleaved, main, ours_ms,
+                               replay_ns, torch_ms, trials)
 
 import tensorplay as tp
 from tensorplay import cuda, nn, optim

@@ -3,7 +3,7 @@
 Run on the GPU machine after installing the package:  python bench/bench_graphs.py
 [--area replay|capture] [--quick] [--json PATH]. Graphs of 1 to 4096 one-block kernels (x += 1
 on 32 floats), every library launching on a non-blocking stream of its own.
-- replay: host nanoseconds per replay(), with the schedule of raw_graph_launch.cu
+- replay: host nanoseconds per replay(), with the schedule of raw/raw_graph_launch.cu
   (max(20, 200 / kernels) launches per round, best of 7 rounds, the device synchronised
   between rounds); the C program calls cudaGraphLaunch in a loop. Target (issue 6): tensorplay
   <= 1.15x the C loop for the 1-kernel graph.
@@ -16,8 +16,8 @@ Each figure is the median over interleaved trials (C, tensorplay, PyTorch, CuPy 
 import statistics
 import time
 
-from baselines import (CUPY, OURS, RAW_C, TORCH, compare, import_peer, interleaved, main,
-                       prepared, raw_c_side, replay_ns, trials)
+from harness.baselines import (CUPY, OURS, RAW_C, TORCH, compare, import_peer, interleaved,
+                               main, prepared, raw_c_side, replay_ns, trials)
 
 SIZES = (1, 4, 16, 64, 256, 1024, 4096)
 REPLAY_TARGET = 1.15

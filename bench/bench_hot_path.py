@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from baselines import per_call_ns
+from harness.baselines import per_call_ns
 
 HERE = Path(__file__).resolve().parent
 

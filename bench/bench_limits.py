@@ -9,7 +9,7 @@ tensorplay installed for this Python, and with --before the one installed under 
 ratio, target, unit, met}.
 
 - random: device throughput of rand/randn (in place, uniform_ and normal_), bernoulli_, randint
-  and the factories on 64M elements, from CUDA events around repeated calls (baselines.py),
+  and the factories on 64M elements, from CUDA events around repeated calls (harness/baselines.py),
   in GB/s written; ratio tensorplay / PyTorch, target >= 1.25 for 32- and 64-bit types, >= 1.0
   for float16 and bfloat16. Each line also gives tensorplay's bandwidth as a fraction of the
   device's peak, 2 x memory clock x bus width from the driver's attributes, and PyTorch's
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from baselines import ours_ms, torch_ms
+from harness.baselines import ours_ms, torch_ms
 
 HERE = Path(__file__).resolve().parent
 COUNT = 64 << 20

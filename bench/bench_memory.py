@@ -15,8 +15,8 @@ import subprocess
 import sys
 import timeit
 
-from baselines import (CUPY, OURS, RAW_C, TORCH, compare, import_peer, interleaved, main,
-                       per_call_ns, raw_c_side, trials)
+from harness.baselines import (CUPY, OURS, RAW_C, TORCH, compare, import_peer, interleaved,
+                               main, per_call_ns, raw_c_side, trials)
 
 SIZES = {"1 KiB": 1 << 10, "1 MiB": 1 << 20, "64 MiB": 64 << 20}
 LIVE_BLOCKS = (10, 30, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)

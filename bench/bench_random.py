@@ -8,8 +8,8 @@ tensorplay / other: below 1.0 is faster. Targets (issue 10): rand and randn of 6
 least 0.9x PyTorch's throughput (time ratio <= 1/0.9), get_rng_state and set_rng_state at most
 0.5x PyTorch's per-call cost, manual_seed below PyTorch's.
 """
-from baselines import (CUPY, OURS, TORCH, compare, cupy_ms, import_peer, interleaved, main,
-                       ours_ms, per_call_ns, torch_ms, trials)
+from harness.baselines import (CUPY, OURS, TORCH, compare, cupy_ms, import_peer, interleaved,
+                               main, ours_ms, per_call_ns, torch_ms, trials)
 
 COUNT = 64 << 20
 THROUGHPUT = 1 / 0.9

@@ -6,8 +6,9 @@ repeated operations on the current stream; host launch overhead is timeit over a
 figure is the median over interleaved trials. Ratios are tensorplay / other: below 1.0 is
 faster. Targets (issue 7): copy_ within 10% of PyTorch's time, add within 15%.
 """
-from baselines import (CUPY, OURS, RAW_C, TORCH, compare, cupy_ms, import_peer, interleaved,
-                       main, ours_ms, per_call_ns, raw_c_side, torch_ms, trials)
+from harness.baselines import (CUPY, OURS, RAW_C, TORCH, compare, cupy_ms, import_peer,
+                               interleaved, main, ours_ms, per_call_ns, raw_c_side, torch_ms,
+                               trials)
 
 COPY_BYTES = 256 << 20
 COUNT = 64 << 20

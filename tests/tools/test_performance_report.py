@@ -1,8 +1,11 @@
-"""The performance report's two commands without a GPU: bench/render_report.py turns a results
-file into tables, plots and the README headline; bench/report.py runs an area registry into a
-resumable results file, records failures and skips with their reasons, and goes on."""
+"""The performance report's two commands without a GPU: bench/harness/render_report.py turns a
+results file into tables, plots and the README headline; bench/harness/report.py runs an area
+registry into a resumable results file, records failures and skips with their reasons, and goes
+on. And the harness finds what it runs: the area scripts in bench/, the raw C programs in
+bench/raw/."""
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import time
@@ -11,9 +14,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "bench"
-# bench/ is a folder of scripts, not a package: load the runner from its file.
-_spec = importlib.util.spec_from_file_location("bench_report", BENCH / "report.py")
+BENCH = ROOT / "bench"  # the area scripts
+HARNESS = BENCH / "harness"  # what they share, the runner and the renderer
+# The harness's modules are scripts: load the runner from its file.
+_spec = importlib.util.spec_from_file_location("bench_report", HARNESS / "report.py")
 report = sys.modules["bench_report"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(report)
 
@@ -87,7 +91,7 @@ def results():
 def render(tmp_path, data, *extra):
     path = tmp_path / "results.json"
     path.write_text(json.dumps(data))
-    run = subprocess.run([sys.executable, str(BENCH / "render_report.py"), str(path),
+    run = subprocess.run([sys.executable, str(HARNESS / "render_report.py"), str(path),
                           "--docs", str(tmp_path / "docs"), *extra],
                          capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -167,7 +171,7 @@ def test_the_headline_goes_between_the_readme_markers(tmp_path):
     assert "graphed training iteration" not in line  # not measured here
     readme.write_text("no markers\n")
     path = tmp_path / "results.json"
-    run = subprocess.run([sys.executable, str(BENCH / "render_report.py"), str(path), "--docs",
+    run = subprocess.run([sys.executable, str(HARNESS / "render_report.py"), str(path), "--docs",
                           str(tmp_path / "docs"), "--readme", str(readme)],
                          capture_output=True, text=True)
     assert run.returncode != 0 and "needs one <!-- headline:start --> line" in run.stderr
@@ -285,16 +289,24 @@ def test_the_registry_covers_the_report_areas():
                  "conditional nodes", "update and rebinding", "graphed callables", "import"):
         assert area in names
     for area in report.AREAS:
-        # Issue 22's and issue 24's scripts come with their own branches.
-        if area.script not in ("bench_graph_update.py", "bench_limits.py"):
-            assert (BENCH / area.script).is_file(), area.script
+        assert (BENCH / area.script).is_file(), area.script
+
+
+def test_every_raw_program_a_script_names_is_in_bench_raw():
+    baselines = load_bench("baselines")
+    named = set()
+    for script in BENCH.glob("bench_*.py"):
+        named |= set(re.findall(r'raw_c_(?:side|figures)\("([^"]+)"', script.read_text()))
+    assert named, "no bench script names a raw C program"
+    for source in sorted(named):
+        assert (baselines.RAW / source).is_file(), f"{source} is not in {baselines.RAW}"
 
 
 def test_the_import_area_end_to_end(tmp_path):
     """The one area that needs no GPU, measured for real and rendered."""
     pytest.importorskip("matplotlib", reason="the docs extra is not installed")
     out = tmp_path / "results.json"
-    run = subprocess.run([sys.executable, str(BENCH / "report.py"), "--out", str(out),
+    run = subprocess.run([sys.executable, str(HARNESS / "report.py"), "--out", str(out),
                           "--areas", "import", "--quick"], capture_output=True, text=True,
                          cwd=tmp_path, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -315,11 +327,11 @@ def test_a_spent_budget_leaves_the_remaining_areas_for_the_next_call(tmp_path, r
     assert len(results["areas"]) == 5
 
 
-# -- the shared measuring helpers (bench/baselines.py) -----------------------------------------
+# -- the shared measuring helpers (bench/harness/baselines.py) ---------------------------------
 
 
 def load_bench(name):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", HARNESS / f"{name}.py")
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -370,7 +382,7 @@ def test_per_call_ns_lowers_the_call_count_of_a_slow_call():
 
 
 def test_tiny_ratios_keep_two_significant_digits(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))  # the renderer imports its sibling baselines.py
+    monkeypatch.syspath_prepend(str(HARNESS))  # the renderer imports its sibling baselines.py
     renderer = load_bench("render_report")
     assert renderer.shown_ratio(0.000412, 3) == "0.00041"
     assert renderer.shown_ratio(0.0412, 3) == "0.041"

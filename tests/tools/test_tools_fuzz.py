@@ -5,7 +5,7 @@
   soft keywords, Cython's reserved and contextual words). Each is refused with located errors
   (file:line:col) exactly when its output could not parse or compile; otherwise the stubs
   parse with the texts as written, and the wrappers translate with Cython (one run at the end).
-- bench/render_report.py: results files with a field made NaN, infinite, negative, of the
+- bench/harness/render_report.py: results files with a field made NaN, infinite, negative, of the
   wrong type, truncated or not an object, and names holding <script>, README markers,
   backticks and pipes. A bad file is refused naming the file, the area and the field, with
   nothing written; a good one renders pages whose HTML holds no tag or comment of the data and
@@ -39,7 +39,7 @@ from tests.codegen.test_codegen_schema import VALID
 from tests.tools.test_performance_report import results as report_results
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "bench"
+HARNESS = ROOT / "bench" / "harness"
 EXAMPLES = 120
 
 
@@ -224,20 +224,20 @@ def test_hostile_schemas_exit_3_with_every_error_located(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-# -- bench/render_report.py: hostile results files ---------------------------------------------
+# -- bench/harness/render_report.py: hostile results files -------------------------------------
 
 
 @pytest.fixture(scope="module")
 def renderer():
-    sys.path.insert(0, str(BENCH))  # the renderer imports its siblings baselines.py, report.py
+    sys.path.insert(0, str(HARNESS))  # the renderer imports its siblings baselines.py, report.py
     try:
         spec = importlib.util.spec_from_file_location("render_report_fuzzed",
-                                                      BENCH / "render_report.py")
+                                                      HARNESS / "render_report.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         yield module
     finally:
-        sys.path.remove(str(BENCH))
+        sys.path.remove(str(HARNESS))
 
 
 def without_sweeps(data):
@@ -251,8 +251,8 @@ def without_sweeps(data):
 
 
 README = "# x\n\n<!-- headline:start -->\nold\n<!-- headline:end -->\nrest\n"
-PAGE = ("<!-- Written by python bench/render_report.py from bench/report.py's results: do not "
-        "edit. -->\n\nold page\n")
+PAGE = ("<!-- Written by python bench/harness/render_report.py from bench/harness/report.py's "
+        "results: do not edit. -->\n\nold page\n")
 
 
 def snapshot(folder):
@@ -367,7 +367,8 @@ def test_hostile_results_are_refused_or_shown_as_text(renderer, tmp_path):
     ("negative", None, "'tensorplay_spread': is -2.0; it must be at least 0"),
     ("wrong type", None, "'unit': must be a string, got a list"),
     ("truncated", "cut", "not valid JSON: "),
-    ("a list", "[1, 2, 3]", "must be a JSON object (the file bench/report.py writes), got a list"),
+    ("a list", "[1, 2, 3]",
+     "must be a JSON object (the file bench/harness/report.py writes), got a list"),
     ("not UTF-8", b"\xff\xfe{}", "not UTF-8 text"),
     ("deep", "[" * 100_000, "cannot be read as JSON"),
     ("surrogate", None, "holds U+D800, a lone surrogate"),
@@ -391,7 +392,7 @@ def test_bad_results_files_exit_1_naming_the_problem_and_write_nothing(tmp_path,
     images.mkdir()
     (images / "replay-cost-against-graph-size.png").write_bytes(b"the committed plot")
     before = snapshot(path.parent)
-    run = subprocess.run([sys.executable, str(BENCH / "render_report.py"), str(path), "--docs",
+    run = subprocess.run([sys.executable, str(HARNESS / "render_report.py"), str(path), "--docs",
                           str(docs), "--readme", str(readme)], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 1, run.stdout + run.stderr

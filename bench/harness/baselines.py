@@ -1,10 +1,12 @@
-"""What every benchmark here compares with: raw CUDA C baselines, the host-time and device-time
-helpers, and the paired measurements, records and command line every bench script shares.
+"""What every benchmark in bench/ compares with: raw CUDA C baselines (the programs in
+bench/raw/), the host-time and device-time helpers, and the paired measurements, records and
+command line every bench script shares.
 
 Note [Records]
 Each bench script groups its measurements in areas (allocation, replay, ...), each a function
-(quick, notes) -> records. A record is one comparison, the form bench/report.py collects from
-every script (`python bench/SCRIPT.py --json PATH` writes {"records": [...], "notes": [...]}):
+(quick, notes) -> records. A record is one comparison, the form bench/harness/report.py
+collects from every script (`python bench/SCRIPT.py --json PATH` writes {"records": [...],
+"notes": [...]}):
   area, case, unit            what was measured, and in what (ns, us, ms, s)
   tensorplay, peer            the medians over interleaved trials; peer is None for a figure
                               with no other library beside it
@@ -36,7 +38,7 @@ import timeit
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+RAW = Path(__file__).resolve().parents[1] / "raw"  # the raw CUDA C programs
 
 
 # A repeat of per_call_ns takes about this long at most: a peer's slow call (torch.manual_seed
@@ -118,7 +120,7 @@ def torch_ms(run):
 
 
 def raw_c_figures(source="raw_cuda.c", arguments=("2000",)):
-    """{(name, size): figure} from a C baseline here, or {} where nvcc is not available.
+    """{(name, size): figure} from a C baseline in bench/raw/, or {} where nvcc is not available.
 
     The program is built once per process, so a benchmark can run it between its own
     measurements (interleaved, so that a noisy spell of the machine hits both sides)."""
@@ -143,7 +145,7 @@ def _built(source):
     scratch = tempfile.mkdtemp(prefix="tensorplay-bench-")
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     binary = str(Path(scratch) / Path(source).stem)
-    subprocess.run([nvcc, "-O2", "-o", binary, str(HERE / source)], check=True)
+    subprocess.run([nvcc, "-O2", "-o", binary, str(RAW / source)], check=True)
     return binary
 
 

@@ -1,28 +1,28 @@
 """The performance report's measurements: every benchmark area, one after another, into one JSON
 file. Run on the GPU machine after installing the package:
 
-    python bench/report.py [--out PATH] [--areas AREA ...] [--force] [--quick] [--timeout S]
-                           [--budget S] [--list]
+    python bench/harness/report.py [--out PATH] [--areas AREA ...] [--force] [--quick]
+                                   [--timeout S] [--budget S] [--list]
 
 Each area runs its bench script in a process of its own (`python bench/SCRIPT.py --json FILE`,
-Note [Records] in bench/baselines.py), where tensorplay, PyTorch, CuPy and raw CUDA C take turns
-(interleaved trials, medians and spread). The figures of an area are saved into PATH (default
-build/report/results.json) as soon as it finishes, with the machine, the package versions and
-the date, so the run is resumable: a second call skips the areas PATH holds as done, which lets
-each call fit a 10-minute limit (with --budget S, no area after the first starts once the call
-has run S seconds). --areas runs the areas named (again, if done); --force runs them all again.
-An area that fails or runs past --timeout is recorded with its error and the run
-goes on; an area whose script is absent, or that needs a GPU where none is visible, is recorded
-as skipped with the reason. Missing peers (PyTorch, CuPy, nvcc for the C programs) are skipped
-by the scripts with a note. The commit measured is git's HEAD ("-dirty" with changes); on a
-copy of the tree without its own history, name it: TENSORPLAY_COMMIT=<rev> python bench/report.py.
-Then, on any machine: python bench/render_report.py PATH.
+Note [Records] in bench/harness/baselines.py), where tensorplay, PyTorch, CuPy and raw CUDA C
+take turns (interleaved trials, medians and spread). The figures of an area are saved into PATH
+(default build/report/results.json) as soon as it finishes, with the machine, the package
+versions and the date, so the run is resumable: a second call skips the areas PATH holds as
+done, which lets each call fit a 10-minute limit (with --budget S, no area after the first
+starts once the call has run S seconds). --areas runs the areas named (again, if done); --force
+runs them all again. An area that fails or runs past --timeout is recorded with its error and
+the run goes on; an area whose script is absent, or that needs a GPU where none is visible, is
+recorded as skipped with the reason. Missing peers (PyTorch, CuPy, nvcc for the C programs) are
+skipped by the scripts with a note. The commit measured is git's HEAD ("-dirty" with changes);
+on a copy of the tree without its own history, name it: TENSORPLAY_COMMIT=<rev> python
+bench/harness/report.py. Then, on any machine: python bench/harness/render_report.py PATH.
 
 Adding an area is one entry of AREAS below: its name (the report's section), the script in
 bench/ and its arguments. Records keep the area they name where it is one of the registry's
 (after the entry's labels map the script's own names onto them); others go to the entry's. A
-script of another issue qualifies when it takes --json PATH and writes its records there, as
-a list or as {"records": [...], "notes": [...]}.
+new script qualifies when it takes --json PATH and writes its records there, as a list or as
+{"records": [...], "notes": [...]}.
 """
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+BENCH = Path(__file__).resolve().parents[1]  # the area scripts
+ROOT = BENCH.parent
 DEFAULT_OUT = ROOT / "build" / "report" / "results.json"
 FORMAT = 1
 OPTIONAL = ("tensorplay_spread", "peer_name", "peer", "peer_spread", "ratio", "target")
@@ -49,7 +49,7 @@ OPTIONAL = ("tensorplay_spread", "peer_name", "peer", "peer_spread", "ratio", "t
 @dataclass(frozen=True)
 class Area:
     name: str
-    script: str  # in bench/, or an absolute path
+    script: str  # in bench/ (BENCH), or an absolute path
     arguments: tuple = ()
     # Added with --quick; a script that has no --quick option gets ().
     quick: tuple = ("--quick",)
@@ -195,7 +195,7 @@ def save(results: dict, path: Path) -> None:
 
 def run_area(area: Area, quick: bool, timeout: float, names: set[str]) -> dict:
     """One area's entry of the results: done (records, notes), failed (error) or skipped."""
-    script = HERE / area.script
+    script = BENCH / area.script
     with tempfile.TemporaryDirectory(prefix="tensorplay-report-") as scratch:
         output, errors = Path(scratch) / "records.json", Path(scratch) / "stderr"
         command = [sys.executable, str(script), *area.arguments, *(area.quick if quick else ()),
@@ -203,7 +203,7 @@ def run_area(area: Area, quick: bool, timeout: float, names: set[str]) -> dict:
         environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(errors, "w+") as stderr:
             # The script's own output is the progress; its errors are kept for the record.
-            process = subprocess.Popen(command, cwd=HERE, env=environment, stderr=stderr)
+            process = subprocess.Popen(command, cwd=BENCH, env=environment, stderr=stderr)
             try:
                 status = process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -275,7 +275,7 @@ def run(areas, selected, out: Path, force: bool, quick: bool, timeout: float,
             break
         print(f"[{number}/{len(chosen)}] {area.name}: {area.script} ...", flush=True)
         started = time.monotonic()
-        script = HERE / area.script
+        script = BENCH / area.script
         if not script.is_file():
             shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
             entry = {"status": "skipped", "reason": f"{shown} is not in this tree"}
@@ -296,7 +296,7 @@ def run(areas, selected, out: Path, force: bool, quick: bool, timeout: float,
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python bench/report.py", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python bench/harness/report.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="the results file, read if present (default: %(default)s)")
@@ -333,7 +333,8 @@ def main(argv=None) -> None:
     print(f"{states.count('done')} done, {states.count('failed')} failed, "
           f"{states.count('skipped')} skipped, "
           f"{len(AREAS) - len(results['areas'])} not run; this call took "
-          f"{time.monotonic() - started:.0f} s. Render: python bench/render_report.py {args.out}")
+          f"{time.monotonic() - started:.0f} s. Render: python bench/harness/render_report.py "
+          f"{args.out}")
 
 
 if __name__ == "__main__":

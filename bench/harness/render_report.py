@@ -1,7 +1,7 @@
-"""The performance report's pages: turn the results of bench/report.py into docs/performance.md
-and its plots, on any machine (no GPU; matplotlib, from the docs extra):
+"""The performance report's pages: turn the results of bench/harness/report.py into
+docs/performance.md and its plots, on any machine (no GPU; matplotlib, from the docs extra):
 
-    python bench/render_report.py RESULTS.json [--docs DIR] [--readme README.md]
+    python bench/harness/render_report.py RESULTS.json [--docs DIR] [--readme README.md]
 
 Writes DIR/performance.md (default docs/): the machine, driver, versions and dates, then a
 table per area (tensorplay, PyTorch, CuPy, raw C, the ratios, the target and whether it is met)
@@ -33,7 +33,7 @@ from pathlib import Path
 from baselines import CUPY, OURS, RAW_C, TORCH, met
 from report import AREAS, key
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
 PEER_ORDER = (TORCH, CUPY, RAW_C)
 # Markdown's markup characters (MyST's for the docs page, GitHub's for the README): escaped in
@@ -46,11 +46,11 @@ LINE_START = re.compile(r"^(\d*)([-+=:.)])")
 # Control characters but tab and newline: shown as U+FFFD (an error's ANSI colours, a NUL).
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # The first line of the page, which says the renderer wrote it (and may write it again).
-PAGE_MARK = ("<!-- Written by python bench/render_report.py from bench/report.py's results: "
-             "do not edit. -->")
-PROG = "python bench/render_report.py"
-COMMANDS = ("python bench/report.py --out results.json  # GPU machine; run again to resume\n"
-            "python bench/render_report.py results.json --readme README.md")
+PAGE_MARK = ("<!-- Written by python bench/harness/render_report.py from bench/harness/report.py's "
+             "results: do not edit. -->")
+PROG = "python bench/harness/render_report.py"
+COMMANDS = ("python bench/harness/report.py --out results.json  # GPU machine; run again to "
+            "resume\npython bench/harness/render_report.py results.json --readme README.md")
 
 # What the headline quotes: (label, area, the (case, peer) it quotes, first found first, as
 # throughput). The cases are the bench scripts' (bench_graphs.py, bench_graph_extras.py,
@@ -129,7 +129,7 @@ class Invalid(Exception):
 
 def check_results(results, problems: list[str]) -> None:
     """Append to problems every field the renderer reads that it could not show: each names
-    the area, the record and the field (Note [Records] in bench/baselines.py)."""
+    the area, the record and the field (Note [Records] in bench/harness/baselines.py)."""
 
     def say(where: str, message: str) -> None:
         problems.append(f"{where}: {message}")
@@ -184,7 +184,7 @@ def check_results(results, problems: list[str]) -> None:
             say(where, f"must be true, false or null, got {kind(value)}")
 
     if not isinstance(results, dict):
-        problems.append(f"must be a JSON object (the file bench/report.py writes), got "
+        problems.append(f"must be a JSON object (the file bench/harness/report.py writes), got "
                         f"{kind(results)}")
         return
     if "format" in results and results["format"] != 1:
@@ -280,14 +280,14 @@ def read_results(path: Path) -> dict:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise Invalid(f"{path}: not UTF-8 text (byte 0x{data[error.start]:02x} at offset "
-                      f"{error.start}); bench/report.py writes JSON") from None
+                      f"{error.start}); bench/harness/report.py writes JSON") from None
     try:
         results = json.loads(text)
     except json.JSONDecodeError as error:
         cut = " (the file ends early: was it cut short?)" if error.pos >= len(text.rstrip()) \
             else ""
         raise Invalid(f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}{cut}; "
-                      "bench/report.py writes the whole file at once") from None
+                      "bench/harness/report.py writes the whole file at once") from None
     except (RecursionError, ValueError) as error:  # nesting too deep; a number too long
         raise Invalid(f"{path}: cannot be read as JSON ({type(error).__name__}: "
                       f"{str(error)[:200]})") from None
@@ -298,7 +298,7 @@ def read_results(path: Path) -> dict:
         if len(problems) > MAX_PROBLEMS:
             shown.append(f"... and {len(problems) - MAX_PROBLEMS} more")
         raise Invalid("\n".join(shown) + f"\n{path}: {len(problems)} problem(s); nothing was "
-                      "written. Fix the file, or measure again with bench/report.py")
+                      "written. Fix the file, or measure again with bench/harness/report.py")
     return results
 
 
@@ -652,7 +652,7 @@ def render(results_path: Path, docs: Path, readme: Path | None) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", type=Path, help="the JSON file bench/report.py wrote")
+    parser.add_argument("results", type=Path, help="the JSON file bench/harness/report.py wrote")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs",
                         help="where performance.md and performance/ go (default: docs/)")
     parser.add_argument("--readme", type=Path,
