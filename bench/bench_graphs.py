@@ -5,12 +5,12 @@ Run on the GPU machine after installing the package:  python bench/bench_graphs.
 on 32 floats), every library launching on a non-blocking stream of its own.
 - replay: host nanoseconds per replay(), with the schedule of raw/raw_graph_launch.cu
   (max(20, 200 / kernels) launches per round, best of 7 rounds, the device synchronised
-  between rounds); the C program calls cudaGraphLaunch in a loop. Target (issue 6): tensorplay
-  <= 1.15x the C loop for the 1-kernel graph.
+  between rounds); the C program calls cudaGraphLaunch in a loop. Target: tensorplay <= 1.15x
+  the C loop for the 1-kernel graph.
 - capture: microseconds from entering graph() to leaving it (synchronise, empty the cache,
   capture the kernels, instantiate), median of up to 50 captures, against torch.cuda.graph,
   CuPy's Stream.begin_capture / end_capture and the C program's capture and instantiate.
-  Target (issue 6): tensorplay <= 0.5x PyTorch for the 1-kernel body.
+  Target: tensorplay <= 0.5x PyTorch for the 1-kernel body.
 Each figure is the median over interleaved trials (C, tensorplay, PyTorch, CuPy in turn).
 """
 import statistics

@@ -1,4 +1,5 @@
-"""Kernels near the hardware limit (issue 24): every target, tensorplay against PyTorch, one run.
+"""Kernels near the hardware limit: every throughput (GB/s) and host-cost target, tensorplay
+against PyTorch, one run.
 
     python bench/bench_limits.py [--before DIR] [--json PATH]
 

@@ -4,9 +4,9 @@ Run on the GPU machine after installing the package:  python bench/bench_memory.
 [--area allocation|statistics|import] [--quick] [--json PATH]. Each figure is the median over
 interleaved trials (tensorplay, PyTorch, CuPy and the C program in turn) of the best of several
 timeit repeats, in nanoseconds per call. Ratios are tensorplay / other: below 1.0 is faster.
-Targets (issues 3 and 4): alloc+free no slower than torch.empty+del; empty(1 MiB)+release at
-most 0.5x torch.empty; memory_stats() at most 0.1x torch.cuda.memory_stats; memory_allocated()
-under 500 ns; import under 0.25 s, with no CUDA call at import.
+Targets: alloc+free no slower than torch.empty+del; empty(1 MiB)+release at most 0.5x
+torch.empty; memory_stats() at most 0.1x torch.cuda.memory_stats; memory_allocated() under
+500 ns; import under 0.25 s, with no CUDA call at import.
 The live-blocks sweep: alloc+free of 512 bytes with 10 to 1,000,000 blocks of 512 bytes held
 live in the same pool, so that the cache's free lists and block maps are that large.
 """

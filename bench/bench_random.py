@@ -4,7 +4,7 @@ Run on the GPU machine after installing the package:  python bench/bench_random.
 [--json PATH]. Device times come from CUDA events around repeated draws into a preallocated
 tensor (the allocator is not what is measured), and around the factories as users call them;
 host costs are timeit per call. Each figure is the median over interleaved trials. Ratios are
-tensorplay / other: below 1.0 is faster. Targets (issue 10): rand and randn of 64M float32 at
+tensorplay / other: below 1.0 is faster. Targets: rand and randn of 64M float32 at
 least 0.9x PyTorch's throughput (time ratio <= 1/0.9), get_rng_state and set_rng_state at most
 0.5x PyTorch's per-call cost, manual_seed below PyTorch's.
 """

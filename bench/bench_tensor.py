@@ -4,7 +4,7 @@ Run on the GPU machine after installing the package:  python bench/bench_tensor.
 [--area copies|elementwise] [--quick] [--json PATH]. Device times come from CUDA events around
 repeated operations on the current stream; host launch overhead is timeit over a tiny op. Each
 figure is the median over interleaved trials. Ratios are tensorplay / other: below 1.0 is
-faster. Targets (issue 7): copy_ within 10% of PyTorch's time, add within 15%.
+faster. Targets: copy_ within 10% of PyTorch's time, add within 15%.
 """
 from harness.baselines import (CUPY, OURS, RAW_C, TORCH, compare, cupy_ms, import_peer,
                                interleaved, main, ours_ms, per_call_ns, raw_c_side, torch_ms,

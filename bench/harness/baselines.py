@@ -14,8 +14,8 @@ collects from every script (`python bench/SCRIPT.py --json PATH` writes {"record
   peer_spread
   peer_name                   "PyTorch", "CuPy", "raw C", or a variant ("PyTorch (...)")
   ratio                       tensorplay / peer: below 1.0 tensorplay is faster
-  target                      the ratio the issue that set it asks at most, or, with no peer, the
-                              most the tensorplay figure may be; None where there is none
+  target                      the most the ratio may be, or, with no peer, the most the
+                              tensorplay figure may be; None where there is none
   met                         optional: the script's own verdict, where its target is text
                               (">= 1.25" for a throughput in GB/s, where higher is better)
   sweep, x                    for a point of a sweep (the plots of the report): its name and x

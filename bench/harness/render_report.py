@@ -458,7 +458,7 @@ def page(results: dict, image_prefix: str) -> tuple[str, dict[str, bytes]]:
              "medians over interleaved trials (the libraries take turns, so that a noisy spell of "
              "the machine hits them alike) ± half the interquartile range, unless an area's notes "
              "say otherwise. Ratios are tensorplay / other: for times, below 1 tensorplay is "
-             "faster; for throughputs (GB/s), above 1. Targets are those the issues set: for "
+             "faster; for throughputs (GB/s), above 1. Targets are the project's: for "
              "times, the most the ratio (or, with no other library, the figure) may be.", "",
              "Regenerate with:", "", "```bash", COMMANDS, "```", ""]
     if not records:

@@ -69,7 +69,8 @@ AREAS = (
     Area("capture", "bench_graphs.py", ("--area", "capture")),
     Area("conditional nodes", "bench_graph_extras.py", ("--area", "conditional nodes")),
     Area("update and rebinding", "bench_graph_update.py", quick=()),
-    # Issue 24's targets: its throughputs (GB/s) and host costs join the report's tables.
+    # The hardware-limit targets: their throughputs (GB/s) and host costs join the report's
+    # tables, each record in the area it measures.
     Area("limits", "bench_limits.py", quick=(),
          labels={"random": "RNG", "memory": "allocation", "accelerator": "statistics"}),
     Area("graphed callables", "bench_graphed_callables.py"),

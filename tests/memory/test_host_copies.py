@@ -325,9 +325,9 @@ def test_a_pinned_source_is_read_on_every_replay(quiet_device, non_blocking):
 
 
 def test_later_host_copies_do_not_change_what_a_replay_writes(quiet_device):
-    # The issue: a captured copy read a staging block of the host cache, which went back to
-    # the cache at once; later copies of 107.0 staged through it, and every replay wrote 107.0
-    # where 3.0 had been captured.
+    # The bug this catches: a captured copy read a staging block of the host cache, which went
+    # back to the cache at once; later copies of 107.0 staged through it, and every replay wrote
+    # 107.0 where 3.0 had been captured.
     x = warmed(0.0, COUNT)
     pinned = pinned_full(3.0)
     g = cuda.CUDAGraph()

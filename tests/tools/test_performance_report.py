@@ -63,7 +63,7 @@ def results():
                         "finished": "2026-12-01T10:13:00+00:00",
                         "records": [entry("RNG", "uniform_() of 64M float32, device", "ms",
                                           0.08, "PyTorch", 0.1, 1 / 0.9)]},
-                # Records of other issues' scripts, as they write them.
+                # Records of a script that spans several areas, as it writes them.
                 "limits": {"status": "done", "seconds": 20.0, "quick": False, "notes": [],
                            "finished": "2026-12-01T10:14:00+00:00",
                            "records": [{"area": "RNG", "case": "uniform_ float32 64M",
