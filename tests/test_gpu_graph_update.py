@@ -340,7 +340,7 @@ extern "C" __global__ void foreign_add_one(float* data, long long count) {
 def _foreign_kernel():
     """A kernel loaded outside tensorplay's cache, as another library's would be."""
     driver = pytest.importorskip("cuda.bindings.driver")
-    from tensorplay._runtime import kernels
+    from tensorplay._runtime.kernels import nvrtc as kernels
     runtime = pytest.importorskip("cuda.bindings.runtime")
     _, major = runtime.cudaDeviceGetAttribute(
         runtime.cudaDeviceAttr.cudaDevAttrComputeCapabilityMajor, 0)
@@ -594,7 +594,7 @@ def test_a_node_listed_before_a_reinstantiating_recapture_is_refused(quiet_devic
 
 
 def test_nodes_of_another_graph_and_hand_made_nodes_are_refused(quiet_device):
-    from tensorplay._runtime import graph_update
+    from tensorplay._runtime.graphs import graph_update
     x, other = warmed(0.0, COUNT), warmed(0.0, COUNT)
     g, _ = captured(lambda: x.fill_(1.0))
     h, _ = captured(lambda: other.fill_(7.0))

@@ -5,7 +5,7 @@ import struct
 import pytest
 
 from tensorplay import cuda
-from tensorplay._runtime import kernel_signature, kernels
+from tensorplay._runtime.kernels import signature as kernel_signature, nvrtc as kernels
 from tensorplay.cuda import graphs
 
 ELEMENT_TYPES = ("bool", "unsigned char", "signed char", "short", "int", "long long",
@@ -379,7 +379,7 @@ def test_graph_update_arguments_are_checked_before_the_graph_is():
         g.replay_with((1, 2))
     with pytest.raises(TypeError, match="node must be a KernelNode from kernel_nodes"):
         g.set_kernel_node_params(3)
-    from tensorplay._runtime import graph_update
+    from tensorplay._runtime.graphs import graph_update
     for hand_made in (graphs.KernelNode(), graph_update.KernelNodeCore.__new__(
             graph_update.KernelNodeCore)):
         with pytest.raises(ValueError, match=r"made by hand.*kernel_nodes\(\)"):

@@ -10,7 +10,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay import nn
-from tensorplay._runtime import graphed_callables
+from tensorplay._python import graphed_callables
 
 
 def make(callables, sample_args):

@@ -7,7 +7,7 @@ import numpy
 import pytest
 
 import tensorplay
-from tensorplay._runtime import philox
+from tensorplay._runtime.random import philox
 
 DEFAULT_SEED = 67280421310721
 
