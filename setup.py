@@ -3,7 +3,7 @@
 The package is assembled in build/package/ before cythonizing:
     generated/tensorplay/**  ->  tensorplay/**            wrappers, stubs, py.typed
     runtime/*                ->  tensorplay/_runtime/*    handwritten core
-so that `cimport tensorplay._runtime.device` resolves exactly as the installed module names.
+so that `cimport tensorplay._runtime.devices.device` resolves exactly as the installed names.
 
 Note [Incremental build]
 A fresh build cythonizes every module once and compiles it, with one Cython process and one
@@ -215,15 +215,17 @@ def staged_sources():
     for source in generated.rglob("*"):
         if source.is_file() and "__pycache__" not in source.parts:
             wanted[STAGE / "tensorplay" / source.relative_to(generated)] = source
+    # runtime/ is a package of subpackages by concept; its kernel sources (runtime/kernels/*.cu)
+    # ship as data, which NVRTC compiles at run time (runtime/kernels/nvrtc.pyx).
     runtime = STAGE / "tensorplay" / "_runtime"
-    for source in (ROOT / "runtime").iterdir():
-        if source.suffix in (".pyx", ".pxd", ".py"):
-            wanted[runtime / source.name] = source
-    # Kernel sources ship as data: NVRTC compiles them at run time (runtime/kernels.pyx).
-    kernels = ROOT / "runtime" / "kernels"
-    for source in kernels.rglob("*"):
-        if source.is_file():
-            wanted[runtime / "kernels" / source.relative_to(kernels)] = source
+    for source in (ROOT / "runtime").rglob("*"):
+        if source.is_file() and source.suffix in (".pyx", ".pxd", ".py", ".cu"):
+            wanted[runtime / source.relative_to(ROOT / "runtime")] = source
+    # python/ is the layer above the generated package: handwritten Python that uses the public
+    # API (docs/design.md, "Layers").
+    python = STAGE / "tensorplay" / "_python"
+    for source in (ROOT / "python").rglob("*.py"):
+        wanted[python / source.relative_to(ROOT / "python")] = source
     return wanted
 
 
@@ -429,19 +431,19 @@ class BuildExt(build_ext):
 # model, capture or backward pass, where the time goes to Python objects and CUDA calls rather
 # than to the C code, and get -O1; a new module gets -O2 until it is listed here.
 COLD_MODULES = {
-    "tensorplay._runtime.autograd",        # backward passes: one Node call per operation
-    "tensorplay._runtime.graph_update",    # recapture, node parameters, rebinding checks
-    "tensorplay._runtime.graph_topology",
-    "tensorplay._runtime.conditional",     # building conditional nodes
-    "tensorplay._runtime.captures",        # capture bookkeeping
-    "tensorplay._runtime.interop",         # DLPack and __cuda_array_interface__ imports
-    "tensorplay._runtime.nn",              # Module bookkeeping (Python classes)
-    "tensorplay._runtime.optim",
-    "tensorplay._runtime.public",
+    "tensorplay._runtime.autograd.engine",      # backward passes: one Node call per operation
+    "tensorplay._runtime.graphs.graph_update",  # recapture, node parameters, rebinding checks
+    "tensorplay._runtime.graphs.graph_topology",
+    "tensorplay._runtime.graphs.conditional",   # building conditional nodes
+    "tensorplay._runtime.devices.captures",     # capture bookkeeping
+    "tensorplay._runtime.tensor.interop",       # DLPack and __cuda_array_interface__ imports
+    "tensorplay._runtime.autograd.nn",          # Module bookkeeping (Python classes)
+    "tensorplay._runtime.autograd.optim",
+    "tensorplay._runtime.base.public",
     "tensorplay.autograd",
     "tensorplay.nn",
     "tensorplay.optim",
-    "tensorplay.accelerator.random",       # seeding and generator state
+    "tensorplay.accelerator.random",            # seeding and generator state
 }
 # Debug info (-g in Python's CFLAGS) costs a quarter of the compile time and is not shipped.
 COMMON_FLAGS = ["-g0", "-std=c++17"]
@@ -468,7 +470,7 @@ if __name__ == "__main__":
         packages=packages(),
         package_dir={"": str(STAGE.relative_to(ROOT))},
         # Stubs and the PEP 561 marker travel beside the compiled modules.
-        package_data={"": ["*.pyi", "py.typed"], "tensorplay._runtime": ["kernels/*.cu"]},
+        package_data={"": ["*.pyi", "py.typed"], "tensorplay._runtime.kernels": ["*.cu"]},
         cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
         zip_safe=False,
     )

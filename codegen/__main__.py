@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(message)
 
-    require_directory("--runtime", args.runtime, "*.pxd")
+    require_directory("--runtime", args.runtime, "**/*.pxd")
     try:
         text = read_text(args.schema)
     except OSError as error:

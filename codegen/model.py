@@ -25,7 +25,7 @@ Note [Schema rules]
   alone (``- device``), or as ``{use: key}`` with the fields that differ for this callable
   (``default``, ``kind``, ``doc``). An unknown key, or a shared parameter nothing uses, is an
   error.
-- Classes: ``kind: extension`` (the default) derives from a cdef class of runtime/*.pxd;
+- Classes: ``kind: extension`` (the default) derives from a cdef class of runtime/**/*.pxd;
   ``kind: python`` from a Python class of runtime/*.pyx, so that users can subclass it and
   give instances attributes (nn.Module, autograd.Function); ``kind: exception`` likewise, for
   exceptions. A method with ``static: true`` is a static method whose ``impl`` is a module
@@ -253,7 +253,7 @@ class Module:
         params = self.all_params() + [Param("value", p.type, "positional", "")
                                       for c in self.classes for p in c.properties if p.setter]
         used |= {p.conversion.split(".")[0].lstrip("_") for p in params if p.conversion}
-        # Generated classes register with the runtime (runtime/public.pyx), except those that
+        # Generated classes register with the runtime (runtime/base/public.pyx), except those that
         # extend a base: they share its core class, which the runtime never creates itself.
         if any(not c.extends for c in self.classes):
             used.add("public")
@@ -274,6 +274,7 @@ class Api:
     bases: tuple[Base, ...]
     schema_hash: str
     normalised: dict
+    runtime_packages: dict  # runtime module stem -> the package it is imported from
 
     def module(self, name: str) -> Module:
         return next(m for m in self.modules if m.name == name)
@@ -392,6 +393,11 @@ def with_default(entry: LocatedMap, key: str, value: Any, located_at: str) -> Lo
 
 
 class _Builder:
+    def source(self, module: str, suffix: str = ".pxd") -> str:
+        """The runtime file that declares module, as messages name it."""
+        known = self.runtime.get(module)
+        return known.source(module, suffix) if known else f"runtime/**/{module}{suffix}"
+
     def __init__(self, runtime: dict[str, RuntimeModule]):
         self.runtime = runtime
         self.diagnostics: list[Diagnostic] = []
@@ -506,7 +512,7 @@ class _Builder:
         if module not in self.runtime:
             known = ", ".join(sorted(self.runtime)) or "none"
             self.error(location, f"impl of {what}: no runtime module '{module}' "
-                                 f"(runtime/{module}.pxd); known modules: {known}")
+                                 f"(no runtime/**/{module}.pxd); known modules: {known}")
         return module, symbol
 
     # -- schema items -------------------------------------------------------------------------
@@ -673,7 +679,7 @@ class _Builder:
         location = entry.value_locations.get("type", entry.location)
         if declared is None:
             self.error(location, f"{what}: type '{param_type.display()}' converts through "
-                                 f"{module}.{function}(), which runtime/{module}.pxd does not "
+                                 f"{module}.{function}(), which {self.source(module)} does not "
                                  "declare")
         elif not declared.accepts(count):
             self.error(location, f"{what}: type '{param_type.display()}' converts through "
@@ -733,10 +739,10 @@ class _Builder:
             module, symbol = self.impl(entry, what)
             if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
                 self.error(entry.value_locations["impl"],
-                           f"impl of {what}: runtime/{module}.pxd declares no cdef function "
+                           f"impl of {what}: {self.source(module)} declares no cdef function "
                            f"'{symbol}'")
             elif module in self.runtime and symbol and params_valid:
-                self.arity(entry, what, f"runtime/{module}.pxd declares {symbol}()",
+                self.arity(entry, what, f"{self.source(module)} declares {symbol}()",
                            self.runtime[module].functions[symbol], len(params))
         else:
             module, symbol = "", self.text(entry, "impl", what)
@@ -839,7 +845,7 @@ class _Builder:
         module, symbol = self.impl(entry, what)
         if module in self.runtime and symbol and symbol not in self.runtime[module].classes:
             self.error(entry.value_locations["impl"],
-                       f"impl of {what}: runtime/{module}.pxd declares no class '{symbol}'")
+                       f"impl of {what}: {self.source(module)} declares no class '{symbol}'")
         methods, properties = self.members(entry, what, (name,))
         self.base_entries[name] = methods + properties
 
@@ -884,7 +890,7 @@ class _Builder:
         if runtime and symbol:
             declared = runtime.python_classes if python else runtime.classes
             if symbol not in declared:
-                where = f"runtime/{module}.pyx" if python else f"runtime/{module}.pxd"
+                where = self.source(module, ".pyx" if python else ".pxd")
                 self.error(entry.value_locations["impl"],
                            f"impl of {what}: {where} declares no class '{symbol}'")
         core_methods = {}
@@ -983,9 +989,10 @@ class _Builder:
         module, symbol = self.impl(entry, what)
         if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
             self.error(entry.value_locations["impl"],
-                       f"impl of {what}: runtime/{module}.pxd declares no cdef function '{symbol}'")
+                       f"impl of {what}: {self.source(module)} declares no cdef function "
+                       f"'{symbol}'")
         elif module in self.runtime and symbol:  # called with the variable's name
-            self.arity(entry, what, f"runtime/{module}.pxd declares {symbol}()",
+            self.arity(entry, what, f"{self.source(module)} declares {symbol}()",
                        self.runtime[module].functions[symbol], 1)
         return Variable(name, self.type_of(entry, "type", what), module, symbol,
                         self.doc(entry, what))
@@ -1185,14 +1192,15 @@ def build_api(text: str, runtime_dir: Path, file: str = "api.yaml") -> Api:
     """Load, validate and freeze a schema; raise SchemaError listing every problem."""
     deferred: list[Diagnostic] = []  # strings UTF-8 cannot encode, reported with the rest
     root = load_schema(text, file, deferred)
-    builder = _Builder(index_runtime(runtime_dir))
+    runtime = index_runtime(runtime_dir)
+    builder = _Builder(runtime)
     modules = builder.api(root)
     if builder.diagnostics or deferred:
         raise SchemaError(builder.diagnostics + deferred)
     normalised = normalise(modules, builder.built_bases)
     canonical = json.dumps(normalised, sort_keys=True, ensure_ascii=False).encode()
     return Api(modules, builder.built_bases, hashlib.sha256(canonical).hexdigest()[:16],
-               normalised)
+               normalised, {name: module.package for name, module in runtime.items()})
 
 
 def load_api(schema: Path, runtime_dir: Path) -> Api:

@@ -180,7 +180,8 @@ class Renderer:
         self.env.filters["string_literal"] = string_literal
         self.env.filters["described"] = described
         self.env.globals.update(signature=signature, call_arguments=call_arguments,
-                                setter_argument=setter_argument)
+                                setter_argument=setter_argument,
+                                runtime_package=api.runtime_packages.__getitem__)
 
     def module_path(self, module: Module) -> str:
         parts = module.name.split(".")

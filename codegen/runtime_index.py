@@ -1,5 +1,10 @@
 """What runtime/ declares at C level, read from its .pxd (and .pyx for Python classes).
 
+The runtime is a package of subpackages by concept (runtime/devices/stream.pyx is
+tensorplay._runtime.devices.stream); the schema names a module by its file stem alone
+(``stream.StreamCore``), so stems are unique across the runtime and the index records the
+package each one lives in.
+
 The schema's ``impl:`` entries name runtime symbols; validation checks them against this index
 so a typo or a wrong parameter count fails in ``codegen validate`` with a location instead of
 in the C compiler.
@@ -37,11 +42,17 @@ class Arity:
 
 @dataclass
 class RuntimeModule:
+    package: str = ""  # the dotted package it is imported from, e.g. tensorplay._runtime.devices
     functions: dict[str, Arity] = field(default_factory=dict)
     classes: dict[str, dict[str, Arity]] = field(default_factory=dict)
     class_bases: dict[str, str] = field(default_factory=dict)
     python_classes: set[str] = field(default_factory=set)
     python_methods: dict[str, dict[str, Arity]] = field(default_factory=dict)
+
+    def source(self, stem: str, suffix: str = ".pxd") -> str:
+        """The module's file as a message names it, e.g. runtime/devices/stream.pxd."""
+        folders = self.package.split(".")[2:]  # after tensorplay._runtime
+        return "/".join(["runtime", *folders, stem + suffix])
 
     def methods_of(self, class_name: str) -> dict[str, Arity]:
         """Methods of a class including those of its bases in the same module."""
@@ -95,13 +106,33 @@ def _arity(parameters: str, method: bool) -> Arity:
     return Arity(len(names) - optional, len(names))
 
 
+class RuntimeLayoutError(ValueError):
+    """Two runtime modules share a file stem, so a schema's impl: could not say which."""
+
+
+def _package_of(path: Path, runtime_dir: Path) -> str:
+    return ".".join(["tensorplay", "_runtime", *path.relative_to(runtime_dir).parent.parts])
+
+
+def _sources(runtime_dir: Path, suffix: str) -> list[Path]:
+    return sorted(path for path in runtime_dir.rglob(f"*{suffix}") if path.stem != "__init__")
+
+
 def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
     """Map runtime module name (file stem) to what it declares."""
     modules: dict[str, RuntimeModule] = {}
-    for pxd in sorted(runtime_dir.glob("*.pxd")):
-        module = modules.setdefault(pxd.stem, RuntimeModule())
+    homes: dict[str, Path] = {}
+    for path in _sources(runtime_dir, ".pxd") + _sources(runtime_dir, ".pyx"):
+        known = homes.setdefault(path.stem, path.parent)
+        if known != path.parent:
+            raise RuntimeLayoutError(
+                f"runtime modules {known.relative_to(runtime_dir) / path.stem} and "
+                f"{path.relative_to(runtime_dir).with_suffix('')} share the name {path.stem!r}; "
+                "rename one: the schema names a runtime module by its file name alone")
+    for pxd in _sources(runtime_dir, ".pxd"):
+        module = modules.setdefault(pxd.stem, RuntimeModule(_package_of(pxd, runtime_dir)))
         current_class = None
-        lines = read_text(pxd, f"{runtime_dir.name}/{pxd.name}").splitlines()
+        lines = read_text(pxd, pxd.relative_to(runtime_dir.parent).as_posix()).splitlines()
         for number, line in enumerate(lines):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
@@ -123,11 +154,11 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
             if current_class and method_match:
                 module.classes[current_class][method_match.group(1)] = _arity(
                     _parameter_list(lines, number, method_match.end() - 1), method=True)
-    for pyx in sorted(runtime_dir.glob("*.pyx")):
-        module = modules.setdefault(pyx.stem, RuntimeModule())
+    for pyx in _sources(runtime_dir, ".pyx"):
+        module = modules.setdefault(pyx.stem, RuntimeModule(_package_of(pyx, runtime_dir)))
         python_class = None
         python_bases: dict[str, str] = {}
-        lines = read_text(pyx, f"{runtime_dir.name}/{pyx.name}").splitlines()
+        lines = read_text(pyx, pyx.relative_to(runtime_dir.parent).as_posix()).splitlines()
         for number, line in enumerate(lines):
             class_match = _PY_CLASS.match(line)
             if class_match:

@@ -61,7 +61,7 @@ ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, Optional[str], str]] = {
                      "_TensorDeviceLike: TypeAlias = device | str | int | None"),
     # The memory pool a capture allocates from: None for a private one, the handle that
     # graph_pool_handle() and pool_id give, or a graph whose pool to share. The graph runtime
-    # checks it where the capture settings are stored (runtime/graph.pyx, _pool_arg).
+    # checks it where the capture settings are stored (runtime/graphs/graph.pyx, _pool_arg).
     "GraphPool": ("_GraphPool", True, "_graph.pool_arg",
                   "_GraphPool: TypeAlias = tuple[int, int] | Graph | CUDAGraph | None"),
 }

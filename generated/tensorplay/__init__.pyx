@@ -6,17 +6,17 @@ Devices and dtypes live here; the accelerator and CUDA APIs live in the submodul
 """
 import functools as _functools
 
-from tensorplay._runtime cimport autograd as _autograd
-from tensorplay._runtime cimport device as _device
-from tensorplay._runtime cimport dtypes as _dtypes
-from tensorplay._runtime cimport errors as _errors
-from tensorplay._runtime cimport public as _public
-from tensorplay._runtime cimport random_ops as _random_ops
-from tensorplay._runtime cimport rng as _rng
-from tensorplay._runtime cimport stream as _stream
-from tensorplay._runtime cimport tensor as _tensor
-from tensorplay._runtime import autograd as _autograd_classes
-from tensorplay._runtime import errors as _errors_classes
+from tensorplay._runtime.tensor cimport core as _core
+from tensorplay._runtime.devices cimport device as _device
+from tensorplay._runtime.base cimport dtypes as _dtypes
+from tensorplay._runtime.autograd cimport engine as _engine
+from tensorplay._runtime.base cimport errors as _errors
+from tensorplay._runtime.base cimport public as _public
+from tensorplay._runtime.random cimport random_ops as _random_ops
+from tensorplay._runtime.random cimport rng as _rng
+from tensorplay._runtime.devices cimport stream as _stream
+from tensorplay._runtime.autograd import engine as _engine_classes
+from tensorplay._runtime.base import errors as _errors_classes
 
 __all__ = [
     "tensor",
@@ -90,7 +90,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
         ValueError: a value of data that dtype cannot hold (an integer out of range or not
             finite, a finite float beyond the largest of a floating dtype).
     """
-    return _tensor.tensor(data, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _core.tensor(data, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -113,7 +113,7 @@ def as_tensor(data, dtype=None, device=None):
         ValueError: a numpy array whose strides a tensor cannot describe (negative, or not a
             multiple of the element size) or of non-native byte order.
     """
-    return _tensor.as_tensor(data, dtype, device)
+    return _core.as_tensor(data, dtype, device)
 
 
 def from_numpy(ndarray):
@@ -135,7 +135,7 @@ def from_numpy(ndarray):
         ValueError: its strides are negative or not a multiple of the element size, or its byte
             order is not the native one.
     """
-    return _tensor.from_numpy(ndarray)
+    return _core.from_numpy(ndarray)
 
 
 def from_dlpack(ext_tensor):
@@ -147,7 +147,7 @@ def from_dlpack(ext_tensor):
     Returns:
         Tensor: a tensor sharing the producer's memory.
     """
-    return _tensor.from_dlpack(ext_tensor)
+    return _core.from_dlpack(ext_tensor)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
@@ -164,7 +164,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor with uninitialised elements.
     """
-    return _tensor.empty(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _core.empty(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
@@ -181,7 +181,7 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor of zeros.
     """
-    return _tensor.zeros(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _core.zeros(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
@@ -198,7 +198,7 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor of ones.
     """
-    return _tensor.ones(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _core.ones(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -221,7 +221,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
             finite, a finite float beyond the largest of a floating dtype); bool takes its
             truthiness.
     """
-    return _tensor.full(size, fill_value, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _core.full(size, fill_value, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
@@ -240,7 +240,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     Returns:
         Tensor: a 1-D tensor.
     """
-    return _tensor.arange(start, end, step, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _core.arange(start, end, step, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -256,7 +256,7 @@ def empty_like(input, *, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor with uninitialised elements.
     """
-    return _tensor.empty_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _core.empty_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -272,7 +272,7 @@ def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor of zeros.
     """
-    return _tensor.zeros_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _core.zeros_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -288,7 +288,7 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     Returns:
         bool: whether every element is close.
     """
-    return _tensor.allclose(input, other, _errors.float_arg(rtol, 'rtol'), _errors.float_arg(atol, 'atol'), _errors.bool_arg(equal_nan, 'equal_nan'))
+    return _core.allclose(input, other, _errors.float_arg(rtol, 'rtol'), _errors.float_arg(atol, 'atol'), _errors.bool_arg(equal_nan, 'equal_nan'))
 
 
 def is_grad_enabled():
@@ -297,7 +297,7 @@ def is_grad_enabled():
     Returns:
         bool: False inside no_grad(), else True.
     """
-    return _autograd.is_grad_enabled()
+    return _engine.is_grad_enabled()
 
 
 def where(condition, input, other):
@@ -313,7 +313,7 @@ def where(condition, input, other):
         Tensor: a new tensor of the shape the three broadcast to; a scalar beside a tensor of a
             lower kind (bool < integer < floating) gives int64 or float32, as PyTorch promotes.
     """
-    return _tensor.where(condition, input, other)
+    return _core.where(condition, input, other)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
@@ -556,7 +556,7 @@ cdef class dtype(_dtypes.DtypeCore):
 _public.register_class("DtypeCore", dtype)
 
 
-cdef class Tensor(_tensor.TensorCore):
+cdef class Tensor(_core.TensorCore):
     """A strided array of one dtype on the CPU or a CUDA device.
 
     CPU tensors are numpy arrays underneath; CUDA tensors take memory from the caching
@@ -1567,7 +1567,7 @@ class OutOfMemoryError(_errors_classes.OutOfMemoryErrorCore):
 _public.register_class("OutOfMemoryErrorCore", OutOfMemoryError)
 
 
-class no_grad(_autograd_classes.NoGradCore):
+class no_grad(_engine_classes.NoGradCore):
     """Turn autograd off in this thread inside the block (or the decorated function).
 
     Operations record nothing and their results do not require grad; in-place updates of
@@ -1600,7 +1600,7 @@ class no_grad(_autograd_classes.NoGradCore):
 _public.register_class("NoGradCore", no_grad)
 
 
-class enable_grad(_autograd_classes.EnableGradCore):
+class enable_grad(_engine_classes.EnableGradCore):
     """Turn autograd back on in this thread inside the block (or the decorated function), within no_grad()."""
 
     def __enter__(self):

@@ -17,7 +17,7 @@ __all__ = [
 
 
 class GraphBase:
-    """The members both graph classes share (runtime/graph.pxd declares them on GraphBase)."""
+    """The members both graph classes share (runtime/graphs/graph.pxd declares them on GraphBase)."""
 
     def begin_capture_to_if_node(self, scalar_pred: Any) -> None:
         """Inside an open capture, gate the following work on an if node.

@@ -2,9 +2,9 @@
 # cython: language_level=3, binding=True, embedsignature=False, auto_pickle=False, autotestdict=False
 """The schema's bases, each rendered once: the public classes that extend one derive from it."""
 
-from tensorplay._runtime cimport errors as _errors
-from tensorplay._runtime cimport graph as _graph
-from tensorplay._runtime cimport stream as _stream
+from tensorplay._runtime.base cimport errors as _errors
+from tensorplay._runtime.graphs cimport graph as _graph
+from tensorplay._runtime.devices cimport stream as _stream
 
 __all__ = [
     "GraphBase",
@@ -12,7 +12,7 @@ __all__ = [
 
 
 cdef class GraphBase(_graph.GraphBase):
-    """The members both graph classes share (runtime/graph.pxd declares them on GraphBase)."""
+    """The members both graph classes share (runtime/graphs/graph.pxd declares them on GraphBase)."""
 
     def begin_capture_to_if_node(self, scalar_pred):
         """Inside an open capture, gate the following work on an if node.

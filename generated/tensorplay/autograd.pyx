@@ -7,10 +7,10 @@ backward() and grad() run it from the outputs back to the inputs, each step on t
 its forward ran on.
 """
 
-from tensorplay._runtime cimport autograd as _autograd
-from tensorplay._runtime cimport errors as _errors
-from tensorplay._runtime cimport public as _public
-from tensorplay._runtime import autograd as _autograd_classes
+from tensorplay._runtime.autograd cimport engine as _engine
+from tensorplay._runtime.base cimport errors as _errors
+from tensorplay._runtime.base cimport public as _public
+from tensorplay._runtime.autograd import engine as _engine_classes
 
 __all__ = [
     "grad",
@@ -46,10 +46,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             and no grad_outputs; an input is unused and allow_unused is False; a saved tensor was
             freed or changed in place.
     """
-    return _autograd.grad(outputs, inputs, grad_outputs, retain_graph, _errors.bool_arg(create_graph, 'create_graph'), _errors.bool_arg(allow_unused, 'allow_unused'))
+    return _engine.grad(outputs, inputs, grad_outputs, retain_graph, _errors.bool_arg(create_graph, 'create_graph'), _errors.bool_arg(allow_unused, 'allow_unused'))
 
 
-class Function(_autograd_classes.FunctionCore):
+class Function(_engine_classes.FunctionCore):
     """An operation with its own backward, for autograd.
 
     Subclass it with static methods forward(ctx, *args), which computes the outputs (a tensor
@@ -68,13 +68,13 @@ class Function(_autograd_classes.FunctionCore):
         Returns:
             Any: what forward() returned.
         """
-        return _autograd.apply_function(args)
+        return _engine.apply_function(args)
 
 
 _public.register_class("FunctionCore", Function)
 
 
-class FunctionCtx(_autograd_classes.FunctionCtx):
+class FunctionCtx(_engine_classes.FunctionCtx):
     """What forward() hands backward() (the ctx argument); attributes set on it are kept for backward."""
 
     def save_for_backward(self, *tensors):
@@ -99,7 +99,7 @@ class FunctionCtx(_autograd_classes.FunctionCtx):
 _public.register_class("FunctionCtx", FunctionCtx)
 
 
-cdef class Node(_autograd.Node):
+cdef class Node(_engine.Node):
     """A recorded operation in the autograd graph (a tensor's grad_fn)."""
 
     def name(self):

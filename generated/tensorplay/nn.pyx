@@ -7,9 +7,9 @@ A Module registers the Parameters, buffers and Modules assigned to its attribute
 assignment order, which is the order of parameters() and state_dict() (PyTorch's).
 """
 
-from tensorplay._runtime cimport errors as _errors
-from tensorplay._runtime cimport public as _public
-from tensorplay._runtime import nn as _nn_classes
+from tensorplay._runtime.base cimport errors as _errors
+from tensorplay._runtime.base cimport public as _public
+from tensorplay._runtime.autograd import nn as _nn_classes
 from tensorplay import Tensor as _Tensor
 
 __all__ = [

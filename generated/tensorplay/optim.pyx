@@ -2,9 +2,9 @@
 # cython: language_level=3, binding=True, embedsignature=False, auto_pickle=False, autotestdict=False
 """Optimisers: they update parameters in place from their gradients."""
 
-from tensorplay._runtime cimport errors as _errors
-from tensorplay._runtime cimport public as _public
-from tensorplay._runtime import optim as _optim_classes
+from tensorplay._runtime.base cimport errors as _errors
+from tensorplay._runtime.base cimport public as _public
+from tensorplay._runtime.autograd import optim as _optim_classes
 
 __all__ = [
     "SGD",

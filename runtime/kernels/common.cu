@@ -57,7 +57,7 @@ template <> __device__ inline bfloat16_bits convert<bfloat16_bits, double>(doubl
 template <> __device__ inline bfloat16_bits convert<bfloat16_bits, long long>(long long v) { return float_to_bfloat16((float)v); }
 
 // Strided element addressing for up to MAX_DIMS dimensions (sizes and strides in elements;
-// MAX_DIMS and THREADS come from the constants prelude, kernels.pxd).
+// MAX_DIMS and THREADS come from the constants prelude, nvrtc.pxd).
 struct Layout {
     long long sizes[MAX_DIMS];
     long long strides[MAX_DIMS];

@@ -2,7 +2,7 @@
 // A and B read through their strides (batch, row, column; a batch stride of 0 broadcasts one
 // matrix over the batch), so transposed and expanded operands need no copy. C is contiguous.
 // Tiled through shared memory: each block computes a MATMUL_TILE x MATMUL_TILE tile of C (the
-// edge comes from the prelude, kernels.pxd), staging matching tiles of A and B so every global
+// edge comes from the prelude, nvrtc.pxd), staging matching tiles of A and B so every global
 // element is read once per tile instead of once per product. Launched with MATMUL_TILE**2
 // threads per block; blocks stride over the tiles of every matrix of C (batch-major, then
 // row-major over the tiles).

@@ -1,7 +1,7 @@
 // Random numbers from Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
 // 3", SC11). The prelude defines scalar_t, the output element type; common.cu comes first.
 //
-// Note [Philox stream layout] (the host reference, runtime/philox.py, follows it exactly)
+// Note [Philox stream layout] (the host reference, runtime/random/philox.py, follows it exactly)
 // A call that fills `count` elements owns one Philox block per group of PER elements (PER = 4,
 // or 2 for 64-bit values). Group g is cuRAND's curand_init(seed, subsequence=g, offset) followed
 // by one curand4: counter = (offset / 4 as 64 bits in words 0-1, g as 64 bits in words 2-3),
@@ -14,7 +14,7 @@
 // round-to-nearest multiply and add (no fused multiply-add), so the host computes the same bits.
 // Normals are Box-Muller pairs: u1 in (0, 1], radius sqrt(-2 log u1), angle 2 pi u2.
 
-struct PhiloxState {               // matches PhiloxState in runtime/rng.pxd
+struct PhiloxState {               // matches PhiloxState in runtime/random/rng.pxd
     unsigned long long seed;
     unsigned long long offset;     // in 32-bit outputs, a multiple of 4
     // Captured into a CUDA graph: device memory holding (seed, base offset), written before each
@@ -403,7 +403,7 @@ extern "C" __global__ void set_replay_state(unsigned long long* replay_state,
     replay_state[1] = offset;
 }
 
-// Note [Offsets on the device] (runtime/rng.pyx): before a replay whose generator's offset a
+// Note [Offsets on the device] (runtime/random/rng.pyx): before a replay whose generator's offset a
 // previous replay left on the device, the base comes from there (source may be replay_state).
 //@ read source[2]
 //@ write replay_state[2]

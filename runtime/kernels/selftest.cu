@@ -1,4 +1,4 @@
-// The smallest kernel source: the tests of runtime/kernels.pyx compile it without a GPU, and it
+// The smallest kernel source: the tests of runtime/kernels/nvrtc.pyx compile it without a GPU, and it
 // shows the shape every source takes. Header-free (docs/design.md, "Kernel caches"), and
 // extern "C" so that the cubin names the kernel exactly as get_kernel asks for it.
 //@ write out[min(count, gridDim.x * blockDim.x)]

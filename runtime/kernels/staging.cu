@@ -4,7 +4,7 @@
 // kernel launch that moves them all; so the copies are one kernel on the launch stream.
 // The launch gives each pair blocks_per_copy consecutive blocks. Pairs whose addresses and
 // size are all 16-byte multiples move 16 bytes per load; any other pair moves bytes.
-// STAGED_COPIES, the most pairs one launch takes, comes from the constants prelude (kernels.pxd).
+// STAGED_COPIES, the most pairs one launch takes, comes from the constants prelude (nvrtc.pxd).
 
 struct StagedCopies {
     unsigned long long target[STAGED_COPIES];

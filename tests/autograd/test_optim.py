@@ -103,7 +103,7 @@ def test_momentum_enabled_later_makes_its_buffers_at_the_next_step_as_pytorch():
     assert optimizer.state[param]["momentum_buffer"].shape == (3,)
 
 
-# -- param_groups edits and refused steps (Note [Checked steps] in runtime/optim.pyx) ----------
+# -- param_groups edits and refused steps (Note [Checked steps] in runtime/autograd/optim.pyx) ----------
 
 
 def test_a_parameter_added_to_param_groups_is_updated_with_its_own_momentum():

@@ -161,17 +161,17 @@ def test_a_template_that_is_not_utf8_is_one_located_error(workspace):
 
 
 def test_a_runtime_source_that_is_not_utf8_is_one_located_error(workspace):
-    source = workspace / "runtime" / "device.pxd"
+    source = workspace / "runtime" / "devices" / "device.pxd"
     source.write_bytes(b"# caf\xff\n" + source.read_bytes())
     result = run_codegen(workspace, "validate")
-    assert_one_error(result, INVALID, "runtime/device.pxd:1:6:", "UTF-8", "0xff")
+    assert_one_error(result, INVALID, "runtime/devices/device.pxd:1:6:", "UTF-8", "0xff")
 
 
 def test_runtime_pointing_nowhere_is_one_message_naming_the_option(workspace, tmp_path):
     result = run_codegen(workspace, "validate", "--runtime", str(tmp_path / "nowhere"))
     assert_one_error(result, USAGE, "--runtime", "nowhere", "no such directory")
     result = run_codegen(workspace, "validate", "--runtime", str(workspace / "templates"))
-    assert_one_error(result, USAGE, "--runtime", "holds no *.pxd files")
+    assert_one_error(result, USAGE, "--runtime", "holds no **/*.pxd files")
 
 
 def test_a_missing_schema_file_is_one_message_naming_the_option(workspace, tmp_path):

@@ -74,11 +74,11 @@ def test_editing_one_function_leaves_other_modules_outputs_byte_identical(worksp
 def test_check_catches_a_hand_edit_and_names_the_fix(workspace):
     run_codegen(workspace, "generate")
     target = workspace / "generated" / "tensorplay" / "accelerator" / "memory.pyx"
-    target.write_text(target.read_text().replace("return _memory.empty_cache()",
+    target.write_text(target.read_text().replace("return _statistics.empty_cache()",
                                                  "return None"))
     result = run_codegen(workspace, "check")
     assert result.returncode == 1
-    assert "-    return None" in result.stdout and "+    return _memory.empty_cache()" in result.stdout
+    assert "-    return None" in result.stdout and "+    return _statistics.empty_cache()" in result.stdout
     assert "python -m codegen generate" in result.stderr
 
 

@@ -10,7 +10,8 @@ from codegen.types import ARGUMENT_SPELLINGS, BUILTINS, GENERICS
 
 VOCABULARY = ", ".join(sorted(set(BUILTINS) | set(ARGUMENT_SPELLINGS) | set(GENERICS)))
 RUNTIME_MODULES = ", ".join(sorted({
-    p.stem for p in (Path(__file__).resolve().parents[2] / "runtime").glob("*.p[xy][dx]")}))
+    p.stem for p in (Path(__file__).resolve().parents[2] / "runtime").rglob("*.p[xy][dx]")
+    if p.stem != "__init__"}))
 
 VALID = textwrap.dedent("""\
     schema_version: 1
@@ -128,15 +129,15 @@ CASES = [
     ('impl module missing',
      'impl: device.device_count',
      'impl: devices.device_count',
-     ["api.yaml:20:11: impl of 'tensorplay.accelerator.device_count': no runtime module 'devices' (runtime/devices.pxd); known modules: " + RUNTIME_MODULES]),
+     ["api.yaml:20:11: impl of 'tensorplay.accelerator.device_count': no runtime module 'devices' (no runtime/**/devices.pxd); known modules: " + RUNTIME_MODULES]),
     ('impl function missing',
      'impl: device.device_count',
      'impl: device.device_counter',
-     ["api.yaml:20:11: impl of 'tensorplay.accelerator.device_count': runtime/device.pxd declares no cdef function 'device_counter'"]),
+     ["api.yaml:20:11: impl of 'tensorplay.accelerator.device_count': runtime/devices/device.pxd declares no cdef function 'device_counter'"]),
     ('impl class missing',
      'impl: device.DeviceCore',
      'impl: device.DevCore',
-     ["api.yaml:8:11: impl of 'tensorplay.device': runtime/device.pxd declares no class 'DevCore'"]),
+     ["api.yaml:8:11: impl of 'tensorplay.device': runtime/devices/device.pxd declares no class 'DevCore'"]),
     ('impl property method missing',
      'impl: index_value',
      'impl: index_number',
@@ -200,7 +201,7 @@ CASES = [
     ('function parameter count differs from the .pxd declaration',
      '    doc: Wait.\n',
      '    - {name: extra, type: int, default: 0, doc: one too many.}\n    doc: Wait.\n',
-     ["api.yaml:24:11: impl of 'tensorplay.accelerator.synchronize': runtime/device.pxd declares synchronize() with 1 argument, but the wrapper passes 2 (one per parameter)"]),
+     ["api.yaml:24:11: impl of 'tensorplay.accelerator.synchronize': runtime/devices/device.pxd declares synchronize() with 1 argument, but the wrapper passes 2 (one per parameter)"]),
     ('constructor parameter count differs from the .pxd declaration',
      "      - {name: index, type: int | None, default: ~, doc: the index.}\n",
      '',
@@ -375,7 +376,7 @@ def test_a_conversion_the_runtime_does_not_declare_is_a_located_error(runtime_di
                         (spelling[0], spelling[1], "_device.device_index_argument", spelling[3]))
     assert errors_of(VALID, runtime_dir) == [
         "api.yaml:27:13: parameter 'device' of 'tensorplay.accelerator.synchronize': type "
-        "'Device' converts through device.device_index_argument(), which runtime/device.pxd "
+        "'Device' converts through device.device_index_argument(), which runtime/devices/device.pxd "
         "does not declare"]
 
 
@@ -402,7 +403,7 @@ def test_a_shared_parameter_is_declared_once_and_named_by_its_key(runtime_dir):
           params: [seed_value]
           doc: Seed.
         - name: memory_allocated
-          impl: memory.memory_allocated
+          impl: statistics.memory_allocated
           params:
           - {use: device, doc: the device to ask about.}
           returns: {type: int, doc: bytes.}
@@ -470,12 +471,12 @@ def test_a_methods_impl_defaults_to_c_and_its_name(runtime_dir):
 def test_range_and_choices_make_the_wrapper_check_the_argument(runtime_dir):
     text = VALID + textwrap.indent(textwrap.dedent("""\
         - name: get_memory_info
-          impl: memory.get_memory_info
+          impl: statistics.get_memory_info
           params:
           - {name: device, type: int, default: 0, range: [0, 63], doc: an index.}
           doc: Info.
         - name: export
-          impl: memory.get_memory_info
+          impl: statistics.get_memory_info
           params:
           - {name: mode, type: str, default: fast, choices: [fast, slow], doc: a mode.}
           doc: Info.
@@ -490,17 +491,17 @@ def test_range_and_choices_make_the_wrapper_check_the_argument(runtime_dir):
 def test_limits_that_do_not_fit_are_located_errors(runtime_dir):
     text = VALID + textwrap.indent(textwrap.dedent("""\
         - name: get_memory_info
-          impl: memory.get_memory_info
+          impl: statistics.get_memory_info
           params:
           - {name: device, type: int, default: 99, range: [0, 63], doc: an index.}
           doc: Info.
         - name: export
-          impl: memory.get_memory_info
+          impl: statistics.get_memory_info
           params:
           - {name: mode, type: float, choices: [fast], doc: a mode.}
           doc: Info.
         - name: other
-          impl: memory.get_memory_info
+          impl: statistics.get_memory_info
           params:
           - {name: mode, type: int, range: [5, 1], doc: a mode.}
           doc: Info.

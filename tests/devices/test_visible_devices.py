@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tensorplay._runtime.device import parse_visible_devices, visible_device_count
+from tensorplay._runtime.devices.device import parse_visible_devices, visible_device_count
 
 UUIDS = ["GPU-1111aaaa", "GPU-2222bbbb", "GPU-2222cccc", "GPU-3333dddd"]
 

@@ -54,7 +54,7 @@ COLD_KERNELS = textwrap.dedent("""
 
 def test_kernels_first_used_inside_a_global_capture_need_no_warm_up(tmp_path):
     # A fresh process and an empty kernel cache: compiling and loading happen inside the
-    # capture, which must neither invalidate it nor fail (kernels.pyx loads in relaxed mode).
+    # capture, which must neither invalidate it nor fail (nvrtc.pyx loads in relaxed mode).
     result = subprocess.run([sys.executable, "-c", COLD_KERNELS], capture_output=True, text=True,
                             timeout=300, env={**os.environ, "TENSORPLAY_CACHE_DIR": str(tmp_path)})
     assert result.returncode == 0 and result.stdout.strip() == "True", result.stderr[-2000:]

@@ -14,7 +14,8 @@ import pytest
 
 import tensorplay as tp
 from tensorplay import accelerator, cuda
-from tensorplay._runtime import graph_render, graphed_callables
+from tensorplay._python import graphed_callables
+from tensorplay._runtime.graphs import graph_render
 from tensorplay.cuda import graphs
 
 

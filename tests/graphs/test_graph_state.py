@@ -1,6 +1,6 @@
 """Graph-safe state on a real GPU: registered user generators, graph-safe state swaps, random
-draws inside conditional bodies (Note [Offsets on the device] in runtime/rng.pyx) and external
-events recorded and waited on inside graphs (Note [Events in graphs] in runtime/stream.pyx).
+draws inside conditional bodies (Note [Offsets on the device] in runtime/random/rng.pyx) and external
+events recorded and waited on inside graphs (Note [Events in graphs] in runtime/devices/stream.pyx).
 
 Every graph here is compared with the same work run eagerly from the same generator state: the
 numbers must match bit for bit, over several replays, and the generators must end where the

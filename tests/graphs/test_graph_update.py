@@ -8,7 +8,8 @@ import pytest
 
 import tensorplay as tp
 from tensorplay import accelerator, cuda
-from tensorplay._runtime import kernel_signature, kernels
+from tensorplay._runtime.graphs import graph_update
+from tensorplay._runtime.kernels import signature as kernel_signature, nvrtc as kernels
 from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
 
@@ -385,7 +386,6 @@ def test_graph_update_arguments_are_checked_before_the_graph_is():
         g.replay_with((1, 2))
     with pytest.raises(TypeError, match="node must be a KernelNode from kernel_nodes"):
         g.set_kernel_node_params(3)
-    from tensorplay._runtime import graph_update
     for hand_made in (graphs.KernelNode(), graph_update.KernelNodeCore.__new__(
             graph_update.KernelNodeCore)):
         with pytest.raises(ValueError, match=r"made by hand.*kernel_nodes\(\)"):
@@ -754,7 +754,6 @@ extern "C" __global__ void foreign_add_one(float* data, long long count) {
 def _foreign_kernel():
     """A kernel loaded outside tensorplay's cache, as another library's would be."""
     driver = pytest.importorskip("cuda.bindings.driver")
-    from tensorplay._runtime import kernels
     runtime = pytest.importorskip("cuda.bindings.runtime")
     _, major = runtime.cudaDeviceGetAttribute(
         runtime.cudaDeviceAttr.cudaDevAttrComputeCapabilityMajor, 0)
@@ -1021,7 +1020,6 @@ def test_a_node_listed_before_a_reinstantiating_recapture_is_refused(quiet_devic
 
 @pytest.mark.gpu
 def test_nodes_of_another_graph_and_hand_made_nodes_are_refused(quiet_device):
-    from tensorplay._runtime import graph_update
     x, other = warmed(0.0, COUNT), warmed(0.0, COUNT)
     g, _ = captured(lambda: x.fill_(1.0))
     h, _ = captured(lambda: other.fill_(7.0))

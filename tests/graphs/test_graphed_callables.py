@@ -20,7 +20,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay import accelerator, nn
-from tensorplay._runtime import graphed_callables
+from tensorplay._python import graphed_callables
 from tensorplay.cuda import graphs
 
 

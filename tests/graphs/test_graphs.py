@@ -698,7 +698,7 @@ def test_garbage_collection_on_entry_is_opt_in(quiet_device, monkeypatch):
 
 
 def test_report_demonstration_compares_one_replay_with_eager_launches(quiet_device):
-    from tensorplay._runtime import report
+    from tensorplay._python import report
     title, timings = report.capture_lines()
     assert title.startswith("capture/replay demonstration on cuda:0")
     assert "eager launches" in timings and "one replay()" in timings

@@ -1,6 +1,6 @@
 """Run-time kernel compilation without a GPU: NVRTC, and the disk cache of cubins.
 
-runtime/kernels.pyx, Note [Kernel caches], states the policy these tests hold it to. NVRTC
+runtime/kernels/nvrtc.pyx, Note [Kernel caches], states the policy these tests hold it to. NVRTC
 needs no device, so all of this runs on a CPU-only machine.
 """
 import hashlib
@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tensorplay._runtime import kernels
+from tensorplay._runtime.kernels import nvrtc as kernels
 
 ARCH = "sm_90"  # the H200's
 ELF_MAGIC = b"\x7fELF"
@@ -235,7 +235,7 @@ def test_concurrent_threads_get_one_cubin_and_leave_one_entry(cache_dir):
 def compile_in_child(cache_directory, start, results):
     """A spawned process: compile selftest once every sibling is ready, report the cubin."""
     os.environ["TENSORPLAY_CACHE_DIR"] = cache_directory
-    from tensorplay._runtime import kernels as child_kernels
+    from tensorplay._runtime.kernels import nvrtc as child_kernels
     start.wait()
     results.put(child_kernels.cached_cubin("selftest", PRELUDE, ARCH))
 

@@ -5,7 +5,7 @@ a user first calls the operation on a GPU.
 """
 import pytest
 
-from tensorplay._runtime import kernels
+from tensorplay._runtime.kernels import nvrtc as kernels
 
 ELEMENT_TYPES = ["bool", "unsigned char", "signed char", "short", "int", "long long",
                  "half_bits", "bfloat16_bits", "float", "double"]

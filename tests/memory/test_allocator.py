@@ -166,7 +166,7 @@ def test_blocks_are_reused_only_on_their_own_stream(clean_device):
 
 
 def test_a_stream_the_allocator_refers_to_outlives_its_stream_object(clean_device):
-    """runtime/stream.pyx, Note [Streams the allocator refers to]: a block that recorded a use
+    """runtime/devices/stream.pyx, Note [Streams the allocator refers to]: a block that recorded a use
     of a stream gets its event when it is released, after the Stream object is gone (here a
     block freed during a capture, whose event waits until no capture is open; recording it on
     a destroyed stream crashed the process). The stream is kept, and the next Stream() of its

@@ -1,5 +1,5 @@
 """`python -m tensorplay`: its options, and on a machine without a GPU, why none is visible and
-what works without one (runtime/report.py). The probes are also run against a stand-in NVML
+what works without one (python/report.py). The probes are also run against a stand-in NVML
 for the cases this machine cannot show (no devices, a driver not loaded, devices hidden)."""
 import os
 import subprocess
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tensorplay._runtime import report
+from tensorplay._python import report
 
 
 def run(*arguments, **environment):

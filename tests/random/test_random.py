@@ -12,7 +12,7 @@ import pytest
 
 import tensorplay
 from tensorplay import accelerator
-from tensorplay._runtime import philox
+from tensorplay._runtime.random import philox
 
 DEFAULT_SEED = 67280421310721
 

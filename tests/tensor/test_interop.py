@@ -1,4 +1,4 @@
-"""Zero-copy interop: DLPack 1.x and __cuda_array_interface__ v3, both ways (runtime/interop.pyx).
+"""Zero-copy interop: DLPack 1.x and __cuda_array_interface__ v3, both ways (runtime/tensor/interop.pyx).
 
 CPU tests run everywhere, with numpy as the other library and ctypes reading the DLPack structs
 themselves. GPU tests (marked) share CUDA memory with PyTorch and CuPy.

@@ -1,4 +1,4 @@
-"""repr() of a tensor reads as PyTorch's (runtime/tensor_repr.py, Note [Tensor repr]).
+"""repr() of a tensor reads as PyTorch's (runtime/tensor/tensor_repr.py, Note [Tensor repr]).
 
 The expected texts are PyTorch 2.13's and 2.14's output for the same tensors, with
 `tensorplay.` for `torch.` in dtype names and tensorplay's grad_fn names; where PyTorch is

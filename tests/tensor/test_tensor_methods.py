@@ -380,7 +380,7 @@ def test_mixing_devices_names_both_devices():
         tp.where(gpu > 0, gpu, cpu)
 
 
-# -- a refused in-place call changes nothing (tensor.pyx, Note [Refused calls change nothing]) --
+# -- a refused in-place call changes nothing (core.pyx, Note [Refused calls change nothing]) --
 
 
 def refused_in_place_calls(target):

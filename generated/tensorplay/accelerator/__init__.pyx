@@ -7,10 +7,10 @@ initialising CUDA, so a process can still fork afterwards.
 """
 import warnings
 
-from tensorplay._runtime cimport device as _device
-from tensorplay._runtime cimport errors as _errors
-from tensorplay._runtime cimport public as _public
-from tensorplay._runtime cimport stream as _stream
+from tensorplay._runtime.devices cimport device as _device
+from tensorplay._runtime.base cimport errors as _errors
+from tensorplay._runtime.base cimport public as _public
+from tensorplay._runtime.devices cimport stream as _stream
 
 __all__ = [
     "current_accelerator",

@@ -6,9 +6,9 @@ Graph records a sequence of operations on the active accelerator
 backend and replays it with reduced launch overhead.
 """
 
-from tensorplay._runtime cimport errors as _errors
-from tensorplay._runtime cimport graph as _graph
-from tensorplay._runtime cimport stream as _stream
+from tensorplay._runtime.base cimport errors as _errors
+from tensorplay._runtime.graphs cimport graph as _graph
+from tensorplay._runtime.devices cimport stream as _stream
 cimport tensorplay._bases as _bases
 
 __all__ = [

@@ -7,8 +7,8 @@ backend in this build) and accepts a device object, a spelling such
 as "cuda:1", an integer index, or None for the current device.
 """
 
-from tensorplay._runtime cimport device as _device
-from tensorplay._runtime cimport memory as _memory
+from tensorplay._runtime.devices cimport device as _device
+from tensorplay._runtime.memory cimport statistics as _statistics
 
 __all__ = [
     "empty_cache",
@@ -26,12 +26,12 @@ __all__ = [
 
 def empty_cache():
     """Release unoccupied cached device memory held by the allocator."""
-    return _memory.empty_cache()
+    return _statistics.empty_cache()
 
 
 def empty_host_cache():
     """Release unoccupied cached host memory."""
-    return _memory.empty_host_cache()
+    return _statistics.empty_host_cache()
 
 
 def get_memory_info(device=None):
@@ -44,7 +44,7 @@ def get_memory_info(device=None):
     Returns:
         tuple[int, int]: (free, total) in bytes.
     """
-    return _memory.get_memory_info(_device.device_index_arg(device, 'device'))
+    return _statistics.get_memory_info(_device.device_index_arg(device, 'device'))
 
 
 def max_memory_allocated(device=None):
@@ -57,7 +57,7 @@ def max_memory_allocated(device=None):
     Returns:
         int: bytes.
     """
-    return _memory.max_memory_allocated(_device.device_index_arg(device, 'device'))
+    return _statistics.max_memory_allocated(_device.device_index_arg(device, 'device'))
 
 
 def max_memory_reserved(device=None):
@@ -70,7 +70,7 @@ def max_memory_reserved(device=None):
     Returns:
         int: bytes.
     """
-    return _memory.max_memory_reserved(_device.device_index_arg(device, 'device'))
+    return _statistics.max_memory_reserved(_device.device_index_arg(device, 'device'))
 
 
 def memory_allocated(device=None):
@@ -83,7 +83,7 @@ def memory_allocated(device=None):
     Returns:
         int: bytes.
     """
-    return _memory.memory_allocated(_device.device_index_arg(device, 'device'))
+    return _statistics.memory_allocated(_device.device_index_arg(device, 'device'))
 
 
 def memory_reserved(device=None):
@@ -96,7 +96,7 @@ def memory_reserved(device=None):
     Returns:
         int: bytes.
     """
-    return _memory.memory_reserved(_device.device_index_arg(device, 'device'))
+    return _statistics.memory_reserved(_device.device_index_arg(device, 'device'))
 
 
 def memory_stats(device=None):
@@ -110,7 +110,7 @@ def memory_stats(device=None):
         dict[str, int]: flat statistics keyed like "allocated_bytes.all.current"; empty before
             the device is used.
     """
-    return _memory.memory_stats(_device.device_index_arg(device, 'device'))
+    return _statistics.memory_stats(_device.device_index_arg(device, 'device'))
 
 
 def reset_accumulated_memory_stats(device=None):
@@ -120,7 +120,7 @@ def reset_accumulated_memory_stats(device=None):
         device: a device object, a spelling such as "cuda:1", an integer index, or None for the
             current device.
     """
-    return _memory.reset_accumulated_memory_stats(_device.device_index_arg(device, 'device'))
+    return _statistics.reset_accumulated_memory_stats(_device.device_index_arg(device, 'device'))
 
 
 def reset_peak_memory_stats(device=None):
@@ -130,4 +130,4 @@ def reset_peak_memory_stats(device=None):
         device: a device object, a spelling such as "cuda:1", an integer index, or None for the
             current device.
     """
-    return _memory.reset_peak_memory_stats(_device.device_index_arg(device, 'device'))
+    return _statistics.reset_peak_memory_stats(_device.device_index_arg(device, 'device'))

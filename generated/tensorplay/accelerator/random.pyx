@@ -8,9 +8,9 @@ accepts a device object, a spelling such as "cuda:1", an integer
 index, or None for the current device.
 """
 
-from tensorplay._runtime cimport device as _device
-from tensorplay._runtime cimport errors as _errors
-from tensorplay._runtime cimport rng as _rng
+from tensorplay._runtime.devices cimport device as _device
+from tensorplay._runtime.base cimport errors as _errors
+from tensorplay._runtime.random cimport rng as _rng
 
 __all__ = [
     "get_rng_state",

@@ -2,11 +2,11 @@
 # cython: language_level=3, binding=True, embedsignature=False, auto_pickle=False, autotestdict=False
 """CUDA streams, events and the caching allocator's direct interface."""
 
-from tensorplay._runtime cimport device as _device
-from tensorplay._runtime cimport errors as _errors
-from tensorplay._runtime cimport memory as _memory
-from tensorplay._runtime cimport public as _public
-from tensorplay._runtime cimport stream as _stream
+from tensorplay._runtime.devices cimport device as _device
+from tensorplay._runtime.base cimport errors as _errors
+from tensorplay._runtime.base cimport public as _public
+from tensorplay._runtime.memory cimport statistics as _statistics
+from tensorplay._runtime.devices cimport stream as _stream
 
 __all__ = [
     "stream",
@@ -78,7 +78,7 @@ def caching_allocator_alloc(size, device=None, stream=None):
             released its cached blocks.
         RuntimeError: no accelerator is available.
     """
-    return _memory.caching_allocator_alloc(_errors.int_arg(size, 'size', 0, 9223372036854775807), _device.device_index_arg(device, 'device'), _stream.stream_arg(stream, 'stream'))
+    return _statistics.caching_allocator_alloc(_errors.int_arg(size, 'size', 0, 9223372036854775807), _device.device_index_arg(device, 'device'), _stream.stream_arg(stream, 'stream'))
 
 
 def caching_allocator_delete(ptr):
@@ -87,7 +87,7 @@ def caching_allocator_delete(ptr):
     Args:
         ptr: a pointer returned by caching_allocator_alloc().
     """
-    return _memory.caching_allocator_delete(ptr)
+    return _statistics.caching_allocator_delete(ptr)
 
 
 def caching_allocator_record_stream(ptr, stream):
@@ -98,7 +98,7 @@ def caching_allocator_record_stream(ptr, stream):
         ptr: a pointer returned by caching_allocator_alloc().
         stream: another stream that uses the memory.
     """
-    return _memory.caching_allocator_record_stream(ptr, _stream.required_stream_arg(stream, 'stream'))
+    return _statistics.caching_allocator_record_stream(ptr, _stream.required_stream_arg(stream, 'stream'))
 
 
 def caching_host_allocator_alloc(size):
@@ -113,7 +113,7 @@ def caching_host_allocator_alloc(size):
     Returns:
         int: the host pointer.
     """
-    return _memory.caching_host_allocator_alloc(_errors.int_arg(size, 'size', 0, 9223372036854775807))
+    return _statistics.caching_host_allocator_alloc(_errors.int_arg(size, 'size', 0, 9223372036854775807))
 
 
 def caching_host_allocator_delete(ptr):
@@ -122,7 +122,7 @@ def caching_host_allocator_delete(ptr):
     Args:
         ptr: a pointer returned by caching_host_allocator_alloc().
     """
-    return _memory.caching_host_allocator_delete(ptr)
+    return _statistics.caching_host_allocator_delete(ptr)
 
 
 def caching_host_allocator_record_stream(ptr, stream):
@@ -137,7 +137,7 @@ def caching_host_allocator_record_stream(ptr, stream):
             every replay, which no event recorded now covers, so keep the memory allocated while the
             graph can replay instead. Nothing is recorded.
     """
-    return _memory.caching_host_allocator_record_stream(ptr, _stream.required_stream_arg(stream, 'stream'))
+    return _statistics.caching_host_allocator_record_stream(ptr, _stream.required_stream_arg(stream, 'stream'))
 
 
 def memory_stats_as_nested_dict(device=None):
@@ -150,7 +150,7 @@ def memory_stats_as_nested_dict(device=None):
     Returns:
         dict[str, Any]: nested statistics.
     """
-    return _memory.memory_stats_as_nested_dict(_device.device_index_arg(device, 'device'))
+    return _statistics.memory_stats_as_nested_dict(_device.device_index_arg(device, 'device'))
 
 
 def host_memory_stats():
@@ -159,7 +159,7 @@ def host_memory_stats():
     Returns:
         dict[str, int]: flat statistics of the pinned host cache.
     """
-    return _memory.host_memory_stats()
+    return _statistics.host_memory_stats()
 
 
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns

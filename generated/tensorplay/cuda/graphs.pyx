@@ -4,11 +4,11 @@
 bulk input staging and graphed callables.
 """
 
-from tensorplay._runtime cimport errors as _errors
-from tensorplay._runtime cimport graph as _graph
-from tensorplay._runtime cimport graph_update as _graph_update
-from tensorplay._runtime cimport public as _public
-from tensorplay._runtime cimport stream as _stream
+from tensorplay._runtime.base cimport errors as _errors
+from tensorplay._runtime.graphs cimport graph as _graph
+from tensorplay._runtime.graphs cimport graph_update as _graph_update
+from tensorplay._runtime.base cimport public as _public
+from tensorplay._runtime.devices cimport stream as _stream
 cimport tensorplay._bases as _bases
 
 __all__ = [

@@ -1,0 +1,504 @@
+# cython: language_level=3
+"""tensorplay.nn: Modules, the Parameters they hold, and the layers of a small network.
+
+See docs/design.md, "tensorplay.nn".
+
+Note [Module attributes]
+A Module keeps what it is made of in three ordered dicts, as PyTorch's: _parameters (name ->
+Parameter or None), _buffers (name -> Tensor or None; state that is not trained, saved in the
+state_dict) and _modules (name -> Module or None, its children). Assigning a Parameter or a
+Module to an attribute registers it there (__setattr__), and reading the attribute finds it
+there (__getattr__, which Python calls only when the ordinary lookup fails, so plain attributes
+cost nothing extra). So a name the class itself has (a method such as train or state_dict, a
+property such as training) cannot be registered: the class's attribute would always be found
+first. Assigning a Parameter or a Module to one is a KeyError, as register_parameter() and
+add_module() refuse it (PyTorch refuses the Parameter and registers the Module, leaving the
+method visible). The dicts hold the registration order, which is the order of parameters()
+and state_dict(): a Linear's weight before its bias, a Sequential's layers in order, as
+PyTorch's, so that weights copied by position or by name land in the same places.
+
+Note [Module classes]
+The public classes (generated from api.yaml) derive from the runtime classes here and from
+their public parent (subclass_of): tensorplay.nn.Linear from LinearCore and from
+tensorplay.nn.Module, tensorplay.nn.Parameter from ParameterCore and from tensorplay.Tensor. So a
+Linear is a Module, a Parameter is a Tensor, and the runtime classes hold only what is theirs.
+When the runtime makes an object that users see (a Parameter for a Linear's weight), it makes
+the public class, which the generated module registers (runtime/base/public.pyx).
+"""
+import collections
+import collections.abc
+import math
+
+from tensorplay._runtime.autograd cimport engine as autograd
+from tensorplay._runtime.devices cimport device as _device
+from tensorplay._runtime.base cimport errors, public
+from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.tensor.core cimport TensorCore
+
+# The longest name of a parameter, buffer or module (or prefix of names) accepted: longer text is
+# a mistake, refused by name rather than carried into every state_dict key.
+NAME_CHARACTERS = 4096
+
+IncompatibleKeys = collections.namedtuple("IncompatibleKeys",
+                                          ["missing_keys", "unexpected_keys"])
+
+
+cdef object parameter_class():
+    return public.public_class("ParameterCore", ParameterCore)
+
+
+class ParameterCore:
+    """What makes a tensor a Parameter; the public Parameter derives from Tensor too (Note
+    [Module classes]), so self is a TensorCore."""
+
+    def init(self, data, requires_grad):
+        if data is None:  # PyTorch's Parameter() holds an empty float32 tensor
+            data = tensor.empty((0,), None, None, False)
+        if not isinstance(data, TensorCore):
+            raise TypeError(f"Parameter: data must be a tensor, got {errors.shown(data)}")
+        # Checked before anything changes: an integer tensor cannot require grad.
+        if requires_grad and not (<TensorCore>data).dtype_object.floating:
+            raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
+                               f"got a Parameter of {(<TensorCore>data).dtype_object.name}")
+        # The same memory as data, as a new leaf: PyTorch's Parameter(data) shares data's
+        # storage and starts its own autograd history.
+        tensor.alias_memory(<TensorCore>self, <TensorCore>data)
+        (<TensorCore>self).c_set_requires_grad(requires_grad)
+
+    def c_parameter_repr(self):
+        return "Parameter containing:\n" + (<TensorCore>self).c_repr()
+
+
+class RemovableHandleCore:
+    """Removes one hook from the dict that holds it."""
+
+    def __init__(self, hooks, key):
+        self._hooks = hooks
+        self._key = key
+
+    def c_remove(self):
+        self._hooks.pop(self._key, None)
+
+
+cdef str child_name(str prefix, str name):
+    return f"{prefix}.{name}" if prefix else name
+
+
+cdef str name_arg(object value, str argument):
+    """A name or prefix: a str of at most NAME_CHARACTERS characters."""
+    if not isinstance(value, str):
+        raise TypeError(f"{argument} must be a str, got {type(value).__name__}")
+    if len(value) > NAME_CHARACTERS:
+        raise ValueError(f"{argument} must be at most {NAME_CHARACTERS} characters long, got "
+                         f"{len(value)}")
+    return value
+
+
+# Where Module.__setattr__ finds a registered name, and what else that store takes there.
+_REGISTERED = (("_parameters", "parameter", "tensorplay.nn.Parameter", None),
+               ("_modules", "child module", "tensorplay.nn.Module", None),
+               ("_buffers", "buffer", "tensorplay.Tensor", TensorCore))
+
+
+class ModuleCore:
+    """The state of a Module (Note [Module attributes]) and what every Module does."""
+
+    def init(self):
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_forward_hooks", {})
+        object.__setattr__(self, "_next_hook", 0)
+
+    # -- attributes (Note [Module attributes]) ---------------------------------------------
+
+    def _stores(self, str what):
+        stores = self.__dict__.get("_parameters")
+        if stores is None:
+            raise AttributeError(f"cannot assign {what} before Module.__init__() call (call "
+                                 "super().__init__() first in the subclass's __init__)")
+        return stores, self.__dict__["_buffers"], self.__dict__["_modules"]
+
+    def _forget(self, str name):
+        """Drop name from every place an attribute can live, before it is registered anew."""
+        self.__dict__.pop(name, None)
+        for store in ("_parameters", "_buffers", "_modules"):
+            self.__dict__[store].pop(name, None)
+
+    def __setattr__(self, str name, value):
+        if isinstance(value, (ParameterCore, ModuleCore)):
+            is_parameter = isinstance(value, ParameterCore)
+            self._stores("parameters" if is_parameter else "child modules")
+            if hasattr(type(self), name):
+                # A method or attribute of the class (train, state_dict, training...): a
+                # registration would never be found under it, since the ordinary lookup finds
+                # the class's first (PyTorch's register_parameter rule; for a Module PyTorch
+                # registers it all the same, and the method stays visible).
+                raise KeyError(f"attribute '{name}' already exists")
+            self._forget(name)
+            self.__dict__["_parameters" if is_parameter else "_modules"][name] = value
+            return
+        state = self.__dict__
+        if "_parameters" in state:
+            # A registered name takes None, or (a buffer) a tensor; new registrations are above.
+            for store, what, expected, accepted in _REGISTERED:
+                if name in state[store]:
+                    if value is not None and (accepted is None or not isinstance(value, accepted)):
+                        raise TypeError(f"cannot assign '{type(value).__name__}' as {what} "
+                                        f"'{name}' ({expected} or None expected)")
+                    state[store][name] = value
+                    return
+        object.__setattr__(self, name, value)
+
+    def __getattr__(self, str name):
+        state = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            found = state.get(store)
+            if found is not None and name in found:
+                return found[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, str name):
+        state = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            found = state.get(store)
+            if found is not None and name in found:
+                del found[name]
+                return
+        object.__delattr__(self, name)
+
+    def _register(self, str store, str what, name, value, accepted, str argument, str expected):
+        """register_parameter(), register_buffer() and add_module(), with PyTorch's checks in
+        its order: __init__ called, the name a str, not empty, without a dot and not already
+        another attribute, then the value an instance of accepted or None."""
+        self._stores(what + "s")
+        name_arg(name, "name")
+        if name == "" or "." in name:
+            raise KeyError(f"{what} name can't be empty or contain \".\", got {name!r}")
+        if hasattr(self, name) and name not in self.__dict__[store]:
+            raise KeyError(f"attribute '{name}' already exists")
+        if value is not None and not isinstance(value, accepted):
+            raise TypeError(f"cannot assign '{type(value).__name__}' object to {what} '{name}' "
+                            f"({argument} must be a {expected} or None)")
+        self.__dict__[store][name] = value
+
+    def c_register_parameter(self, name, param):
+        self._register("_parameters", "parameter", name, param, ParameterCore, "param",
+                       "tensorplay.nn.Parameter")
+
+    def c_register_buffer(self, name, value):
+        self._register("_buffers", "buffer", name, value, TensorCore, "tensor",
+                       "tensorplay.Tensor")
+
+    def c_add_module(self, name, module):
+        self._register("_modules", "module", name, module, ModuleCore, "module",
+                       "tensorplay.nn.Module")
+
+    # -- what a Module is made of -------------------------------------------------------------
+
+    def c_named_modules(self, prefix=""):
+        return self._walk(name_arg(prefix, "prefix"))
+
+    def _walk(self, str prefix):
+        """Each Module once (the first name it is reached by), self first, depth first."""
+        seen = set()
+        pending = [(prefix, self)]
+        while pending:
+            name, module = pending.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            yield name, module
+            children = [(child_name(name, child), value) for child, value
+                        in module.__dict__["_modules"].items() if value is not None]
+            pending.extend(reversed(children))
+
+    def c_modules(self):
+        for _, module in self.c_named_modules():
+            yield module
+
+    def c_named_children(self):
+        for name, module in self.__dict__["_modules"].items():
+            if module is not None:
+                yield name, module
+
+    def c_children(self):
+        for _, module in self.c_named_children():
+            yield module
+
+    def _named_members(self, str store, str prefix, bint recurse):
+        """(name, tensor) of store in every Module reached, each tensor once."""
+        seen = set()
+        modules = self._walk(prefix) if recurse else iter([(prefix, self)])
+        for module_name, module in modules:
+            for name, value in module.__dict__[store].items():
+                if value is None or id(value) in seen:
+                    continue
+                seen.add(id(value))
+                yield child_name(module_name, name), value
+
+    def c_named_parameters(self, prefix, recurse):
+        return self._named_members("_parameters", name_arg(prefix, "prefix"), recurse)
+
+    def c_parameters(self, recurse):
+        for _, parameter in self._named_members("_parameters", "", recurse):
+            yield parameter
+
+    def c_named_buffers(self, prefix, recurse):
+        return self._named_members("_buffers", name_arg(prefix, "prefix"), recurse)
+
+    def c_buffers(self, recurse):
+        for _, buffer in self._named_members("_buffers", "", recurse):
+            yield buffer
+
+    # -- modes, gradients and devices ---------------------------------------------------------
+
+    def c_training(self):
+        try:
+            return self.__dict__["training"]
+        except KeyError:  # before Module.__init__(): an attribute error, as for any attribute
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute 'training' "
+                                 "(call super().__init__() first)") from None
+
+    def c_set_training(self, mode):
+        # Kept in the instance dict: Module.__init__ and train() set it on every module.
+        self.__dict__["training"] = mode
+
+    def c_train(self, mode):
+        for module in self.c_modules():
+            object.__setattr__(module, "training", mode)
+        return self
+
+    def c_eval(self):
+        return self.c_train(False)
+
+    def c_zero_grad(self, set_to_none):
+        autograd.zero_grads(self.c_parameters(True), set_to_none)
+
+    def c_to(self, device):
+        _device.tensor_device_arg(device, "device")  # checked even for a module with no tensor
+        # Every tensor is moved before any is changed, so that a failed move (a bad device, no
+        # GPU) leaves the module as it was.
+        parameters = list(self.c_parameters(True))
+        with autograd.no_grad_block():
+            moved = [(<TensorCore>parameter).c_to(device, None, False, False)
+                     for parameter in parameters]
+            grads = [None if parameter.grad is None else
+                     (<TensorCore>parameter.grad).c_to(device, None, False, False)
+                     for parameter in parameters]
+            buffers = [(module, name, (<TensorCore>value).c_to(device, None, False, False))
+                       for module in self.c_modules()
+                       for name, value in module.__dict__["_buffers"].items()
+                       if value is not None]
+        for parameter, memory, grad in zip(parameters, moved, grads):
+            if memory is not parameter:
+                # The Parameter stays the same object (optimisers hold it), now seeing the moved
+                # memory, as PyTorch's module.to() assigns param.data.
+                (<TensorCore>parameter).grad_value = None
+                tensor.alias_memory(<TensorCore>parameter, <TensorCore>memory)
+                parameter.grad = grad
+        for module, name, value in buffers:
+            module.__dict__["_buffers"][name] = value
+        return self
+
+    # -- state_dict ----------------------------------------------------------------------------
+
+    def _state(self):
+        """name -> the Parameter or buffer itself, for every one the state_dict holds."""
+        state = collections.OrderedDict()
+        for module_name, module in self.c_named_modules():
+            for store in ("_parameters", "_buffers"):
+                for name, value in module.__dict__[store].items():
+                    if value is not None:
+                        state[child_name(module_name, name)] = value
+        return state
+
+    def c_state_dict(self):
+        return collections.OrderedDict((name, (<TensorCore>value).c_detach())
+                                       for name, value in self._state().items())
+
+    def c_load_state_dict(self, state_dict, strict):
+        if not isinstance(state_dict, collections.abc.Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got "
+                            f"{type(state_dict).__name__}.")
+        targets = self._state()
+        missing = [name for name in targets if name not in state_dict]
+        unexpected = [name for name in state_dict if name not in targets]
+        problems = []
+        for name, target in targets.items():
+            if name not in state_dict:
+                continue
+            source = state_dict[name]
+            if not isinstance(source, TensorCore):
+                problems.append(f'While copying the parameter named "{name}", expected a '
+                                f'tensor from checkpoint but received {type(source).__name__}')
+            elif (<TensorCore>source).sizes != (<TensorCore>target).sizes:
+                problems.append(f"size mismatch for {name}: copying a param with shape "
+                                f"{list((<TensorCore>source).sizes)} from checkpoint, the shape "
+                                f"in current model is {list((<TensorCore>target).sizes)}.")
+        if strict:
+            if unexpected:
+                problems.insert(0, "Unexpected key(s) in state_dict: "
+                                + ", ".join(f'"{name}"' for name in unexpected) + ". ")
+            if missing:
+                problems.insert(0, "Missing key(s) in state_dict: "
+                                + ", ".join(f'"{name}"' for name in missing) + ". ")
+        # Every problem is reported before anything is copied, so a refused load changes nothing.
+        if problems:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + "\n\t".join(problems))
+        with autograd.no_grad_block():
+            for name, target in targets.items():
+                if name in state_dict:
+                    (<TensorCore>target).c_copy_(state_dict[name], False)
+        return IncompatibleKeys(missing, unexpected)
+
+    # -- calling -------------------------------------------------------------------------------
+
+    def c_register_forward_hook(self, hook):
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, got {errors.shown(hook)}")
+        key = self.__dict__["_next_hook"]
+        object.__setattr__(self, "_next_hook", key + 1)
+        hooks = self.__dict__["_forward_hooks"]
+        hooks[key] = hook
+        return public.public_class("RemovableHandleCore", RemovableHandleCore)(hooks, key)
+
+    def c_call(self, args):
+        try:
+            forward = self.forward
+        except AttributeError:
+            raise TypeError(f"{type(self).__name__} must define forward(), which calling the "
+                            "module runs") from None
+        output = forward(*args)
+        hooks = self.__dict__["_forward_hooks"]
+        if hooks:  # most modules have none: no copy of the dict on every call
+            for hook in tuple(hooks.values()):  # a hook may remove itself
+                replaced = hook(self, args, output)
+                if replaced is not None:
+                    output = replaced
+        return output
+
+    def c_extra_repr(self):
+        return ""
+
+    def c_repr(self):
+        extra = self.extra_repr()
+        children = [f"({name}): " + repr(module).replace("\n", "\n  ")
+                    for name, module in self.c_named_children()]
+        if not children:
+            return f"{type(self).__name__}({extra})"
+        lines = ([extra] if extra else []) + children
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+# --------------------------------------------------------------------------------------------
+# Layers
+
+
+class LinearCore(ModuleCore):
+    """y = x @ weight.T + bias, with PyTorch's shapes, order and initialisation."""
+
+    def init(self, in_features, out_features, bias, device, dtype):
+        ModuleCore.init(self)
+        self.in_features = in_features
+        self.out_features = out_features
+        make = parameter_class()
+        # weight before bias: the order of parameters() and state_dict(), as PyTorch's.
+        self.weight = make(tensor.empty(((out_features, in_features),), dtype, device, False),
+                           True)
+        if bias:
+            self.bias = make(tensor.empty(((out_features,),), dtype, device, False), True)
+        else:
+            self.c_register_parameter("bias", None)
+        self.c_reset_parameters()
+
+    def c_reset_parameters(self):
+        # PyTorch's: kaiming_uniform_(weight, a=sqrt(5)) draws from U(-b, b) with
+        # b = gain * sqrt(3 / fan_in) and gain = sqrt(2 / (1 + a**2)) = sqrt(1 / 3), so
+        # b = 1 / sqrt(fan_in); the bias draws from the same range.
+        bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
+        with autograd.no_grad_block():
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.uniform_(-bound, bound)
+
+    def c_forward(self, input):
+        tensor.own_tensor_arg(input, "Linear: input")
+        output = input.matmul(self.weight.t())
+        return output if self.bias is None else output + self.bias
+
+    def c_extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class ReLUCore(ModuleCore):
+    """max(x, 0), elementwise."""
+
+    def c_forward(self, input):
+        return tensor.own_tensor_arg(input, "ReLU: input").relu()
+
+
+class SequentialCore(ModuleCore):
+    """Modules run one after the other, registered as children "0", "1", ..."""
+
+    def init(self, modules):
+        ModuleCore.init(self)
+        for index, module in enumerate(modules):
+            if not isinstance(module, ModuleCore):
+                raise TypeError(f"Sequential: argument {index} must be a tensorplay.nn.Module, "
+                                f"got {errors.shown(module)}")
+        for index, module in enumerate(modules):
+            self.c_add_module(str(index), module)
+
+    def c_forward(self, input):
+        for module in self.__dict__["_modules"].values():
+            input = module(input)
+        return input
+
+    def c_len(self):
+        return len(self.__dict__["_modules"])
+
+    def c_iter(self):
+        return iter(self.__dict__["_modules"].values())
+
+    def c_getitem(self, index):
+        modules = list(self.__dict__["_modules"].values())
+        if isinstance(index, slice):
+            return type(self)(*modules[index])
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise TypeError(f"Sequential indices must be integers or slices, got "
+                            f"{type(index).__name__}")
+        if not -len(modules) <= index < len(modules):
+            raise IndexError(f"index {index} is out of range for a Sequential of "
+                             f"{len(modules)} modules")
+        return modules[index]
+
+
+class DropoutCore(ModuleCore):
+    """While training, zero each element with probability p and scale the rest by 1 / (1 - p)."""
+
+    def init(self, p):
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        ModuleCore.init(self)
+        self.p = p
+
+    def c_forward(self, input):
+        tensor.own_tensor_arg(input, "Dropout: input")
+        if not self.training or self.p == 0:
+            return input
+        mask = tensor.empty_like(input, None, None, False)
+        if self.p == 1:
+            return input * (<TensorCore>mask).c_zero_()
+        # The mask comes from the device's default generator, which CUDA graphs advance on each
+        # replay (rng.pyx, Note [Graph-safe random numbers]): a captured Dropout draws a fresh
+        # mask every time.
+        (<TensorCore>mask).c_bernoulli_(1 - self.p, None)
+        (<TensorCore>mask).c_imul(1 / (1 - self.p))
+        return input * mask
+
+    def c_extra_repr(self):
+        return f"p={self.p}"

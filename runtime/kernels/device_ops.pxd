@@ -1,0 +1,90 @@
+# Kernel launches over raw device memory (device_ops.pyx). Pointers are device addresses;
+# every launch goes to the given stream.
+from libc.stdint cimport int64_t, uintptr_t
+from cuda.bindings.cyruntime cimport cudaStream_t
+
+from tensorplay._runtime.base.dtypes cimport DtypeCore
+
+cdef enum:
+    OP_ADD = 0
+    OP_SUB = 1
+    OP_MUL = 2
+    OP_DIV = 3
+    OP_DIV_TRUNC = 4             # torch.div(rounding_mode="trunc")
+    OP_DIV_FLOOR = 5             # torch.div(rounding_mode="floor")
+    OP_POW = 6
+    OP_EQ = 0
+    OP_NE = 1
+    OP_LT = 2
+    OP_LE = 3
+    OP_GT = 4
+    OP_GE = 5
+    OP_NEG = 0
+    OP_ABS = 1
+    OP_RELU = 2
+    OP_SIN = 3
+    OP_COS = 4
+    OP_EXP = 5
+    OP_SQRT = 6
+    OP_LOG = 7
+    OP_SUM = 0
+    OP_MAX = 1
+    OP_MIN = 2
+
+cdef int fill(int device, DtypeCore dtype, uintptr_t out, int64_t count, bytes value,
+              cudaStream_t stream) except -1
+cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
+                int64_t count, int op, cudaStream_t stream) except -1
+# Operands read through strides over the output's sizes (0 on a broadcast dimension); out is
+# contiguous.
+cdef int binary_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                        tuple b_strides, uintptr_t out, tuple sizes, int op,
+                        cudaStream_t stream) except -1
+cdef int compare_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                         tuple b_strides, uintptr_t out, tuple sizes, int op,
+                         cudaStream_t stream) except -1
+cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,
+                       int64_t count, int op, bint reverse, cudaStream_t stream) except -1
+cdef int compare(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
+                 int64_t count, int op, cudaStream_t stream) except -1
+cdef int compare_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,
+                        int64_t count, int op, cudaStream_t stream) except -1
+cdef int unary(int device, DtypeCore dtype, uintptr_t a, uintptr_t out, int64_t count, int op,
+               cudaStream_t stream) except -1
+cdef int copy_strided(int device, DtypeCore source_dtype, uintptr_t source, tuple sizes,
+                      tuple source_strides, DtypeCore target_dtype, uintptr_t target,
+                      tuple target_strides, cudaStream_t stream) except -1
+cdef int reduce(int device, DtypeCore dtype, uintptr_t a, int64_t count, int op,
+                DtypeCore result_dtype, uintptr_t out, double divisor,
+                cudaStream_t stream) except -1
+# Sums (a mean with divisor, the count) of a over the dimensions of reduced_sizes for each index
+# of kept_sizes; the strides are a's, in elements.
+cdef int reduce_dims(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
+                     tuple kept_strides, tuple reduced_sizes, tuple reduced_strides,
+                     DtypeCore result_dtype, uintptr_t out, double divisor,
+                     cudaStream_t stream) except -1
+# c[batch, m, n] = a[batch, m, k] @ b[batch, k, n] (float32 or float64) with a and b given by
+# their (batch, row, column) strides in elements; c is contiguous.
+cdef int matmul(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                tuple b_strides, uintptr_t c, int64_t batch, int64_t m, int64_t n, int64_t k,
+                cudaStream_t stream) except -1
+cdef bytes scalar_bits(DtypeCore dtype, object value)
+# The tensor methods of PyTorch beyond the operators: add/sub with alpha, clamp, where.
+cdef int add_scaled(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, object alpha,
+                    uintptr_t out, int64_t count, cudaStream_t stream) except -1
+cdef int clamp(int device, DtypeCore dtype, uintptr_t a, uintptr_t low, uintptr_t high,
+               object low_scalar, object high_scalar, uintptr_t out, int64_t count,
+               cudaStream_t stream) except -1
+# clamp() with each tensor read through strides over the output's sizes.
+cdef int clamp_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t low,
+                       tuple low_strides, uintptr_t high, tuple high_strides, object low_scalar,
+                       object high_scalar, uintptr_t out, tuple sizes,
+                       cudaStream_t stream) except -1
+cdef int where(int device, DtypeCore dtype, uintptr_t condition, uintptr_t a, uintptr_t b,
+               object a_scalar, object b_scalar, uintptr_t out, int64_t count,
+               cudaStream_t stream) except -1
+# where() with each tensor read through strides over the output's sizes.
+cdef int where_strided(int device, DtypeCore dtype, uintptr_t condition,
+                       tuple condition_strides, uintptr_t a, tuple a_strides, uintptr_t b,
+                       tuple b_strides, object a_scalar, object b_scalar, uintptr_t out,
+                       tuple sizes, cudaStream_t stream) except -1

@@ -1,0 +1,480 @@
+# cython: language_level=3
+"""Kernel launches over raw device memory, one function per kernel of runtime/kernels/.
+
+Each source is instantiated per element type by a prelude of typedefs in front of common.cu
+(kernels.get_kernel compiles and caches each instance once). Launches use 256-thread blocks and
+grid-stride loops, so any element count fits a bounded grid.
+"""
+import struct
+
+from libc.stdint cimport int64_t, uintptr_t
+from libc.string cimport memcpy, memset
+
+from cuda.bindings.cydriver cimport CUfunction
+from cuda.bindings.cyruntime cimport cudaStream_t
+
+from tensorplay._runtime.memory cimport allocator
+from tensorplay._runtime.kernels cimport nvrtc as kernels
+from tensorplay._runtime.kernels.nvrtc cimport MATMUL_TILE, MAX_DIMS, THREADS
+from tensorplay._runtime.kernels.nvrtc import read_kernel_source
+from tensorplay._runtime.base.dtypes cimport DtypeCore
+from tensorplay._runtime.base.dtypes import float32_to_bfloat16_bits
+
+cdef enum:
+    MAX_BLOCKS = 65536          # with grid-stride loops, enough blocks to fill any GPU
+    REDUCE_BLOCKS = 1024        # partial results of a reduction, combined by one block
+
+cdef struct Layout:             # matches Layout in kernels/common.cu
+    long long sizes[MAX_DIMS]
+    long long strides[MAX_DIMS]
+    int ndim
+
+cdef str _common_source = None
+cdef dict _preludes = {}
+
+
+cdef str prelude(str typedefs):
+    """common.cu followed by the typedefs that instantiate a source."""
+    global _common_source
+    cached = _preludes.get(typedefs)
+    if cached is None:
+        if _common_source is None:
+            _common_source = read_kernel_source("common")
+        cached = _preludes[typedefs] = _common_source + "\n" + typedefs
+    return cached
+
+
+cdef inline CUfunction kernel(int device, str source, str function, str typedefs) except NULL:
+    return kernels.get_kernel(device, source, function, prelude(typedefs))
+
+
+cdef inline unsigned int blocks_for(int64_t count) noexcept nogil:
+    cdef int64_t blocks = (count + THREADS - 1) // THREADS
+    return <unsigned int>(blocks if blocks < MAX_BLOCKS else MAX_BLOCKS)
+
+
+cdef inline str scalar_typedef(DtypeCore dtype):
+    return f"typedef {dtype.kernel_type} scalar_t;\n"
+
+
+# The accumulation type of each element type (accumulate<> in common.cu), for scalars passed by
+# value: float for 16-bit floats and float, double for double, long long otherwise.
+cdef int put_accumulator(unsigned char* slot, DtypeCore dtype, object value) except -1:
+    """Store value in slot (a kernel parameter of 8 bytes) as dtype's accumulation type."""
+    if dtype.floating:
+        packed = struct.pack("<d" if dtype.itemsize == 8 else "<f", float(value))
+    else:
+        packed = struct.pack("<q", int(value))
+    memcpy(slot, <const char*>packed, len(packed))
+    return 0
+
+
+cdef bytes scalar_bits(DtypeCore dtype, object value):
+    """The bytes of value stored as dtype (what a kernel parameter of scalar_t holds)."""
+    import numpy
+    if dtype.name == "bfloat16":
+        return float32_to_bfloat16_bits(numpy.array([value], dtype=numpy.float32)).tobytes()
+    return numpy.array([value]).astype(dtype.numpy_name).tobytes()
+
+
+cdef int put_scalar(unsigned char* slot, DtypeCore dtype, object value) except -1:
+    """Store value in slot (a kernel parameter of 8 bytes) as dtype stores it (scalar_bits)."""
+    cdef bytes packed = scalar_bits(dtype, value)
+    memcpy(slot, <const char*>packed, len(packed))
+    return 0
+
+
+cdef int fill(int device, DtypeCore dtype, uintptr_t out, int64_t count, bytes value,
+              cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "fill", scalar_typedef(dtype))
+    cdef unsigned char value_bytes[8]
+    memset(value_bytes, 0, 8)
+    memcpy(value_bytes, <const char*>value, len(value))
+    cdef void* arguments[3]
+    arguments[0] = &out
+    arguments[1] = &count
+    arguments[2] = value_bytes
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
+                int64_t count, int op, cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef uintptr_t vector_bytes = 4 * dtype.itemsize
+    cdef bint vectorised = count % 4 == 0 and (a | b | out) % vector_bytes == 0
+    cdef CUfunction function = kernel(device, "elementwise",
+                                      "binary_vector4" if vectorised else "binary",
+                                      scalar_typedef(dtype))
+    cdef int64_t items = count // 4 if vectorised else count
+    cdef void* arguments[5]
+    arguments[0] = &a
+    arguments[1] = &b
+    arguments[2] = &out
+    arguments[3] = &items
+    arguments[4] = &op
+    return kernels.launch(device, function, blocks_for(items), THREADS, 0, stream, arguments)
+
+
+cdef int64_t count_of(tuple sizes):
+    cdef int64_t count = 1
+    for size in sizes:
+        count *= size
+    return count
+
+
+cdef int _strided_pair(int device, DtypeCore dtype, str function_name, uintptr_t a,
+                       tuple a_strides, uintptr_t b, tuple b_strides, uintptr_t out, tuple sizes,
+                       int op, cudaStream_t stream) except -1:
+    """One elementwise kernel of two operands read through their (broadcast) strides."""
+    cdef int64_t count = count_of(sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", function_name,
+                                      scalar_typedef(dtype))
+    cdef Layout a_layout = layout_of(sizes, a_strides)
+    cdef Layout b_layout = layout_of(sizes, b_strides)
+    cdef void* arguments[7]
+    arguments[0] = &a
+    arguments[1] = &a_layout
+    arguments[2] = &b
+    arguments[3] = &b_layout
+    arguments[4] = &out
+    arguments[5] = &count
+    arguments[6] = &op
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int binary_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                        tuple b_strides, uintptr_t out, tuple sizes, int op,
+                        cudaStream_t stream) except -1:
+    return _strided_pair(device, dtype, "binary_strided", a, a_strides, b, b_strides, out, sizes,
+                         op, stream)
+
+
+cdef int compare_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                         tuple b_strides, uintptr_t out, tuple sizes, int op,
+                         cudaStream_t stream) except -1:
+    return _strided_pair(device, dtype, "compare_strided", a, a_strides, b, b_strides, out,
+                         sizes, op, stream)
+
+
+cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,
+                       int64_t count, int op, bint reverse, cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "binary_scalar",
+                                      scalar_typedef(dtype))
+    cdef unsigned char scalar_bytes[8]
+    put_accumulator(scalar_bytes, dtype, scalar)
+    cdef int reverse_flag = reverse
+    cdef void* arguments[6]
+    arguments[0] = &a
+    arguments[1] = scalar_bytes
+    arguments[2] = &out
+    arguments[3] = &count
+    arguments[4] = &op
+    arguments[5] = &reverse_flag
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int compare(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
+                 int64_t count, int op, cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "compare", scalar_typedef(dtype))
+    cdef void* arguments[5]
+    arguments[0] = &a
+    arguments[1] = &b
+    arguments[2] = &out
+    arguments[3] = &count
+    arguments[4] = &op
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int compare_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, uintptr_t out,
+                        int64_t count, int op, cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "compare_scalar",
+                                      scalar_typedef(dtype))
+    cdef unsigned char scalar_bytes[8]
+    put_accumulator(scalar_bytes, dtype, scalar)
+    cdef void* arguments[5]
+    arguments[0] = &a
+    arguments[1] = scalar_bytes
+    arguments[2] = &out
+    arguments[3] = &count
+    arguments[4] = &op
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int unary(int device, DtypeCore dtype, uintptr_t a, uintptr_t out, int64_t count, int op,
+               cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "unary", scalar_typedef(dtype))
+    cdef void* arguments[4]
+    arguments[0] = &a
+    arguments[1] = &out
+    arguments[2] = &count
+    arguments[3] = &op
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef Layout layout_of(tuple sizes, tuple strides) except *:
+    cdef Layout layout
+    cdef int dim
+    if len(sizes) > MAX_DIMS:
+        raise ValueError(f"tensors have at most {MAX_DIMS} dimensions, got {len(sizes)}")
+    layout.ndim = len(sizes)
+    for dim in range(layout.ndim):
+        layout.sizes[dim] = sizes[dim]
+        layout.strides[dim] = strides[dim]
+    return layout
+
+
+cdef int copy_strided(int device, DtypeCore source_dtype, uintptr_t source, tuple sizes,
+                      tuple source_strides, DtypeCore target_dtype, uintptr_t target,
+                      tuple target_strides, cudaStream_t stream) except -1:
+    cdef int64_t count = count_of(sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(
+        device, "copy", "copy_strided",
+        f"typedef {source_dtype.kernel_type} scalar_t;\n"
+        f"typedef {target_dtype.kernel_type} target_t;\n")
+    cdef Layout source_layout = layout_of(sizes, source_strides)
+    cdef Layout target_layout = layout_of(sizes, target_strides)
+    cdef void* arguments[5]
+    arguments[0] = &source
+    arguments[1] = &source_layout
+    arguments[2] = &target
+    arguments[3] = &target_layout
+    arguments[4] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int reduce(int device, DtypeCore dtype, uintptr_t a, int64_t count, int op,
+                DtypeCore result_dtype, uintptr_t out, double divisor,
+                cudaStream_t stream) except -1:
+    typedefs = (f"typedef {dtype.kernel_type} scalar_t;\n"
+                f"typedef {result_dtype.kernel_type} result_t;\n")
+    cdef CUfunction partial = kernel(device, "reduce", "reduce_partial", typedefs)
+    cdef CUfunction final = kernel(device, "reduce", "reduce_final", typedefs)
+    cdef int blocks = max(1, min(blocks_for(count), REDUCE_BLOCKS))  # an empty sum is 0
+    # One 8-byte accumulator per block; stream-ordered, so it may be released right after use.
+    cdef uintptr_t partials = <uintptr_t>allocator.allocate(device, blocks * 8, stream)
+    cdef void* arguments[5]
+    try:
+        arguments[0] = &a
+        arguments[1] = &count
+        arguments[2] = &partials
+        arguments[3] = &op
+        kernels.launch(device, partial, blocks, THREADS, 0, stream, arguments)
+        arguments[0] = &partials
+        arguments[1] = &blocks
+        arguments[2] = &out
+        arguments[3] = &op
+        arguments[4] = &divisor
+        kernels.launch(device, final, 1, THREADS, 0, stream, arguments)
+    finally:
+        allocator.release(<void*>partials)
+    return 0
+
+
+cdef int reduce_dims(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
+                     tuple kept_strides, tuple reduced_sizes, tuple reduced_strides,
+                     DtypeCore result_dtype, uintptr_t out, double divisor,
+                     cudaStream_t stream) except -1:
+    cdef int64_t out_count = count_of(kept_sizes)
+    cdef int64_t reduced_count = count_of(reduced_sizes)
+    if out_count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "reduce", "reduce_dims",
+                                      f"typedef {dtype.kernel_type} scalar_t;\n"
+                                      f"typedef {result_dtype.kernel_type} result_t;\n")
+    cdef Layout kept = layout_of(kept_sizes, kept_strides)
+    cdef Layout reduced = layout_of(reduced_sizes, reduced_strides)
+    cdef unsigned int blocks = <unsigned int>min(out_count, MAX_BLOCKS)
+    cdef void* arguments[7]
+    arguments[0] = &a
+    arguments[1] = &kept
+    arguments[2] = &reduced
+    arguments[3] = &reduced_count
+    arguments[4] = &out
+    arguments[5] = &out_count
+    arguments[6] = &divisor
+    return kernels.launch(device, function, blocks, THREADS, 0, stream, arguments)
+
+
+cdef struct MatrixStrides:      # matches MatrixStrides in kernels/matmul.cu
+    long long batch
+    long long row
+    long long column
+
+
+cdef int matmul(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
+                tuple b_strides, uintptr_t c, int64_t batch, int64_t m, int64_t n, int64_t k,
+                cudaStream_t stream) except -1:
+    if batch == 0 or m == 0 or n == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "matmul", "matmul", scalar_typedef(dtype))
+    cdef MatrixStrides a_matrix, b_matrix
+    a_matrix.batch, a_matrix.row, a_matrix.column = a_strides
+    b_matrix.batch, b_matrix.row, b_matrix.column = b_strides
+    cdef int64_t jobs = batch * ((m + MATMUL_TILE - 1) // MATMUL_TILE) * (
+        (n + MATMUL_TILE - 1) // MATMUL_TILE)  # the tiles of c
+    cdef void* arguments[9]
+    arguments[0] = &a
+    arguments[1] = &a_matrix
+    arguments[2] = &b
+    arguments[3] = &b_matrix
+    arguments[4] = &c
+    arguments[5] = &batch
+    arguments[6] = &m
+    arguments[7] = &n
+    arguments[8] = &k
+    return kernels.launch(device, function, <unsigned int>min(jobs, MAX_BLOCKS),
+                          MATMUL_TILE * MATMUL_TILE, 0, stream, arguments)
+
+
+# --------------------------------------------------------------------------------------------
+# The tensor methods of PyTorch beyond the operators (core.pyx): add/sub with alpha, clamp,
+# where.
+
+
+cdef int add_scaled(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, object alpha,
+                    uintptr_t out, int64_t count, cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "add_scaled", scalar_typedef(dtype))
+    cdef unsigned char alpha_bytes[8]
+    put_accumulator(alpha_bytes, dtype, alpha)
+    cdef void* arguments[5]
+    arguments[0] = &a
+    arguments[1] = &b
+    arguments[2] = alpha_bytes
+    arguments[3] = &out
+    arguments[4] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef enum:
+    CLAMP_LOW = 1               # ClampBounds in kernels/elementwise.cu
+    CLAMP_HIGH = 2
+
+
+cdef int clamp(int device, DtypeCore dtype, uintptr_t a, uintptr_t low, uintptr_t high,
+               object low_scalar, object high_scalar, uintptr_t out, int64_t count,
+               cudaStream_t stream) except -1:
+    """A bound is the tensor at low/high when that is not 0, else the scalar unless None."""
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "clamp", scalar_typedef(dtype))
+    cdef int bounds = (CLAMP_LOW if low or low_scalar is not None else 0) | \
+        (CLAMP_HIGH if high or high_scalar is not None else 0)
+    cdef unsigned char low_bytes[8]
+    cdef unsigned char high_bytes[8]
+    put_accumulator(low_bytes, dtype, 0 if low_scalar is None else low_scalar)
+    put_accumulator(high_bytes, dtype, 0 if high_scalar is None else high_scalar)
+    cdef void* arguments[8]
+    arguments[0] = &a
+    arguments[1] = &low
+    arguments[2] = &high
+    arguments[3] = low_bytes
+    arguments[4] = high_bytes
+    arguments[5] = &bounds
+    arguments[6] = &out
+    arguments[7] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int clamp_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t low,
+                       tuple low_strides, uintptr_t high, tuple high_strides, object low_scalar,
+                       object high_scalar, uintptr_t out, tuple sizes,
+                       cudaStream_t stream) except -1:
+    """As clamp(), with a, low and high read through their strides."""
+    cdef int64_t count = count_of(sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "clamp_strided",
+                                      scalar_typedef(dtype))
+    cdef int bounds = (CLAMP_LOW if low or low_scalar is not None else 0) | \
+        (CLAMP_HIGH if high or high_scalar is not None else 0)
+    cdef Layout a_layout = layout_of(sizes, a_strides)
+    cdef Layout low_layout = layout_of(sizes, low_strides)
+    cdef Layout high_layout = layout_of(sizes, high_strides)
+    cdef unsigned char low_bytes[8]
+    cdef unsigned char high_bytes[8]
+    put_accumulator(low_bytes, dtype, 0 if low_scalar is None else low_scalar)
+    put_accumulator(high_bytes, dtype, 0 if high_scalar is None else high_scalar)
+    cdef void* arguments[11]
+    arguments[0] = &a
+    arguments[1] = &a_layout
+    arguments[2] = &low
+    arguments[3] = &low_layout
+    arguments[4] = &high
+    arguments[5] = &high_layout
+    arguments[6] = low_bytes
+    arguments[7] = high_bytes
+    arguments[8] = &bounds
+    arguments[9] = &out
+    arguments[10] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int where(int device, DtypeCore dtype, uintptr_t condition, uintptr_t a, uintptr_t b,
+               object a_scalar, object b_scalar, uintptr_t out, int64_t count,
+               cudaStream_t stream) except -1:
+    """An operand is the tensor at a/b when that is not 0, else its scalar."""
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "where", scalar_typedef(dtype))
+    cdef unsigned char a_bytes[8]
+    cdef unsigned char b_bytes[8]
+    put_scalar(a_bytes, dtype, 0 if a_scalar is None else a_scalar)
+    put_scalar(b_bytes, dtype, 0 if b_scalar is None else b_scalar)
+    cdef void* arguments[7]
+    arguments[0] = &condition
+    arguments[1] = &a
+    arguments[2] = &b
+    arguments[3] = a_bytes
+    arguments[4] = b_bytes
+    arguments[5] = &out
+    arguments[6] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int where_strided(int device, DtypeCore dtype, uintptr_t condition,
+                       tuple condition_strides, uintptr_t a, tuple a_strides, uintptr_t b,
+                       tuple b_strides, object a_scalar, object b_scalar, uintptr_t out,
+                       tuple sizes, cudaStream_t stream) except -1:
+    """An operand is the tensor at a/b when that is not 0 (its strides then apply), else its
+    scalar."""
+    cdef int64_t count = count_of(sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "where_strided",
+                                      scalar_typedef(dtype))
+    cdef Layout condition_layout = layout_of(sizes, condition_strides)
+    cdef Layout a_layout = layout_of(sizes, a_strides)
+    cdef Layout b_layout = layout_of(sizes, b_strides)
+    cdef unsigned char a_bytes[8]
+    cdef unsigned char b_bytes[8]
+    put_scalar(a_bytes, dtype, 0 if a_scalar is None else a_scalar)
+    put_scalar(b_bytes, dtype, 0 if b_scalar is None else b_scalar)
+    cdef void* arguments[10]
+    arguments[0] = &condition
+    arguments[1] = &condition_layout
+    arguments[2] = &a
+    arguments[3] = &a_layout
+    arguments[4] = &b
+    arguments[5] = &b_layout
+    arguments[6] = a_bytes
+    arguments[7] = b_bytes
+    arguments[8] = &out
+    arguments[9] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)

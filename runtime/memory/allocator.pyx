@@ -1,0 +1,1219 @@
+# distutils: language = c++
+# cython: language_level=3
+"""The device caching allocator: PyTorch's CUDACachingAllocator policy, in C-level Cython.
+
+Note [Caching allocator policy]
+cudaMalloc and cudaFree are slow (tens of microseconds to milliseconds), and cudaFree
+synchronizes the whole device. So memory, once obtained from CUDA, is cached: a freed block goes
+back to a free list of its device and serves later requests without any CUDA call. The rules
+below are PyTorch's (c10/cuda/CUDACachingAllocator.cpp; docs/design.md, "Caching allocator"), so
+that sizes, statistics and fragmentation behave the way PyTorch users expect.
+
+- Segments and blocks. A segment is one cudaMalloc. It is carved into blocks, kept in address
+  order by prev/next links, so that a block being freed can find its neighbours and merge with
+  them. A block without neighbours spans its whole segment; only such blocks can be returned
+  to CUDA.
+
+- Sizes. Every request is rounded up to a multiple of 512 bytes (and 0 to 512), so every block
+  stays aligned for any element type and vector load. Requests up to 1 MiB go to the small pool,
+  whose segments are 2 MiB; larger requests go to the large pool, whose segments are 20 MiB for
+  requests under 10 MiB and the request rounded up to 2 MiB otherwise. The two pools never share
+  segments, so small temporaries cannot fragment the segments that hold large tensors.
+
+- Best fit. Each pool keeps its free blocks ordered by (stream, size, address). A request takes
+  the smallest free block of its pool and stream that is large enough, the lowest address among
+  equal sizes (one lower_bound). If the remainder is worth keeping (at least 512 bytes in the
+  small pool, more than 1 MiB in the large pool) the block is split: the request takes the front
+  and the back returns to the free list. Otherwise the request keeps the slack.
+
+- Freeing and merging. A freed block merges with whichever neighbours are free, then returns to
+  its pool. A merged block never spans two segments: cudaMalloc gives no adjacency guarantee.
+
+- Streams. A block belongs to the stream it was allocated on. Work on one stream runs in order,
+  so a block freed on stream S may be handed to the next request on S at once, even while
+  kernels that use it are still queued: they finish before any later work on S starts. It is
+  never handed to another stream directly. record_stream(ptr, T) marks a block as also used on
+  stream T; when such a block is released, one event (from the per-device cache of idle
+  ordering events, stream.pyx Note [Idle ordering events]) is recorded on each of those
+  streams, and the block stays out of the free lists until all of its events have completed. Completed events are collected at
+  the start of every allocation, by querying each stream's oldest events first (one queue per
+  stream, so a busy stream does not hold up the others), and by empty_cache, which waits for
+  them.
+
+- Out of memory. A cache miss calls cudaMalloc for a new segment, under the relaxed capture mode
+  (a cudaMalloc is legal while any thread captures a graph, and must not invalidate that
+  capture). If CUDA reports out of memory, the allocator clears that error, does everything
+  empty_cache does and retries once (num_alloc_retries); if that fails too it raises
+  tensorplay.OutOfMemoryError (num_ooms) with the request, what tensorplay holds and what CUDA
+  has free.
+
+- empty_cache waits for the pending events, then cudaFrees every segment that is entirely free,
+  in the shared pools and in private pools no graph or handle holds any more.
+
+- Statistics are PyTorch's (docs/design.md, "Memory statistics"): nine statistics, each per
+  pool kind (all, small, large) with current / peak / allocated / freed counters, kept in a static C array so the
+  scalar queries (memory_allocated and friends) are plain reads. Settings PyTorch offers but we
+  leave at their defaults (max_split_size unlimited, no expandable segments, no garbage
+  collection threshold) report their default values, as PyTorch does.
+
+- Graph capture and private pools (docs/design.md, "Capture rules"). A graph's allocations
+  must survive for as long as the graph can be replayed, so they come from a private pool: pools are
+  refcounted by graphs and pool handles (retain_pool / release_pool), and while a pool is
+  selected for a capture id (begin_allocate_to_pool), every allocation on a stream that is
+  capturing with that id comes from it. Its blocks are reused only within the pool. While any
+  capture routes allocations on a device, the allocator does not query or record events and
+  never calls cudaFree there (both would break the capture): frees that need events wait until
+  the capture ends, and the out-of-memory path raises without emptying the cache. When a
+  pool's count drops to zero its free segments go back to CUDA; segments that still hold
+  live blocks go back as those blocks are freed, and the pool disappears with its last segment.
+
+Note [Allocator locks]
+Each device has one lock around all of its state; one more, global, lock guards the map from
+pointers to live blocks (shared by all devices, as pointers carry no device) and the lazy
+creation of device states. The global lock is never held together with a device lock.
+Allocations and frees run with the GIL held, and Python code must not deadlock on these locks:
+- A lock is first tried without waiting. Only if another thread holds it does this thread wait,
+  with the GIL released, because the holder may itself be waiting for the GIL: slow CUDA calls
+  (cudaMalloc, cudaFree, event waits) run with the GIL released while the device lock is held.
+- Device locks are reentrant for the thread that holds them, like PyTorch's recursive mutex.
+  Raising an exception allocates Python objects, which can trigger the cyclic garbage
+  collector, whose finalizers can free tensors: release() must then enter the device lock again
+  instead of waiting on itself. Exceptions are only raised where the structures are consistent,
+  and nothing else under a device lock creates Python objects.
+"""
+from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock,
+                               PyThread_allocate_lock, PyThread_free_lock,
+                               PyThread_release_lock, PyThread_type_lock)
+from cython.operator cimport dereference as deref, preincrement as inc
+from libc.stdint cimport int64_t, uintptr_t
+from libc.string cimport memcpy
+from libcpp.deque cimport deque
+from libcpp.map cimport map
+from libcpp.unordered_map cimport unordered_map
+from libcpp.utility cimport pair
+from libcpp.vector cimport vector
+
+from cuda.bindings cimport cyruntime
+from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorMemoryAllocation, cudaErrorNotReady,
+                                      cudaEvent_t, cudaStream_t,
+                                      cudaStreamCaptureMode, cudaStreamCaptureModeRelaxed,
+                                      cudaStreamCaptureStatus, cudaStreamCaptureStatusActive,
+                                      cudaSuccess)
+
+from tensorplay._runtime.devices cimport device as devices
+from tensorplay._runtime.base cimport errors
+from tensorplay._runtime.devices cimport stream as streams
+from tensorplay._runtime.devices.device cimport MAX_DEVICES
+from tensorplay._runtime.base.reentrant_lock cimport ReentrantLock, acquire, release_lock
+
+cdef extern from *:
+    """
+    #include <atomic>
+    /* Serial numbers of pool handles: unique across threads without taking any lock. */
+    static std::atomic<unsigned long long> tensorplay_pool_serial{0};
+    static inline unsigned long long tensorplay_next_pool_serial(void) {
+        return ++tensorplay_pool_serial;
+    }
+    """
+    unsigned long long tensorplay_next_pool_serial() noexcept nogil
+
+
+# --------------------------------------------------------------------------------------------
+# Sizes (PyTorch's constants; docs/design.md, "Caching allocator")
+
+cdef enum:
+    # Every block is a multiple of this and at least this large (kMinBlockSize), which keeps
+    # every block aligned for any element type and vector load.
+    MIN_BLOCK_SIZE = 512
+    # Requests up to this size come from the small pool (kSmallSize) ...
+    SMALL_SIZE = 1 << 20
+    # ... which carves them out of segments of this size (kSmallBuffer).
+    SMALL_BUFFER = 2 << 20
+    # Large requests under MIN_LARGE_ALLOC share segments of this size (kLargeBuffer) ...
+    LARGE_BUFFER = 20 << 20
+    MIN_LARGE_ALLOC = 10 << 20
+    # ... and larger ones get a segment of their own, rounded up to this (kRoundLarge).
+    ROUND_LARGE = 2 << 20
+
+# No device comes near this many bytes. Larger requests fail as out of memory at once, which
+# also keeps the rounding arithmetic below from overflowing.
+cdef size_t MAX_REQUEST = (<size_t>1) << 62
+
+
+cdef inline size_t round_up(size_t size, size_t multiple) noexcept nogil:
+    # multiple is a power of two
+    return (size + multiple - 1) & ~(multiple - 1)
+
+
+cdef inline size_t round_size(size_t size) noexcept nogil:
+    return MIN_BLOCK_SIZE if size < MIN_BLOCK_SIZE else round_up(size, MIN_BLOCK_SIZE)
+
+
+cdef inline size_t segment_size(size_t size) noexcept nogil:
+    """The cudaMalloc size for a request of size (rounded) bytes that no cached block fits."""
+    if size <= SMALL_SIZE:
+        return SMALL_BUFFER
+    if size < MIN_LARGE_ALLOC:
+        return LARGE_BUFFER
+    return round_up(size, ROUND_LARGE)
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics (docs/design.md, "Memory statistics")
+
+cdef enum Counter:
+    COUNTER_CURRENT
+    COUNTER_PEAK
+    COUNTER_ALLOCATED   # accumulated increases since the last reset_accumulated_stats
+    COUNTER_FREED       # accumulated decreases
+    COUNTER_COUNT
+
+cdef enum Scalar:
+    SCALAR_NUM_ALLOC_RETRIES      # out-of-memory retries after emptying the cache
+    SCALAR_NUM_OOMS               # OutOfMemoryErrors raised
+    SCALAR_NUM_SYNC_ALL_STREAMS   # waits for every pending event (empty_cache, retries)
+    SCALAR_NUM_DEVICE_ALLOC       # cudaMalloc calls that succeeded
+    SCALAR_NUM_DEVICE_FREE        # cudaFree calls
+    SCALAR_COUNT
+
+# Key names, in the order of the enums above and in allocator.pxd.
+STAT_NAMES = ("allocation", "segment", "active", "inactive_split", "allocated_bytes",
+              "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes")
+POOL_KIND_NAMES = ("all", "small_pool", "large_pool")
+COUNTER_NAMES = ("current", "peak", "allocated", "freed")
+SCALAR_NAMES = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
+                "num_device_free")
+# Statistics PyTorch reports for settings we keep at their defaults (max_split_size unlimited,
+# so nothing is ever "oversize").
+FIXED_STATS = {"max_split_size": -1,
+               **{f"oversize_{what}.{counter}": 0
+                  for what in ("allocations", "segments") for counter in COUNTER_NAMES}}
+
+# Zero-initialised, so a device that was never used reads as all zeros.
+cdef int64_t counters[MAX_DEVICES][<int>STAT_COUNT][<int>POOL_KIND_COUNT][<int>COUNTER_COUNT]
+cdef int64_t scalars[MAX_DEVICES][<int>SCALAR_COUNT]
+
+
+cdef inline void update_counter(int64_t* counter, int64_t delta) noexcept nogil:
+    counter[<int>COUNTER_CURRENT] += delta
+    if delta > 0:
+        counter[<int>COUNTER_ALLOCATED] += delta
+        if counter[<int>COUNTER_CURRENT] > counter[<int>COUNTER_PEAK]:
+            counter[<int>COUNTER_PEAK] = counter[<int>COUNTER_CURRENT]
+    else:
+        counter[<int>COUNTER_FREED] -= delta
+
+
+cdef inline void count(int device, Stat stat, bint small, int64_t delta) noexcept nogil:
+    """Add delta (possibly negative) to a statistic, for all pools and for the block's kind."""
+    if delta == 0:
+        return
+    update_counter(&counters[device][<int>stat][<int>POOL_ALL][0], delta)
+    update_counter(&counters[device][<int>stat][<int>(POOL_SMALL if small else POOL_LARGE)][0],
+                   delta)
+
+
+# --------------------------------------------------------------------------------------------
+# Data structures
+
+cdef struct StreamUse:
+    cudaStream_t stream
+    int device        # the stream's device: its events must be created there
+
+
+cdef cppclass Block
+cdef cppclass PrivatePool
+
+# Free blocks ordered by ((stream, size), address): one lower_bound finds the best fit on a
+# stream, smallest size first, then lowest address.
+ctypedef pair[pair[uintptr_t, size_t], uintptr_t] FreeKey
+ctypedef map[FreeKey, Block*] FreeBlocks
+
+
+cdef cppclass BlockPool:
+    FreeBlocks free_blocks
+    bint small
+    PrivatePool* owner    # NULL for the shared pools of a device
+
+
+cdef cppclass Block:
+    uintptr_t ptr
+    size_t size               # rounded; blocks of a segment tile it exactly
+    size_t requested_size     # what the caller asked for, while allocated
+    cudaStream_t stream       # the allocation stream; its segment's stream
+    int device
+    BlockPool* pool
+    Block* prev               # neighbours within the segment, in address order
+    Block* next
+    bint allocated            # handed out and not released yet
+    int event_count           # events to complete before the block is free
+    int capture_holds         # graphs whose capture saw it freed (Note [Blocks freed during capture])
+    vector[StreamUse] stream_uses   # other streams that used it (record_stream)
+
+
+ctypedef pair[unsigned long long, unsigned long long] PoolKey
+
+
+cdef cppclass PrivatePool:
+    PoolKey id
+    int use_count             # graphs and handles holding the pool
+    bint routing              # selected for a capture (begin_allocate_to_pool)
+    size_t reserved_bytes     # bytes of the segments it owns; it is dropped at zero
+    BlockPool small_blocks
+    BlockPool large_blocks
+
+
+cdef struct PendingEvent:
+    cudaEvent_t event
+    int device                # the event's device, to return it to the right cache
+    Block* block
+
+
+cdef struct Routing:
+    unsigned long long capture_id
+    unsigned long long holder  # the graph's capture: blocks freed now are held for it
+    PrivatePool* pool
+
+
+cdef cppclass DeviceState:
+    int device
+    ReentrantLock lock
+    BlockPool small_blocks
+    BlockPool large_blocks
+    map[PoolKey, PrivatePool*] private_pools
+    vector[Routing] routings          # captures whose allocations go to a private pool
+    # Events recorded for released blocks, one queue per stream (keyed by the stream's
+    # address), oldest first.
+    unordered_map[uintptr_t, deque[PendingEvent]] pending_events
+    size_t pending_event_count
+    # Released blocks whose events could not be recorded because a capture was open.
+    vector[Block*] deferred_until_no_capture
+    # Blocks released while captures were open, by the capture that holds them (holder id).
+    map[unsigned long long, vector[Block*]] held_blocks
+
+
+# Created on first use of a device (allocation or pool), never destroyed.
+cdef DeviceState* states[MAX_DEVICES]
+# Note [Allocator locks]: guards allocated_blocks and the creation of states.
+cdef PyThread_type_lock global_lock = PyThread_allocate_lock()
+if global_lock == NULL:
+    raise MemoryError("cannot allocate the lock of tensorplay's caching allocator")
+# Every block handed out and not yet released, by address.
+cdef unordered_map[uintptr_t, Block*] allocated_blocks
+
+
+cdef inline void acquire_global() noexcept:
+    if not PyThread_acquire_lock(global_lock, NOWAIT_LOCK):
+        with nogil:
+            PyThread_acquire_lock(global_lock, WAIT_LOCK)
+
+
+cdef inline void init_pool(BlockPool* pool, bint small, PrivatePool* owner) noexcept nogil:
+    pool.small = small
+    pool.owner = owner
+
+
+cdef DeviceState* state_for(int device) except NULL:
+    """The state of a valid device index, created on first use."""
+    cdef DeviceState* state = states[device]
+    if state != NULL:
+        return state
+    cdef PyThread_type_lock lock = PyThread_allocate_lock()
+    if lock == NULL:
+        raise MemoryError("cannot allocate a lock for tensorplay's caching allocator")
+    acquire_global()
+    if states[device] == NULL:
+        state = new DeviceState()
+        state.device = device
+        state.lock.handle = lock
+        state.lock.owner = 0
+        state.lock.depth = 0
+        init_pool(&state.small_blocks, True, NULL)
+        init_pool(&state.large_blocks, False, NULL)
+        state.pending_event_count = 0
+        states[device] = state
+        lock = NULL
+    PyThread_release_lock(global_lock)
+    if lock != NULL:  # another thread created the state first
+        PyThread_free_lock(lock)
+    return states[device]
+
+
+cdef Block* new_block(int device, cudaStream_t stream, BlockPool* pool, uintptr_t ptr,
+                      size_t size) noexcept nogil:
+    cdef Block* block = new Block()
+    block.ptr = ptr
+    block.size = size
+    block.requested_size = 0
+    block.stream = stream
+    block.device = device
+    block.pool = pool
+    block.prev = NULL
+    block.next = NULL
+    block.allocated = False
+    block.event_count = 0
+    block.capture_holds = 0
+    return block
+
+
+cdef inline FreeKey free_key(Block* block) noexcept nogil:
+    cdef FreeKey key
+    key.first.first = <uintptr_t>block.stream
+    key.first.second = block.size
+    key.second = block.ptr
+    return key
+
+
+cdef inline void insert_free(BlockPool* pool, Block* block) noexcept nogil:
+    pool.free_blocks[free_key(block)] = block
+
+
+cdef inline void erase_free(BlockPool* pool, Block* block) noexcept nogil:
+    pool.free_blocks.erase(free_key(block))
+
+
+cdef inline bint is_split(Block* block) noexcept nogil:
+    return block.prev != NULL or block.next != NULL
+
+
+# --------------------------------------------------------------------------------------------
+# Segments
+
+cdef Block* malloc_segment(DeviceState* state, BlockPool* pool, cudaStream_t stream,
+                           size_t size) except? NULL:
+    """A new segment of size bytes as one free block, or NULL if CUDA is out of memory."""
+    cdef void* ptr = NULL
+    cdef cudaError_t status = cudaSuccess
+    cdef devices.DeviceSwitch switch
+    # Note [Caching allocator policy]: relaxed, so that a capture on any thread stays valid.
+    cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+    with nogil:
+        devices.enter_device(state.device, &switch)
+        try:
+            errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                         b"cudaThreadExchangeStreamCaptureMode")
+            try:
+                status = cyruntime.cudaMalloc(&ptr, size)
+            finally:
+                errors.check(cyruntime.cudaThreadExchangeStreamCaptureMode(&mode),
+                             b"cudaThreadExchangeStreamCaptureMode")
+        finally:
+            devices.exit_device(&switch)
+    if status == cudaErrorMemoryAllocation:
+        cyruntime.cudaGetLastError()  # the error is not sticky: clear it for the next check
+        return NULL
+    errors.check(status, b"cudaMalloc")
+    count(state.device, STAT_SEGMENT, pool.small, 1)
+    count(state.device, STAT_RESERVED_BYTES, pool.small, <int64_t>size)
+    scalars[state.device][<int>SCALAR_NUM_DEVICE_ALLOC] += 1
+    if pool.owner != NULL:
+        pool.owner.reserved_bytes += size
+    # Its blocks are handed out on stream after its Stream object may be gone.
+    streams.allocator_refers_to(stream)
+    return new_block(state.device, stream, pool, <uintptr_t>ptr, size)
+
+
+cdef int free_segment(DeviceState* state, Block* block) except -1:
+    """cudaFree a free block that spans its whole segment (never while a capture routes)."""
+    cdef devices.DeviceSwitch switch
+    with nogil:
+        devices.enter_device(state.device, &switch)
+        try:
+            errors.check(cyruntime.cudaFree(<void*>block.ptr), b"cudaFree")
+        finally:
+            devices.exit_device(&switch)
+    cdef BlockPool* pool = block.pool
+    erase_free(pool, block)
+    count(state.device, STAT_SEGMENT, pool.small, -1)
+    count(state.device, STAT_RESERVED_BYTES, pool.small, -<int64_t>block.size)
+    scalars[state.device][<int>SCALAR_NUM_DEVICE_FREE] += 1
+    if pool.owner != NULL:
+        pool.owner.reserved_bytes -= block.size
+    del block
+    return 0
+
+
+cdef int free_whole_segments(DeviceState* state, BlockPool* pool) except -1:
+    cdef vector[Block*] whole
+    cdef FreeBlocks.iterator it = pool.free_blocks.begin()
+    while it != pool.free_blocks.end():
+        if not is_split(deref(it).second):
+            whole.push_back(deref(it).second)
+        inc(it)
+    cdef Block* block
+    for block in whole:
+        free_segment(state, block)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Private pools
+
+cdef inline bint pool_freeable(PrivatePool* pool) noexcept nogil:
+    return pool.use_count == 0 and not pool.routing
+
+
+cdef PrivatePool* find_pool(DeviceState* state, PoolId id) noexcept nogil:
+    cdef map[PoolKey, PrivatePool*].iterator it = state.private_pools.find(
+        PoolKey(id.first, id.second))
+    if it == state.private_pools.end():
+        return NULL
+    return deref(it).second
+
+
+cdef int release_pool_memory(DeviceState* state, PrivatePool* pool) except -1:
+    """Return a freeable pool's whole free segments; drop the pool with its last segment.
+    Only empty_cache (and the out-of-memory retry) call this, never while a capture is open."""
+    free_whole_segments(state, &pool.small_blocks)
+    free_whole_segments(state, &pool.large_blocks)
+    if pool.reserved_bytes == 0:
+        state.private_pools.erase(pool.id)
+        del pool
+    return 0
+
+
+cdef int release_freeable_pools(DeviceState* state) except -1:
+    cdef vector[PrivatePool*] freeable
+    cdef map[PoolKey, PrivatePool*].iterator it = state.private_pools.begin()
+    while it != state.private_pools.end():
+        if pool_freeable(deref(it).second):
+            freeable.push_back(deref(it).second)
+        inc(it)
+    cdef PrivatePool* pool
+    for pool in freeable:
+        release_pool_memory(state, pool)
+    return 0
+
+
+cdef PrivatePool* routed_pool(DeviceState* state, cudaStream_t stream) except? NULL:
+    """The private pool of the capture stream is part of, if a routing selected one."""
+    cdef cudaStreamCaptureStatus status
+    cdef unsigned long long capture_id = 0
+    errors.check(cyruntime.cudaStreamGetCaptureInfo(stream, &status, &capture_id, NULL, NULL,
+                                                    NULL, NULL), b"cudaStreamGetCaptureInfo")
+    if status != cudaStreamCaptureStatusActive:
+        return NULL
+    cdef Routing routing
+    for routing in state.routings:
+        if routing.capture_id == capture_id:
+            return routing.pool
+    return NULL
+
+
+# --------------------------------------------------------------------------------------------
+# Freeing blocks and events
+
+cdef size_t merge(BlockPool* pool, Block* block, Block* neighbour) noexcept nogil:
+    """Absorb a free neighbour into block; returns the bytes absorbed (0: not free)."""
+    if (neighbour == NULL or neighbour.allocated or neighbour.event_count > 0
+            or neighbour.capture_holds > 0 or not neighbour.stream_uses.empty()):
+        return 0
+    erase_free(pool, neighbour)
+    if block.prev == neighbour:
+        block.ptr = neighbour.ptr
+        block.prev = neighbour.prev
+        if block.prev != NULL:
+            block.prev.next = block
+    else:
+        block.next = neighbour.next
+        if block.next != NULL:
+            block.next.prev = block
+    cdef size_t absorbed = neighbour.size
+    block.size += absorbed
+    del neighbour
+    return absorbed
+
+
+cdef int free_block(DeviceState* state, Block* block) except -1:
+    """Return a released block with no pending uses to its pool, merged with free neighbours."""
+    cdef BlockPool* pool = block.pool
+    cdef size_t active_size = block.size
+    cdef size_t requested_size = block.requested_size
+    # Free pieces of split segments ("inactive_split"): the merged neighbours stop being
+    # pieces, and the merged block becomes one unless it now spans its whole segment.
+    cdef int64_t split_pieces = 0, split_bytes = 0
+    cdef size_t absorbed = merge(pool, block, block.prev)
+    if absorbed:
+        split_pieces -= 1
+        split_bytes -= <int64_t>absorbed
+    absorbed = merge(pool, block, block.next)
+    if absorbed:
+        split_pieces -= 1
+        split_bytes -= <int64_t>absorbed
+    if is_split(block):
+        split_pieces += 1
+        split_bytes += <int64_t>block.size
+    block.requested_size = 0
+    insert_free(pool, block)
+    count(state.device, STAT_INACTIVE_SPLIT, pool.small, split_pieces)
+    count(state.device, STAT_INACTIVE_SPLIT_BYTES, pool.small, split_bytes)
+    count(state.device, STAT_ACTIVE, pool.small, -1)
+    count(state.device, STAT_ACTIVE_BYTES, pool.small, -<int64_t>active_size)
+    count(state.device, STAT_REQUESTED_BYTES, pool.small, -<int64_t>requested_size)
+    return 0
+
+
+cdef int insert_events(DeviceState* state, Block* block) except -1:
+    """Record an event on each stream that used the released block; it waits for them all."""
+    cdef StreamUse use
+    cdef PendingEvent pending
+    cdef cudaError_t status
+    while not block.stream_uses.empty():
+        use = block.stream_uses.back()
+        streams.take_ordering_event(use.device, &pending.event)
+        pending.device = use.device
+        pending.block = block
+        status = cyruntime.cudaEventRecord(pending.event, use.stream)
+        if status != cudaSuccess:
+            streams.give_back_ordering_event(use.device, pending.event)
+            errors.check(status, b"cudaEventRecord")
+        block.stream_uses.pop_back()
+        block.event_count += 1
+        state.pending_events[<uintptr_t>use.stream].push_back(pending)
+        state.pending_event_count += 1
+    return 0
+
+
+cdef int insert_deferred_events(DeviceState* state) except -1:
+    cdef vector[Block*] deferred
+    deferred.swap(state.deferred_until_no_capture)
+    cdef Block* block
+    for block in deferred:
+        insert_events(state, block)
+    return 0
+
+
+cdef int event_completed(DeviceState* state, PendingEvent pending) except -1:
+    streams.give_back_ordering_event(pending.device, pending.event)
+    state.pending_event_count -= 1
+    pending.block.event_count -= 1
+    if pending.block.event_count == 0:
+        free_block(state, pending.block)
+    return 0
+
+
+cdef int process_events(DeviceState* state) except -1:
+    """Free the blocks whose events have all completed, without waiting (not while capturing)."""
+    if not state.deferred_until_no_capture.empty():
+        insert_deferred_events(state)
+    if state.pending_event_count == 0:
+        return 0
+    cdef unordered_map[uintptr_t, deque[PendingEvent]].iterator it = state.pending_events.begin()
+    cdef deque[PendingEvent]* queue
+    cdef cudaError_t status
+    cdef PendingEvent pending
+    while it != state.pending_events.end():
+        queue = &deref(it).second
+        while not queue.empty():
+            pending = queue.front()
+            status = cyruntime.cudaEventQuery(pending.event)
+            if status == cudaErrorNotReady:
+                cyruntime.cudaGetLastError()  # not an error here: clear it
+                break
+            errors.check(status, b"cudaEventQuery")
+            queue.pop_front()
+            event_completed(state, pending)
+        if queue.empty():
+            it = state.pending_events.erase(it)
+        else:
+            inc(it)
+    return 0
+
+
+cdef int synchronize_and_free_events(DeviceState* state) except -1:
+    """Wait for every pending event and free the blocks that waited on them."""
+    insert_deferred_events(state)
+    cdef unordered_map[uintptr_t, deque[PendingEvent]].iterator it = state.pending_events.begin()
+    cdef deque[PendingEvent]* queue
+    cdef PendingEvent pending
+    while it != state.pending_events.end():
+        queue = &deref(it).second
+        while not queue.empty():
+            pending = queue.front()
+            with nogil:
+                errors.check(cyruntime.cudaEventSynchronize(pending.event),
+                             b"cudaEventSynchronize")
+            queue.pop_front()
+            event_completed(state, pending)
+        it = state.pending_events.erase(it)
+    scalars[state.device][<int>SCALAR_NUM_SYNC_ALL_STREAMS] += 1
+    return 0
+
+
+cdef int release_cached_blocks(DeviceState* state) except -1:
+    """empty_cache: wait for pending events, then cudaFree every unused segment."""
+    if devices.capture_open():  # waits and cudaFree would break a capture (on any device)
+        return 0
+    synchronize_and_free_events(state)
+    free_whole_segments(state, &state.small_blocks)
+    free_whole_segments(state, &state.large_blocks)
+    release_freeable_pools(state)
+    return 0
+
+
+cdef int free_released(DeviceState* state, Block* block) except -1:
+    """The release path, under the device lock: the block's bytes stop being allocated now,
+    its memory becomes reusable once the other streams that used it are done, and once the
+    graphs whose captures saw it freed are gone (Note [Blocks freed during capture])."""
+    block.allocated = False
+    count(state.device, STAT_ALLOCATION, block.pool.small, -1)
+    count(state.device, STAT_ALLOCATED_BYTES, block.pool.small, -<int64_t>block.size)
+    if not state.routings.empty():
+        hold_for_captures(state, block)
+        if block.capture_holds > 0:
+            return 0
+    return reuse_when_done(state, block)
+
+
+cdef int reuse_when_done(DeviceState* state, Block* block) except -1:
+    """A released block nothing holds any more: free now, or once the streams that used it
+    are done (events, recorded only while no capture is open)."""
+    if block.stream_uses.empty():
+        free_block(state, block)
+    elif devices.capture_open():  # recording or querying events now would break a capture
+        state.deferred_until_no_capture.push_back(block)
+    else:
+        insert_events(state, block)
+    return 0
+
+
+# Note [Blocks freed during capture]
+# A graph references the memory its captured kernels read and write, and a tensor the capture
+# frees may still be written by the graph on every replay: PyTorch's recapture test writes a
+# tensor of an earlier capture (b.fill_()), then rebinds it (b = b + 2), freeing its block in
+# the middle of the capture. If that block went back to the cache, another allocation could
+# take it, and once its pool was released, empty_cache() would return it to CUDA while the
+# graph still writes it (an illegal address on the next replay). So a block freed while a
+# capture routes on its device, from any pool but that capture's own private pool, is held for
+# the graph of each such capture: it stays out of the free lists (it counts as active, not
+# allocated) until every graph holding it is reset, deleted or fails its capture
+# (release_held_blocks). Blocks of the capture's own pool need no hold: the graph keeps the
+# pool, and reuse inside the pool follows the capture's stream order, as in PyTorch.
+cdef int hold_for_captures(DeviceState* state, Block* block) except -1:
+    cdef size_t i, j
+    cdef unsigned long long holder
+    cdef bint seen
+    for i in range(state.routings.size()):
+        if state.routings[i].pool == block.pool.owner:
+            continue
+        holder = state.routings[i].holder
+        seen = False
+        for j in range(i):  # a graph's conditional bodies route under its own holder id
+            if state.routings[j].holder == holder and state.routings[j].pool != block.pool.owner:
+                seen = True
+        if not seen:
+            state.held_blocks[holder].push_back(block)
+            block.capture_holds += 1
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Allocating blocks
+
+cdef Block* take_free_block(BlockPool* pool, cudaStream_t stream, size_t size) noexcept nogil:
+    """Remove and return the best fit for size on stream, or NULL."""
+    cdef FreeKey key
+    key.first.first = <uintptr_t>stream
+    key.first.second = size
+    key.second = 0
+    cdef FreeBlocks.iterator it = pool.free_blocks.lower_bound(key)
+    if it == pool.free_blocks.end() or deref(it).first.first.first != <uintptr_t>stream:
+        return NULL
+    cdef Block* block = deref(it).second
+    pool.free_blocks.erase(it)
+    return block
+
+
+cdef inline bint should_split(Block* block, size_t size) noexcept nogil:
+    cdef size_t remaining = block.size - size
+    if block.pool.small:
+        return remaining >= MIN_BLOCK_SIZE
+    return remaining > SMALL_SIZE
+
+
+cdef void hand_out(DeviceState* state, Block* block, size_t size,
+                   size_t requested) noexcept nogil:
+    """Split off what the request does not need, mark the block allocated, count it."""
+    cdef BlockPool* pool = block.pool
+    cdef bint was_split = is_split(block)
+    cdef Block* rest
+    if should_split(block, size):
+        rest = new_block(state.device, block.stream, pool, block.ptr + size, block.size - size)
+        rest.prev = block
+        rest.next = block.next
+        if rest.next != NULL:
+            rest.next.prev = rest
+        block.next = rest
+        block.size = size
+        insert_free(pool, rest)
+        if was_split:  # a free piece shrank by size bytes
+            count(state.device, STAT_INACTIVE_SPLIT_BYTES, pool.small, -<int64_t>size)
+        else:  # a whole segment became split: its back is a new free piece
+            count(state.device, STAT_INACTIVE_SPLIT, pool.small, 1)
+            count(state.device, STAT_INACTIVE_SPLIT_BYTES, pool.small, <int64_t>rest.size)
+    elif was_split:  # a free piece is taken whole
+        count(state.device, STAT_INACTIVE_SPLIT, pool.small, -1)
+        count(state.device, STAT_INACTIVE_SPLIT_BYTES, pool.small, -<int64_t>block.size)
+    block.allocated = True
+    block.requested_size = requested
+    count(state.device, STAT_ALLOCATION, pool.small, 1)
+    count(state.device, STAT_ALLOCATED_BYTES, pool.small, <int64_t>block.size)
+    count(state.device, STAT_ACTIVE, pool.small, 1)
+    count(state.device, STAT_ACTIVE_BYTES, pool.small, <int64_t>block.size)
+    count(state.device, STAT_REQUESTED_BYTES, pool.small, <int64_t>requested)
+
+
+cdef Block* malloc_block(DeviceState* state, size_t requested, cudaStream_t stream) except NULL:
+    """The allocation path, under the device lock (Note [Caching allocator policy])."""
+    cdef PrivatePool* graph_pool = NULL
+    if not devices.capture_open():
+        process_events(state)
+    if not state.routings.empty():
+        graph_pool = routed_pool(state, stream)
+    if requested > MAX_REQUEST:
+        raise_out_of_memory(state, requested, requested)
+    cdef size_t size = round_size(requested)
+    cdef bint small = size <= SMALL_SIZE
+    cdef BlockPool* pool
+    if graph_pool != NULL:
+        pool = &graph_pool.small_blocks if small else &graph_pool.large_blocks
+    else:
+        pool = &state.small_blocks if small else &state.large_blocks
+    cdef Block* block = take_free_block(pool, stream, size)
+    if block == NULL:
+        block = malloc_segment(state, pool, stream, segment_size(size))
+    if block == NULL and not devices.capture_open():
+        scalars[state.device][<int>SCALAR_NUM_ALLOC_RETRIES] += 1
+        release_cached_blocks(state)
+        block = malloc_segment(state, pool, stream, segment_size(size))
+    if block == NULL:
+        raise_out_of_memory(state, requested, segment_size(size))
+    hand_out(state, block, size, requested)
+    return block
+
+
+cdef str format_size(size_t size):
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1 << 20:
+        return f"{size / 1024:.2f} KiB"
+    if size < 1 << 30:
+        return f"{size / (1 << 20):.2f} MiB"
+    return f"{size / (1 << 30):.2f} GiB"
+
+
+cdef int raise_out_of_memory(DeviceState* state, size_t requested, size_t segment) except -1:
+    cdef int device = state.device
+    scalars[device][<int>SCALAR_NUM_OOMS] += 1
+    cdef size_t free_bytes = 0, total_bytes = 0, graph_bytes = 0
+    cdef devices.DeviceSwitch switch
+    cdef cudaError_t status
+    with nogil:
+        devices.enter_device(device, &switch)
+        try:
+            status = cyruntime.cudaMemGetInfo(&free_bytes, &total_bytes)
+        finally:
+            devices.exit_device(&switch)
+    if status == cudaSuccess:
+        device_text = (f"free on device: {format_size(free_bytes)} of {format_size(total_bytes)} "
+                       "total (cudaMemGetInfo)")
+    else:
+        cyruntime.cudaGetLastError()
+        device_text = "free on device: unknown (cudaMemGetInfo failed)"
+    cdef map[PoolKey, PrivatePool*].iterator it = state.private_pools.begin()
+    while it != state.private_pools.end():
+        graph_bytes += deref(it).second.reserved_bytes
+        inc(it)
+    cdef int64_t allocated = \
+        counters[device][<int>STAT_ALLOCATED_BYTES][<int>POOL_ALL][<int>COUNTER_CURRENT]
+    cdef int64_t reserved = \
+        counters[device][<int>STAT_RESERVED_BYTES][<int>POOL_ALL][<int>COUNTER_CURRENT]
+    needed = f" (it needed a new segment of {format_size(segment)})" if segment > requested else ""
+    if not devices.capture_open():
+        tried = ("The cache was emptied and the allocation retried once; memory reserved but "
+                 "unallocated is held by segments that also hold live tensors (fragmentation).")
+    else:
+        tried = ("A graph capture is in progress, so the cache was not emptied; "
+                 "allocate the memory before capturing.")
+    raise errors.out_of_memory_error(
+        f"CUDA out of memory. Tried to allocate {format_size(requested)} ({requested} bytes) on "
+        f"device {device}{needed}. Allocated by tensorplay: {format_size(allocated)}; reserved "
+        f"by tensorplay: {format_size(reserved)} ({format_size(reserved - allocated)} reserved "
+        f"but unallocated, {format_size(graph_bytes)} in graph private pools); {device_text}. "
+        f"{tried}")
+
+
+# --------------------------------------------------------------------------------------------
+# The interface (allocator.pxd)
+
+cdef str unknown_pointer(void* ptr):
+    return (f"pointer {<uintptr_t>ptr:#x} was not allocated by tensorplay's caching allocator, "
+            "or already freed")
+
+
+cdef Block* find_allocated(void* ptr) noexcept:
+    acquire_global()
+    cdef unordered_map[uintptr_t, Block*].iterator it = allocated_blocks.find(<uintptr_t>ptr)
+    cdef Block* block = NULL
+    if it != allocated_blocks.end():
+        block = deref(it).second
+    PyThread_release_lock(global_lock)
+    return block
+
+
+cdef void* allocate(int device, size_t size, cudaStream_t stream) except? NULL:
+    # checked_device initialises CUDA on first use (device.ensure_initialized) and rejects
+    # indices beyond the visible devices.
+    devices.checked_device(device)
+    cdef DeviceState* state = state_for(device)
+    cdef Block* block = NULL
+    acquire(&state.lock)
+    try:
+        block = malloc_block(state, size, stream)
+    finally:
+        release_lock(&state.lock)
+    acquire_global()
+    allocated_blocks[block.ptr] = block
+    PyThread_release_lock(global_lock)
+    return <void*>block.ptr
+
+
+cdef int release(void* ptr) except -1:
+    acquire_global()
+    cdef unordered_map[uintptr_t, Block*].iterator it = allocated_blocks.find(<uintptr_t>ptr)
+    cdef Block* block = NULL
+    if it != allocated_blocks.end():
+        # Taken out of the map before anything else, so two threads releasing the same
+        # pointer cannot both free it.
+        block = deref(it).second
+        allocated_blocks.erase(it)
+    PyThread_release_lock(global_lock)
+    if block == NULL:
+        raise ValueError(unknown_pointer(ptr))
+    cdef DeviceState* state = states[block.device]
+    acquire(&state.lock)
+    try:
+        free_released(state, block)
+    finally:
+        release_lock(&state.lock)
+    return 0
+
+
+cdef int record_stream(void* ptr, cudaStream_t stream, int stream_device) except -1:
+    # No CUDA call: legal on a capturing stream, as PyTorch's. The events are recorded when
+    # the block is released, after the capture ends (reuse_when_done).
+    cdef Block* block = find_allocated(ptr)
+    if block == NULL:
+        raise ValueError(unknown_pointer(ptr))
+    cdef DeviceState* state = states[block.device]
+    acquire(&state.lock)
+    try:
+        add_stream_use(block, stream, stream_device)
+    finally:
+        release_lock(&state.lock)
+    return 0
+
+
+cdef int device_of_pointer(void* ptr) except -2:
+    acquire_global()
+    cdef unordered_map[uintptr_t, Block*].iterator it = allocated_blocks.find(<uintptr_t>ptr)
+    cdef int device = -1 if it == allocated_blocks.end() else deref(it).second.device
+    PyThread_release_lock(global_lock)
+    return device
+
+
+cdef size_t block_size(void* ptr) except? 0:
+    acquire_global()
+    cdef unordered_map[uintptr_t, Block*].iterator it = allocated_blocks.find(<uintptr_t>ptr)
+    cdef size_t size = 0 if it == allocated_blocks.end() else deref(it).second.size
+    PyThread_release_lock(global_lock)
+    if size == 0:
+        raise ValueError(unknown_pointer(ptr))
+    return size
+
+
+cdef bint device_used(int device) noexcept nogil:
+    return 0 <= device < MAX_DEVICES and states[device] != NULL
+
+
+cdef int64_t stat_current(int device, Stat stat, PoolKind pool) noexcept nogil:
+    return counters[device][<int>stat][<int>pool][<int>COUNTER_CURRENT]
+
+
+cdef int64_t stat_peak(int device, Stat stat, PoolKind pool) noexcept nogil:
+    return counters[device][<int>stat][<int>pool][<int>COUNTER_PEAK]
+
+
+# Note [Building memory_stats]
+# memory_stats() returns some 150 keys, sorted, as PyTorch does. Formatting and sorting them on
+# every call cost more than everything else together, so the sorted keys are made once, with
+# for each the position of its value in a flat snapshot: the counters (laid out in the order
+# of their names), then the scalars, then the figures computed per call, then the fixed ones.
+cdef enum:
+    COUNTER_VALUES = STAT_COUNT * POOL_KIND_COUNT * COUNTER_COUNT
+    EXTRA_LARGEST_FREE_BLOCK = COUNTER_VALUES + SCALAR_COUNT
+    EXTRA_GRAPH_POOLS
+    EXTRA_CAPTURING
+    FIXED_VALUES_START
+
+
+def _snapshot_names():
+    """The key of each position of the flat snapshot."""
+    return ([f"{stat}.{kind}.{counter}" for stat in STAT_NAMES for kind in POOL_KIND_NAMES
+             for counter in COUNTER_NAMES]
+            + list(SCALAR_NAMES) + ["largest_free_block", "num_graph_pools", "capturing"]
+            + list(FIXED_STATS))
+
+
+SNAPSHOT_NAMES = _snapshot_names()
+cdef size_t snapshot_size = len(SNAPSHOT_NAMES)
+STATS_KEYS = tuple(sorted(SNAPSHOT_NAMES))
+cdef vector[int] stats_positions = [SNAPSHOT_NAMES.index(key) for key in STATS_KEYS]
+cdef vector[int64_t] fixed_values = list(FIXED_STATS.values())
+
+
+cdef size_t largest_free(BlockPool* pool) noexcept nogil:
+    cdef size_t largest = 0
+    cdef FreeBlocks.iterator it = pool.free_blocks.begin()
+    while it != pool.free_blocks.end():
+        if deref(it).second.size > largest:
+            largest = deref(it).second.size
+        inc(it)
+    return largest
+
+
+cdef dict memory_stats(int device):
+    if not device_used(device):
+        return {}
+    cdef DeviceState* state = states[device]
+    cdef vector[int64_t] snapshot
+    snapshot.resize(snapshot_size)
+    cdef int64_t* values = snapshot.data()
+    # Copied under the lock so that the numbers agree with each other; the dict is built
+    # after it (Note [Allocator locks], Note [Building memory_stats]).
+    acquire(&state.lock)
+    memcpy(values, counters[device], sizeof(counters[device]))
+    memcpy(values + <int>COUNTER_VALUES, scalars[device], sizeof(scalars[device]))
+    # Private pools serve only their graphs, so only the shared pools count here.
+    values[<int>EXTRA_LARGEST_FREE_BLOCK] = max(largest_free(&state.small_blocks),
+                                               largest_free(&state.large_blocks))
+    values[<int>EXTRA_GRAPH_POOLS] = state.private_pools.size()
+    values[<int>EXTRA_CAPTURING] = not state.routings.empty()
+    release_lock(&state.lock)
+    memcpy(values + <int>FIXED_VALUES_START, fixed_values.data(),
+           fixed_values.size() * sizeof(int64_t))
+    cdef list ordered = [values[position] for position in stats_positions]
+    return dict(zip(STATS_KEYS, ordered))
+
+
+cdef int reset_peak_stats(int device) except -1:
+    if not device_used(device):
+        return 0
+    cdef DeviceState* state = states[device]
+    cdef int stat, kind
+    acquire(&state.lock)
+    for stat in range(<int>STAT_COUNT):
+        for kind in range(<int>POOL_KIND_COUNT):
+            counters[device][stat][kind][<int>COUNTER_PEAK] = \
+                counters[device][stat][kind][<int>COUNTER_CURRENT]
+    release_lock(&state.lock)
+    return 0
+
+
+cdef int reset_accumulated_stats(int device) except -1:
+    if not device_used(device):
+        return 0
+    cdef DeviceState* state = states[device]
+    cdef int stat, kind, scalar
+    acquire(&state.lock)
+    for stat in range(<int>STAT_COUNT):
+        for kind in range(<int>POOL_KIND_COUNT):
+            counters[device][stat][kind][<int>COUNTER_ALLOCATED] = 0
+            counters[device][stat][kind][<int>COUNTER_FREED] = 0
+    for scalar in range(<int>SCALAR_COUNT):
+        scalars[device][scalar] = 0
+    release_lock(&state.lock)
+    return 0
+
+
+cdef int empty_cache(int device) except -1:
+    if not device_used(device):
+        return 0
+    cdef DeviceState* state = states[device]
+    acquire(&state.lock)
+    try:
+        release_cached_blocks(state)
+    finally:
+        release_lock(&state.lock)
+    return 0
+
+
+cdef PoolId new_pool_handle() noexcept nogil:
+    cdef PoolId pool
+    pool.first = 0
+    pool.second = tensorplay_next_pool_serial()
+    return pool
+
+
+cdef str pool_text(PoolId pool, int device):
+    return f"private pool ({pool.first}, {pool.second}) on device {device}"
+
+
+cdef int retain_pool(int device, PoolId pool) except -1:
+    devices.checked_device(device)
+    if pool.first == 0 and pool.second == 0:
+        raise ValueError("pool id (0, 0) means 'no pool' and cannot be retained")
+    cdef DeviceState* state = state_for(device)
+    acquire(&state.lock)
+    cdef PrivatePool* graph_pool = find_pool(state, pool)
+    if graph_pool == NULL:
+        graph_pool = new PrivatePool()
+        graph_pool.id = PoolKey(pool.first, pool.second)
+        graph_pool.use_count = 0
+        graph_pool.routing = False
+        graph_pool.reserved_bytes = 0
+        init_pool(&graph_pool.small_blocks, True, graph_pool)
+        init_pool(&graph_pool.large_blocks, False, graph_pool)
+        state.private_pools[graph_pool.id] = graph_pool
+    graph_pool.use_count += 1
+    release_lock(&state.lock)
+    return 0
+
+
+cdef int release_pool(int device, PoolId pool) except -1:
+    cdef DeviceState* state = states[device] if device_used(device) else NULL
+    cdef PrivatePool* graph_pool = NULL
+    cdef bint found = False
+    if state != NULL:
+        acquire(&state.lock)
+        try:
+            graph_pool = find_pool(state, pool)
+            if graph_pool != NULL and graph_pool.use_count > 0:
+                found = True
+                graph_pool.use_count -= 1
+                # Its free segments go back to CUDA at the next empty_cache() with no capture
+                # open; segments that back live tensors stay until those are freed.
+                if pool_freeable(graph_pool) and graph_pool.reserved_bytes == 0:
+                    state.private_pools.erase(graph_pool.id)
+                    del graph_pool
+        finally:
+            release_lock(&state.lock)
+    if not found:
+        raise ValueError(f"{pool_text(pool, device)} is not retained, so it cannot be released")
+    return 0
+
+
+cdef enum RoutingProblem:
+    ROUTING_OK
+    ROUTING_POOL_NOT_RETAINED
+    ROUTING_POOL_BUSY
+    ROUTING_CAPTURE_BUSY
+
+
+cdef int begin_allocate_to_pool(int device, PoolId pool, unsigned long long capture_id,
+                                unsigned long long holder) except -1:
+    devices.checked_device(device)
+    cdef DeviceState* state = states[device]
+    cdef PrivatePool* graph_pool = NULL
+    cdef Routing routing
+    cdef RoutingProblem problem = ROUTING_POOL_NOT_RETAINED
+    if state != NULL:
+        acquire(&state.lock)
+        graph_pool = find_pool(state, pool)
+        if graph_pool == NULL or graph_pool.use_count == 0:
+            problem = ROUTING_POOL_NOT_RETAINED
+        elif graph_pool.routing:
+            problem = ROUTING_POOL_BUSY
+        else:
+            problem = ROUTING_OK
+            for routing in state.routings:
+                if routing.capture_id == capture_id:
+                    problem = ROUTING_CAPTURE_BUSY
+            if problem == ROUTING_OK:
+                routing.capture_id = capture_id
+                routing.holder = holder
+                routing.pool = graph_pool
+                state.routings.push_back(routing)
+                graph_pool.routing = True
+        release_lock(&state.lock)
+    if problem == ROUTING_POOL_NOT_RETAINED:
+        raise ValueError(f"{pool_text(pool, device)} is not retained: retain_pool() it before "
+                         "capturing into it")
+    if problem == ROUTING_POOL_BUSY:
+        raise ValueError(f"{pool_text(pool, device)} already receives the allocations of "
+                         "another capture")
+    if problem == ROUTING_CAPTURE_BUSY:
+        raise ValueError(f"capture {capture_id} on device {device} already allocates from "
+                         f"another pool, so it cannot also use {pool_text(pool, device)}")
+    return 0
+
+
+cdef int end_allocate_to_pool(int device, PoolId pool) except -1:
+    cdef DeviceState* state = states[device] if device_used(device) else NULL
+    cdef bint found = False
+    cdef size_t i
+    if state != NULL:
+        acquire(&state.lock)
+        try:
+            for i in range(state.routings.size()):
+                if (state.routings[i].pool.id.first == pool.first
+                        and state.routings[i].pool.id.second == pool.second):
+                    state.routings[i].pool.routing = False
+                    state.routings.erase(state.routings.begin() + i)
+                    found = True
+                    break
+        finally:
+            release_lock(&state.lock)
+    if not found:
+        raise ValueError(f"{pool_text(pool, device)} is not receiving any capture's allocations")
+    return 0
+
+
+cdef int add_stream_use(Block* block, cudaStream_t stream, int stream_device) except -1:
+    """Under the block's device lock: the block is reused only once stream's work queued so far
+    is done (record_stream's mechanism)."""
+    if stream == block.stream:  # uses on the allocation stream are ordered already
+        return 0
+    cdef StreamUse use
+    for use in block.stream_uses:
+        if use.stream == stream:
+            return 0
+    streams.allocator_refers_to(stream)  # its event may be recorded after its Stream is gone
+    use.stream = stream
+    use.device = stream_device
+    block.stream_uses.push_back(use)
+    return 0
+
+
+cdef int release_held_blocks(int device, unsigned long long holder,
+                             const vector[cudaStream_t]* replayed) except -1:
+    if not device_used(device):
+        return 0
+    cdef DeviceState* state = states[device]
+    cdef map[unsigned long long, vector[Block*]].iterator it
+    cdef vector[Block*] held
+    cdef Block* block
+    cdef size_t i
+    acquire(&state.lock)
+    try:
+        it = state.held_blocks.find(holder)
+        if it != state.held_blocks.end():
+            held.swap(deref(it).second)
+            state.held_blocks.erase(it)
+        for block in held:
+            # A replay launched on these streams may still touch the block.
+            if replayed != NULL:
+                for i in range(replayed.size()):
+                    add_stream_use(block, deref(replayed)[i], device)
+            block.capture_holds -= 1
+            if block.capture_holds == 0:
+                reuse_when_done(state, block)
+    finally:
+        release_lock(&state.lock)
+    return 0
+
+
+cdef int pool_count(int device) noexcept nogil:
+    if not device_used(device):
+        return 0
+    return <int>states[device].private_pools.size()

@@ -1,0 +1,146 @@
+# cython: language_level=3
+"""The memory API over the caching allocators: statistics, cache control, direct allocation.
+
+Before a device is first used every query answers as for an empty allocator (0, {}), which is
+also the answer on a machine without a GPU (docs/design.md, "Without a GPU"). The scalar
+queries are O(1) reads of the allocator's counters (allocator.pxd). Device arguments arrive
+checked: the generated wrappers convert them (device.device_index_arg), so none is checked
+again here.
+"""
+from libc.stdint cimport int64_t, uintptr_t
+
+from cuda.bindings cimport cyruntime
+from cuda.bindings.cyruntime cimport cudaStream_t
+
+from tensorplay._runtime.memory cimport allocator, host_allocator
+from tensorplay._runtime.devices cimport device as _device
+from tensorplay._runtime.base cimport errors
+from tensorplay._runtime.devices cimport stream as _stream
+from tensorplay._runtime.memory.allocator cimport (POOL_ALL, STAT_ALLOCATED_BYTES,
+                                            STAT_RESERVED_BYTES)
+
+
+cdef int64_t memory_allocated(int device) except -1:
+    return allocator.stat_current(device, STAT_ALLOCATED_BYTES, POOL_ALL)
+
+
+cdef int64_t max_memory_allocated(int device) except -1:
+    return allocator.stat_peak(device, STAT_ALLOCATED_BYTES, POOL_ALL)
+
+
+cdef int64_t memory_reserved(int device) except -1:
+    return allocator.stat_current(device, STAT_RESERVED_BYTES, POOL_ALL)
+
+
+cdef int64_t max_memory_reserved(int device) except -1:
+    return allocator.stat_peak(device, STAT_RESERVED_BYTES, POOL_ALL)
+
+
+cdef dict memory_stats(int device):
+    return allocator.memory_stats(device)
+
+
+cdef dict memory_stats_as_nested_dict(int device):
+    nested = {}
+    for key, value in memory_stats(device).items():
+        parts = key.split(".")
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return nested
+
+
+cdef object reset_accumulated_memory_stats(int device):
+    allocator.reset_accumulated_stats(device)
+    return None
+
+
+cdef object reset_peak_memory_stats(int device):
+    allocator.reset_peak_stats(device)
+    return None
+
+
+cdef object empty_cache():
+    cdef int device
+    for device in range(_device.initialized_device_count()):
+        allocator.empty_cache(device)
+    return None
+
+
+cdef object empty_host_cache():
+    host_allocator.empty_host_cache()
+    return None
+
+
+cdef tuple get_memory_info(int device):
+    _device.checked_device(device)
+    cdef size_t free_bytes = 0, total_bytes = 0
+    cdef _device.DeviceSwitch switch
+    cdef int mode
+    with nogil:
+        _device.enter_device(device, &switch)
+        _device.enter_relaxed(&mode)  # a query, legal during any capture in relaxed mode
+        try:
+            errors.check(cyruntime.cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo")
+        finally:
+            _device.exit_relaxed(&mode)
+            _device.exit_device(&switch)
+    return (free_bytes, total_bytes)
+
+
+cdef inline void* pointer_arg(object ptr, str argument, str source) except? NULL:
+    if isinstance(ptr, bool) or not isinstance(ptr, int):
+        raise TypeError(f"{argument} must be a pointer (an int) returned by {source}, got "
+                        f"{type(ptr).__name__} ({errors.shown(ptr)})")
+    if not 0 < ptr < (1 << 64):
+        raise ValueError(f"{argument} must be a pointer returned by {source}, got "
+                         f"{errors.shown(ptr)}")
+    return <void*><uintptr_t>ptr
+
+
+cdef object caching_allocator_alloc(object size, int device, object stream):
+    cdef size_t size_bytes = size  # from 0 to 2**63 - 1: api.yaml's range
+    cdef _stream.StreamCore on = stream  # a Stream or None: the wrapper checked it
+    _device.checked_device(device)  # after the arguments: a mistake reads the same anywhere
+    cdef cudaStream_t handle
+    if on is None:
+        handle = _stream.current_stream_handle(device)
+    elif on.device_index != device:
+        raise ValueError(f"stream belongs to cuda:{on.device_index} but device is cuda:{device}")
+    else:
+        handle = on.handle
+    return <uintptr_t>allocator.allocate(device, size_bytes, handle)
+
+
+cdef object caching_allocator_delete(object ptr):
+    allocator.release(pointer_arg(ptr, "ptr", "caching_allocator_alloc()"))
+    return None
+
+
+cdef object caching_allocator_record_stream(object ptr, object stream):
+    cdef _stream.StreamCore on = stream  # a Stream: the wrapper checked it
+    allocator.record_stream(pointer_arg(ptr, "ptr", "caching_allocator_alloc()"), on.handle,
+                            on.device_index)
+    return None
+
+
+cdef dict host_memory_stats():
+    return host_allocator.host_memory_stats()
+
+
+cdef object caching_host_allocator_alloc(object size):
+    cdef size_t size_bytes = size  # from 0 to 2**63 - 1: api.yaml's range
+    return <uintptr_t>host_allocator.host_allocate(size_bytes)
+
+
+cdef object caching_host_allocator_delete(object ptr):
+    host_allocator.host_release(pointer_arg(ptr, "ptr", "caching_host_allocator_alloc()"))
+    return None
+
+
+cdef object caching_host_allocator_record_stream(object ptr, object stream):
+    cdef _stream.StreamCore on = stream  # a Stream: the wrapper checked it
+    host_allocator.host_record_stream(
+        pointer_arg(ptr, "ptr", "caching_host_allocator_alloc()"), on.handle)
+    return None
