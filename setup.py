@@ -366,7 +366,7 @@ class BuildExt(build_ext):
         overlaps with compiling the first, and no CPU waits for a whole phase to end.
 
         With TENSORPLAY_BUILD_TIMES=PATH, the seconds each module took to cythonize and to
-        compile (and its flags) are written to PATH as JSON (tests/measure_setup.py reads it)."""
+        compile (and its flags) are written to PATH as JSON (tools/measure_setup.py reads it)."""
         from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
         self.check_extensions_list(self.extensions)

@@ -1,7 +1,7 @@
 """Names Cython reads as its own words, which a schema name must not be (model.py refuses them).
 
 Source: Cython 3.3.0 (github.com/cython/cython, tag 3.3.0, commit bcd04a29668), the version
-the build uses; tests/test_codegen_hostile.py checks RESERVED against the installed Cython's
+the build uses; tests/codegen/test_codegen_hostile.py checks RESERVED against the installed Cython's
 scanner and compiles wrappers that use the contextual words left allowed below.
 
 - RESERVED: ``pyx_reserved_words`` of Cython/Compiler/Scanning.py less ``py_reserved_words``

@@ -111,7 +111,7 @@ __device__ inline void normals(uint4_t r, float* z) {
 // needed here, where u1 is in (0, 1] and the angle a multiple of 2^-52 turns. So both are
 // short series whose coefficients sit in constant memory (operands of the multiply-adds, no
 // register moves): about 2e-15 from the exact values, where the host reference (numpy, in
-// double) is itself within a few ulp; tests/test_gpu_random.py holds them to 1e-12.
+// double) is itself within a few ulp; tests/random/test_random.py holds them to 1e-12.
 // log(u1): u1 = m 2^k with m in [sqrt(1/2), sqrt(2)], log(m) = 2 atanh(s) for s = (m-1)/(m+1),
 // |s| <= 0.1716, summed through s^17 (the next term is below 4e-16).
 __constant__ double LOG_SERIES[8] = {0.6666666666666666, 0.4, 0.2857142857142857, 0.2222222222222222, 0.18181818181818182, 0.15384615384615385, 0.13333333333333333, 0.11764705882352941};  // 2 / (2n + 1), n = 1..8

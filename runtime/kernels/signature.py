@@ -14,7 +14,7 @@ source define resolved:
 - the structs passed by value, whose fields are declared in STRUCTS below (offsets, formats,
   and which are device addresses, with the size of what each points at).
 A declaration this module cannot read is an error naming the kernel: every shipped kernel is
-read on a CPU by tests/test_graph_update.py for every element type, and on the GPU each
+read on a CPU by tests/graphs/test_graph_update.py for every element type, and on the GPU each
 signature is compared with the driver's offsets and sizes before it is used.
 
 Note [Kernel access annotations]
@@ -52,7 +52,7 @@ An extent must be exactly what the kernel touches when launched as tensorplay la
 one computed from a captured node's arguments is the memory that node may touch from then on.
 A null address is an operand the kernel does not read (clamp's, where's), and has no extent.
 A missing or malformed annotation on a shipped kernel is a ValueError naming the kernel and the
-line (tests/test_graph_update.py reads every one for every element type); a kernel of another
+line (tests/graphs/test_graph_update.py reads every one for every element type); a kernel of another
 library has none, so its arguments, launch dimensions and rebinding are refused.
 """
 from __future__ import annotations

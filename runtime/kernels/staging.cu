@@ -1,6 +1,6 @@
 // CUDAGraph.stage_and_launch(): the raw byte copies of up to STAGED_COPIES pairs in one launch.
 // The driver's cudaMemcpyAsync costs 4 to 6 us of host time per 1 MiB device-to-device copy on
-// an H200 (bench/raw_staging.cu: 8 copies and a graph launch, 29 to 52 us), more than one
+// an H200 (bench/raw/raw_staging.cu: 8 copies and a graph launch, 29 to 52 us), more than one
 // kernel launch that moves them all; so the copies are one kernel on the launch stream.
 // The launch gives each pair blocks_per_copy consecutive blocks. Pairs whose addresses and
 // size are all 16-byte multiples move 16 bytes per load; any other pair moves bytes.
