@@ -1047,8 +1047,10 @@ class _Builder:
                 else:
                     self.arity(prop, prop_what, f"runtime class {module}.{symbol} declares "
                                f"{method}()", core_methods[method], count, key=key)
+            problems = len(self.diagnostics)
             prop_type = self.type_of(prop, "type", prop_what)
-            if setter and runtime and symbol in runtime.classes and setter in core_methods:
+            if setter and runtime and symbol in runtime.classes and setter in core_methods \
+                    and len(self.diagnostics) == problems:
                 # The value, converted by the property's type like a parameter.
                 self.contract(prop, prop_what, f"runtime class {module}.{symbol} declares "
                               f"{setter}()", core_methods[setter],

@@ -42,10 +42,10 @@ from typing import Optional
 
 from .runtime_index import read_sentinels
 
-# The sentinels the runtime defines (runtime/base/sentinels.py, read from its source): UNSET is
-# the one string that means "the settings given to the constructor" (Graph.capture_begin).
-SENTINELS = read_sentinels(Path(__file__).resolve().parent.parent / "runtime")
-UNSET = str(SENTINELS["UNSET"])
+# The one string that means "the settings given to the constructor" (Graph.capture_begin): a
+# sentinel the runtime defines, read from the source of the runtime beside this package
+# (runtime/base/sentinels.py), so that the defaults, the stubs and the runtime's checks agree.
+UNSET = str(read_sentinels(Path(__file__).resolve().parent.parent / "runtime")["UNSET"])
 
 # Builtin names: stub spelling, and whether None is a member of the type.
 BUILTINS: dict[str, tuple[str, bool]] = {
