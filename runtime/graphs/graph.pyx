@@ -97,7 +97,8 @@ from tensorplay._runtime.graphs.graph_topology import CONDITIONAL_TYPES
 
 # A capture_error_mode arrives as its index in api.yaml's choices (global, thread_local,
 # relaxed: errors.choice_arg), which is its cudaStreamCaptureMode, so it is used as it is
-# (docs/design.md, "Capture rules"; tests/test_codegen_contract.py holds the two orders equal).
+# (docs/design.md, "Capture rules"; the test
+# test_capture_modes_arrive_as_their_cuda_stream_capture_mode holds the two orders equal).
 
 # The template of the most recently completed capture, for export_dot(): held here, as well as
 # by its graph (graph_update.pxd: the graph keeps it for its executable's setters), until the
