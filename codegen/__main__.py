@@ -24,6 +24,7 @@ import jinja2
 
 from .load import SchemaError, read_text, shown
 from .model import build_api
+from .runtime_index import RuntimeLayoutError
 from .render import FIX_COMMAND, Output, Renderer, drift, write_outputs
 from .site import SiteRenderer
 
@@ -58,7 +59,8 @@ def add_global_options(parser: argparse.ArgumentParser, after_command: bool) -> 
                         help="the Jinja2 templates (default: templates/)")
     parser.add_argument("--runtime", type=Path, default=default(ROOT / "runtime"),
                         help="runtime sources whose .pxd declarations impl: entries name "
-                             "(default: runtime/)")
+                             "(default: runtime/); the Python layer impl: may name is read "
+                             "from python/ beside it")
     parser.add_argument("--quiet", action="store_true", default=default(False),
                         help="print only errors and requested output")
     parser.add_argument("--debug", action="store_true", default=default(False),
@@ -117,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as error:  # a runtime source that is not a readable regular file
         raise UsageError(f"--runtime {shown(str(args.runtime))}: cannot read "
                          f"{shown(str(error.filename))} ({error.strerror or error})") from None
+    except RuntimeLayoutError as error:  # two modules share a name
+        raise UsageError(f"--runtime {shown(str(args.runtime))}: {error}") from None
 
     if command == "validate":
         say(f"{args.schema.name}: valid (schema sha256:{api.schema_hash})")

@@ -12,7 +12,11 @@ Note [Schema rules]
 - Types come from the closed vocabulary (Note [Closed type vocabulary] in types.py).
 - A default must fit its parameter's type; parameters follow Python's ordering rules.
 - ``impl`` names a symbol that runtime/ declares (runtime_index.py) taking one argument per
-  parameter.
+  parameter, each declared in the C type its parameter's kind delivers (types.py, Note
+  [Parameter kinds]): a Device as int, a Stream as StreamCore, a bool as bint, a choice as int.
+  A module function's ``impl`` may instead name a function of the Python layer
+  (``graphed_callables.make_graphed_callables`` is python/graphed_callables.py's), taking one
+  argument per parameter; the wrapper imports it.
 - A class may ``extends:`` a base from the top-level ``bases:`` list: a named set of methods and
   properties that several classes share (the two graph classes), over one runtime core class
   (the base's ``impl``, which the class takes unless it names the same one). The base is
@@ -60,9 +64,10 @@ from typing import Any, Optional
 from .load import (Diagnostic, LocatedList, LocatedMap, Location, SchemaError, load_schema,
                    shown)
 from . import cython_reserved
-from .runtime_index import Arity, RuntimeModule, index_runtime
-from .types import (CHOICE_CONVERSION, RANGE_CONVERSION, UNSET, TypeExpr, TypeSyntaxError,
-                    parse_type)
+from .runtime_index import Arity, RuntimeModule, c_type_of, index_python, index_runtime
+from .types import (ALSO_AS_OBJECT, CHOICE_C_TYPE, CHOICE_CONVERSION, PATH_TEXT_C_TYPE,
+                    PATH_TEXT_CONVERSION, RANGE_CONVERSION, UNSET, TypeExpr, TypeSyntaxError,
+                    integer_c_types, parse_type)
 
 SCHEMA_VERSION = 1
 PARAM_KINDS = ("positional", "positional_only", "var_positional", "keyword_only")
@@ -86,9 +91,10 @@ class Param:
     doc: str
     default: Any = NO_DEFAULT
     # The limits of the parameter's kind (types.py, Note [Parameter kinds]): an int's `range:`,
-    # a str's `choices:`.
+    # a str's `choices:` or `path: true`.
     bounds: Optional[tuple[int, int]] = None
     choices: Optional[tuple[str, ...]] = None
+    path: bool = False
 
     @property
     def has_default(self) -> bool:
@@ -100,7 +106,24 @@ class Param:
             return RANGE_CONVERSION
         if self.choices is not None:
             return CHOICE_CONVERSION
+        if self.path:
+            return PATH_TEXT_CONVERSION
         return self.type.conversion()
+
+    def c_types(self) -> tuple[str, ...]:
+        """The C types the runtime may declare this parameter as, the one its kind delivers
+        first (types.py, Note [Parameter kinds]); for a bounded int any that holds the range."""
+        if self.bounds is not None:
+            return integer_c_types(*self.bounds)
+        if self.choices is not None:
+            delivered = CHOICE_C_TYPE
+        elif self.path:
+            delivered = PATH_TEXT_C_TYPE
+        elif self.kind == "var_positional":
+            delivered = "tuple"
+        else:
+            delivered = self.type.c_type()
+        return (delivered, "object") if delivered in ALSO_AS_OBJECT else (delivered,)
 
     def conversion_call(self, variable: Optional[str] = None) -> str:
         """What the wrapper passes to the runtime for this parameter: the argument (held in
@@ -146,6 +169,7 @@ class Function:
     since: Optional[str]
     raises: tuple[Raises, ...] = ()
     static: bool = False  # a static method: impl names a module function (module.symbol)
+    python: bool = False  # impl names a function of the Python layer (python/), imported
 
     @property
     def summary(self) -> str:
@@ -243,7 +267,7 @@ class Module:
 
     def runtime_modules(self) -> list[str]:
         """Runtime modules this module's wrappers cimport, sorted."""
-        used = {f.impl_module for f in self.functions}
+        used = {f.impl_module for f in self.functions if not f.python}
         # Python classes (and exceptions) are imported instead (python_runtime_modules).
         used |= {c.impl_module for c in self.classes if c.kind == "extension"}
         used |= {m.impl_module for c in self.classes for m in c.methods if m.static}
@@ -258,6 +282,10 @@ class Module:
         if any(not c.extends for c in self.classes):
             used.add("public")
         return sorted(used)
+
+    def python_modules(self) -> list[str]:
+        """Modules of the Python layer this module's wrappers import, sorted."""
+        return sorted({f.impl_module for f in self.functions if f.python})
 
     def all_params(self) -> list[Param]:
         params = [p for f in self.functions for p in f.params]
@@ -391,15 +419,29 @@ def with_default(entry: LocatedMap, key: str, value: Any, located_at: str) -> Lo
     return copy
 
 
+def delivery(param: Param) -> str:
+    """How an argument of param reaches the runtime, as a message says it."""
+    limits = " with a range" if param.bounds is not None else \
+        " with choices (passed as the choice's index)" if param.choices is not None else \
+        " with path: true" if param.path else ""
+    if param.conversion:
+        return (f"type '{param.type.display()}'{limits} converts through "
+                f"{param.conversion.lstrip('_')}()")
+    if param.kind == "var_positional":
+        return "a var_positional parameter is passed as the tuple of its arguments"
+    return f"type '{param.type.display()}' is passed as given, for the runtime to check"
+
 
 class _Builder:
     def source(self, module: str, suffix: str = ".pxd") -> str:
-        """The runtime file that declares module, as messages name it."""
-        known = self.runtime.get(module)
+        """The runtime file (or Python layer file) that declares module, as messages name it."""
+        known = self.runtime.get(module) or self.python.get(module)
         return known.source(module, suffix) if known else f"runtime/**/{module}{suffix}"
 
-    def __init__(self, runtime: dict[str, RuntimeModule]):
+    def __init__(self, runtime: dict[str, RuntimeModule],
+                 python: Optional[dict[str, RuntimeModule]] = None):
         self.runtime = runtime
+        self.python = python or {}  # the Python layer's modules (python/*.py)
         self.diagnostics: list[Diagnostic] = []
         self.classes: frozenset[str] = frozenset()
         self.exceptions: frozenset[str] = frozenset()
@@ -499,8 +541,9 @@ class _Builder:
                 self.error(entry.value_locations["name"], f"{what} name {problem}")
         return value
 
-    def impl(self, entry: LocatedMap, what: str) -> tuple[str, str]:
-        """Split ``module.symbol`` and check that the runtime module exists."""
+    def impl(self, entry: LocatedMap, what: str, python: bool = False) -> tuple[str, str]:
+        """Split ``module.symbol`` and check that the runtime module exists (or, for python,
+        a module of the Python layer)."""
         value = self.text(entry, "impl", what)
         if not value:
             return "", ""
@@ -509,10 +552,16 @@ class _Builder:
         if not module or not symbol:
             self.error(location, f"impl of {what} must be 'runtime_module.symbol', got {value!r}")
             return "", ""
-        if module not in self.runtime:
+        if module not in self.runtime and not (python and module in self.python):
             known = ", ".join(sorted(self.runtime)) or "none"
-            self.error(location, f"impl of {what}: no runtime module '{module}' "
-                                 f"(no runtime/**/{module}.pxd); known modules: {known}")
+            message = (f"impl of {what}: no runtime module '{module}' (no "
+                       f"runtime/**/{module}.pxd)")
+            if python:
+                message += f" nor Python module (no python/{module}.py)"
+            message += f"; known modules: {known}"
+            if python:
+                message += f"; Python modules: {', '.join(sorted(self.python)) or 'none'}"
+            self.error(location, message)
         return module, symbol
 
     # -- schema items -------------------------------------------------------------------------
@@ -526,7 +575,7 @@ class _Builder:
             if param_entry is None:
                 continue
             self.check_keys(param_entry, f"parameter of {what}", ("name", "type"),
-                            ("doc", "default", "kind", "range", "choices"))
+                            ("doc", "default", "kind", "range", "choices", "path"))
             name = self.name(param_entry, f"parameter of {what}", PARAM_RESERVED, "parameter")
             param_what = f"parameter '{name}' of {what}"
             kind = param_entry.get("kind", "positional")
@@ -548,9 +597,10 @@ class _Builder:
                 self.error(param_entry.value_locations["default"],
                            f"default {default!r} of {param_what} does not fit its type "
                            f"'{param_type.display()}'")
-            bounds, choices = self.kind_limits(param_entry, param_what, param_type, default)
+            bounds, choices, path = self.kind_limits(param_entry, param_what, param_type,
+                                                     default)
             self.conversion(param_entry, param_what,
-                            Param(name, param_type, kind, doc, default, bounds, choices))
+                            Param(name, param_type, kind, doc, default, bounds, choices, path))
             if kind == "var_positional" and default is not NO_DEFAULT:
                 self.error(param_entry.value_locations["default"],
                            f"{param_what} is var_positional and cannot have a default")
@@ -567,7 +617,7 @@ class _Builder:
                 self.error(param_entry.location,
                            f"{param_what} is {kind} but follows a {seen_kinds[-1]} parameter")
             seen_kinds.append(kind)
-            params.append(Param(name, param_type, kind, doc, default, bounds, choices))
+            params.append(Param(name, param_type, kind, doc, default, bounds, choices, path))
         self.unique([(p.name, l) for p, (_, l) in zip(params, self.items(entry, "params", what))],
                     f"the parameters of {what}")
         return tuple(params)
@@ -619,7 +669,7 @@ class _Builder:
             if entry is None:
                 continue
             self.check_keys(entry, "a shared parameter", ("name", "type"),
-                            ("key", "doc", "default", "kind", "range", "choices"))
+                            ("key", "doc", "default", "kind", "range", "choices", "path"))
             key = entry.get("key", entry.get("name"))
             if not isinstance(key, str) or not key.isidentifier():
                 self.error(entry.location, f"shared parameter key {key!r} is not an identifier")
@@ -628,10 +678,24 @@ class _Builder:
             self.shared_params.setdefault(key, entry)
         self.unique(declared, "the schema's params")
 
-    def kind_limits(self, entry: LocatedMap, what: str, param_type: TypeExpr,
-                    default: Any) -> tuple[Optional[tuple[int, int]], Optional[tuple[str, ...]]]:
-        """A bounded int's `range: [low, high]`, or a str's `choices: [...]`, checked."""
+    def kind_limits(self, entry: LocatedMap, what: str, param_type: TypeExpr, default: Any) \
+            -> tuple[Optional[tuple[int, int]], Optional[tuple[str, ...]], bool]:
+        """A bounded int's `range: [low, high]`, a str's `choices: [...]` or `path: true`,
+        checked."""
         bounds = choices = None
+        path = False
+        if "path" in entry:
+            location = entry.value_locations["path"]
+            if param_type != TypeExpr("str"):
+                self.error(location, f"{what}: path applies to type 'str' only, not "
+                                     f"'{param_type.display()}' (type Path takes os.PathLike too)")
+            elif entry["path"] is not True:
+                self.error(location, f"{what}: path must be true (a str that names a file), got "
+                                     f"{shown(entry['path'])}; leave it out for any other str")
+            elif "choices" in entry:
+                self.error(location, f"{what} has both choices and path")
+            else:
+                path = True
         if "range" in entry:
             value = entry["range"]
             location = entry.value_locations["range"]
@@ -664,7 +728,7 @@ class _Builder:
                                f"default {shown(default)} of {what} is not one of its choices")
         if bounds is not None and choices is not None:
             self.error(entry.location, f"{what} has both range and choices")
-        return bounds, choices
+        return bounds, choices, path
 
     def conversion(self, entry: LocatedMap, what: str, param: Param) -> None:
         """The runtime function a parameter's kind converts through (types.py) must exist and
@@ -675,7 +739,8 @@ class _Builder:
             return
         count = 4 if param.bounds is not None else 3 if param.choices is not None else 2
         module, _, function = conversion.lstrip("_").partition(".")
-        declared = self.runtime.get(module, RuntimeModule()).functions.get(function)
+        runtime = self.runtime.get(module, RuntimeModule())
+        declared = runtime.functions.get(function)
         location = entry.value_locations.get("type", entry.location)
         if declared is None:
             self.error(location, f"{what}: type '{param_type.display()}' converts through "
@@ -686,6 +751,18 @@ class _Builder:
                                  f"{module}.{function}(), declared with {declared}, but the "
                                  f"wrapper passes {count} (the value, the parameter name and "
                                  "the kind's limits)")
+        elif runtime.returns[function] != self.delivered(param):
+            self.error(location, f"{what}: type '{param_type.display()}' converts through "
+                                 f"{module}.{function}(), which {self.source(module)} declares "
+                                 f"returning {runtime.returns[function]}, but the kind "
+                                 f"delivers {self.delivered(param)} (codegen/types.py, Note "
+                                 "[Parameter kinds])")
+
+    @staticmethod
+    def delivered(param: Param) -> str:
+        """What param's conversion returns: the C type its kind delivers; int_arg returns the int
+        itself, which the runtime's declaration takes in a C integer type holding the range."""
+        return "object" if param.bounds is not None else param.c_types()[0]
 
     def returns(self, entry: LocatedMap, what: str) -> Optional[Returns]:
         if "returns" not in entry:
@@ -735,15 +812,23 @@ class _Builder:
         params = self.params(entry, what)
         # A count from a broken parameter list would only repeat its errors.
         params_valid = len(self.diagnostics) == problems
+        python = False
         if core is None or static:
-            module, symbol = self.impl(entry, what)
-            if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
+            # Only a module function may be the Python layer's: the wrapper imports it.
+            module, symbol = self.impl(entry, what, python=core is None)
+            python = core is None and module not in self.runtime and module in self.python
+            layer = self.python if python else self.runtime
+            declares = "defines" if python else "declares"
+            if module in layer and symbol and symbol not in layer[module].functions:
                 self.error(entry.value_locations["impl"],
-                           f"impl of {what}: {self.source(module)} declares no cdef function "
-                           f"'{symbol}'")
-            elif module in self.runtime and symbol and params_valid:
-                self.arity(entry, what, f"{self.source(module)} declares {symbol}()",
-                           self.runtime[module].functions[symbol], len(params))
+                           f"impl of {what}: {self.source(module)} {declares} no "
+                           f"{'function' if python else 'cdef function'} '{symbol}'")
+            elif module in layer and symbol and params_valid:
+                declared = f"{self.source(module)} {declares} {symbol}()"
+                self.arity(entry, what, declared, layer[module].functions[symbol], len(params))
+                if not python:  # Python functions declare no C types
+                    self.contract(entry, what, declared, layer[module].functions[symbol],
+                                  params)
         else:
             module, symbol = "", self.text(entry, "impl", what)
             core_module, core_class = core
@@ -756,13 +841,15 @@ class _Builder:
                                f"impl of {what}: runtime class {core_module}.{core_class} "
                                f"declares no cdef method '{symbol}'")
                 elif params_valid:
-                    self.arity(entry, what, f"runtime class {core_module}.{core_class} declares "
-                                            f"{symbol}()", methods[symbol], len(params))
+                    declared = f"runtime class {core_module}.{core_class} declares {symbol}()"
+                    self.arity(entry, what, declared, methods[symbol], len(params))
+                    if core_class in runtime.classes:  # a Python class's methods are def
+                        self.contract(entry, what, declared, methods[symbol], params)
         deprecated = self.text(entry, "deprecated", what, required=False) or None
         since = str(entry["since"]) if entry.get("since") is not None else None
         return Function(name, module, symbol, self.doc(entry, what), params,
                         self.returns(entry, what), deprecated, since, self.raises(entry, what),
-                        static)
+                        static, python)
 
     def alias(self, entry: LocatedMap, scope: str, originals: dict[str, LocatedMap]) -> Function:
         """Another name for a function of the same module (alias_of), usually deprecated."""
@@ -785,7 +872,8 @@ class _Builder:
             doc = f"(Deprecated) {doc}"
         since = str(entry["since"]) if entry.get("since") is not None else original.since
         return Function(name, original.impl_module, original.impl_name, doc, original.params,
-                        original.returns, deprecated, since, original.raises)
+                        original.returns, deprecated, since, original.raises,
+                        python=original.python)
 
     def arity(self, entry: LocatedMap, what: str, declared: str, arity: Arity,
               count: int, key: str = "impl") -> None:
@@ -794,6 +882,23 @@ class _Builder:
             self.error(entry.value_locations.get(key, entry.location),
                        f"impl of {what}: {declared} with {arity}, but the wrapper passes {count} "
                        f"(one per parameter)")
+
+    def contract(self, entry: LocatedMap, what: str, declared: str, arity: Arity,
+                 params: tuple[Param, ...], key: str = "impl") -> None:
+        """Each argument reaches the runtime in the C type its parameter's kind delivers
+        (types.py, Note [Parameter kinds]); the C declaration must take it in that type, so
+        that the runtime neither converts nor checks it again."""
+        if not arity.accepts(len(params)):
+            return  # the arity error says it
+        for param, written in zip(params, arity.types):
+            accepted = param.c_types()
+            if written in accepted:
+                continue
+            expected = accepted[0] if len(accepted) == 1 else \
+                f"one of {', '.join(accepted[:-1])} or {accepted[-1]}"
+            self.error(entry.value_locations.get(key, entry.location),
+                       f"impl of {what}: {declared} taking '{param.name}' as {written}, but the "
+                       f"wrapper passes it as {expected} ({delivery(param)})")
 
     def members(self, entry: LocatedMap, what: str,
                 chain: tuple[str, ...] = ()) -> tuple[list[LocatedMap], list[LocatedMap]]:
@@ -914,9 +1019,12 @@ class _Builder:
                 problems = len(self.diagnostics)
                 init = self.params(init_entry, f"{what} constructor")
                 if init_impl in core_methods and len(self.diagnostics) == problems:
-                    self.arity(entry, f"{what} constructor", f"runtime class {module}.{symbol} "
-                               f"declares {init_impl}()", core_methods[init_impl], len(init),
-                               key="init")
+                    declared = f"runtime class {module}.{symbol} declares {init_impl}()"
+                    self.arity(entry, f"{what} constructor", declared, core_methods[init_impl],
+                               len(init), key="init")
+                    if not python:
+                        self.contract(entry, f"{what} constructor", declared,
+                                      core_methods[init_impl], init, key="init")
         method_entries, property_entries = self.members(entry, what)
         methods = [(self.function(method, f"{scope}.{name}", (module, symbol)), method.location)
                    for method in method_entries]
@@ -939,7 +1047,15 @@ class _Builder:
                 else:
                     self.arity(prop, prop_what, f"runtime class {module}.{symbol} declares "
                                f"{method}()", core_methods[method], count, key=key)
-            properties.append((Property(prop_name, impl_name, self.type_of(prop, "type", prop_what),
+            problems = len(self.diagnostics)
+            prop_type = self.type_of(prop, "type", prop_what)
+            if setter and runtime and symbol in runtime.classes and setter in core_methods \
+                    and len(self.diagnostics) == problems:
+                # The value, converted by the property's type like a parameter.
+                self.contract(prop, prop_what, f"runtime class {module}.{symbol} declares "
+                              f"{setter}()", core_methods[setter],
+                              (Param("value", prop_type, "positional", ""),), key="setter")
+            properties.append((Property(prop_name, impl_name, prop_type,
                                         self.doc(prop, prop_what), setter), prop.location))
         self.unique([(m.name, l) for m, l in methods] + [(p.name, l) for p, l in properties],
                     f"class {what}")
@@ -1149,6 +1265,8 @@ def normalise(modules: tuple[Module, ...], bases: tuple[Base, ...] = ()) -> dict
             out["range"] = list(p.bounds)
         if p.choices is not None:
             out["choices"] = list(p.choices)
+        if p.path:
+            out["path"] = True
         return out
 
     def function(f: Function) -> dict:
@@ -1193,14 +1311,16 @@ def build_api(text: str, runtime_dir: Path, file: str = "api.yaml") -> Api:
     deferred: list[Diagnostic] = []  # strings UTF-8 cannot encode, reported with the rest
     root = load_schema(text, file, deferred)
     runtime = index_runtime(runtime_dir)
-    builder = _Builder(runtime)
+    # The Python layer stands beside the runtime (python/ next to runtime/).
+    python = index_python(runtime_dir.parent / "python", runtime)
+    builder = _Builder(runtime, python)
     modules = builder.api(root)
     if builder.diagnostics or deferred:
         raise SchemaError(builder.diagnostics + deferred)
     normalised = normalise(modules, builder.built_bases)
     canonical = json.dumps(normalised, sort_keys=True, ensure_ascii=False).encode()
     return Api(modules, builder.built_bases, hashlib.sha256(canonical).hexdigest()[:16],
-               normalised, {name: module.package for name, module in runtime.items()})
+               normalised, {name: module.package for name, module in (runtime | python).items()})
 
 
 def load_api(schema: Path, runtime_dir: Path) -> Api:

@@ -1,35 +1,49 @@
-"""What runtime/ declares at C level, read from its .pxd (and .pyx for Python classes).
+"""What runtime/ declares at C level, read from its .pxd (and .pyx for Python classes); what
+the Python layer (python/) defines; and the sentinels the runtime defines.
 
 The runtime is a package of subpackages by concept (runtime/devices/stream.pyx is
 tensorplay._runtime.devices.stream); the schema names a module by its file stem alone
-(``stream.StreamCore``), so stems are unique across the runtime and the index records the
-package each one lives in.
+(``stream.StreamCore``), so stems are unique across the runtime and the Python layer, and the
+index records the package each one lives in. python/graphed_callables.py is
+tensorplay._python.graphed_callables: a module function's ``impl:`` may name one of its
+functions (``graphed_callables.make_graphed_callables``), which the wrapper imports.
 
 The schema's ``impl:`` entries name runtime symbols; validation checks them against this index
-so a typo or a wrong parameter count fails in ``codegen validate`` with a location instead of
-in the C compiler.
+so a typo, a wrong parameter count or a parameter declared in another C type than its kind
+delivers (types.py, Note [Parameter kinds]) fails in ``codegen validate`` with a location
+instead of in the C compiler or at run time.
 """
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .load import read_text
 
-_FUNCTION = re.compile(r"^(?:cdef|cpdef)\s+(?!class\b|extern\b|struct\b|enum\b)[^(=]*?\b(\w+)\s*\(")
+_FUNCTION = re.compile(
+    r"^(?:cdef|cpdef)\s+(?!class\b|extern\b|struct\b|enum\b)([^(=]*?)\b(\w+)\s*\(")
 _CDEF_CLASS = re.compile(r"^cdef\s+class\s+(\w+)\s*(?:\(\s*([\w.]+)\s*\))?\s*:")
 _METHOD = re.compile(r"^\s+(?:cdef|cpdef)\s+[^(=]*?\b(\w+)\s*\(")
 _PY_CLASS = re.compile(r"^class\s+(\w+)\s*(?:\(\s*(\w+)|:)")
 _PY_METHOD = re.compile(r"^    def\s+(\w+)\s*\(")
+_PY_FUNCTION = re.compile(r"^def\s+(\w+)\s*\(")
+# A declared parameter: its type (empty for an untyped one, which Cython reads as object) and
+# its name, after any default ("=*", "= value") is cut off.
+_DECLARED = re.compile(r"(.*?)\b(\w+)\s*")
+PYTHON_PACKAGE = "tensorplay._python"
 
 
 @dataclass(frozen=True)
 class Arity:
-    """How many arguments a C declaration takes (self excluded): optional ones end in ``=*``."""
+    """How many arguments a declaration takes (self excluded): optional ones end in ``=*``
+    (or ``= value`` in Python); and, for a C declaration, the C type of each, as written
+    (normalised by c_type_of: "object" where no type is written)."""
 
     required: int
     total: int
+    types: tuple[str, ...] = field(default=(), compare=False)
 
     def accepts(self, count: int) -> bool:
         return self.required <= count <= self.total
@@ -43,14 +57,23 @@ class Arity:
 @dataclass
 class RuntimeModule:
     package: str = ""  # the dotted package it is imported from, e.g. tensorplay._runtime.devices
+    # Module functions: cdef/cpdef functions of the .pxd, or (the Python layer) def functions.
     functions: dict[str, Arity] = field(default_factory=dict)
+    returns: dict[str, str] = field(default_factory=dict)  # a cdef function's C return type
     classes: dict[str, dict[str, Arity]] = field(default_factory=dict)
     class_bases: dict[str, str] = field(default_factory=dict)
     python_classes: set[str] = field(default_factory=set)
     python_methods: dict[str, dict[str, Arity]] = field(default_factory=dict)
 
+    @property
+    def python_layer(self) -> bool:
+        return self.package == PYTHON_PACKAGE
+
     def source(self, stem: str, suffix: str = ".pxd") -> str:
-        """The module's file as a message names it, e.g. runtime/devices/stream.pxd."""
+        """The module's file as a message names it, e.g. runtime/devices/stream.pxd, or
+        python/graphed_callables.py."""
+        if self.python_layer:
+            return f"python/{stem}.py"
         folders = self.package.split(".")[2:]  # after tensorplay._runtime
         return "/".join(["runtime", *folders, stem + suffix])
 
@@ -82,6 +105,21 @@ def _parameter_list(lines: list[str], start: int, column: int) -> str:
     return "".join(text)
 
 
+def c_spelling(written: str) -> str:
+    """A C type in one spelling: spaces collapsed, a cimported module's prefix dropped
+    (_stream.StreamCore is StreamCore), "object" where no type is written."""
+    written = re.sub(r"\s*\*", "*", " ".join(written.split()))
+    return re.sub(r"\b\w+\.(?=\w)", "", written) or "object"
+
+
+def c_type_of(declared: str) -> str:
+    """The C type a parameter declaration ("StreamCore stream", "bint keep=*") gives its
+    parameter, in c_spelling's spelling."""
+    text = declared.split("=")[0].strip()
+    match = _DECLARED.fullmatch(text)
+    return c_spelling(match.group(1) if match else text)
+
+
 def _arity(parameters: str, method: bool) -> Arity:
     """Count the top-level comma-separated parameters (a function-pointer type holds commas)."""
     names, depth, current = [], 0, []
@@ -103,11 +141,12 @@ def _arity(parameters: str, method: bool) -> Arity:
         required = [name for name in names if not name.startswith("*") and "=" not in name]
         return Arity(len(required), 1 << 30)
     optional = sum(1 for name in names if "=" in name)
-    return Arity(len(names) - optional, len(names))
+    return Arity(len(names) - optional, len(names), tuple(c_type_of(name) for name in names))
 
 
 class RuntimeLayoutError(ValueError):
-    """Two runtime modules share a file stem, so a schema's impl: could not say which."""
+    """Two modules (of the runtime or the Python layer) share a file stem, so a schema's impl:
+    could not say which; or the runtime's sentinels cannot be read."""
 
 
 def _package_of(path: Path, runtime_dir: Path) -> str:
@@ -147,8 +186,11 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
                 current_class = None
                 function_match = _FUNCTION.match(line)
                 if function_match:
-                    module.functions[function_match.group(1)] = _arity(
+                    name = function_match.group(2)
+                    module.functions[name] = _arity(
                         _parameter_list(lines, number, function_match.end() - 1), method=False)
+                    module.returns[name] = c_spelling(
+                        re.sub(r"\b(?:inline|public|api)\b", "", function_match.group(1)))
                 continue
             method_match = _METHOD.match(line)
             if current_class and method_match:
@@ -184,3 +226,49 @@ def index_runtime(runtime_dir: Path) -> dict[str, RuntimeModule]:
                     module.python_methods[name]
                 base = python_bases.get(base)
     return modules
+
+
+def index_python(python_dir: Path, runtime: dict[str, RuntimeModule]) -> dict[str, RuntimeModule]:
+    """Map each module of the Python layer (python/*.py, by file stem) to its top-level
+    functions; a stem the runtime uses too is a RuntimeLayoutError."""
+    modules: dict[str, RuntimeModule] = {}
+    if not python_dir.is_dir():
+        return modules
+    for path in sorted(python_dir.glob("*.py")):
+        if path.stem == "__init__":
+            continue
+        if path.stem in runtime:
+            raise RuntimeLayoutError(
+                f"python/{path.name} and {runtime[path.stem].source(path.stem, '')} share the "
+                f"name {path.stem!r}; rename one: the schema names a module by its file name "
+                "alone")
+        module = modules.setdefault(path.stem, RuntimeModule(PYTHON_PACKAGE))
+        lines = read_text(path, f"python/{path.name}").splitlines()
+        for number, line in enumerate(lines):
+            match = _PY_FUNCTION.match(line)
+            if match:
+                arity = _arity(_parameter_list(lines, number, match.end() - 1), method=False)
+                module.functions[match.group(1)] = Arity(arity.required, arity.total)
+    return modules
+
+
+SENTINELS = Path("base") / "sentinels.py"
+
+
+def read_sentinels(runtime_dir: Path) -> dict[str, object]:
+    """The sentinels the runtime defines (runtime/base/sentinels.py): its top-level assignments
+    of a literal, by name. The generator takes them from there, so that the wrappers, the stubs
+    and the runtime's checks agree on them."""
+    path = runtime_dir / SENTINELS
+    try:
+        tree = ast.parse(read_text(path, f"runtime/{SENTINELS.as_posix()}"))
+    except (OSError, SyntaxError) as error:
+        raise RuntimeLayoutError(f"runtime/{SENTINELS.as_posix()}: cannot read the runtime's "
+                                 f"sentinels ({error})") from None
+    found: dict[str, object] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant):
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = statement.value.value
+    return found

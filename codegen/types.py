@@ -9,24 +9,43 @@ its stub annotation and, where the wrapper must normalise the argument (device s
 the runtime call that does it.
 
 Note [Parameter kinds]
-Each kind of parameter is declared once, here: its stub annotation, and the runtime function
+Each kind of parameter is declared once, here: its stub annotation, the runtime function
 through which the generated wrapper converts and checks every argument of that kind before it
-calls the runtime, so that the runtime receives checked values and a mistake is a TypeError or
-ValueError naming the argument, raised before anything touches a device or a graph. The kinds:
-- devices (Device, DeviceSelection; TensorDevice is parsed by the tensor runtime, which must
-  tell None from "cpu"), streams (Stream, Optional[Stream]), pools (GraphPool), paths (Path);
-- bool, float and str (a C signature cannot enforce them);
-- an int with a `range: [low, high]` in its parameter's declaration (bounded int), and a str
-  with `choices: [...]` (a fixed set of strings, such as the capture modes; the stubs keep
-  `str`, as the API reference spells them). Plain ints are checked by the runtime, which knows
-  their ranges where they depend on state (a device index against the visible devices).
-Checks that need runtime state run in the runtime, after every argument check.
+calls the runtime, and the C type that conversion delivers, so that the runtime receives checked
+values and a mistake is a TypeError or ValueError naming the argument, raised before anything
+touches a device or a graph. The kinds:
+- devices (Device, DeviceSelection: an int, the index; TensorDevice is parsed by the tensor
+  runtime, which must tell None from "cpu"), streams (Stream, Optional[Stream]: a StreamCore,
+  or None), pools (GraphPool: the checked object), paths (Path: a str);
+- bool (a bint), float (a double) and str (a str): a C signature cannot enforce them;
+- an int with a `range: [low, high]` in its parameter's declaration (bounded int: any C integer
+  type that holds the range, or object where none does), a str with `choices: [...]` (a fixed
+  set of strings, such as the capture modes, delivered as the index of the choice in the
+  schema's list, so that the runtime keeps no table of the strings; the stubs keep `str`, as
+  the API reference spells them), and a str with `path: true` (a file path the API reference
+  types as str: a str, checked as Path checks a path's text). Plain ints are checked by the
+  runtime, which knows their ranges where they depend on state (a device index against the
+  visible devices).
+- Every other parameter (a Tensor, a dtype, a union, Any) reaches the runtime as the object
+  given, which the runtime checks itself: its C type is object (var_positional ones: a tuple).
+Checks that need runtime state run in the runtime, after every argument check. `codegen
+validate` holds each runtime declaration to the C types (model.py, Note [Schema rules]), and
+each conversion's declared return type to its kind's, so the runtime never converts, casts or
+checks again what the wrapper delivered (a str may be taken as object too: ALSO_AS_OBJECT).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
+
+from .runtime_index import read_sentinels
+
+# The one string that means "the settings given to the constructor" (Graph.capture_begin): a
+# sentinel the runtime defines, read from the source of the runtime beside this package
+# (runtime/base/sentinels.py), so that the defaults, the stubs and the runtime's checks agree.
+UNSET = str(read_sentinels(Path(__file__).resolve().parent.parent / "runtime")["UNSET"])
 
 # Builtin names: stub spelling, and whether None is a member of the type.
 BUILTINS: dict[str, tuple[str, bool]] = {
@@ -41,50 +60,83 @@ BUILTINS: dict[str, tuple[str, bool]] = {
     "Path": ("str | os.PathLike[str]", False),
     "Callable": ("Callable[..., Any]", False),
     # The one string that means "the settings given to the constructor" (Graph.capture_begin).
-    "Unset": ("Literal['__unset__']", False),
+    "Unset": (f"Literal[{UNSET!r}]", False),
 }
-UNSET = "__unset__"
 
 # Argument spellings: the ways users may name a device, or a capture's memory pool. Where the
 # wrapper normalises the argument, the conversion is "_module.function", a cdef function of
 # runtime/module.pxd taking (value, argument name) that validate checks; the generated module
 # cimports that runtime module. Tensor placement is parsed by the tensor runtime itself (it must
 # tell None from "cpu").
-ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, Optional[str], str]] = {
-    # name: (stub annotation, admits None, conversion, stub alias definition)
+ARGUMENT_SPELLINGS: dict[str, tuple[str, bool, Optional[str], str, str]] = {
+    # name: (stub annotation, admits None, conversion, stub alias definition, C type)
     "Device": ("_DeviceLike", True, "_device.device_index_arg",
-               "_DeviceLike: TypeAlias = device | str | int | None"),
+               "_DeviceLike: TypeAlias = device | str | int | None", "int"),
     # A device to make current, where -1 means "no change" (set_device_index).
     "DeviceSelection": ("_DeviceLike", True, "_device.device_selection_arg",
-                        "_DeviceLike: TypeAlias = device | str | int | None"),
+                        "_DeviceLike: TypeAlias = device | str | int | None", "int"),
     "TensorDevice": ("_TensorDeviceLike", True, None,
-                     "_TensorDeviceLike: TypeAlias = device | str | int | None"),
+                     "_TensorDeviceLike: TypeAlias = device | str | int | None", "object"),
     # The memory pool a capture allocates from: None for a private one, the handle that
     # graph_pool_handle() and pool_id give, or a graph whose pool to share. The graph runtime
-    # checks it where the capture settings are stored (runtime/graphs/graph.pyx, _pool_arg).
+    # checks it where the capture settings are stored (runtime/graphs/graph.pyx, pool_arg).
     "GraphPool": ("_GraphPool", True, "_graph.pool_arg",
-                  "_GraphPool: TypeAlias = tuple[int, int] | Graph | CUDAGraph | None"),
+                  "_GraphPool: TypeAlias = tuple[int, int] | Graph | CUDAGraph | None",
+                  "object"),
 }
 
-# Classes of the schema that are parameter kinds: their check when required and when optional.
-CLASS_CONVERSIONS: dict[str, tuple[str, str]] = {
-    "Stream": ("_stream.required_stream_arg", "_stream.stream_arg"),
+# Classes of the schema that are parameter kinds: their check when required and when optional,
+# and the runtime core class the check delivers (None too where optional).
+CLASS_CONVERSIONS: dict[str, tuple[str, str, str]] = {
+    "Stream": ("_stream.required_stream_arg", "_stream.stream_arg", "StreamCore"),
 }
 
 # Builtins whose type a C-level runtime signature cannot enforce (Cython reads any object as a
 # bint, and float() and str() of an object rarely fail): the wrapper checks them through these
-# runtime functions, so that a mistake is a TypeError naming the argument. int is left to the
-# runtime functions, which check each int's range where they know it.
-BUILTIN_CONVERSIONS: dict[str, str] = {
-    "bool": "_errors.bool_arg",
-    "float": "_errors.float_arg",
-    "str": "_errors.str_arg",
-    "Path": "_errors.path_arg",
+# runtime functions, so that a mistake is a TypeError naming the argument, and passes on the C
+# type each returns. int is left to the runtime functions, which check each int's range where
+# they know it.
+BUILTIN_CONVERSIONS: dict[str, tuple[str, str]] = {
+    "bool": ("_errors.bool_arg", "bint"),
+    "float": ("_errors.float_arg", "double"),
+    "str": ("_errors.str_arg", "str"),
+    "Path": ("_errors.path_arg", "str"),
 }
-# Parameters that declare a `range:` or `choices:` (model.py) convert through these instead,
-# which take the bounds or the choices after (value, argument name).
+# Parameters that declare a `range:`, `choices:` or `path: true` (model.py) convert through these
+# instead, which take the bounds or the choices after (value, argument name). A choice arrives
+# as its index in the schema's choices (an int: CHOICE_C_TYPE), a path as a str.
 RANGE_CONVERSION = "_errors.int_arg"
 CHOICE_CONVERSION = "_errors.choice_arg"
+CHOICE_C_TYPE = "int"
+PATH_TEXT_CONVERSION = "_errors.str_path_arg"
+PATH_TEXT_C_TYPE = "str"
+# Delivered types that are Python objects the runtime uses only through Python operations (a
+# str): a declaration may take them as object too, which neither converts nor checks them. Every
+# other C type must be declared as it is: taken as object, a bint, a double or an int would be
+# converted again, and a StreamCore cast again to reach its C fields.
+ALSO_AS_OBJECT = frozenset({"str"})
+# The C integer types a bounded int may be declared as, with what they hold (LP64, as every
+# platform the runtime builds for): the range must fit, or the declaration is object.
+C_INTEGERS: dict[str, tuple[int, int]] = {
+    "int": (-2 ** 31, 2 ** 31 - 1),
+    "int32_t": (-2 ** 31, 2 ** 31 - 1),
+    "unsigned int": (0, 2 ** 32 - 1),
+    "uint32_t": (0, 2 ** 32 - 1),
+    "long long": (-2 ** 63, 2 ** 63 - 1),
+    "int64_t": (-2 ** 63, 2 ** 63 - 1),
+    "Py_ssize_t": (-2 ** 63, 2 ** 63 - 1),
+    "unsigned long long": (0, 2 ** 64 - 1),
+    "uint64_t": (0, 2 ** 64 - 1),
+    "size_t": (0, 2 ** 64 - 1),
+}
+
+
+def integer_c_types(low: int, high: int) -> tuple[str, ...]:
+    """The C types a bounded int from low to high may be declared as: every C integer type
+    that holds the range, or object where none does (a seed, -2**63 to 2**64 - 1)."""
+    fitting = tuple(name for name, (least, most) in C_INTEGERS.items()
+                    if least <= low and high <= most)
+    return fitting or ("object",)
 
 GENERICS = {"Optional": 1, "list": 1, "set": 1, "tuple": None, "dict": 2}
 
@@ -142,7 +194,7 @@ class TypeExpr:
     def conversion(self) -> Optional[str]:
         """The runtime call that normalises or checks an argument of this type, if any."""
         if self.name in BUILTIN_CONVERSIONS:
-            return BUILTIN_CONVERSIONS[self.name]
+            return BUILTIN_CONVERSIONS[self.name][0]
         if self.name in CLASS_CONVERSIONS:
             return CLASS_CONVERSIONS[self.name][0]
         if self.name == "Optional" and self.args[0].name in CLASS_CONVERSIONS:
@@ -151,6 +203,20 @@ class TypeExpr:
             return self.args[0].conversion()  # GraphPool | Unset: the check lets UNSET pass
         spelling = ARGUMENT_SPELLINGS.get(self.name)
         return spelling[2] if spelling else None
+
+    def c_type(self) -> str:
+        """The C type an argument of this type reaches the runtime in: what its conversion
+        returns, or object (the argument as given) where it has none."""
+        if self.name in BUILTIN_CONVERSIONS:
+            return BUILTIN_CONVERSIONS[self.name][1]
+        if self.name in CLASS_CONVERSIONS:
+            return CLASS_CONVERSIONS[self.name][2]
+        if self.name == "Optional" and self.args[0].name in CLASS_CONVERSIONS:
+            return CLASS_CONVERSIONS[self.args[0].name][2]
+        if self.name == "|" and len(self.args) == 2 and self.args[1].name == "Unset":
+            return self.args[0].c_type()
+        spelling = ARGUMENT_SPELLINGS.get(self.name)
+        return spelling[4] if spelling else "object"
 
     def annotation(self, shadowed: frozenset[str] = frozenset()) -> str:
         """The stub spelling; builtins named in shadowed (a module constant such as

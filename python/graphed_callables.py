@@ -83,24 +83,38 @@ recorded a backward (grad mode on and something requiring grad), in call order:
 Graphed callables from different make_graphed_callables calls have separate stacks, even when
 they were given one pool: their order is the caller's business, as for any graphs sharing a pool.
 
-This module runs once per capture over the public API; the per-call cost is the argument checks,
-the Function's bookkeeping (a token saved, the stack updated), and two stage_and_launch calls.
+This module runs once per capture over the public API, and captures through the graph runtime
+(graph.graph_context) with the pool and capture mode its wrapper checked, so that neither is
+checked again per graph; the per-call cost is the argument checks, the Function's bookkeeping (a
+token saved, the stack updated), and two stage_and_launch calls.
+
+api.yaml's impl: names make_graphed_callables here, so the generated tensorplay.cuda.graphs
+imports this module, at its end, while the package is still being imported: the public modules
+imported below exist by then (tensorplay.cuda.graphs with everything it defines; tensorplay.nn
+and tensorplay.autograd are imported here if they were not yet), and this module reads their
+attributes only when it runs.
 """
 import tensorplay
 import tensorplay.accelerator
 from tensorplay import autograd, nn
 from tensorplay.cuda import graphs
+from tensorplay._runtime.base.errors import raise_no_accelerator
+from tensorplay._runtime.graphs.graph import graph_context
 
 
 def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unused_input, pool,
                            capture_error_mode):
-    """See tensorplay.cuda.graphs.make_graphed_callables (api.yaml); the generated wrapper
-    checked num_warmup_iters, allow_unused_input, pool and capture_error_mode already."""
+    """See tensorplay.cuda.graphs.make_graphed_callables (api.yaml): the generated wrapper
+    checked num_warmup_iters, allow_unused_input and pool, and passes capture_error_mode as its
+    index in the schema's choices (graph.pxd). The callables and sample arguments are checked
+    before anything needs the device, so that a mistake reads the same without a GPU."""
     just_one = not isinstance(callables, tuple)
     if just_one:
         callables = (callables,)
         sample_args = (sample_args,)
     _check_callables(callables, sample_args, just_one)
+    if not tensorplay.accelerator.is_available():
+        raise_no_accelerator("make_graphed_callables()")
     device = _capture_device(callables, sample_args, just_one)
     names = [_name(position, just_one) for position in range(len(callables))]
     surfaces = [tuple(args) + _parameters(function)
@@ -125,8 +139,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unuse
     forwards = []
     for function, args, name in zip(callables, sample_args, names):
         graph = graphs.CUDAGraph()
-        with graphs.graph(graph, pool=shared_pool, stream=stream,
-                          capture_error_mode=capture_error_mode):
+        with graph_context(graph, shared_pool, stream, capture_error_mode):
             outputs = function(*args)
         forwards.append((graph,) + _static_outputs(outputs, name))
 
@@ -143,8 +156,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unuse
             continue
         graph = graphs.CUDAGraph()
         wanted = _requiring_grad(surface, name)
-        with graphs.graph(graph, pool=shared_pool, stream=stream,
-                          capture_error_mode=capture_error_mode):
+        with graph_context(graph, shared_pool, stream, capture_error_mode):
             # retain_graph: the saved values stay allocated, so a replay never reads memory
             # the same graph reused (Note [Graphed callables], a second backward).
             grads = autograd.grad(differentiable, wanted,
@@ -166,15 +178,6 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unuse
         else:
             graphed.append(call)
     return graphed[0] if just_one else tuple(graphed)
-
-
-def check_arguments(callables, sample_args):
-    """The checks of callables and sample_args that need no device (graph.pyx runs them before
-    it says that no accelerator is available)."""
-    just_one = not isinstance(callables, tuple)
-    if just_one:
-        callables, sample_args = (callables,), (sample_args,)
-    _check_callables(callables, sample_args, just_one)
 
 
 def _name(position, just_one):

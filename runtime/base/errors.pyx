@@ -10,7 +10,7 @@ from cuda.bindings.cyruntime cimport cudaError_t, cudaSuccess
 
 from tensorplay._runtime.base cimport public
 
-from tensorplay._schema import UNSET
+from tensorplay._runtime.base.sentinels import UNSET
 
 
 class OutOfMemoryErrorCore(RuntimeError):
@@ -68,15 +68,15 @@ cdef int _wrong_type(object value, str argument, str expected) except -1:
                     f"({shown(value)})")
 
 
-cdef object bool_arg(object value, str argument):
+cdef bint bool_arg(object value, str argument) except -1:
     # Only True and False: Cython would read any object as a C truth value, so a mistake such
     # as check_available='tpu' would pass silently.
     if value is not True and value is not False:
         _wrong_type(value, argument, "a bool (True or False)")
-    return value
+    return value is True
 
 
-cdef object float_arg(object value, str argument):
+cdef double float_arg(object value, str argument) except? -1.0:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _wrong_type(value, argument, "a float (or an int)")
     try:
@@ -85,10 +85,16 @@ cdef object float_arg(object value, str argument):
         raise ValueError(f"{argument} {shown(value)} is too large for a float") from None
 
 
-cdef object str_arg(object value, str argument):
+cdef str str_arg(object value, str argument):
     if not isinstance(value, str):
         _wrong_type(value, argument, "a str")
-    return value
+    return _plain(value)
+
+
+cdef str _plain(object text):
+    """text, a str, as the runtime takes one: a str subclass's value as a plain str (a C-level
+    str parameter accepts nothing else)."""
+    return text if type(text) is str else str.__str__(text)
 
 
 cdef str _bound_text(object bound):
@@ -124,28 +130,42 @@ cdef object int_arg(object value, str argument, object low, object high):
     return value
 
 
-cdef object choice_arg(object value, str argument, tuple choices):
-    """One of the strings the schema's `choices:` lists."""
+cdef int choice_arg(object value, str argument, tuple choices) except -2:
+    """One of the strings the schema's `choices:` lists, as its index there (UNSET_CHOICE for
+    UNSET, which the wrapper lists last where it is the default)."""
     if not isinstance(value, str):
         _wrong_type(value, argument, "a str")
-    if value not in choices:
-        # UNSET is accepted where it is the default (the constructor's setting), not advertised.
-        named = ", ".join(repr(choice) for choice in choices if choice != UNSET)
-        raise ValueError(f"{argument} must be one of {named}, got {shown(value)}")
-    return value
+    cdef Py_ssize_t index
+    for index in range(len(choices)):
+        if choices[index] == value:
+            return UNSET_CHOICE if value == UNSET else index
+    # UNSET is accepted where it is the default (the constructor's setting), not advertised.
+    named = ", ".join(repr(choice) for choice in choices if choice != UNSET)
+    raise ValueError(f"{argument} must be one of {named}, got {shown(value)}")
 
 
 # The longest path Linux accepts (PATH_MAX, with its terminating NUL).
 cdef int PATH_BYTES = 4096
 
 
-cdef object path_arg(object value, str argument):
+cdef str path_arg(object value, str argument):
     """A file path as a str: a str or os.PathLike of str that a path can be."""
     if not isinstance(value, (str, os.PathLike)):
         _wrong_type(value, argument, "a str or os.PathLike")
     path = os.fspath(value)
     if not isinstance(path, str):
         raise TypeError(f"{argument} must name a path as str, got {shown(path)}")
+    return _path_text(_plain(path), argument)
+
+
+cdef str str_path_arg(object value, str argument):
+    """A file path the API reference types as str (`path: true`): a str, no os.PathLike, that a
+    path can be."""
+    return _path_text(str_arg(value, argument), argument)
+
+
+cdef str _path_text(str path, str argument):
+    """path, which must be text a file path can be."""
     if "\0" in path:
         raise ValueError(f"{argument} contains a NUL character, which no file path can: "
                          f"{shown(path)}")
@@ -178,7 +198,7 @@ cdef int check_driver(CUresult code, const char* call) except -1 nogil:
     return 0
 
 
-cdef int raise_no_accelerator(str what) except -1:
+cpdef int raise_no_accelerator(str what) except -1:
     raise RuntimeError(f"{what} needs an accelerator, but no accelerator is available: no CUDA "
                        "device is visible (check the driver, nvidia-smi and CUDA_VISIBLE_DEVICES)")
 

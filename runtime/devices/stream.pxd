@@ -15,7 +15,7 @@ cdef class StreamCore:
     cdef object c_synchronize(self)
     cdef object c_wait_event(self, object event)
     cdef bint _check_captured_wait(self, EventCore waited, unsigned long long waiting) except -1
-    cdef object c_wait_stream(self, object stream)
+    cdef object c_wait_stream(self, StreamCore stream)
     cdef object c_record_event(self, object event)
     cdef tuple cuda_stream_protocol(self)
     cdef bint equals(self, object other)
@@ -37,8 +37,8 @@ cdef class EventCore:
     cdef bint awaiting_replay
     cdef int init(self, bint enable_timing, bint blocking, bint external) except -1
     cdef int _check_external_capture(self, StreamCore stream, str what) except -1
-    cdef object c_record(self, object stream)
-    cdef object c_wait(self, object stream)
+    cdef object c_record(self, StreamCore stream)
+    cdef object c_wait(self, StreamCore stream)
     cdef bint c_query(self) except -1
     cdef object c_synchronize(self)
     cdef double c_elapsed_time(self, object end_event) except? -1
@@ -46,12 +46,12 @@ cdef class EventCore:
     cdef int _refuse_if_awaiting_replay(self, str what) except -1
 
 cdef class StreamContextCore:
-    cdef object target
+    cdef StreamCore target             # None: the block changes nothing
     cdef bint entered
     cdef int previous_device           # what enter() replaced, restored by exit()
     cdef cudaStream_t previous_stream
     cdef object previous_owner         # the Stream object that kept previous_stream alive
-    cdef int init(self, object stream) except -1
+    cdef int init(self, StreamCore stream) except -1
     cdef object enter(self)
     cdef object exit(self, object exc_type, object exc_value, object traceback)
 
@@ -74,7 +74,7 @@ cdef void give_back_ordering_event(int device, cudaEvent_t event) noexcept
 # (stream.pyx, Note [Streams the allocator refers to]).
 cdef void allocator_refers_to(cudaStream_t stream) noexcept
 cdef object current_stream(int device)
-cdef object set_stream(object stream)
-cdef object stream_context(object stream)
+cdef object set_stream(StreamCore stream)
+cdef object stream_context(StreamCore stream)
 cdef object external_stream(object handle, int device)
 cdef cudaStream_t capture_side_stream(int device) except? NULL

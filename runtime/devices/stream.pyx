@@ -201,17 +201,19 @@ cdef object current_stream(int device):
     return _wrap(device, handle, 0, None)
 
 
-cdef object set_stream(object stream):
-    cdef StreamCore target = stream  # a Stream: the wrapper checked it
-    _device.set_current_device(target.device_index)
-    _current_owners()[target.device_index] = target  # Note [Current streams stay alive]
-    tensorplay_put_stream(target.device_index, <void*>target.handle)
+cdef object set_stream(StreamCore stream):
+    _device.set_current_device(stream.device_index)
+    _current_owners()[stream.device_index] = stream  # Note [Current streams stay alive]
+    tensorplay_put_stream(stream.device_index, <void*>stream.handle)
     return None
 
 
-cdef object stream_context(object stream):
+cdef object stream_context(StreamCore stream):
+    # The public class, made without its constructor's wrapper: stream is checked already.
     cls = public.public_class("StreamContextCore", StreamContextCore)
-    return cls(stream)
+    cdef StreamContextCore context = cls.__new__(cls)
+    context.init(stream)
+    return context
 
 
 cdef object external_stream(object handle, int device):
@@ -421,14 +423,16 @@ cdef class StreamCore:
                 "replays instead. Both captures go on")
         return False
 
-    cdef object c_wait_stream(self, object stream):
-        cdef StreamCore other = stream  # a Stream: the wrapper checked it
-        self.c_wait_event(other.c_record_event(None))
+    cdef object c_wait_stream(self, StreamCore stream):
+        self.c_wait_event(stream.c_record_event(None))
         return None
 
     cdef object c_record_event(self, object event):
         if event is None:
-            event = public.public_class("EventCore", EventCore)()
+            # The public class, made without its constructor's wrapper: Event()'s defaults.
+            cls = public.public_class("EventCore", EventCore)
+            event = cls.__new__(cls)
+            (<EventCore>event).init(False, False, False)
         elif not isinstance(event, EventCore):
             raise TypeError(f"event must be a tensorplay.cuda.Event or None, got "
                             f"{type(event).__name__}")
@@ -480,8 +484,8 @@ cdef class EventCore:
             (cudaEventBlockingSync if blocking else 0)
         return 0
 
-    cdef object c_record(self, object stream):
-        cdef StreamCore target = stream  # a Stream or None: the wrapper checked it
+    cdef object c_record(self, StreamCore stream):
+        cdef StreamCore target = stream  # None: the current stream
         if target is None:
             target = current_stream(_device.current_device())
         cdef _device.DeviceSwitch switch
@@ -535,11 +539,10 @@ cdef class EventCore:
                 "event with external=False, which only orders the body's own streams")
         return 0
 
-    cdef object c_wait(self, object stream):
-        cdef StreamCore target = stream  # a Stream or None: the wrapper checked it
-        if target is None:
-            target = current_stream(_device.current_device())
-        target.c_wait_event(self)
+    cdef object c_wait(self, StreamCore stream):
+        if stream is None:
+            stream = current_stream(_device.current_device())
+        stream.c_wait_event(self)
         return None
 
     cdef bint c_query(self) except -1:
@@ -619,8 +622,8 @@ cdef class StreamContextCore:
     def __cinit__(self, *args, **kwargs):
         self.previous_device = -1
 
-    cdef int init(self, object stream) except -1:
-        self.target = stream  # a Stream or None: the wrapper checked it
+    cdef int init(self, StreamCore stream) except -1:
+        self.target = stream  # None: a no-op block
         return 0
 
     # enter() and exit() run in loops, so they save and restore the C state (device, stream
@@ -645,7 +648,7 @@ cdef class StreamContextCore:
     cdef object exit(self, object exc_type, object exc_value, object traceback):
         if self.target is None or not self.entered:
             return None
-        cdef int device = (<StreamCore>self.target).device_index
+        cdef int device = self.target.device_index
         owners = _current_owners()
         if self.previous_owner is None:
             owners.pop(device, None)

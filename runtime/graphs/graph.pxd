@@ -52,10 +52,10 @@ cdef class GraphBase:
     cdef object capture_thread_object  # its threading.Thread, to know whether it still runs
     cdef void** capture_stream_slot    # its current-stream slot (stream.pxd)
     cdef int init_cuda_graph(self) except -1
-    cdef int init_graph(self, bint keep_graph, object pool, str capture_error_mode) except -1
+    cdef int init_graph(self, bint keep_graph, object pool, int capture_error_mode) except -1
     cdef object c_enter(self)
     cdef object c_exit(self, object exc_type, object exc_value, object traceback)
-    cdef int begin(self, object pool, int capture_mode, object stream,
+    cdef int begin(self, object pool, int capture_mode, StreamCore stream,
                    bint recapture=*) except -1
     cdef int begin_on_stream(self, int capture_mode) except -1
     cdef int end(self) except -1
@@ -77,14 +77,14 @@ cdef class GraphBase:
     cdef int end_body_check(self, ConditionalBody body, str what) except -1
     cdef object c_begin_capture_to_if_node(self, object scalar_pred)
     cdef object c_begin_capture_to_while_node(self, object scalar_pred)
-    cdef object c_capture_begin(self, object pool, str capture_error_mode, StreamCore stream)
+    cdef object c_capture_begin(self, object pool, int capture_error_mode, StreamCore stream)
     cdef object c_capture_end(self)
     cdef object c_debug_dump(self, str path)
     cdef object c_enable_debug_mode(self)
     cdef object c_end_capture_to_conditional_node(self)
     cdef object c_instantiate(self)
     cdef object c_pool(self)
-    cdef object c_replay(self, object stream)
+    cdef object c_replay(self, StreamCore stream)
     # Replay on handle (the graph's RNG record advanced, then one cuGraphLaunch).
     cdef int launch_on(self, cudaStream_t handle) except -1
     cdef object c_reset(self)
@@ -114,23 +114,24 @@ cdef class GraphBase:
     cdef int finish_recapture(self) except -1
     cdef int destroy_executable(self) except -1
     cdef int check_executable(self, str what) except -1
-    cdef object c_recapture_begin(self, str capture_error_mode, StreamCore stream)
+    cdef object c_recapture_begin(self, int capture_error_mode, StreamCore stream)
     cdef object c_recapture_end(self, bint reinstantiate)
     cdef object c_kernel_nodes(self)
     cdef object c_set_kernel_node_params(self, object node, object grid, object block,
                                          object arguments)
     cdef object c_rebind(self, object bindings)
-    cdef object c_replay_with(self, object bindings, object stream)
+    cdef object c_replay_with(self, object bindings, StreamCore stream)
 
 
 # The GraphPool parameter kind's check (codegen/types.py); wrappers call it.
 cdef object pool_arg(object value, str argument)
 cdef object export_dot(str file_path)
 cdef object graph_pool_handle()
-cdef object graph_context(object cuda_graph, object pool, object stream, object capture_error_mode)
-cdef object recapture_context(object cuda_graph, object stream, object capture_error_mode,
-                              object reinstantiate)
+# A capture_error_mode arrives as its index in the schema's choices, which is its
+# cudaStreamCaptureMode (graph.pyx). graph_context is Python-callable too: the Python layer's
+# make_graphed_callables captures through it, with the arguments its wrapper checked.
+cpdef object graph_context(object cuda_graph, object pool, StreamCore stream,
+                           int capture_error_mode)
+cdef object recapture_context(object cuda_graph, StreamCore stream, int capture_error_mode,
+                              bint reinstantiate)
 cdef bint is_current_stream_capturing() except -1
-cdef object make_graphed_callables(object callables, object sample_args, object num_warmup_iters,
-                                   object allow_unused_input, object pool,
-                                   object capture_error_mode)

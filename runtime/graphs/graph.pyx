@@ -68,7 +68,8 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureUnjoine
                                       cudaGraphCondTypeWhile, cudaGraphDebugDotFlagsVerbose,
                                       cudaGraphInstantiateFlagAutoFreeOnLaunch,
                                       cudaGraphInstantiateFlagUseNodePriority, cudaGraph_t,
-                                      cudaStreamCaptureMode, cudaStreamCaptureModeRelaxed,
+                                      cudaStreamCaptureMode, cudaStreamCaptureModeGlobal,
+                                      cudaStreamCaptureModeRelaxed,
                                       cudaStreamCaptureStatus, cudaStreamCaptureStatusNone,
                                       cudaStreamLegacy, cudaStream_t, cudaSuccess)
 
@@ -76,6 +77,7 @@ from tensorplay._runtime.memory cimport allocator
 from tensorplay._runtime.devices cimport captures, device as _device
 from tensorplay._runtime.graphs cimport conditional
 from tensorplay._runtime.base cimport errors
+from tensorplay._runtime.base.errors cimport UNSET_CHOICE
 from tensorplay._runtime.graphs cimport graph_topology
 from tensorplay._runtime.graphs cimport graph_update, staging
 from tensorplay._runtime.memory cimport host_allocator
@@ -89,12 +91,14 @@ from tensorplay._runtime.devices.device cimport DeviceSwitch
 from tensorplay._runtime.devices.stream cimport EventCore, StreamCore
 from tensorplay._runtime.tensor.core cimport TensorCore
 
+from tensorplay._runtime.base.sentinels import UNSET  # Graph.capture_begin: the constructor's
 from tensorplay._runtime.graphs import graph_render
-from tensorplay._schema import UNSET  # Graph.capture_begin's "the constructor's setting"
 from tensorplay._runtime.graphs.graph_topology import CONDITIONAL_TYPES
 
-# capture_error_mode -> cudaStreamCaptureMode (docs/design.md, "Capture rules").
-CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
+# A capture_error_mode arrives as its index in api.yaml's choices (global, thread_local,
+# relaxed: errors.choice_arg), which is its cudaStreamCaptureMode, so it is used as it is
+# (docs/design.md, "Capture rules"; the test
+# test_capture_modes_arrive_as_their_cuda_stream_capture_mode holds the two orders equal).
 
 # The template of the most recently completed capture, for export_dot(): held here, as well as
 # by its graph (graph_update.pxd: the graph keeps it for its executable's setters), until the
@@ -197,10 +201,10 @@ cdef class GraphBase:
         self.side_stream_default = True
         return 0
 
-    cdef int init_graph(self, bint keep_graph, object pool, str capture_error_mode) except -1:
+    cdef int init_graph(self, bint keep_graph, object pool, int capture_error_mode) except -1:
         """accelerator.Graph(...): the with-block's settings; the current stream captures."""
         self.settings.pool = pool
-        self.settings.capture_mode = CAPTURE_MODES[capture_error_mode]
+        self.settings.capture_mode = capture_error_mode
         self.keep_template = keep_graph
         return 0
 
@@ -215,7 +219,7 @@ cdef class GraphBase:
 
     # -- capture ------------------------------------------------------------------------------
 
-    cdef int begin(self, object pool, int capture_mode, object stream,
+    cdef int begin(self, object pool, int capture_mode, StreamCore stream,
                    bint recapture=False) except -1:
         """Start a capture; the arguments were checked by the caller (Note [Capture state]).
         A recapture captures into the graph's own pool, keeping its executable (Note
@@ -231,11 +235,10 @@ cdef class GraphBase:
             raise RuntimeError("recapture_begin() needs a graph that holds a captured graph, "
                                "and this one holds none (never captured, or reset() since); "
                                "call capture_begin() instead")
-        cdef StreamCore target = stream
-        cdef int device = _capture_device(target)
+        cdef int device = _capture_device(stream)
         cdef cudaStream_t handle
-        if target is not None:
-            handle = target.handle
+        if stream is not None:
+            handle = stream.handle
         else:
             handle = _stream.current_stream_handle(device)
             if self.side_stream_default or <uintptr_t>handle <= cudaStreamLegacy:
@@ -271,7 +274,7 @@ cdef class GraphBase:
         self.capture_stream = handle
         # A Stream made for the call (capture_begin(stream=Stream())) would otherwise be
         # destroyed while it captures.
-        self.capture_stream_owner = target
+        self.capture_stream_owner = stream
         self.capture_mode = capture_mode
         self.conditional_nodes = {}
         try:
@@ -507,8 +510,8 @@ cdef class GraphBase:
         """CUDA lets only the thread that began a global or thread_local capture end it."""
         if (self.capturing and self.capture_mode != cudaStreamCaptureModeRelaxed
                 and PyThread_get_thread_ident() != self.capture_thread):
-            mode = next(name for name, value in CAPTURE_MODES.items()
-                        if value == self.capture_mode)
+            mode = "global" if self.capture_mode == cudaStreamCaptureModeGlobal \
+                else "thread_local"
             raise RuntimeError(
                 f"{what} called on thread {PyThread_get_thread_ident()}, but this graph's "
                 f"capture began on thread {self.capture_thread} in '{mode}' mode, which only "
@@ -583,8 +586,8 @@ cdef class GraphBase:
             self.release_host_memory(previous_id)
         return _release_body_pools(self.device, previous_pools)
 
-    cdef object c_recapture_begin(self, str capture_error_mode, StreamCore stream):
-        self.begin(None, CAPTURE_MODES[capture_error_mode], stream, True)
+    cdef object c_recapture_begin(self, int capture_error_mode, StreamCore stream):
+        self.begin(None, capture_error_mode, stream, True)
         return None
 
     cdef object c_recapture_end(self, bint reinstantiate):
@@ -673,7 +676,7 @@ cdef class GraphBase:
                         self.device)
         return None
 
-    cdef object c_replay_with(self, object bindings, object stream):
+    cdef object c_replay_with(self, object bindings, StreamCore stream):
         cdef cudaStream_t handle
         graph_update.bindings_arg(bindings, "replay_with()")
         if self.executable == NULL:
@@ -827,12 +830,12 @@ cdef class GraphBase:
         self.open_body(scalar_pred, cudaGraphCondTypeWhile, "begin_capture_to_while_node()")
         return None
 
-    cdef object c_capture_begin(self, object pool, str capture_error_mode, StreamCore stream):
-        # The wrapper checked every argument (UNSET: the constructor's setting).
+    cdef object c_capture_begin(self, object pool, int capture_error_mode, StreamCore stream):
+        # UNSET (a str, for pool; UNSET_CHOICE, for the mode) stands for the constructor's.
         if isinstance(pool, str):
             pool = self.settings.pool
-        cdef int capture_mode = self.settings.capture_mode if capture_error_mode == UNSET \
-            else CAPTURE_MODES[capture_error_mode]
+        cdef int capture_mode = self.settings.capture_mode \
+            if capture_error_mode == UNSET_CHOICE else capture_error_mode
         self.begin(pool, capture_mode, stream)
         return None
 
@@ -878,7 +881,7 @@ cdef class GraphBase:
             return (self.pool_id.first, self.pool_id.second)
         return self.settings.pool if isinstance(self.settings.pool, tuple) else None
 
-    cdef object c_replay(self, object stream):
+    cdef object c_replay(self, StreamCore stream):
         cdef cudaStream_t handle
         if self.executable == NULL:
             _not_replayable(self)
@@ -1098,12 +1101,11 @@ cdef int _not_replayable(GraphBase graph) except -1:
                        "captured, or reset() since); capture it first")
 
 
-cdef cudaStream_t _replay_stream(GraphBase graph, object stream) except? NULL:
-    cdef StreamCore target = stream  # a Stream: the wrapper checked it
-    if target.device_index != graph.device:
-        raise ValueError(f"stream is on cuda:{target.device_index}, but the graph was captured "
+cdef cudaStream_t _replay_stream(GraphBase graph, StreamCore stream) except? NULL:
+    if stream.device_index != graph.device:
+        raise ValueError(f"stream is on cuda:{stream.device_index}, but the graph was captured "
                          f"on cuda:{graph.device}; replay it on a stream of that device")
-    return target.handle
+    return stream.handle
 
 
 cdef int _write_dot(cudaGraph_t template, int device, str path, bint verbose) except -1:
@@ -1181,7 +1183,7 @@ cdef class GraphContext:
     """What tensorplay.cuda.graphs.graph() returns: captures its block into cuda_graph."""
     cdef GraphBase cuda_graph
     cdef object pool
-    cdef object stream
+    cdef StreamCore stream
     cdef int capture_mode
 
     def __enter__(self):
@@ -1207,7 +1209,7 @@ cdef class RecaptureContext:
     """What tensorplay.cuda.graphs.recapture() returns: captures its block into cuda_graph
     again and updates its executable (Note [Recapture])."""
     cdef GraphBase cuda_graph
-    cdef object stream
+    cdef StreamCore stream
     cdef int capture_mode
     cdef bint reinstantiate
 
@@ -1223,21 +1225,18 @@ cdef class RecaptureContext:
         return None
 
 
-cdef object recapture_context(object cuda_graph, object stream, object capture_error_mode,
-                              object reinstantiate):
+cdef object recapture_context(object cuda_graph, StreamCore stream, int capture_error_mode,
+                              bint reinstantiate):
     _cuda_graph_arg(cuda_graph)
     cdef RecaptureContext context = RecaptureContext.__new__(RecaptureContext)
     context.cuda_graph = cuda_graph
     context.stream = stream
-    context.capture_mode = CAPTURE_MODES[capture_error_mode]
+    context.capture_mode = capture_error_mode
     context.reinstantiate = reinstantiate
     return context
 
 
 cdef object export_dot(str file_path):
-    # The reference types file_path as str, so the wrapper checks a str; what a path can hold
-    # is the Path kind's check (codegen/types.py).
-    errors.path_arg(file_path, "file_path")
     cdef cudaGraph_t template = _last_template.graph if _last_template is not None else NULL
     cdef GraphBase owner
     if _last_owner is not None:
@@ -1261,14 +1260,14 @@ cdef object graph_pool_handle():
     return (handle.first, handle.second)
 
 
-cdef object graph_context(object cuda_graph, object pool, object stream,
-                          object capture_error_mode):
+cpdef object graph_context(object cuda_graph, object pool, StreamCore stream,
+                           int capture_error_mode):
     _cuda_graph_arg(cuda_graph)
     cdef GraphContext context = GraphContext.__new__(GraphContext)
     context.cuda_graph = cuda_graph
     context.pool = pool
     context.stream = stream
-    context.capture_mode = CAPTURE_MODES[capture_error_mode]
+    context.capture_mode = capture_error_mode
     return context
 
 
@@ -1278,16 +1277,3 @@ cdef bint is_current_stream_capturing() except -1:
     cdef int current = _device.current_device()
     return _device.stream_capturing(_stream.current_stream_handle(current), current)
 
-
-cdef object make_graphed_callables(object callables, object sample_args, object num_warmup_iters,
-                                   object allow_unused_input, object pool,
-                                   object capture_error_mode):
-    # The wrapper checked num_warmup_iters, pool and capture_error_mode (api.yaml).
-    # Python over the public graph API: its cost is paid once, at capture (graphed_callables.py).
-    from tensorplay._python import graphed_callables
-    if not _device.is_available():
-        # The arguments' own checks first, so that a mistake reads the same without a GPU.
-        graphed_callables.check_arguments(callables, sample_args)
-        errors.raise_no_accelerator("make_graphed_callables()")
-    return graphed_callables.make_graphed_callables(callables, sample_args, num_warmup_iters,
-                                                    allow_unused_input, pool, capture_error_mode)

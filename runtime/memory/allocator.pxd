@@ -33,7 +33,9 @@ cdef struct PoolId:
 
 # Allocation. allocate() raises tensorplay.OutOfMemoryError after freeing the cache and retrying
 # once; release() returns a block to its pool (deferred behind events of other streams that
-# used it); record_stream() marks a block as used on another stream.
+# used it); record_stream() marks a block as used on another stream. allocate()'s device is
+# checked by its caller (device.checked_device, once per call: CUDA initialised, the index
+# visible), on the allocation path of every tensor.
 cdef void* allocate(int device, size_t size, cudaStream_t stream) except? NULL
 cdef int release(void* ptr) except -1
 cdef int record_stream(void* ptr, cudaStream_t stream, int stream_device) except -1

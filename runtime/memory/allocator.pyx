@@ -862,9 +862,7 @@ cdef Block* find_allocated(void* ptr) noexcept:
 
 
 cdef void* allocate(int device, size_t size, cudaStream_t stream) except? NULL:
-    # checked_device initialises CUDA on first use (device.ensure_initialized) and rejects
-    # indices beyond the visible devices.
-    devices.checked_device(device)
+    # The caller checked device (allocator.pxd), which initialised CUDA.
     cdef DeviceState* state = state_for(device)
     cdef Block* block = NULL
     acquire(&state.lock)

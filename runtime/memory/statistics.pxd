@@ -1,5 +1,7 @@
 from libc.stdint cimport int64_t
 
+from tensorplay._runtime.devices.stream cimport StreamCore
+
 # The memory API (api.yaml: tensorplay.accelerator.memory and tensorplay.cuda).
 cdef object empty_cache()
 cdef object empty_host_cache()
@@ -12,10 +14,12 @@ cdef dict memory_stats(int device)
 cdef dict memory_stats_as_nested_dict(int device)
 cdef object reset_accumulated_memory_stats(int device)
 cdef object reset_peak_memory_stats(int device)
-cdef object caching_allocator_alloc(object size, int device, object stream)
+# Sizes arrive in api.yaml's range (0 to 2**63 - 1), streams as checked Streams (None: the
+# current stream).
+cdef object caching_allocator_alloc(size_t size, int device, StreamCore stream)
 cdef object caching_allocator_delete(object ptr)
-cdef object caching_allocator_record_stream(object ptr, object stream)
+cdef object caching_allocator_record_stream(object ptr, StreamCore stream)
 cdef dict host_memory_stats()
-cdef object caching_host_allocator_alloc(object size)
+cdef object caching_host_allocator_alloc(size_t size)
 cdef object caching_host_allocator_delete(object ptr)
-cdef object caching_host_allocator_record_stream(object ptr, object stream)
+cdef object caching_host_allocator_record_stream(object ptr, StreamCore stream)

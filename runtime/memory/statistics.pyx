@@ -99,18 +99,17 @@ cdef inline void* pointer_arg(object ptr, str argument, str source) except? NULL
     return <void*><uintptr_t>ptr
 
 
-cdef object caching_allocator_alloc(object size, int device, object stream):
-    cdef size_t size_bytes = size  # from 0 to 2**63 - 1: api.yaml's range
-    cdef _stream.StreamCore on = stream  # a Stream or None: the wrapper checked it
+cdef object caching_allocator_alloc(size_t size, int device, _stream.StreamCore stream):
     _device.checked_device(device)  # after the arguments: a mistake reads the same anywhere
     cdef cudaStream_t handle
-    if on is None:
+    if stream is None:
         handle = _stream.current_stream_handle(device)
-    elif on.device_index != device:
-        raise ValueError(f"stream belongs to cuda:{on.device_index} but device is cuda:{device}")
+    elif stream.device_index != device:
+        raise ValueError(f"stream belongs to cuda:{stream.device_index} but device is "
+                         f"cuda:{device}")
     else:
-        handle = on.handle
-    return <uintptr_t>allocator.allocate(device, size_bytes, handle)
+        handle = stream.handle
+    return <uintptr_t>allocator.allocate(device, size, handle)
 
 
 cdef object caching_allocator_delete(object ptr):
@@ -118,10 +117,9 @@ cdef object caching_allocator_delete(object ptr):
     return None
 
 
-cdef object caching_allocator_record_stream(object ptr, object stream):
-    cdef _stream.StreamCore on = stream  # a Stream: the wrapper checked it
-    allocator.record_stream(pointer_arg(ptr, "ptr", "caching_allocator_alloc()"), on.handle,
-                            on.device_index)
+cdef object caching_allocator_record_stream(object ptr, _stream.StreamCore stream):
+    allocator.record_stream(pointer_arg(ptr, "ptr", "caching_allocator_alloc()"), stream.handle,
+                            stream.device_index)
     return None
 
 
@@ -129,9 +127,8 @@ cdef dict host_memory_stats():
     return host_allocator.host_memory_stats()
 
 
-cdef object caching_host_allocator_alloc(object size):
-    cdef size_t size_bytes = size  # from 0 to 2**63 - 1: api.yaml's range
-    return <uintptr_t>host_allocator.host_allocate(size_bytes)
+cdef object caching_host_allocator_alloc(size_t size):
+    return <uintptr_t>host_allocator.host_allocate(size)
 
 
 cdef object caching_host_allocator_delete(object ptr):
@@ -139,8 +136,7 @@ cdef object caching_host_allocator_delete(object ptr):
     return None
 
 
-cdef object caching_host_allocator_record_stream(object ptr, object stream):
-    cdef _stream.StreamCore on = stream  # a Stream: the wrapper checked it
+cdef object caching_host_allocator_record_stream(object ptr, _stream.StreamCore stream):
     host_allocator.host_record_stream(
-        pointer_arg(ptr, "ptr", "caching_host_allocator_alloc()"), on.handle)
+        pointer_arg(ptr, "ptr", "caching_host_allocator_alloc()"), stream.handle)
     return None

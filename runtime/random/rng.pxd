@@ -42,7 +42,7 @@ cdef class GeneratorCore:
     cdef object c_get_state(self)
     cdef object c_set_state(self, object new_state)
     cdef object c_get_offset(self)
-    cdef object c_set_offset(self, object offset)
+    cdef object c_set_offset(self, uint64_t offset)
     cdef object c_graphsafe_get_state(self)
     cdef object c_graphsafe_set_state(self, object state)
     cdef object c_clone_state(self)

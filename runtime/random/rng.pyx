@@ -312,8 +312,7 @@ cdef class GeneratorCore:
         self.state.settle("get_offset()")
         return self.state.offset
 
-    cdef object c_set_offset(self, object offset):
-        # The wrapper checked the range, 0 to 2**64 - 1 (api.yaml).
+    cdef object c_set_offset(self, uint64_t offset):
         if offset % OFFSET_STEP:
             raise ValueError(f"offset must be a multiple of {OFFSET_STEP} (each random op "
                              f"takes one Philox block of 4 outputs), got {offset}")

@@ -4,6 +4,7 @@ from libc.stdint cimport int64_t, uintptr_t
 from cuda.bindings.cyruntime cimport cudaStream_t
 
 from tensorplay._runtime.base.dtypes cimport DtypeCore
+from tensorplay._runtime.devices.stream cimport StreamCore
 
 cdef enum:
     CPU = -1                 # device index of CPU tensors
@@ -94,7 +95,7 @@ cdef class TensorCore:
     cdef object c_contiguous(self)
     cdef object c_to(self, object device, object dtype, bint non_blocking, bint copy)
     cdef object c_cpu(self)
-    cdef object c_cuda(self, object device, bint non_blocking)
+    cdef object c_cuda(self, int device, bint non_blocking)
     cdef object c_pin_memory(self)
     cdef bint c_is_pinned(self) except -1
     cdef object c_numpy(self)
@@ -163,7 +164,7 @@ cdef class TensorCore:
     cdef object c_min(self)
     cdef object c_matmul(self, object other)
     cdef object c_rmatmul(self, object other)
-    cdef object c_record_stream(self, object stream)
+    cdef object c_record_stream(self, StreamCore stream)
     cdef object c_dlpack(self, object stream, object max_version, object dl_device, object copy)
     cdef tuple c_dlpack_device(self)
     cdef dict c_cuda_array_interface(self)

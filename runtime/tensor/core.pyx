@@ -621,11 +621,12 @@ cdef int scalar_operand_arg(object value, str name, str argument="the other oper
     return 0
 
 
-cdef int check_operand(TensorCore tensor, object other, bint inplace, str name, str argument,
-                       bint same_dtype) except -1:
+cdef tuple check_operand(TensorCore tensor, object other, bint inplace, str name, str argument,
+                         bint same_dtype):
     """other is a tensor on tensor's device (of its dtype when same_dtype) whose shape
     broadcasts with tensor's (to tensor's own shape for an in-place result), or a Python
-    scalar that fits 64 bits."""
+    scalar that fits 64 bits. Returns the shape of the result."""
+    shape = tensor.sizes
     if isinstance(other, TensorCore):
         if same_dtype:
             check_device_and_dtype(tensor, other, name)
@@ -640,7 +641,7 @@ cdef int check_operand(TensorCore tensor, object other, bint inplace, str name, 
                         f"{type(other).__name__}")
     else:
         scalar_operand_arg(other, name, argument)
-    return 0
+    return shape
 
 
 cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_division,
@@ -650,6 +651,12 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_divis
     scalar; no bool arithmetic here (c_bool_binary has its own rules); integers divide truly into
     float32; an in-place result keeps the tensor's dtype and shape."""
     check_operand(tensor, other, inplace, name, argument, True)
+    return operand_dtype(tensor, other, true_division, inplace, name)
+
+
+cdef DtypeCore operand_dtype(TensorCore tensor, object other, bint true_division, bint inplace,
+                             str name):
+    """arithmetic_dtype, once check_operand has checked other (c_binary keeps the shape)."""
     if tensor.dtype_object.name == "bool":
         raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
                         ".to(tensorplay.int64) first")
@@ -1158,9 +1165,8 @@ cdef class TensorCore:
     cdef object c_cpu(self):
         return self.c_to("cpu", None, False, False)
 
-    cdef object c_cuda(self, object device, bint non_blocking):
-        cdef int index = _device.device_index_arg(device, "device")
-        return copied_to(self, index, self.dtype_object, non_blocking, False, "self")
+    cdef object c_cuda(self, int device, bint non_blocking):
+        return copied_to(self, device, self.dtype_object, non_blocking, False, "self")
 
     cdef object c_pin_memory(self):
         if self.device_index != CPU:
@@ -1393,8 +1399,9 @@ cdef class TensorCore:
                 not isinstance(other, TensorCore) or
                 (<TensorCore>other).dtype_object is self.dtype_object):
             return self.c_bool_binary(other, op, reverse, inplace, name)
-        cdef DtypeCore result_dtype = arithmetic_dtype(self, other, op == device_ops.OP_DIV,
-                                                       inplace, name)
+        sizes = check_operand(self, other, inplace, name, "the other operand", True)
+        cdef DtypeCore result_dtype = operand_dtype(self, other, op == device_ops.OP_DIV,
+                                                    inplace, name)
         if op == device_ops.OP_POW and not reverse and not result_dtype.floating and \
                 isinstance(other, int) and other < 0:
             raise IntegerPowerError(f"{name}: Integers to negative integer powers are not "
@@ -1424,7 +1431,6 @@ cdef class TensorCore:
         cdef TensorCore first, second
         if isinstance(right, TensorCore):
             first, second = (right, left) if reverse else (left, right)
-            sizes = broadcast_shape(first.sizes, second.sizes, name)  # checked above
             output = self if inplace and is_contiguous(self) else \
                 new_empty(sizes, result_dtype, self.device_index)
             if reads_directly(first, sizes) and reads_directly(second, sizes):  # the common case
@@ -2159,13 +2165,12 @@ cdef class TensorCore:
         self.version.value += 1
         return 0
 
-    cdef object c_record_stream(self, object stream):
-        cdef _stream.StreamCore on = stream  # a Stream: the wrapper checked it
+    cdef object c_record_stream(self, StreamCore stream):
         if self.device_index == CPU:
             raise TypeError("record_stream() needs a CUDA tensor")
         if isinstance(self.owner, DeviceStorage):  # memory shared by others is theirs to track
-            allocator.record_stream(<void*>(<DeviceStorage>self.owner).pointer, on.handle,
-                                    on.device_index)
+            allocator.record_stream(<void*>(<DeviceStorage>self.owner).pointer, stream.handle,
+                                    stream.device_index)
         return None
 
     # -- interop --------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ DEMO_PXD = textwrap.dedent("""\
         cdef object c_enter(self)
         cdef object c_exit(self, object exc_type, object exc_value, object traceback)
         cdef object c_enabled(self)
-        cdef object c_set_enabled(self, object value)
+        cdef object c_set_enabled(self, bint value)
     cdef object apply_function(object cls, object args)
     """)
 DEMO_PYX = textwrap.dedent("""\

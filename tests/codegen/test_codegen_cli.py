@@ -40,7 +40,7 @@ def assert_one_error(result, status, *fragments):
 def workspace(tmp_path, root):
     """A copy of the schema, templates, runtime declarations and generator, to edit freely."""
     shutil.copy(root / "api.yaml", tmp_path / "api.yaml")
-    for name in ("templates", "runtime", "codegen"):
+    for name in ("templates", "runtime", "python", "codegen"):
         shutil.copytree(root / name, tmp_path / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c", "*.cpp"))
     return tmp_path

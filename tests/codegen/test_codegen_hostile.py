@@ -251,7 +251,7 @@ def tricky_schema():
              "struct", "union", "enum", "cppclass", "new", "operator", "by", "property",
              "print", "exec", "complex", "type")
     functions = "".join(
-        f"  - name: with_{word}\n    impl: device.synchronize\n    params:\n"
+        f"  - name: with_{word}\n    impl: statistics.caching_allocator_delete\n    params:\n"
         f"    - {{name: {word}, type: Any, doc: 'a \"{word}\" \\'}}\n    doc: Takes {word}.\n"
         for word in words)
     functions += ("  - name: sync\n    alias_of: synchronize\n"

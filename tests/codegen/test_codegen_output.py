@@ -24,6 +24,7 @@ def workspace(tmp_path, root):
         shutil.copy(root / name, tmp_path / name)
     shutil.copytree(root / "templates", tmp_path / "templates")
     shutil.copytree(root / "runtime", tmp_path / "runtime")
+    shutil.copytree(root / "python", tmp_path / "python")
     shutil.copytree(root / "codegen", tmp_path / "codegen")
     return tmp_path
 

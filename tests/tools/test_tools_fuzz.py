@@ -201,7 +201,7 @@ def test_hostile_names_are_refused_exactly_when_the_wrapper_could_not_compile(tm
     assert len(accepted) > 10 and len(refused) > 10, (accepted, refused)
     # Every name accepted, as a parameter of one function each, translates in one wrapper.
     functions = "".join(
-        f"  - name: takes_{number}\n    impl: device.synchronize\n    params:\n"
+        f"  - name: takes_{number}\n    impl: statistics.caching_allocator_delete\n    params:\n"
         f"    - {{name: {yaml_scalar(name)}, type: Any, doc: it.}}\n    doc: Takes it.\n"
         for number, name in enumerate(sorted(accepted)))
     api = build_api(VALID + functions, runtime)

@@ -46,7 +46,7 @@ def export_dot(file_path):
         OSError: the file cannot be written whole (a missing folder, no permission, a full
             disk); the error names the path.
     """
-    return _graph.export_dot(_errors.str_arg(file_path, 'file_path'))
+    return _graph.export_dot(_errors.str_path_arg(file_path, 'file_path'))
 
 
 def graph_pool_handle():
@@ -201,7 +201,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
         RuntimeError: an input that requires grad is unused and allow_unused_input is False
             (from autograd.grad()), or a capture failed.
     """
-    return _graph.make_graphed_callables(callables, sample_args, _errors.int_arg(num_warmup_iters, 'num_warmup_iters', 0, 2147483647), _errors.bool_arg(allow_unused_input, 'allow_unused_input'), _graph.pool_arg(pool, 'pool'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')))
+    return _graphed_callables.make_graphed_callables(callables, sample_args, _errors.int_arg(num_warmup_iters, 'num_warmup_iters', 0, 2147483647), _errors.bool_arg(allow_unused_input, 'allow_unused_input'), _graph.pool_arg(pool, 'pool'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')))
 
 
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns
@@ -265,3 +265,7 @@ cdef class KernelNode(_graph_update.KernelNodeCore):
 
 
 _public.register_class("KernelNodeCore", KernelNode)
+
+# The Python layer's implementations (python/), imported last: they use the public package,
+# this module included, which is complete by now.
+from tensorplay._python import graphed_callables as _graphed_callables
