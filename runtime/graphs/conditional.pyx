@@ -101,7 +101,6 @@ cdef int begin_body(int device, CUfunction setter, uintptr_t predicate, int node
         finally:
             free(params)
             _device.exit_device(&saved)
-    _device.body_capture_began(body_capture_id[0])
     return 0
 
 
@@ -176,7 +175,6 @@ cdef int next_body(int device, int capture_mode, ConditionalBody body,
     if body.routing:
         body.routing = False
         allocator.end_allocate_to_pool(device, body.pool)
-    _device.body_capture_ended(body.capture_id)
     captures.capture_ended(body.capture_id)
     with nogil:
         _device.enter_device(device, &saved)
@@ -197,7 +195,6 @@ cdef int next_body(int device, int capture_mode, ConditionalBody body,
         finally:
             _device.exit_device(&saved)
     body.capture_id = capture_id
-    _device.body_capture_began(capture_id)
     captures.capture_began(capture_id, holder)
     allocator.begin_allocate_to_pool(device, body.pool, capture_id, holder)
     body.routing = True

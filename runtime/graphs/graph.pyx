@@ -323,7 +323,6 @@ cdef class GraphBase:
                 _device.capture_closed(self.capture_stream)
             raise
         self.capture_id = capture_id
-        _device.capture_identified(self.capture_stream, capture_id)
         return 0
 
     cdef int end(self) except -1:
@@ -760,7 +759,6 @@ cdef class GraphBase:
                     for side in captures.unjoined_streams(self.device, body.stream,
                                                           body.capture_id):
                         _stream.order_after(self.device, <uintptr_t>body.stream, side)
-                _device.body_capture_ended(body.capture_id)
                 captures.capture_ended(body.capture_id)
                 with nogil:
                     _device.enter_device(self.device, &saved)
