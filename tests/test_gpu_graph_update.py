@@ -387,8 +387,8 @@ def test_reset_after_rebinding_and_updates_leaves_nothing_behind(quiet_device):
     assert memory.memory_stats()["num_graph_pools"] == pools
 
 
-# -- extents, launch rules and listed nodes (Notes [Extents and bounds], [Launch dimensions],
-# [Listed nodes] in graph_update.pyx) -----------------------------------------------------------
+# -- extents, launch rules and listed nodes (Note [Extents and bounds] in graph_update.pyx, Notes
+# [Launch dimensions], [Listed nodes] in node_params.pyx) ----------------------------------------
 
 
 def kernel_node(g, *names):
@@ -594,14 +594,14 @@ def test_a_node_listed_before_a_reinstantiating_recapture_is_refused(quiet_devic
 
 
 def test_nodes_of_another_graph_and_hand_made_nodes_are_refused(quiet_device):
-    from tensorplay._runtime.graphs import graph_update
+    from tensorplay._runtime.graphs import node_params
     x, other = warmed(0.0, COUNT), warmed(0.0, COUNT)
     g, _ = captured(lambda: x.fill_(1.0))
     h, _ = captured(lambda: other.fill_(7.0))
     with pytest.raises(ValueError, match=r"belongs to another graph.*kernel_nodes\(\)"):
         g.set_kernel_node_params(fill_node(h), arguments={"value": 4.0})
     for hand_made in (graphs.KernelNode(),
-                      graph_update.KernelNodeCore.__new__(graph_update.KernelNodeCore)):
+                      node_params.KernelNodeCore.__new__(node_params.KernelNodeCore)):
         with pytest.raises(ValueError, match=r"made by hand.*kernel_nodes\(\)"):
             g.set_kernel_node_params(hand_made, arguments={"value": 4.0})
     g.replay()

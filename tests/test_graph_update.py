@@ -379,9 +379,9 @@ def test_graph_update_arguments_are_checked_before_the_graph_is():
         g.replay_with((1, 2))
     with pytest.raises(TypeError, match="node must be a KernelNode from kernel_nodes"):
         g.set_kernel_node_params(3)
-    from tensorplay._runtime.graphs import graph_update
-    for hand_made in (graphs.KernelNode(), graph_update.KernelNodeCore.__new__(
-            graph_update.KernelNodeCore)):
+    from tensorplay._runtime.graphs import node_params
+    for hand_made in (graphs.KernelNode(), node_params.KernelNodeCore.__new__(
+            node_params.KernelNodeCore)):
         with pytest.raises(ValueError, match=r"made by hand.*kernel_nodes\(\)"):
             g.set_kernel_node_params(hand_made, grid=1)
     with pytest.raises(TypeError, match="reinstantiate must be a bool"):

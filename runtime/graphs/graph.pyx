@@ -34,7 +34,7 @@ every stream its executable was launched on (a few pointer compares per replay, 
 whatever it lets go of (the blocks its capture held, at reset(), deletion or the end of a
 recapture; the tensors rebind() replaces) is marked as used on each of those streams first: the
 allocator then records one event per stream and reuses the memory once they complete, as for
-record_stream(). replay_with() marks its tensors used on its own stream (graph_update.pyx).
+record_stream(). replay_with() marks its tensors used on its own stream (rebinding.pyx).
 
 Note [Recapture]
 recapture_begin() captures the same work again into a graph that holds an executable, and
@@ -77,7 +77,7 @@ from tensorplay._runtime.devices cimport captures, device as _device
 from tensorplay._runtime.graphs cimport conditional
 from tensorplay._runtime.base cimport errors
 from tensorplay._runtime.graphs cimport graph_topology
-from tensorplay._runtime.graphs cimport graph_update, staging
+from tensorplay._runtime.graphs cimport graph_update, node_params, rebinding, staging
 from tensorplay._runtime.memory cimport host_allocator
 from tensorplay._runtime.random cimport rng
 from tensorplay._runtime.tensor cimport core as tensor
@@ -636,7 +636,7 @@ cdef class GraphBase:
             _device.exit_device(&saved)
         return 0
 
-    # -- node parameters and rebinding (graph_update.pyx) -----------------------------------------
+    # -- node parameters and rebinding (node_params.pyx, rebinding.pyx) --------------------------
 
     cdef int check_executable(self, str what) except -1:
         if self.executable == NULL:
@@ -646,20 +646,20 @@ cdef class GraphBase:
 
     cdef object c_kernel_nodes(self):
         self.check_executable("kernel_nodes()")
-        return graph_update.kernel_nodes(self.updates, self)
+        return node_params.kernel_nodes(self.updates, self)
 
     cdef object c_set_kernel_node_params(self, object node, object grid, object block,
                                          object arguments):
-        graph_update.node_params_args(node, grid, block, arguments)
+        node_params.node_params_args(node, grid, block, arguments)
         self.check_executable("set_kernel_node_params()")
-        graph_update.set_kernel_node_params(self.updates, self.executable, self, node, grid,
-                                            block, arguments)
+        node_params.set_kernel_node_params(self.updates, self.executable, self, node, grid,
+                                           block, arguments)
         return None
 
     cdef object c_rebind(self, object bindings):
-        graph_update.bindings_arg(bindings, "rebind()")
+        rebinding.bindings_arg(bindings, "rebind()")
         self.check_executable("rebind()")
-        graph_update.rebind(self.updates, self.executable, bindings, True, NULL, "rebind()")
+        rebinding.rebind(self.updates, self.executable, bindings, True, NULL, "rebind()")
         # The replaced tensors: replays already queued still touch them.
         cdef TensorCore replaced
         cdef cudaStream_t launched
@@ -674,15 +674,15 @@ cdef class GraphBase:
 
     cdef object c_replay_with(self, object bindings, object stream):
         cdef cudaStream_t handle
-        graph_update.bindings_arg(bindings, "replay_with()")
+        rebinding.bindings_arg(bindings, "replay_with()")
         if self.executable == NULL:
             _not_replayable(self)
         if stream is None:
             handle = _stream.current_stream_handle(self.device)
         else:
             handle = _replay_stream(self, stream)
-        graph_update.rebind(self.updates, self.executable, bindings, False, handle,
-                            "replay_with()")
+        rebinding.rebind(self.updates, self.executable, bindings, False, handle,
+                         "replay_with()")
         self.launch_on(handle)
         return None
 
@@ -885,7 +885,7 @@ cdef class GraphBase:
         else:
             handle = _replay_stream(self, stream)
         if self.updates.dirty:  # replay_with() bound other tensors for its launch only
-            graph_update.restore_bindings(self.updates, self.executable)
+            rebinding.restore_bindings(self.updates, self.executable)
         self.launch_on(handle)
         return None
 
@@ -960,7 +960,7 @@ cdef class GraphBase:
         cdef cudaStream_t handle = _stream.current_stream_handle(self.device)
         staging.stage(self.device, static_inputs, inputs, handle)
         if self.updates.dirty:
-            graph_update.restore_bindings(self.updates, self.executable)
+            rebinding.restore_bindings(self.updates, self.executable)
         self.launch_on(handle)
         return None
 

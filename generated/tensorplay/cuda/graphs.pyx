@@ -6,7 +6,7 @@ bulk input staging and graphed callables.
 
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.graphs cimport graph as _graph
-from tensorplay._runtime.graphs cimport graph_update as _graph_update
+from tensorplay._runtime.graphs cimport node_params as _node_params
 from tensorplay._runtime.base cimport public as _public
 from tensorplay._runtime.devices cimport stream as _stream
 cimport tensorplay._bases as _bases
@@ -217,7 +217,7 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
         self.init_cuda_graph()
 
 
-cdef class KernelNode(_graph_update.KernelNodeCore):
+cdef class KernelNode(_node_params.KernelNodeCore):
     """A kernel node of a graph's executable, as CUDAGraph.kernel_nodes() listed it."""
 
     def __repr__(self):
