@@ -438,6 +438,7 @@ COLD_MODULES = {
     "tensorplay._runtime.graphs.graph_topology",
     "tensorplay._runtime.graphs.conditional",   # building conditional nodes
     "tensorplay._runtime.devices.captures",     # capture bookkeeping
+    "tensorplay._runtime.memory.pools",         # private pools: retained and routed per capture
     "tensorplay._runtime.tensor.interop",       # DLPack and __cuda_array_interface__ imports
     "tensorplay._runtime.autograd.nn",          # Module bookkeeping (Python classes)
     "tensorplay._runtime.autograd.optim",

@@ -472,8 +472,9 @@ cdef int refuse_on_capturing_stream(str what, void* stream, int device) except -
     if stream_capturing(stream, device):
         raise RuntimeError(
             f"{what} cannot run on stream {<size_t>stream:#x} of cuda:{device} while it captures "
-            "a graph: waiting for a capturing stream is forbidden (cudaErrorStreamCaptureUnsupported)"
-            " and would invalidate the capture. Call it before the capture begins or after it ends")
+            "a graph: waiting for a capturing stream is forbidden "
+            "(cudaErrorStreamCaptureUnsupported) and would invalidate the capture. Call it before "
+            "the capture begins or after it ends")
     return 0
 
 

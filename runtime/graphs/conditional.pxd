@@ -4,7 +4,7 @@ from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraphNode_t, cudaGraph_t,
                                       cudaStream_t)
 
-from tensorplay._runtime.memory.allocator cimport PoolId
+from tensorplay._runtime.memory.pools cimport PoolId
 from tensorplay._runtime.tensor.core cimport TensorCore
 
 # One open conditional node of a capture: its handle and the stream its body captures on.

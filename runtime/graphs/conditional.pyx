@@ -20,7 +20,7 @@ from cuda.bindings.cyruntime cimport (cudaGraphEdgeData, cudaGraphNode_t, cudaGr
                                       cudaStreamNonBlocking, cudaStreamSetCaptureDependencies,
                                       cudaStream_t)
 
-from tensorplay._runtime.memory cimport allocator
+from tensorplay._runtime.memory cimport pools
 from tensorplay._runtime.devices cimport captures, device as _device
 from tensorplay._runtime.base cimport errors
 from tensorplay._runtime.kernels cimport nvrtc as kernels
@@ -174,7 +174,7 @@ cdef int next_body(int device, int capture_mode, ConditionalBody body,
     cdef DeviceSwitch saved
     if body.routing:
         body.routing = False
-        allocator.end_allocate_to_pool(device, body.pool)
+        pools.end_allocate_to_pool(device, body.pool)
     captures.capture_ended(body.capture_id)
     with nogil:
         _device.enter_device(device, &saved)
@@ -196,7 +196,7 @@ cdef int next_body(int device, int capture_mode, ConditionalBody body,
             _device.exit_device(&saved)
     body.capture_id = capture_id
     captures.capture_began(capture_id, holder)
-    allocator.begin_allocate_to_pool(device, body.pool, capture_id, holder)
+    pools.begin_allocate_to_pool(device, body.pool, capture_id, holder)
     body.routing = True
     return 0
 

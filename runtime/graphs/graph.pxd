@@ -3,7 +3,7 @@ from libcpp.vector cimport vector
 from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraphNode_t, cudaGraph_t,
                                       cudaGraphExec_t, cudaStream_t)
 
-from tensorplay._runtime.memory.allocator cimport PoolId
+from tensorplay._runtime.memory.pools cimport PoolId
 from tensorplay._runtime.graphs.conditional cimport ConditionalBody
 from tensorplay._runtime.graphs.graph_update cimport ExecutableState, GraphTemplate
 from tensorplay._runtime.random.rng cimport GraphGenerators

@@ -5,9 +5,9 @@ Note [Capture state]
 A graph object goes through: empty -> capturing (capture_begin) -> executable (capture_end,
 which instantiates) -> empty again (reset). Each step records what it took, so every exit path
 (a failed capture, an exception in the body, reset(), the destructor) gives back exactly that:
-- holds_pool: one reference to the private pool (allocator.retain_pool), released by reset()
+- holds_pool: one reference to the private pool (pools.retain_pool), released by reset()
   or by a capture that fails. Allocations made while the capture runs come from that pool
-  (allocator.begin_allocate_to_pool, keyed by the capture id, so work on any stream joined to
+  (pools.begin_allocate_to_pool, keyed by the capture id, so work on any stream joined to
   the capture is routed too); they survive the graph's reset until the tensors are freed, and
   empty_cache() then returns the memory (PyTorch's rules, docs/design.md).
 - routing: the pool receives the capture's allocations; stopped as soon as the capture ends,
@@ -72,7 +72,7 @@ from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorStreamCaptureUnjoine
                                       cudaStreamCaptureStatus, cudaStreamCaptureStatusNone,
                                       cudaStreamLegacy, cudaStream_t, cudaSuccess)
 
-from tensorplay._runtime.memory cimport allocator
+from tensorplay._runtime.memory cimport allocator, pools
 from tensorplay._runtime.devices cimport captures, device as _device
 from tensorplay._runtime.graphs cimport conditional
 from tensorplay._runtime.base cimport errors
@@ -84,7 +84,7 @@ from tensorplay._runtime.tensor cimport core as tensor
 from tensorplay._runtime.graphs.graph_update cimport GraphTemplate
 from tensorplay._runtime.graphs.conditional cimport ConditionalBody
 from tensorplay._runtime.devices cimport stream as _stream
-from tensorplay._runtime.memory.allocator cimport PoolId
+from tensorplay._runtime.memory.pools cimport PoolId
 from tensorplay._runtime.devices.device cimport DeviceSwitch
 from tensorplay._runtime.devices.stream cimport EventCore, StreamCore
 from tensorplay._runtime.tensor.core cimport TensorCore
@@ -130,7 +130,7 @@ cdef PoolId _pool_for_capture(object pool) except *:
     cdef PoolId chosen
     if pool is None:
         # A graph's own pool is (n, 0), a user handle (0, n): PyTorch's MempoolId_t halves.
-        chosen = allocator.new_pool_handle()
+        chosen = pools.new_pool_handle()
         chosen.first, chosen.second = chosen.second, 0
     elif isinstance(pool, GraphBase):
         if not (<GraphBase>pool).holds_pool:
@@ -264,7 +264,7 @@ cdef class GraphBase:
             rng.forget_capture(self.generators)
             self.capture_id = 0  # set by begin_on_stream; a failure before holds nothing
         else:
-            allocator.retain_pool(device, pool_id)
+            pools.retain_pool(device, pool_id)
         self.device = device
         self.pool_id = pool_id
         self.holds_pool = True
@@ -289,7 +289,7 @@ cdef class GraphBase:
             # Before any work is captured: random ops captured from now on read their state
             # from device memory (docs/design.md, "RNG state").
             rng.begin_capture(self.generators, device, self.capture_id)
-            allocator.begin_allocate_to_pool(device, pool_id, self.capture_id, self.capture_id)
+            pools.begin_allocate_to_pool(device, pool_id, self.capture_id, self.capture_id)
             self.routing = True
         except BaseException:
             self.discard_capture()
@@ -475,7 +475,7 @@ cdef class GraphBase:
         try:
             if self.routing:
                 self.routing = False
-                allocator.end_allocate_to_pool(self.device, self.pool_id)
+                pools.end_allocate_to_pool(self.device, self.pool_id)
         finally:
             self.restore_stream()
             self.capture_stream_owner = None
@@ -529,14 +529,14 @@ cdef class GraphBase:
         if self.replaced is not None:  # reset() during a recapture: both captures go
             self.abandon_recapture()
         if self.capture_id:  # blocks its capture saw freed (allocator.pyx), host memory it reads
-            allocator.release_held_blocks(self.device, self.capture_id, &self.launch_streams)
+            pools.release_held_blocks(self.device, self.capture_id, &self.launch_streams)
             self.release_host_memory(self.capture_id)
         rng.forget_capture(self.generators)
         self.predicates = []
         _release_body_pools(self.device, self.body_pools)
         if self.holds_pool:
             self.holds_pool = False
-            allocator.release_pool(self.device, self.pool_id)
+            pools.release_pool(self.device, self.pool_id)
         self.launch_streams.clear()
         return 0
 
@@ -564,7 +564,7 @@ cdef class GraphBase:
     cdef int abandon_recapture(self) except -1:
         """A recapture failed: give back what it took; the replaced capture stays."""
         if self.capture_id:  # the executable it would have replaced may read them too
-            allocator.release_held_blocks(self.device, self.capture_id, &self.launch_streams)
+            pools.release_held_blocks(self.device, self.capture_id, &self.launch_streams)
             self.release_host_memory(self.capture_id)
         _release_body_pools(self.device, self.body_pools)
         (self.capture_id, saved_generators, self.body_pools, self.predicates,
@@ -578,7 +578,7 @@ cdef class GraphBase:
         previous_id, _, previous_pools, _, _ = self.replaced
         self.replaced = None
         if previous_id:  # replays launched before the update may still run
-            allocator.release_held_blocks(self.device, previous_id, &self.launch_streams)
+            pools.release_held_blocks(self.device, previous_id, &self.launch_streams)
             self.release_host_memory(previous_id)
         return _release_body_pools(self.device, previous_pools)
 
@@ -715,9 +715,9 @@ cdef class GraphBase:
             self.conditional_nodes[<uintptr_t>body.node] = (
                 CONDITIONAL_TYPES[node_type], [<uintptr_t>body.graphs[i] for i in range(size)])
             body_pool = _pool_for_capture(None)
-            allocator.retain_pool(self.device, body_pool)
+            pools.retain_pool(self.device, body_pool)
             self.body_pools.append((body_pool.first, body_pool.second))
-            allocator.begin_allocate_to_pool(self.device, body_pool, body_capture_id,
+            pools.begin_allocate_to_pool(self.device, body_pool, body_capture_id,
                                              self.capture_id)
             body.pool = body_pool
             body.routing = True
@@ -752,7 +752,7 @@ cdef class GraphBase:
             try:
                 if body.routing:
                     body.routing = False
-                    allocator.end_allocate_to_pool(self.device, body.pool)
+                    pools.end_allocate_to_pool(self.device, body.pool)
             finally:
                 if body.capturing and not keep:  # end_body_check() refused a kept one
                     # CUDA cannot end a body with unjoined work: join it back, as it goes.
@@ -1055,12 +1055,12 @@ _NO_TEMPLATE = ("{what} needs the captured graph, which is kept only when enable
                 "reset()")
 
 
-cdef int _release_body_pools(int device, list pools) except -1:
-    """Release each conditional body's pool (first, second) in pools, emptying the list."""
+cdef int _release_body_pools(int device, list pool_ids) except -1:
+    """Release each conditional body's pool (first, second) in pool_ids, emptying the list."""
     cdef PoolId body_pool
-    while pools:
-        body_pool.first, body_pool.second = pools.pop()
-        allocator.release_pool(device, body_pool)
+    while pool_ids:
+        body_pool.first, body_pool.second = pool_ids.pop()
+        pools.release_pool(device, body_pool)
     return 0
 
 
@@ -1255,7 +1255,7 @@ cdef object export_dot(str file_path):
 
 
 cdef object graph_pool_handle():
-    cdef PoolId handle = allocator.new_pool_handle()
+    cdef PoolId handle = pools.new_pool_handle()
     return (handle.first, handle.second)
 
 

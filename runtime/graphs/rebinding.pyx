@@ -152,8 +152,8 @@ cdef int _refuse_overlaps(ExecutableState state, dict targets, str what) except 
                 if first_low == second_low and first_high == second_high:
                     if in_place:
                         continue
-                    how = (f"the same memory, and {kernel_family(record.signature)} does not run in "
-                           "place" if record.signature is not None
+                    how = (f"the same memory, and {kernel_family(record.signature)} does not "
+                           "run in place" if record.signature is not None
                            else "the same memory, which a copy does not allow")
                 else:
                     how = "memory that partly overlaps, so it would read what it already wrote"
