@@ -436,7 +436,10 @@ COLD_MODULES = {
     "tensorplay._runtime.graphs.node_params",   # kernel node parameters and their checks
     "tensorplay._runtime.graphs.rebinding",     # rebinding checks
     "tensorplay._runtime.graphs.graph_topology",
+    "tensorplay._runtime.graphs.capture",       # beginning and ending captures
     "tensorplay._runtime.graphs.conditional",   # building conditional nodes
+    "tensorplay._runtime.graphs.contexts",      # graph() and recapture() blocks, pool handles
+    "tensorplay._runtime.graphs.dot",           # DOT export
     "tensorplay._runtime.devices.captures",     # capture bookkeeping
     "tensorplay._runtime.memory.pools",         # private pools: retained and routed per capture
     "tensorplay._runtime.tensor.interop",       # DLPack and __cuda_array_interface__ imports

@@ -366,7 +366,7 @@ cdef object synchronize(int index):
 #   (enter_relaxed / exit_relaxed), only while a capture is open, so eager code pays nothing;
 # - skips what can wait: the allocators query no events and free no memory to CUDA while any
 #   capture is open (allocator.pyx, host_allocator.pyx); that work runs once no capture is open.
-# Graph capture records each capture here (graph.pyx), by device and stream; which capture ids
+# Graph capture records each capture here (capture.pyx), by device and stream; which capture ids
 # are open, and which of them are conditional bodies, is the capture registry's (captures.pyx).
 # Captures the runtime did not open (another library's) are not known, and CUDA's own error
 # reports a call made during them.
