@@ -432,10 +432,16 @@ class BuildExt(build_ext):
 # than to the C code, and get -O1; a new module gets -O2 until it is listed here.
 COLD_MODULES = {
     "tensorplay._runtime.autograd.engine",      # backward passes: one Node call per operation
-    "tensorplay._runtime.graphs.graph_update",  # recapture, node parameters, rebinding checks
+    "tensorplay._runtime.graphs.graph_update",  # node records, update from a recapture
+    "tensorplay._runtime.graphs.node_params",   # kernel node parameters and their checks
+    "tensorplay._runtime.graphs.rebinding",     # rebinding checks
     "tensorplay._runtime.graphs.graph_topology",
+    "tensorplay._runtime.graphs.capture",       # beginning and ending captures
     "tensorplay._runtime.graphs.conditional",   # building conditional nodes
+    "tensorplay._runtime.graphs.contexts",      # graph() and recapture() blocks, pool handles
+    "tensorplay._runtime.graphs.dot",           # DOT export
     "tensorplay._runtime.devices.captures",     # capture bookkeeping
+    "tensorplay._runtime.memory.pools",         # private pools: retained and routed per capture
     "tensorplay._runtime.tensor.interop",       # DLPack and __cuda_array_interface__ imports
     "tensorplay._runtime.autograd.nn",          # Module bookkeeping (Python classes)
     "tensorplay._runtime.autograd.optim",

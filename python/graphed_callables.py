@@ -99,7 +99,7 @@ import tensorplay.accelerator
 from tensorplay import autograd, nn
 from tensorplay.cuda import graphs
 from tensorplay._runtime.base.errors import raise_no_accelerator
-from tensorplay._runtime.graphs.graph import graph_context
+from tensorplay._runtime.graphs.contexts import graph_context
 
 
 def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unused_input, pool,

@@ -8,6 +8,11 @@ from cuda.bindings.cyruntime cimport cudaStream_t
 # graph capture id that holds what it keeps alive, and when it ends (or fails).
 cdef int capture_began(unsigned long long capture_id, unsigned long long holder) except -1
 cdef int capture_ended(unsigned long long capture_id) except -1
+# Whether capture_id is one of those captures, still open.
+cdef bint capture_id_open(unsigned long long capture_id) except -1
+# Whether stream captures a conditional body (a capture whose holder is another capture): CUDA
+# allows no event record or wait nodes there, so external events ask first (stream.pyx).
+cdef bint in_body_capture(void* stream, int device) except -1
 cdef int stream_joined(unsigned long long capture_id, object stream, uintptr_t handle) except -1
 # External events recorded in a capture: the graph's first replay records them (stream.pyx).
 cdef int external_recorded(unsigned long long capture_id, object event) except -1

@@ -1,6 +1,12 @@
 # cython: language_level=3
 """What the runtime records of the captures it opened, beyond CUDA's own state.
 
+Every capture the runtime begins (a graph's, and each conditional body's inside it) is
+registered here by its capture id until it ends, with the graph capture that holds what it keeps
+alive: that answers whether an id is a capture still open, and whether a stream captures a
+conditional body (stream.pyx asks both of events). device.pyx keeps the open captures by device
+and stream (Note [Calls during capture]), for the calls that a capture forbids.
+
 Note [Joined streams]
 A stream that waits on an event recorded in an open capture joins that capture (CUDA
 Programming Guide, "Cross-stream Dependencies and Events"): its later work is captured into the
@@ -35,7 +41,9 @@ from tensorplay._runtime.base cimport errors
 cdef dict _joined = {}
 # graph capture id -> [objects that own host memory its nodes (or its bodies') read]
 cdef dict _kept = {}
-# capture id (a graph's or a conditional body's) -> the graph's capture id, which holds its memory
+# The open captures the runtime began: capture id (a graph's or a conditional body's) -> the
+# graph's capture id, which holds its memory. A graph's capture is its own holder, so a capture
+# whose holder differs is a conditional body's.
 cdef dict _holders = {}
 # capture id -> [external events recorded in it, which only a replay of its graph records]
 cdef dict _external_records = {}
@@ -60,6 +68,18 @@ cdef int capture_ended(unsigned long long capture_id) except -1:
     _joined.pop(capture_id, None)
     _holders.pop(capture_id, None)
     return 0
+
+
+cdef bint capture_id_open(unsigned long long capture_id) except -1:
+    return capture_id in _holders
+
+
+cdef bint in_body_capture(void* stream, int device) except -1:
+    if not _holders:
+        return False
+    cdef unsigned long long capture_id = _device.stream_capture_id(stream, device)
+    holder = _holders.get(capture_id)
+    return holder is not None and holder != capture_id
 
 
 cdef int external_recorded(unsigned long long capture_id, object event) except -1:

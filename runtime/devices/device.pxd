@@ -53,19 +53,12 @@ cdef object device_object(int index)
 # Open graph captures of the process (device.pyx, Note [Calls during capture]). The graph code
 # reports each capture it begins and ends; the rest of the runtime asks before a CUDA call that a
 # capture forbids.
-# A capture is reported open before cudaStreamBeginCapture runs, and identified once it has.
+# A capture is reported open before cudaStreamBeginCapture runs. Its id, and the captures of its
+# conditional bodies, are recorded by the capture registry (captures.pxd).
 cdef int capture_opened(int device, void* stream) except -1
-cdef int capture_identified(void* stream, unsigned long long capture_id) except -1
 cdef int capture_closed(void* stream) except -1
 cdef bint capture_open() noexcept nogil              # any capture open in the process
 cdef bint device_capturing(int device) noexcept      # any capture open on device
-# Captures of conditional bodies, which CUDA keeps free of event nodes: conditional.pyx reports
-# each body capture; in_body_capture tells whether stream captures one.
-cdef int body_capture_began(unsigned long long capture_id) except -1
-cdef int body_capture_ended(unsigned long long capture_id) except -1
-cdef bint in_body_capture(void* stream, int device) except -1
-# Whether capture_id is one of the runtime's captures (graphs or conditional bodies) still open.
-cdef bint capture_id_open(unsigned long long capture_id) except -1
 # The id of the capture stream takes part in (begun on it, or joined through an event wait), or
 # 0 when it takes part in none (the legacy default stream never does). A legal call anytime.
 cdef unsigned long long stream_capture_id(void* stream, int device) except? 0

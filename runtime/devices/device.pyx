@@ -366,13 +366,14 @@ cdef object synchronize(int index):
 #   (enter_relaxed / exit_relaxed), only while a capture is open, so eager code pays nothing;
 # - skips what can wait: the allocators query no events and free no memory to CUDA while any
 #   capture is open (allocator.pyx, host_allocator.pyx); that work runs once no capture is open.
-# Graph capture records each capture here (graph.pyx); captures the runtime did not open (another
-# library's) are not known, and CUDA's own error reports a call made during them.
+# Graph capture records each capture here (capture.pyx), by device and stream; which capture ids
+# are open, and which of them are conditional bodies, is the capture registry's (captures.pyx).
+# Captures the runtime did not open (another library's) are not known, and CUDA's own error
+# reports a call made during them.
 
 cdef struct OpenCapture:
     int device
     void* stream
-    unsigned long long capture_id
 
 cdef vector[OpenCapture] _open_captures   # changed with the GIL held
 cdef int _open_capture_count = 0           # its size, readable without the GIL
@@ -382,18 +383,9 @@ cdef int capture_opened(int device, void* stream) except -1:
     cdef OpenCapture capture
     capture.device = device
     capture.stream = stream
-    capture.capture_id = 0  # capture_identified() gives it once CUDA has begun the capture
     _open_captures.push_back(capture)
     global _open_capture_count
     _open_capture_count = <int>_open_captures.size()
-    return 0
-
-
-cdef int capture_identified(void* stream, unsigned long long capture_id) except -1:
-    cdef size_t i
-    for i in range(_open_captures.size()):
-        if _open_captures[i].stream == stream:
-            _open_captures[i].capture_id = capture_id
     return 0
 
 
@@ -418,46 +410,6 @@ cdef bint device_capturing(int device) noexcept:
         if capture.device == device:
             return True
     return False
-
-
-# Captures of conditional bodies (conditional.pyx): CUDA allows no event record or wait nodes
-# there, so external events ask before they record or wait (stream.pyx).
-cdef set _body_captures = set()
-
-
-cdef int body_capture_began(unsigned long long capture_id) except -1:
-    _body_captures.add(capture_id)
-    return 0
-
-
-cdef int body_capture_ended(unsigned long long capture_id) except -1:
-    _body_captures.discard(capture_id)
-    return 0
-
-
-cdef bint in_body_capture(void* stream, int device) except -1:
-    cdef cyruntime.cudaStreamCaptureStatus status = cyruntime.cudaStreamCaptureStatusNone
-    cdef unsigned long long capture_id = 0
-    cdef DeviceSwitch switch
-    if not _body_captures:
-        return False
-    with nogil:
-        enter_device(device, &switch)
-        try:
-            errors.check(cyruntime.cudaStreamGetCaptureInfo(
-                <cyruntime.cudaStream_t>stream, &status, &capture_id, NULL, NULL, NULL, NULL),
-                b"cudaStreamGetCaptureInfo")
-        finally:
-            exit_device(&switch)
-    return status == cyruntime.cudaStreamCaptureStatusActive and capture_id in _body_captures
-
-
-cdef bint capture_id_open(unsigned long long capture_id) except -1:
-    cdef OpenCapture capture
-    for capture in _open_captures:
-        if capture.capture_id == capture_id:
-            return True
-    return capture_id in _body_captures
 
 
 cdef unsigned long long stream_capture_id(void* stream, int device) except? 0:
@@ -520,8 +472,9 @@ cdef int refuse_on_capturing_stream(str what, void* stream, int device) except -
     if stream_capturing(stream, device):
         raise RuntimeError(
             f"{what} cannot run on stream {<size_t>stream:#x} of cuda:{device} while it captures "
-            "a graph: waiting for a capturing stream is forbidden (cudaErrorStreamCaptureUnsupported)"
-            " and would invalidate the capture. Call it before the capture begins or after it ends")
+            "a graph: waiting for a capturing stream is forbidden "
+            "(cudaErrorStreamCaptureUnsupported) and would invalidate the capture. Call it before "
+            "the capture begins or after it ends")
     return 0
 
 

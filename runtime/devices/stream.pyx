@@ -382,7 +382,7 @@ cdef class StreamCore:
             flags = cyruntime.cudaEventWaitExternal
         elif waited.capture_id:
             joins = self._check_captured_wait(waited, waiting)
-        elif waiting and _device.capture_id_open(waiting):
+        elif waiting and captures.capture_id_open(waiting):
             raise RuntimeError(
                 f"stream {<uintptr_t>self.handle:#x} is capturing a graph and cannot wait on an "
                 "event recorded outside that capture: CUDA forbids the dependency "
@@ -400,7 +400,7 @@ cdef class StreamCore:
     cdef bint _check_captured_wait(self, EventCore waited, unsigned long long waiting) except -1:
         """A wait on an event recorded in a capture: legal from a stream of that capture, or
         from a stream taking part in none, which joins it (True); refused otherwise."""
-        if not _device.capture_id_open(waited.capture_id):
+        if not captures.capture_id_open(waited.capture_id):
             raise RuntimeError(
                 f"stream {<uintptr_t>self.handle:#x} cannot wait on this event: it was last "
                 "recorded inside a graph capture that has ended, so the work it marks exists only "
@@ -516,11 +516,11 @@ cdef class EventCore:
         if capture_id and self.external:
             self._check_external_capture(target, "record")
             flags = cyruntime.cudaEventRecordExternal
-            by_replays = _device.capture_id_open(capture_id)
+            by_replays = captures.capture_id_open(capture_id)
             if by_replays:
                 captures.external_recorded(capture_id, self)
             capture_id = 0
-        elif capture_id and not _device.capture_id_open(capture_id):
+        elif capture_id and not captures.capture_id_open(capture_id):
             capture_id = 0
         with nogil:
             errors.check(cyruntime.cudaEventRecordWithFlags(self.handle, target.handle, flags),
@@ -530,7 +530,7 @@ cdef class EventCore:
         return None
 
     cdef int _check_external_capture(self, StreamCore stream, str what) except -1:
-        if _device.in_body_capture(stream.handle, stream.device_index):
+        if captures.in_body_capture(stream.handle, stream.device_index):
             raise RuntimeError(
                 f"an external event cannot {what} on stream {<uintptr_t>stream.handle:#x}: it is "
                 "capturing the body of a conditional graph node, and CUDA allows no event record "
@@ -578,7 +578,7 @@ cdef class EventCore:
     cdef int _refuse_if_captured(self, str what) except -1:
         if self.capture_id == 0:
             return 0
-        if _device.capture_id_open(self.capture_id):
+        if captures.capture_id_open(self.capture_id):
             raise RuntimeError(
                 f"{what} cannot run on an event last recorded inside a graph capture that is still "
                 "open: CUDA forbids querying or waiting for captured work "

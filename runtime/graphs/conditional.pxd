@@ -1,10 +1,9 @@
-from libc.stdint cimport uintptr_t
-
-from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport (cudaGraphConditionalHandle, cudaGraphNode_t, cudaGraph_t,
                                       cudaStream_t)
 
-from tensorplay._runtime.memory.allocator cimport PoolId
+from tensorplay._runtime.memory.pools cimport PoolId
+from tensorplay._runtime.graphs.capture cimport CaptureState
+from tensorplay._runtime.random.rng cimport GraphGenerators
 from tensorplay._runtime.tensor.core cimport TensorCore
 
 # One open conditional node of a capture: its handle and the stream its body captures on.
@@ -25,15 +24,31 @@ cdef class ConditionalBody:
     cdef bint is_switch                # the condition is an index (int32), not a bool
 
 
-# The conditional-node steps of a capture (conditional.pyx); graph.pyx's GraphBase drives them.
-cdef int begin_body(int device, CUfunction setter, uintptr_t predicate, int node_type,
-                    unsigned int size, int capture_mode, ConditionalBody body,
-                    unsigned long long* body_capture_id) except -1
-cdef bint captured_nothing(int device, cudaStream_t stream) except -1
-cdef int end_loop(int device, ConditionalBody body) except -1
-cdef CUfunction setter_kernel(int device, bint index=*) except NULL
-cdef int set_predicate(int device, ConditionalBody body, TensorCore predicate) except -1
+# A graph's conditional nodes (conditional.pyx): the bodies open in its capture, and what the
+# nodes of its capture hold. Each step takes the graph's capture (the stream, id, mode and thread
+# its bodies capture under) and generator states (random draws inside bodies), and its device.
+cdef class ConditionalStack:
+    cdef list bodies                   # open ConditionalBody objects, innermost last
+    cdef list pools                    # (first, second) pool ids retained for bodies' allocations
+    cdef list predicates               # predicate tensors the graph reads at replay: kept alive
+    cdef dict nodes                    # conditional node address -> (type, [body graph address])
+                                       # recorded for graph_topology.pyx
+    # begin_capture_to_*_node(): open a node of node_type (cudaGraphConditionalNodeType) with
+    # size bodies, whose predicate (or index) is scalar_pred; what names the call in errors.
+    cdef int open(self, CaptureState capture, GraphGenerators generators, int device,
+                  object scalar_pred, int node_type, str what, unsigned int size) except -1
+    # The innermost body's end: kept (its node stays), or on the way to discarding the capture.
+    cdef int close(self, CaptureState capture, GraphGenerators generators, int device,
+                   bint keep) except -1
+    # end_capture_to_conditional_node(), begin_capture_to_next_body() and
+    # set_conditional_handle_for_current_node().
+    cdef int end_node(self, CaptureState capture, GraphGenerators generators,
+                      int device) except -1
+    cdef int next_body(self, CaptureState capture, GraphGenerators generators,
+                       int device) except -1
+    cdef int set_handle(self, int device, object scalar_pred) except -1
+
+# If/else and switch nodes need a CUDA 12.8 driver: refused, naming what, before anything.
 cdef int require_multi_body_nodes(str what) except -1
-cdef int next_body(int device, int capture_mode, ConditionalBody body,
-                   unsigned long long holder) except -1
-cdef int fill_empty_bodies(int device, ConditionalBody body) except -1
+# Release each conditional body's pool (first, second) in pool_ids, emptying the list.
+cdef int release_pools(int device, list pool_ids) except -1

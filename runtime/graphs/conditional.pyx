@@ -5,34 +5,259 @@ Conditional nodes follow the capture-into-body recipe of PyTorch and cuda.core: 
 kernel (kernels/graphs.cu) copies the predicate into a condition handle, the node joins the
 capture after it, and each body graph is captured on a stream of its own
 (cudaStreamBeginCaptureToGraph) that stays current until end_capture_to_conditional_node(); a
-while node's body copies the predicate again as its last step. graph.pyx's GraphBase keeps the
-open bodies and their pools; this module holds the steps that talk to CUDA.
+while node's body copies the predicate again as its last step. A graph's ConditionalStack keeps
+the open bodies, and what its capture's nodes hold: allocations in a body go to a private pool
+of their own (the allocator routes one capture id per pool), held like the graph's pool, and
+the predicates the nodes read at replay. graph.pyx's GraphBase calls its steps with the graph's
+capture and generator states; the functions below them are the steps that talk to CUDA.
 """
+from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport calloc, free
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cydriver cimport CUfunction
-from cuda.bindings.cyruntime cimport (cudaGraphEdgeData, cudaGraphNode_t, cudaGraphNodeParams,
+from cuda.bindings.cyruntime cimport (cudaError_t, cudaGraphCondTypeSwitch,
+                                      cudaGraphCondTypeWhile, cudaGraphEdgeData,
+                                      cudaGraphNode_t, cudaGraphNodeParams,
                                       cudaGraphNodeTypeConditional, cudaGraph_t,
                                       cudaStreamCaptureMode, cudaStreamCaptureModeRelaxed,
                                       cudaStreamCaptureStatus, cudaStreamCaptureStatusNone,
                                       cudaStreamNonBlocking, cudaStreamSetCaptureDependencies,
-                                      cudaStream_t)
+                                      cudaStream_t, cudaSuccess)
 
-from tensorplay._runtime.memory cimport allocator
+from tensorplay._runtime.memory cimport pools
 from tensorplay._runtime.devices cimport captures, device as _device
 from tensorplay._runtime.base cimport errors
 from tensorplay._runtime.kernels cimport nvrtc as kernels
+from tensorplay._runtime.random cimport rng
+from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.devices cimport stream as _stream
+from tensorplay._runtime.memory.pools cimport PoolId
 from tensorplay._runtime.devices.device cimport DeviceSwitch
+from tensorplay._runtime.graphs.capture cimport CaptureState
+from tensorplay._runtime.random.rng cimport GraphGenerators
 from tensorplay._runtime.tensor.core cimport TensorCore
+
+from tensorplay._runtime.graphs.graph_topology import CONDITIONAL_TYPES
 
 
 cdef class ConditionalBody:
     """One open conditional node of a capture (conditional.pxd lists its state)."""
 
 
-cdef int begin_body(int device, CUfunction setter, uintptr_t predicate, int node_type,
+cdef class ConditionalStack:
+    """A graph's conditional nodes (conditional.pxd lists its state)."""
+
+    def __cinit__(self):
+        self.bodies = []
+        self.pools = []
+        self.predicates = []
+        self.nodes = {}
+
+    cdef int open(self, CaptureState capture, GraphGenerators generators, int device,
+                  object scalar_pred, int node_type, str what, unsigned int size) except -1:
+        if not capture.capturing:
+            raise RuntimeError(f"{what} needs an open capture: call it between capture_begin() "
+                               "and capture_end()")
+        cdef bint is_switch = node_type == cudaGraphCondTypeSwitch
+        cdef TensorCore predicate = _index_arg(device, scalar_pred) if is_switch \
+            else _predicate_arg(device, scalar_pred)
+        cdef CUfunction setter = _setter_kernel(device, is_switch)
+        cdef ConditionalBody body = ConditionalBody.__new__(ConditionalBody)
+        body.is_switch = is_switch
+        body.parent = (<ConditionalBody>self.bodies[-1]).stream if self.bodies \
+            else capture.stream
+        body.predicate = predicate
+        body.is_while = node_type == cudaGraphCondTypeWhile
+        cdef unsigned long long body_capture_id = 0
+        cdef PoolId body_pool
+        self.bodies.append(body)  # from here on, close() undoes what was done
+        try:
+            _begin_body(device, setter, predicate.data, node_type, size, capture.mode, body,
+                        &body_capture_id)
+            body.capture_id = body_capture_id
+            captures.capture_began(body_capture_id, capture.capture_id)
+            rng.enter_body(generators, body_capture_id)
+            self.nodes[<uintptr_t>body.node] = (
+                CONDITIONAL_TYPES[node_type], [<uintptr_t>body.graphs[i] for i in range(size)])
+            body_pool = pools.new_graph_pool()
+            pools.retain_pool(device, body_pool)
+            self.pools.append((body_pool.first, body_pool.second))
+            pools.begin_allocate_to_pool(device, body_pool, body_capture_id, capture.capture_id)
+            body.pool = body_pool
+            body.routing = True
+            self.predicates.append(predicate)
+            if PyThread_get_thread_ident() == capture.thread:
+                _stream.put_current_stream(device, body.stream)
+        except BaseException:
+            self.close(capture, generators, device, False)  # the capture goes on without it
+            raise
+        return 0
+
+    cdef int close(self, CaptureState capture, GraphGenerators generators, int device,
+                   bint keep) except -1:
+        """End the innermost body's capture: kept (its node stays), or on the way to discard."""
+        cdef ConditionalBody body = self.bodies.pop()
+        cdef cudaGraph_t body_graph = NULL
+        cdef cudaError_t status = cudaSuccess
+        cdef cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed
+        cdef DeviceSwitch saved
+        cdef uintptr_t body_stream = <uintptr_t>body.stream
+        cdef bint workless = False
+        try:
+            _close_body_generators(generators, body, keep)
+            if keep and body.is_while:
+                # A body without work would only re-read the predicate: replay would loop
+                # forever while it holds. Such a body ends the loop instead, and is refused.
+                workless = _captured_nothing(device, body.stream)
+                if workless:
+                    _end_loop(device, body)
+                else:
+                    _set_predicate(device, body, body.predicate)  # after each pass
+        finally:
+            try:
+                if body.routing:
+                    body.routing = False
+                    pools.end_allocate_to_pool(device, body.pool)
+            finally:
+                if body.capturing and not keep:  # _end_body_check() refused a kept one
+                    # CUDA cannot end a body with unjoined work: join it back, as it goes.
+                    for side in captures.unjoined_streams(device, body.stream,
+                                                          body.capture_id):
+                        _stream.order_after(device, <uintptr_t>body.stream, side)
+                captures.capture_ended(body.capture_id)
+                with nogil:
+                    _device.enter_device(device, &saved)
+                    if body.capturing:
+                        body.capturing = False
+                        status = cyruntime.cudaStreamEndCapture(body.stream, &body_graph)
+                        if status != cudaSuccess:
+                            cyruntime.cudaGetLastError()
+                    if body.stream != NULL:
+                        cyruntime.cudaThreadExchangeStreamCaptureMode(&mode)
+                        cyruntime.cudaStreamDestroy(body.stream)
+                        cyruntime.cudaThreadExchangeStreamCaptureMode(&mode)
+                        body.stream = NULL
+                    _device.exit_device(&saved)
+                if PyThread_get_thread_ident() == capture.thread:
+                    _stream.put_current_stream(device, body.parent)
+        if keep and status != cudaSuccess:
+            errors.raise_cuda_error(<int>status, "cudaStreamEndCapture (conditional body)")
+        if workless:
+            raise RuntimeError(
+                f"the while node's body captured no work: nothing was launched on its capture "
+                f"stream {body_stream:#x}, the stream current on cuda:{device} between "
+                "begin_capture_to_while_node() and end_capture_to_conditional_node(). Work on "
+                "another stream does not join the body unless that stream waits for this one. "
+                "A loop without work would replay forever, so the node was closed with a body "
+                "that ends the loop at once; the capture goes on")
+        return 0
+
+    cdef int end_node(self, CaptureState capture, GraphGenerators generators,
+                      int device) except -1:
+        if not self.bodies:
+            raise RuntimeError("end_capture_to_conditional_node() called without an open "
+                               "conditional node; call begin_capture_to_if_node() or "
+                               "begin_capture_to_while_node() first")
+        cdef ConditionalBody body = self.bodies[-1]
+        _end_body_check(device, body, "end_capture_to_conditional_node()")
+        self.close(capture, generators, device, True)
+        if body.size > 1:
+            _fill_empty_bodies(device, body)
+        return 0
+
+    cdef int next_body(self, CaptureState capture, GraphGenerators generators,
+                       int device) except -1:
+        if not self.bodies or (<ConditionalBody>self.bodies[-1]).size < 2:
+            raise RuntimeError("begin_capture_to_next_body() needs an if/else or switch node as "
+                               "the innermost open conditional node; call "
+                               "begin_capture_to_if_else_node() or begin_capture_to_switch_node() "
+                               "first, and close any node opened inside its body")
+        cdef ConditionalBody body = self.bodies[-1]
+        if body.branch + 1 >= body.size:
+            raise RuntimeError(f"begin_capture_to_next_body(): all {body.size} bodies of the node "
+                               "have been captured; call end_capture_to_conditional_node()")
+        _end_body_check(device, body, "begin_capture_to_next_body()")
+        # End one branch and begin the next: draws in each branch advance the generators'
+        # offsets by what that branch drew.
+        rng.leave_branch(generators, body.stream, True)
+        _next_body(device, capture.mode, body, capture.capture_id)
+        rng.next_branch(generators, body.capture_id)
+        return 0
+
+    cdef int set_handle(self, int device, object scalar_pred) except -1:
+        if not self.bodies:
+            raise RuntimeError("set_conditional_handle_for_current_node() called without an open "
+                               "conditional node")
+        cdef ConditionalBody body = self.bodies[-1]
+        cdef TensorCore predicate = _index_arg(device, scalar_pred) if body.is_switch \
+            else _predicate_arg(device, scalar_pred)
+        _set_predicate(device, body, predicate)
+        body.predicate = predicate  # what a while node tests again at the end of its body
+        self.predicates.append(predicate)
+        return 0
+
+
+cdef int release_pools(int device, list pool_ids) except -1:
+    cdef PoolId body_pool
+    while pool_ids:
+        body_pool.first, body_pool.second = pool_ids.pop()
+        pools.release_pool(device, body_pool)
+    return 0
+
+
+cdef int _end_body_check(int device, ConditionalBody body, str what) except -1:
+    """Refuse to end a body's capture while a stream that joined it has not joined back:
+    CUDA would fail the end (cudaErrorStreamCaptureUnjoined). Nothing changes; the body
+    stays open for the join."""
+    unjoined = captures.unjoined_streams(device, body.stream, body.capture_id)
+    if unjoined:
+        raise RuntimeError(captures.unjoined_text(what, device, unjoined,
+                                                  "the conditional body") +
+                           " The body is still open: join the stream back, then call "
+                           f"{what} again")
+    return 0
+
+
+cdef int _close_body_generators(GraphGenerators generators, ConditionalBody body,
+                                bint keep) except -1:
+    """The body's last pass: what it drew advances the generators' offsets on the device
+    (rng.pxd; Note [Offsets on the device] in rng.pyx). Nothing to do for a body whose capture
+    never began."""
+    if not body.capture_id:
+        return 0
+    try:
+        rng.leave_branch(generators, body.stream, keep)
+    finally:
+        rng.leave_body(generators)
+    return 0
+
+
+cdef TensorCore _scalar_arg(int device, object value, str argument, str dtype_name):
+    """A single-element tensor of dtype_name on the graph's device: ours, or any tensor that
+    shares its memory through __cuda_array_interface__ or DLPack (PyTorch's, CuPy's)."""
+    cdef TensorCore scalar = tensor.tensor_arg(value, argument, -1)
+    if (scalar.dtype_object.name != dtype_name or scalar.element_count != 1
+            or scalar.device_index != device):
+        raise ValueError(f"{argument} must be a single-element {dtype_name} tensor on cuda:"
+                         f"{device}, got {scalar.element_count} element(s) of "
+                         f"{scalar.dtype_object.name} on "
+                         f"{tensor.device_text(scalar.device_index)}")
+    return scalar
+
+
+cdef inline TensorCore _predicate_arg(int device, object value):
+    return _scalar_arg(device, value, "scalar_pred", "bool")
+
+
+cdef inline TensorCore _index_arg(int device, object value):
+    return _scalar_arg(device, value, "scalar_index", "int32")
+
+
+# -- the steps that talk to CUDA ---------------------------------------------------------------
+
+cdef int _begin_body(int device, CUfunction setter, uintptr_t predicate, int node_type,
                      unsigned int size, int capture_mode, ConditionalBody body,
                      unsigned long long* body_capture_id) except -1:
     """Add a conditional node after a predicate-copying kernel; start capturing its body."""
@@ -101,11 +326,10 @@ cdef int begin_body(int device, CUfunction setter, uintptr_t predicate, int node
         finally:
             free(params)
             _device.exit_device(&saved)
-    _device.body_capture_began(body_capture_id[0])
     return 0
 
 
-cdef bint captured_nothing(int device, cudaStream_t stream) except -1:
+cdef bint _captured_nothing(int device, cudaStream_t stream) except -1:
     """Whether the capture on stream has no node yet (its frontier is empty)."""
     cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
     cdef size_t count = 0
@@ -122,7 +346,7 @@ cdef bint captured_nothing(int device, cudaStream_t stream) except -1:
     return count == 0
 
 
-cdef int end_loop(int device, ConditionalBody body) except -1:
+cdef int _end_loop(int device, ConditionalBody body) except -1:
     """Capture into body a kernel that sets its condition to false: the loop runs once."""
     cdef CUfunction clear = kernels.get_kernel(device, "graphs", "clear_conditional", "")
     cdef void* arguments[1]
@@ -132,10 +356,10 @@ cdef int end_loop(int device, ConditionalBody body) except -1:
     return 0
 
 
-cdef int set_predicate(int device, ConditionalBody body, TensorCore predicate) except -1:
+cdef int _set_predicate(int device, ConditionalBody body, TensorCore predicate) except -1:
     """Capture, on the body's stream, a copy of predicate into the body's condition: what a
     while node's body does last, and set_conditional_handle_for_current_node()."""
-    cdef CUfunction setter = setter_kernel(device, body.is_switch)
+    cdef CUfunction setter = _setter_kernel(device, body.is_switch)
     cdef uintptr_t predicate_address = predicate.data
     cdef void* arguments[2]
     arguments[0] = &body.handle
@@ -145,7 +369,7 @@ cdef int set_predicate(int device, ConditionalBody body, TensorCore predicate) e
     return 0
 
 
-cdef CUfunction setter_kernel(int device, bint index=False) except NULL:
+cdef CUfunction _setter_kernel(int device, bint index=False) except NULL:
     """The predicate-copying kernel (index: the one copying a switch node's index)."""
     return kernels.get_kernel(device, "graphs",
                               "set_conditional_index" if index else "set_conditional", "")
@@ -165,7 +389,7 @@ cdef int require_multi_body_nodes(str what) except -1:
     return 0
 
 
-cdef int next_body(int device, int capture_mode, ConditionalBody body,
+cdef int _next_body(int device, int capture_mode, ConditionalBody body,
                     unsigned long long holder) except -1:
     """End the capture of the body being captured, and capture the next on the same stream.
     Its allocations go to the node's pool, routed by the new capture's id."""
@@ -175,15 +399,14 @@ cdef int next_body(int device, int capture_mode, ConditionalBody body,
     cdef DeviceSwitch saved
     if body.routing:
         body.routing = False
-        allocator.end_allocate_to_pool(device, body.pool)
-    _device.body_capture_ended(body.capture_id)
+        pools.end_allocate_to_pool(device, body.pool)
     captures.capture_ended(body.capture_id)
     with nogil:
         _device.enter_device(device, &saved)
         try:
             body.capturing = False
             # Captured into the node's own body graph: nothing to destroy. Every stream that
-            # joined it has joined back (graph.pyx, end_body_check).
+            # joined it has joined back (_end_body_check).
             errors.check(cyruntime.cudaStreamEndCapture(body.stream, &captured),
                          b"cudaStreamEndCapture (conditional body)")
             body.branch += 1
@@ -197,14 +420,13 @@ cdef int next_body(int device, int capture_mode, ConditionalBody body,
         finally:
             _device.exit_device(&saved)
     body.capture_id = capture_id
-    _device.body_capture_began(capture_id)
     captures.capture_began(capture_id, holder)
-    allocator.begin_allocate_to_pool(device, body.pool, capture_id, holder)
+    pools.begin_allocate_to_pool(device, body.pool, capture_id, holder)
     body.routing = True
     return 0
 
 
-cdef int fill_empty_bodies(int device, ConditionalBody body) except -1:
+cdef int _fill_empty_bodies(int device, ConditionalBody body) except -1:
     """Give each body the capture never reached (or left without work) one empty node, so that
     every body is a graph with a node to run. Building a graph is not captured work: relaxed
     mode, as the enclosing capture may still be open."""

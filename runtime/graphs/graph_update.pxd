@@ -5,6 +5,19 @@ from cuda.bindings.cydriver cimport (CUDA_KERNEL_NODE_PARAMS, CUDA_MEMCPY3D,
                                      CUDA_MEMSET_NODE_PARAMS, CUgraphNode)
 from cuda.bindings.cyruntime cimport cudaGraphExec_t, cudaGraph_t, cudaStream_t
 
+# cudaGraphNodeType values of the nodes read, an AddressSlot's fields, and its roles.
+cdef enum:
+    NODE_KERNEL = 0
+    NODE_MEMCPY = 1
+    NODE_MEMSET = 2
+    NODE_CONDITIONAL = 13
+    SLOT_ARGUMENT = 0
+    SLOT_COPY_SOURCE = 1
+    SLOT_COPY_TARGET = 2
+    SLOT_FILL_TARGET = 3
+    ROLE_READ = 1                      # kernel_signature.READ, WRITE, UPDATE (both bits)
+    ROLE_WRITE = 2
+
 # A captured graph (cudaGraph_t), owned: destroyed with the object. The graph that instantiated
 # an executable keeps it for the executable's life (its node handles are the ones the
 # executable's setters accept); export_dot() may hold the newest one too.
@@ -53,7 +66,8 @@ cdef struct AddressSlot:
     long long bound_high
 
 
-# What graph.pyx's GraphBase keeps of its executable for updates, node parameters and rebinding.
+# What graph.pyx's GraphBase keeps of its executable for updates, node parameters
+# (node_params.pyx) and rebinding (rebinding.pyx).
 cdef class ExecutableState:
     cdef int device
     cdef GraphTemplate first           # the executable was instantiated from it
@@ -77,36 +91,13 @@ cdef ExecutableState new_state(GraphTemplate template)
 cdef int update_executable(ExecutableState state, cudaGraphExec_t executable,
                            GraphTemplate template) except -1
 
-# Node parameters and rebinding (the graph's public methods call these).
-cdef list kernel_nodes(ExecutableState state, object graph)
-cdef int set_kernel_node_params(ExecutableState state, cudaGraphExec_t executable, object graph,
-                                object node, object grid, object block,
-                                object arguments) except -1
-cdef int rebind(ExecutableState state, cudaGraphExec_t executable, object bindings,
-                bint persistent, cudaStream_t stream, str what) except -1
-# The argument checks that come before anything needs the graph's executable.
-cdef tuple node_params_args(object node, object grid, object block, object arguments)
-cdef int bindings_arg(object bindings, str what) except -1
-# Put back what replay_with() changed, before a plain launch.
-cdef int restore_bindings(ExecutableState state, cudaGraphExec_t executable) except -1
-
-
-# What CUDAGraph.kernel_nodes() returns: one kernel node, as it was when listed.
-cdef class KernelNodeCore:
-    cdef object graph_ref              # weakref to the graph; None: not made by kernel_nodes()
-    cdef unsigned long long executable_id  # the ExecutableState's when listed; 0: made by hand
-    cdef readonly tuple path
-    cdef object name
-    cdef tuple grid
-    cdef tuple block
-    cdef unsigned int shared_bytes
-    cdef object argument_values        # dict name -> value of the scalar arguments; None: foreign
-    cdef tuple parameter_types         # ((name, C type), ...); () for a foreign kernel
-    cdef object c_id(self)
-    cdef object c_name(self)
-    cdef object c_grid(self)
-    cdef object c_block(self)
-    cdef object c_shared_memory_bytes(self)
-    cdef object c_arguments(self)
-    cdef object c_signature(self)
-    cdef object c_repr(self)
+# What node_params.pyx and rebinding.pyx share: a node in words ("node 1 of body 0 of node 3
+# (kernel 'fill')"), a kernel record's (grid, block), a record's parameters put onto the
+# executable's node, slots moved to new addresses (index -> address; all or nothing), and what a
+# refusal calls a kernel ("a reduction kernel (reduce.cu)").
+cdef str node_text(NodeRecord record)
+cdef tuple launch_of(NodeRecord record)
+cdef int apply_record(ExecutableState state, cudaGraphExec_t executable,
+                      NodeRecord record) except -1
+cdef int move_slots(ExecutableState state, cudaGraphExec_t executable, dict targets) except -1
+cdef str kernel_family(object signature)

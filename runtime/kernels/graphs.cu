@@ -26,7 +26,7 @@ extern "C" __global__ void set_conditional_index(cudaGraphConditionalHandle hand
 }
 
 // The body of a while node that captured no work ends with this instead of re-reading its
-// predicate, so that the loop stops after one pass instead of running forever (graph.pyx).
+// predicate, so that the loop stops after one pass instead of running forever (conditional.pyx).
 //@ launch fixed: one thread: concurrent calls on one handle are undefined behaviour
 //@ in-place no
 extern "C" __global__ void clear_conditional(cudaGraphConditionalHandle handle) {

@@ -482,7 +482,7 @@ cdef unsigned int resident_blocks(int device, CUfunction function, unsigned int 
 
 cdef object kernel_signature_of(uintptr_t handle):
     # Parsed at the first question, not at load: loading stays as cheap as before, and only
-    # the graph update code (graph_update.pyx) asks.
+    # the graph update code (graph_update.pyx, node_params.pyx, rebinding.pyx) asks.
     origin = _origins.get(handle)
     if origin is None:
         return None

@@ -1,7 +1,7 @@
 """The parameter lists of tensorplay's own kernels, read from their CUDA sources.
 
 Note [Kernel signatures]
-Changing a captured graph's kernel parameters in place (graph_update.pyx) needs each
+Changing a captured graph's kernel parameters in place (node_params.pyx, rebinding.pyx) needs each
 parameter's type: which bytes are a device address (to rebind tensors), which a scalar a user
 may set (a length), which must never change (a conditional handle). The driver gives offsets
 and sizes only (cuFuncGetParamInfo), so the types come from the declaration in the kernel's
@@ -19,10 +19,11 @@ signature is compared with the driver's offsets and sizes before it is used.
 
 Note [Kernel access annotations]
 Types alone do not say which memory a kernel touches, whether its result depends on its launch
-dimensions, or whether an output may be an input's memory; graph_update.pyx needs all three to
-change a captured node safely (its Notes [Extents and bounds], [Launch dimensions],
-[Rebinding]). Each kernel declares them in lines that start with `//@`, directly above its
-`extern "C" __global__` line (no other line between), one directive per line:
+dimensions, or whether an output may be an input's memory; the graph update code needs all
+three to change a captured node safely (Notes [Extents and bounds] in graph_update.pyx, [Launch
+dimensions] in node_params.pyx, [Rebinding] in rebinding.pyx). Each kernel declares them in
+lines that start with `//@`, directly above its `extern "C" __global__` line (no other line
+between), one directive per line:
 
     //@ read a[count], b[count]        addresses the kernel reads through, each with its extent
     //@ write out[count]               ... writes through

@@ -1,8 +1,9 @@
 # The device caching allocator (allocator.pyx explains the policy at its top).
 from libc.stdint cimport int64_t
-from libcpp.vector cimport vector
 
 from cuda.bindings.cyruntime cimport cudaStream_t
+
+from tensorplay._runtime.memory.blocks cimport Block, DeviceState
 
 # Statistics kept per device, each with current / peak / allocated (accumulated) / freed
 # (accumulated) counters per pool kind, in PyTorch's flat key schema
@@ -25,11 +26,31 @@ cdef enum PoolKind:
     POOL_LARGE
     POOL_KIND_COUNT
 
-# A private memory pool's id: (0, n) for handles from graph_pool_handle(), (n, 0) for pools a
-# graph creates for itself, as PyTorch's MempoolId_t. (0, 0) is "no pool".
-cdef struct PoolId:
-    unsigned long long first
-    unsigned long long second
+cdef enum Counter:
+    COUNTER_CURRENT
+    COUNTER_PEAK
+    COUNTER_ALLOCATED          # accumulated increases since the last reset_accumulated_stats
+    COUNTER_FREED              # accumulated decreases
+    COUNTER_COUNT
+
+# Counts that are not per statistic and pool kind.
+cdef enum Scalar:
+    SCALAR_NUM_ALLOC_RETRIES      # out-of-memory retries after emptying the cache
+    SCALAR_NUM_OOMS               # OutOfMemoryErrors raised
+    SCALAR_NUM_SYNC_ALL_STREAMS   # waits for every pending event (empty_cache, retries)
+    SCALAR_NUM_DEVICE_ALLOC       # cudaMalloc calls that succeeded
+    SCALAR_NUM_DEVICE_FREE        # cudaFree calls
+    SCALAR_COUNT
+
+# The flat snapshot of a device's statistics that memory_stats() is built from (statistics.pyx,
+# Note [Building memory_stats]): the counters, indexed [stat][pool kind][counter], then the
+# scalars, then three figures of the moment; statistics.pyx appends the fixed ones.
+cdef enum:
+    COUNTER_VALUES = STAT_COUNT * POOL_KIND_COUNT * COUNTER_COUNT
+    EXTRA_LARGEST_FREE_BLOCK = COUNTER_VALUES + SCALAR_COUNT
+    EXTRA_GRAPH_POOLS
+    EXTRA_CAPTURING
+    FIXED_VALUES_START
 
 # Allocation. allocate() raises tensorplay.OutOfMemoryError after freeing the cache and retrying
 # once; release() returns a block to its pool (deferred behind events of other streams that
@@ -46,25 +67,18 @@ cdef size_t block_size(void* ptr) except? 0         # rounded size of a live blo
 cdef int64_t stat_current(int device, Stat stat, PoolKind pool) noexcept nogil
 cdef int64_t stat_peak(int device, Stat stat, PoolKind pool) noexcept nogil
 
-cdef dict memory_stats(int device)                  # flat dict; empty for a device never used
+# values[:FIXED_VALUES_START] of a device already used (device_used), read under its lock.
+cdef int snapshot_stats(int device, int64_t* values) except -1
 cdef int reset_peak_stats(int device) except -1
 cdef int reset_accumulated_stats(int device) except -1
 cdef int empty_cache(int device) except -1          # frees unused cached segments to CUDA
 cdef bint device_used(int device) noexcept nogil
 
-# Private pools for graph capture (docs/design.md, "Capture rules"). Pools are refcounted by
-# graphs and handles; while a pool is selected for a capture id, allocations made on a stream
-# capturing with that id go to the pool; a pool's free memory returns to CUDA at the first
-# empty_cache() after its count drops to zero, with no capture open. Blocks freed while a
-# capture routes are held for holder (the graph's capture id) until release_held_blocks(holder),
-# which makes each of them wait for the work queued so far on the streams in replayed (those the
-# graph was launched on) before it is reused (allocator.pyx, Note [Blocks freed during capture]).
-cdef PoolId new_pool_handle() noexcept nogil
-cdef int retain_pool(int device, PoolId pool) except -1
-cdef int release_pool(int device, PoolId pool) except -1
-cdef int begin_allocate_to_pool(int device, PoolId pool, unsigned long long capture_id,
-                                unsigned long long holder) except -1
-cdef int end_allocate_to_pool(int device, PoolId pool) except -1
-cdef int release_held_blocks(int device, unsigned long long holder,
-                             const vector[cudaStream_t]* replayed) except -1
-cdef int pool_count(int device) noexcept nogil
+
+# For pools.pyx, which keeps the private pools in the same device states (blocks.pxd): a
+# device's state, created on first use (used_state: NULL for a device never used), and the
+# release path's steps that a block held for a graph's capture takes when the graph lets it go.
+cdef DeviceState* state_for(int device) except NULL
+cdef DeviceState* used_state(int device) noexcept nogil
+cdef int add_stream_use(Block* block, cudaStream_t stream, int stream_device) except -1
+cdef int reuse_when_done(DeviceState* state, Block* block) except -1

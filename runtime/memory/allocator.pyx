@@ -2,6 +2,11 @@
 # cython: language_level=3
 """The device caching allocator: PyTorch's CUDACachingAllocator policy, in C-level Cython.
 
+The allocation and release paths are hot, and stay in this one module with the structures they
+walk (blocks.pxd) and the statistics they count, so that no step of them goes through another
+module's function pointer. What is not on them lives beside it: the private pools of graph
+capture (pools.pyx) and the memory_stats() dictionary (statistics.pyx).
+
 Note [Caching allocator policy]
 cudaMalloc and cudaFree are slow (tens of microseconds to milliseconds), and cudaFree
 synchronizes the whole device. So memory, once obtained from CUDA, is cached: a freed block goes
@@ -35,10 +40,10 @@ that sizes, statistics and fragmentation behave the way PyTorch users expect.
   never handed to another stream directly. record_stream(ptr, T) marks a block as also used on
   stream T; when such a block is released, one event (from the per-device cache of idle
   ordering events, stream.pyx Note [Idle ordering events]) is recorded on each of those
-  streams, and the block stays out of the free lists until all of its events have completed. Completed events are collected at
-  the start of every allocation, by querying each stream's oldest events first (one queue per
-  stream, so a busy stream does not hold up the others), and by empty_cache, which waits for
-  them.
+  streams, and the block stays out of the free lists until all of its events have completed.
+  Completed events are collected at the start of every allocation, by querying each stream's
+  oldest events first (one queue per stream, so a busy stream does not hold up the others), and
+  by empty_cache, which waits for them.
 
 - Out of memory. A cache miss calls cudaMalloc for a new segment, under the relaxed capture mode
   (a cudaMalloc is legal while any thread captures a graph, and must not invalidate that
@@ -51,15 +56,15 @@ that sizes, statistics and fragmentation behave the way PyTorch users expect.
   in the shared pools and in private pools no graph or handle holds any more.
 
 - Statistics are PyTorch's (docs/design.md, "Memory statistics"): nine statistics, each per
-  pool kind (all, small, large) with current / peak / allocated / freed counters, kept in a static C array so the
-  scalar queries (memory_allocated and friends) are plain reads. Settings PyTorch offers but we
-  leave at their defaults (max_split_size unlimited, no expandable segments, no garbage
-  collection threshold) report their default values, as PyTorch does.
+  pool kind (all, small, large) with current / peak / allocated / freed counters, kept in a
+  static C array so the scalar queries (memory_allocated and friends) are plain reads. Settings
+  PyTorch offers but we leave at their defaults (max_split_size unlimited, no expandable
+  segments, no garbage collection threshold) report their default values, as PyTorch does.
 
 - Graph capture and private pools (docs/design.md, "Capture rules"). A graph's allocations
-  must survive for as long as the graph can be replayed, so they come from a private pool: pools are
-  refcounted by graphs and pool handles (retain_pool / release_pool), and while a pool is
-  selected for a capture id (begin_allocate_to_pool), every allocation on a stream that is
+  must survive for as long as the graph can be replayed, so they come from a private pool: pools
+  are refcounted by graphs and pool handles (pools.pyx: retain_pool / release_pool), and while a
+  pool is selected for a capture id (begin_allocate_to_pool), every allocation on a stream that is
   capturing with that id comes from it. Its blocks are reused only within the pool. While any
   capture routes allocations on a device, the allocator does not query or record events and
   never calls cudaFree there (both would break the capture): frees that need events wait until
@@ -90,12 +95,11 @@ from libc.string cimport memcpy
 from libcpp.deque cimport deque
 from libcpp.map cimport map
 from libcpp.unordered_map cimport unordered_map
-from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cyruntime cimport (cudaError_t, cudaErrorMemoryAllocation, cudaErrorNotReady,
-                                      cudaEvent_t, cudaStream_t,
+                                      cudaStream_t,
                                       cudaStreamCaptureMode, cudaStreamCaptureModeRelaxed,
                                       cudaStreamCaptureStatus, cudaStreamCaptureStatusActive,
                                       cudaSuccess)
@@ -104,19 +108,11 @@ from tensorplay._runtime.devices cimport device as devices
 from tensorplay._runtime.base cimport errors
 from tensorplay._runtime.devices cimport stream as streams
 from tensorplay._runtime.devices.device cimport MAX_DEVICES
-from tensorplay._runtime.base.reentrant_lock cimport ReentrantLock, acquire, release_lock
-
-cdef extern from *:
-    """
-    #include <atomic>
-    /* Serial numbers of pool handles: unique across threads without taking any lock. */
-    static std::atomic<unsigned long long> tensorplay_pool_serial{0};
-    static inline unsigned long long tensorplay_next_pool_serial(void) {
-        return ++tensorplay_pool_serial;
-    }
-    """
-    unsigned long long tensorplay_next_pool_serial() noexcept nogil
-
+from tensorplay._runtime.base.reentrant_lock cimport acquire, release_lock
+from tensorplay._runtime.memory.blocks cimport (Block, BlockPool, DeviceState, FreeBlocks, FreeKey,
+                                                PendingEvent, PoolKey, PrivatePool, Routing,
+                                                StreamUse, erase_free, init_pool, insert_free,
+                                                is_split, pool_freeable)
 
 # --------------------------------------------------------------------------------------------
 # Sizes (PyTorch's constants; docs/design.md, "Caching allocator")
@@ -159,35 +155,7 @@ cdef inline size_t segment_size(size_t size) noexcept nogil:
 
 
 # --------------------------------------------------------------------------------------------
-# Statistics (docs/design.md, "Memory statistics")
-
-cdef enum Counter:
-    COUNTER_CURRENT
-    COUNTER_PEAK
-    COUNTER_ALLOCATED   # accumulated increases since the last reset_accumulated_stats
-    COUNTER_FREED       # accumulated decreases
-    COUNTER_COUNT
-
-cdef enum Scalar:
-    SCALAR_NUM_ALLOC_RETRIES      # out-of-memory retries after emptying the cache
-    SCALAR_NUM_OOMS               # OutOfMemoryErrors raised
-    SCALAR_NUM_SYNC_ALL_STREAMS   # waits for every pending event (empty_cache, retries)
-    SCALAR_NUM_DEVICE_ALLOC       # cudaMalloc calls that succeeded
-    SCALAR_NUM_DEVICE_FREE        # cudaFree calls
-    SCALAR_COUNT
-
-# Key names, in the order of the enums above and in allocator.pxd.
-STAT_NAMES = ("allocation", "segment", "active", "inactive_split", "allocated_bytes",
-              "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes")
-POOL_KIND_NAMES = ("all", "small_pool", "large_pool")
-COUNTER_NAMES = ("current", "peak", "allocated", "freed")
-SCALAR_NAMES = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
-                "num_device_free")
-# Statistics PyTorch reports for settings we keep at their defaults (max_split_size unlimited,
-# so nothing is ever "oversize").
-FIXED_STATS = {"max_split_size": -1,
-               **{f"oversize_{what}.{counter}": 0
-                  for what in ("allocations", "segments") for counter in COUNTER_NAMES}}
+# Statistics (docs/design.md, "Memory statistics"; the Counter and Scalar enums are allocator.pxd's)
 
 # Zero-initialised, so a device that was never used reads as all zeros.
 cdef int64_t counters[MAX_DEVICES][<int>STAT_COUNT][<int>POOL_KIND_COUNT][<int>COUNTER_COUNT]
@@ -214,83 +182,7 @@ cdef inline void count(int device, Stat stat, bint small, int64_t delta) noexcep
 
 
 # --------------------------------------------------------------------------------------------
-# Data structures
-
-cdef struct StreamUse:
-    cudaStream_t stream
-    int device        # the stream's device: its events must be created there
-
-
-cdef cppclass Block
-cdef cppclass PrivatePool
-
-# Free blocks ordered by ((stream, size), address): one lower_bound finds the best fit on a
-# stream, smallest size first, then lowest address.
-ctypedef pair[pair[uintptr_t, size_t], uintptr_t] FreeKey
-ctypedef map[FreeKey, Block*] FreeBlocks
-
-
-cdef cppclass BlockPool:
-    FreeBlocks free_blocks
-    bint small
-    PrivatePool* owner    # NULL for the shared pools of a device
-
-
-cdef cppclass Block:
-    uintptr_t ptr
-    size_t size               # rounded; blocks of a segment tile it exactly
-    size_t requested_size     # what the caller asked for, while allocated
-    cudaStream_t stream       # the allocation stream; its segment's stream
-    int device
-    BlockPool* pool
-    Block* prev               # neighbours within the segment, in address order
-    Block* next
-    bint allocated            # handed out and not released yet
-    int event_count           # events to complete before the block is free
-    int capture_holds         # graphs whose capture saw it freed (Note [Blocks freed during capture])
-    vector[StreamUse] stream_uses   # other streams that used it (record_stream)
-
-
-ctypedef pair[unsigned long long, unsigned long long] PoolKey
-
-
-cdef cppclass PrivatePool:
-    PoolKey id
-    int use_count             # graphs and handles holding the pool
-    bint routing              # selected for a capture (begin_allocate_to_pool)
-    size_t reserved_bytes     # bytes of the segments it owns; it is dropped at zero
-    BlockPool small_blocks
-    BlockPool large_blocks
-
-
-cdef struct PendingEvent:
-    cudaEvent_t event
-    int device                # the event's device, to return it to the right cache
-    Block* block
-
-
-cdef struct Routing:
-    unsigned long long capture_id
-    unsigned long long holder  # the graph's capture: blocks freed now are held for it
-    PrivatePool* pool
-
-
-cdef cppclass DeviceState:
-    int device
-    ReentrantLock lock
-    BlockPool small_blocks
-    BlockPool large_blocks
-    map[PoolKey, PrivatePool*] private_pools
-    vector[Routing] routings          # captures whose allocations go to a private pool
-    # Events recorded for released blocks, one queue per stream (keyed by the stream's
-    # address), oldest first.
-    unordered_map[uintptr_t, deque[PendingEvent]] pending_events
-    size_t pending_event_count
-    # Released blocks whose events could not be recorded because a capture was open.
-    vector[Block*] deferred_until_no_capture
-    # Blocks released while captures were open, by the capture that holds them (holder id).
-    map[unsigned long long, vector[Block*]] held_blocks
-
+# Device states (blocks.pxd holds the structures)
 
 # Created on first use of a device (allocation or pool), never destroyed.
 cdef DeviceState* states[MAX_DEVICES]
@@ -306,11 +198,6 @@ cdef inline void acquire_global() noexcept:
     if not PyThread_acquire_lock(global_lock, NOWAIT_LOCK):
         with nogil:
             PyThread_acquire_lock(global_lock, WAIT_LOCK)
-
-
-cdef inline void init_pool(BlockPool* pool, bint small, PrivatePool* owner) noexcept nogil:
-    pool.small = small
-    pool.owner = owner
 
 
 cdef DeviceState* state_for(int device) except NULL:
@@ -339,6 +226,10 @@ cdef DeviceState* state_for(int device) except NULL:
     return states[device]
 
 
+cdef DeviceState* used_state(int device) noexcept nogil:
+    return states[device] if device_used(device) else NULL
+
+
 cdef Block* new_block(int device, cudaStream_t stream, BlockPool* pool, uintptr_t ptr,
                       size_t size) noexcept nogil:
     cdef Block* block = new Block()
@@ -354,26 +245,6 @@ cdef Block* new_block(int device, cudaStream_t stream, BlockPool* pool, uintptr_
     block.event_count = 0
     block.capture_holds = 0
     return block
-
-
-cdef inline FreeKey free_key(Block* block) noexcept nogil:
-    cdef FreeKey key
-    key.first.first = <uintptr_t>block.stream
-    key.first.second = block.size
-    key.second = block.ptr
-    return key
-
-
-cdef inline void insert_free(BlockPool* pool, Block* block) noexcept nogil:
-    pool.free_blocks[free_key(block)] = block
-
-
-cdef inline void erase_free(BlockPool* pool, Block* block) noexcept nogil:
-    pool.free_blocks.erase(free_key(block))
-
-
-cdef inline bint is_split(Block* block) noexcept nogil:
-    return block.prev != NULL or block.next != NULL
 
 
 # --------------------------------------------------------------------------------------------
@@ -447,19 +318,7 @@ cdef int free_whole_segments(DeviceState* state, BlockPool* pool) except -1:
 
 
 # --------------------------------------------------------------------------------------------
-# Private pools
-
-cdef inline bint pool_freeable(PrivatePool* pool) noexcept nogil:
-    return pool.use_count == 0 and not pool.routing
-
-
-cdef PrivatePool* find_pool(DeviceState* state, PoolId id) noexcept nogil:
-    cdef map[PoolKey, PrivatePool*].iterator it = state.private_pools.find(
-        PoolKey(id.first, id.second))
-    if it == state.private_pools.end():
-        return NULL
-    return deref(it).second
-
+# Private pools (pools.pyx keeps them; the allocation path and empty_cache serve and free them)
 
 cdef int release_pool_memory(DeviceState* state, PrivatePool* pool) except -1:
     """Return a freeable pool's whole free segments; drop the pool with its last segment.
@@ -942,34 +801,6 @@ cdef int64_t stat_peak(int device, Stat stat, PoolKind pool) noexcept nogil:
     return counters[device][<int>stat][<int>pool][<int>COUNTER_PEAK]
 
 
-# Note [Building memory_stats]
-# memory_stats() returns some 150 keys, sorted, as PyTorch does. Formatting and sorting them on
-# every call cost more than everything else together, so the sorted keys are made once, with
-# for each the position of its value in a flat snapshot: the counters (laid out in the order
-# of their names), then the scalars, then the figures computed per call, then the fixed ones.
-cdef enum:
-    COUNTER_VALUES = STAT_COUNT * POOL_KIND_COUNT * COUNTER_COUNT
-    EXTRA_LARGEST_FREE_BLOCK = COUNTER_VALUES + SCALAR_COUNT
-    EXTRA_GRAPH_POOLS
-    EXTRA_CAPTURING
-    FIXED_VALUES_START
-
-
-def _snapshot_names():
-    """The key of each position of the flat snapshot."""
-    return ([f"{stat}.{kind}.{counter}" for stat in STAT_NAMES for kind in POOL_KIND_NAMES
-             for counter in COUNTER_NAMES]
-            + list(SCALAR_NAMES) + ["largest_free_block", "num_graph_pools", "capturing"]
-            + list(FIXED_STATS))
-
-
-SNAPSHOT_NAMES = _snapshot_names()
-cdef size_t snapshot_size = len(SNAPSHOT_NAMES)
-STATS_KEYS = tuple(sorted(SNAPSHOT_NAMES))
-cdef vector[int] stats_positions = [SNAPSHOT_NAMES.index(key) for key in STATS_KEYS]
-cdef vector[int64_t] fixed_values = list(FIXED_STATS.values())
-
-
 cdef size_t largest_free(BlockPool* pool) noexcept nogil:
     cdef size_t largest = 0
     cdef FreeBlocks.iterator it = pool.free_blocks.begin()
@@ -980,15 +811,10 @@ cdef size_t largest_free(BlockPool* pool) noexcept nogil:
     return largest
 
 
-cdef dict memory_stats(int device):
-    if not device_used(device):
-        return {}
+cdef int snapshot_stats(int device, int64_t* values) except -1:
+    # Copied under the lock so that the numbers agree with each other; statistics.pyx builds
+    # the dict after it (Note [Allocator locks]; statistics.pyx, Note [Building memory_stats]).
     cdef DeviceState* state = states[device]
-    cdef vector[int64_t] snapshot
-    snapshot.resize(snapshot_size)
-    cdef int64_t* values = snapshot.data()
-    # Copied under the lock so that the numbers agree with each other; the dict is built
-    # after it (Note [Allocator locks], Note [Building memory_stats]).
     acquire(&state.lock)
     memcpy(values, counters[device], sizeof(counters[device]))
     memcpy(values + <int>COUNTER_VALUES, scalars[device], sizeof(scalars[device]))
@@ -998,10 +824,7 @@ cdef dict memory_stats(int device):
     values[<int>EXTRA_GRAPH_POOLS] = state.private_pools.size()
     values[<int>EXTRA_CAPTURING] = not state.routings.empty()
     release_lock(&state.lock)
-    memcpy(values + <int>FIXED_VALUES_START, fixed_values.data(),
-           fixed_values.size() * sizeof(int64_t))
-    cdef list ordered = [values[position] for position in stats_positions]
-    return dict(zip(STATS_KEYS, ordered))
+    return 0
 
 
 cdef int reset_peak_stats(int device) except -1:
@@ -1046,127 +869,6 @@ cdef int empty_cache(int device) except -1:
     return 0
 
 
-cdef PoolId new_pool_handle() noexcept nogil:
-    cdef PoolId pool
-    pool.first = 0
-    pool.second = tensorplay_next_pool_serial()
-    return pool
-
-
-cdef str pool_text(PoolId pool, int device):
-    return f"private pool ({pool.first}, {pool.second}) on device {device}"
-
-
-cdef int retain_pool(int device, PoolId pool) except -1:
-    devices.checked_device(device)
-    if pool.first == 0 and pool.second == 0:
-        raise ValueError("pool id (0, 0) means 'no pool' and cannot be retained")
-    cdef DeviceState* state = state_for(device)
-    acquire(&state.lock)
-    cdef PrivatePool* graph_pool = find_pool(state, pool)
-    if graph_pool == NULL:
-        graph_pool = new PrivatePool()
-        graph_pool.id = PoolKey(pool.first, pool.second)
-        graph_pool.use_count = 0
-        graph_pool.routing = False
-        graph_pool.reserved_bytes = 0
-        init_pool(&graph_pool.small_blocks, True, graph_pool)
-        init_pool(&graph_pool.large_blocks, False, graph_pool)
-        state.private_pools[graph_pool.id] = graph_pool
-    graph_pool.use_count += 1
-    release_lock(&state.lock)
-    return 0
-
-
-cdef int release_pool(int device, PoolId pool) except -1:
-    cdef DeviceState* state = states[device] if device_used(device) else NULL
-    cdef PrivatePool* graph_pool = NULL
-    cdef bint found = False
-    if state != NULL:
-        acquire(&state.lock)
-        try:
-            graph_pool = find_pool(state, pool)
-            if graph_pool != NULL and graph_pool.use_count > 0:
-                found = True
-                graph_pool.use_count -= 1
-                # Its free segments go back to CUDA at the next empty_cache() with no capture
-                # open; segments that back live tensors stay until those are freed.
-                if pool_freeable(graph_pool) and graph_pool.reserved_bytes == 0:
-                    state.private_pools.erase(graph_pool.id)
-                    del graph_pool
-        finally:
-            release_lock(&state.lock)
-    if not found:
-        raise ValueError(f"{pool_text(pool, device)} is not retained, so it cannot be released")
-    return 0
-
-
-cdef enum RoutingProblem:
-    ROUTING_OK
-    ROUTING_POOL_NOT_RETAINED
-    ROUTING_POOL_BUSY
-    ROUTING_CAPTURE_BUSY
-
-
-cdef int begin_allocate_to_pool(int device, PoolId pool, unsigned long long capture_id,
-                                unsigned long long holder) except -1:
-    devices.checked_device(device)
-    cdef DeviceState* state = states[device]
-    cdef PrivatePool* graph_pool = NULL
-    cdef Routing routing
-    cdef RoutingProblem problem = ROUTING_POOL_NOT_RETAINED
-    if state != NULL:
-        acquire(&state.lock)
-        graph_pool = find_pool(state, pool)
-        if graph_pool == NULL or graph_pool.use_count == 0:
-            problem = ROUTING_POOL_NOT_RETAINED
-        elif graph_pool.routing:
-            problem = ROUTING_POOL_BUSY
-        else:
-            problem = ROUTING_OK
-            for routing in state.routings:
-                if routing.capture_id == capture_id:
-                    problem = ROUTING_CAPTURE_BUSY
-            if problem == ROUTING_OK:
-                routing.capture_id = capture_id
-                routing.holder = holder
-                routing.pool = graph_pool
-                state.routings.push_back(routing)
-                graph_pool.routing = True
-        release_lock(&state.lock)
-    if problem == ROUTING_POOL_NOT_RETAINED:
-        raise ValueError(f"{pool_text(pool, device)} is not retained: retain_pool() it before "
-                         "capturing into it")
-    if problem == ROUTING_POOL_BUSY:
-        raise ValueError(f"{pool_text(pool, device)} already receives the allocations of "
-                         "another capture")
-    if problem == ROUTING_CAPTURE_BUSY:
-        raise ValueError(f"capture {capture_id} on device {device} already allocates from "
-                         f"another pool, so it cannot also use {pool_text(pool, device)}")
-    return 0
-
-
-cdef int end_allocate_to_pool(int device, PoolId pool) except -1:
-    cdef DeviceState* state = states[device] if device_used(device) else NULL
-    cdef bint found = False
-    cdef size_t i
-    if state != NULL:
-        acquire(&state.lock)
-        try:
-            for i in range(state.routings.size()):
-                if (state.routings[i].pool.id.first == pool.first
-                        and state.routings[i].pool.id.second == pool.second):
-                    state.routings[i].pool.routing = False
-                    state.routings.erase(state.routings.begin() + i)
-                    found = True
-                    break
-        finally:
-            release_lock(&state.lock)
-    if not found:
-        raise ValueError(f"{pool_text(pool, device)} is not receiving any capture's allocations")
-    return 0
-
-
 cdef int add_stream_use(Block* block, cudaStream_t stream, int stream_device) except -1:
     """Under the block's device lock: the block is reused only once stream's work queued so far
     is done (record_stream's mechanism)."""
@@ -1182,36 +884,3 @@ cdef int add_stream_use(Block* block, cudaStream_t stream, int stream_device) ex
     block.stream_uses.push_back(use)
     return 0
 
-
-cdef int release_held_blocks(int device, unsigned long long holder,
-                             const vector[cudaStream_t]* replayed) except -1:
-    if not device_used(device):
-        return 0
-    cdef DeviceState* state = states[device]
-    cdef map[unsigned long long, vector[Block*]].iterator it
-    cdef vector[Block*] held
-    cdef Block* block
-    cdef size_t i
-    acquire(&state.lock)
-    try:
-        it = state.held_blocks.find(holder)
-        if it != state.held_blocks.end():
-            held.swap(deref(it).second)
-            state.held_blocks.erase(it)
-        for block in held:
-            # A replay launched on these streams may still touch the block.
-            if replayed != NULL:
-                for i in range(replayed.size()):
-                    add_stream_use(block, deref(replayed)[i], device)
-            block.capture_holds -= 1
-            if block.capture_holds == 0:
-                reuse_when_done(state, block)
-    finally:
-        release_lock(&state.lock)
-    return 0
-
-
-cdef int pool_count(int device) noexcept nogil:
-    if not device_used(device):
-        return 0
-    return <int>states[device].private_pools.size()

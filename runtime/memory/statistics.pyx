@@ -8,6 +8,8 @@ checked: the generated wrappers convert them (device.device_index_arg), so none 
 again here.
 """
 from libc.stdint cimport int64_t, uintptr_t
+from libc.string cimport memcpy
+from libcpp.vector cimport vector
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cyruntime cimport cudaStream_t
@@ -16,8 +18,8 @@ from tensorplay._runtime.memory cimport allocator, host_allocator
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors
 from tensorplay._runtime.devices cimport stream as _stream
-from tensorplay._runtime.memory.allocator cimport (POOL_ALL, STAT_ALLOCATED_BYTES,
-                                            STAT_RESERVED_BYTES)
+from tensorplay._runtime.memory.allocator cimport (FIXED_VALUES_START, POOL_ALL,
+                                                   STAT_ALLOCATED_BYTES, STAT_RESERVED_BYTES)
 
 
 cdef int64_t memory_allocated(int device) except -1:
@@ -36,8 +38,53 @@ cdef int64_t max_memory_reserved(int device) except -1:
     return allocator.stat_peak(device, STAT_RESERVED_BYTES, POOL_ALL)
 
 
+# Note [Building memory_stats]
+# memory_stats() returns some 150 keys, sorted, as PyTorch does. Formatting and sorting them on
+# every call cost more than everything else together, so the sorted keys are made once, with
+# for each the position of its value in a flat snapshot: the counters (laid out in the order
+# of their names), then the scalars, then the figures computed per call (allocator.pxd lays
+# those out, and allocator.snapshot_stats fills them), then the fixed ones.
+
+# Key names, in the order of allocator.pxd's enums (Stat, PoolKind, Counter, Scalar).
+STAT_NAMES = ("allocation", "segment", "active", "inactive_split", "allocated_bytes",
+              "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes")
+POOL_KIND_NAMES = ("all", "small_pool", "large_pool")
+COUNTER_NAMES = ("current", "peak", "allocated", "freed")
+SCALAR_NAMES = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
+                "num_device_free")
+# Statistics PyTorch reports for settings we keep at their defaults (max_split_size unlimited,
+# so nothing is ever "oversize").
+FIXED_STATS = {"max_split_size": -1,
+               **{f"oversize_{what}.{counter}": 0
+                  for what in ("allocations", "segments") for counter in COUNTER_NAMES}}
+
+
+def _snapshot_names():
+    """The key of each position of the flat snapshot."""
+    return ([f"{stat}.{kind}.{counter}" for stat in STAT_NAMES for kind in POOL_KIND_NAMES
+             for counter in COUNTER_NAMES]
+            + list(SCALAR_NAMES) + ["largest_free_block", "num_graph_pools", "capturing"]
+            + list(FIXED_STATS))
+
+
+SNAPSHOT_NAMES = _snapshot_names()
+cdef size_t snapshot_size = len(SNAPSHOT_NAMES)
+STATS_KEYS = tuple(sorted(SNAPSHOT_NAMES))
+cdef vector[int] stats_positions = [SNAPSHOT_NAMES.index(key) for key in STATS_KEYS]
+cdef vector[int64_t] fixed_values = list(FIXED_STATS.values())
+
+
 cdef dict memory_stats(int device):
-    return allocator.memory_stats(device)
+    if not allocator.device_used(device):
+        return {}
+    cdef vector[int64_t] snapshot
+    snapshot.resize(snapshot_size)
+    cdef int64_t* values = snapshot.data()
+    allocator.snapshot_stats(device, values)
+    memcpy(values + <int>FIXED_VALUES_START, fixed_values.data(),
+           fixed_values.size() * sizeof(int64_t))
+    cdef list ordered = [values[position] for position in stats_positions]
+    return dict(zip(STATS_KEYS, ordered))
 
 
 cdef dict memory_stats_as_nested_dict(int device):

@@ -8,7 +8,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay import accelerator, cuda
-from tensorplay._runtime.graphs import graph_update
+from tensorplay._runtime.graphs import node_params
 from tensorplay._runtime.kernels import signature as kernel_signature, nvrtc as kernels
 from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
@@ -386,8 +386,8 @@ def test_graph_update_arguments_are_checked_before_the_graph_is():
         g.replay_with((1, 2))
     with pytest.raises(TypeError, match="node must be a KernelNode from kernel_nodes"):
         g.set_kernel_node_params(3)
-    for hand_made in (graphs.KernelNode(), graph_update.KernelNodeCore.__new__(
-            graph_update.KernelNodeCore)):
+    for hand_made in (graphs.KernelNode(), node_params.KernelNodeCore.__new__(
+            node_params.KernelNodeCore)):
         with pytest.raises(ValueError, match=r"made by hand.*kernel_nodes\(\)"):
             g.set_kernel_node_params(hand_made, grid=1)
     with pytest.raises(TypeError, match="reinstantiate must be a bool"):
@@ -801,8 +801,8 @@ def test_reset_after_rebinding_and_updates_leaves_nothing_behind(quiet_device):
     assert memory.memory_stats()["num_graph_pools"] == pools
 
 
-# -- extents, launch rules and listed nodes (Notes [Extents and bounds], [Launch dimensions],
-# [Listed nodes] in graph_update.pyx) -----------------------------------------------------------
+# -- extents, launch rules and listed nodes (Note [Extents and bounds] in graph_update.pyx, Notes
+# [Launch dimensions], [Listed nodes] in node_params.pyx) ----------------------------------------
 
 
 def kernel_node(g, *names):
@@ -1026,7 +1026,7 @@ def test_nodes_of_another_graph_and_hand_made_nodes_are_refused(quiet_device):
     with pytest.raises(ValueError, match=r"belongs to another graph.*kernel_nodes\(\)"):
         g.set_kernel_node_params(fill_node(h), arguments={"value": 4.0})
     for hand_made in (graphs.KernelNode(),
-                      graph_update.KernelNodeCore.__new__(graph_update.KernelNodeCore)):
+                      node_params.KernelNodeCore.__new__(node_params.KernelNodeCore)):
         with pytest.raises(ValueError, match=r"made by hand.*kernel_nodes\(\)"):
             g.set_kernel_node_params(hand_made, arguments={"value": 4.0})
     g.replay()

@@ -4,9 +4,11 @@
 bulk input staging and graphed callables.
 """
 
+from tensorplay._runtime.graphs cimport capture as _capture
+from tensorplay._runtime.graphs cimport contexts as _contexts
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.graphs cimport graph as _graph
-from tensorplay._runtime.graphs cimport graph_update as _graph_update
+from tensorplay._runtime.graphs cimport node_params as _node_params
 from tensorplay._runtime.base cimport public as _public
 from tensorplay._runtime.devices cimport stream as _stream
 cimport tensorplay._bases as _bases
@@ -58,7 +60,7 @@ def graph_pool_handle():
     Returns:
         tuple[int, int]: an opaque pool id, to pass as pool=.
     """
-    return _graph.graph_pool_handle()
+    return _contexts.graph_pool_handle()
 
 
 def graph(cuda_graph, pool=None, stream=None, capture_error_mode='global'):
@@ -76,7 +78,7 @@ def graph(cuda_graph, pool=None, stream=None, capture_error_mode='global'):
     Returns:
         Any: a context manager.
     """
-    return _graph.graph_context(cuda_graph, _graph.pool_arg(pool, 'pool'), _stream.stream_arg(stream, 'stream'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')))
+    return _contexts.graph_context(cuda_graph, _graph.pool_arg(pool, 'pool'), _stream.stream_arg(stream, 'stream'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')))
 
 
 def recapture(cuda_graph, stream=None, capture_error_mode='global', reinstantiate=False):
@@ -96,7 +98,7 @@ def recapture(cuda_graph, stream=None, capture_error_mode='global', reinstantiat
     Returns:
         Any: a context manager.
     """
-    return _graph.recapture_context(cuda_graph, _stream.stream_arg(stream, 'stream'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')), _errors.bool_arg(reinstantiate, 'reinstantiate'))
+    return _contexts.recapture_context(cuda_graph, _stream.stream_arg(stream, 'stream'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')), _errors.bool_arg(reinstantiate, 'reinstantiate'))
 
 
 def is_current_stream_capturing():
@@ -105,7 +107,7 @@ def is_current_stream_capturing():
     Returns:
         bool: whether the current stream is capturing.
     """
-    return _graph.is_current_stream_capturing()
+    return _capture.is_current_stream_capturing()
 
 
 def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unused_input=False, pool=None, capture_error_mode='global'):
@@ -217,7 +219,7 @@ A CUDA graph whose capture allocates from a private memory pool and replays with
         self.init_cuda_graph()
 
 
-cdef class KernelNode(_graph_update.KernelNodeCore):
+cdef class KernelNode(_node_params.KernelNodeCore):
     """A kernel node of a graph's executable, as CUDAGraph.kernel_nodes() listed it."""
 
     def __repr__(self):

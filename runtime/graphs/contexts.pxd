@@ -1,0 +1,11 @@
+# The graph() and recapture() blocks of tensorplay.cuda.graphs, and pool handles (contexts.pyx).
+# A capture_error_mode arrives as its index in the schema's choices, which is its
+# cudaStreamCaptureMode (capture.pyx). graph_context is Python-callable too: the Python layer's
+# make_graphed_callables captures through it, with the arguments its wrapper checked.
+from tensorplay._runtime.devices.stream cimport StreamCore
+
+cpdef object graph_context(object cuda_graph, object pool, StreamCore stream,
+                           int capture_error_mode)
+cdef object recapture_context(object cuda_graph, StreamCore stream, int capture_error_mode,
+                              bint reinstantiate)
+cdef object graph_pool_handle()

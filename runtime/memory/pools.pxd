@@ -1,0 +1,28 @@
+# Private pools for graph capture (pools.pyx; docs/design.md, "Capture rules").
+from libcpp.vector cimport vector
+
+from cuda.bindings.cyruntime cimport cudaStream_t
+
+# A private memory pool's id: (0, n) for handles from graph_pool_handle(), (n, 0) for pools a
+# graph creates for itself, as PyTorch's MempoolId_t. (0, 0) is "no pool".
+cdef struct PoolId:
+    unsigned long long first
+    unsigned long long second
+
+# Pools are refcounted by graphs and handles; while a pool is selected for a capture id,
+# allocations made on a stream capturing with that id go to the pool; a pool's free memory
+# returns to CUDA at the first empty_cache() after its count drops to zero, with no capture open.
+# Blocks freed while a capture routes are held for holder (the graph's capture id) until
+# release_held_blocks(holder), which makes each of them wait for the work queued so far on the
+# streams in replayed (those the graph was launched on) before it is reused (allocator.pyx,
+# Note [Blocks freed during capture]).
+# A new pool id: a handle's (0, n), or (n, 0) for a graph's own pool (or a conditional body's).
+cdef PoolId new_pool_handle() noexcept nogil
+cdef PoolId new_graph_pool() noexcept nogil
+cdef int retain_pool(int device, PoolId pool) except -1
+cdef int release_pool(int device, PoolId pool) except -1
+cdef int begin_allocate_to_pool(int device, PoolId pool, unsigned long long capture_id,
+                                unsigned long long holder) except -1
+cdef int end_allocate_to_pool(int device, PoolId pool) except -1
+cdef int release_held_blocks(int device, unsigned long long holder,
+                             const vector[cudaStream_t]* replayed) except -1
