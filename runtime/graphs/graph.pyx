@@ -223,7 +223,7 @@ cdef class GraphBase:
         self.capture.pool_id = pool_id
         self.capture.holds_pool = True
         try:
-            self.capture.start(device, handle, target, capture_mode)
+            self.capture.start(device, handle, stream, capture_mode)
             # Before any work is captured: random ops captured from now on read their state
             # from device memory (docs/design.md, "RNG state").
             rng.begin_capture(self.generators, device, self.capture.capture_id)
