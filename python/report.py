@@ -11,7 +11,8 @@ import os
 import sys
 import time
 
-from tensorplay import _build_info, _schema, accelerator, cuda
+from tensorplay import _build_info, _schema, accelerator, cuda, zeros
+from tensorplay._runtime.devices import device
 
 DESCRIPTION = ("Report how tensorplay was built (CUDA headers, cuda-bindings, Cython), the "
                "accelerator and each device; where no GPU is visible, why not and what works "
@@ -115,7 +116,6 @@ def probe_accelerator(nvml=None, environ=None, load_driver_library=None):
     device count depends on, in its order, without initialising CUDA (docs/design.md, "Device
     discovery"). nvml, environ and load_driver_library stand in for pynvml, os.environ and
     loading libcuda.so.1 in tests."""
-    from tensorplay._runtime.devices import device
     environ = os.environ if environ is None else environ
     findings, check = [], None
     if nvml is None:
@@ -236,7 +236,6 @@ def capture_lines():
     """Capture DEMO_KERNELS elementwise kernels once; compare one replay with eager launches."""
     if not accelerator.is_available():
         return ["capture/replay demonstration: skipped, no GPU visible"]
-    from tensorplay import zeros
     x = zeros(1024, device="cuda")
     step = x.__iadd__
 

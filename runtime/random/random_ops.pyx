@@ -23,7 +23,7 @@ from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.random.rng cimport GeneratorCore, PhiloxState
 from tensorplay._runtime.tensor.core cimport TensorCore
 from tensorplay._runtime.random import philox
-from tensorplay._runtime.base.dtypes import float32_to_bfloat16_bits
+from tensorplay._runtime.base.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
 
 cdef enum Distribution:
     UNIFORM = 0
@@ -141,7 +141,6 @@ cdef object _stored(object values, DtypeCore dtype):
 
 cdef object _as_real(object values, DtypeCore dtype):
     """Stored CPU values back as float32 (float64 for float64), to compare as the kernels do."""
-    from tensorplay._runtime.base.dtypes import bfloat16_bits_to_float32
     if dtype.name == "bfloat16":
         return bfloat16_bits_to_float32(values)
     return values.astype("f8" if dtype.name == "float64" else "f4")
