@@ -39,6 +39,7 @@ failing.
 import warnings
 import weakref
 
+cimport cython
 from libc.stdint cimport uintptr_t
 
 from cuda.bindings cimport cyruntime
@@ -132,6 +133,11 @@ cdef class CaptureSettings:
         self.capture_mode = 0
 
 
+# Not cleared by the garbage collector: __dealloc__ walks the parts (capture state,
+# conditional stack, settings) to give back what the graph holds, and a GraphBase collected as
+# part of a reference cycle would otherwise have them set to None first (Cython's tp_clear),
+# which the typed accesses there cannot survive. The parts refer to nothing that refers back.
+@cython.no_gc_clear
 cdef class GraphBase:
     def __cinit__(self, *args, **kwargs):
         self.settings = CaptureSettings()
