@@ -3,7 +3,8 @@
 
 cdef class Node:
     # One recorded operation: see Note [Tape].
-    cdef readonly str operation          # "mul"; name() gives PyTorch's "MulBackward"
+    cdef int op                          # the operation's code in the op table (ops.pxd)
+    cdef readonly str operation          # its gradient's name, "mul": name() gives "MulBackward"
     cdef tuple edges                     # per input: None, a leaf tensor, or (Node, output)
     cdef tuple inputs_meta               # per input: (sizes, dtype, device) or None
     cdef tuple outputs_meta              # per output: (sizes, dtype, device)

@@ -44,13 +44,14 @@ history of the view's base and of its other views (PyTorch's CopySlices for view
 import functools
 import math
 
-from tensorplay._runtime.kernels cimport device_ops
+from tensorplay._runtime.kernels cimport ops
 from tensorplay._runtime.base cimport errors, public
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.tensor cimport core as tensor
 from tensorplay._runtime.devices.stream cimport StreamCore
 from tensorplay._runtime.tensor.core cimport TensorCore
 
+from tensorplay._runtime.kernels.ops import gradient_names
 from tensorplay._runtime.tensor.core import ShapeError
 
 FREED_MESSAGE = (
@@ -141,7 +142,7 @@ cdef class Node:
     cdef str c_name(self):
         if self.operation is None:  # made by Node.__new__, never recorded
             return "Node"
-        if self.operation == "function":
+        if self.op == ops.OP_FUNCTION:
             return f"{self.state[0].__name__}Backward"
         return "".join(part.capitalize() for part in self.operation.split("_")) + "Backward"
 
@@ -165,13 +166,14 @@ cdef class Node:
         return self.saved
 
 
-def record(object outputs, str operation, tuple inputs, tuple saved, object state):
-    """Record a Node for operation on inputs (tensors or anything else) on outputs (a tensor or a
-    tuple of them), making each floating-point output require grad; returns the Node."""
+def record(object outputs, int op, tuple inputs, tuple saved, object state):
+    """Record a Node for op (ops.pxd) on inputs (tensors or anything else) on outputs (a tensor
+    or a tuple of them), making each floating-point output require grad; returns the Node."""
     cls = public.public_class("Node", Node)
     cdef Node node = cls.__new__(cls)
     cdef TensorCore value
-    node.operation = operation
+    node.op = op
+    node.operation = ops.gradient_name(op)
     edges = []
     for operand in inputs:
         if isinstance(operand, TensorCore) and (<TensorCore>operand).grad_required:
@@ -201,9 +203,10 @@ def record(object outputs, str operation, tuple inputs, tuple saved, object stat
 
 
 # --------------------------------------------------------------------------------------------
-# Gradients of the operations, by the name core.pyx records. Each takes the Node and the
-# gradients of its outputs, and returns one gradient per operand (None where none is needed),
-# at the shape the operation broadcast the operands to; BackwardPass reduces it (sum_to).
+# Gradients of the operations, by the gradient names of the op table (ops.pyx). Each takes the
+# Node and the gradients of its outputs, and returns one gradient per operand (None where none
+# is needed), at the shape the operation broadcast the operands to; BackwardPass reduces it
+# (sum_to).
 
 
 cdef TensorCore zeros_of(tuple meta):
@@ -344,7 +347,7 @@ def mean_gradient(Node node, tuple grads):
 def extreme_gradient(Node node, tuple grads):
     # Shared evenly among the elements equal to the maximum (or minimum), as PyTorch's max().
     cdef TensorCore x = node.saved[0]
-    extreme = x.c_max() if node.operation == "max" else x.c_min()
+    extreme = x.c_max() if node.op == ops.OP_MAX else x.c_min()
     cdef TensorCore mask = (<TensorCore>x.c_eq(extreme)).c_to(None, x.dtype_object, False, False)
     return ((<TensorCore>(<TensorCore>grads[0]).c_mul(mask)).c_truediv(mask.c_sum(None, False)),)
 
@@ -474,6 +477,27 @@ FORMULAS = {
 }
 
 
+def formulas_by_op(dict formulas):
+    """The formula of each op, by its code (None for an op without gradient), from formulas
+    (gradient name -> function): a RuntimeError names every gradient name of the op table
+    (ops.pyx) that formulas lacks and every formula no op names (Note [Op table])."""
+    names = gradient_names()
+    missing = [name for name in names if name not in formulas]
+    unused = [name for name in formulas if name not in names]
+    if missing or unused:
+        raise RuntimeError(
+            "the op table and the gradient formulas differ: "
+            + "; ".join(([f"no formula for {', '.join(missing)}"] if missing else [])
+                        + ([f"formulas for no op: {', '.join(unused)}"] if unused else []))
+            + " (runtime/kernels/ops.pyx, ROWS; runtime/autograd/engine.pyx, FORMULAS)")
+    return [None if ops.gradient_name(op) is None else formulas[ops.gradient_name(op)]
+            for op in range(ops.OP_COUNT)]
+
+
+# Resolved once, at import: a Node finds its formula by its op's code.
+cdef list _formulas = formulas_by_op(FORMULAS)
+
+
 # --------------------------------------------------------------------------------------------
 # Running the tape backwards (Note [Tape])
 
@@ -510,7 +534,7 @@ cdef int accumulate_into_grad(TensorCore leaf, TensorCore gradient) except -1:
         (<TensorCore>target).c_copy_(gradient, False)
         leaf.grad_value = target
     else:
-        (<TensorCore>leaf.grad_value).c_binary(gradient, device_ops.OP_ADD, False, True,
+        (<TensorCore>leaf.grad_value).c_binary(gradient, ops.OP_ADD, False, True,
                                                "grad accumulation")
     return 0
 
@@ -676,7 +700,7 @@ cdef class BackwardPass:
             # A tensor output no gradient reached counts as zero.
             if gradient is None and node.outputs_meta[number] is not None:
                 grads[number] = zeros_of(node.outputs_meta[number])
-        input_grads = FORMULAS[node.operation](node, tuple(grads))
+        input_grads = _formulas[node.op](node, tuple(grads))
         if not self.retain_graph and node.saved:
             node.saved = ()
             node.saved_versions = ()
@@ -843,5 +867,5 @@ def run_function(cls, *args):
                                         (<TensorCore>value).element_strides)
                     if isinstance(value, TensorCore) and any(value is arg for arg in args)
                     else value for value in results)
-    ctx._node = record(results, "function", args, ctx._to_save, (cls, ctx))
+    ctx._node = record(results, ops.OP_FUNCTION, args, ctx._to_save, (cls, ctx))
     return results if isinstance(outputs, tuple) else results[0]

@@ -31,7 +31,7 @@ from cuda.bindings.cyruntime cimport (cudaMemcpyDeviceToDevice, cudaMemcpyDevice
 
 from tensorplay._runtime.memory cimport allocator
 from tensorplay._runtime.devices cimport captures, device as _device
-from tensorplay._runtime.kernels cimport device_ops
+from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.base cimport dtypes
 from tensorplay._runtime.base cimport errors, public
 from tensorplay._runtime.memory cimport host_allocator
@@ -43,28 +43,8 @@ import math
 import threading
 
 
-# The numpy ufunc computing each operation on the CPU, by name: numpy itself is imported on first
-# use, because it costs more than the rest of `import tensorplay` together.
-NUMPY_BINARY = {device_ops.OP_ADD: "add", device_ops.OP_SUB: "subtract",
-                device_ops.OP_MUL: "multiply", device_ops.OP_DIV: "true_divide",
-                device_ops.OP_POW: "power"}
-# The gradient of each binary operation (engine.pyx): rounded division has none (zero).
-BINARY_GRADIENTS = {device_ops.OP_ADD: "add", device_ops.OP_SUB: "sub", device_ops.OP_MUL: "mul",
-                    device_ops.OP_DIV: "div", device_ops.OP_DIV_TRUNC: "rounded_div",
-                    device_ops.OP_DIV_FLOOR: "rounded_div", device_ops.OP_POW: "pow"}
-NUMPY_COMPARE = {device_ops.OP_EQ: "equal", device_ops.OP_NE: "not_equal",
-                 device_ops.OP_LT: "less", device_ops.OP_LE: "less_equal",
-                 device_ops.OP_GT: "greater", device_ops.OP_GE: "greater_equal"}
-NUMPY_UNARY = {device_ops.OP_NEG: "negative", device_ops.OP_ABS: "abs",
-               device_ops.OP_RELU: "maximum", device_ops.OP_SIN: "sin", device_ops.OP_COS: "cos",
-               device_ops.OP_EXP: "exp", device_ops.OP_SQRT: "sqrt", device_ops.OP_LOG: "log"}
-# The unary operations whose gradient PyTorch computes from the output, which it saves.
-SAVES_OUTPUT = (device_ops.OP_RELU, device_ops.OP_EXP, device_ops.OP_SQRT)
-UNARY_NAMES = {device_ops.OP_NEG: "neg", device_ops.OP_ABS: "abs", device_ops.OP_RELU: "relu",
-               device_ops.OP_SIN: "sin", device_ops.OP_COS: "cos", device_ops.OP_EXP: "exp",
-               device_ops.OP_SQRT: "sqrt", device_ops.OP_LOG: "log"}
-
-
+# numpy is imported on first use (np()), because it costs more than the rest of `import
+# tensorplay` together.
 cdef object _numpy = None
 
 
@@ -89,7 +69,7 @@ class DtypeError(TypeError, RuntimeError):
 
 
 cdef inline object np():
-    """numpy, imported on first use (see NUMPY_BINARY)."""
+    """numpy, imported on first use."""
     global _numpy
     if _numpy is None:
         import numpy
@@ -203,12 +183,13 @@ cdef bint _plain_sizes(tuple size):
     return True
 
 
-cdef DtypeCore sum_dtype(DtypeCore dtype, bint mean):
-    """The dtype of a sum (int64 for integer and bool tensors, as PyTorch) or of a mean (which
-    refuses them)."""
-    if dtype.floating:
+cdef DtypeCore reduced_dtype(DtypeCore dtype, int op):
+    """The dtype of a reduction (op OP_SUM, OP_MEAN, OP_MAX or OP_MIN) of a dtype tensor, by the
+    op's dtype rule: a sum of integers or bools is int64, as PyTorch's; a mean refuses them."""
+    cdef int rule = ops.dtype_rule(op)
+    if dtype.floating or rule == ops.DTYPE_SAME:
         return dtype
-    if mean:
+    if rule == ops.DTYPE_FLOATING_ONLY:
         raise DtypeError(f"mean(): could not infer output dtype. Input dtype must be either a "
                          f"floating point or complex dtype. Got: {dtype.name} (mean() needs a "
                          f"floating-point tensor; convert with .to(tensorplay.float32))")
@@ -298,13 +279,13 @@ cdef inline bint tracked(TensorCore tensor, object other=None, object third=None
     return grad_enabled()
 
 
-cdef object recorded(object output, str name, tuple inputs, tuple saved=(), object state=None):
-    """output, after a Node for the operation name on inputs is recorded on it."""
+cdef object recorded(object output, int op, tuple inputs, tuple saved=(), object state=None):
+    """output, after a Node for op (ops.pxd) on inputs is recorded on it."""
     global _autograd
     if _autograd is None:
         from tensorplay._runtime.autograd import engine as autograd
         _autograd = autograd
-    _autograd.record(output, name, inputs, saved, state)
+    _autograd.record(output, op, inputs, saved, state)
     return output
 
 
@@ -643,18 +624,18 @@ cdef int check_operand(TensorCore tensor, object other, bint inplace, str name, 
     return 0
 
 
-cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, bint true_division,
-                                bint inplace, str name, str argument="the other operand"):
+cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, int op, bint inplace, str name,
+                                str argument="the other operand"):
     """The result dtype of tensor (op) other under the operators' rules, which it checks: other
     is a tensor of the same dtype and device whose shape broadcasts with tensor's, or a Python
     scalar; no bool arithmetic here (c_bool_binary has its own rules); integers divide truly into
-    float32; an in-place result keeps the tensor's dtype and shape."""
+    float32 (op's dtype rule); an in-place result keeps the tensor's dtype and shape."""
     check_operand(tensor, other, inplace, name, argument, True)
     if tensor.dtype_object.name == "bool":
         raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
                         ".to(tensorplay.int64) first")
     cdef DtypeCore result = float32_if_float(tensor.dtype_object, other)
-    if true_division and not result.floating:
+    if ops.dtype_rule(op) == ops.DTYPE_FLOATING and not result.floating:
         result = dtypes.named_dtype("float32")  # true division, as PyTorch
     if inplace:
         check_in_place(tensor, result, name)
@@ -671,11 +652,11 @@ cdef int check_in_place(TensorCore tensor, DtypeCore result, str name) except -1
 cdef int division_op(object rounding_mode, str name) except -1:
     """The kernel operation of torch.div's rounding_mode."""
     if rounding_mode is None:
-        return device_ops.OP_DIV
+        return ops.OP_DIV
     if rounding_mode == "trunc":
-        return device_ops.OP_DIV_TRUNC
+        return ops.OP_DIV_TRUNC
     if rounding_mode == "floor":
-        return device_ops.OP_DIV_FLOOR
+        return ops.OP_DIV_FLOOR
     if not isinstance(rounding_mode, str):
         raise TypeError(f"{name}: rounding_mode must be None, 'trunc' or 'floor', got "
                         f"{type(rounding_mode).__name__}")
@@ -685,21 +666,21 @@ cdef int division_op(object rounding_mode, str name) except -1:
 
 cdef object cpu_binary(int op, object a, object b):
     """a (op) b in numpy; a and b are arrays or Python scalars."""
-    if op == device_ops.OP_DIV_TRUNC or op == device_ops.OP_DIV_FLOOR:
+    if op == ops.OP_DIV_TRUNC or op == ops.OP_DIV_FLOOR:
         if np().result_type(a, b).kind in "iu":
             if np().any(np().asarray(b) == 0):
                 # PyTorch's CPU kernels raise too; numpy would give 0 with a warning.
                 raise ZeroDivisionError("div: integer division by zero (other has a zero)")
             quotient = np().floor_divide(a, b)
-            if op == device_ops.OP_DIV_TRUNC:  # floor + 1 where inexact and the signs differ
+            if op == ops.OP_DIV_TRUNC:  # floor + 1 where inexact and the signs differ
                 quotient = quotient + ((np().remainder(a, b) != 0) & ((np().asarray(a) < 0) !=
                                                                       (np().asarray(b) < 0)))
             return quotient
         with np().errstate(divide="ignore", invalid="ignore"):
-            if op == device_ops.OP_DIV_TRUNC:
+            if op == ops.OP_DIV_TRUNC:
                 return np().trunc(np().true_divide(a, b))
             return np().floor_divide(a, b)
-    return getattr(np(), NUMPY_BINARY[op])(a, b)
+    return getattr(np(), ops.cpu_name(op))(a, b)
 
 
 def _repr_values(TensorCore tensor):
@@ -767,7 +748,7 @@ cdef object copied_to(TensorCore tensor, int target_device, DtypeCore target_dty
     result = new_empty(tensor.sizes, target_dtype, target_device)
     copy_into(result, tensor, non_blocking, argument)
     if tracked(tensor) and target_dtype.floating:
-        return recorded(result, "to", (tensor,))
+        return recorded(result, ops.OP_TO, (tensor,))
     return result
 
 
@@ -1112,7 +1093,7 @@ cdef class TensorCore:
             self.c_check_rebase("fill_")
             filled = (<TensorCore>new_empty(self.sizes, self.dtype_object,
                                             self.device_index)).c_fill_(value)
-            return self.c_rebased(recorded(filled, "fill", (self,)))
+            return self.c_rebased(recorded(filled, ops.OP_FILL, (self,)))
         self.c_mark_modified("fill_")
         if self.device_index == CPU:
             self.array[...] = stored(np().array(value), self.dtype_object)
@@ -1147,7 +1128,7 @@ cdef class TensorCore:
     cdef object c_clone(self):
         result = new_empty(self.sizes, self.dtype_object, self.device_index)
         copy_into(result, self, False)
-        return recorded(result, "clone", (self,)) if tracked(self) else result
+        return recorded(result, ops.OP_CLONE, (self,)) if tracked(self) else result
 
     cdef object c_contiguous(self):
         return self if is_contiguous(self) else self.c_clone()
@@ -1175,7 +1156,7 @@ cdef class TensorCore:
         if self.element_count:
             result.array[...] = self.array  # the storage dtype on both sides: bits as they are
         # PyTorch's pin_memory is an identity for autograd (PinMemoryBackward0), like clone().
-        return recorded(result, "pin_memory", (self,)) if tracked(self) else result
+        return recorded(result, ops.OP_PIN_MEMORY, (self,)) if tracked(self) else result
 
     cdef bint c_is_pinned(self) except -1:
         if self.device_index != CPU or not _device.is_initialized():
@@ -1233,7 +1214,7 @@ cdef class TensorCore:
                              "reshape() copies "
                              "when it must")
         view = strided_view(self, shape, contiguous_strides(shape))
-        return recorded(view, "reshape", (self,)) if tracked(self) else view
+        return recorded(view, ops.OP_RESHAPE, (self,)) if tracked(self) else view
 
     cdef object c_reshape(self, tuple shape):
         if is_contiguous(self):
@@ -1248,12 +1229,14 @@ cdef class TensorCore:
         cdef int first = self.c_dim(dim0, "dim0"), second = self.c_dim(dim1, "dim1")
         if len(self.sizes) == 0:  # dims 0 and -1 of a 0-d tensor name the tensor itself
             view = strided_view(self, self.sizes, self.element_strides)
-            return recorded(view, "reshape", (self,)) if tracked(self) else view
+            return recorded(view, ops.OP_RESHAPE, (self,)) if tracked(self) else view
         sizes, strides = list(self.sizes), list(self.element_strides)
         sizes[first], sizes[second] = sizes[second], sizes[first]
         strides[first], strides[second] = strides[second], strides[first]
         view = strided_view(self, tuple(sizes), tuple(strides))
-        return recorded(view, "transpose", (self,), (), (first, second)) if tracked(self) else view
+        if tracked(self):
+            return recorded(view, ops.OP_TRANSPOSE, (self,), (), (first, second))
+        return view
 
     cdef object c_t(self):
         if len(self.sizes) > 2:
@@ -1261,7 +1244,7 @@ cdef class TensorCore:
                              f"{len(self.sizes)}D (shape {self.sizes}); use transpose()")
         if len(self.sizes) < 2:  # a view of the tensor as it is
             view = strided_view(self, self.sizes, self.element_strides)
-            return recorded(view, "reshape", (self,)) if tracked(self) else view
+            return recorded(view, ops.OP_RESHAPE, (self,)) if tracked(self) else view
         return self.c_transpose(0, 1)
 
     cdef object c_unsqueeze(self, object dim):
@@ -1276,7 +1259,7 @@ cdef class TensorCore:
         stride = self.element_strides[at] * self.sizes[at] if at < ndim else 1
         view = strided_view(self, self.sizes[:at] + (1,) + self.sizes[at:],
                             self.element_strides[:at] + (stride,) + self.element_strides[at:])
-        return recorded(view, "reshape", (self,)) if tracked(self) else view
+        return recorded(view, ops.OP_RESHAPE, (self,)) if tracked(self) else view
 
     cdef object c_expand(self, tuple size):
         if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -1311,7 +1294,7 @@ cdef class TensorCore:
         if math.prod(sizes) >= ELEMENTS_LIMIT:
             raise ValueError(f"expand: sizes {errors.shown(size)} have 2**63 elements or more")
         view = strided_view(self, tuple(sizes), tuple(strides))
-        return recorded(view, "expand", (self,)) if tracked(self) else view
+        return recorded(view, ops.OP_EXPAND, (self,)) if tracked(self) else view
 
     cdef object c_getitem(self, object key):
         if self.device_index == CPU:
@@ -1357,7 +1340,7 @@ cdef class TensorCore:
         on the tape when this tensor is."""
         view.version = self.version
         view.is_view = True
-        return recorded(view, "getitem", (self,), (), key) if tracked(self) else view
+        return recorded(view, ops.OP_GETITEM, (self,), (), key) if tracked(self) else view
 
     cdef object c_setitem(self, object key, object value):
         cdef unsigned long long capture_id
@@ -1377,7 +1360,7 @@ cdef class TensorCore:
                 result.c_setitem(key, value)
             finally:
                 set_grad_enabled(previous)
-            self.c_rebased(recorded(result, "setitem", (self, value), (), key))
+            self.c_rebased(recorded(result, ops.OP_SETITEM, (self, value), (), key))
             return None
         target = <TensorCore>self.c_getitem(key)
         if isinstance(value, TensorCore):
@@ -1393,9 +1376,8 @@ cdef class TensorCore:
                 not isinstance(other, TensorCore) or
                 (<TensorCore>other).dtype_object is self.dtype_object):
             return self.c_bool_binary(other, op, reverse, inplace, name)
-        cdef DtypeCore result_dtype = arithmetic_dtype(self, other, op == device_ops.OP_DIV,
-                                                       inplace, name)
-        if op == device_ops.OP_POW and not reverse and not result_dtype.floating and \
+        cdef DtypeCore result_dtype = arithmetic_dtype(self, other, op, inplace, name)
+        if op == ops.OP_POW and not reverse and not result_dtype.floating and \
                 isinstance(other, int) and other < 0:
             raise IntegerPowerError(f"{name}: Integers to negative integer powers are not "
                                     f"allowed. (got exponent {other} for a "
@@ -1455,21 +1437,21 @@ cdef class TensorCore:
         bool ** bool tensor are refused as in PyTorch. Computed in int64 (or float32), so every
         kernel it needs exists on both devices."""
         check_operand(self, other, inplace, name, "the other operand", False)
-        if op == device_ops.OP_SUB:  # NotImplementedError since PyTorch 2.14, RuntimeError before
+        if op == ops.OP_SUB:  # NotImplementedError since PyTorch 2.14, RuntimeError before
             raise BoolNotImplementedError(
                 f"{name}: Subtraction, the `-` operator, with a bool tensor is not supported. If "
                 "you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
         boolean = isinstance(other, (bool, TensorCore))  # the other operand is bool too
-        if op == device_ops.OP_DIV_TRUNC or op == device_ops.OP_DIV_FLOOR or (
-                op == device_ops.OP_POW and isinstance(other, TensorCore)):
+        if op == ops.OP_DIV_TRUNC or op == ops.OP_DIV_FLOOR or (
+                op == ops.OP_POW and isinstance(other, TensorCore)):
             raise BoolNotImplementedError(f"{name}: not implemented for 'Bool' tensors (as in "
                                           "PyTorch); convert with .to(tensorplay.int64) first")
-        if op == device_ops.OP_DIV or isinstance(other, float):
+        if op == ops.OP_DIV or isinstance(other, float):
             compute = dtypes.named_dtype("float32")
         else:
             compute = dtypes.named_dtype("int64")
         result_dtype = self.dtype_object if boolean and compute.name == "int64" and \
-            op != device_ops.OP_POW else compute
+            op != ops.OP_POW else compute
         if inplace and result_dtype is not self.dtype_object:
             raise DtypeError(f"{name}: result type {result_dtype.name} can't be cast to the "
                              "desired output type bool")
@@ -1496,80 +1478,79 @@ cdef class TensorCore:
         # div, the divisor, and the dividend when the divisor needs a gradient; for pow, both
         # operands and, with a tensor exponent, the output (a detached alias).
         other_grad = isinstance(other, TensorCore) and (<TensorCore>other).grad_required
-        if op == device_ops.OP_MUL:
+        if op == ops.OP_MUL:
             saved = (self if other_grad else None, other if self.grad_required else None)
-        elif op == device_ops.OP_DIV:
+        elif op == ops.OP_DIV:
             saved = (self if other_grad or reverse else None, other)
-        elif op == device_ops.OP_POW:
+        elif op == ops.OP_POW:
             saved = (self, other) if not isinstance(other, TensorCore) and not reverse \
                 else (self, other, (<TensorCore>output).c_detach())
         else:
             saved = ()
-        return recorded(output, BINARY_GRADIENTS[op], (self, other), saved, reverse)
+        return recorded(output, op, (self, other), saved, reverse)
 
     cdef object c_add(self, object other):
-        return self.c_binary(other, device_ops.OP_ADD, False, False, "add")
+        return self.c_binary(other, ops.OP_ADD, False, False, "add")
 
     cdef object c_radd(self, object other):
-        return self.c_binary(other, device_ops.OP_ADD, True, False, "add")
+        return self.c_binary(other, ops.OP_ADD, True, False, "add")
 
     cdef object c_sub(self, object other):
-        return self.c_binary(other, device_ops.OP_SUB, False, False, "sub")
+        return self.c_binary(other, ops.OP_SUB, False, False, "sub")
 
     cdef object c_rsub(self, object other):
-        return self.c_binary(other, device_ops.OP_SUB, True, False, "sub")
+        return self.c_binary(other, ops.OP_SUB, True, False, "sub")
 
     cdef object c_mul(self, object other):
-        return self.c_binary(other, device_ops.OP_MUL, False, False, "mul")
+        return self.c_binary(other, ops.OP_MUL, False, False, "mul")
 
     cdef object c_rmul(self, object other):
-        return self.c_binary(other, device_ops.OP_MUL, True, False, "mul")
+        return self.c_binary(other, ops.OP_MUL, True, False, "mul")
 
     cdef object c_truediv(self, object other):
-        return self.c_binary(other, device_ops.OP_DIV, False, False, "div")
+        return self.c_binary(other, ops.OP_DIV, False, False, "div")
 
     cdef object c_rtruediv(self, object other):
-        return self.c_binary(other, device_ops.OP_DIV, True, False, "div")
+        return self.c_binary(other, ops.OP_DIV, True, False, "div")
 
     cdef object c_pow(self, object exponent):
         # Checked first under the name pow() gives it; the operator's is other.
-        arithmetic_dtype(self, exponent, False, False, "pow", "exponent")
-        return self.c_binary(exponent, device_ops.OP_POW, False, False, "pow")
+        arithmetic_dtype(self, exponent, ops.OP_POW, False, "pow", "exponent")
+        return self.c_binary(exponent, ops.OP_POW, False, False, "pow")
 
     cdef object c_pow_operator(self, object other):
-        return self.c_binary(other, device_ops.OP_POW, False, False, "pow")
+        return self.c_binary(other, ops.OP_POW, False, False, "pow")
 
     cdef object c_rpow(self, object base):
-        return self.c_binary(base, device_ops.OP_POW, True, False, "pow")
+        return self.c_binary(base, ops.OP_POW, True, False, "pow")
 
     cdef object c_iadd(self, object other):
-        return self.c_binary(other, device_ops.OP_ADD, False, True, "add_")
+        return self.c_binary(other, ops.OP_ADD, False, True, "add_")
 
     cdef object c_isub(self, object other):
-        return self.c_binary(other, device_ops.OP_SUB, False, True, "sub_")
+        return self.c_binary(other, ops.OP_SUB, False, True, "sub_")
 
     cdef object c_imul(self, object other):
-        return self.c_binary(other, device_ops.OP_MUL, False, True, "mul_")
+        return self.c_binary(other, ops.OP_MUL, False, True, "mul_")
 
     cdef object c_itruediv(self, object other):
-        return self.c_binary(other, device_ops.OP_DIV, False, True, "div_")
+        return self.c_binary(other, ops.OP_DIV, False, True, "div_")
 
     cdef object c_compare(self, object other, int op):
-        names = {device_ops.OP_EQ: "eq", device_ops.OP_NE: "ne", device_ops.OP_LT: "lt",
-                 device_ops.OP_LE: "le", device_ops.OP_GT: "gt", device_ops.OP_GE: "ge"}
+        name = ops.op_name(op)
         sizes = self.sizes
         if isinstance(other, TensorCore):
-            check_device_and_dtype(self, other, names[op])
-            sizes = broadcast_shape(self.sizes, (<TensorCore>other).sizes, names[op])
+            check_device_and_dtype(self, other, name)
+            sizes = broadcast_shape(self.sizes, (<TensorCore>other).sizes, name)
         elif is_scalar(other):
-            scalar_operand_arg(other, names[op])
+            scalar_operand_arg(other, name)
         elif not is_scalar(other):
-            raise TypeError(f"{names[op]}: the other operand must be a tensor or a Python "
+            raise TypeError(f"{name}: the other operand must be a tensor or a Python "
                             f"scalar, got {type(other).__name__}")
         boolean = dtypes.named_dtype("bool")
         if self.device_index == CPU:
             b = computable(other) if isinstance(other, TensorCore) else other
-            values = getattr(np(), NUMPY_COMPARE[op])(computable(self), b)
+            values = getattr(np(), ops.cpu_name(op))(computable(self), b)
             return wrap_cpu(np().asarray(values, order="C"),
                              boolean)
         output = new_empty(sizes, boolean, self.device_index)
@@ -1593,26 +1574,26 @@ cdef class TensorCore:
         return output
 
     cdef object c_eq(self, object other):
-        return self.c_compare(other, device_ops.OP_EQ)
+        return self.c_compare(other, ops.OP_EQ)
 
     cdef object c_ne(self, object other):
-        return self.c_compare(other, device_ops.OP_NE)
+        return self.c_compare(other, ops.OP_NE)
 
     cdef object c_lt(self, object other):
-        return self.c_compare(other, device_ops.OP_LT)
+        return self.c_compare(other, ops.OP_LT)
 
     cdef object c_le(self, object other):
-        return self.c_compare(other, device_ops.OP_LE)
+        return self.c_compare(other, ops.OP_LE)
 
     cdef object c_gt(self, object other):
-        return self.c_compare(other, device_ops.OP_GT)
+        return self.c_compare(other, ops.OP_GT)
 
     cdef object c_ge(self, object other):
-        return self.c_compare(other, device_ops.OP_GE)
+        return self.c_compare(other, ops.OP_GE)
 
     cdef object c_unary(self, int op):
-        name = UNARY_NAMES[op]
-        if op >= device_ops.OP_SIN and not self.dtype_object.floating:
+        name = ops.op_name(op)
+        if ops.dtype_rule(op) == ops.DTYPE_FLOATING and not self.dtype_object.floating:
             # Integers and bools go to float32 first, as PyTorch promotes them.
             return (<TensorCore>self.c_to(None, dtypes.named_dtype("float32"), False,
                                           False)).c_unary(op)
@@ -1620,11 +1601,11 @@ cdef class TensorCore:
             raise BoolNotImplementedError(f"{name}() is not supported on bool tensors" + (
                 ": Negation, the `-` operator, on a bool tensor is not supported. If you are "
                 "trying to invert a mask, use the `~` or `logical_not()` operator instead."
-                if op == device_ops.OP_NEG else ""))
+                if op == ops.OP_NEG else ""))
         if self.device_index == CPU:
             values = computable(self)
-            values = np().maximum(values, 0).astype(values.dtype) if op == device_ops.OP_RELU \
-                else getattr(np(), NUMPY_UNARY[op])(values)
+            values = np().maximum(values, 0).astype(values.dtype) if op == ops.OP_RELU \
+                else getattr(np(), ops.cpu_name(op))(values)
             output = wrap_cpu(np().asarray(stored(values, self.dtype_object), order="C"),
                               self.dtype_object)
         else:
@@ -1636,34 +1617,34 @@ cdef class TensorCore:
         if tracked(self) and self.dtype_object.floating:
             # What PyTorch saves: nothing for neg, the output (a detached alias, sharing its
             # version counter) where the gradient is a function of it, else the input.
-            saved = () if op == device_ops.OP_NEG else (
-                ((<TensorCore>output).c_detach(),) if op in SAVES_OUTPUT else (self,))
-            return recorded(output, name, (self,), saved)
+            saved = () if op == ops.OP_NEG else (
+                ((<TensorCore>output).c_detach(),) if ops.saves_output(op) else (self,))
+            return recorded(output, op, (self,), saved)
         return output
 
     cdef object c_neg(self):
-        return self.c_unary(device_ops.OP_NEG)
+        return self.c_unary(ops.OP_NEG)
 
     cdef object c_abs(self):
-        return self.c_unary(device_ops.OP_ABS)
+        return self.c_unary(ops.OP_ABS)
 
     cdef object c_relu(self):
-        return self.c_unary(device_ops.OP_RELU)
+        return self.c_unary(ops.OP_RELU)
 
     cdef object c_sin(self):
-        return self.c_unary(device_ops.OP_SIN)
+        return self.c_unary(ops.OP_SIN)
 
     cdef object c_cos(self):
-        return self.c_unary(device_ops.OP_COS)
+        return self.c_unary(ops.OP_COS)
 
     cdef object c_exp(self):
-        return self.c_unary(device_ops.OP_EXP)
+        return self.c_unary(ops.OP_EXP)
 
     cdef object c_sqrt(self):
-        return self.c_unary(device_ops.OP_SQRT)
+        return self.c_unary(ops.OP_SQRT)
 
     cdef object c_log(self):
-        return self.c_unary(device_ops.OP_LOG)
+        return self.c_unary(ops.OP_LOG)
 
     # -- PyTorch's named arithmetic and clamp, under the operators' rules (c_binary) ------------
 
@@ -1682,12 +1663,12 @@ cdef class TensorCore:
     cdef object c_scaled(self, object other, object alpha, bint subtract, bint inplace):
         """self + alpha * other, or self - alpha * other, as torch.add and torch.sub."""
         cdef TensorCore output
+        cdef int op = ops.OP_SUB if subtract else ops.OP_ADD
         name = ("sub" if subtract else "add") + ("_" if inplace else "")
         if self.dtype_object.name == "bool" and alpha == 1 and not isinstance(alpha, bool):
             # Bool arithmetic's own promotion (c_bool_binary); another alpha is refused below.
-            return self.c_binary(other, device_ops.OP_SUB if subtract else device_ops.OP_ADD,
-                                 False, inplace, name)
-        cdef DtypeCore result_dtype = arithmetic_dtype(self, other, False, inplace, name)
+            return self.c_binary(other, op, False, inplace, name)
+        cdef DtypeCore result_dtype = arithmetic_dtype(self, other, op, inplace, name)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
             raise TypeError(f"{name}: alpha must be an int or float, got {alpha!r:.200}")
         scalar_operand_arg(alpha, name, "alpha")
@@ -1695,7 +1676,6 @@ cdef class TensorCore:
             raise TypeError(f"{name}: alpha must be an int for a {result_dtype.name} result, got "
                             f"{alpha!r} (a float alpha needs floating-point operands, as in "
                             "PyTorch)")
-        cdef int op = device_ops.OP_SUB if subtract else device_ops.OP_ADD
         if inplace and tracked(self, other):  # recorded: the result of a copy, copied in
             self.c_check_rebase(name)
             return self.c_rebased((<TensorCore>self.c_clone()).c_scaled(other, alpha, subtract,
@@ -1712,9 +1692,9 @@ cdef class TensorCore:
             result = self.c_cpu_result(opmath(self) + scale * opmath(other), result_dtype, inplace)
             return self.c_scaled_result(result, other, scale, inplace)
         if (<TensorCore>other).sizes != self.sizes:  # broadcast: the scaled copy, then the sum
-            return self.c_binary((<TensorCore>other).c_binary(scale, device_ops.OP_MUL, False,
+            return self.c_binary((<TensorCore>other).c_binary(scale, ops.OP_MUL, False,
                                                               False, name),
-                                 device_ops.OP_ADD, False, inplace, name)
+                                 ops.OP_ADD, False, inplace, name)
         if inplace:
             self.c_mark_modified(name, other)
         left, right = contiguous_on_device(self), contiguous_on_device(other)
@@ -1728,7 +1708,7 @@ cdef class TensorCore:
         """output of self + scale * other, on the tape when the operands are."""
         if inplace or not tracked(self, other) or not (<TensorCore>output).dtype_object.floating:
             return output
-        return recorded(output, "add_scaled", (self, other), (), scale)
+        return recorded(output, ops.OP_ADD_SCALED, (self, other), (), scale)
 
     cdef object c_div(self, object other, object rounding_mode):
         return self.c_binary(other, division_op(rounding_mode, "div"), False, False, "div")
@@ -1857,7 +1837,7 @@ cdef class TensorCore:
         if inplace or not tracked(self, low, high) or \
                 not (<TensorCore>output).dtype_object.floating:
             return output
-        return recorded(output, "clamp", (self, low, high), (self, low, high), None)
+        return recorded(output, ops.OP_CLAMP, (self, low, high), (self, low, high), None)
 
     cdef object c_cpu_result(self, object values, DtypeCore dtype, bint inplace):
         """numpy values computed from this CPU tensor, stored as dtype: into self in place, or
@@ -1883,19 +1863,19 @@ cdef class TensorCore:
     # -- reductions -----------------------------------------------------------------------------
 
     cdef object c_reduce(self, int op, bint mean, str name):
-        cdef DtypeCore result_dtype = sum_dtype(self.dtype_object, mean) \
-            if op == device_ops.OP_SUM else self.dtype_object
-        if op != device_ops.OP_SUM and self.element_count == 0:
+        cdef DtypeCore result_dtype = reduced_dtype(self.dtype_object,
+                                                    ops.OP_MEAN if mean else op)
+        if op != ops.OP_SUM and self.element_count == 0:
             raise ShapeError(f"{name}(): Expected reduction dim to be specified for "
                              f"input.numel() == 0. {name}() of an empty tensor has no identity; "
                              "it needs at least one element")
         if self.device_index == CPU:
             values = computable(self)
-            if op == device_ops.OP_SUM:
+            if op == ops.OP_SUM:
                 result = values.mean() if mean else values.sum(
                     dtype=np().int64 if not self.dtype_object.floating else values.dtype)
             else:
-                result = values.max() if op == device_ops.OP_MAX else values.min()
+                result = values.max() if op == ops.OP_MAX else values.min()
             return wrap_cpu(np().asarray(stored(np().asarray(result), result_dtype)),
                              result_dtype)
         source = contiguous_on_device(self)
@@ -1909,13 +1889,14 @@ cdef class TensorCore:
     cdef object c_sum(self, object dim, bint keepdim):
         result = self.c_reduce_dims(dim, keepdim, False, "sum")
         if tracked(self) and self.dtype_object.floating:
-            return recorded(result, "sum", (self,), (), (self.c_reduced_dims(dim, "sum"), keepdim))
+            return recorded(result, ops.OP_SUM, (self,), (),
+                            (self.c_reduced_dims(dim, "sum"), keepdim))
         return result
 
     cdef object c_mean(self, object dim, bint keepdim):
         result = self.c_reduce_dims(dim, keepdim, True, "mean")
         if tracked(self):
-            return recorded(result, "mean", (self,), (),
+            return recorded(result, ops.OP_MEAN, (self,), (),
                             (self.c_reduced_dims(dim, "mean"), keepdim))
         return result
 
@@ -1941,11 +1922,12 @@ cdef class TensorCore:
         """sum() or mean() over dim (see c_reduced_dims), keeping reduced dimensions as size 1
         when keepdim."""
         cdef tuple dims = self.c_reduced_dims(dim, name)
-        cdef DtypeCore result_dtype = sum_dtype(self.dtype_object, mean)
+        cdef DtypeCore result_dtype = reduced_dtype(self.dtype_object,
+                                                    ops.OP_MEAN if mean else ops.OP_SUM)
         shape = tuple(1 if d in dims else size for d, size in enumerate(self.sizes)) if keepdim \
             else tuple(size for d, size in enumerate(self.sizes) if d not in dims)
         if len(dims) == len(self.sizes):  # the whole tensor: the two-launch reduction
-            whole = <TensorCore>self.c_reduce(device_ops.OP_SUM, mean, name)
+            whole = <TensorCore>self.c_reduce(ops.OP_SUM, mean, name)
             return reshaped(whole, shape)
         if self.device_index == CPU:
             values = computable(self)
@@ -1967,12 +1949,12 @@ cdef class TensorCore:
         return output
 
     cdef object c_max(self):
-        result = self.c_reduce(device_ops.OP_MAX, False, "max")
-        return recorded(result, "max", (self,), (self,)) if tracked(self) else result
+        result = self.c_reduce(ops.OP_MAX, False, "max")
+        return recorded(result, ops.OP_MAX, (self,), (self,)) if tracked(self) else result
 
     cdef object c_min(self):
-        result = self.c_reduce(device_ops.OP_MIN, False, "min")
-        return recorded(result, "min", (self,), (self,)) if tracked(self) else result
+        result = self.c_reduce(ops.OP_MIN, False, "min")
+        return recorded(result, ops.OP_MIN, (self,), (self,)) if tracked(self) else result
 
     cdef object c_matmul(self, object other):
         """The matrix product by PyTorch's rules for 1 to 3 dimensions: a 1-D first operand is
@@ -2026,7 +2008,7 @@ cdef class TensorCore:
         if not tracked(self, right):
             return output
         # Each operand is saved only when the other needs its gradient, as PyTorch's.
-        return recorded(output, "matmul", (self, right),
+        return recorded(output, ops.OP_MATMUL, (self, right),
                         (self if right.grad_required else None,
                          right if self.grad_required else None))
 
@@ -2476,7 +2458,7 @@ cdef object where(object condition, object input, object other):
     output = where_values(condition, input, other)
     if isinstance(condition, TensorCore) and tracked(condition, input, other) and \
             (<TensorCore>output).dtype_object.floating:
-        return recorded(output, "where", (condition, input, other), (condition,))
+        return recorded(output, ops.OP_WHERE, (condition, input, other), (condition,))
     return output
 
 
