@@ -1,11 +1,13 @@
 """The op table (runtime/kernels/ops.pyx, Note [Op table]): each op declared once, the kernel
 constants, the dispatch and the gradient formulas derived from it."""
 import re
+import subprocess
+import sys
 
 import pytest
 
 import tensorplay as tp
-from tensorplay._runtime.autograd import engine
+from tensorplay._runtime.autograd import engine as formulas
 from tensorplay._runtime.kernels import nvrtc as kernels
 from tensorplay._runtime.kernels import ops
 
@@ -20,26 +22,26 @@ def test_every_op_has_one_row_and_a_unique_name():
 
 
 def test_the_table_and_the_gradient_formulas_match_exactly():
-    assert set(ops.gradient_names()) == set(engine.FORMULAS)
+    assert set(ops.gradient_names()) == set(formulas.FORMULAS)
 
 
 def test_an_op_without_its_formula_is_an_error_naming_it():
-    formulas = dict(engine.FORMULAS)
-    del formulas["rounded_div"]
+    table = dict(formulas.FORMULAS)
+    del table["rounded_div"]
     with pytest.raises(RuntimeError, match="no formula for rounded_div"):
-        engine.formulas_by_op(formulas)
+        formulas.formulas_by_op(table)
 
 
 def test_a_formula_for_no_op_is_an_error_naming_it():
-    formulas = {**engine.FORMULAS, "mull": engine.FORMULAS["mul"]}
+    table = {**formulas.FORMULAS, "mull": formulas.FORMULAS["mul"]}
     with pytest.raises(RuntimeError, match="formulas for no op: mull"):
-        engine.formulas_by_op(formulas)
+        formulas.formulas_by_op(table)
 
 
 def test_each_op_finds_its_formula_by_code():
-    by_op = engine.formulas_by_op(engine.FORMULAS)
-    assert by_op[Op.OP_ADD] is engine.FORMULAS["add"]
-    assert by_op[Op.OP_DIV_FLOOR] is engine.FORMULAS["rounded_div"]
+    by_op = formulas.formulas_by_op(formulas.FORMULAS)
+    assert by_op[Op.OP_ADD] is formulas.FORMULAS["add"]
+    assert by_op[Op.OP_DIV_FLOOR] is formulas.FORMULAS["rounded_div"]
     assert by_op[Op.OP_EQ] is None  # comparisons have no gradient
 
 
@@ -60,3 +62,14 @@ def test_a_node_is_named_by_its_ops_gradient():
     assert x.div(2, rounding_mode="floor").grad_fn.name() == "RoundedDivBackward"
     assert (x * 2).grad_fn.name() == "MulBackward"
     assert x.exp().grad_fn.name() == "ExpBackward"
+
+
+def test_import_installs_the_tape_recorder_and_leaves_numpy_for_later():
+    # The tensor layer records Nodes through the recorder the tape installs when it is imported
+    # (core.pyx, Note [Tape recorder]); the public package imports it. numpy, which costs more
+    # than the rest of the import, waits for the first CPU operation.
+    code = ("import sys, tensorplay\n"
+            "print('tensorplay._runtime.autograd.engine' in sys.modules, 'numpy' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                            text=True)
+    assert result.stdout.split() == ["True", "False"]

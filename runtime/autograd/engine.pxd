@@ -1,5 +1,6 @@
-# Reverse-mode automatic differentiation over a tape of Nodes (engine.pyx explains it at its
+# Reverse-mode automatic differentiation over the tape of Nodes (engine.pyx explains it at its
 # top).
+from tensorplay._runtime.tensor.core cimport TensorCore
 
 cdef class Node:
     # One recorded operation: see Note [Tape].
@@ -17,9 +18,16 @@ cdef class Node:
     cdef str c_repr(self)
     cdef tuple unpack(self)
 
+# Record a Node for op (ops.pxd) on inputs (tensors or anything else) on outputs (a tensor or a
+# tuple of them), making each floating-point output require grad; returns the Node. The
+# tensor layer's recorder (core.pxd, Recorder).
+cdef object record(object outputs, int op, tuple inputs, tuple saved, object state)
+
 cdef bint is_grad_enabled()
 cdef object no_grad_block()          # a public no_grad() for a with-block
 cdef object zero_grads(object tensors, bint set_to_none)
+# Tensor.backward (api.yaml): accumulate output's gradient into the leaves' .grad.
+cdef object backward_from(TensorCore output, object gradient, object retain_graph)
 cdef object grad(object outputs, object inputs, object grad_outputs, object retain_graph,
                  bint create_graph, bint allow_unused)
 cdef object apply_function(tuple args)

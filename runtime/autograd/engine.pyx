@@ -5,23 +5,25 @@ See docs/design.md, "Autograd".
 
 Note [Tape]
 An operation with an operand that requires grad, run while grad mode is on (outside no_grad()),
-records a Node on its output (core.pyx calls record()): the operation; one edge per operand,
-which is the Node that computed it and which of that Node's outputs it is, or the operand itself
-for a leaf (a tensor that requires grad and that no Node computed), or None for an operand that
-needs no gradient; each operand's shape, dtype and device; the tensors the gradient needs (saved,
-with their versions); anything else it needs (state); and the stream the operation ran on. The
+records a Node on its output (record(), which the tensor layer calls through its recorder:
+core.pyx, Note [Tape recorder]): the operation; one edge per operand, which is the
+Node that computed it and which of that Node's outputs it is, or the operand itself for a leaf
+(a tensor that requires grad and that no Node computed), or None for an operand that needs no
+gradient; each operand's shape, dtype and device; the tensors the gradient needs (saved, with
+their versions); anything else it needs (state); and the stream the operation ran on. The
 graph is nothing more than the Nodes reachable from an output, alive as long as the output is.
 Outputs are never saved (a Node that saved its own output would keep it alive through a cycle);
 a gradient that needs the output recomputes it.
 
 backward() and grad() walk the graph from the outputs: a Node runs once every Node that feeds
 it a gradient has run (dependency counts over the reachable Nodes), with grad mode off, so the
-backward pass records nothing (create_graph=True is refused). A gradient is computed at the
-shape the operation broadcast its operands to, and reduced to each operand's shape (sum_to), so
-no operation needs its own rule for broadcasting. A gradient reaching a leaf is added into its
-.grad, which is allocated on the first backward pass and updated in place afterwards, so its
-address stays fixed (backward), or kept as the answer (grad). Unless retain_graph, each Node
-drops its saved tensors once run, and running it again raises PyTorch's error.
+backward pass records nothing (create_graph=True is refused). A Node's gradient is its op's
+formula (FORMULAS), computed at the shape the operation broadcast its operands to, and
+reduced to each operand's shape (sum_to), so no operation needs its own rule for broadcasting.
+A gradient reaching a leaf is added into its .grad, which is allocated on the first backward
+pass and updated in place afterwards, so its address stays fixed (backward), or kept as the
+answer (grad). Unless retain_graph, each Node drops its saved tensors once run, and running it
+again raises PyTorch's error.
 
 Each Node runs on the stream its forward ran on. When consecutive Nodes ran on different
 streams, the later one's stream first waits for the earlier one's, and at the end the caller's
@@ -35,7 +37,7 @@ count has changed, since its gradient would use values the forward never saw. No
 PyTorch saves (an output as a detached alias, which shares its version counter without making a
 cycle), so the same changes are refused. While grad mode is on, an in-place operation on a
 tensor that is not a view, when it or an operand requires grad, is recorded as PyTorch's
-rebase_history (TensorCore.c_rebased): the out-of-place result of a copy is copied in, counting
+rebase_history (copies.rebased): the out-of-place result of a copy is copied in, counting
 a change, and the tensor takes its Node; item assignment into it likewise (SetitemBackward, a
 CopySlices for the tensor itself). It is refused on a leaf that requires grad (as PyTorch;
 optimisers update parameters under no_grad()) and on a view, since the tape cannot rewrite the
@@ -44,22 +46,19 @@ history of the view's base and of its other views (PyTorch's CopySlices for view
 import functools
 import math
 
-from tensorplay._runtime.kernels cimport ops
 from tensorplay._runtime.base cimport errors, public
 from tensorplay._runtime.devices cimport stream as _stream
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.kernels cimport ops
+from tensorplay._runtime.tensor cimport copies, core as tensor, elementwise, reduction
 from tensorplay._runtime.devices.stream cimport StreamCore
-from tensorplay._runtime.tensor.core cimport TensorCore
+from tensorplay._runtime.tensor.copies cimport fill_
+from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
+from tensorplay._runtime.tensor.elementwise cimport (cos, eq, ge, gt, log, lt, mul, neg, power,
+                                                     sin, sub, truediv, where)
+from tensorplay._runtime.tensor.reduction cimport matmul, maximum, minimum, sum_over
 
 from tensorplay._runtime.kernels.ops import gradient_names
-from tensorplay._runtime.tensor.core import ShapeError
-
-FREED_MESSAGE = (
-    "Trying to backward through the graph a second time (or directly access saved tensors after "
-    "they have already been freed). Saved intermediate values of the graph are freed when you "
-    "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
-    "through the graph a second time or if you need to access saved tensors after calling "
-    "backward.")
+from tensorplay._runtime.tensor.arguments import ShapeError
 
 
 # --------------------------------------------------------------------------------------------
@@ -126,6 +125,14 @@ class EnableGradCore(GradModeCore):
 # The tape
 
 
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you "
+    "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
+    "through the graph a second time or if you need to access saved tensors after calling "
+    "backward.")
+
+
 cdef tuple meta_of(object value):
     """(sizes, dtype, device) of a tensor operand, None for anything else."""
     if isinstance(value, TensorCore):
@@ -166,7 +173,7 @@ cdef class Node:
         return self.saved
 
 
-def record(object outputs, int op, tuple inputs, tuple saved, object state):
+cdef object record(object outputs, int op, tuple inputs, tuple saved, object state):
     """Record a Node for op (ops.pxd) on inputs (tensors or anything else) on outputs (a tensor
     or a tuple of them), making each floating-point output require grad; returns the Node."""
     cls = public.public_class("Node", Node)
@@ -211,7 +218,7 @@ def record(object outputs, int op, tuple inputs, tuple saved, object state):
 
 cdef TensorCore zeros_of(tuple meta):
     sizes, dtype, device = meta
-    return (<TensorCore>tensor.new_empty(sizes, dtype, device)).c_fill_(0)
+    return fill_(<TensorCore>new_empty(sizes, dtype, device), 0)
 
 
 cdef bint wanted(Node node, int index):
@@ -225,15 +232,15 @@ def add_gradient(Node node, tuple grads):
 def sub_gradient(Node node, tuple grads):
     cdef TensorCore g = grads[0]
     if node.state:  # scalar - tensor
-        return (g.c_neg(), None)
-    return (g, g.c_neg() if wanted(node, 1) else None)
+        return (neg(g), None)
+    return (g, neg(g) if wanted(node, 1) else None)
 
 
 def mul_gradient(Node node, tuple grads):
     cdef TensorCore g = grads[0]
     a, b = node.saved
-    return (g.c_mul(b) if wanted(node, 0) else None,
-            g.c_mul(a) if wanted(node, 1) else None)
+    return (mul(g, b) if wanted(node, 0) else None,
+            mul(g, a) if wanted(node, 1) else None)
 
 
 def div_gradient(Node node, tuple grads):
@@ -241,10 +248,9 @@ def div_gradient(Node node, tuple grads):
     cdef TensorCore a = node.saved[0]
     b = node.saved[1]
     if node.state:  # scalar b / tensor a: d/da = -b / a**2
-        return ((<TensorCore>(<TensorCore>g.c_mul(b)).c_truediv(a.c_mul(a))).c_neg(), None)
-    return (g.c_truediv(b) if wanted(node, 0) else None,
-            (<TensorCore>(<TensorCore>g.c_mul(a)).c_truediv(
-                (<TensorCore>b).c_mul(b))).c_neg() if wanted(node, 1) else None)
+        return (neg(truediv(mul(g, b), mul(a, a))), None)
+    return (truediv(g, b) if wanted(node, 0) else None,
+            neg(truediv(mul(g, a), mul(b, b))) if wanted(node, 1) else None)
 
 
 def fill_gradient(Node node, tuple grads):
@@ -266,61 +272,58 @@ def pow_gradient(Node node, tuple grads):
     b = node.saved[1]
     if node.state:  # scalar b ** tensor a: d/da = b ** a * log(b)
         log_base = math.log(b) if b > 0 else (-math.inf if b == 0 else math.nan)
-        gradient = g.c_mul((<TensorCore>node.saved[2]).c_mul(log_base))
+        gradient = mul(g, mul(node.saved[2], log_base))
         if b == 0:
-            gradient = tensor.where(a.c_ge(0), 0, gradient)
+            gradient = where(ge(a, 0), 0, gradient)
         return (gradient, None)
     grad_a = grad_b = None
     if wanted(node, 0):
         if isinstance(b, TensorCore):
-            grad_a = tensor.where((<TensorCore>b).c_eq(0), 0, g.c_mul(
-                (<TensorCore>a.c_pow((<TensorCore>b).c_sub(1))).c_mul(b)))
+            grad_a = where(eq(b, 0), 0, mul(g, mul(power(a, sub(b, 1)), b)))
         elif b == 0:  # d/da a**0 = 0, also at a = 0
             grad_a = zeros_of(node.inputs_meta[0])
         else:
-            grad_a = g.c_mul((<TensorCore>a.c_pow(b - 1)).c_mul(b))
+            grad_a = mul(g, mul(power(a, b - 1), b))
     if wanted(node, 1):  # d/db a**b = a**b * log(a)
-        gradient = g.c_mul((<TensorCore>node.saved[2]).c_mul(a.c_log()))
-        grad_b = tensor.where(a.c_eq(0), tensor.where((<TensorCore>b).c_ge(0), 0, gradient),
-                              gradient)
+        gradient = mul(g, mul(node.saved[2], log(a)))
+        grad_b = where(eq(a, 0), where(ge(b, 0), 0, gradient), gradient)
     return (grad_a, grad_b)
 
 
 def neg_gradient(Node node, tuple grads):
-    return ((<TensorCore>grads[0]).c_neg(),)
+    return (neg(grads[0]),)
 
 
 def abs_gradient(Node node, tuple grads):
     # g * sign(x), a product as PyTorch's (so an infinite g at x = 0 gives nan, not 0).
     cdef TensorCore g = grads[0], x = node.saved[0]
-    sign = (<TensorCore>(<TensorCore>x.c_gt(0)).c_to(None, x.dtype_object, False, False)).c_sub(
-        (<TensorCore>x.c_lt(0)).c_to(None, x.dtype_object, False, False))
-    return (g.c_mul(sign),)
+    sign = sub(copies.to(gt(x, 0), None, x.dtype_object, False, False),
+               copies.to(lt(x, 0), None, x.dtype_object, False, False))
+    return (mul(g, sign),)
 
 
 def relu_gradient(Node node, tuple grads):  # saved: the output
-    cdef TensorCore result = node.saved[0]
-    return (tensor.where(result.c_gt(0), grads[0], 0),)
+    return (where(gt(node.saved[0], 0), grads[0], 0),)
 
 
 def sin_gradient(Node node, tuple grads):
-    return ((<TensorCore>grads[0]).c_mul((<TensorCore>node.saved[0]).c_cos()),)
+    return (mul(grads[0], cos(node.saved[0])),)
 
 
 def cos_gradient(Node node, tuple grads):
-    return ((<TensorCore>(<TensorCore>grads[0]).c_mul((<TensorCore>node.saved[0]).c_sin())).c_neg(),)
+    return (neg(mul(grads[0], sin(node.saved[0]))),)
 
 
 def exp_gradient(Node node, tuple grads):  # saved: the output
-    return ((<TensorCore>grads[0]).c_mul(node.saved[0]),)
+    return (mul(grads[0], node.saved[0]),)
 
 
 def sqrt_gradient(Node node, tuple grads):  # saved: the output
-    return ((<TensorCore>grads[0]).c_truediv((<TensorCore>node.saved[0]).c_mul(2)),)
+    return (truediv(grads[0], mul(node.saved[0], 2)),)
 
 
 def log_gradient(Node node, tuple grads):
-    return ((<TensorCore>grads[0]).c_truediv(node.saved[0]),)
+    return (truediv(grads[0], node.saved[0]),)
 
 
 cdef TensorCore spread(TensorCore g, tuple sizes, tuple dims, bint keepdim):
@@ -341,19 +344,19 @@ def mean_gradient(Node node, tuple grads):
     dims, keepdim = node.state
     sizes = node.inputs_meta[0][0]
     count = math.prod(sizes[dim] for dim in dims)
-    return ((<TensorCore>spread(grads[0], sizes, dims, keepdim)).c_truediv(count),)
+    return (truediv(spread(grads[0], sizes, dims, keepdim), count),)
 
 
 def extreme_gradient(Node node, tuple grads):
     # Shared evenly among the elements equal to the maximum (or minimum), as PyTorch's max().
     cdef TensorCore x = node.saved[0]
-    extreme = x.c_max() if node.op == ops.OP_MAX else x.c_min()
-    cdef TensorCore mask = (<TensorCore>x.c_eq(extreme)).c_to(None, x.dtype_object, False, False)
-    return ((<TensorCore>(<TensorCore>grads[0]).c_mul(mask)).c_truediv(mask.c_sum(None, False)),)
+    extreme = maximum(x) if node.op == ops.OP_MAX else minimum(x)
+    mask = copies.to(eq(x, extreme), None, x.dtype_object, False, False)
+    return (truediv(mul(grads[0], mask), sum_over(mask, None, False)),)
 
 
 def reshape_gradient(Node node, tuple grads):
-    return ((<TensorCore>grads[0]).c_reshape((node.inputs_meta[0][0],)),)
+    return (copies.reshape(grads[0], (node.inputs_meta[0][0],)),)
 
 
 def transpose_gradient(Node node, tuple grads):
@@ -367,7 +370,7 @@ def expand_gradient(Node node, tuple grads):
 
 def getitem_gradient(Node node, tuple grads):
     cdef TensorCore whole = zeros_of(node.inputs_meta[0])
-    whole.c_setitem(node.state, grads[0])
+    copies.setitem(whole, node.state, grads[0])
     return (whole,)
 
 
@@ -377,10 +380,10 @@ def setitem_gradient(Node node, tuple grads):
     cdef TensorCore g = grads[0]
     grad_self = grad_value = None
     if wanted(node, 0):
-        grad_self = g.c_clone()
-        (<TensorCore>grad_self).c_setitem(node.state, 0)
+        grad_self = copies.clone(g)
+        copies.setitem(grad_self, node.state, 0)
     if wanted(node, 1):
-        grad_value = (<TensorCore>g.c_getitem(node.state)).c_clone()
+        grad_value = copies.clone(g.c_getitem(node.state))
     return (grad_self, grad_value)
 
 
@@ -390,12 +393,12 @@ def clone_gradient(Node node, tuple grads):
 
 def to_gradient(Node node, tuple grads):
     sizes, dtype, device = node.inputs_meta[0]
-    return ((<TensorCore>grads[0]).c_to(tensor.device_text(device), dtype, False, False),)
+    return (copies.to(grads[0], device_text(device), dtype, False, False),)
 
 
 def add_scaled_gradient(Node node, tuple grads):
     cdef TensorCore g = grads[0]
-    return (g, g.c_mul(node.state) if wanted(node, 1) else None)
+    return (g, mul(g, node.state) if wanted(node, 1) else None)
 
 
 def clamp_gradient(Node node, tuple grads):
@@ -404,26 +407,26 @@ def clamp_gradient(Node node, tuple grads):
     x, low, high = node.saved
     grad_x = g
     if low is not None:
-        grad_x = tensor.where((<TensorCore>x).c_lt(low), 0, grad_x)
+        grad_x = where(lt(x, low), 0, grad_x)
     if high is not None:
-        grad_x = tensor.where((<TensorCore>x).c_gt(high), 0, grad_x)
+        grad_x = where(gt(x, high), 0, grad_x)
     return (grad_x,
-            tensor.where((<TensorCore>x).c_lt(low), g, 0) if wanted(node, 1) else None,
-            tensor.where((<TensorCore>x).c_gt(high), g, 0) if wanted(node, 2) else None)
+            where(lt(x, low), g, 0) if wanted(node, 1) else None,
+            where(gt(x, high), g, 0) if wanted(node, 2) else None)
 
 
 def where_gradient(Node node, tuple grads):
     condition = node.saved[0]
     return (None,
-            tensor.where(condition, grads[0], 0) if wanted(node, 1) else None,
-            tensor.where(condition, 0, grads[0]) if wanted(node, 2) else None)
+            where(condition, grads[0], 0) if wanted(node, 1) else None,
+            where(condition, 0, grads[0]) if wanted(node, 2) else None)
 
 
 def matmul_gradient(Node node, tuple grads):
     # Through the operands as matrices (a 1-D a as a row, a 1-D b as a column) and the gradient
     # with those dimensions restored: grad_a = g @ b^T, grad_b = a^T @ g, each at the broadcast
     # batch shape (sum_to reduces it). Each operand is saved only when the other's gradient is
-    # wanted (core.pyx), so shapes come from inputs_meta.
+    # wanted (reduction.pyx), so shapes come from inputs_meta.
     cdef TensorCore g = grads[0], grad_b
     a, b = node.saved
     a_dims, b_dims = len(node.inputs_meta[0][0]), len(node.inputs_meta[1][0])
@@ -434,12 +437,12 @@ def matmul_gradient(Node node, tuple grads):
     grad_a = grad_b = None
     if wanted(node, 0):
         b_matrix = (<TensorCore>b).c_unsqueeze(1) if b_dims == 1 else b
-        grad_a = g.c_matmul((<TensorCore>b_matrix).c_transpose(-1, -2))
+        grad_a = matmul(g, (<TensorCore>b_matrix).c_transpose(-1, -2))
     if wanted(node, 1):
         a_matrix = (<TensorCore>a).c_unsqueeze(0) if a_dims == 1 else a
-        grad_b = (<TensorCore>(<TensorCore>a_matrix).c_transpose(-1, -2)).c_matmul(g)
+        grad_b = matmul((<TensorCore>a_matrix).c_transpose(-1, -2), g)
         if b_dims == 1:  # drop the column's dimension of 1
-            grad_b = grad_b.c_reshape((grad_b.sizes[:-1],))
+            grad_b = copies.reshape(grad_b, (grad_b.sizes[:-1],))
     return (grad_a, grad_b)
 
 
@@ -494,8 +497,8 @@ def formulas_by_op(dict formulas):
             for op in range(ops.OP_COUNT)]
 
 
-# Resolved once, at import: a Node finds its formula by its op's code.
-cdef list _formulas = formulas_by_op(FORMULAS)
+# Resolved once, at import: a Node finds its formula by its op's code (by_op[node.op]).
+cdef list by_op = formulas_by_op(FORMULAS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -516,26 +519,26 @@ cdef TensorCore sum_to(TensorCore gradient, tuple meta, Node node, int index):
         dims = tuple(range(lead)) + tuple(lead + dim for dim, size in enumerate(sizes)
                                           if size == 1 and gradient.sizes[lead + dim] != 1)
         if dims:
-            gradient = gradient.c_sum(dims, True)
-        gradient = gradient.c_reshape((sizes,))
+            gradient = reduction.sum_over(gradient, dims, True)
+        gradient = copies.reshape(gradient, (sizes,))
     if gradient.dtype_object is not dtype or gradient.device_index != device:
-        gradient = gradient.c_to(tensor.device_text(device), dtype, False, False)
+        gradient = copies.to(gradient, tensor.device_text(device), dtype, False, False)
     return gradient
 
 
 cdef TensorCore added(object total, TensorCore gradient):
-    return gradient if total is None else (<TensorCore>total).c_add(gradient)
+    return gradient if total is None else elementwise.add(<TensorCore>total, gradient)
 
 
 cdef int accumulate_into_grad(TensorCore leaf, TensorCore gradient) except -1:
     """Add gradient into leaf.grad: allocated (contiguous) the first time, in place after."""
     if leaf.grad_value is None:
         target = tensor.new_empty(leaf.sizes, leaf.dtype_object, leaf.device_index)
-        (<TensorCore>target).c_copy_(gradient, False)
+        copies.copy_(<TensorCore>target, gradient, False)
         leaf.grad_value = target
     else:
-        (<TensorCore>leaf.grad_value).c_binary(gradient, ops.OP_ADD, False, True,
-                                               "grad accumulation")
+        elementwise.binary(<TensorCore>leaf.grad_value, gradient, ops.OP_ADD, False, True,
+                           "grad accumulation")
     return 0
 
 
@@ -700,7 +703,7 @@ cdef class BackwardPass:
             # A tensor output no gradient reached counts as zero.
             if gradient is None and node.outputs_meta[number] is not None:
                 grads[number] = zeros_of(node.outputs_meta[number])
-        input_grads = _formulas[node.op](node, tuple(grads))
+        input_grads = by_op[node.op](node, tuple(grads))
         if not self.retain_graph and node.saved:
             node.saved = ()
             node.saved_versions = ()
@@ -740,8 +743,8 @@ cdef tuple root_gradients(tuple outputs, object grad_outputs):
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
                                    f"(output {index} has shape {out.sizes}); pass "
                                    "grad_outputs (or gradient)")
-            gradient = (<TensorCore>tensor.new_empty(out.sizes, out.dtype_object,
-                                                     out.device_index)).c_fill_(1)
+            gradient = copies.fill_(<TensorCore>tensor.new_empty(out.sizes, out.dtype_object,
+                                                                 out.device_index), 1)
         elif not isinstance(gradient, TensorCore):
             raise TypeError(f"grad_outputs[{index}] must be a tensor or None, got "
                             f"{type(gradient).__name__}")
@@ -762,7 +765,7 @@ cdef int retain_graph_arg(object value) except -1:
     return 0
 
 
-def backward_from(TensorCore output, object gradient, object retain_graph):
+cdef object backward_from(TensorCore output, object gradient, object retain_graph):
     """output.backward(gradient, retain_graph): accumulate into the leaves' .grad."""
     retain_graph_arg(retain_graph)
     if gradient is not None and not isinstance(gradient, TensorCore):
@@ -770,6 +773,7 @@ def backward_from(TensorCore output, object gradient, object retain_graph):
     cdef tuple roots = (output,)
     cdef tuple grads = root_gradients(roots, gradient)
     BackwardPass(None, bool(retain_graph)).run(roots, grads)
+    return None
 
 
 cdef object grad(object outputs, object inputs, object grad_outputs, object retain_graph,
@@ -869,3 +873,6 @@ def run_function(cls, *args):
                     else value for value in results)
     ctx._node = record(results, ops.OP_FUNCTION, args, ctx._to_save, (cls, ctx))
     return results if isinstance(outputs, tuple) else results[0]
+
+
+tensor.install_recorder(record)

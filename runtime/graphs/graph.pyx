@@ -80,7 +80,7 @@ from tensorplay._runtime.graphs cimport graph_topology
 from tensorplay._runtime.graphs cimport graph_update, staging
 from tensorplay._runtime.memory cimport host_allocator
 from tensorplay._runtime.random cimport rng
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.tensor cimport core as tensor, factories
 from tensorplay._runtime.graphs.graph_update cimport GraphTemplate
 from tensorplay._runtime.graphs.conditional cimport ConditionalBody
 from tensorplay._runtime.devices cimport stream as _stream
@@ -956,8 +956,8 @@ cdef class GraphBase:
         if self.executable == NULL:
             # The pairs' own checks first, so that a bad item reads the same on any machine.
             for index in range(len(inputs)):
-                tensor.tensor_arg(static_inputs[index], "static_inputs", index)
-                tensor.tensor_arg(inputs[index], "inputs", index)
+                factories.tensor_arg(static_inputs[index], "static_inputs", index)
+                factories.tensor_arg(inputs[index], "inputs", index)
             _not_replayable(self)
         cdef cudaStream_t handle = _stream.current_stream_handle(self.device)
         staging.stage(self.device, static_inputs, inputs, handle)
@@ -1135,7 +1135,7 @@ cdef int _write_dot(cudaGraph_t template, int device, str path, bint verbose) ex
 cdef TensorCore _scalar_arg(GraphBase graph, object value, str argument, str dtype_name):
     """A single-element tensor of dtype_name on the graph's device: ours, or any tensor that
     shares its memory through __cuda_array_interface__ or DLPack (PyTorch's, CuPy's)."""
-    cdef TensorCore scalar = tensor.tensor_arg(value, argument, -1)
+    cdef TensorCore scalar = factories.tensor_arg(value, argument, -1)
     if (scalar.dtype_object.name != dtype_name or scalar.element_count != 1
             or scalar.device_index != graph.device):
         raise ValueError(f"{argument} must be a single-element {dtype_name} tensor on cuda:"

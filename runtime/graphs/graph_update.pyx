@@ -109,7 +109,7 @@ from tensorplay._runtime.base cimport errors
 from tensorplay._runtime.graphs cimport graph_topology
 from tensorplay._runtime.kernels cimport nvrtc as kernels
 from tensorplay._runtime.base cimport public
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.tensor cimport core as tensor, factories
 from tensorplay._runtime.devices.device cimport DeviceSwitch
 from tensorplay._runtime.tensor.core cimport TensorCore
 
@@ -1067,8 +1067,8 @@ cdef list _checked_pairs(ExecutableState state, object bindings, str what):
     cdef list pairs = []
     cdef TensorCore static, fresh
     for position, (key, value) in enumerate(bindings.items()):
-        static = tensor.tensor_arg(key, "bindings key", position)
-        fresh = tensor.tensor_arg(value, "bindings value", position)
+        static = factories.tensor_arg(key, "bindings key", position)
+        fresh = factories.tensor_arg(value, "bindings value", position)
         if static.device_index != state.device or fresh.device_index != state.device:
             raise ValueError(f"{what}: binding {position} pairs a tensor on "
                              f"{tensor.device_text(static.device_index)} with one on "
