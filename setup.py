@@ -432,6 +432,8 @@ class BuildExt(build_ext):
 # than to the C code, and get -O1; a new module gets -O2 until it is listed here.
 COLD_MODULES = {
     "tensorplay._runtime.autograd.engine",      # backward passes: one Node call per operation
+    "tensorplay._runtime.autograd.formulas",    # ... and each Node's gradient
+    "tensorplay._runtime.autograd.tape",        # recording a Node (Python objects throughout)
     "tensorplay._runtime.graphs.graph_update",  # recapture, node parameters, rebinding checks
     "tensorplay._runtime.graphs.graph_topology",
     "tensorplay._runtime.graphs.conditional",   # building conditional nodes

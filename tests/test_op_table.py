@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import tensorplay as tp
-from tensorplay._runtime.autograd import engine as formulas
+from tensorplay._runtime.autograd import formulas
 from tensorplay._runtime.kernels import nvrtc as kernels
 from tensorplay._runtime.kernels import ops
 
@@ -69,7 +69,7 @@ def test_import_installs_the_tape_recorder_and_leaves_numpy_for_later():
     # (core.pyx, Note [Tape recorder]); the public package imports it. numpy, which costs more
     # than the rest of the import, waits for the first CPU operation.
     code = ("import sys, tensorplay\n"
-            "print('tensorplay._runtime.autograd.engine' in sys.modules, 'numpy' in sys.modules)\n")
+            "print('tensorplay._runtime.autograd.tape' in sys.modules, 'numpy' in sys.modules)\n")
     result = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                             text=True)
     assert result.stdout.split() == ["True", "False"]

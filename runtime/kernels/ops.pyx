@@ -12,7 +12,7 @@ name of its gradient formula and the dtype rule of its result. Everything else i
   the rows through the C functions of ops.pxd, with no dict or Python call per operation;
 - the autograd formulas: a recorded Node carries its op; the engine resolves every op's
   gradient name to its formula once, at import, and refuses to import when an op names a
-  formula that does not exist or a formula belongs to no op (engine.pyx, formulas_by_op).
+  formula that does not exist or a formula belongs to no op (formulas.pyx, formulas_by_op).
 A row that is missing or given twice is an error at import, naming the op.
 """
 cdef enum:

@@ -123,9 +123,9 @@ cdef void set_grad_enabled(bint enabled):
 # Note [Tape recorder]
 # The autograd layer sits above the tensor layer (its gradients are tensor operations), yet
 # every tensor operation on operands that require grad must record a Node. So the tensor layer
-# declares the recorder it calls (core.pxd, Recorder) and the engine installs its record() when
-# it is imported (engine.pyx, at its end); the public package imports it, so the recorder is in
-# place before any tensor can require grad. Nothing here imports upwards, and an operation none of
+# declares the recorder it calls (core.pxd, Recorder) and the tape installs its record() when it
+# is imported (tape.pyx, at its end); the public package imports it, so the recorder is in place
+# before any tensor can require grad. Nothing here imports upwards, and an operation none of
 # whose operands requires grad never reaches the recorder (tracked() is an inline check of their
 # fields). Tensor.backward() is the engine's own function (api.yaml, impl: engine.backward_from).
 
@@ -139,8 +139,8 @@ cdef int install_recorder(Recorder recorder) except -1:
 cdef object recorded(object output, int op, tuple inputs, tuple saved=(), object state=None):
     """output, after a Node for op (ops.pxd) on inputs is recorded on it."""
     if _recorder is NULL:
-        raise RuntimeError("an operation on tensors that require grad needs the autograd engine "
-                           "(tensorplay._runtime.autograd.engine), which `import tensorplay` "
+        raise RuntimeError("an operation on tensors that require grad needs the autograd tape "
+                           "(tensorplay._runtime.autograd.tape), which `import tensorplay` "
                            "loads")
     _recorder(output, op, inputs, saved, state)
     return output
