@@ -432,6 +432,8 @@ class BuildExt(build_ext):
 # than to the C code, and get -O1; a new module gets -O2 until it is listed here.
 COLD_MODULES = {
     "tensorplay._runtime.autograd.engine",      # backward passes: one Node call per operation
+    "tensorplay._runtime.autograd.formulas",    # ... and each Node's gradient
+    "tensorplay._runtime.autograd.tape",        # recording a Node (Python objects throughout)
     "tensorplay._runtime.graphs.graph_update",  # node records, update from a recapture
     "tensorplay._runtime.graphs.node_params",   # kernel node parameters and their checks
     "tensorplay._runtime.graphs.rebinding",     # rebinding checks

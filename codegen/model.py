@@ -33,7 +33,10 @@ Note [Schema rules]
   ``kind: python`` from a Python class of runtime/*.pyx, so that users can subclass it and
   give instances attributes (nn.Module, autograd.Function); ``kind: exception`` likewise, for
   exceptions. A method with ``static: true`` is a static method whose ``impl`` is a module
-  function (``module.symbol``). A property with ``setter: <core method>`` can be assigned,
+  function (``module.symbol``). A method's or a property's ``impl`` may name a module function
+  too (``module.symbol``, a cdef function of runtime/**/*.pxd taking the instance first, then
+  one argument per parameter), so that an operation lives in a module of its own rather than
+  on the core class. A property with ``setter: <core method>`` can be assigned,
   the value checked by the property's type like a parameter. ``decorator: true`` makes a
   context manager (it declares ``__enter__`` and ``__exit__``, and its constructor needs no
   argument) usable as a decorator too: each call of the decorated function runs inside a new
@@ -157,7 +160,9 @@ class Raises:
 
 @dataclass(frozen=True)
 class Function:
-    """A module function or a class method; ``impl_module`` is empty for methods."""
+    """A module function or a class method; a method's ``impl_module`` is empty when it calls a
+    method of the core class, and names the module when it calls a module function (static, or
+    taking the instance first)."""
 
     name: str
     impl_module: str
@@ -183,6 +188,7 @@ class Property:
     type: TypeExpr
     doc: str
     setter: Optional[str] = None  # the core method that sets it (one argument), if settable
+    impl_module: str = ""  # set when impl is a module function taking the instance
 
 
 @dataclass(frozen=True)
@@ -222,8 +228,9 @@ class Base:
         """Runtime modules the base's wrappers cimport, sorted."""
         params = [p for m in self.methods for p in m.params]
         params += [Param("value", p.type, "positional", "") for p in self.properties if p.setter]
-        return sorted({self.impl_module} | {p.conversion.split(".")[0].lstrip("_")
-                                            for p in params if p.conversion})
+        members = [m.impl_module for m in self.methods + self.properties if m.impl_module]
+        return sorted({self.impl_module, *members} | {p.conversion.split(".")[0].lstrip("_")
+                                                      for p in params if p.conversion})
 
 
 @dataclass(frozen=True)
@@ -270,7 +277,8 @@ class Module:
         used = {f.impl_module for f in self.functions if not f.python}
         # Python classes (and exceptions) are imported instead (python_runtime_modules).
         used |= {c.impl_module for c in self.classes if c.kind == "extension"}
-        used |= {m.impl_module for c in self.classes for m in c.methods if m.static}
+        used |= {m.impl_module for c in self.classes for m in c.methods if m.impl_module}
+        used |= {p.impl_module for c in self.classes for p in c.properties if p.impl_module}
         used |= {v.impl_module for v in self.variables}
         # A conversion is "_module.function" of the runtime module it lives in; property
         # setters convert their value the same way.
@@ -829,6 +837,8 @@ class _Builder:
                 if not python:  # Python functions declare no C types
                     self.contract(entry, what, declared, layer[module].functions[symbol],
                                   params)
+        elif "." in str(entry.get("impl", "")):  # a module function, the instance first
+            module, symbol = self.module_function(entry, what, params_valid, params)
         else:
             module, symbol = "", self.text(entry, "impl", what)
             core_module, core_class = core
@@ -875,13 +885,32 @@ class _Builder:
                         original.returns, deprecated, since, original.raises,
                         python=original.python)
 
+    def module_function(self, entry: LocatedMap, what: str, params_valid: bool,
+                        params: tuple[Param, ...]) -> tuple[str, str]:
+        """A member's impl naming a module function that takes the instance first, checked."""
+        module, symbol = self.impl(entry, what)
+        if module in self.runtime and symbol and symbol not in self.runtime[module].functions:
+            self.error(entry.value_locations["impl"],
+                       f"impl of {what}: {self.source(module)} declares no cdef function "
+                       f"'{symbol}'")
+        elif module in self.runtime and symbol and params_valid:
+            declared = f"{self.source(module)} declares {symbol}()"
+            arity = self.runtime[module].functions[symbol]
+            self.arity(entry, what, declared, arity, len(params) + 1,
+                       passes="the instance, then one per parameter")
+            if arity.total >= 1:  # the parameters after the instance, in their kinds' C types
+                self.contract(entry, what, declared, Arity(max(arity.required - 1, 0),
+                                                           arity.total - 1, arity.types[1:]),
+                              params)
+        return module, symbol
+
     def arity(self, entry: LocatedMap, what: str, declared: str, arity: Arity,
-              count: int, key: str = "impl") -> None:
+              count: int, key: str = "impl", passes: str = "one per parameter") -> None:
         """The wrapper passes one argument per schema parameter; the C declaration must agree."""
         if not arity.accepts(count):
             self.error(entry.value_locations.get(key, entry.location),
                        f"impl of {what}: {declared} with {arity}, but the wrapper passes {count} "
-                       f"(one per parameter)")
+                       f"({passes})")
 
     def contract(self, entry: LocatedMap, what: str, declared: str, arity: Arity,
                  params: tuple[Param, ...], key: str = "impl") -> None:
@@ -1035,9 +1064,13 @@ class _Builder:
             self.check_keys(prop, prop_what, ("name", "type"), ("impl", "doc", "setter"))
             if "impl" not in prop and prop_name:
                 prop = with_default(prop, "impl", f"c_{prop_name}", "name")
-            impl_name = self.text(prop, "impl", prop_what)
+            impl_module, impl_name = "", self.text(prop, "impl", prop_what)
+            if "." in impl_name:  # a module function of the instance
+                impl_module, impl_name = self.module_function(prop, prop_what, True, ())
             setter = self.text(prop, "setter", prop_what) if "setter" in prop else None
             for key, method, count in (("impl", impl_name, 0), ("setter", setter, 1)):
+                if key == "impl" and impl_module:
+                    continue
                 if not (method and runtime and (symbol in runtime.classes or python)):
                     continue
                 if method not in core_methods:
@@ -1056,14 +1089,16 @@ class _Builder:
                               f"{setter}()", core_methods[setter],
                               (Param("value", prop_type, "positional", ""),), key="setter")
             properties.append((Property(prop_name, impl_name, prop_type,
-                                        self.doc(prop, prop_what), setter), prop.location))
+                                        self.doc(prop, prop_what), setter, impl_module),
+                               prop.location))
         self.unique([(m.name, l) for m, l in methods] + [(p.name, l) for p, l in properties],
                     f"class {what}")
         # The generated class derives from the core class: a def method named like the cdef
-        # method it calls would override it (Cython warns; calls become ambiguous).
+        # method it calls would override it (Cython warns; calls become ambiguous). A module
+        # function is no attribute of the class, so it may share a public name.
         public_names = {m.name for m, _ in methods} | {p.name for p, _ in properties}
         for member, location in methods + properties:
-            if member.impl_name in public_names:
+            if member.impl_name in public_names and not member.impl_module:
                 self.error(location, f"impl '{member.impl_name}' of {what}.{member.name} is also "
                                      "a public name of the class; give the core method its own "
                                      f"name (for example c_{member.impl_name})")

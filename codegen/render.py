@@ -71,9 +71,10 @@ def signature(params: Iterable[Param], *, annotate: str = "", self_param: bool =
     return ", ".join(parts)
 
 
-def call_arguments(params: Iterable[Param]) -> str:
-    """Arguments passed to the runtime, after the normalisation each type asks for."""
-    return ", ".join(param.conversion_call() for param in params)
+def call_arguments(params: Iterable[Param], first: str = "") -> str:
+    """Arguments passed to the runtime, after the normalisation each type asks for; first (the
+    instance, for a member implemented by a module function) goes before them."""
+    return ", ".join(([first] if first else []) + [param.conversion_call() for param in params])
 
 
 def setter_argument(prop: Property) -> str:

@@ -6,13 +6,18 @@ Devices and dtypes live here; the accelerator and CUDA APIs live in the submodul
 """
 import functools as _functools
 
+from tensorplay._runtime.tensor cimport copies as _copies
 from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport dtypes as _dtypes
+from tensorplay._runtime.tensor cimport elementwise as _elementwise
 from tensorplay._runtime.autograd cimport engine as _engine
 from tensorplay._runtime.base cimport errors as _errors
+from tensorplay._runtime.tensor cimport factories as _factories
+from tensorplay._runtime.tensor cimport interop as _interop
 from tensorplay._runtime.base cimport public as _public
 from tensorplay._runtime.random cimport random_ops as _random_ops
+from tensorplay._runtime.tensor cimport reduction as _reduction
 from tensorplay._runtime.random cimport rng as _rng
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.autograd import engine as _engine_classes
@@ -90,7 +95,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
         ValueError: a value of data that dtype cannot hold (an integer out of range or not
             finite, a finite float beyond the largest of a floating dtype).
     """
-    return _core.tensor(data, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _factories.tensor(data, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -113,7 +118,7 @@ def as_tensor(data, dtype=None, device=None):
         ValueError: a numpy array whose strides a tensor cannot describe (negative, or not a
             multiple of the element size) or of non-native byte order.
     """
-    return _core.as_tensor(data, dtype, device)
+    return _factories.as_tensor(data, dtype, device)
 
 
 def from_numpy(ndarray):
@@ -135,7 +140,7 @@ def from_numpy(ndarray):
         ValueError: its strides are negative or not a multiple of the element size, or its byte
             order is not the native one.
     """
-    return _core.from_numpy(ndarray)
+    return _factories.from_numpy(ndarray)
 
 
 def from_dlpack(ext_tensor):
@@ -147,7 +152,7 @@ def from_dlpack(ext_tensor):
     Returns:
         Tensor: a tensor sharing the producer's memory.
     """
-    return _core.from_dlpack(ext_tensor)
+    return _interop.from_dlpack(ext_tensor)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
@@ -164,7 +169,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor with uninitialised elements.
     """
-    return _core.empty(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _factories.empty(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
@@ -181,7 +186,7 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor of zeros.
     """
-    return _core.zeros(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _factories.zeros(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
@@ -198,7 +203,7 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor of ones.
     """
-    return _core.ones(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _factories.ones(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -221,7 +226,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
             finite, a finite float beyond the largest of a floating dtype); bool takes its
             truthiness.
     """
-    return _core.full(size, fill_value, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _factories.full(size, fill_value, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
@@ -240,7 +245,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     Returns:
         Tensor: a 1-D tensor.
     """
-    return _core.arange(start, end, step, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _factories.arange(start, end, step, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -256,7 +261,7 @@ def empty_like(input, *, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor with uninitialised elements.
     """
-    return _core.empty_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _factories.empty_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -272,7 +277,7 @@ def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor of zeros.
     """
-    return _core.zeros_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+    return _factories.zeros_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -288,7 +293,7 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     Returns:
         bool: whether every element is close.
     """
-    return _core.allclose(input, other, _errors.float_arg(rtol, 'rtol'), _errors.float_arg(atol, 'atol'), _errors.bool_arg(equal_nan, 'equal_nan'))
+    return _factories.allclose(input, other, _errors.float_arg(rtol, 'rtol'), _errors.float_arg(atol, 'atol'), _errors.bool_arg(equal_nan, 'equal_nan'))
 
 
 def is_grad_enabled():
@@ -313,7 +318,7 @@ def where(condition, input, other):
         Tensor: a new tensor of the shape the three broadcast to; a scalar beside a tensor of a
             lower kind (bool < integer < floating) gives int64 or float32, as PyTorch promotes.
     """
-    return _core.where(condition, input, other)
+    return _elementwise.where(condition, input, other)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
@@ -630,7 +635,7 @@ cdef class Tensor(_core.TensorCore):
                 graph would read a temporary buffer on every replay. Copy from a pin_memory() tensor of
                 this dtype instead; nothing is copied and the capture goes on.
         """
-        return self.c_copy_(src, _errors.bool_arg(non_blocking, 'non_blocking'))
+        return _copies.copy_(self, src, _errors.bool_arg(non_blocking, 'non_blocking'))
 
     def fill_(self, value):
         """Set every element to value.
@@ -641,7 +646,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_fill_(value)
+        return _copies.fill_(self, value)
 
     def zero_(self):
         """Set every element to zero.
@@ -649,7 +654,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_zero_()
+        return _copies.zero_(self)
 
     def uniform_(self, low=0, high=1, *, generator=None):
         """Fill with numbers drawn uniformly from [low, high) (floating-point tensors).
@@ -662,7 +667,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_uniform_(low, high, generator)
+        return _random_ops.uniform_(self, low, high, generator)
 
     def normal_(self, mean=0, std=1, *, generator=None):
         """Fill with numbers from the normal distribution (floating-point tensors).
@@ -675,7 +680,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_normal_(mean, std, generator)
+        return _random_ops.normal_(self, mean, std, generator)
 
     def bernoulli_(self, p=0.5, *, generator=None):
         """Fill with 1 with probability p and 0 otherwise (a dropout-style mask; any dtype).
@@ -687,7 +692,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_bernoulli_(p, generator)
+        return _random_ops.bernoulli_(self, p, generator)
 
     def clone(self):
         """A copy with its own memory.
@@ -695,7 +700,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a contiguous copy.
         """
-        return self.c_clone()
+        return _copies.clone(self)
 
     def contiguous(self):
         """This tensor if it is contiguous, else a contiguous copy.
@@ -703,7 +708,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self or a contiguous copy.
         """
-        return self.c_contiguous()
+        return _copies.contiguous(self)
 
     def to(self, device=None, dtype=None, non_blocking=False, copy=False):
         """This tensor on another device or as another dtype.
@@ -717,7 +722,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: this tensor when nothing changes and copy is false, else a new one.
         """
-        return self.c_to(device, dtype, _errors.bool_arg(non_blocking, 'non_blocking'), _errors.bool_arg(copy, 'copy'))
+        return _copies.to(self, device, dtype, _errors.bool_arg(non_blocking, 'non_blocking'), _errors.bool_arg(copy, 'copy'))
 
     def cpu(self):
         """This tensor on the CPU.
@@ -725,7 +730,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a CPU tensor.
         """
-        return self.c_cpu()
+        return _copies.cpu(self)
 
     def cuda(self, device=None, non_blocking=False):
         """This tensor on a CUDA device.
@@ -737,7 +742,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a CUDA tensor.
         """
-        return self.c_cuda(_device.device_index_arg(device, 'device'), _errors.bool_arg(non_blocking, 'non_blocking'))
+        return _copies.cuda(self, _device.device_index_arg(device, 'device'), _errors.bool_arg(non_blocking, 'non_blocking'))
 
     def pin_memory(self):
         """Copies the tensor to pinned memory, if it's not already pinned.
@@ -755,7 +760,7 @@ cdef class Tensor(_core.TensorCore):
             RuntimeError: the tensor is not on the CPU (only CPU tensors can be pinned), or no
                 accelerator is available.
         """
-        return self.c_pin_memory()
+        return _copies.pin_memory(self)
 
     def is_pinned(self):
         """Returns true if this tensor resides in pinned memory.
@@ -765,7 +770,7 @@ cdef class Tensor(_core.TensorCore):
                 or memory CUDA reports page-locked); False for CUDA tensors, pageable memory, and before
                 CUDA is initialised.
         """
-        return self.c_is_pinned()
+        return _copies.is_pinned(self)
 
     def numpy(self):
         """The numpy array under a CPU tensor (zero-copy).
@@ -773,7 +778,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Any: a numpy array sharing memory.
         """
-        return self.c_numpy()
+        return _copies.numpy_view(self)
 
     def item(self):
         """The value of a one-element tensor as a Python number.
@@ -781,7 +786,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             bool | int | float: the value.
         """
-        return self.c_item()
+        return _copies.item(self)
 
     def tolist(self):
         """The elements as nested Python lists.
@@ -789,7 +794,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Any: nested lists of Python numbers.
         """
-        return self.c_tolist()
+        return _copies.tolist(self)
 
     def reshape(self, *shape):
         """The elements in a new shape.
@@ -800,7 +805,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a view when possible, else a copy.
         """
-        return self.c_reshape(shape)
+        return _copies.reshape(self, shape)
 
     def transpose(self, dim0, dim1):
         """A view with two dimensions swapped.
@@ -863,7 +868,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_neg()
+        return _elementwise.neg(self)
 
     def abs(self):
         """Elementwise absolute value.
@@ -871,7 +876,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_abs()
+        return _elementwise.absolute(self)
 
     def relu(self):
         """Elementwise max(x, 0).
@@ -879,7 +884,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_relu()
+        return _elementwise.relu(self)
 
     def sin(self):
         """Elementwise sine (floating point; integer and bool tensors give float32, as in PyTorch).
@@ -887,7 +892,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_sin()
+        return _elementwise.sin(self)
 
     def cos(self):
         """Elementwise cosine (floating point; integer and bool tensors give float32, as in PyTorch).
@@ -895,7 +900,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_cos()
+        return _elementwise.cos(self)
 
     def exp(self):
         """Elementwise exponential (floating point; integer and bool tensors give float32, as in PyTorch).
@@ -903,7 +908,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_exp()
+        return _elementwise.exp(self)
 
     def sqrt(self):
         """Elementwise square root (floating point; integer and bool tensors give float32, as in PyTorch).
@@ -911,7 +916,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_sqrt()
+        return _elementwise.sqrt(self)
 
     def log(self):
         """Elementwise natural logarithm (floating point; integer and bool tensors give float32, as in PyTorch).
@@ -919,7 +924,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_log()
+        return _elementwise.log(self)
 
     def sum(self, dim=None, keepdim=False):
         """Sum of the elements over dim, or of all of them.
@@ -931,7 +936,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the sums; int64 for integer and bool input.
         """
-        return self.c_sum(dim, _errors.bool_arg(keepdim, 'keepdim'))
+        return _reduction.sum_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def mean(self, dim=None, keepdim=False):
         """Mean of the elements over dim, or of all of them (floating point).
@@ -943,7 +948,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the means.
         """
-        return self.c_mean(dim, _errors.bool_arg(keepdim, 'keepdim'))
+        return _reduction.mean_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def max(self):
         """Largest element (NaN if any element is NaN).
@@ -951,7 +956,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a 0-d tensor.
         """
-        return self.c_max()
+        return _reduction.maximum(self)
 
     def min(self):
         """Smallest element (NaN if any element is NaN).
@@ -959,7 +964,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a 0-d tensor.
         """
-        return self.c_min()
+        return _reduction.minimum(self)
 
     def matmul(self, other):
         """Matrix product by PyTorch's rules (1-D operands as a row or a column; batches broadcast).
@@ -971,7 +976,7 @@ cdef class Tensor(_core.TensorCore):
             Tensor: the product: a 0-d dot product of two 1-D tensors, (m, n) of 2-D ones, (batch,
                 m, n) when either is 3-D; a 1-D operand's dimension is removed.
         """
-        return self.c_matmul(other)
+        return _reduction.matmul(self, other)
 
     def pow(self, exponent):
         """Elementwise power.
@@ -983,7 +988,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self ** exponent; float32 for an integer tensor with a float exponent.
         """
-        return self.c_pow(exponent)
+        return _elementwise.power(self, exponent)
 
     def add(self, other, *, alpha=1):
         """Elementwise sum with other scaled by alpha.
@@ -996,7 +1001,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self + alpha * other; float32 for an integer tensor with a float scalar.
         """
-        return self.c_add_scaled(other, alpha)
+        return _elementwise.add_scaled(self, other, alpha)
 
     def sub(self, other, *, alpha=1):
         """Elementwise difference with other scaled by alpha.
@@ -1009,7 +1014,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self - alpha * other; float32 for an integer tensor with a float scalar.
         """
-        return self.c_sub_scaled(other, alpha)
+        return _elementwise.sub_scaled(self, other, alpha)
 
     def mul(self, other):
         """Elementwise product.
@@ -1021,7 +1026,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result; float32 for an integer tensor with a float scalar.
         """
-        return self.c_mul(other)
+        return _elementwise.mul(self, other)
 
     def div(self, other, *, rounding_mode=None):
         """Elementwise division, rounded as rounding_mode says.
@@ -1036,7 +1041,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the quotient.
         """
-        return self.c_div(other, rounding_mode)
+        return _elementwise.div(self, other, rounding_mode)
 
     def add_(self, other, *, alpha=1):
         """In-place add(); the result must keep this tensor's dtype.
@@ -1049,7 +1054,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_add_scaled_(other, alpha)
+        return _elementwise.add_scaled_(self, other, alpha)
 
     def sub_(self, other, *, alpha=1):
         """In-place sub(); the result must keep this tensor's dtype.
@@ -1062,7 +1067,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_sub_scaled_(other, alpha)
+        return _elementwise.sub_scaled_(self, other, alpha)
 
     def mul_(self, other):
         """In-place mul(); the result must keep this tensor's dtype.
@@ -1074,7 +1079,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_imul(other)
+        return _elementwise.imul(self, other)
 
     def div_(self, other, *, rounding_mode=None):
         """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
@@ -1089,7 +1094,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_div_(other, rounding_mode)
+        return _elementwise.div_(self, other, rounding_mode)
 
     def clamp(self, min=None, max=None):
         """Elementwise clamp into [min, max]; at least one bound must be given.
@@ -1103,7 +1108,7 @@ cdef class Tensor(_core.TensorCore):
             Tensor: min(max(self, min), max); NaN stays NaN; float32 for an integer tensor with a
                 float bound.
         """
-        return self.c_clamp(min, max)
+        return _elementwise.clamp(self, min, max)
 
     def clamp_(self, min=None, max=None):
         """In-place clamp(); the result must keep this tensor's dtype.
@@ -1116,7 +1121,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_clamp_(min, max)
+        return _elementwise.clamp_(self, min, max)
 
     def record_stream(self, stream):
         """Keep this tensor's memory from reuse until the work queued so far on stream completes.
@@ -1144,7 +1149,7 @@ cdef class Tensor(_core.TensorCore):
             key: ints and slices.
             value: a tensor or a Python scalar.
         """
-        self.c_setitem(key, value)
+        _copies.setitem(self, key, value)
 
     def __len__(self):
         """Size of the first dimension.
@@ -1160,7 +1165,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             str: the values, dtype and device.
         """
-        return self.c_repr()
+        return _copies.repr_text(self)
 
     def __hash__(self):
         """Tensors hash by identity, as in PyTorch.
@@ -1179,7 +1184,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_add(other)
+        return _elementwise.add(self, other)
 
     def __radd__(self, other):
         """Elementwise sum, scalar first.
@@ -1190,7 +1195,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_radd(other)
+        return _elementwise.radd(self, other)
 
     def __sub__(self, other):
         """Elementwise difference.
@@ -1201,7 +1206,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_sub(other)
+        return _elementwise.sub(self, other)
 
     def __rsub__(self, other):
         """Elementwise difference, scalar first.
@@ -1212,7 +1217,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_rsub(other)
+        return _elementwise.rsub(self, other)
 
     def __mul__(self, other):
         """Elementwise product.
@@ -1223,7 +1228,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_mul(other)
+        return _elementwise.mul(self, other)
 
     def __rmul__(self, other):
         """Elementwise product, scalar first.
@@ -1234,7 +1239,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_rmul(other)
+        return _elementwise.rmul(self, other)
 
     def __truediv__(self, other):
         """Elementwise true division.
@@ -1245,7 +1250,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result; float32 for integer operands.
         """
-        return self.c_truediv(other)
+        return _elementwise.truediv(self, other)
 
     def __rtruediv__(self, other):
         """Elementwise true division, scalar first.
@@ -1256,7 +1261,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_rtruediv(other)
+        return _elementwise.rtruediv(self, other)
 
     def __iadd__(self, other):
         """In-place elementwise sum.
@@ -1267,7 +1272,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_iadd(other)
+        return _elementwise.iadd(self, other)
 
     def __isub__(self, other):
         """In-place elementwise difference.
@@ -1278,7 +1283,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_isub(other)
+        return _elementwise.isub(self, other)
 
     def __imul__(self, other):
         """In-place elementwise product.
@@ -1289,7 +1294,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_imul(other)
+        return _elementwise.imul(self, other)
 
     def __itruediv__(self, other):
         """In-place elementwise true division (floating-point tensors).
@@ -1300,7 +1305,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
-        return self.c_itruediv(other)
+        return _elementwise.itruediv(self, other)
 
     def __neg__(self):
         """Elementwise negation.
@@ -1308,7 +1313,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_neg()
+        return _elementwise.neg(self)
 
     def __abs__(self):
         """Elementwise absolute value.
@@ -1316,7 +1321,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_abs()
+        return _elementwise.absolute(self)
 
     def __pow__(self, other):
         """Elementwise power (see pow).
@@ -1327,7 +1332,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_pow_operator(other)
+        return _elementwise.pow_operator(self, other)
 
     def __rpow__(self, other):
         """Elementwise power, scalar base first.
@@ -1338,7 +1343,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
-        return self.c_rpow(other)
+        return _elementwise.rpow(self, other)
 
     def __eq__(self, other):
         """Elementwise equality.
@@ -1349,7 +1354,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
-        return self.c_eq(other)
+        return _elementwise.eq(self, other)
 
     def __ne__(self, other):
         """Elementwise inequality.
@@ -1360,7 +1365,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
-        return self.c_ne(other)
+        return _elementwise.ne(self, other)
 
     def __lt__(self, other):
         """Elementwise less-than.
@@ -1371,7 +1376,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
-        return self.c_lt(other)
+        return _elementwise.lt(self, other)
 
     def __le__(self, other):
         """Elementwise less-or-equal.
@@ -1382,7 +1387,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
-        return self.c_le(other)
+        return _elementwise.le(self, other)
 
     def __gt__(self, other):
         """Elementwise greater-than.
@@ -1393,7 +1398,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
-        return self.c_gt(other)
+        return _elementwise.gt(self, other)
 
     def __ge__(self, other):
         """Elementwise greater-or-equal.
@@ -1404,7 +1409,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
-        return self.c_ge(other)
+        return _elementwise.ge(self, other)
 
     def __rmatmul__(self, other):
         """Matrix product with this tensor on the right.
@@ -1415,7 +1420,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: other @ self.
         """
-        return self.c_rmatmul(other)
+        return _reduction.rmatmul(self, other)
 
     def __matmul__(self, other):
         """Matrix product (see matmul).
@@ -1426,7 +1431,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the product.
         """
-        return self.c_matmul(other)
+        return _reduction.matmul(self, other)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export this tensor through DLPack (zero-copy).
@@ -1443,7 +1448,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Any: a PyCapsule.
         """
-        return self.c_dlpack(stream, max_version, dl_device, copy)
+        return _interop.to_dlpack(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
         """Where the DLPack export lives.
@@ -1451,7 +1456,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             tuple[int, int]: (device type, device id) as DLPack defines them.
         """
-        return self.c_dlpack_device()
+        return _interop.dlpack_device(self)
 
     def requires_grad_(self, requires_grad=True):
         """Set requires_grad in place (floating-point leaf tensors).
@@ -1480,7 +1485,7 @@ cdef class Tensor(_core.TensorCore):
             RuntimeError: this tensor does not require grad; it has several elements and no gradient
                 is given; a saved tensor was freed by an earlier backward pass or changed in place.
         """
-        self.c_backward(gradient, retain_graph)
+        _engine.backward_from(self, gradient, retain_graph)
 
     def detach(self):
         """This tensor cut from the autograd graph (sharing memory and the version counter).
@@ -1551,7 +1556,7 @@ cdef class Tensor(_core.TensorCore):
     @property
     def __cuda_array_interface__(self):
         """The CUDA Array Interface (version 3) of a CUDA tensor, for zero-copy sharing."""
-        return self.c_cuda_array_interface()
+        return _interop.cuda_array_interface(self)
 
 
 _public.register_class("TensorCore", Tensor)

@@ -10,6 +10,7 @@ its forward ran on.
 from tensorplay._runtime.autograd cimport engine as _engine
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.base cimport public as _public
+from tensorplay._runtime.autograd cimport tape as _tape
 from tensorplay._runtime.autograd import engine as _engine_classes
 
 __all__ = [
@@ -99,7 +100,7 @@ class FunctionCtx(_engine_classes.FunctionCtx):
 _public.register_class("FunctionCtx", FunctionCtx)
 
 
-cdef class Node(_engine.Node):
+cdef class Node(_tape.Node):
     """A recorded operation in the autograd graph (a tensor's grad_fn)."""
 
     def name(self):

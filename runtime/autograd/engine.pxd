@@ -1,24 +1,12 @@
-# Reverse-mode automatic differentiation over a tape of Nodes (engine.pyx explains it at its
-# top).
-
-cdef class Node:
-    # One recorded operation: see Note [Tape].
-    cdef readonly str operation          # "mul"; name() gives PyTorch's "MulBackward"
-    cdef tuple edges                     # per input: None, a leaf tensor, or (Node, output)
-    cdef tuple inputs_meta               # per input: (sizes, dtype, device) or None
-    cdef tuple outputs_meta              # per output: (sizes, dtype, device)
-    cdef tuple saved                     # tensors (or None) the gradient needs
-    cdef tuple saved_versions
-    cdef bint released                   # saved tensors dropped after a backward pass
-    cdef object state                    # what else the gradient needs (dims, a scalar, ...)
-    cdef object stream                   # the forward's stream (a CUDA operation), else None
-    cdef str c_name(self)
-    cdef str c_repr(self)
-    cdef tuple unpack(self)
+# Reverse-mode automatic differentiation over the tape of Nodes (engine.pyx explains it at its
+# top; tape.pyx records the Nodes, formulas.pyx holds their gradients).
+from tensorplay._runtime.tensor.core cimport TensorCore
 
 cdef bint is_grad_enabled()
 cdef object no_grad_block()          # a public no_grad() for a with-block
 cdef object zero_grads(object tensors, bint set_to_none)
+# Tensor.backward (api.yaml): accumulate output's gradient into the leaves' .grad.
+cdef object backward_from(TensorCore output, object gradient, object retain_graph)
 cdef object grad(object outputs, object inputs, object grad_outputs, object retain_graph,
                  bint create_graph, bint allow_unused)
 cdef object apply_function(tuple args)

@@ -5,23 +5,25 @@ See docs/design.md, "Autograd".
 
 Note [Tape]
 An operation with an operand that requires grad, run while grad mode is on (outside no_grad()),
-records a Node on its output (core.pyx calls record()): the operation; one edge per operand,
-which is the Node that computed it and which of that Node's outputs it is, or the operand itself
-for a leaf (a tensor that requires grad and that no Node computed), or None for an operand that
-needs no gradient; each operand's shape, dtype and device; the tensors the gradient needs (saved,
-with their versions); anything else it needs (state); and the stream the operation ran on. The
+records a Node on its output (tape.pyx, record(), which the tensor layer calls through its
+recorder: core.pyx, Note [Tape recorder]): the operation; one edge per operand, which is the
+Node that computed it and which of that Node's outputs it is, or the operand itself for a leaf
+(a tensor that requires grad and that no Node computed), or None for an operand that needs no
+gradient; each operand's shape, dtype and device; the tensors the gradient needs (saved, with
+their versions); anything else it needs (state); and the stream the operation ran on. The
 graph is nothing more than the Nodes reachable from an output, alive as long as the output is.
 Outputs are never saved (a Node that saved its own output would keep it alive through a cycle);
 a gradient that needs the output recomputes it.
 
 backward() and grad() walk the graph from the outputs: a Node runs once every Node that feeds
 it a gradient has run (dependency counts over the reachable Nodes), with grad mode off, so the
-backward pass records nothing (create_graph=True is refused). A gradient is computed at the
-shape the operation broadcast its operands to, and reduced to each operand's shape (sum_to), so
-no operation needs its own rule for broadcasting. A gradient reaching a leaf is added into its
-.grad, which is allocated on the first backward pass and updated in place afterwards, so its
-address stays fixed (backward), or kept as the answer (grad). Unless retain_graph, each Node
-drops its saved tensors once run, and running it again raises PyTorch's error.
+backward pass records nothing (create_graph=True is refused). A Node's gradient is its op's
+formula (formulas.pyx), computed at the shape the operation broadcast its operands to, and
+reduced to each operand's shape (sum_to), so no operation needs its own rule for broadcasting.
+A gradient reaching a leaf is added into its .grad, which is allocated on the first backward
+pass and updated in place afterwards, so its address stays fixed (backward), or kept as the
+answer (grad). Unless retain_graph, each Node drops its saved tensors once run, and running it
+again raises PyTorch's error.
 
 Each Node runs on the stream its forward ran on. When consecutive Nodes ran on different
 streams, the later one's stream first waits for the earlier one's, and at the end the caller's
@@ -35,30 +37,24 @@ count has changed, since its gradient would use values the forward never saw. No
 PyTorch saves (an output as a detached alias, which shares its version counter without making a
 cycle), so the same changes are refused. While grad mode is on, an in-place operation on a
 tensor that is not a view, when it or an operand requires grad, is recorded as PyTorch's
-rebase_history (TensorCore.c_rebased): the out-of-place result of a copy is copied in, counting
+rebase_history (copies.rebased): the out-of-place result of a copy is copied in, counting
 a change, and the tensor takes its Node; item assignment into it likewise (SetitemBackward, a
 CopySlices for the tensor itself). It is refused on a leaf that requires grad (as PyTorch;
 optimisers update parameters under no_grad()) and on a view, since the tape cannot rewrite the
 history of the view's base and of its other views (PyTorch's CopySlices for views is not here).
 """
 import functools
-import math
 
-from tensorplay._runtime.kernels cimport device_ops
+from tensorplay._runtime.autograd cimport formulas
 from tensorplay._runtime.base cimport errors, public
 from tensorplay._runtime.devices cimport stream as _stream
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.kernels cimport ops
+from tensorplay._runtime.tensor cimport copies, core as tensor, elementwise, reduction
+from tensorplay._runtime.autograd.tape cimport Node, record
 from tensorplay._runtime.devices.stream cimport StreamCore
 from tensorplay._runtime.tensor.core cimport TensorCore
 
-from tensorplay._runtime.tensor.core import ShapeError
-
-FREED_MESSAGE = (
-    "Trying to backward through the graph a second time (or directly access saved tensors after "
-    "they have already been freed). Saved intermediate values of the graph are freed when you "
-    "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
-    "through the graph a second time or if you need to access saved tensors after calling "
-    "backward.")
+from tensorplay._runtime.tensor.arguments import ShapeError
 
 
 # --------------------------------------------------------------------------------------------
@@ -122,359 +118,6 @@ class EnableGradCore(GradModeCore):
 
 
 # --------------------------------------------------------------------------------------------
-# The tape
-
-
-cdef tuple meta_of(object value):
-    """(sizes, dtype, device) of a tensor operand, None for anything else."""
-    if isinstance(value, TensorCore):
-        return ((<TensorCore>value).sizes, (<TensorCore>value).dtype_object,
-                (<TensorCore>value).device_index)
-    return None
-
-
-cdef class Node:
-    def __init__(self, *args, **kwargs):
-        raise TypeError("Nodes are recorded by operations on tensors that require grad; read "
-                        "one from a tensor's grad_fn")
-
-    cdef str c_name(self):
-        if self.operation is None:  # made by Node.__new__, never recorded
-            return "Node"
-        if self.operation == "function":
-            return f"{self.state[0].__name__}Backward"
-        return "".join(part.capitalize() for part in self.operation.split("_")) + "Backward"
-
-    cdef str c_repr(self):
-        return f"<{self.c_name()}>"
-
-    cdef tuple unpack(self):
-        """The saved tensors, checked: still held, and unchanged since they were saved."""
-        if self.released:
-            raise RuntimeError(FREED_MESSAGE)
-        for value, version in zip(self.saved, self.saved_versions):
-            if isinstance(value, TensorCore) and (<TensorCore>value).version.value != version:
-                raise RuntimeError(
-                    f"one of the variables needed for gradient computation has been modified by "
-                    f"an inplace operation: [{(<TensorCore>value).dtype_object.name} tensor of "
-                    f"shape {list((<TensorCore>value).sizes)} on "
-                    f"{tensor.device_text((<TensorCore>value).device_index)}], saved by "
-                    f"{self.c_name()}, is at version {(<TensorCore>value).version.value}; "
-                    f"expected version {version} instead. Hint: modify a copy (clone()), or "
-                    f"make the change before the operation that saved it.")
-        return self.saved
-
-
-def record(object outputs, str operation, tuple inputs, tuple saved, object state):
-    """Record a Node for operation on inputs (tensors or anything else) on outputs (a tensor or a
-    tuple of them), making each floating-point output require grad; returns the Node."""
-    cls = public.public_class("Node", Node)
-    cdef Node node = cls.__new__(cls)
-    cdef TensorCore value
-    node.operation = operation
-    edges = []
-    for operand in inputs:
-        if isinstance(operand, TensorCore) and (<TensorCore>operand).grad_required:
-            value = operand
-            edges.append(value if value.grad_node is None else (value.grad_node,
-                                                                 value.output_number))
-        else:
-            edges.append(None)
-    node.edges = tuple(edges)
-    node.inputs_meta = tuple(meta_of(operand) for operand in inputs)
-    node.saved = saved
-    node.saved_versions = tuple((<TensorCore>item).version.value
-                                if isinstance(item, TensorCore) else None for item in saved)
-    node.state = state
-    results = outputs if isinstance(outputs, tuple) else (outputs,)
-    node.outputs_meta = tuple(meta_of(result) for result in results)
-    node.stream = None
-    for number, result in enumerate(results):
-        if isinstance(result, TensorCore) and (<TensorCore>result).dtype_object.floating:
-            value = result
-            value.grad_required = True
-            value.grad_node = node
-            value.output_number = number
-            if value.device_index != tensor.CPU and node.stream is None:
-                node.stream = _stream.current_stream(value.device_index)
-    return node
-
-
-# --------------------------------------------------------------------------------------------
-# Gradients of the operations, by the name core.pyx records. Each takes the Node and the
-# gradients of its outputs, and returns one gradient per operand (None where none is needed),
-# at the shape the operation broadcast the operands to; BackwardPass reduces it (sum_to).
-
-
-cdef TensorCore zeros_of(tuple meta):
-    sizes, dtype, device = meta
-    return (<TensorCore>tensor.new_empty(sizes, dtype, device)).c_fill_(0)
-
-
-cdef bint wanted(Node node, int index):
-    return node.edges[index] is not None
-
-
-def add_gradient(Node node, tuple grads):
-    return (grads[0], grads[0])
-
-
-def sub_gradient(Node node, tuple grads):
-    cdef TensorCore g = grads[0]
-    if node.state:  # scalar - tensor
-        return (g.c_neg(), None)
-    return (g, g.c_neg() if wanted(node, 1) else None)
-
-
-def mul_gradient(Node node, tuple grads):
-    cdef TensorCore g = grads[0]
-    a, b = node.saved
-    return (g.c_mul(b) if wanted(node, 0) else None,
-            g.c_mul(a) if wanted(node, 1) else None)
-
-
-def div_gradient(Node node, tuple grads):
-    cdef TensorCore g = grads[0]
-    cdef TensorCore a = node.saved[0]
-    b = node.saved[1]
-    if node.state:  # scalar b / tensor a: d/da = -b / a**2
-        return ((<TensorCore>(<TensorCore>g.c_mul(b)).c_truediv(a.c_mul(a))).c_neg(), None)
-    return (g.c_truediv(b) if wanted(node, 0) else None,
-            (<TensorCore>(<TensorCore>g.c_mul(a)).c_truediv(
-                (<TensorCore>b).c_mul(b))).c_neg() if wanted(node, 1) else None)
-
-
-def fill_gradient(Node node, tuple grads):
-    # fill_() and zero_() of a tensor with history: the old values no longer matter.
-    return (zeros_of(node.inputs_meta[0]),)
-
-
-def rounded_div_gradient(Node node, tuple grads):
-    # Rounded quotients are piecewise constant: their gradient is zero, as PyTorch's.
-    return tuple(zeros_of(meta) if meta is not None else None for meta in node.inputs_meta)
-
-
-def pow_gradient(Node node, tuple grads):
-    # PyTorch's pow_backward: the exponent's gradient is 0 where the exponent is 0 (also at a
-    # zero base, where b * a ** (b - 1) would be nan); the base's is 0 where the base is 0 and
-    # the exponent >= 0 (where a ** b * log(a) would be nan), -inf times g where it is < 0.
-    cdef TensorCore g = grads[0]
-    cdef TensorCore a = node.saved[0]
-    b = node.saved[1]
-    if node.state:  # scalar b ** tensor a: d/da = b ** a * log(b)
-        log_base = math.log(b) if b > 0 else (-math.inf if b == 0 else math.nan)
-        gradient = g.c_mul((<TensorCore>node.saved[2]).c_mul(log_base))
-        if b == 0:
-            gradient = tensor.where(a.c_ge(0), 0, gradient)
-        return (gradient, None)
-    grad_a = grad_b = None
-    if wanted(node, 0):
-        if isinstance(b, TensorCore):
-            grad_a = tensor.where((<TensorCore>b).c_eq(0), 0, g.c_mul(
-                (<TensorCore>a.c_pow((<TensorCore>b).c_sub(1))).c_mul(b)))
-        elif b == 0:  # d/da a**0 = 0, also at a = 0
-            grad_a = zeros_of(node.inputs_meta[0])
-        else:
-            grad_a = g.c_mul((<TensorCore>a.c_pow(b - 1)).c_mul(b))
-    if wanted(node, 1):  # d/db a**b = a**b * log(a)
-        gradient = g.c_mul((<TensorCore>node.saved[2]).c_mul(a.c_log()))
-        grad_b = tensor.where(a.c_eq(0), tensor.where((<TensorCore>b).c_ge(0), 0, gradient),
-                              gradient)
-    return (grad_a, grad_b)
-
-
-def neg_gradient(Node node, tuple grads):
-    return ((<TensorCore>grads[0]).c_neg(),)
-
-
-def abs_gradient(Node node, tuple grads):
-    # g * sign(x), a product as PyTorch's (so an infinite g at x = 0 gives nan, not 0).
-    cdef TensorCore g = grads[0], x = node.saved[0]
-    sign = (<TensorCore>(<TensorCore>x.c_gt(0)).c_to(None, x.dtype_object, False, False)).c_sub(
-        (<TensorCore>x.c_lt(0)).c_to(None, x.dtype_object, False, False))
-    return (g.c_mul(sign),)
-
-
-def relu_gradient(Node node, tuple grads):  # saved: the output
-    cdef TensorCore result = node.saved[0]
-    return (tensor.where(result.c_gt(0), grads[0], 0),)
-
-
-def sin_gradient(Node node, tuple grads):
-    return ((<TensorCore>grads[0]).c_mul((<TensorCore>node.saved[0]).c_cos()),)
-
-
-def cos_gradient(Node node, tuple grads):
-    return ((<TensorCore>(<TensorCore>grads[0]).c_mul((<TensorCore>node.saved[0]).c_sin())).c_neg(),)
-
-
-def exp_gradient(Node node, tuple grads):  # saved: the output
-    return ((<TensorCore>grads[0]).c_mul(node.saved[0]),)
-
-
-def sqrt_gradient(Node node, tuple grads):  # saved: the output
-    return ((<TensorCore>grads[0]).c_truediv((<TensorCore>node.saved[0]).c_mul(2)),)
-
-
-def log_gradient(Node node, tuple grads):
-    return ((<TensorCore>grads[0]).c_truediv(node.saved[0]),)
-
-
-cdef TensorCore spread(TensorCore g, tuple sizes, tuple dims, bint keepdim):
-    """The gradient of a sum over dims: g, with the reduced dimensions restored, read at every
-    index of them (a view, by expand())."""
-    if not keepdim:
-        for dim in dims:  # in increasing order, so each lands where it was
-            g = g.c_unsqueeze(dim)
-    return g.c_expand(sizes)
-
-
-def sum_gradient(Node node, tuple grads):
-    dims, keepdim = node.state
-    return (spread(grads[0], node.inputs_meta[0][0], dims, keepdim),)
-
-
-def mean_gradient(Node node, tuple grads):
-    dims, keepdim = node.state
-    sizes = node.inputs_meta[0][0]
-    count = math.prod(sizes[dim] for dim in dims)
-    return ((<TensorCore>spread(grads[0], sizes, dims, keepdim)).c_truediv(count),)
-
-
-def extreme_gradient(Node node, tuple grads):
-    # Shared evenly among the elements equal to the maximum (or minimum), as PyTorch's max().
-    cdef TensorCore x = node.saved[0]
-    extreme = x.c_max() if node.operation == "max" else x.c_min()
-    cdef TensorCore mask = (<TensorCore>x.c_eq(extreme)).c_to(None, x.dtype_object, False, False)
-    return ((<TensorCore>(<TensorCore>grads[0]).c_mul(mask)).c_truediv(mask.c_sum(None, False)),)
-
-
-def reshape_gradient(Node node, tuple grads):
-    return ((<TensorCore>grads[0]).c_reshape((node.inputs_meta[0][0],)),)
-
-
-def transpose_gradient(Node node, tuple grads):
-    first, second = node.state
-    return ((<TensorCore>grads[0]).c_transpose(first, second),)
-
-
-def expand_gradient(Node node, tuple grads):
-    return (grads[0],)  # sum_to reduces the expanded dimensions
-
-
-def getitem_gradient(Node node, tuple grads):
-    cdef TensorCore whole = zeros_of(node.inputs_meta[0])
-    whole.c_setitem(node.state, grads[0])
-    return (whole,)
-
-
-def setitem_gradient(Node node, tuple grads):
-    # self[key] = value: the old values' gradient is g with the selection zeroed; the value's
-    # is g's selection (sum_to reduces it where the value broadcast).
-    cdef TensorCore g = grads[0]
-    grad_self = grad_value = None
-    if wanted(node, 0):
-        grad_self = g.c_clone()
-        (<TensorCore>grad_self).c_setitem(node.state, 0)
-    if wanted(node, 1):
-        grad_value = (<TensorCore>g.c_getitem(node.state)).c_clone()
-    return (grad_self, grad_value)
-
-
-def clone_gradient(Node node, tuple grads):
-    return (grads[0],)
-
-
-def to_gradient(Node node, tuple grads):
-    sizes, dtype, device = node.inputs_meta[0]
-    return ((<TensorCore>grads[0]).c_to(tensor.device_text(device), dtype, False, False),)
-
-
-def add_scaled_gradient(Node node, tuple grads):
-    cdef TensorCore g = grads[0]
-    return (g, g.c_mul(node.state) if wanted(node, 1) else None)
-
-
-def clamp_gradient(Node node, tuple grads):
-    # Through where x is inside [min, max]; to a tensor bound where it is the one that applies.
-    cdef TensorCore g = grads[0]
-    x, low, high = node.saved
-    grad_x = g
-    if low is not None:
-        grad_x = tensor.where((<TensorCore>x).c_lt(low), 0, grad_x)
-    if high is not None:
-        grad_x = tensor.where((<TensorCore>x).c_gt(high), 0, grad_x)
-    return (grad_x,
-            tensor.where((<TensorCore>x).c_lt(low), g, 0) if wanted(node, 1) else None,
-            tensor.where((<TensorCore>x).c_gt(high), g, 0) if wanted(node, 2) else None)
-
-
-def where_gradient(Node node, tuple grads):
-    condition = node.saved[0]
-    return (None,
-            tensor.where(condition, grads[0], 0) if wanted(node, 1) else None,
-            tensor.where(condition, 0, grads[0]) if wanted(node, 2) else None)
-
-
-def matmul_gradient(Node node, tuple grads):
-    # Through the operands as matrices (a 1-D a as a row, a 1-D b as a column) and the gradient
-    # with those dimensions restored: grad_a = g @ b^T, grad_b = a^T @ g, each at the broadcast
-    # batch shape (sum_to reduces it). Each operand is saved only when the other's gradient is
-    # wanted (core.pyx), so shapes come from inputs_meta.
-    cdef TensorCore g = grads[0], grad_b
-    a, b = node.saved
-    a_dims, b_dims = len(node.inputs_meta[0][0]), len(node.inputs_meta[1][0])
-    if a_dims == 1:
-        g = g.c_unsqueeze(len(g.sizes) - (1 if b_dims > 1 else 0))
-    if b_dims == 1:
-        g = g.c_unsqueeze(len(g.sizes))
-    grad_a = grad_b = None
-    if wanted(node, 0):
-        b_matrix = (<TensorCore>b).c_unsqueeze(1) if b_dims == 1 else b
-        grad_a = g.c_matmul((<TensorCore>b_matrix).c_transpose(-1, -2))
-    if wanted(node, 1):
-        a_matrix = (<TensorCore>a).c_unsqueeze(0) if a_dims == 1 else a
-        grad_b = (<TensorCore>(<TensorCore>a_matrix).c_transpose(-1, -2)).c_matmul(g)
-        if b_dims == 1:  # drop the column's dimension of 1
-            grad_b = grad_b.c_reshape((grad_b.sizes[:-1],))
-    return (grad_a, grad_b)
-
-
-def function_gradient(Node node, tuple grads):
-    cls, ctx = node.state
-    result = cls.backward(ctx, *grads)
-    result = result if isinstance(result, tuple) else (result,)
-    if len(result) != len(node.edges):
-        raise RuntimeError(f"function {cls.__name__}.backward returned an incorrect number of "
-                           f"gradients (expected {len(node.edges)}, got {len(result)}): one per "
-                           "argument of forward() after ctx, None for those without one")
-    for index, gradient in enumerate(result):
-        if gradient is not None and node.edges[index] is not None and \
-                not isinstance(gradient, TensorCore):
-            raise TypeError(f"function {cls.__name__}.backward returned a "
-                            f"{type(gradient).__name__} as gradient {index}; expected a tensor "
-                            "or None")
-    return result
-
-
-FORMULAS = {
-    "add": add_gradient, "sub": sub_gradient, "mul": mul_gradient, "div": div_gradient,
-    "rounded_div": rounded_div_gradient, "fill": fill_gradient, "pow": pow_gradient,
-    "neg": neg_gradient,
-    "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
-    "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
-    "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
-    "reshape": reshape_gradient,
-    "transpose": transpose_gradient, "expand": expand_gradient, "getitem": getitem_gradient,
-    "setitem": setitem_gradient,
-    "clone": clone_gradient, "pin_memory": clone_gradient, "to": to_gradient,
-    "add_scaled": add_scaled_gradient,
-    "clamp": clamp_gradient, "where": where_gradient, "matmul": matmul_gradient,
-    "function": function_gradient,
-}
-
-
-# --------------------------------------------------------------------------------------------
 # Running the tape backwards (Note [Tape])
 
 
@@ -492,26 +135,26 @@ cdef TensorCore sum_to(TensorCore gradient, tuple meta, Node node, int index):
         dims = tuple(range(lead)) + tuple(lead + dim for dim, size in enumerate(sizes)
                                           if size == 1 and gradient.sizes[lead + dim] != 1)
         if dims:
-            gradient = gradient.c_sum(dims, True)
-        gradient = gradient.c_reshape((sizes,))
+            gradient = reduction.sum_over(gradient, dims, True)
+        gradient = copies.reshape(gradient, (sizes,))
     if gradient.dtype_object is not dtype or gradient.device_index != device:
-        gradient = gradient.c_to(tensor.device_text(device), dtype, False, False)
+        gradient = copies.to(gradient, tensor.device_text(device), dtype, False, False)
     return gradient
 
 
 cdef TensorCore added(object total, TensorCore gradient):
-    return gradient if total is None else (<TensorCore>total).c_add(gradient)
+    return gradient if total is None else elementwise.add(<TensorCore>total, gradient)
 
 
 cdef int accumulate_into_grad(TensorCore leaf, TensorCore gradient) except -1:
     """Add gradient into leaf.grad: allocated (contiguous) the first time, in place after."""
     if leaf.grad_value is None:
         target = tensor.new_empty(leaf.sizes, leaf.dtype_object, leaf.device_index)
-        (<TensorCore>target).c_copy_(gradient, False)
+        copies.copy_(<TensorCore>target, gradient, False)
         leaf.grad_value = target
     else:
-        (<TensorCore>leaf.grad_value).c_binary(gradient, device_ops.OP_ADD, False, True,
-                                               "grad accumulation")
+        elementwise.binary(<TensorCore>leaf.grad_value, gradient, ops.OP_ADD, False, True,
+                           "grad accumulation")
     return 0
 
 
@@ -675,8 +318,8 @@ cdef class BackwardPass:
         for number, gradient in enumerate(grads):
             # A tensor output no gradient reached counts as zero.
             if gradient is None and node.outputs_meta[number] is not None:
-                grads[number] = zeros_of(node.outputs_meta[number])
-        input_grads = FORMULAS[node.operation](node, tuple(grads))
+                grads[number] = formulas.zeros_of(node.outputs_meta[number])
+        input_grads = formulas.by_op[node.op](node, tuple(grads))
         if not self.retain_graph and node.saved:
             node.saved = ()
             node.saved_versions = ()
@@ -716,8 +359,8 @@ cdef tuple root_gradients(tuple outputs, object grad_outputs):
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
                                    f"(output {index} has shape {out.sizes}); pass "
                                    "grad_outputs (or gradient)")
-            gradient = (<TensorCore>tensor.new_empty(out.sizes, out.dtype_object,
-                                                     out.device_index)).c_fill_(1)
+            gradient = copies.fill_(<TensorCore>tensor.new_empty(out.sizes, out.dtype_object,
+                                                                 out.device_index), 1)
         elif not isinstance(gradient, TensorCore):
             raise TypeError(f"grad_outputs[{index}] must be a tensor or None, got "
                             f"{type(gradient).__name__}")
@@ -738,7 +381,7 @@ cdef int retain_graph_arg(object value) except -1:
     return 0
 
 
-def backward_from(TensorCore output, object gradient, object retain_graph):
+cdef object backward_from(TensorCore output, object gradient, object retain_graph):
     """output.backward(gradient, retain_graph): accumulate into the leaves' .grad."""
     retain_graph_arg(retain_graph)
     if gradient is not None and not isinstance(gradient, TensorCore):
@@ -746,6 +389,7 @@ def backward_from(TensorCore output, object gradient, object retain_graph):
     cdef tuple roots = (output,)
     cdef tuple grads = root_gradients(roots, gradient)
     BackwardPass(None, bool(retain_graph)).run(roots, grads)
+    return None
 
 
 cdef object grad(object outputs, object inputs, object grad_outputs, object retain_graph,
@@ -843,5 +487,5 @@ def run_function(cls, *args):
                                         (<TensorCore>value).element_strides)
                     if isinstance(value, TensorCore) and any(value is arg for arg in args)
                     else value for value in results)
-    ctx._node = record(results, "function", args, ctx._to_save, (cls, ctx))
+    ctx._node = record(results, ops.OP_FUNCTION, args, ctx._to_save, (cls, ctx))
     return results if isinstance(outputs, tuple) else results[0]

@@ -32,7 +32,8 @@ import math
 from tensorplay._runtime.autograd cimport engine as autograd
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors, public
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.random cimport random_ops
+from tensorplay._runtime.tensor cimport copies, core as tensor, elementwise, factories
 from tensorplay._runtime.tensor.core cimport TensorCore
 
 # The longest name of a parameter, buffer or module (or prefix of names) accepted: longer text is
@@ -53,7 +54,7 @@ class ParameterCore:
 
     def init(self, data, requires_grad):
         if data is None:  # PyTorch's Parameter() holds an empty float32 tensor
-            data = tensor.empty((0,), None, None, False)
+            data = factories.empty((0,), None, None, False)
         if not isinstance(data, TensorCore):
             raise TypeError(f"Parameter: data must be a tensor, got {errors.shown(data)}")
         # Checked before anything changes: an integer tensor cannot require grad.
@@ -66,7 +67,7 @@ class ParameterCore:
         (<TensorCore>self).c_set_requires_grad(requires_grad)
 
     def c_parameter_repr(self):
-        return "Parameter containing:\n" + (<TensorCore>self).c_repr()
+        return "Parameter containing:\n" + copies.repr_text(<TensorCore>self)
 
 
 class RemovableHandleCore:
@@ -282,12 +283,12 @@ class ModuleCore:
         # GPU) leaves the module as it was.
         parameters = list(self.c_parameters(True))
         with autograd.no_grad_block():
-            moved = [(<TensorCore>parameter).c_to(device, None, False, False)
+            moved = [copies.to(<TensorCore>parameter, device, None, False, False)
                      for parameter in parameters]
             grads = [None if parameter.grad is None else
-                     (<TensorCore>parameter.grad).c_to(device, None, False, False)
+                     copies.to(<TensorCore>parameter.grad, device, None, False, False)
                      for parameter in parameters]
-            buffers = [(module, name, (<TensorCore>value).c_to(device, None, False, False))
+            buffers = [(module, name, copies.to(<TensorCore>value, device, None, False, False))
                        for module in self.c_modules()
                        for name, value in module.__dict__["_buffers"].items()
                        if value is not None]
@@ -351,7 +352,7 @@ class ModuleCore:
         with autograd.no_grad_block():
             for name, target in targets.items():
                 if name in state_dict:
-                    (<TensorCore>target).c_copy_(state_dict[name], False)
+                    copies.copy_(<TensorCore>target, state_dict[name], False)
         return IncompatibleKeys(missing, unexpected)
 
     # -- calling -------------------------------------------------------------------------------
@@ -406,10 +407,10 @@ class LinearCore(ModuleCore):
         self.out_features = out_features
         make = parameter_class()
         # weight before bias: the order of parameters() and state_dict(), as PyTorch's.
-        self.weight = make(tensor.empty(((out_features, in_features),), dtype, device, False),
+        self.weight = make(factories.empty(((out_features, in_features),), dtype, device, False),
                            True)
         if bias:
-            self.bias = make(tensor.empty(((out_features,),), dtype, device, False), True)
+            self.bias = make(factories.empty(((out_features,),), dtype, device, False), True)
         else:
             self.c_register_parameter("bias", None)
         self.c_reset_parameters()
@@ -490,14 +491,14 @@ class DropoutCore(ModuleCore):
         tensor.own_tensor_arg(input, "Dropout: input")
         if not self.training or self.p == 0:
             return input
-        mask = tensor.empty_like(input, None, None, False)
+        mask = factories.empty_like(input, None, None, False)
         if self.p == 1:
-            return input * (<TensorCore>mask).c_zero_()
+            return input * copies.zero_(<TensorCore>mask)
         # The mask comes from the device's default generator, which CUDA graphs advance on each
         # replay (rng.pyx, Note [Graph-safe random numbers]): a captured Dropout draws a fresh
         # mask every time.
-        (<TensorCore>mask).c_bernoulli_(1 - self.p, None)
-        (<TensorCore>mask).c_imul(1 / (1 - self.p))
+        random_ops.bernoulli_(<TensorCore>mask, 1 - self.p, None)
+        elementwise.imul(<TensorCore>mask, 1 / (1 - self.p))
         return input * mask
 
     def c_extra_repr(self):

@@ -38,7 +38,7 @@ import numbers
 from tensorplay._runtime.autograd cimport engine as autograd
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.tensor cimport core as tensor, factories
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.tensor.core cimport TensorCore
 
@@ -113,7 +113,7 @@ class SGDCore:
         if momentum:
             for param in params:
                 self.state[param] = {
-                    "momentum_buffer": tensor.zeros_like(param, None, None, False)}
+                    "momentum_buffer": factories.zeros_like(param, None, None, False)}
 
     def _planned_steps(self):
         """(param, grad, group settings, momentum buffer or None) of every parameter that has
@@ -201,7 +201,7 @@ class SGDCore:
             planned, missing = self._planned_steps()  # Note [Checked steps]: nothing changed yet
             made = {}
             for param, _, _ in missing:  # eager only: Note [Capturable step]
-                buffer = made[id(param)] = tensor.zeros_like(param, None, None, False)
+                buffer = made[id(param)] = factories.zeros_like(param, None, None, False)
                 self.state.setdefault(param, {})["momentum_buffer"] = buffer
             for param, gradient, (lr, momentum, weight_decay), buffer in planned:
                 if momentum and buffer is None:

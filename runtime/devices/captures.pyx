@@ -21,7 +21,7 @@ takes part in a capture would invalidate it.
 
 Host memory a capture reads (a copy from page-locked CPU memory becomes a memcpy node that reads
 that memory on every replay) is recorded here too, and handed to the graph when the capture
-ends, which keeps it alive for as long as it can replay (core.pyx, copy_from_host).
+ends, which keeps it alive for as long as it can replay (copies.pyx, copy_from_host).
 All of it changes with the GIL held.
 """
 from libc.stdint cimport uintptr_t

@@ -31,7 +31,7 @@ from tensorplay._runtime.devices cimport captures, device as _device
 from tensorplay._runtime.base cimport errors
 from tensorplay._runtime.kernels cimport nvrtc as kernels
 from tensorplay._runtime.random cimport rng
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.tensor cimport core as tensor, factories
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.memory.pools cimport PoolId
 from tensorplay._runtime.devices.device cimport DeviceSwitch
@@ -237,7 +237,7 @@ cdef int _close_body_generators(GraphGenerators generators, ConditionalBody body
 cdef TensorCore _scalar_arg(int device, object value, str argument, str dtype_name):
     """A single-element tensor of dtype_name on the graph's device: ours, or any tensor that
     shares its memory through __cuda_array_interface__ or DLPack (PyTorch's, CuPy's)."""
-    cdef TensorCore scalar = tensor.tensor_arg(value, argument, -1)
+    cdef TensorCore scalar = factories.tensor_arg(value, argument, -1)
     if (scalar.dtype_object.name != dtype_name or scalar.element_count != 1
             or scalar.device_index != device):
         raise ValueError(f"{argument} must be a single-element {dtype_name} tensor on cuda:"

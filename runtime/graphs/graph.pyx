@@ -56,7 +56,7 @@ from tensorplay._runtime.graphs cimport capture, conditional, graph_topology
 from tensorplay._runtime.graphs cimport graph_update, node_params, rebinding, staging
 from tensorplay._runtime.memory cimport allocator, host_allocator, pools
 from tensorplay._runtime.random cimport rng
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.tensor cimport core as tensor, factories
 from tensorplay._runtime.graphs.capture cimport CaptureState
 from tensorplay._runtime.graphs.conditional cimport ConditionalStack
 from tensorplay._runtime.graphs.dot cimport write_dot as _write_dot
@@ -720,8 +720,8 @@ cdef class GraphBase:
         if self.executable == NULL:
             # The pairs' own checks first, so that a bad item reads the same on any machine.
             for index in range(len(inputs)):
-                tensor.tensor_arg(static_inputs[index], "static_inputs", index)
-                tensor.tensor_arg(inputs[index], "inputs", index)
+                factories.tensor_arg(static_inputs[index], "static_inputs", index)
+                factories.tensor_arg(inputs[index], "inputs", index)
             _not_replayable(self)
         cdef cudaStream_t handle = _stream.current_stream_handle(self.device)
         staging.stage(self.device, static_inputs, inputs, handle)

@@ -32,7 +32,7 @@ from cuda.bindings.cyruntime cimport cudaGraphExec_t, cudaStream_t
 
 from tensorplay._runtime.memory cimport allocator
 from tensorplay._runtime.base cimport errors
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.tensor cimport core as tensor, factories
 from tensorplay._runtime.tensor.core cimport TensorCore
 from tensorplay._runtime.graphs.graph_update cimport (NODE_KERNEL, ROLE_WRITE, SLOT_ARGUMENT,
                                                       SLOT_COPY_SOURCE, AddressSlot,
@@ -179,8 +179,8 @@ cdef list _checked_pairs(ExecutableState state, object bindings, str what):
     cdef list pairs = []
     cdef TensorCore static, fresh
     for position, (key, value) in enumerate(bindings.items()):
-        static = tensor.tensor_arg(key, "bindings key", position)
-        fresh = tensor.tensor_arg(value, "bindings value", position)
+        static = factories.tensor_arg(key, "bindings key", position)
+        fresh = factories.tensor_arg(value, "bindings value", position)
         if static.device_index != state.device or fresh.device_index != state.device:
             raise ValueError(f"{what}: binding {position} pairs a tensor on "
                              f"{tensor.device_text(static.device_index)} with one on "

@@ -16,7 +16,7 @@ from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t
 
 from tensorplay._runtime.kernels cimport nvrtc as kernels
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.tensor cimport copies, core as tensor, factories
 from tensorplay._runtime.devices.device cimport MAX_DEVICES
 from tensorplay._runtime.kernels.nvrtc cimport STAGED_COPIES
 from tensorplay._runtime.tensor.core cimport TensorCore
@@ -141,8 +141,8 @@ cdef int stage(int device, object static_inputs, object inputs, cudaStream_t str
     cdef vector[MemorySpan] spans
     cdef unsigned long long capture_id
     for index in range(len(inputs)):
-        static = tensor.tensor_arg(static_inputs[index], "static_inputs", index)
-        fresh = tensor.tensor_arg(inputs[index], "inputs", index)
+        static = factories.tensor_arg(static_inputs[index], "static_inputs", index)
+        fresh = factories.tensor_arg(inputs[index], "inputs", index)
         if static.device_index != device:
             raise ValueError(f"static_inputs[{index}] is on "
                              f"{tensor.device_text(static.device_index)}, but the graph was "
@@ -156,9 +156,9 @@ cdef int stage(int device, object static_inputs, object inputs, cudaStream_t str
             continue  # nothing to copy, as copy_() of a tensor onto itself
         if fresh.device_index == tensor.CPU:
             # On a capturing stream only pinned inputs that need no conversion can be copied
-            # (core.pyx, Note [Host copies during capture]): refused here, naming the pair,
+            # (copies.pyx, Note [Host copies during capture]): refused here, naming the pair,
             # before any pair is copied.
-            tensor.host_copy_capturing(fresh, device, static.dtype_object, f"inputs[{index}]",
+            copies.host_copy_capturing(fresh, device, static.dtype_object, f"inputs[{index}]",
                                        stream, &capture_id)
         static_contiguous = tensor.is_contiguous(static)
         fresh_contiguous = tensor.is_contiguous(fresh)
@@ -176,7 +176,7 @@ cdef int stage(int device, object static_inputs, object inputs, cudaStream_t str
             full.append(fresh)
     _refuse_overlaps(spans)
     for index in range(0, len(full), 2):  # dtype conversion, strides, other devices
-        (<TensorCore>full[index]).c_copy_(full[index + 1], True)
+        copies.copy_(<TensorCore>full[index], full[index + 1], True)
     if raw.size():
         _stage_raw(device, raw, stream)
     return 0

@@ -1,35 +1,10 @@
 # Kernel launches over raw device memory (device_ops.pyx). Pointers are device addresses;
-# every launch goes to the given stream.
+# every launch goes to the given stream; op is a code of the op table (ops.pxd) that the
+# kernel's switch reads.
 from libc.stdint cimport int64_t, uintptr_t
 from cuda.bindings.cyruntime cimport cudaStream_t
 
 from tensorplay._runtime.base.dtypes cimport DtypeCore
-
-cdef enum:
-    OP_ADD = 0
-    OP_SUB = 1
-    OP_MUL = 2
-    OP_DIV = 3
-    OP_DIV_TRUNC = 4             # torch.div(rounding_mode="trunc")
-    OP_DIV_FLOOR = 5             # torch.div(rounding_mode="floor")
-    OP_POW = 6
-    OP_EQ = 0
-    OP_NE = 1
-    OP_LT = 2
-    OP_LE = 3
-    OP_GT = 4
-    OP_GE = 5
-    OP_NEG = 0
-    OP_ABS = 1
-    OP_RELU = 2
-    OP_SIN = 3
-    OP_COS = 4
-    OP_EXP = 5
-    OP_SQRT = 6
-    OP_LOG = 7
-    OP_SUM = 0
-    OP_MAX = 1
-    OP_MIN = 2
 
 cdef int fill(int device, DtypeCore dtype, uintptr_t out, int64_t count, bytes value,
               cudaStream_t stream) except -1

@@ -342,7 +342,7 @@ cdef int matmul(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintp
 
 
 # --------------------------------------------------------------------------------------------
-# The tensor methods of PyTorch beyond the operators (core.pyx): add/sub with alpha, clamp,
+# The tensor methods of PyTorch beyond the operators (elementwise.pyx): add/sub with alpha, clamp,
 # where.
 
 

@@ -1,11 +1,9 @@
 // Elementwise kernels. The prelude defines scalar_t, the element type. Most take contiguous
 // memory; the *_strided kernels read each operand through a Layout of the output's sizes and the
 // operand's own strides, so a broadcast dimension (stride 0) is read in place, never copied.
+// The op codes (OP_ADD, OP_EQ, OP_NEG...) are the prelude's #defines, from the op table
+// (runtime/kernels/ops.pyx).
 typedef typename accumulate<scalar_t>::type acc_t;
-
-enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, DIV_TRUNC = 4, DIV_FLOOR = 5, POW = 6 };
-enum CompareOp { EQ = 0, NE = 1, LT = 2, LE = 3, GT = 4, GE = 5 };
-enum UnaryOp { NEG = 0, ABS = 1, RELU = 2, SIN = 3, COS = 4, EXP = 5, SQRT = 6, LOG = 7 };
 
 // Division rounded toward zero and toward negative infinity: torch.div's rounding_mode "trunc"
 // and "floor". An integer divided by zero gives 0 rather than undefined behaviour (the CPU raises
@@ -53,23 +51,23 @@ __device__ inline long long power(long long a, long long b) {
 
 __device__ inline acc_t apply_binary(int op, acc_t a, acc_t b) {
     switch (op) {
-        case ADD: return a + b;
-        case SUB: return a - b;
-        case MUL: return a * b;
-        case DIV_TRUNC: return divide_trunc(a, b);
-        case DIV_FLOOR: return divide_floor(a, b);
-        case POW: return power(a, b);
+        case OP_ADD: return a + b;
+        case OP_SUB: return a - b;
+        case OP_MUL: return a * b;
+        case OP_DIV_TRUNC: return divide_trunc(a, b);
+        case OP_DIV_FLOOR: return divide_floor(a, b);
+        case OP_POW: return power(a, b);
         default: return a / b;
     }
 }
 
 __device__ inline bool apply_compare(int op, acc_t a, acc_t b) {
     switch (op) {
-        case EQ: return a == b;
-        case NE: return a != b;
-        case LT: return a < b;
-        case LE: return a <= b;
-        case GT: return a > b;
+        case OP_EQ: return a == b;
+        case OP_NE: return a != b;
+        case OP_LT: return a < b;
+        case OP_LE: return a <= b;
+        case OP_GT: return a > b;
         default: return a >= b;
     }
 }
@@ -174,14 +172,15 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
 }
 
 // Transcendentals in the accumulation type's own precision (sinf for float, sin for double);
-// integer tensors only reach NEG, ABS and RELU (the host checks), so they go through double.
+// integer tensors only reach OP_NEG, OP_ABS and OP_RELU (the host checks), so they go through
+// double.
 __device__ inline float transcendental(int op, float x) {
-    return op == SIN ? sinf(x) : op == COS ? cosf(x) : op == EXP ? expf(x)
-         : op == LOG ? logf(x) : sqrtf(x);
+    return op == OP_SIN ? sinf(x) : op == OP_COS ? cosf(x) : op == OP_EXP ? expf(x)
+         : op == OP_LOG ? logf(x) : sqrtf(x);
 }
 __device__ inline double transcendental(int op, double x) {
-    return op == SIN ? sin(x) : op == COS ? cos(x) : op == EXP ? exp(x)
-         : op == LOG ? log(x) : sqrt(x);
+    return op == OP_SIN ? sin(x) : op == OP_COS ? cos(x) : op == OP_EXP ? exp(x)
+         : op == OP_LOG ? log(x) : sqrt(x);
 }
 __device__ inline long long transcendental(int op, long long x) {
     return (long long)transcendental(op, (double)x);
@@ -189,9 +188,9 @@ __device__ inline long long transcendental(int op, long long x) {
 
 __device__ inline acc_t apply_unary(int op, acc_t x) {
     switch (op) {
-        case NEG: return -x;
-        case ABS: return x < (acc_t)0 ? -x : x;
-        case RELU: return x > (acc_t)0 ? x : (acc_t)0;
+        case OP_NEG: return -x;
+        case OP_ABS: return x < (acc_t)0 ? -x : x;
+        case OP_RELU: return x > (acc_t)0 ? x : (acc_t)0;
         default: return transcendental(op, x);
     }
 }

@@ -5,7 +5,8 @@ from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t
 
 # Numbers the launchers here and the kernel sources must agree on, declared once: every source
-# is compiled with them as #defines (nvrtc.pyx, CONSTANTS_PRELUDE).
+# is compiled with them as #defines (nvrtc.pyx, CONSTANTS_PRELUDE), and with the op codes of
+# ops.pxd.
 cdef enum:
     THREADS = 256            # threads per block of the elementwise, reduction and random kernels
     MAX_DIMS = 8             # dimensions of a strided Layout (common.cu, device_ops.pyx)

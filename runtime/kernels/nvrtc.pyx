@@ -55,6 +55,7 @@ from cuda.bindings.cyruntime cimport cudaStream_t
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors
 from tensorplay._runtime.kernels import signature as kernel_signature
+from tensorplay._runtime.kernels.ops import KERNEL_CONSTANTS as OP_CONSTANTS
 
 FORMAT_VERSION = 3
 MAGIC = b"TPCUBIN3"
@@ -219,17 +220,18 @@ def read_kernel_source(str name):
     return (KERNEL_DIRECTORY / f"{name}.cu").read_text(encoding="utf-8")
 
 
-# The constants of nvrtc.pxd, in front of every source.
+# The constants of nvrtc.pxd and the op codes kernels read (ops.pyx, Note [Op table]), in front
+# of every source.
 KERNEL_CONSTANTS = (("THREADS", THREADS), ("MAX_DIMS", MAX_DIMS),
                     ("MATMUL_TILE", MATMUL_TILE),
-                    ("STAGED_COPIES", STAGED_COPIES))
+                    ("STAGED_COPIES", STAGED_COPIES)) + OP_CONSTANTS
 CONSTANTS_PRELUDE = "".join(f"#define {name} {value}\n" for name, value in KERNEL_CONSTANTS)
 
 
 cdef str _full_source(str source_name, str prelude):
     # The #line directives make NVRTC's log name the prelude and the .cu file, with the line
     # numbers of each, instead of line numbers into the concatenation.
-    return (f'#line 1 "nvrtc.pxd constants"\n{CONSTANTS_PRELUDE}'
+    return (f'#line 1 "nvrtc.pxd and ops.pxd constants"\n{CONSTANTS_PRELUDE}'
             f'#line 1 "{source_name}.cu prelude"\n{prelude}\n'
             f'#line 1 "{source_name}.cu"\n{read_kernel_source(source_name)}')
 

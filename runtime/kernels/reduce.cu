@@ -1,13 +1,13 @@
 // Whole-tensor reductions in two launches: partial results per block, then one block combines
 // them; and sums over some dimensions in one. The prelude defines scalar_t (input) and result_t
 // (output).
+// The op codes (OP_SUM, OP_MAX, OP_MIN) are the prelude's #defines, from the op table
+// (runtime/kernels/ops.pyx).
 typedef typename accumulate<scalar_t>::type acc_t;
 
-enum ReduceOp { SUM = 0, MAX = 1, MIN = 2 };
-
 __device__ inline acc_t combine(int op, acc_t a, acc_t b) {
-    if (op == SUM) return a + b;
-    if (op == MAX) return (a > b || a != a) ? a : b;  // NaN propagates, as in PyTorch
+    if (op == OP_SUM) return a + b;
+    if (op == OP_MAX) return (a > b || a != a) ? a : b;  // NaN propagates, as in PyTorch
     return (a < b || a != a) ? a : b;
 }
 
@@ -25,27 +25,27 @@ __device__ inline acc_t block_reduce(int op, acc_t value) {
 }
 
 // identity: 0 for sums; for max/min the first element, which every thread may start from (so
-// a max or min, op != 0, reads input[0] even when count is 0: its annotation says so).
-//@ read input[op == 0 ? count : max(count, 1)]
+// a max or min, op != OP_SUM, reads input[0] even when count is 0: its annotation says so).
+//@ read input[op == OP_SUM ? count : max(count, 1)]
 //@ write partials[gridDim.x]
 //@ launch fixed: each block writes one partial result, and reduce_final combines them
 //@ in-place no
 extern "C" __global__ void reduce_partial(const scalar_t* input, long long count, acc_t* partials,
                                           int op) {
-    acc_t value = op == SUM ? (acc_t)0 : load(input[0]);
+    acc_t value = op == OP_SUM ? (acc_t)0 : load(input[0]);
     GRID_STRIDE_LOOP(i, count) { value = combine(op, value, load(input[i])); }
     value = block_reduce(op, value);
     if (threadIdx.x == 0) partials[blockIdx.x] = value;
 }
 
 // As reduce_partial: a max or min reads partials[0] whatever count is.
-//@ read partials[op == 0 ? count : max(count, 1)]
+//@ read partials[op == OP_SUM ? count : max(count, 1)]
 //@ write out[1]
 //@ launch fixed: one block of THREADS threads combines the partial results
 //@ in-place no
 extern "C" __global__ void reduce_final(const acc_t* partials, int count, result_t* out, int op,
                                         double divisor) {
-    acc_t value = op == SUM ? (acc_t)0 : partials[0];
+    acc_t value = op == OP_SUM ? (acc_t)0 : partials[0];
     for (int i = threadIdx.x; i < count; i += blockDim.x) value = combine(op, value, partials[i]);
     value = block_reduce(op, value);
     if (threadIdx.x == 0) {
@@ -70,7 +70,7 @@ extern "C" __global__ void reduce_dims(const scalar_t* input, Layout kept, Layou
         for (long long r = threadIdx.x; r < reduced_count; r += blockDim.x) {
             value += load(base[strided_offset(r, reduced)]);
         }
-        value = block_reduce(SUM, value);
+        value = block_reduce(OP_SUM, value);
         if (threadIdx.x == 0) {
             out[o] = divisor == 1.0 ? convert<result_t>(value)
                                     : convert<result_t>((acc_t)(value / divisor));

@@ -41,10 +41,10 @@ is declared exactly once; `launch` and `in-place` come exactly once; read, write
 frozen lines may repeat. The extent inside the brackets counts elements of what the address
 points at (scalar_t for `scalar_t*`, four of them for `vector4_t*`, POINTEES; the element a
 struct's address field declares: bytes for staging's raw addresses), from the address on:
-- an integer expression n, the elements [0, n) (none when n <= 0): integers, integer
-  parameters, struct fields (`a_strides.row`, `copies.nbytes[i]`), `gridDim.x` and
-  `blockDim.x` (y, z too), + - * / (C's division), `<` and `==` (1 or 0), `c ? a : b`, min(),
-  max() and parentheses;
+- an integer expression n, the elements [0, n) (none when n <= 0): integers, the prelude's
+  constants (`OP_SUM`), integer parameters, struct fields (`a_strides.row`,
+  `copies.nbytes[i]`), `gridDim.x` and `blockDim.x` (y, z too), + - * / (C's division), `<`
+  and `==` (1 or 0), `c ? a : b`, min(), max() and parentheses;
 - or, as the whole extent, reach(...) of Layout parameters and (size, stride) pairs, the
   offsets sum(index_i * stride_i) for 0 <= index_i < size_i (a Layout contributes its ndim
   sizes and strides): 1 + sum((size_i - 1) * stride_i) elements from the address for
@@ -348,9 +348,9 @@ def _parameter(text: str, typedefs: dict[str, str], constants: dict[str, int], o
 def signature(source_text: str, prelude: str, kernel: str,
               constants: tuple[tuple[str, int], ...], source_name: str = "") -> KernelSignature:
     """The signature of kernel in source_text compiled after prelude, with what its annotation
-    declares; constants are the #defines of nvrtc.pxd as (name, value) pairs, source_name the
-    source's name for messages. A ValueError names the kernel when its declaration or its
-    annotation cannot be read."""
+    declares; constants are the prelude's #defines (nvrtc.KERNEL_CONSTANTS) as (name, value)
+    pairs, source_name the source's name for messages. A ValueError names the kernel when its
+    declaration or its annotation cannot be read."""
     for name, parameter_text in _DECLARATION.findall(source_text):
         if name == kernel:
             break
@@ -371,7 +371,7 @@ def signature(source_text: str, prelude: str, kernel: str,
     except ValueError as error:
         raise ValueError(f"kernel {kernel!r}: {error}") from None
     return _annotated(KernelSignature(kernel, tuple(parameters), offset, source=source_name),
-                      lines)
+                      lines, dict(constants))
 
 
 def kernels_of(source_text: str) -> list[str]:
@@ -499,10 +499,11 @@ def _tokens(text: str) -> tuple[list[str], list[tuple[int, int]]]:
 class _Parser:
     """Extents in the annotation's grammar, compiled to functions of an _Environment."""
 
-    def __init__(self, tokens, parameters, bound=None):
+    def __init__(self, tokens, parameters, constants, bound=None):
         self.tokens = tokens
         self.position = 0
         self.parameters = parameters       # name -> Parameter
+        self.constants = constants         # a #define of the prelude -> its value
         self.bound = bound or {}           # an index variable -> its value
         self.uses = set()
 
@@ -656,8 +657,8 @@ class _Parser:
             self.position += 1
             member = self.name()
             return self.member(token, member)
-        if token in self.bound:
-            value = self.bound[token]
+        if token in self.bound or token in self.constants:
+            value = self.bound[token] if token in self.bound else self.constants[token]
             return lambda e: value
         parameter = self.parameters.get(token)
         if parameter is None:
@@ -748,7 +749,7 @@ def _address_items(parser: _Parser, role: int, text: str,
         start = parser.position
         for name, offset, unit, binding in targets:
             parser.position = start
-            sub = _Parser(parser.tokens, parser.parameters, binding)
+            sub = _Parser(parser.tokens, parser.parameters, parser.constants, binding)
             sub.position = start
             extent = sub.extent()
             if sub.peek() is None:
@@ -806,8 +807,9 @@ def _address_names(parameter: Parameter) -> list[tuple[str, tuple[int, ...]]]:
     return names
 
 
-def _annotated(signature: KernelSignature, lines) -> KernelSignature:
-    """signature with what its annotation lines declare, all checked."""
+def _annotated(signature: KernelSignature, lines, constants: dict[str, int]) -> KernelSignature:
+    """signature with what its annotation lines declare, all checked; constants are the
+    prelude's #defines, which extents may name."""
     kernel = signature.kernel
     note = "(Note [Kernel access annotations] in runtime/kernels/signature.py)"
     if not lines:
@@ -826,8 +828,8 @@ def _annotated(signature: KernelSignature, lines) -> KernelSignature:
                 if not rest:
                     raise _Malformed(f"{directive} names no address")
                 tokens, spans = _tokens(rest)
-                accesses.extend(_address_items(_Parser(tokens, parameters), ROLES[directive],
-                                               rest, spans))
+                accesses.extend(_address_items(_Parser(tokens, parameters, constants),
+                                               ROLES[directive], rest, spans))
             elif directive == "launch":
                 if launch is not None:
                     raise _Malformed("a second launch line")

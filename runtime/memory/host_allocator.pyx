@@ -25,7 +25,7 @@ and reused (docs/design.md, "Pinned host cache"):
 - A copy captured into a CUDA graph runs at every replay, not now, and an event recorded
   during capture cannot be queried (nor would it cover the replays), so no event can tell when
   a graph is done with a block. Pinned memory a graph reads is therefore kept alive by the
-  graph instead (core.pyx, Note [Host copies during capture]: the captured copy reads the
+  graph instead (copies.pyx, Note [Host copies during capture]: the captured copy reads the
   source tensor's own pinned memory, never a staging block of this cache, and the capture
   hands the source to the graph through captures.keep_alive). host_record_stream on a
   capturing stream is a mistake of its caller, which would let the cache reuse a block that
@@ -323,7 +323,7 @@ cdef int host_record_stream(void* ptr, cudaStream_t stream) except -1:
                 "replay, not now, so no event recorded now tells when the block is free again. "
                 "Keep the block allocated (do not release it) for as long as the graph can "
                 "replay; tensor copies hand their pinned source to the graph instead "
-                "(core.pyx, Note [Host copies during capture]). Nothing was recorded")
+                "(copies.pyx, Note [Host copies during capture]). Nothing was recorded")
         for i in range(block.events.size()):
             if block.events[i].stream == stream:
                 errors.check(cyruntime.cudaEventRecord(block.events[i].event, stream),

@@ -1,5 +1,10 @@
-# Random ops (random_ops.pyx); the in-place Tensor methods are its Python-level functions
-# uniform_, normal_ and bernoulli_, which core.pyx calls.
+# Random ops (random_ops.pyx).
+from tensorplay._runtime.tensor.core cimport TensorCore
+
+# In-place Tensor methods (api.yaml).
+cdef object uniform_(TensorCore target, object low, object high, object generator)
+cdef object normal_(TensorCore target, object mean, object std, object generator)
+cdef object bernoulli_(TensorCore target, object p, object generator)
 
 # Factories (api.yaml: tensorplay).
 cdef object rand(tuple size, object generator, object dtype, object device, bint requires_grad)

@@ -16,7 +16,7 @@ from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.kernels cimport nvrtc as kernels
 from tensorplay._runtime.random cimport rng
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.tensor cimport arguments, copies, core as tensor
 from tensorplay._runtime.kernels.nvrtc cimport THREADS
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.base.dtypes cimport DtypeCore
@@ -206,15 +206,15 @@ cdef object _fill_from(TensorCore target, int distribution, GeneratorCore source
     else:
         _launch(dense, distribution, source, a, b, c, low, range_size)
     if dense is not target:
-        target.c_copy_(dense, False)
+        copies.copy_(target, dense, False)
     return target
 
 
 # --------------------------------------------------------------------------------------------
-# In place (Tensor methods; core.pyx calls these). Every argument is checked, against the
-# tensor's dtype too, before anything is drawn or counted (core.pyx, Note [Refused calls change
-# nothing]): the refusals of an in-place change, the values, the generator; the change is
-# counted once the numbers are written.
+# In place (Tensor methods, api.yaml). Every argument is checked, against the tensor's dtype
+# too, before anything is drawn or counted (core.pyx, Note [Refused calls change nothing]): the
+# refusals of an in-place change, the values, the generator; the change is counted once the
+# numbers are written.
 
 
 cdef int _check_in_range(double value, str name, DtypeCore dtype, str op) except -1:
@@ -230,8 +230,7 @@ cdef int _check_in_range(double value, str name, DtypeCore dtype, str op) except
     return 0
 
 
-def uniform_(object self, object low, object high, object generator):
-    cdef TensorCore target = tensor.own_tensor_arg(self, "self")
+cdef object uniform_(TensorCore target, object low, object high, object generator):
     target.c_check_in_place("uniform_")
     _check_floating(target, "uniform_()")
     cdef double start = _number_arg(low, "low", "uniform_()")
@@ -252,8 +251,7 @@ def uniform_(object self, object low, object high, object generator):
     return target
 
 
-def normal_(object self, object mean, object std, object generator):
-    cdef TensorCore target = tensor.own_tensor_arg(self, "self")
+cdef object normal_(TensorCore target, object mean, object std, object generator):
     target.c_check_in_place("normal_")
     _check_floating(target, "normal_()")
     cdef double center = _number_arg(mean, "mean", "normal_()")
@@ -268,8 +266,7 @@ def normal_(object self, object mean, object std, object generator):
     return target
 
 
-def bernoulli_(object self, object p, object generator):
-    cdef TensorCore target = tensor.own_tensor_arg(self, "self")
+cdef object bernoulli_(TensorCore target, object p, object generator):
     target.c_check_in_place("bernoulli_")
     cdef double probability = _number_arg(p, "p", "bernoulli_()")
     if not 0.0 <= probability <= 1.0:
@@ -288,14 +285,16 @@ def bernoulli_(object self, object p, object generator):
 
 
 cdef object rand(tuple size, object generator, object dtype, object device, bint requires_grad):
-    target = tensor.new_empty(tensor.size_arg(size, "size"), _dtype_arg(dtype, "float32", FLOATING, "rand()"),
+    target = tensor.new_empty(arguments.size_arg(size, "size"),
+                              _dtype_arg(dtype, "float32", FLOATING, "rand()"),
                               _device_arg(device, -1))
     return tensor.requiring_grad(_fill(target, UNIFORM, generator, 0.0, 1.0, 1.0, 0, 0),
                                  requires_grad)
 
 
 cdef object randn(tuple size, object generator, object dtype, object device, bint requires_grad):
-    target = tensor.new_empty(tensor.size_arg(size, "size"), _dtype_arg(dtype, "float32", FLOATING, "randn()"),
+    target = tensor.new_empty(arguments.size_arg(size, "size"),
+                              _dtype_arg(dtype, "float32", FLOATING, "randn()"),
                               _device_arg(device, -1))
     return tensor.requiring_grad(_fill(target, NORMAL, generator, 0.0, 1.0, 0.0, 0, 0),
                                  requires_grad)
@@ -329,7 +328,7 @@ cdef object randint(object low, object high, object size, object generator, obje
     if not isinstance(size, (tuple, list)):
         raise TypeError(f"randint(): size must be a tuple or list of ints (randint(low, high, "
                         f"size) or randint(high, size)), got {errors.shown(size)}")
-    target = tensor.new_empty(tensor.size_arg(tuple(size), size_name), element, where)
+    target = tensor.new_empty(arguments.size_arg(tuple(size), size_name), element, where)
     return _fill(target, INTEGERS, generator, 0.0, 0.0, 0.0, low, <uint64_t>(high - low))
 
 

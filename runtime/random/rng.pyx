@@ -61,7 +61,7 @@ from tensorplay._runtime.memory cimport allocator
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport dtypes, errors, public
 from tensorplay._runtime.kernels cimport nvrtc as kernels
-from tensorplay._runtime.tensor cimport core as tensor
+from tensorplay._runtime.tensor cimport copies, core as tensor
 from tensorplay._runtime.devices.device cimport DeviceSwitch
 from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.core cimport TensorCore
@@ -143,7 +143,7 @@ cdef int _read_state(object new_state, uint64_t* seed, uint64_t* offset) except 
         # copied to a contiguous host array first).
         host = <TensorCore>(<TensorCore>new_state).c_detach()
         if host.device_index != -1:
-            host = <TensorCore>host.c_cpu()
+            host = <TensorCore>copies.cpu(host)
         import numpy
         new_state = numpy.ascontiguousarray(host.array).reshape(-1)
     try:

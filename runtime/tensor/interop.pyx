@@ -1,10 +1,10 @@
 # cython: language_level=3
 """Zero-copy sharing with other libraries: DLPack 1.x and __cuda_array_interface__ v3, both ways.
 
-core.pyx reaches this module at Python level (Tensor.__dlpack__, __dlpack_device__,
-__cuda_array_interface__, tensorplay.from_dlpack, tensorplay.as_tensor), which avoids a cimport
-cycle; everything else here is C-level. The protocols and their public specifications are
-summarised in docs/design.md, "Interop".
+The tensor methods (Tensor.__dlpack__, __dlpack_device__, __cuda_array_interface__) and
+tensorplay.from_dlpack are this module's functions (api.yaml); factories.pyx imports through it
+for tensorplay.as_tensor and tensorplay.tensor. The protocols and their public specifications
+are summarised in docs/design.md, "Interop".
 
 Note [Interop protocols]
 DLPack hands over a PyCapsule holding a DLManagedTensor (legacy, capsule "dltensor") or a
@@ -48,8 +48,6 @@ export our current stream there, and on import make our current stream wait on t
 import math
 import sys
 
-import numpy
-
 from cpython.pycapsule cimport (PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer,
                                 PyCapsule_IsValid, PyCapsule_New, PyCapsule_SetName)
 from cpython.ref cimport PyObject, Py_INCREF
@@ -64,8 +62,9 @@ from cuda.bindings.cyruntime cimport (cudaMemoryTypeDevice, cudaMemoryTypeHost,
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.devices cimport stream as _stream
-from tensorplay._runtime.tensor cimport core as _tensor
+from tensorplay._runtime.tensor cimport copies, core as _tensor
 from tensorplay._runtime.base.dtypes cimport DtypeCore
+from tensorplay._runtime.tensor.arguments cimport np
 from tensorplay._runtime.tensor.core cimport TensorCore
 
 cdef extern from *:
@@ -251,7 +250,8 @@ cdef tuple _device_pair(object dl_device):
     return (int(dl_device[0]), int(dl_device[1]))
 
 
-cdef tuple _dlpack_device(TensorCore tensor):
+cdef tuple dlpack_device(TensorCore tensor):
+    """Tensor.__dlpack_device__: (kDLCPU, 0) or (kDLCUDA, device index)."""
     if tensor.device_index == _tensor.CPU:
         return (DL_CPU, 0)
     return (DL_CUDA, tensor.device_index)
@@ -259,11 +259,11 @@ cdef tuple _dlpack_device(TensorCore tensor):
 
 cdef tuple _exported(TensorCore tensor, tuple target, bint copy):
     """The tensor to export on target (a DLPack device), and whether it is a copy."""
-    if target != _dlpack_device(tensor):
+    if target != dlpack_device(tensor):
         destination = "cpu" if target[0] == DL_CPU else _device.device_object(target[1])
-        return tensor.c_to(destination, None, False, True), True
+        return copies.to(tensor, destination, None, False, True), True
     if copy:
-        return tensor.c_clone(), True
+        return copies.clone(tensor), True
     return tensor, False
 
 
@@ -327,12 +327,13 @@ cdef object _capsule(TensorCore tensor, tuple version, uint64_t flags):
         raise
 
 
-def to_dlpack(TensorCore tensor not None, stream, max_version, dl_device, copy):
+cdef object to_dlpack(TensorCore tensor, object stream, object max_version, object dl_device,
+                      object copy):
     """Tensor.__dlpack__: export tensor as a DLPack capsule (Note [Interop protocols])."""
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be True, False or None, got {errors.shown(copy)}")
     version = _version_arg(max_version)
-    own = _dlpack_device(tensor)
+    own = dlpack_device(tensor)
     target = own if dl_device is None else _device_pair(dl_device)
     if target != own:
         if target != (DL_CPU, 0) and not (target[0] == DL_CUDA and target[1] >= 0):
@@ -364,11 +365,6 @@ def to_dlpack(TensorCore tensor not None, stream, max_version, dl_device, copy):
     if consumer:
         _stream.order_after(source.device_index, consumer, _protocol_stream(source.device_index))
     return _capsule(source, version, flags)
-
-
-def dlpack_device(TensorCore tensor not None):
-    """Tensor.__dlpack_device__: (kDLCPU, 0) or (kDLCUDA, device index)."""
-    return _dlpack_device(tensor)
 
 
 # --------------------------------------------------------------------------------------------
@@ -479,13 +475,13 @@ cdef object _host_tensor(uintptr_t address, tuple sizes, tuple strides, DtypeCor
     memory.owner = owner
     memory.interface = {
         "shape": sizes,
-        "typestr": numpy.dtype(dtype.numpy_name).str,
+        "typestr": np().dtype(dtype.numpy_name).str,
         "data": (address, read_only),
         "strides": tuple(stride * dtype.itemsize for stride in strides),
         "version": 3,
     }
     # numpy_name is the storage dtype: uint16 bits for bfloat16 (Note [Tensor model]).
-    return _tensor.wrap_cpu(numpy.asarray(memory), dtype)
+    return _tensor.wrap_cpu(np().asarray(memory), dtype)
 
 
 cdef object _exporter_allocation(object producer):
@@ -586,7 +582,7 @@ cdef object _import_capsule(object capsule, object producer=None):
                       f"imports from {DEVICE_TYPES}")
 
 
-def from_dlpack(producer):
+cdef object from_dlpack(object producer):
     """tensorplay.from_dlpack: a tensor sharing producer's memory (Note [Interop protocols]).
 
     producer is an object with __dlpack__ and __dlpack_device__, or a bare DLPack capsule as
@@ -601,7 +597,7 @@ def from_dlpack(producer):
 # __cuda_array_interface__ v3
 
 
-def cuda_array_interface(TensorCore tensor not None):
+cdef dict cuda_array_interface(TensorCore tensor):
     """Tensor.__cuda_array_interface__: the CAI v3 dict of a CUDA tensor."""
     if tensor.device_index == _tensor.CPU:
         # AttributeError, so that hasattr() is False and consumers fall back to other protocols.
@@ -629,7 +625,7 @@ cdef DtypeCore _dtype_from_typestr(object typestr):
         raise TypeError(f"__cuda_array_interface__['typestr'] must be a numpy type string such "
                         f"as '<f4', got {errors.shown(typestr)}")
     try:
-        described = numpy.dtype(typestr)
+        described = np().dtype(typestr)
     except TypeError:
         raise TypeError(f"__cuda_array_interface__['typestr'] {errors.shown(typestr)} is not a numpy type "
                         "string such as '<f4'") from None
@@ -663,7 +659,7 @@ cdef int _pointer_device(uintptr_t address, int64_t count) except -1:
     return _device.checked_device(attributes.device)
 
 
-def from_cuda_array_interface(producer):
+cdef object from_cuda_array_interface(object producer):
     """A CUDA tensor sharing the memory producer describes, keeping producer alive."""
     try:
         interface = producer.__cuda_array_interface__

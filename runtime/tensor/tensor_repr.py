@@ -13,11 +13,12 @@ grad_fn=<Name> or, for a leaf that requires grad, requires_grad=True.
 
 A summarised CUDA tensor is not copied whole to the host: only its corners are (views of at
 most three items per dimension at each end), so printing a large tensor costs a few small
-copies. The tensor is detached first, so printing records nothing for autograd.
+copies. The tensor is detached first, so printing records nothing for autograd. numpy comes
+from the tensor layer (arguments.numpy_module), which imports it on first use.
 """
 import math
 
-import numpy
+from tensorplay._runtime.tensor.arguments import numpy_module
 
 PRECISION = 4
 THRESHOLD = 1000
@@ -28,7 +29,7 @@ DEFAULT_DTYPES = ("tensorplay.float32", "tensorplay.int64", "tensorplay.bool")
 
 def tensor_repr(tensor, device_text, dtype_text, host):
     """The text of repr(tensor); device_text is None for the CPU; host(t) gives the values of a
-    (small) tensor as a numpy array on the CPU, bfloat16 as float32 (core.pyx)."""
+    (small) tensor as a numpy array on the CPU, bfloat16 as float32 (copies.pyx)."""
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
@@ -64,6 +65,7 @@ def summarized(tensor, host):
     size = tensor.shape[0]
     parts = [tensor[:EDGE_ITEMS], tensor[size - EDGE_ITEMS:]] if size > 2 * EDGE_ITEMS \
         else [tensor]
+    numpy = numpy_module()
     if tensor.ndim == 1:
         return numpy.concatenate([host(part) for part in parts])
     return numpy.stack([summarized(part[index], host) for part in parts
@@ -82,6 +84,7 @@ class Formatter:
         if not floating:
             self.max_width = max(len(str(value)) for value in flat.tolist())
             return
+        numpy = numpy_module()
         nonzero_finite = flat[numpy.isfinite(flat) & (flat != 0)]
         if nonzero_finite.size == 0:
             return

@@ -10,6 +10,7 @@ import tensorplay as tp
 from tensorplay import accelerator, cuda
 from tensorplay._runtime.graphs import node_params
 from tensorplay._runtime.kernels import signature as kernel_signature, nvrtc as kernels
+from tensorplay._runtime.kernels.ops import Op
 from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
 
@@ -209,10 +210,10 @@ def test_contiguous_vector_matmul_philox_and_reduction_extents():
     data = arguments_of(uniform, out=0x1000, count=10, state={"replay_state": 0x2000})
     assert extents_by_name(uniform, data) == {"out": (0, 40), "state.replay_state": (0, 16)}
     partial = float_signature("reduce", "reduce_partial")
-    summed = arguments_of(partial, input=0x1000, count=0, partials=0x2000, op=0)
+    summed = arguments_of(partial, input=0x1000, count=0, partials=0x2000, op=Op.OP_SUM)
     assert extents_by_name(partial, summed, grid=(7, 1, 1)) == {"input": (0, 0),
                                                                 "partials": (0, 28)}
-    maximum = arguments_of(partial, input=0x1000, count=0, partials=0x2000, op=1)
+    maximum = arguments_of(partial, input=0x1000, count=0, partials=0x2000, op=Op.OP_MAX)
     assert extents_by_name(partial, maximum)["input"] == (0, 4)  # max reads input[0]
 
 

@@ -1,5 +1,5 @@
 """Host-to-device copies: pin_memory() and is_pinned(), eager copies from pageable and pinned
-memory, and copies during a CUDA graph capture, which must read pinned memory (core.pyx, Note
+memory, and copies during a CUDA graph capture, which must read pinned memory (copies.pyx, Note
 [Host copies during capture]; docs/design.md, "Capture rules" and "Pinned host cache")."""
 import gc
 import subprocess

@@ -1,0 +1,304 @@
+# cython: language_level=3
+"""The gradient of each operation, by the gradient names of the op table (ops.pyx, Note [Op
+table]). Each takes the Node and the gradients of its outputs, and returns one gradient per
+operand (None where none is needed), at the shape the operation broadcast the operands to; the
+backward pass reduces it to each operand's shape (engine.pyx, sum_to). Every formula is
+resolved to its ops once, at import, which fails when the table and FORMULAS differ.
+"""
+import math
+
+from tensorplay._runtime.kernels cimport ops
+from tensorplay._runtime.tensor cimport copies
+from tensorplay._runtime.autograd.tape cimport Node
+from tensorplay._runtime.tensor.copies cimport fill_
+from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
+from tensorplay._runtime.tensor.elementwise cimport (cos, eq, ge, gt, log, lt, mul, neg, power,
+                                                     sin, sub, truediv, where)
+from tensorplay._runtime.tensor.reduction cimport matmul, maximum, minimum, sum_over
+
+from tensorplay._runtime.kernels.ops import gradient_names
+
+
+cdef TensorCore zeros_of(tuple meta):
+    sizes, dtype, device = meta
+    return fill_(<TensorCore>new_empty(sizes, dtype, device), 0)
+
+
+cdef bint wanted(Node node, int index):
+    return node.edges[index] is not None
+
+
+def add_gradient(Node node, tuple grads):
+    return (grads[0], grads[0])
+
+
+def sub_gradient(Node node, tuple grads):
+    cdef TensorCore g = grads[0]
+    if node.state:  # scalar - tensor
+        return (neg(g), None)
+    return (g, neg(g) if wanted(node, 1) else None)
+
+
+def mul_gradient(Node node, tuple grads):
+    cdef TensorCore g = grads[0]
+    a, b = node.saved
+    return (mul(g, b) if wanted(node, 0) else None,
+            mul(g, a) if wanted(node, 1) else None)
+
+
+def div_gradient(Node node, tuple grads):
+    cdef TensorCore g = grads[0]
+    cdef TensorCore a = node.saved[0]
+    b = node.saved[1]
+    if node.state:  # scalar b / tensor a: d/da = -b / a**2
+        return (neg(truediv(mul(g, b), mul(a, a))), None)
+    return (truediv(g, b) if wanted(node, 0) else None,
+            neg(truediv(mul(g, a), mul(b, b))) if wanted(node, 1) else None)
+
+
+def fill_gradient(Node node, tuple grads):
+    # fill_() and zero_() of a tensor with history: the old values no longer matter.
+    return (zeros_of(node.inputs_meta[0]),)
+
+
+def rounded_div_gradient(Node node, tuple grads):
+    # Rounded quotients are piecewise constant: their gradient is zero, as PyTorch's.
+    return tuple(zeros_of(meta) if meta is not None else None for meta in node.inputs_meta)
+
+
+def pow_gradient(Node node, tuple grads):
+    # PyTorch's pow_backward: the exponent's gradient is 0 where the exponent is 0 (also at a
+    # zero base, where b * a ** (b - 1) would be nan); the base's is 0 where the base is 0 and
+    # the exponent >= 0 (where a ** b * log(a) would be nan), -inf times g where it is < 0.
+    cdef TensorCore g = grads[0]
+    cdef TensorCore a = node.saved[0]
+    b = node.saved[1]
+    if node.state:  # scalar b ** tensor a: d/da = b ** a * log(b)
+        log_base = math.log(b) if b > 0 else (-math.inf if b == 0 else math.nan)
+        gradient = mul(g, mul(node.saved[2], log_base))
+        if b == 0:
+            gradient = where(ge(a, 0), 0, gradient)
+        return (gradient, None)
+    grad_a = grad_b = None
+    if wanted(node, 0):
+        if isinstance(b, TensorCore):
+            grad_a = where(eq(b, 0), 0, mul(g, mul(power(a, sub(b, 1)), b)))
+        elif b == 0:  # d/da a**0 = 0, also at a = 0
+            grad_a = zeros_of(node.inputs_meta[0])
+        else:
+            grad_a = mul(g, mul(power(a, b - 1), b))
+    if wanted(node, 1):  # d/db a**b = a**b * log(a)
+        gradient = mul(g, mul(node.saved[2], log(a)))
+        grad_b = where(eq(a, 0), where(ge(b, 0), 0, gradient), gradient)
+    return (grad_a, grad_b)
+
+
+def neg_gradient(Node node, tuple grads):
+    return (neg(grads[0]),)
+
+
+def abs_gradient(Node node, tuple grads):
+    # g * sign(x), a product as PyTorch's (so an infinite g at x = 0 gives nan, not 0).
+    cdef TensorCore g = grads[0], x = node.saved[0]
+    sign = sub(copies.to(gt(x, 0), None, x.dtype_object, False, False),
+               copies.to(lt(x, 0), None, x.dtype_object, False, False))
+    return (mul(g, sign),)
+
+
+def relu_gradient(Node node, tuple grads):  # saved: the output
+    return (where(gt(node.saved[0], 0), grads[0], 0),)
+
+
+def sin_gradient(Node node, tuple grads):
+    return (mul(grads[0], cos(node.saved[0])),)
+
+
+def cos_gradient(Node node, tuple grads):
+    return (neg(mul(grads[0], sin(node.saved[0]))),)
+
+
+def exp_gradient(Node node, tuple grads):  # saved: the output
+    return (mul(grads[0], node.saved[0]),)
+
+
+def sqrt_gradient(Node node, tuple grads):  # saved: the output
+    return (truediv(grads[0], mul(node.saved[0], 2)),)
+
+
+def log_gradient(Node node, tuple grads):
+    return (truediv(grads[0], node.saved[0]),)
+
+
+cdef TensorCore spread(TensorCore g, tuple sizes, tuple dims, bint keepdim):
+    """The gradient of a sum over dims: g, with the reduced dimensions restored, read at every
+    index of them (a view, by expand())."""
+    if not keepdim:
+        for dim in dims:  # in increasing order, so each lands where it was
+            g = g.c_unsqueeze(dim)
+    return g.c_expand(sizes)
+
+
+def sum_gradient(Node node, tuple grads):
+    dims, keepdim = node.state
+    return (spread(grads[0], node.inputs_meta[0][0], dims, keepdim),)
+
+
+def mean_gradient(Node node, tuple grads):
+    dims, keepdim = node.state
+    sizes = node.inputs_meta[0][0]
+    count = math.prod(sizes[dim] for dim in dims)
+    return (truediv(spread(grads[0], sizes, dims, keepdim), count),)
+
+
+def extreme_gradient(Node node, tuple grads):
+    # Shared evenly among the elements equal to the maximum (or minimum), as PyTorch's max().
+    cdef TensorCore x = node.saved[0]
+    extreme = maximum(x) if node.op == ops.OP_MAX else minimum(x)
+    mask = copies.to(eq(x, extreme), None, x.dtype_object, False, False)
+    return (truediv(mul(grads[0], mask), sum_over(mask, None, False)),)
+
+
+def reshape_gradient(Node node, tuple grads):
+    return (copies.reshape(grads[0], (node.inputs_meta[0][0],)),)
+
+
+def transpose_gradient(Node node, tuple grads):
+    first, second = node.state
+    return ((<TensorCore>grads[0]).c_transpose(first, second),)
+
+
+def expand_gradient(Node node, tuple grads):
+    return (grads[0],)  # sum_to reduces the expanded dimensions
+
+
+def getitem_gradient(Node node, tuple grads):
+    cdef TensorCore whole = zeros_of(node.inputs_meta[0])
+    copies.setitem(whole, node.state, grads[0])
+    return (whole,)
+
+
+def setitem_gradient(Node node, tuple grads):
+    # self[key] = value: the old values' gradient is g with the selection zeroed; the value's
+    # is g's selection (sum_to reduces it where the value broadcast).
+    cdef TensorCore g = grads[0]
+    grad_self = grad_value = None
+    if wanted(node, 0):
+        grad_self = copies.clone(g)
+        copies.setitem(grad_self, node.state, 0)
+    if wanted(node, 1):
+        grad_value = copies.clone(g.c_getitem(node.state))
+    return (grad_self, grad_value)
+
+
+def clone_gradient(Node node, tuple grads):
+    return (grads[0],)
+
+
+def to_gradient(Node node, tuple grads):
+    sizes, dtype, device = node.inputs_meta[0]
+    return (copies.to(grads[0], device_text(device), dtype, False, False),)
+
+
+def add_scaled_gradient(Node node, tuple grads):
+    cdef TensorCore g = grads[0]
+    return (g, mul(g, node.state) if wanted(node, 1) else None)
+
+
+def clamp_gradient(Node node, tuple grads):
+    # Through where x is inside [min, max]; to a tensor bound where it is the one that applies.
+    cdef TensorCore g = grads[0]
+    x, low, high = node.saved
+    grad_x = g
+    if low is not None:
+        grad_x = where(lt(x, low), 0, grad_x)
+    if high is not None:
+        grad_x = where(gt(x, high), 0, grad_x)
+    return (grad_x,
+            where(lt(x, low), g, 0) if wanted(node, 1) else None,
+            where(gt(x, high), g, 0) if wanted(node, 2) else None)
+
+
+def where_gradient(Node node, tuple grads):
+    condition = node.saved[0]
+    return (None,
+            where(condition, grads[0], 0) if wanted(node, 1) else None,
+            where(condition, 0, grads[0]) if wanted(node, 2) else None)
+
+
+def matmul_gradient(Node node, tuple grads):
+    # Through the operands as matrices (a 1-D a as a row, a 1-D b as a column) and the gradient
+    # with those dimensions restored: grad_a = g @ b^T, grad_b = a^T @ g, each at the broadcast
+    # batch shape (sum_to reduces it). Each operand is saved only when the other's gradient is
+    # wanted (reduction.pyx), so shapes come from inputs_meta.
+    cdef TensorCore g = grads[0], grad_b
+    a, b = node.saved
+    a_dims, b_dims = len(node.inputs_meta[0][0]), len(node.inputs_meta[1][0])
+    if a_dims == 1:
+        g = g.c_unsqueeze(len(g.sizes) - (1 if b_dims > 1 else 0))
+    if b_dims == 1:
+        g = g.c_unsqueeze(len(g.sizes))
+    grad_a = grad_b = None
+    if wanted(node, 0):
+        b_matrix = (<TensorCore>b).c_unsqueeze(1) if b_dims == 1 else b
+        grad_a = matmul(g, (<TensorCore>b_matrix).c_transpose(-1, -2))
+    if wanted(node, 1):
+        a_matrix = (<TensorCore>a).c_unsqueeze(0) if a_dims == 1 else a
+        grad_b = matmul((<TensorCore>a_matrix).c_transpose(-1, -2), g)
+        if b_dims == 1:  # drop the column's dimension of 1
+            grad_b = copies.reshape(grad_b, (grad_b.sizes[:-1],))
+    return (grad_a, grad_b)
+
+
+def function_gradient(Node node, tuple grads):
+    cls, ctx = node.state
+    result = cls.backward(ctx, *grads)
+    result = result if isinstance(result, tuple) else (result,)
+    if len(result) != len(node.edges):
+        raise RuntimeError(f"function {cls.__name__}.backward returned an incorrect number of "
+                           f"gradients (expected {len(node.edges)}, got {len(result)}): one per "
+                           "argument of forward() after ctx, None for those without one")
+    for index, gradient in enumerate(result):
+        if gradient is not None and node.edges[index] is not None and \
+                not isinstance(gradient, TensorCore):
+            raise TypeError(f"function {cls.__name__}.backward returned a "
+                            f"{type(gradient).__name__} as gradient {index}; expected a tensor "
+                            "or None")
+    return result
+
+
+FORMULAS = {
+    "add": add_gradient, "sub": sub_gradient, "mul": mul_gradient, "div": div_gradient,
+    "rounded_div": rounded_div_gradient, "fill": fill_gradient, "pow": pow_gradient,
+    "neg": neg_gradient,
+    "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
+    "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
+    "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
+    "reshape": reshape_gradient,
+    "transpose": transpose_gradient, "expand": expand_gradient, "getitem": getitem_gradient,
+    "setitem": setitem_gradient,
+    "clone": clone_gradient, "pin_memory": clone_gradient, "to": to_gradient,
+    "add_scaled": add_scaled_gradient,
+    "clamp": clamp_gradient, "where": where_gradient, "matmul": matmul_gradient,
+    "function": function_gradient,
+}
+
+
+def formulas_by_op(dict formulas):
+    """The formula of each op, by its code (None for an op without gradient), from formulas
+    (gradient name -> function): a RuntimeError names every gradient name of the op table
+    (ops.pyx) that formulas lacks and every formula no op names (Note [Op table])."""
+    names = gradient_names()
+    missing = [name for name in names if name not in formulas]
+    unused = [name for name in formulas if name not in names]
+    if missing or unused:
+        raise RuntimeError(
+            "the op table and the gradient formulas differ: "
+            + "; ".join(([f"no formula for {', '.join(missing)}"] if missing else [])
+                        + ([f"formulas for no op: {', '.join(unused)}"] if unused else []))
+            + " (runtime/kernels/ops.pyx, ROWS; runtime/autograd/formulas.pyx, FORMULAS)")
+    return [None if ops.gradient_name(op) is None else formulas[ops.gradient_name(op)]
+            for op in range(ops.OP_COUNT)]
+
+
+# Resolved once, at import: a Node finds its formula by its op's code (by_op[node.op]).
+by_op = formulas_by_op(FORMULAS)

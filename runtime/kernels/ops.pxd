@@ -1,0 +1,81 @@
+# The op table (ops.pyx explains it at its top): every operation of the tensor layer, named
+# once, here. An op's code is what the tensor layer dispatches on, what a kernel's switch reads
+# (the kernel sources see each code as a #define: nvrtc.pyx, CONSTANTS_PRELUDE) and what a
+# recorded Node carries (the engine looks its gradient up by it, once, at import).
+
+cpdef enum Op:
+    # Binary arithmetic (elementwise.cu, apply_binary).
+    OP_ADD
+    OP_SUB
+    OP_MUL
+    OP_DIV
+    OP_DIV_TRUNC             # torch.div(rounding_mode="trunc")
+    OP_DIV_FLOOR             # torch.div(rounding_mode="floor")
+    OP_POW
+    # Comparisons (elementwise.cu, apply_compare).
+    OP_EQ
+    OP_NE
+    OP_LT
+    OP_LE
+    OP_GT
+    OP_GE
+    # Unary (elementwise.cu, apply_unary).
+    OP_NEG
+    OP_ABS
+    OP_RELU
+    OP_SIN
+    OP_COS
+    OP_EXP
+    OP_SQRT
+    OP_LOG
+    # Reductions (reduce.cu, combine); a mean is a sum and a divisor.
+    OP_SUM
+    OP_MAX
+    OP_MIN
+    OP_MEAN
+    # Operations with kernels of their own, or none.
+    OP_MATMUL
+    OP_ADD_SCALED            # torch.add / torch.sub with alpha
+    OP_CLAMP
+    OP_WHERE
+    OP_FILL
+    OP_CLONE
+    OP_PIN_MEMORY
+    OP_TO
+    OP_RESHAPE               # every view that keeps the elements' order (view, unsqueeze, t)
+    OP_TRANSPOSE
+    OP_EXPAND
+    OP_GETITEM
+    OP_SETITEM
+    OP_FUNCTION              # an autograd.Function's forward
+    OP_COUNT
+
+# Which kernel switch reads an op's code (KERNEL_NONE: its code reaches no kernel).
+cdef enum Kernel:
+    KERNEL_NONE
+    KERNEL_BINARY
+    KERNEL_COMPARE
+    KERNEL_UNARY
+    KERNEL_REDUCE
+
+# The dtype of an op's result, from its operand's.
+cdef enum DtypeRule:
+    DTYPE_SAME               # the operand's (a float scalar makes an integer operand float32)
+    DTYPE_FLOATING           # the operand's if floating, else float32 (true division, sin...)
+    DTYPE_BOOL               # bool (comparisons)
+    DTYPE_WIDE               # the operand's if floating, else int64 (sum)
+    DTYPE_FLOATING_ONLY      # the operand's, which must be floating (mean)
+
+# "add", "div_trunc": the op's name, lower case.
+cdef str op_name(int op)
+cdef int kernel_of(int op) noexcept
+cdef int dtype_rule(int op) noexcept
+# Whether the op's gradient is a function of its output, which its Node saves (PyTorch's
+# choice: relu, exp, sqrt).
+cdef bint saves_output(int op) noexcept
+# The numpy function computing the op on the CPU ("add", "true_divide"), by name; None where
+# the CPU path computes it its own way.
+cdef str cpu_name(int op)
+# The gradient formula's name (the recorded Node's operation, "RoundedDivBackward" for
+# "rounded_div"), or None for an op without gradient.
+cdef str gradient_name(int op)

@@ -1,0 +1,48 @@
+# Copies between devices, dtypes and layouts, and the tensor methods built on them (copies.pyx).
+from cuda.bindings.cyruntime cimport cudaStream_t
+
+from tensorplay._runtime.base.dtypes cimport DtypeCore
+from tensorplay._runtime.tensor.core cimport TensorCore
+
+# Copy source into target (one shape); argument names source in errors.
+cdef int copy_into(TensorCore target, TensorCore source, bint non_blocking,
+                   str argument=*) except -1
+# copy_into for two CUDA tensors (of any devices, dtypes and strides).
+cdef int copy_on_device(TensorCore target, TensorCore source) except -1
+# tensor.to(target_device, target_dtype, non_blocking, copy) with the arguments checked, and
+# tensor.to(device, dtype, ...) as the public method takes them; argument names tensor in
+# errors.
+cdef object copied_to(TensorCore tensor, int target_device, DtypeCore target_dtype,
+                      bint non_blocking, bint copy, str argument)
+cdef object to_named(TensorCore tensor, object device, object dtype, bint non_blocking,
+                     bint copy, str argument)
+# Whether a copy from the CPU tensor source to a CUDA tensor of dtype on device, on stream (the
+# current stream of device), would be captured into a graph; if so, it is refused (a
+# RuntimeError naming argument) unless the graph can read source's page-locked memory in place,
+# and *capture_id is the capture's id (copies.pyx, Note [Host copies during capture]). No CUDA
+# call but queries.
+cdef bint host_copy_capturing(TensorCore source, int device, DtypeCore dtype, str argument,
+                              cudaStream_t stream, unsigned long long* capture_id) except -1
+# tensor, with result's values copied in and result's history taken over (PyTorch's
+# rebase_history: Note [Version counters] in engine.pyx).
+cdef object rebased(TensorCore tensor, object result)
+# The values as numpy computes with them, copied to the host if need be, off the tape.
+cdef object host_values(TensorCore tensor)
+
+# Tensor methods (api.yaml).
+cdef object copy_(TensorCore tensor, object src, bint non_blocking)
+cdef object fill_(TensorCore tensor, object value)
+cdef object zero_(TensorCore tensor)
+cdef object clone(TensorCore tensor)
+cdef object contiguous(TensorCore tensor)       # tensor, or a contiguous copy of it
+cdef object to(TensorCore tensor, object device, object dtype, bint non_blocking, bint copy)
+cdef object cpu(TensorCore tensor)
+cdef object cuda(TensorCore tensor, int device, bint non_blocking)
+cdef object pin_memory(TensorCore tensor)
+cdef bint is_pinned(TensorCore tensor) except -1
+cdef object numpy_view(TensorCore tensor)
+cdef object item(TensorCore tensor)
+cdef object tolist(TensorCore tensor)
+cdef object reshape(TensorCore tensor, tuple shape)
+cdef object setitem(TensorCore tensor, object key, object value)
+cdef str repr_text(TensorCore tensor)

@@ -1,0 +1,553 @@
+# cython: language_level=3
+"""Copies between devices, dtypes and layouts, and the tensor methods built on them: copy_,
+fill_, clone, to / cpu / cuda, pin_memory, reshape (a view, or a copy when it must be), item
+assignment, and the values on the host (item, tolist, numpy, repr). See docs/design.md,
+"Pinned host cache" and "Capture rules".
+"""
+from libc.stdint cimport uintptr_t
+from libc.string cimport memcpy
+
+from cuda.bindings cimport cyruntime
+from cuda.bindings.cyruntime cimport (cudaMemcpyDeviceToDevice, cudaMemcpyDeviceToHost,
+                                      cudaMemcpyHostToDevice, cudaMemoryTypeHost,
+                                      cudaPointerAttributes, cudaStreamCaptureStatus,
+                                      cudaStreamCaptureStatusNone, cudaStream_t)
+
+from tensorplay._runtime.base cimport dtypes, errors
+from tensorplay._runtime.devices cimport captures, device as _device
+from tensorplay._runtime.kernels cimport device_ops, ops
+from tensorplay._runtime.memory cimport host_allocator
+from tensorplay._runtime.base.dtypes cimport DtypeCore
+from tensorplay._runtime.tensor.arguments cimport (broadcast_shape, device_arg, dtype_arg,
+                                                   is_scalar, np)
+from tensorplay._runtime.tensor.core cimport (CPU, PinnedStorage, TensorCore, broadcast_strides,
+                                              contiguous_bytes, current_stream, device_text,
+                                              grad_enabled, is_contiguous, new_empty,
+                                              own_tensor_arg, pinned_storage_under, recorded,
+                                              set_grad_enabled, strided_view, tracked, wrap_cpu)
+from tensorplay._runtime.tensor.cpu cimport computable, stored
+
+from tensorplay._runtime.tensor.arguments import ShapeError
+from tensorplay._runtime.tensor.tensor_repr import tensor_repr
+
+
+# --------------------------------------------------------------------------------------------
+# Pinned and page-locked host memory
+
+
+cdef TensorCore new_pinned(tuple sizes, DtypeCore dtype):
+    """A contiguous CPU tensor of sizes (those of an existing tensor) in a block of the pinned
+    host cache."""
+    cdef PinnedStorage storage = PinnedStorage.__new__(PinnedStorage)
+    cdef size_t nbytes = <size_t>contiguous_bytes(sizes, dtype.itemsize)
+    storage.pointer = <uintptr_t>host_allocator.host_allocate(nbytes)
+    storage.nbytes = nbytes
+    # numpy_name is the storage dtype: uint16 bits for bfloat16 (Note [Tensor model]).
+    storage.interface = {"shape": sizes, "typestr": np().dtype(dtype.numpy_name).str,
+                         "data": (storage.pointer, False), "strides": None, "version": 3}
+    return wrap_cpu(np().asarray(storage), dtype)
+
+
+cdef PinnedStorage pinned_storage_of(TensorCore tensor):
+    """The pinned block under a CPU tensor made by pin_memory(), or a view of one; else None."""
+    return pinned_storage_under(tensor.array)
+
+
+cdef inline uintptr_t host_address(TensorCore tensor):
+    """The address of a CPU tensor's first element."""
+    return tensor.array.__array_interface__["data"][0]
+
+
+cdef bint host_memory_is_locked(uintptr_t address, int device) except -1:
+    """Whether CUDA reports address as page-locked host memory (cudaHostAlloc'd, by any library,
+    or registered with cudaHostRegister). CUDA must be initialised."""
+    cdef cudaPointerAttributes attributes
+    cdef _device.DeviceSwitch switch
+    cdef int mode
+    if address == 0:
+        return False
+    with nogil:
+        _device.enter_device(device, &switch)
+        _device.enter_relaxed(&mode)  # a query, legal during any capture in relaxed mode
+        try:
+            errors.check(cyruntime.cudaPointerGetAttributes(&attributes, <void*>address),
+                         "cudaPointerGetAttributes")
+        finally:
+            _device.exit_relaxed(&mode)
+            _device.exit_device(&switch)
+    return attributes.type == cudaMemoryTypeHost
+
+
+cdef bint page_locked(TensorCore tensor, int device) except -1:
+    """Whether a CPU tensor's memory is page-locked (asked under device's context). Never
+    initialises CUDA: before tensorplay initialises it nothing it made can be pinned, and in a
+    child forked after initialisation the pages are not locked."""
+    if tensor.device_index != CPU or not _device.is_initialized():
+        return False
+    return pinned_storage_of(tensor) is not None or \
+        host_memory_is_locked(host_address(tensor), device)
+
+
+# --------------------------------------------------------------------------------------------
+# Copies
+
+
+cdef object copy_named(TensorCore target, object src, bint non_blocking, str argument):
+    """target.copy_(src), argument naming src in errors (copy_(): src; item assignment: value)."""
+    cdef TensorCore source = own_tensor_arg(src, argument)
+    cdef unsigned long long capture_id
+    if source.sizes != target.sizes:  # a source that broadcasts is read through stride 0
+        if broadcast_shape(target.sizes, source.sizes, "copy_") != target.sizes:
+            raise ShapeError(f"copy_: the source's shape {source.sizes} does not broadcast "
+                             f"to this tensor's shape {target.sizes}")
+        source = strided_view(source, target.sizes, broadcast_strides(source, target.sizes))
+    if tracked(target, src) and (<TensorCore>src).dtype_object.floating:
+        # Recorded: src converted and broadcast to this tensor, copied in.
+        target.c_check_rebase("copy_")
+        value = (<TensorCore>src).c_expand(target.sizes) if (<TensorCore>src).sizes != \
+            target.sizes else src
+        return rebased(target, copied_to(value, target.device_index, target.dtype_object,
+                                         False, True, argument))
+    if source.device_index == CPU and target.device_index != CPU and target.element_count:
+        # Refused before the version counter moves (Note [Host copies during capture]).
+        host_copy_capturing(source, target.device_index, target.dtype_object, argument,
+                            current_stream(target.device_index), &capture_id)
+    target.c_mark_modified("copy_", src)
+    copy_into(target, source, non_blocking, argument)
+    return target
+
+
+cdef object copied_to(TensorCore tensor, int target_device, DtypeCore target_dtype,
+                      bint non_blocking, bint copy, str argument):
+    """tensor.to(target_device, target_dtype, non_blocking, copy) with the arguments checked;
+    argument names tensor in errors (to(): self; tensor(): data)."""
+    cdef unsigned long long capture_id
+    if target_device == tensor.device_index and target_dtype is tensor.dtype_object and not copy:
+        return tensor
+    if tensor.device_index == CPU and target_device != CPU and tensor.element_count:
+        # A copy the capture cannot take is refused before the result is allocated (Note [Host
+        # copies during capture]).
+        host_copy_capturing(tensor, target_device, target_dtype, argument,
+                            current_stream(target_device), &capture_id)
+    result = new_empty(tensor.sizes, target_dtype, target_device)
+    copy_into(result, tensor, non_blocking, argument)
+    if tracked(tensor) and target_dtype.floating:
+        return recorded(result, ops.OP_TO, (tensor,))
+    return result
+
+
+cdef object to_named(TensorCore tensor, object device, object dtype, bint non_blocking,
+                     bint copy, str argument):
+    """tensor.to(device, dtype, non_blocking, copy), argument naming tensor in errors."""
+    if isinstance(device, DtypeCore):  # x.to(tensorplay.float16), as PyTorch allows
+        if dtype is not None:
+            raise TypeError("to() got a dtype twice (as device and as dtype)")
+        device, dtype = None, device
+    cdef int target_device = device_arg(device, tensor.device_index)
+    cdef DtypeCore target_dtype = dtype_arg(dtype, tensor.dtype_object, "dtype")
+    return copied_to(tensor, target_device, target_dtype, non_blocking, copy, argument)
+
+
+cdef int copy_into(TensorCore target, TensorCore source, bint non_blocking,
+                   str argument="src") except -1:
+    """Copy source into target (one shape); argument names source in errors."""
+    if target.sizes != source.sizes:
+        raise ShapeError(f"copy_: shapes {source.sizes} (source) and {target.sizes} (self) differ")
+    if target.element_count == 0:
+        return 0
+    if target.device_index == CPU and source.device_index == CPU:
+        target.array[...] = stored(computable(source), target.dtype_object)
+    elif target.device_index == CPU:
+        copy_to_host(target, source)
+    elif source.device_index == CPU:
+        copy_from_host(target, source, non_blocking, argument)
+    else:
+        copy_on_device(target, source)
+    return 0
+
+
+cdef int copy_on_device(TensorCore target, TensorCore source) except -1:
+    cdef int device = target.device_index
+    cdef cudaStream_t stream = current_stream(device)
+    cdef size_t nbytes = target.element_count * target.dtype_object.itemsize
+    if source.device_index != device:
+        # Across devices: a contiguous copy of the source on its own device, then a peer copy.
+        staged = contiguous(to(source, device_text(source.device_index), target.dtype_object,
+                               False, False))
+        destination = target if is_contiguous(target) else \
+            new_empty(target.sizes, target.dtype_object, device)
+        with nogil:
+            errors.check(cyruntime.cudaMemcpyPeerAsync(
+                <void*>(<TensorCore>destination).data, device, <void*>(<TensorCore>staged).data,
+                (<TensorCore>staged).device_index, nbytes, stream), "cudaMemcpyPeerAsync")
+        if destination is not target:
+            copy_on_device(target, destination)
+        return 0
+    if source.dtype_object is target.dtype_object and is_contiguous(source) \
+            and is_contiguous(target):
+        with nogil:
+            errors.check(cyruntime.cudaMemcpyAsync(<void*>target.data, <void*>source.data,
+                                                   nbytes, cudaMemcpyDeviceToDevice, stream),
+                         "cudaMemcpyAsync")
+        return 0
+    return device_ops.copy_strided(device, source.dtype_object, source.data, source.sizes,
+                                   source.element_strides, target.dtype_object, target.data,
+                                   target.element_strides, stream)
+
+
+# Note [Host copies during capture]
+# A graph replays the addresses it captured: a captured host-to-device copy reads the same host
+# bytes on every replay (PyTorch's CUDA graphs notes: a graph reads from and writes to the same
+# virtual addresses every time it replays). So a copy made on a stream that captures must read
+# memory that holds, at each replay, what that replay should copy, and that stays allocated
+# while the graph can replay. A copy from pageable memory can do neither: the eager paths read it
+# through a temporary (a dtype conversion, a gather of strides, a staging block of the pinned
+# cache that goes back to the cache at once), freed or reused right after the call, and CUDA
+# captures a cudaMemcpyAsync from pageable memory without a word (checked on an H200), so each
+# replay would read freed memory or whatever later copies staged there. Hence, on a capturing
+# stream (one that joined the capture through an event wait too):
+# - a copy from pageable memory, or one that needs a temporary host buffer (another dtype, a
+#   source that is not contiguous), is refused before any CUDA call but queries, naming the
+#   argument, and the capture goes on. The fix is PyTorch's: copy from pinned memory
+#   (Tensor.pin_memory(), made before the capture) and change its values between replays;
+# - a copy from page-locked memory that needs no conversion (pin_memory()'s blocks, or memory
+#   CUDA reports page-locked, such as PyTorch's pinned tensors shared through DLPack) is
+#   captured as one cudaMemcpyAsync straight from the source: no staging block, and no
+#   host_record_stream (an event recorded during capture covers nothing at replay time). The
+#   source's numpy array, which owns the memory through its base (a PinnedStorage or the
+#   producer), goes to captures.keep_alive under the capture's id, so that the graph keeps it
+#   while it can replay;
+# - a destination that is not contiguous is written as in eager mode, through a contiguous
+#   device buffer allocated on the capturing stream (so from the graph's pool) and a device copy;
+# - on the legacy default stream while a blocking stream of its device captures, any copy would
+#   join and invalidate that capture: refused as well.
+# Outside a capture, a page-locked source that needs no conversion is read in place, which is
+# asynchronous: a blocking copy then synchronises the stream (PyTorch's memcpy_and_sync), a
+# non_blocking one from a pin_memory() block records the stream on the block. Pageable sources
+# are read in place by blocking copies (CUDA stages them and returns once they are read), and
+# staged through a block of the pinned cache by non_blocking ones, which record their stream on
+# that block; so are non_blocking copies from page-locked memory of other libraries, which our
+# cache cannot track.
+
+
+cdef unsigned long long capture_id_of(cudaStream_t stream, int device) except? 0:
+    cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
+    cdef unsigned long long capture_id = 0
+    cdef _device.DeviceSwitch switch
+    with nogil:
+        _device.enter_device(device, &switch)
+        try:
+            errors.check(cyruntime.cudaStreamGetCaptureInfo(stream, &status, &capture_id, NULL,
+                                                            NULL, NULL, NULL),
+                         "cudaStreamGetCaptureInfo")
+        finally:
+            _device.exit_device(&switch)
+    return capture_id
+
+
+cdef bint host_copy_capturing(TensorCore source, int device, DtypeCore dtype, str argument,
+                              cudaStream_t stream, unsigned long long* capture_id) except -1:
+    if not _device.capture_open() or not _device.stream_capturing(<void*>stream, device):
+        return False
+    # Note [Host copies during capture]
+    if <uintptr_t>stream <= 1:  # the legacy default stream (0, or cudaStreamLegacy) never captures
+        raise RuntimeError(
+            f"a copy from the host to cuda:{device} cannot run on the legacy default stream "
+            f"while a blocking stream of cuda:{device} captures a graph: work on the legacy "
+            "stream would join that capture and invalidate it (cudaErrorStreamCaptureImplicit). "
+            "Copy on the capturing stream (make it current with tensorplay.cuda.stream()), or "
+            "before the capture begins. Nothing was copied, and the capture goes on")
+    reason = None
+    if source.dtype_object is not dtype:
+        reason = (f"needs a temporary pageable buffer (its {source.dtype_object.name} values are "
+                  f"converted to {dtype.name} on the host first), which the graph "
+                  "would read on every replay after it is freed")
+    elif not is_contiguous(source):
+        reason = ("needs a temporary pageable buffer (it is not contiguous, a strided or "
+                  "broadcast view, so its elements are gathered on the host first), which the "
+                  "graph would read on every replay after it is freed")
+    elif not page_locked(source, device):
+        reason = ("is pageable host memory, not page-locked, so the graph would read a temporary "
+                  "or reused host buffer on every replay instead of its values")
+    if reason is not None:
+        raise RuntimeError(
+            f"a copy from pageable host memory cannot be captured into a CUDA graph (stream "
+            f"{<uintptr_t>stream:#x} of cuda:{device} is capturing): the source ({argument}) "
+            f"{reason}. Copy from pinned memory instead: make a contiguous CPU tensor of "
+            f"dtype {dtype.name} with .pin_memory() before the capture and copy_() "
+            "from it inside; every replay then reads that pinned memory, so set its values "
+            "before each replay (PyTorch's rule for host copies in CUDA graphs). Nothing was "
+            "copied, and the capture goes on")
+    capture_id[0] = capture_id_of(stream, device)
+    return True
+
+
+cdef int copy_from_host(TensorCore target, TensorCore source, bint non_blocking,
+                        str argument) except -1:
+    # Note [Host copies during capture]
+    cdef int device = target.device_index
+    cdef cudaStream_t stream = current_stream(device)
+    cdef unsigned long long capture_id = 0
+    cdef bint captured = host_copy_capturing(source, device, target.dtype_object, argument, stream,
+                                             &capture_id)
+    cdef bint as_is = captured or (source.dtype_object is target.dtype_object
+                                   and is_contiguous(source))
+    cdef PinnedStorage storage = None
+    cdef bint in_place = captured   # reads source's page-locked memory itself, asynchronously
+    cdef void* pinned = NULL
+    cdef int mode
+    if as_is:
+        host = source.array
+        if not captured:
+            storage = pinned_storage_of(source)
+            in_place = storage is not None or (
+                not non_blocking and host_memory_is_locked(host_address(source), device))
+    else:
+        host = np().asarray(stored(computable(source), target.dtype_object), order="C")
+    cdef size_t nbytes = host.nbytes
+    cdef uintptr_t host_pointer = host.__array_interface__["data"][0]
+    destination = target if is_contiguous(target) else \
+        new_empty(target.sizes, target.dtype_object, device)
+    cdef uintptr_t destination_pointer = (<TensorCore>destination).data
+    if captured:
+        # Recorded before the node exists: no captured node reads memory the graph may not hold.
+        captures.keep_alive(capture_id, host)
+    elif non_blocking and not in_place:
+        # Stage through the pinned cache so the copy is truly asynchronous; the block is reused
+        # only after the copy recorded on it completes (host_allocator).
+        pinned = host_allocator.host_allocate(nbytes)
+        memcpy(pinned, <void*>host_pointer, nbytes)
+        host_pointer = <uintptr_t>pinned
+    try:
+        with nogil:
+            errors.check(cyruntime.cudaMemcpyAsync(<void*>destination_pointer,
+                                                   <void*>host_pointer, nbytes,
+                                                   cudaMemcpyHostToDevice, stream),
+                         "cudaMemcpyAsync")
+        if pinned != NULL:
+            host_allocator.host_record_stream(pinned, stream)
+        elif in_place and not captured:
+            if non_blocking:  # a pin_memory() block: reused only after this copy
+                host_allocator.host_record_stream(<void*>storage.pointer, stream)
+            else:  # blocking: the source may change once this returns
+                with nogil:
+                    _device.enter_relaxed(&mode)  # legal while another stream captures
+                    try:
+                        errors.check(cyruntime.cudaStreamSynchronize(stream),
+                                     "cudaStreamSynchronize")
+                    finally:
+                        _device.exit_relaxed(&mode)
+    finally:
+        if pinned != NULL:
+            host_allocator.host_release(pinned)
+    if destination is not target:
+        copy_on_device(target, destination)
+    return 0
+
+
+cdef int copy_to_host(TensorCore target, TensorCore source) except -1:
+    cdef int device = source.device_index
+    cdef cudaStream_t stream = current_stream(device)
+    # Waiting for a capturing stream is refused before anything is queued; a copy on a stream
+    # that does not capture is legal during another capture (device.pyx, Note [Calls during
+    # capture]).
+    _device.refuse_on_capturing_stream("a copy to the host (item(), tolist(), cpu(), numpy())",
+                                       stream, device)
+    cdef int mode
+    staged = source
+    if source.dtype_object is not target.dtype_object or not is_contiguous(source):
+        staged = new_empty(source.sizes, target.dtype_object, device)
+        copy_on_device(staged, source)
+    host = target.array if is_contiguous(target) and target.array.flags.c_contiguous else \
+        np().empty(target.sizes, dtype=target.dtype_object.numpy_name)
+    cdef uintptr_t host_pointer = host.__array_interface__["data"][0]
+    cdef uintptr_t device_pointer = (<TensorCore>staged).data
+    cdef size_t nbytes = host.nbytes
+    # Pageable host memory: the copy completes before this returns, as PyTorch's does.
+    with nogil:
+        _device.enter_relaxed(&mode)
+        try:
+            errors.check(cyruntime.cudaMemcpyAsync(<void*>host_pointer, <void*>device_pointer,
+                                                   nbytes, cudaMemcpyDeviceToHost, stream),
+                         "cudaMemcpyAsync")
+            errors.check(cyruntime.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
+        finally:
+            _device.exit_relaxed(&mode)
+    if host is not target.array:
+        target.array[...] = host
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# The methods built on copies (api.yaml: Tensor)
+
+
+cdef object copy_(TensorCore tensor, object src, bint non_blocking):
+    return copy_named(tensor, src, non_blocking, "src")
+
+
+cdef object fill_(TensorCore tensor, object value):
+    if not is_scalar(value):
+        raise TypeError(f"value must be a bool, int or float, got {type(value).__name__}")
+    dtypes.check_scalar(value, tensor.dtype_object, "value")
+    if tracked(tensor) and tensor.grad_node is not None:  # recorded: its gradient is zero
+        tensor.c_check_rebase("fill_")
+        filled = fill_(<TensorCore>new_empty(tensor.sizes, tensor.dtype_object,
+                                             tensor.device_index), value)
+        return rebased(tensor, recorded(filled, ops.OP_FILL, (tensor,)))
+    tensor.c_mark_modified("fill_")
+    if tensor.device_index == CPU:
+        tensor.array[...] = stored(np().array(value), tensor.dtype_object)
+        return tensor
+    if is_contiguous(tensor):
+        device_ops.fill(tensor.device_index, tensor.dtype_object, tensor.data, tensor.element_count,
+                        device_ops.scalar_bits(tensor.dtype_object, value),
+                        current_stream(tensor.device_index))
+    else:
+        filled = new_empty(tensor.sizes, tensor.dtype_object, tensor.device_index)
+        fill_(<TensorCore>filled, value)
+        copy_on_device(tensor, filled)
+    return tensor
+
+
+cdef object zero_(TensorCore tensor):
+    return fill_(tensor, 0)
+
+
+cdef object clone(TensorCore tensor):
+    result = new_empty(tensor.sizes, tensor.dtype_object, tensor.device_index)
+    copy_into(result, tensor, False)
+    return recorded(result, ops.OP_CLONE, (tensor,)) if tracked(tensor) else result
+
+
+cdef object contiguous(TensorCore tensor):
+    return tensor if is_contiguous(tensor) else clone(tensor)
+
+
+cdef object to(TensorCore tensor, object device, object dtype, bint non_blocking, bint copy):
+    return to_named(tensor, device, dtype, non_blocking, copy, "self")
+
+
+cdef object cpu(TensorCore tensor):
+    return to(tensor, "cpu", None, False, False)
+
+
+cdef object cuda(TensorCore tensor, int device, bint non_blocking):
+    return copied_to(tensor, device, tensor.dtype_object, non_blocking, False, "self")
+
+
+cdef object pin_memory(TensorCore tensor):
+    if tensor.device_index != CPU:
+        raise RuntimeError(f"cannot pin a tensor on {device_text(tensor.device_index)}: only "
+                           "CPU tensors can be pinned (pin_memory() page-locks host memory; "
+                           "CUDA memory needs no pinning)")
+    if is_pinned(tensor):
+        return tensor
+    if not _device.is_available():
+        errors.raise_no_accelerator("pin_memory()")
+    cdef TensorCore result = new_pinned(tensor.sizes, tensor.dtype_object)
+    if tensor.element_count:
+        result.array[...] = tensor.array  # the storage dtype on both sides: bits as they are
+    # PyTorch's pin_memory is an identity for autograd (PinMemoryBackward0), like clone().
+    return recorded(result, ops.OP_PIN_MEMORY, (tensor,)) if tracked(tensor) else result
+
+
+cdef bint is_pinned(TensorCore tensor) except -1:
+    if tensor.device_index != CPU or not _device.is_initialized():
+        return False  # never initialises CUDA: nothing can be pinned before it is
+    return page_locked(tensor, _device.current_device())
+
+
+cdef object numpy_view(TensorCore tensor):
+    if tensor.device_index != CPU:
+        raise TypeError(f"numpy() needs a CPU tensor, this one is on "
+                        f"{device_text(tensor.device_index)}; call .cpu() first")
+    if tensor.dtype_object.name == "bfloat16":
+        raise TypeError("numpy has no bfloat16; convert with .to(tensorplay.float32) first")
+    return tensor.array
+
+
+cdef object item(TensorCore tensor):
+    if tensor.element_count != 1:
+        raise ShapeError(f"item(): a Tensor with {tensor.element_count} elements cannot be "
+                         f"converted to Scalar; item() needs a tensor with exactly one "
+                         f"element (shape {tensor.sizes})")
+    return host_values(tensor).reshape(()).item()
+
+
+cdef object tolist(TensorCore tensor):
+    return host_values(tensor).tolist()
+
+
+cdef object reshape(TensorCore tensor, tuple shape):
+    if is_contiguous(tensor):
+        return tensor.c_view(shape)
+    return (<TensorCore>clone(tensor)).c_view(shape)
+
+
+cdef object setitem(TensorCore tensor, object key, object value):
+    cdef unsigned long long capture_id
+    if tracked(tensor, value) and tensor.dtype_object.floating:
+        # Recorded (PyTorch's CopySlices, for a tensor that is not a view): a copy with the
+        # selection assigned, which this tensor takes in, values and history.
+        tensor.c_check_rebase("__setitem__")
+        if isinstance(value, TensorCore) and (<TensorCore>value).device_index == CPU and \
+                tensor.device_index != CPU and (<TensorCore>value).element_count:
+            # Before the copy of this tensor is made (Note [Host copies during capture]).
+            host_copy_capturing(value, tensor.device_index, tensor.dtype_object, "value",
+                                current_stream(tensor.device_index), &capture_id)
+        previous = grad_enabled()
+        set_grad_enabled(False)
+        try:
+            result = <TensorCore>clone(tensor)
+            setitem(result, key, value)
+        finally:
+            set_grad_enabled(previous)
+        rebased(tensor, recorded(result, ops.OP_SETITEM, (tensor, value), (), key))
+        return None
+    target = <TensorCore>tensor.c_getitem(key)
+    if isinstance(value, TensorCore):
+        copy_named(target, value, False, "value")
+    else:
+        fill_(target, value)
+    return None
+
+
+cdef object rebased(TensorCore tensor, object result):
+    """tensor, with result's values copied in (a counted in-place change) and result's
+    history taken over, as PyTorch's rebase_history for a tensor that is not a view."""
+    cdef TensorCore value = result
+    previous = grad_enabled()
+    set_grad_enabled(False)
+    try:
+        copy_(tensor, value, False)
+    finally:
+        set_grad_enabled(previous)
+    if value.grad_node is not None:
+        tensor.grad_required = True
+        tensor.grad_node = value.grad_node
+        tensor.output_number = value.output_number
+    return tensor
+
+
+# --------------------------------------------------------------------------------------------
+# The values on the host
+
+
+cdef object host_values(TensorCore tensor):
+    """The values as numpy computes with them, copied to the host if need be, off the tape."""
+    if tensor.device_index == CPU:
+        return computable(tensor)
+    return computable(cpu(<TensorCore>tensor.c_detach()))
+
+
+def _repr_values(TensorCore tensor):
+    """tensor_repr.py's view of host_values()."""
+    return host_values(tensor)
+
+
+cdef str repr_text(TensorCore tensor):
+    """PyTorch's text (tensor_repr.py, Note [Tensor repr])."""
+    return tensor_repr(tensor, None if tensor.device_index == CPU else
+                       device_text(tensor.device_index), tensor.dtype_object.repr_text(),
+                       _repr_values)

@@ -1,0 +1,67 @@
+# cython: language_level=3
+"""The CPU path: what CPU tensors compute with numpy. bfloat16 keeps its bits in uint16 and
+computes in float32 (dtypes.pyx converts); integers and 16-bit floats compute in the types the
+CUDA kernels compute in (opmath), so that both devices round alike; each op's numpy function
+comes from the op table (ops.pyx).
+"""
+from tensorplay._runtime.kernels cimport ops
+from tensorplay._runtime.tensor cimport core
+from tensorplay._runtime.base.dtypes cimport DtypeCore
+from tensorplay._runtime.tensor.arguments cimport np
+from tensorplay._runtime.tensor.core cimport TensorCore
+
+from tensorplay._runtime.base.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
+
+
+cdef object computable(TensorCore tensor):
+    """The CPU values as numpy can compute with them (bfloat16 as float32)."""
+    if tensor.dtype_object.name == "bfloat16":
+        return bfloat16_bits_to_float32(tensor.array)
+    return tensor.array
+
+
+cdef object stored(object values, DtypeCore dtype):
+    """numpy values converted to how dtype stores them on the CPU."""
+    if dtype.name == "bfloat16":
+        values = np().asarray(values)
+        if values.dtype == np().uint16:  # already bfloat16 bits
+            return values
+        return float32_to_bfloat16_bits(values.astype(np().float32))
+    return np().asarray(values).astype(dtype.numpy_name, copy=False)
+
+
+cdef object cpu_binary(int op, object a, object b):
+    """a (op) b in numpy; a and b are arrays or Python scalars."""
+    if op == ops.OP_DIV_TRUNC or op == ops.OP_DIV_FLOOR:
+        if np().result_type(a, b).kind in "iu":
+            if np().any(np().asarray(b) == 0):
+                # PyTorch's CPU kernels raise too; numpy would give 0 with a warning.
+                raise ZeroDivisionError("div: integer division by zero (other has a zero)")
+            quotient = np().floor_divide(a, b)
+            if op == ops.OP_DIV_TRUNC:  # floor + 1 where inexact and the signs differ
+                quotient = quotient + ((np().remainder(a, b) != 0) & ((np().asarray(a) < 0) !=
+                                                                      (np().asarray(b) < 0)))
+            return quotient
+        with np().errstate(divide="ignore", invalid="ignore"):
+            if op == ops.OP_DIV_TRUNC:
+                return np().trunc(np().true_divide(a, b))
+            return np().floor_divide(a, b)
+    return getattr(np(), ops.cpu_name(op))(a, b)
+
+
+cdef object opmath(TensorCore tensor):
+    """The CPU values in the type CUDA kernels compute in (accumulate<> in kernels/common.cu):
+    float32 for 16-bit floats, int64 for integers, so that both devices round alike."""
+    values = computable(tensor)
+    if tensor.dtype_object.floating:
+        return values.astype(np().float32) if tensor.dtype_object.itemsize == 2 else values
+    return values.astype(np().int64)
+
+
+cdef object cpu_result(TensorCore tensor, object values, DtypeCore dtype, bint inplace):
+    """numpy values computed from this CPU tensor, stored as dtype: into tensor in place, or
+    as a new tensor."""
+    if inplace:
+        tensor.array[...] = stored(values, dtype)
+        return tensor
+    return core.wrap_cpu(np().asarray(stored(values, dtype), order="C"), dtype)

@@ -1,0 +1,690 @@
+# cython: language_level=3
+"""Elementwise operations: arithmetic (the operators and PyTorch's named add / sub / mul / div
+with alpha and rounding), comparisons, the unary functions, clamp and where, by PyTorch's
+broadcasting and type promotion (Note [Tensor model] in core.pyx). CUDA tensors run the kernels
+of kernels/elementwise.cu, reading broadcast or strided operands in place; CPU tensors compute
+through numpy (cpu.pyx). In-place forms count the change on the version counter once every
+argument is checked (Note [Refused calls change nothing] in core.pyx).
+"""
+from cuda.bindings.cyruntime cimport cudaStream_t
+
+from tensorplay._runtime.base cimport dtypes
+from tensorplay._runtime.kernels cimport device_ops, ops
+from tensorplay._runtime.tensor cimport copies
+from tensorplay._runtime.base.dtypes cimport DtypeCore
+from tensorplay._runtime.tensor.arguments cimport (broadcast_shape, division_op,
+                                                   float32_if_float, is_scalar, np,
+                                                   scalar_operand_arg)
+from tensorplay._runtime.tensor.copies cimport copy_into, copy_on_device
+from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, broadcast_strides, check_device,
+                                              check_device_and_dtype, current_stream,
+                                              is_contiguous, new_empty, reads_directly, recorded,
+                                              tracked, wrap_cpu)
+from tensorplay._runtime.tensor.cpu cimport computable, cpu_binary, cpu_result, opmath, stored
+
+from tensorplay._runtime.tensor.arguments import (BoolNotImplementedError, DtypeError,
+                                                  IntegerPowerError, ShapeError)
+
+
+# --------------------------------------------------------------------------------------------
+# Operands and result dtypes
+
+
+cdef int check_operand(TensorCore tensor, object other, bint inplace, str name, str argument,
+                       bint same_dtype) except -1:
+    """other is a tensor on tensor's device (of its dtype when same_dtype) whose shape
+    broadcasts with tensor's (to tensor's own shape for an in-place result), or a Python
+    scalar that fits 64 bits."""
+    if isinstance(other, TensorCore):
+        if same_dtype:
+            check_device_and_dtype(tensor, other, name)
+        else:
+            check_device(tensor, other, name)
+        shape = broadcast_shape(tensor.sizes, (<TensorCore>other).sizes, name)
+        if inplace and shape != tensor.sizes:
+            raise ShapeError(f"{name}: output with shape {list(tensor.sizes)} doesn't match "
+                             f"the broadcast shape {list(shape)}")
+    elif not is_scalar(other):
+        raise TypeError(f"{name}: {argument} must be a tensor or a Python scalar, got "
+                        f"{type(other).__name__}")
+    else:
+        scalar_operand_arg(other, name, argument)
+    return 0
+
+
+cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, int op, bint inplace, str name,
+                                str argument="the other operand"):
+    """The result dtype of tensor (op) other under the operators' rules, which it checks: other
+    is a tensor of the same dtype and device whose shape broadcasts with tensor's, or a Python
+    scalar; no bool arithmetic here (c_bool_binary has its own rules); integers divide truly into
+    float32 (op's dtype rule); an in-place result keeps the tensor's dtype and shape."""
+    check_operand(tensor, other, inplace, name, argument, True)
+    if tensor.dtype_object.name == "bool":
+        raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
+                        ".to(tensorplay.int64) first")
+    cdef DtypeCore result = float32_if_float(tensor.dtype_object, other)
+    if ops.dtype_rule(op) == ops.DTYPE_FLOATING and not result.floating:
+        result = dtypes.named_dtype("float32")  # true division, as PyTorch
+    if inplace:
+        check_in_place(tensor, result, name)
+    return result
+
+
+cdef int check_in_place(TensorCore tensor, DtypeCore result, str name) except -1:
+    if result is not tensor.dtype_object:
+        raise TypeError(f"{name}: the result is {result.name}, which cannot be stored in place "
+                        f"into a {tensor.dtype_object.name} tensor")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Arithmetic
+
+
+cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint inplace, str name):
+    if tensor.dtype_object.name == "bool" and (
+            not isinstance(other, TensorCore) or
+            (<TensorCore>other).dtype_object is tensor.dtype_object):
+        return bool_binary(tensor, other, op, reverse, inplace, name)
+    cdef DtypeCore result_dtype = arithmetic_dtype(tensor, other, op, inplace, name)
+    if op == ops.OP_POW and not reverse and not result_dtype.floating and \
+            isinstance(other, int) and other < 0:
+        raise IntegerPowerError(f"{name}: Integers to negative integer powers are not "
+                                f"allowed. (got exponent {other} for a "
+                                f"{result_dtype.name} tensor)")
+    if inplace and tracked(tensor, other):  # recorded: the result of a copy, copied in
+        tensor.c_check_rebase(name)
+        return copies.rebased(tensor, binary(<TensorCore>copies.clone(tensor), other, op,
+                                             reverse, False, name))
+    if inplace and tensor.device_index != CPU:
+        tensor.c_mark_modified(name, other)
+    left = tensor if result_dtype is tensor.dtype_object else \
+        copies.to(tensor, None, result_dtype, False, False)
+    right = other
+    if isinstance(other, TensorCore) and result_dtype is not tensor.dtype_object:
+        right = copies.to(<TensorCore>other, None, result_dtype, False, False)
+    if tensor.device_index == CPU:
+        # In the kernels' types, so that integers wrap like CUDA's and like PyTorch's (numpy
+        # refuses a Python int outside the array's own dtype).
+        a, b = opmath(left), opmath(right) if isinstance(right, TensorCore) else right
+        values = cpu_binary(op, b, a) if reverse else cpu_binary(op, a, b)
+        if inplace:  # after the values: an integer division by zero is refused unchanged
+            tensor.c_mark_modified(name, other)
+        return binary_result(tensor, cpu_result(tensor, values, result_dtype, inplace), other,
+                             op, reverse, inplace)
+    cdef cudaStream_t stream = current_stream(tensor.device_index)
+    cdef TensorCore first, second
+    if isinstance(right, TensorCore):
+        first, second = (right, left) if reverse else (left, right)
+        sizes = broadcast_shape(first.sizes, second.sizes, name)  # checked above
+        output = tensor if inplace and is_contiguous(tensor) else \
+            new_empty(sizes, result_dtype, tensor.device_index)
+        if reads_directly(first, sizes) and reads_directly(second, sizes):  # the common case
+            device_ops.binary(tensor.device_index, result_dtype, first.data, second.data,
+                              (<TensorCore>output).data, (<TensorCore>output).element_count,
+                              op, stream)
+        else:
+            device_ops.binary_strided(tensor.device_index, result_dtype, first.data,
+                                      broadcast_strides(first, sizes), second.data,
+                                      broadcast_strides(second, sizes),
+                                      (<TensorCore>output).data, sizes, op, stream)
+    else:
+        left = copies.contiguous(left)
+        output = tensor if inplace and is_contiguous(tensor) else \
+            new_empty(tensor.sizes, result_dtype, tensor.device_index)
+        device_ops.binary_scalar(tensor.device_index, result_dtype, (<TensorCore>left).data,
+                                 right, (<TensorCore>output).data, tensor.element_count, op,
+                                 reverse, stream)
+    if inplace and output is not tensor:
+        copy_on_device(tensor, output)
+        return tensor
+    return binary_result(tensor, output, other, op, reverse, inplace)
+
+
+cdef object bool_binary(TensorCore tensor, object other, int op, bint reverse, bint inplace,
+                        str name):
+    """tensor (op) other for a bool tensor and a bool tensor or a Python scalar, by PyTorch's
+    type promotion: bool with bool stays bool for + and * (or, and), an int scalar makes
+    int64, a float scalar or true division float32; subtraction, rounded division and
+    bool ** bool tensor are refused as in PyTorch. Computed in int64 (or float32), so every
+    kernel it needs exists on both devices."""
+    check_operand(tensor, other, inplace, name, "the other operand", False)
+    if op == ops.OP_SUB:  # NotImplementedError since PyTorch 2.14, RuntimeError before
+        raise BoolNotImplementedError(
+            f"{name}: Subtraction, the `-` operator, with a bool tensor is not supported. If "
+            "you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+    boolean = isinstance(other, (bool, TensorCore))  # the other operand is bool too
+    if op == ops.OP_DIV_TRUNC or op == ops.OP_DIV_FLOOR or (
+            op == ops.OP_POW and isinstance(other, TensorCore)):
+        raise BoolNotImplementedError(f"{name}: not implemented for 'Bool' tensors (as in "
+                                      "PyTorch); convert with .to(tensorplay.int64) first")
+    if op == ops.OP_DIV or isinstance(other, float):
+        compute = dtypes.named_dtype("float32")
+    else:
+        compute = dtypes.named_dtype("int64")
+    result_dtype = tensor.dtype_object if boolean and compute.name == "int64" and \
+        op != ops.OP_POW else compute
+    if inplace and result_dtype is not tensor.dtype_object:
+        raise DtypeError(f"{name}: result type {result_dtype.name} can't be cast to the "
+                         "desired output type bool")
+    left = <TensorCore>copies.to(tensor, None, compute, False, False)
+    right = copies.to(<TensorCore>other, None, compute, False, False) \
+        if isinstance(other, TensorCore) else (int(other) if isinstance(other, bool)
+                                               else other)
+    result = <TensorCore>binary(left, right, op, reverse, False, name)
+    if result_dtype is not compute:
+        result = <TensorCore>copies.to(result, None, result_dtype, False, False)
+    if inplace:
+        tensor.c_mark_modified(name, other)
+        copy_into(tensor, result, False)
+        return tensor
+    return result
+
+
+cdef object binary_result(TensorCore tensor, object output, object other, int op, bint reverse,
+                          bint inplace):
+    """output of tensor (op) other, on the tape when the operands are."""
+    if inplace or not tracked(tensor, other) or not (<TensorCore>output).dtype_object.floating:
+        return output
+    # What PyTorch saves, so that the same in-place changes are refused (Note [Version
+    # counters]): for mul, each operand only when the other one needs its gradient; for
+    # div, the divisor, and the dividend when the divisor needs a gradient; for pow, both
+    # operands and, with a tensor exponent, the output (a detached alias).
+    other_grad = isinstance(other, TensorCore) and (<TensorCore>other).grad_required
+    if op == ops.OP_MUL:
+        saved = (tensor if other_grad else None, other if tensor.grad_required else None)
+    elif op == ops.OP_DIV:
+        saved = (tensor if other_grad or reverse else None, other)
+    elif op == ops.OP_POW:
+        saved = (tensor, other) if not isinstance(other, TensorCore) and not reverse \
+            else (tensor, other, (<TensorCore>output).c_detach())
+    else:
+        saved = ()
+    return recorded(output, op, (tensor, other), saved, reverse)
+
+
+cdef object add(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_ADD, False, False, "add")
+
+
+cdef object radd(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_ADD, True, False, "add")
+
+
+cdef object sub(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_SUB, False, False, "sub")
+
+
+cdef object rsub(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_SUB, True, False, "sub")
+
+
+cdef object mul(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_MUL, False, False, "mul")
+
+
+cdef object rmul(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_MUL, True, False, "mul")
+
+
+cdef object truediv(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_DIV, False, False, "div")
+
+
+cdef object rtruediv(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_DIV, True, False, "div")
+
+
+cdef object power(TensorCore tensor, object exponent):
+    # Checked first under the name pow() gives it; the operator's is other.
+    arithmetic_dtype(tensor, exponent, ops.OP_POW, False, "pow", "exponent")
+    return binary(tensor, exponent, ops.OP_POW, False, False, "pow")
+
+
+cdef object pow_operator(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_POW, False, False, "pow")
+
+
+cdef object rpow(TensorCore tensor, object base):
+    return binary(tensor, base, ops.OP_POW, True, False, "pow")
+
+
+cdef object iadd(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_ADD, False, True, "add_")
+
+
+cdef object isub(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_SUB, False, True, "sub_")
+
+
+cdef object imul(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_MUL, False, True, "mul_")
+
+
+cdef object itruediv(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_DIV, False, True, "div_")
+
+
+cdef object compare(TensorCore tensor, object other, int op):
+    name = ops.op_name(op)
+    sizes = tensor.sizes
+    if isinstance(other, TensorCore):
+        check_device_and_dtype(tensor, other, name)
+        sizes = broadcast_shape(tensor.sizes, (<TensorCore>other).sizes, name)
+    elif is_scalar(other):
+        scalar_operand_arg(other, name)
+    elif not is_scalar(other):
+        raise TypeError(f"{name}: the other operand must be a tensor or a Python "
+                        f"scalar, got {type(other).__name__}")
+    boolean = dtypes.named_dtype("bool")
+    if tensor.device_index == CPU:
+        b = computable(other) if isinstance(other, TensorCore) else other
+        values = getattr(np(), ops.cpu_name(op))(computable(tensor), b)
+        return wrap_cpu(np().asarray(values, order="C"), boolean)
+    output = new_empty(sizes, boolean, tensor.device_index)
+    cdef cudaStream_t stream = current_stream(tensor.device_index)
+    cdef TensorCore right
+    if isinstance(other, TensorCore):
+        right = other
+        if reads_directly(tensor, sizes) and reads_directly(right, sizes):
+            device_ops.compare(tensor.device_index, tensor.dtype_object, tensor.data, right.data,
+                               (<TensorCore>output).data, tensor.element_count, op, stream)
+        else:
+            device_ops.compare_strided(tensor.device_index, tensor.dtype_object, tensor.data,
+                                       broadcast_strides(tensor, sizes), right.data,
+                                       broadcast_strides(right, sizes),
+                                       (<TensorCore>output).data, sizes, op, stream)
+    else:
+        left = copies.contiguous(tensor)
+        device_ops.compare_scalar(tensor.device_index, tensor.dtype_object,
+                                  (<TensorCore>left).data, other, (<TensorCore>output).data,
+                                  tensor.element_count, op, stream)
+    return output
+
+
+cdef object eq(TensorCore tensor, object other):
+    return compare(tensor, other, ops.OP_EQ)
+
+
+cdef object ne(TensorCore tensor, object other):
+    return compare(tensor, other, ops.OP_NE)
+
+
+cdef object lt(TensorCore tensor, object other):
+    return compare(tensor, other, ops.OP_LT)
+
+
+cdef object le(TensorCore tensor, object other):
+    return compare(tensor, other, ops.OP_LE)
+
+
+cdef object gt(TensorCore tensor, object other):
+    return compare(tensor, other, ops.OP_GT)
+
+
+cdef object ge(TensorCore tensor, object other):
+    return compare(tensor, other, ops.OP_GE)
+
+
+cdef object unary(TensorCore tensor, int op):
+    name = ops.op_name(op)
+    if ops.dtype_rule(op) == ops.DTYPE_FLOATING and not tensor.dtype_object.floating:
+        # Integers and bools go to float32 first, as PyTorch promotes them.
+        return unary(<TensorCore>copies.to(tensor, None, dtypes.named_dtype("float32"), False,
+                                           False), op)
+    if tensor.dtype_object.name == "bool":  # PyTorch's error types: see BoolNotImplementedError
+        raise BoolNotImplementedError(f"{name}() is not supported on bool tensors" + (
+            ": Negation, the `-` operator, on a bool tensor is not supported. If you are "
+            "trying to invert a mask, use the `~` or `logical_not()` operator instead."
+            if op == ops.OP_NEG else ""))
+    if tensor.device_index == CPU:
+        values = computable(tensor)
+        values = np().maximum(values, 0).astype(values.dtype) if op == ops.OP_RELU \
+            else getattr(np(), ops.cpu_name(op))(values)
+        output = wrap_cpu(np().asarray(stored(values, tensor.dtype_object), order="C"),
+                          tensor.dtype_object)
+    else:
+        source = copies.contiguous(tensor)
+        output = new_empty(tensor.sizes, tensor.dtype_object, tensor.device_index)
+        device_ops.unary(tensor.device_index, tensor.dtype_object, (<TensorCore>source).data,
+                         (<TensorCore>output).data, tensor.element_count, op,
+                         current_stream(tensor.device_index))
+    if tracked(tensor) and tensor.dtype_object.floating:
+        # What PyTorch saves: nothing for neg, the output (a detached alias, sharing its
+        # version counter) where the gradient is a function of it, else the input.
+        saved = () if op == ops.OP_NEG else (
+            ((<TensorCore>output).c_detach(),) if ops.saves_output(op) else (tensor,))
+        return recorded(output, op, (tensor,), saved)
+    return output
+
+
+cdef object neg(TensorCore tensor):
+    return unary(tensor, ops.OP_NEG)
+
+
+cdef object absolute(TensorCore tensor):
+    return unary(tensor, ops.OP_ABS)
+
+
+cdef object relu(TensorCore tensor):
+    return unary(tensor, ops.OP_RELU)
+
+
+cdef object sin(TensorCore tensor):
+    return unary(tensor, ops.OP_SIN)
+
+
+cdef object cos(TensorCore tensor):
+    return unary(tensor, ops.OP_COS)
+
+
+cdef object exp(TensorCore tensor):
+    return unary(tensor, ops.OP_EXP)
+
+
+cdef object sqrt(TensorCore tensor):
+    return unary(tensor, ops.OP_SQRT)
+
+
+cdef object log(TensorCore tensor):
+    return unary(tensor, ops.OP_LOG)
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch's named arithmetic and clamp, under the operators' rules (binary)
+
+
+
+cdef object add_scaled(TensorCore tensor, object other, object alpha):
+    return scaled(tensor, other, alpha, False, False)
+
+
+cdef object sub_scaled(TensorCore tensor, object other, object alpha):
+    return scaled(tensor, other, alpha, True, False)
+
+
+cdef object add_scaled_(TensorCore tensor, object other, object alpha):
+    return scaled(tensor, other, alpha, False, True)
+
+
+cdef object sub_scaled_(TensorCore tensor, object other, object alpha):
+    return scaled(tensor, other, alpha, True, True)
+
+
+cdef object scaled(TensorCore tensor, object other, object alpha, bint subtract, bint inplace):
+    """tensor + alpha * other, or tensor - alpha * other, as torch.add and torch.sub."""
+    cdef TensorCore output
+    cdef int op = ops.OP_SUB if subtract else ops.OP_ADD
+    name = ("sub" if subtract else "add") + ("_" if inplace else "")
+    if tensor.dtype_object.name == "bool" and alpha == 1 and not isinstance(alpha, bool):
+        # Bool arithmetic's own promotion (c_bool_binary); another alpha is refused below.
+        return binary(tensor, other, op, False, inplace, name)
+    cdef DtypeCore result_dtype = arithmetic_dtype(tensor, other, op, inplace, name)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise TypeError(f"{name}: alpha must be an int or float, got {alpha!r:.200}")
+    scalar_operand_arg(alpha, name, "alpha")
+    if isinstance(alpha, float) and not result_dtype.floating:
+        raise TypeError(f"{name}: alpha must be an int for a {result_dtype.name} result, got "
+                        f"{alpha!r} (a float alpha needs floating-point operands, as in "
+                        "PyTorch)")
+    if inplace and tracked(tensor, other):  # recorded: the result of a copy, copied in
+        tensor.c_check_rebase(name)
+        return copies.rebased(tensor, scaled(<TensorCore>copies.clone(tensor), other, alpha,
+                                             subtract, False))
+    # The paths through c_binary count an in-place change there; the others below.
+    if not isinstance(other, TensorCore):
+        return binary(tensor, other * alpha, op, False, inplace, name)
+    if alpha == 1:
+        return binary(tensor, other, op, False, inplace, name)
+    scale = -alpha if subtract else alpha
+    if tensor.device_index == CPU:
+        if inplace:
+            tensor.c_mark_modified(name, other)
+        result = cpu_result(tensor, opmath(tensor) + scale * opmath(other), result_dtype, inplace)
+        return scaled_result(tensor, result, other, scale, inplace)
+    if (<TensorCore>other).sizes != tensor.sizes:  # broadcast: the scaled copy, then the sum
+        return binary(tensor, binary(<TensorCore>other, scale, ops.OP_MUL, False, False, name),
+                      ops.OP_ADD, False, inplace, name)
+    if inplace:
+        tensor.c_mark_modified(name, other)
+    left, right = copies.contiguous(tensor), copies.contiguous(other)
+    output = output_for(tensor, result_dtype, inplace)
+    device_ops.add_scaled(tensor.device_index, result_dtype, (<TensorCore>left).data,
+                          (<TensorCore>right).data, scale, output.data, tensor.element_count,
+                          current_stream(tensor.device_index))
+    return scaled_result(tensor, finish(tensor, output, inplace), other, scale, inplace)
+
+
+cdef object scaled_result(TensorCore tensor, object output, object other, object scale, bint inplace):
+    """output of tensor + scale * other, on the tape when the operands are."""
+    if inplace or not tracked(tensor, other) or not (<TensorCore>output).dtype_object.floating:
+        return output
+    return recorded(output, ops.OP_ADD_SCALED, (tensor, other), (), scale)
+
+
+cdef object div(TensorCore tensor, object other, object rounding_mode):
+    return binary(tensor, other, division_op(rounding_mode, "div"), False, False, "div")
+
+
+cdef object div_(TensorCore tensor, object other, object rounding_mode):
+    return binary(tensor, other, division_op(rounding_mode, "div_"), False, True, "div_")
+
+
+cdef object clamp(TensorCore tensor, object min, object max):
+    return clamp_bounds(tensor, min, max, False)
+
+
+cdef object clamp_(TensorCore tensor, object min, object max):
+    return clamp_bounds(tensor, min, max, True)
+
+
+cdef object clamp_bounds(TensorCore tensor, object low, object high, bint inplace):
+    """min(max(tensor, low), high) as torch.clamp; a bound is a tensor, a scalar or None."""
+    cdef TensorCore output
+    name = "clamp_" if inplace else "clamp"
+    if low is None and high is None:
+        raise ValueError(f"{name}: at least one of min and max must not be None")
+    if tensor.dtype_object.name == "bool":
+        return clamp_bool(tensor, low, high, inplace, name)
+    cdef DtypeCore result_dtype = tensor.dtype_object
+    sizes = tensor.sizes
+    for argument, bound in (("min", low), ("max", high)):
+        if isinstance(bound, TensorCore):
+            check_device_and_dtype(tensor, bound, f"{name}: {argument}")
+            sizes = broadcast_shape(sizes, (<TensorCore>bound).sizes, name)
+        elif bound is not None and not is_scalar(bound):
+            raise TypeError(f"{name}: {argument} must be a tensor, a Python scalar or None, "
+                            f"got {type(bound).__name__}")
+        else:
+            if bound is not None:
+                scalar_operand_arg(bound, name, argument)
+            result_dtype = float32_if_float(result_dtype, bound)
+    if inplace:
+        check_in_place(tensor, result_dtype, name)
+        if sizes != tensor.sizes:
+            raise ShapeError(f"{name}: output with shape {list(tensor.sizes)} doesn't match "
+                             f"the broadcast shape {list(sizes)}")
+        if tracked(tensor, low, high):  # recorded: the result of a copy, copied in
+            tensor.c_check_rebase(name)
+            return copies.rebased(tensor, clamp_bounds(<TensorCore>copies.clone(tensor), low,
+                                                       high, False))
+        tensor.c_mark_modified(name, low if isinstance(low, TensorCore) else high)
+    source = copies.to(tensor, None, result_dtype, False, False)
+    bounds = [copies.to(<TensorCore>bound, None, result_dtype, False, False)
+              if isinstance(bound, TensorCore) else bound for bound in (low, high)]
+    if tensor.device_index == CPU:
+        values = opmath(source)
+        if low is not None:
+            values = np().maximum(values, opmath(bounds[0]) if isinstance(low, TensorCore)
+                                  else low)
+        if high is not None:
+            values = np().minimum(values, opmath(bounds[1]) if isinstance(high, TensorCore)
+                                  else high)
+        return clamp_result(tensor, cpu_result(tensor, values, result_dtype, inplace), low,
+                            high, inplace)
+    tensor_bounds = [bound for bound in bounds if isinstance(bound, TensorCore)]
+    if sizes == tensor.sizes and all(reads_directly(bound, sizes) for bound in tensor_bounds):
+        source = copies.contiguous(source)
+        output = output_for(tensor, result_dtype, inplace)
+        device_ops.clamp(tensor.device_index, result_dtype, (<TensorCore>source).data,
+                         (<TensorCore>bounds[0]).data if isinstance(low, TensorCore) else 0,
+                         (<TensorCore>bounds[1]).data if isinstance(high, TensorCore) else 0,
+                         None if isinstance(low, TensorCore) else low,
+                         None if isinstance(high, TensorCore) else high,
+                         output.data, tensor.element_count, current_stream(tensor.device_index))
+    else:  # broadcast or strided operands, read in place
+        output = tensor if inplace and is_contiguous(tensor) else \
+            new_empty(sizes, result_dtype, tensor.device_index)
+        no_strides = (0,) * len(sizes)
+        device_ops.clamp_strided(
+            tensor.device_index, result_dtype, (<TensorCore>source).data,
+            broadcast_strides(source, sizes),
+            (<TensorCore>bounds[0]).data if isinstance(low, TensorCore) else 0,
+            broadcast_strides(bounds[0], sizes) if isinstance(low, TensorCore) else no_strides,
+            (<TensorCore>bounds[1]).data if isinstance(high, TensorCore) else 0,
+            broadcast_strides(bounds[1], sizes) if isinstance(high, TensorCore)
+            else no_strides, None if isinstance(low, TensorCore) else low,
+            None if isinstance(high, TensorCore) else high, output.data, sizes,
+            current_stream(tensor.device_index))
+    return clamp_result(tensor, finish(tensor, output, inplace), low, high, inplace)
+
+
+cdef object clamp_bool(TensorCore tensor, object low, object high, bint inplace, str name):
+    """clamp of a bool tensor by PyTorch's promotion: a float bound gives float32, an int
+    bound int64; one bool tensor bound keeps bool; bool scalar bounds alone, or two bool
+    tensor bounds, are refused (PyTorch has no such kernels for Bool). Computed in int64 or
+    float32."""
+    bounds = [bound for bound in (low, high) if bound is not None]
+    for argument, bound in (("min", low), ("max", high)):
+        if isinstance(bound, TensorCore):
+            check_device_and_dtype(tensor, bound, f"{name}: {argument}")
+        elif bound is not None and not is_scalar(bound):
+            raise TypeError(f"{name}: {argument} must be a tensor, a Python scalar or None, "
+                            f"got {type(bound).__name__}")
+    if any(isinstance(bound, float) for bound in bounds):
+        result_dtype = dtypes.named_dtype("float32")
+    elif any(isinstance(bound, int) and not isinstance(bound, bool) for bound in bounds):
+        result_dtype = dtypes.named_dtype("int64")
+    elif all(isinstance(bound, TensorCore) for bound in bounds) and len(bounds) == 1:
+        result_dtype = tensor.dtype_object  # PyTorch's clamp_min / clamp_max take bool
+    else:
+        raise BoolNotImplementedError(f"{name}: clamp with bool scalar bounds, or two bool "
+                                      "tensor bounds, is not implemented for 'Bool' tensors "
+                                      "(as in PyTorch)")
+    if inplace and result_dtype is not tensor.dtype_object:
+        raise DtypeError(f"{name}: result type {result_dtype.name} can't be cast to the "
+                         "desired output type bool")
+    compute = dtypes.named_dtype("int64") if result_dtype is tensor.dtype_object \
+        else result_dtype
+    converted = [copies.to(<TensorCore>bound, None, compute, False, False)
+                 if isinstance(bound, TensorCore) else
+                 (int(bound) if isinstance(bound, bool) else bound) for bound in (low, high)]
+    result = clamp_bounds(<TensorCore>copies.to(tensor, None, compute, False, False),
+                          converted[0], converted[1], False)
+    if result_dtype is not compute:
+        result = copies.to(<TensorCore>result, None, result_dtype, False, False)
+    if inplace:
+        tensor.c_mark_modified(name)
+        copy_into(tensor, result, False)
+        return tensor
+    return result
+
+
+cdef object clamp_result(TensorCore tensor, object output, object low, object high, bint inplace):
+    """output of clamp(tensor, low, high), on the tape when the operands are."""
+    if inplace or not tracked(tensor, low, high) or \
+            not (<TensorCore>output).dtype_object.floating:
+        return output
+    return recorded(output, ops.OP_CLAMP, (tensor, low, high), (tensor, low, high), None)
+
+
+cdef TensorCore output_for(TensorCore tensor, DtypeCore dtype, bint inplace):
+    """Where a CUDA result is written: tensor in place when contiguous, else a new tensor."""
+    if inplace and is_contiguous(tensor):
+        return tensor
+    return new_empty(tensor.sizes, dtype, tensor.device_index)
+
+
+cdef object finish(TensorCore tensor, TensorCore output, bint inplace):
+    """The result of an operation written to output (see c_output)."""
+    if inplace and output is not tensor:
+        copy_on_device(tensor, output)
+        return tensor
+    return output
+
+
+cdef object where(object condition, object input, object other):
+    output = where_values(condition, input, other)
+    if isinstance(condition, TensorCore) and tracked(condition, input, other) and \
+            (<TensorCore>output).dtype_object.floating:
+        return recorded(output, ops.OP_WHERE, (condition, input, other), (condition,))
+    return output
+
+
+cdef object where_values(object condition, object input, object other):
+    if not isinstance(condition, TensorCore) or \
+            (<TensorCore>condition).dtype_object.name != "bool":
+        got = f"a {(<TensorCore>condition).dtype_object.name} tensor" \
+            if isinstance(condition, TensorCore) else type(condition).__name__
+        raise TypeError(f"where: condition must be a bool tensor (a comparison such as x > 0), "
+                        f"got {got}")
+    cdef TensorCore mask = condition
+    sizes = mask.sizes
+    for argument, value in (("input", input), ("other", other)):
+        if isinstance(value, TensorCore):
+            check_device(mask, value, f"where: condition and {argument}")
+            sizes = broadcast_shape(sizes, (<TensorCore>value).sizes, "where")
+        elif not is_scalar(value):
+            raise TypeError(f"where: {argument} must be a tensor or a Python scalar, got "
+                            f"{type(value).__name__}")
+        else:
+            scalar_operand_arg(value, "where", argument)
+    if isinstance(input, TensorCore) and isinstance(other, TensorCore):
+        check_device_and_dtype(input, other, "where: input and other")
+    cdef DtypeCore result_dtype = where_dtype(input, other)
+    operands = [copies.to(<TensorCore>value, None, result_dtype, False, False)
+                if isinstance(value, TensorCore) else value for value in (input, other)]
+    if mask.device_index == CPU:
+        chosen = np().where(mask.array, *[
+            (<TensorCore>value).array if isinstance(value, TensorCore)
+            else stored(np().array(value), result_dtype) for value in operands])
+        return wrap_cpu(np().asarray(chosen, order="C"), result_dtype)
+    output = new_empty(sizes, result_dtype, mask.device_index)
+    a, b = operands
+    tensors = [value for value in (mask, a, b) if isinstance(value, TensorCore)]
+    if all(reads_directly(value, sizes) for value in tensors):  # the common, fast case
+        device_ops.where(mask.device_index, result_dtype, mask.data,
+                         (<TensorCore>a).data if isinstance(a, TensorCore) else 0,
+                         (<TensorCore>b).data if isinstance(b, TensorCore) else 0,
+                         None if isinstance(a, TensorCore) else a,
+                         None if isinstance(b, TensorCore) else b,
+                         (<TensorCore>output).data, (<TensorCore>output).element_count,
+                         current_stream(mask.device_index))
+        return output
+    no_strides = (0,) * len(sizes)
+    device_ops.where_strided(
+        mask.device_index, result_dtype, mask.data, broadcast_strides(mask, sizes),
+        (<TensorCore>a).data if isinstance(a, TensorCore) else 0,
+        broadcast_strides(a, sizes) if isinstance(a, TensorCore) else no_strides,
+        (<TensorCore>b).data if isinstance(b, TensorCore) else 0,
+        broadcast_strides(b, sizes) if isinstance(b, TensorCore) else no_strides,
+        None if isinstance(a, TensorCore) else a, None if isinstance(b, TensorCore) else b,
+        (<TensorCore>output).data, sizes, current_stream(mask.device_index))
+    return output
+
+
+cdef DtypeCore where_dtype(object input, object other):
+    """The dtype of where(condition, input, other), by PyTorch's type promotion restricted to the
+    operators' rule (two tensors share one dtype): a scalar changes a tensor's dtype only when
+    of a higher kind (bool < integer < floating), to that kind's default (int64, float32); two
+    scalars give the default of the higher kind."""
+    cdef DtypeCore result = dtypes.named_dtype("bool")
+    for value in (input, other):
+        if isinstance(value, TensorCore):
+            result = (<TensorCore>value).dtype_object
+    for value in (input, other):
+        if isinstance(value, int) and not isinstance(value, bool) and result.name == "bool":
+            result = dtypes.named_dtype("int64")
+    for value in (input, other):
+        result = float32_if_float(result, value)
+    return result

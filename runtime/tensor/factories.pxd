@@ -1,0 +1,20 @@
+# The factories (factories.pyx; api.yaml: tensorplay).
+from tensorplay._runtime.tensor.core cimport TensorCore
+
+cdef object empty(tuple size, object dtype, object device, bint requires_grad)
+cdef object zeros(tuple size, object dtype, object device, bint requires_grad)
+cdef object ones(tuple size, object dtype, object device, bint requires_grad)
+cdef object full(object size, object fill_value, object dtype, object device,
+                 bint requires_grad)
+cdef object arange(object start, object end, object step, object dtype, object device,
+                   bint requires_grad)
+cdef object tensor(object data, object dtype, object device, bint requires_grad)
+cdef object empty_like(object input, object dtype, object device, bint requires_grad)
+cdef object zeros_like(object input, object dtype, object device, bint requires_grad)
+cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1
+cdef object as_tensor(object data, object dtype, object device)
+# torch.from_numpy: a CPU tensor sharing ndarray's memory, refusing what cannot share.
+cdef object from_numpy(object ndarray)
+# value as our tensor (ours, or a view through __cuda_array_interface__ or DLPack), or a
+# TypeError naming argument (argument[index] when index >= 0).
+cdef TensorCore tensor_arg(object value, str argument, Py_ssize_t index)

@@ -1,0 +1,278 @@
+# cython: language_level=3
+"""The factories (api.yaml: tensorplay): empty, zeros, ones, full, arange, tensor (always a
+copy), as_tensor and from_numpy (which share memory when they can), the *_like forms and
+allclose; and tensor_arg, which takes another library's tensor as one of ours, without a copy.
+"""
+from tensorplay._runtime.base cimport dtypes, errors
+from tensorplay._runtime.tensor cimport interop
+from tensorplay._runtime.base.dtypes cimport DtypeCore
+from tensorplay._runtime.tensor.arguments cimport (BYTES_LIMIT, broadcast_shape, device_arg,
+                                                   dtype_arg, dtype_of_scalar, is_scalar, np,
+                                                   require_grad_arg, size_arg)
+from tensorplay._runtime.tensor.copies cimport copied_to, fill_, host_values, to_named
+from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, new_empty, own_tensor_arg,
+                                              requiring_grad, wrap_cpu)
+from tensorplay._runtime.tensor.cpu cimport stored
+
+import math
+
+
+cdef object empty(tuple size, object dtype, object device, bint requires_grad):
+    require_grad_arg(dtype, "float32", requires_grad)
+    sizes = size_arg(size, "size")
+    cdef DtypeCore chosen = dtype if isinstance(dtype, DtypeCore) else dtype_arg(
+        dtype, dtypes.named_dtype("float32"), "dtype")  # the default only when needed
+    return requiring_grad(new_empty(sizes, chosen, device_arg(device, CPU)), requires_grad)
+
+
+cdef object zeros(tuple size, object dtype, object device, bint requires_grad):
+    require_grad_arg(dtype, "float32", requires_grad)
+    return requiring_grad(fill_(<TensorCore>empty(size, dtype, device, False), 0),
+                          requires_grad)
+
+
+cdef object ones(tuple size, object dtype, object device, bint requires_grad):
+    require_grad_arg(dtype, "float32", requires_grad)
+    return requiring_grad(fill_(<TensorCore>empty(size, dtype, device, False), 1),
+                          requires_grad)
+
+
+cdef object full(object size, object fill_value, object dtype, object device,
+                 bint requires_grad):
+    if not is_scalar(fill_value):
+        raise TypeError(f"fill_value must be a bool, int or float, got "
+                        f"{type(fill_value).__name__}")
+    shape = size_arg(tuple(size) if isinstance(size, (tuple, list)) else (size,), "size")
+    cdef DtypeCore chosen = dtype_arg(dtype, dtype_of_scalar(fill_value), "dtype")
+    dtypes.check_scalar(fill_value, chosen, "fill_value")  # before anything is allocated
+    require_grad_arg(chosen, None, requires_grad)
+    result = new_empty(shape, chosen, device_arg(device, CPU))
+    return requiring_grad(fill_(<TensorCore>result, fill_value), requires_grad)
+
+
+cdef object arange(object start, object end, object step, object dtype, object device,
+                   bint requires_grad):
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if (isinstance(value, bool) or not isinstance(value, (int, float))) and not (
+                name == "end" and value is None):
+            raise TypeError(f"{name} must be an int or float, got {type(value).__name__} "
+                            f"({errors.shown(value)})")
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):
+            raise ValueError(f"{name} {errors.shown(value)} does not fit in int64")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value}")
+    if step == 0:
+        raise ValueError("step must be non-zero")
+    if end is None:
+        start, end = 0, start
+    integral = all(isinstance(v, int) for v in (start, end, step))
+    default = dtypes.named_dtype("int64" if integral else "float32")
+    # Every argument is checked before the values are made, which may take long.
+    cdef DtypeCore chosen = dtype_arg(dtype, default, "dtype")
+    require_grad_arg(chosen, None, requires_grad)
+    cdef int target = device_arg(device, CPU)
+    # The length, in Python numbers, before anything is made (numpy would try to allocate it).
+    span = (end - start) / step
+    if not math.isfinite(span) or span * 8 > BYTES_LIMIT:
+        raise ValueError(f"arange({errors.shown(start)}, {errors.shown(end)}, "
+                         f"{errors.shown(step)}) has about {span:.3g} elements, more than a "
+                         "tensor can hold (2**63 - 1 bytes)")
+    values = np().arange(start, end, step, dtype=np().int64 if integral else np().float64)
+    return requiring_grad(from_numpy_values(values, chosen, target, "arange()'s values", True),
+                          requires_grad)
+
+
+cdef object from_numpy_values(object values, DtypeCore dtype, int device, str argument,
+                              bint fresh=False):
+    """A new tensor holding values converted to dtype, on device. It never shares memory with
+    values: tensor() copies, as PyTorch's does (as_tensor() and from_numpy() are the ones that
+    share). A CPU result takes a copy unless the conversion already made one, or values is
+    fresh (made for this call from Python numbers, which nothing else holds)."""
+    converted = np().asarray(stored(values, dtype), order="C")
+    if device == CPU and not fresh and (converted is values or not converted.flags.owndata):
+        converted = converted.copy()  # values' own memory, or a view of someone else's
+    host = wrap_cpu(converted, dtype)
+    return host if device == CPU else copied_to(host, device, dtype, False, False, argument)
+
+
+cdef object tensor(object data, object dtype, object device, bint requires_grad):
+    if isinstance(data, TensorCore):  # a copy that is a new leaf, as PyTorch's
+        require_grad_arg(dtype, (<TensorCore>data).dtype_object, requires_grad)
+        return requiring_grad(to_named((<TensorCore>data).c_detach(), device, dtype, False,
+                                       True, "data"), requires_grad)
+    if not isinstance(data, np().ndarray) and (hasattr(data, "__cuda_array_interface__") or
+                                               hasattr(data, "__dlpack__")):
+        # Another library's tensor (PyTorch's, CuPy's): viewed without a copy, then copied as
+        # one of ours, keeping its dtype and, unless device says otherwise, its device.
+        return tensor(as_tensor(data, None, None), dtype, device, requires_grad)
+    if isinstance(data, np().ndarray):
+        inferred = dtypes.dtype_from_numpy(data.dtype)
+        values = data
+    else:
+        values = np().asarray(data)
+        if _holds_wide_ints(values):
+            # Python ints beyond int64 make numpy choose uint64, float64 or object: the dtype
+            # comes from the kinds of the numbers given, and each wide int is checked against
+            # it (Note [Values that fit]), as PyTorch refuses them.
+            made = _tensor_of_wide_ints(data, values, dtype, device, requires_grad)
+            if made is not None:
+                return made
+        if values.dtype == object or values.dtype.kind not in "biuf":
+            raise TypeError(f"data must be numbers (nested lists of bool, int or float) or a "
+                            f"numpy array, got {type(data).__name__}")
+        # Python floats become float32 and ints int64, as in PyTorch.
+        inferred = dtypes.named_dtype({"b": "bool", "f": "float32"}.get(values.dtype.kind,
+                                                                        "int64"))
+    if inferred is None and dtype is None:
+        raise TypeError(f"numpy dtype {data.dtype} has no tensorplay equivalent")
+    cdef DtypeCore chosen = dtype_arg(dtype, inferred, "dtype")
+    require_grad_arg(chosen, None, requires_grad)
+    cdef int target = device_arg(device, CPU)
+    if values.dtype.kind in "biuf":
+        dtypes.check_values(values, chosen, "data")
+    # Nested lists and Python numbers become a new array; anything else numpy reads (a buffer,
+    # an object with __array__) may be viewed in place, and is copied.
+    fresh = type(data) is list or type(data) is tuple or is_scalar(data)
+    return requiring_grad(from_numpy_values(values, chosen, target, "data", fresh),
+                          requires_grad)
+
+
+cdef bint _holds_wide_ints(object values):
+    """Whether numpy's array of Python data may hold an int outside int64: numpy makes such
+    data uint64 (ints up to 2**64 - 1), float64 (those mixed with negative ints) or object."""
+    kind = values.dtype.kind
+    if values.dtype == object or (kind == "u" and values.dtype.itemsize == 8):
+        return True
+    # float64 made of ints: only where a magnitude reaches 2**63 (rare for real floats).
+    return kind == "f" and values.size and values.dtype.itemsize == 8 and \
+        bool(np().nanmax(np().abs(np().where(np().isfinite(values), values, 0))) >= 2.0 ** 63)
+
+
+cdef int _number_leaves(object data, list kinds, list wide, int depth) except -1:
+    """Walk nested lists and tuples of Python numbers: the kinds found ("b", "i", "f") and the
+    ints outside int64. Returns 1 when something else is found (left to numpy's reading)."""
+    if isinstance(data, (list, tuple)):
+        if depth > 64:
+            return 1
+        for item in data:
+            if _number_leaves(item, kinds, wide, depth + 1):
+                return 1
+        return 0
+    if isinstance(data, bool) or isinstance(data, np().bool_):
+        kind = "b"
+    elif isinstance(data, (int, np().integer)):
+        kind = "i"
+        if not -(1 << 63) <= data < (1 << 63):
+            wide.append(int(data))
+    elif isinstance(data, (float, np().floating)):
+        kind = "f"
+    else:
+        return 1
+    if kind not in kinds:
+        kinds.append(kind)
+    return 0
+
+
+cdef object _tensor_of_wide_ints(object data, object values, object dtype, object device,
+                                 bint requires_grad):
+    """tensor(data) where data may hold Python ints beyond int64: the dtype of the kinds given
+    (float32 if any float, else int64, else bool), then every wide int checked against it;
+    None where data is not nested lists of Python numbers."""
+    cdef list kinds = [], wide = []
+    if _number_leaves(data, kinds, wide, 0):
+        return None  # not plain Python numbers (numpy arrays inside, say): numpy's reading
+    inferred = dtypes.named_dtype("float32" if "f" in kinds else
+                                  "int64" if "i" in kinds else "bool")
+    cdef DtypeCore chosen = dtype_arg(dtype, inferred, "dtype")
+    require_grad_arg(chosen, None, requires_grad)
+    cdef int target = device_arg(device, CPU)
+    for value in wide:  # the first that does not fit is named, with the dtype's range
+        dtypes.check_scalar(value, chosen, "data")
+    if chosen.name == "bool":
+        exact = np().asarray(data, dtype=np().bool_)
+    elif chosen.floating:
+        exact = np().asarray(data, dtype=np().float64)  # each fits: no overflow to infinity
+    else:
+        exact = np().asarray(data, dtype=np().int64)
+    dtypes.check_values(exact, chosen, "data")
+    return requiring_grad(from_numpy_values(exact, chosen, target, "data"), requires_grad)
+
+
+cdef object empty_like(object input, object dtype, object device, bint requires_grad):
+    cdef TensorCore source = own_tensor_arg(input, "input")
+    require_grad_arg(dtype, source.dtype_object, requires_grad)
+    return requiring_grad(new_empty(source.sizes, dtype_arg(dtype, source.dtype_object, "dtype"),
+                                    device_arg(device, source.device_index)), requires_grad)
+
+
+cdef object zeros_like(object input, object dtype, object device, bint requires_grad):
+    if isinstance(input, TensorCore):
+        require_grad_arg(dtype, (<TensorCore>input).dtype_object, requires_grad)
+    return requiring_grad(fill_(<TensorCore>empty_like(input, dtype, device, False), 0),
+                          requires_grad)
+
+
+cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1:
+    own_tensor_arg(input, "input")
+    own_tensor_arg(other, "other")
+    broadcast_shape((<TensorCore>input).sizes, (<TensorCore>other).sizes, "allclose")
+    a = host_values(input).astype(np().float64)
+    b = host_values(other).astype(np().float64)
+    return bool(np().allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+cdef object as_tensor(object data, object dtype, object device):
+    if isinstance(data, TensorCore):
+        return to_named(data, device, dtype, False, False, "data")
+    if hasattr(data, "__cuda_array_interface__") or (
+            hasattr(data, "__dlpack__") and not isinstance(data, np().ndarray)):
+        shared = interop.from_cuda_array_interface(data) \
+            if hasattr(data, "__cuda_array_interface__") else interop.from_dlpack(data)
+        return to_named(shared, device, dtype, False, False, "data")
+    if isinstance(data, np().ndarray) and dtypes.dtype_from_numpy(data.dtype) is not None:
+        return to_named(shared_numpy(data, "data"), device, dtype, False, False, "data")
+    return tensor(data, dtype, device, False)
+
+
+cdef TensorCore tensor_arg(object value, str argument, Py_ssize_t index):
+    """value as our tensor: ours, or a view of any tensor that shares its memory through
+    __cuda_array_interface__ or DLPack (PyTorch's, CuPy's), no copy. index >= 0: the argument
+    is one item of a sequence, named argument[index] in errors."""
+    if isinstance(value, TensorCore):
+        return value
+    if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"):
+        return as_tensor(value, None, None)
+    name = argument if index < 0 else f"{argument}[{index}]"
+    raise TypeError(f"{name} must be a tensor (tensorplay's, or one with "
+                    f"__cuda_array_interface__ or __dlpack__), got {type(value).__name__}")
+
+
+cdef object from_numpy(object ndarray):
+    if not isinstance(ndarray, np().ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    return shared_numpy(ndarray, "ndarray")
+
+
+cdef TensorCore shared_numpy(object array, str argument):
+    """A CPU tensor sharing array's memory, or PyTorch's error (torch.from_numpy's words and
+    order of checks) where it cannot: a layout a tensor cannot describe is refused rather than
+    copied, since the caller asked for the same memory."""
+    if any(stride % array.itemsize for stride in array.strides):
+        raise ValueError(f"{argument}: given numpy array strides not a multiple of the element "
+                         "byte size. Copy the numpy array to reallocate the memory.")
+    if any(stride < 0 for stride in array.strides):
+        raise ValueError(f"{argument}: at least one stride in the given numpy array is "
+                         "negative, and tensors with negative strides are not currently "
+                         "supported. (You can probably work around this by making a copy of "
+                         "your array with array.copy().)")
+    if not array.dtype.isnative:
+        raise ValueError(f"{argument}: given numpy array has byte order different from the "
+                         "native byte order. Conversion between byte orders is currently not "
+                         "supported.")
+    dtype = dtypes.dtype_from_numpy(array.dtype)
+    if dtype is None:
+        raise TypeError(f"can't convert np.ndarray of type {array.dtype.type.__module__}."
+                        f"{array.dtype.type.__name__}. The only supported types are: float64, "
+                        "float32, float16, int64, int32, int16, int8, uint8, and bool.")
+    return wrap_cpu(array, dtype)

@@ -1,0 +1,123 @@
+"""A method's or a property's impl may name a module function that takes the instance first
+(`impl: demo.scaled`): the operation lives in a module of its own, not on the core class. The
+generator resolves it and checks its arity as it checks core methods, and the wrapper calls it
+with self first."""
+import shutil
+import textwrap
+
+import pytest
+
+from codegen.load import SchemaError
+from codegen.model import build_api
+from codegen.render import Renderer
+
+DEMO_PXD = textwrap.dedent("""\
+    cdef class ThingCore:
+        cdef int count
+        cdef object c_size(self)
+    cdef object scaled(ThingCore thing, object factor, object offset=*)
+    cdef object clear(ThingCore thing)
+    cdef tuple shape_of(ThingCore thing)
+    """)
+SCHEMA = textwrap.dedent("""\
+    schema_version: 1
+    modules:
+    - name: tensorplay
+      doc: Top.
+      classes:
+      - name: Thing
+        impl: demo.ThingCore
+        doc: A thing.
+        methods:
+        - {name: size, returns: {type: int, doc: the size.}, doc: Its size.}
+        - name: scaled
+          impl: demo.scaled
+          params:
+          - {name: factor, type: float, doc: the factor.}
+          returns: {type: Any, doc: the result.}
+          doc: Scaled.
+        - {name: clear, impl: demo.clear, doc: Empty it.}
+        properties:
+        - {name: shape, type: 'tuple[int, ...]', impl: demo.shape_of, doc: Its shape.}
+    """)
+
+
+@pytest.fixture
+def runtime_dir(tmp_path, root):
+    runtime = tmp_path / "runtime"
+    shutil.copytree(root / "runtime", runtime)
+    (runtime / "demo.pxd").write_text(DEMO_PXD)
+    return runtime
+
+
+def render(runtime_dir, root, text=SCHEMA):
+    api = build_api(text, runtime_dir)
+    outputs = {o.path: o.content for o in Renderer(api, root / "templates").render_all()}
+    return api, outputs["tensorplay.pyx"], outputs["tensorplay.pyi"]
+
+
+def test_methods_and_properties_call_module_functions_with_the_instance_first(runtime_dir, root):
+    api, wrapper, stub = render(runtime_dir, root)
+    (thing,) = api.module("tensorplay").classes
+    size, scaled, clear = thing.methods
+    assert (size.impl_module, size.impl_name) == ("", "c_size")
+    assert (scaled.impl_module, scaled.impl_name) == ("demo", "scaled") and not scaled.static
+    assert (thing.properties[0].impl_module, thing.properties[0].impl_name) == ("demo", "shape_of")
+    assert "from tensorplay._runtime cimport demo as _demo" in wrapper
+    assert "        return self.c_size()" in wrapper
+    assert "        return _demo.scaled(self, _errors.float_arg(factor, 'factor'))" in wrapper
+    assert "        _demo.clear(self)\n" in wrapper
+    assert "    @property\n    def shape(self):" in wrapper
+    assert "        return _demo.shape_of(self)" in wrapper
+    # The stub shows the public method, whatever implements it.
+    assert "    def scaled(self, factor: float) -> Any:\n        \"\"\"Scaled." in stub
+    compile(stub, "__init__.pyi", "exec")
+
+
+def test_a_module_function_may_share_the_methods_public_name(runtime_dir, root):
+    # Unlike a core method, a module function is no attribute of the class it could shadow.
+    (runtime_dir / "demo.pxd").write_text(DEMO_PXD + "cdef object size(ThingCore thing)\n")
+    text = SCHEMA.replace("- {name: size, returns:", "- {name: size, impl: demo.size, returns:")
+    _, wrapper, _ = render(runtime_dir, root, text)
+    assert "        return _demo.size(self)" in wrapper
+
+
+def test_unknown_functions_and_wrong_arities_are_located_errors(runtime_dir):
+    text = (SCHEMA.replace("impl: demo.scaled", "impl: demo.scale")
+            .replace("{name: clear, impl: demo.clear,", "{name: clear, impl: nowhere.clear,")
+            .replace("impl: demo.shape_of", "impl: demo.scaled"))
+    with pytest.raises(SchemaError) as raised:
+        build_api(text, runtime_dir)
+    messages = [str(d) for d in raised.value.diagnostics]
+    assert any("impl of 'tensorplay.Thing.scaled': runtime/demo.pxd declares no cdef function "
+               "'scale'" in m for m in messages), messages
+    assert any("impl of 'tensorplay.Thing.clear': no runtime module 'nowhere'" in m
+               for m in messages), messages
+    # scaled() takes the instance and one or two more; a property passes the instance alone.
+    assert any("impl of property 'shape' of 'tensorplay.Thing': runtime/demo.pxd declares "
+               "scaled() with 2 to 3 arguments, but the wrapper passes 1 (the instance, then "
+               "one per parameter)" in m for m in messages), messages
+    assert all(":" in m.split(" ")[0] for m in messages)  # each located, file:line:col
+
+
+def test_a_method_function_must_take_the_instance(runtime_dir):
+    text = SCHEMA.replace("{name: clear, impl: demo.clear,", "{name: clear, impl: demo.shape_of,"
+                          " params: [{name: deep, type: bool, doc: how deep.}],")
+    with pytest.raises(SchemaError) as raised:
+        build_api(text, runtime_dir)
+    assert any("declares shape_of() with 1 argument, but the wrapper passes 2 (the instance, "
+               "then one per parameter)" in str(d) for d in raised.value.diagnostics)
+
+
+def test_the_wrapper_translates_with_cython(runtime_dir, root, tmp_path):
+    cython = pytest.importorskip("Cython.Build")
+    _, wrapper, _ = render(runtime_dir, root)
+    package = tmp_path / "tree" / "tensorplay"
+    shutil.copytree(runtime_dir, package / "_runtime")
+    (package / "__init__.pxd").write_text("")
+    (package / "_runtime" / "__init__.pxd").write_text("")
+    source = tmp_path / "tree" / "wrapper.pyx"
+    source.write_text(wrapper)
+    cython.cythonize([str(source)], include_path=[str(tmp_path / "tree")], quiet=True,
+                     language_level=3, force=True)
+    assert source.with_suffix(".c").exists() or source.with_suffix(".cpp").exists()
