@@ -55,6 +55,7 @@ All problems are collected and raised together as one SchemaError, each as file:
 from __future__ import annotations
 
 import builtins
+import difflib
 import hashlib
 import json
 import keyword
@@ -561,12 +562,13 @@ class _Builder:
             self.error(location, f"impl of {what} must be 'runtime_module.symbol', got {value!r}")
             return "", ""
         if module not in self.runtime and not (python and module in self.python):
-            known = ", ".join(sorted(self.runtime)) or "none"
+            # The nearest names, not all of them: the runtime has dozens of modules.
+            near = difflib.get_close_matches(module, sorted(self.runtime), 3, 0.6)
             message = (f"impl of {what}: no runtime module '{module}' (no "
                        f"runtime/**/{module}.pxd)")
             if python:
                 message += f" nor Python module (no python/{module}.py)"
-            message += f"; known modules: {known}"
+            message += f"; nearest runtime modules: {', '.join(near) or 'none'}"
             if python:
                 message += f"; Python modules: {', '.join(sorted(self.python)) or 'none'}"
             self.error(location, message)

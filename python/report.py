@@ -12,7 +12,7 @@ import sys
 import time
 
 from tensorplay import _build_info, _schema, accelerator, cuda, zeros
-from tensorplay._runtime.devices import device
+from tensorplay._runtime.devices.device import parse_visible_devices, visible_device_count
 
 DESCRIPTION = ("Report how tensorplay was built (CUDA headers, cuda-bindings, Cython), the "
                "accelerator and each device; where no GPU is visible, why not and what works "
@@ -160,9 +160,9 @@ def probe_accelerator(nvml=None, environ=None, load_driver_library=None):
         findings.append(("CUDA_VISIBLE_DEVICES", "set but empty, which hides every device"))
         check = check or "unset CUDA_VISIBLE_DEVICES, or set it to the devices to use (0,1)"
     else:
-        visible = device.parse_visible_devices(value)
+        visible = parse_visible_devices(value)
         if raw_count:
-            shown = device.visible_device_count(visible, raw_count, uuids)
+            shown = visible_device_count(visible, raw_count, uuids)
             if shown == 0:
                 findings.append(("CUDA_VISIBLE_DEVICES", f"{value!r} hides all {raw_count} "
                                  "device(s): read as the driver reads it, it names none of them "

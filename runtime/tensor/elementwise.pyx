@@ -30,11 +30,12 @@ from tensorplay._runtime.tensor.arguments import (BoolNotImplementedError, Dtype
 # Operands and result dtypes
 
 
-cdef int check_operand(TensorCore tensor, object other, bint inplace, str name, str argument,
-                       bint same_dtype) except -1:
+cdef tuple check_operand(TensorCore tensor, object other, bint inplace, str name, str argument,
+                         bint same_dtype):
     """other is a tensor on tensor's device (of its dtype when same_dtype) whose shape
     broadcasts with tensor's (to tensor's own shape for an in-place result), or a Python
-    scalar that fits 64 bits."""
+    scalar that fits 64 bits. Returns the shape of the result."""
+    shape = tensor.sizes
     if isinstance(other, TensorCore):
         if same_dtype:
             check_device_and_dtype(tensor, other, name)
@@ -49,7 +50,7 @@ cdef int check_operand(TensorCore tensor, object other, bint inplace, str name, 
                         f"{type(other).__name__}")
     else:
         scalar_operand_arg(other, name, argument)
-    return 0
+    return shape
 
 
 cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, int op, bint inplace, str name,
@@ -59,6 +60,11 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, int op, bint in
     scalar; no bool arithmetic here (c_bool_binary has its own rules); integers divide truly into
     float32 (op's dtype rule); an in-place result keeps the tensor's dtype and shape."""
     check_operand(tensor, other, inplace, name, argument, True)
+    return operand_dtype(tensor, other, op, inplace, name)
+
+
+cdef DtypeCore operand_dtype(TensorCore tensor, object other, int op, bint inplace, str name):
+    """arithmetic_dtype, once check_operand has checked other (binary() keeps the shape)."""
     if tensor.dtype_object.name == "bool":
         raise TypeError(f"{name}: arithmetic on bool tensors is not supported; convert with "
                         ".to(tensorplay.int64) first")
@@ -86,7 +92,8 @@ cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint i
             not isinstance(other, TensorCore) or
             (<TensorCore>other).dtype_object is tensor.dtype_object):
         return bool_binary(tensor, other, op, reverse, inplace, name)
-    cdef DtypeCore result_dtype = arithmetic_dtype(tensor, other, op, inplace, name)
+    sizes = check_operand(tensor, other, inplace, name, "the other operand", True)
+    cdef DtypeCore result_dtype = operand_dtype(tensor, other, op, inplace, name)
     if op == ops.OP_POW and not reverse and not result_dtype.floating and \
             isinstance(other, int) and other < 0:
         raise IntegerPowerError(f"{name}: Integers to negative integer powers are not "
@@ -116,7 +123,6 @@ cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint i
     cdef TensorCore first, second
     if isinstance(right, TensorCore):
         first, second = (right, left) if reverse else (left, right)
-        sizes = broadcast_shape(first.sizes, second.sizes, name)  # checked above
         output = tensor if inplace and is_contiguous(tensor) else \
             new_empty(sizes, result_dtype, tensor.device_index)
         if reads_directly(first, sizes) and reads_directly(second, sizes):  # the common case

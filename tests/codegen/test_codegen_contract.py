@@ -145,7 +145,7 @@ def test_an_unknown_module_of_a_function_names_both_layers(workspace):
     [message] = errors_of(text, workspace / "runtime")
     assert message.startswith("api.yaml:7:11: impl of 'tensorplay.run': no runtime module "
                               "'nowhere' (no runtime/**/nowhere.pxd) nor Python module (no "
-                              "python/nowhere.py); known modules: ")
+                              "python/nowhere.py); nearest runtime modules: ")
     assert message.endswith("; Python modules: layer_demo")
 
 
@@ -156,7 +156,7 @@ def test_only_a_module_function_may_name_the_python_layer(workspace):
                           "    properties:\n")
     [message] = errors_of(text, workspace / "runtime")
     assert message.startswith("api.yaml:36:40: impl of 'tensorplay.Demo.make': no runtime module "
-                              "'layer_demo' (no runtime/**/layer_demo.pxd); known modules: ")
+                              "'layer_demo' (no runtime/**/layer_demo.pxd); nearest runtime modules: ")
 
 
 def test_a_python_module_named_like_a_runtime_module_is_refused(workspace):

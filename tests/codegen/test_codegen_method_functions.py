@@ -15,7 +15,7 @@ DEMO_PXD = textwrap.dedent("""\
     cdef class ThingCore:
         cdef int count
         cdef object c_size(self)
-    cdef object scaled(ThingCore thing, object factor, object offset=*)
+    cdef object scaled(ThingCore thing, double factor, object offset=*)
     cdef object clear(ThingCore thing)
     cdef tuple shape_of(ThingCore thing)
     """)
