@@ -57,7 +57,7 @@ cdef DtypeCore arithmetic_dtype(TensorCore tensor, object other, int op, bint in
                                 str argument="the other operand"):
     """The result dtype of tensor (op) other under the operators' rules, which it checks: other
     is a tensor of the same dtype and device whose shape broadcasts with tensor's, or a Python
-    scalar; no bool arithmetic here (c_bool_binary has its own rules); integers divide truly into
+    scalar; no bool arithmetic here (bool_binary has its own rules); integers divide truly into
     float32 (op's dtype rule); an in-place result keeps the tensor's dtype and shape."""
     check_operand(tensor, other, inplace, name, argument, True)
     return operand_dtype(tensor, other, op, inplace, name)
@@ -423,7 +423,7 @@ cdef object scaled(TensorCore tensor, object other, object alpha, bint subtract,
     cdef int op = ops.OP_SUB if subtract else ops.OP_ADD
     name = ("sub" if subtract else "add") + ("_" if inplace else "")
     if tensor.dtype_object.name == "bool" and alpha == 1 and not isinstance(alpha, bool):
-        # Bool arithmetic's own promotion (c_bool_binary); another alpha is refused below.
+        # Bool arithmetic's own promotion (bool_binary); another alpha is refused below.
         return binary(tensor, other, op, False, inplace, name)
     cdef DtypeCore result_dtype = arithmetic_dtype(tensor, other, op, inplace, name)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
@@ -437,7 +437,7 @@ cdef object scaled(TensorCore tensor, object other, object alpha, bint subtract,
         tensor.c_check_rebase(name)
         return copies.rebased(tensor, scaled(<TensorCore>copies.clone(tensor), other, alpha,
                                              subtract, False))
-    # The paths through c_binary count an in-place change there; the others below.
+    # The paths through binary() count an in-place change there; the others below.
     if not isinstance(other, TensorCore):
         return binary(tensor, other * alpha, op, False, inplace, name)
     if alpha == 1:
@@ -612,7 +612,7 @@ cdef TensorCore output_for(TensorCore tensor, DtypeCore dtype, bint inplace):
 
 
 cdef object finish(TensorCore tensor, TensorCore output, bint inplace):
-    """The result of an operation written to output (see c_output)."""
+    """The result of an operation written to output (see output_for)."""
     if inplace and output is not tensor:
         copy_on_device(tensor, output)
         return tensor
