@@ -9,7 +9,7 @@ import pytest
 
 from codegen.load import SchemaError
 from codegen.model import build_api
-from codegen.render import Renderer
+from tests.codegen.test_codegen_class_forms import render as render_schema
 
 DEMO_PXD = textwrap.dedent("""\
     cdef class ThingCore:
@@ -51,9 +51,7 @@ def runtime_dir(tmp_path, root):
 
 
 def render(runtime_dir, root, text=SCHEMA):
-    api = build_api(text, runtime_dir)
-    outputs = {o.path: o.content for o in Renderer(api, root / "templates").render_all()}
-    return api, outputs["tensorplay.pyx"], outputs["tensorplay.pyi"]
+    return render_schema(runtime_dir, root, text)
 
 
 def test_methods_and_properties_call_module_functions_with_the_instance_first(runtime_dir, root):
