@@ -109,7 +109,7 @@ cdef object zero_grads(object tensors, bint set_to_none):
         if set_to_none:
             each.grad = None
         else:
-            each.grad.zero_()
+            copies.zero_(<TensorCore>each.grad)
     return None
 
 

@@ -421,9 +421,9 @@ class LinearCore(ModuleCore):
         # b = 1 / sqrt(fan_in); the bias draws from the same range.
         bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
         with autograd.no_grad_block():
-            self.weight.uniform_(-bound, bound)
+            random_ops.uniform_(<TensorCore>self.weight, -bound, bound, None)
             if self.bias is not None:
-                self.bias.uniform_(-bound, bound)
+                random_ops.uniform_(<TensorCore>self.bias, -bound, bound, None)
 
     def c_forward(self, input):
         tensor.own_tensor_arg(input, "Linear: input")

@@ -38,7 +38,7 @@ import numbers
 from tensorplay._runtime.autograd cimport engine as autograd
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors
-from tensorplay._runtime.tensor cimport core as tensor, factories
+from tensorplay._runtime.tensor cimport core as tensor, elementwise, factories
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.tensor.core cimport TensorCore
 
@@ -206,12 +206,15 @@ class SGDCore:
             for param, gradient, (lr, momentum, weight_decay), buffer in planned:
                 if momentum and buffer is None:
                     buffer = made[id(param)]
+                # The runtime's own operations, not the public methods: every value was
+                # checked above.
                 if weight_decay:
-                    gradient = gradient.add(param, alpha=weight_decay)
+                    gradient = elementwise.add_scaled(<TensorCore>gradient, param, weight_decay)
                 if momentum:
-                    buffer.mul_(momentum).add_(gradient)
+                    elementwise.imul(<TensorCore>buffer, momentum)
+                    elementwise.add_scaled_(<TensorCore>buffer, gradient, 1)
                     gradient = buffer
-                param.sub_(gradient, alpha=lr)
+                elementwise.sub_scaled_(<TensorCore>param, gradient, lr)
 
     def c_zero_grad(self, set_to_none):
         params = []
