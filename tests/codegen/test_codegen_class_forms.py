@@ -105,9 +105,9 @@ def test_python_classes_static_methods_setters_and_decorators_render(runtime_dir
     compile(stub, "__init__.pyi", "exec")  # the stub is valid Python
 
 
-def test_the_wrappers_translate_with_cython(runtime_dir, root, tmp_path):
+def translates_with_cython(wrapper, runtime_dir, tmp_path):
+    """Cython translates a rendered wrapper against a copy of runtime_dir as the runtime."""
     cython = pytest.importorskip("Cython.Build")
-    _, wrapper, _ = render(runtime_dir, root)
     package = tmp_path / "tree" / "tensorplay"
     shutil.copytree(runtime_dir, package / "_runtime")
     (package / "__init__.pxd").write_text("")
@@ -116,7 +116,12 @@ def test_the_wrappers_translate_with_cython(runtime_dir, root, tmp_path):
     source.write_text(wrapper)
     cython.cythonize([str(source)], include_path=[str(tmp_path / "tree")], quiet=True,
                      language_level=3, force=True)
-    assert source.with_suffix(".c").exists() or source.with_suffix(".cpp").exists()
+    return source.with_suffix(".c").exists() or source.with_suffix(".cpp").exists()
+
+
+def test_the_wrappers_translate_with_cython(runtime_dir, root, tmp_path):
+    _, wrapper, _ = render(runtime_dir, root)
+    assert translates_with_cython(wrapper, runtime_dir, tmp_path)
 
 
 def test_misdeclared_forms_are_located_errors(runtime_dir):

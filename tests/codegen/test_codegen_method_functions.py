@@ -10,6 +10,7 @@ import pytest
 from codegen.load import SchemaError
 from codegen.model import build_api
 from tests.codegen.test_codegen_class_forms import render as render_schema
+from tests.codegen.test_codegen_class_forms import translates_with_cython
 
 DEMO_PXD = textwrap.dedent("""\
     cdef class ThingCore:
@@ -108,14 +109,5 @@ def test_a_method_function_must_take_the_instance(runtime_dir):
 
 
 def test_the_wrapper_translates_with_cython(runtime_dir, root, tmp_path):
-    cython = pytest.importorskip("Cython.Build")
     _, wrapper, _ = render(runtime_dir, root)
-    package = tmp_path / "tree" / "tensorplay"
-    shutil.copytree(runtime_dir, package / "_runtime")
-    (package / "__init__.pxd").write_text("")
-    (package / "_runtime" / "__init__.pxd").write_text("")
-    source = tmp_path / "tree" / "wrapper.pyx"
-    source.write_text(wrapper)
-    cython.cythonize([str(source)], include_path=[str(tmp_path / "tree")], quiet=True,
-                     language_level=3, force=True)
-    assert source.with_suffix(".c").exists() or source.with_suffix(".cpp").exists()
+    assert translates_with_cython(wrapper, runtime_dir, tmp_path)
