@@ -31,6 +31,8 @@ __all__ = [
     "empty_like",
     "zeros_like",
     "allclose",
+    "set_float32_matmul_precision",
+    "get_float32_matmul_precision",
     "is_grad_enabled",
     "where",
     "rand",
@@ -276,6 +278,24 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
 
     Returns:
         bool: whether every element is close.
+    """
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """Sets the internal precision of float32 matrix products on CUDA, as PyTorch's torch.set_float32_matmul_precision (which also sets torch.backends.cuda.matmul.allow_tf32). Products of other dtypes are unaffected; the setting is read by each product when it is launched, including inside a capture.
+
+    Args:
+        precision: "highest" computes float32 products in float32 (the default); "high" lets
+            them use TF32 tensor cores (10-bit mantissa inputs, float32 accumulation); "medium" lets
+            them use bfloat16 tensor cores.
+    """
+
+
+def get_float32_matmul_precision() -> str:
+    """The internal precision of float32 matrix products (see set_float32_matmul_precision).
+
+    Returns:
+        str: "highest", "high" or "medium".
     """
 
 
@@ -878,10 +898,11 @@ class Tensor:
         """
 
     def matmul(self, other: Tensor) -> Tensor:
-        """Matrix product by PyTorch's rules (1-D operands as a row or a column; batches broadcast).
+        """Matrix product by PyTorch's rules (1-D operands as a row or a column; batches broadcast). On CUDA it runs in NVIDIA's cuBLASLt, float32 in full float32 precision unless set_float32_matmul_precision allows TF32; integer and bool tensors are refused, as PyTorch's CUDA matmul refuses them.
 
         Args:
-            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
+            other: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
+                dimensions, of this tensor's dtype and device.
 
         Returns:
             Tensor: the product: a 0-d dot product of two 1-D tensors, (m, n) of 2-D ones, (batch,
@@ -1286,7 +1307,8 @@ class Tensor:
         """Matrix product with this tensor on the right.
 
         Args:
-            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
+            other: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
+                dimensions, of this tensor's dtype and device.
 
         Returns:
             Tensor: other @ self.
@@ -1296,7 +1318,8 @@ class Tensor:
         """Matrix product (see matmul).
 
         Args:
-            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
+            other: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
+                dimensions, of this tensor's dtype and device.
 
         Returns:
             Tensor: the product.

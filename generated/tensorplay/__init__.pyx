@@ -15,6 +15,7 @@ from tensorplay._runtime.autograd cimport engine as _engine
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.tensor cimport factories as _factories
 from tensorplay._runtime.tensor cimport interop as _interop
+from tensorplay._runtime.tensor cimport linalg as _linalg
 from tensorplay._runtime.base cimport public as _public
 from tensorplay._runtime.random cimport random_ops as _random_ops
 from tensorplay._runtime.tensor cimport reduction as _reduction
@@ -36,6 +37,8 @@ __all__ = [
     "empty_like",
     "zeros_like",
     "allclose",
+    "set_float32_matmul_precision",
+    "get_float32_matmul_precision",
     "is_grad_enabled",
     "where",
     "rand",
@@ -294,6 +297,26 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         bool: whether every element is close.
     """
     return _factories.allclose(input, other, _errors.float_arg(rtol, 'rtol'), _errors.float_arg(atol, 'atol'), _errors.bool_arg(equal_nan, 'equal_nan'))
+
+
+def set_float32_matmul_precision(precision):
+    """Sets the internal precision of float32 matrix products on CUDA, as PyTorch's torch.set_float32_matmul_precision (which also sets torch.backends.cuda.matmul.allow_tf32). Products of other dtypes are unaffected; the setting is read by each product when it is launched, including inside a capture.
+
+    Args:
+        precision: "highest" computes float32 products in float32 (the default); "high" lets
+            them use TF32 tensor cores (10-bit mantissa inputs, float32 accumulation); "medium" lets
+            them use bfloat16 tensor cores.
+    """
+    return _linalg.set_float32_matmul_precision(_errors.choice_arg(precision, 'precision', ('highest', 'high', 'medium')))
+
+
+def get_float32_matmul_precision():
+    """The internal precision of float32 matrix products (see set_float32_matmul_precision).
+
+    Returns:
+        str: "highest", "high" or "medium".
+    """
+    return _linalg.get_float32_matmul_precision()
 
 
 def is_grad_enabled():
@@ -967,16 +990,17 @@ cdef class Tensor(_core.TensorCore):
         return _reduction.minimum(self)
 
     def matmul(self, other):
-        """Matrix product by PyTorch's rules (1-D operands as a row or a column; batches broadcast).
+        """Matrix product by PyTorch's rules (1-D operands as a row or a column; batches broadcast). On CUDA it runs in NVIDIA's cuBLASLt, float32 in full float32 precision unless set_float32_matmul_precision allows TF32; integer and bool tensors are refused, as PyTorch's CUDA matmul refuses them.
 
         Args:
-            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
+            other: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
+                dimensions, of this tensor's dtype and device.
 
         Returns:
             Tensor: the product: a 0-d dot product of two 1-D tensors, (m, n) of 2-D ones, (batch,
                 m, n) when either is 3-D; a 1-D operand's dimension is removed.
         """
-        return _reduction.matmul(self, other)
+        return _linalg.matmul(self, other)
 
     def pow(self, exponent):
         """Elementwise power.
@@ -1415,23 +1439,25 @@ cdef class Tensor(_core.TensorCore):
         """Matrix product with this tensor on the right.
 
         Args:
-            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
+            other: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
+                dimensions, of this tensor's dtype and device.
 
         Returns:
             Tensor: other @ self.
         """
-        return _reduction.rmatmul(self, other)
+        return _linalg.rmatmul(self, other)
 
     def __matmul__(self, other):
         """Matrix product (see matmul).
 
         Args:
-            other: a float32 or float64 tensor of 1 to 3 dimensions, of this tensor's dtype.
+            other: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
+                dimensions, of this tensor's dtype and device.
 
         Returns:
             Tensor: the product.
         """
-        return _reduction.matmul(self, other)
+        return _linalg.matmul(self, other)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export this tensor through DLPack (zero-copy).

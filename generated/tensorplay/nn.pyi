@@ -295,7 +295,8 @@ class Linear(Module):
         out_features: the size of each output sample.
         bias: whether to add a learned bias.
         device: where the parameters live; None for the CPU.
-        dtype: the parameters' element type (float32 or float64 for matmul); None for float32.
+        dtype: the parameters' element type (a floating-point dtype, for matmul); None for
+            float32.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, device: _TensorDeviceLike = None, dtype: dtype | None = None) -> None: ...

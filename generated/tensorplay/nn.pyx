@@ -329,7 +329,8 @@ class Linear(_nn_classes.LinearCore, Module):
         out_features: the size of each output sample.
         bias: whether to add a learned bias.
         device: where the parameters live; None for the CPU.
-        dtype: the parameters' element type (float32 or float64 for matmul); None for float32.
+        dtype: the parameters' element type (a floating-point dtype, for matmul); None for
+            float32.
     """
 
     def __init__(self, in_features, out_features, bias=True, *, device=None, dtype=None):

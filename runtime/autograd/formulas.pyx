@@ -14,7 +14,8 @@ from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
 from tensorplay._runtime.tensor.elementwise cimport (cos, eq, ge, gt, log, lt, mul, neg, power,
                                                      sin, sub, truediv, where)
-from tensorplay._runtime.tensor.reduction cimport matmul, maximum, minimum, sum_over
+from tensorplay._runtime.tensor.linalg cimport matmul
+from tensorplay._runtime.tensor.reduction cimport maximum, minimum, sum_over
 
 from tensorplay._runtime.kernels.ops import gradient_names
 

@@ -33,7 +33,7 @@ from tensorplay._runtime.autograd cimport engine as autograd
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors, public
 from tensorplay._runtime.random cimport random_ops
-from tensorplay._runtime.tensor cimport copies, core as tensor, elementwise, factories
+from tensorplay._runtime.tensor cimport copies, core as tensor, elementwise, factories, linalg
 from tensorplay._runtime.tensor.core cimport TensorCore
 
 # The longest name of a parameter, buffer or module (or prefix of names) accepted: longer text is
@@ -426,9 +426,9 @@ class LinearCore(ModuleCore):
                 random_ops.uniform_(<TensorCore>self.bias, -bound, bound, None)
 
     def c_forward(self, input):
-        tensor.own_tensor_arg(input, "Linear: input")
-        output = input.matmul(self.weight.t())
-        return output if self.bias is None else output + self.bias
+        cdef TensorCore x = tensor.own_tensor_arg(input, "Linear: input")
+        output = linalg.matmul(x, (<TensorCore>self.weight).c_t())
+        return output if self.bias is None else elementwise.add(<TensorCore>output, self.bias)
 
     def c_extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

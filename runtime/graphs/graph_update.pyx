@@ -86,8 +86,8 @@ UPDATE_RESULTS = {
 # What a refusal (of new launch dimensions, of a binding that would overlap) calls each
 # source's kernels.
 KERNEL_FAMILIES = {"elementwise": "elementwise", "copy": "copy", "reduce": "reduction",
-                   "matmul": "matrix-product", "philox": "random-number", "staging": "staging",
-                   "graphs": "conditional-node", "selftest": "self-test"}
+                   "philox": "random-number", "staging": "staging", "graphs": "conditional-node",
+                   "selftest": "self-test"}
 
 
 cdef class GraphTemplate:

@@ -11,7 +11,7 @@ grid-stride kernels (elementwise, copy), whose every element is computed by one 
 the grid, so grid and block may change, one-dimensional (x alone divides the work: a y or z of 2
 would run it twice, and an in-place kernel would read what it wrote) and within the driver's
 CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK; "grid" where blocks stride over independent items but
-the code assumes its block size (matmul's tiles, reduce_dims' block reduction, the Philox fill),
+the code assumes its block size (reduce_dims' block reduction, the Philox fill),
 so the grid alone may change; "fixed" where the grid decides the result (reduce_partial writes a
 partial result per block, reduce_final combines them in one block) or the kernel runs with one
 thread (graphs.cu, the replay-state kernels) or maps blocks to work (stage_copies). A kernel of

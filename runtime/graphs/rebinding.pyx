@@ -19,7 +19,7 @@ from an address outside them, and a moved address whose extent the new tensor do
 overlap after the move are refused (the node would read what it already wrote), unless they
 moved by the same amount (they were that way at capture, where the node ran so) or are exactly
 the same memory of a kernel whose annotation says it runs in place (elementwise kernels over
-contiguous memory; not the strided, reduction, matmul or copy kernels, where an output element
+contiguous memory; not the strided, reduction or copy kernels, where an output element
 is not the input element at the same offset). replay_with() changes the executable for one
 launch: the next launch without bindings puts the persistent addresses back first. Setters
 change future launches only; launches already queued keep the parameters they were launched

@@ -38,11 +38,6 @@ cdef int reduce_dims(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
                      tuple kept_strides, tuple reduced_sizes, tuple reduced_strides,
                      DtypeCore result_dtype, uintptr_t out, double divisor,
                      cudaStream_t stream) except -1
-# c[batch, m, n] = a[batch, m, k] @ b[batch, k, n] (float32 or float64) with a and b given by
-# their (batch, row, column) strides in elements; c is contiguous.
-cdef int matmul(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
-                tuple b_strides, uintptr_t c, int64_t batch, int64_t m, int64_t n, int64_t k,
-                cudaStream_t stream) except -1
 cdef bytes scalar_bits(DtypeCore dtype, object value)
 # The tensor methods of PyTorch beyond the operators: add/sub with alpha, clamp, where.
 cdef int add_scaled(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, object alpha,

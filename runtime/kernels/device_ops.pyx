@@ -15,7 +15,7 @@ from cuda.bindings.cyruntime cimport cudaStream_t
 
 from tensorplay._runtime.memory cimport allocator
 from tensorplay._runtime.kernels cimport nvrtc as kernels
-from tensorplay._runtime.kernels.nvrtc cimport MATMUL_TILE, MAX_DIMS, THREADS
+from tensorplay._runtime.kernels.nvrtc cimport MAX_DIMS, THREADS
 from tensorplay._runtime.kernels.nvrtc import read_kernel_source
 from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.base.dtypes import float32_to_bfloat16_bits
@@ -308,37 +308,6 @@ cdef int reduce_dims(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
     arguments[5] = &out_count
     arguments[6] = &divisor
     return kernels.launch(device, function, blocks, THREADS, 0, stream, arguments)
-
-
-cdef struct MatrixStrides:      # matches MatrixStrides in kernels/matmul.cu
-    long long batch
-    long long row
-    long long column
-
-
-cdef int matmul(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
-                tuple b_strides, uintptr_t c, int64_t batch, int64_t m, int64_t n, int64_t k,
-                cudaStream_t stream) except -1:
-    if batch == 0 or m == 0 or n == 0:
-        return 0
-    cdef CUfunction function = kernel(device, "matmul", "matmul", scalar_typedef(dtype))
-    cdef MatrixStrides a_matrix, b_matrix
-    a_matrix.batch, a_matrix.row, a_matrix.column = a_strides
-    b_matrix.batch, b_matrix.row, b_matrix.column = b_strides
-    cdef int64_t jobs = batch * ((m + MATMUL_TILE - 1) // MATMUL_TILE) * (
-        (n + MATMUL_TILE - 1) // MATMUL_TILE)  # the tiles of c
-    cdef void* arguments[9]
-    arguments[0] = &a
-    arguments[1] = &a_matrix
-    arguments[2] = &b
-    arguments[3] = &b_matrix
-    arguments[4] = &c
-    arguments[5] = &batch
-    arguments[6] = &m
-    arguments[7] = &n
-    arguments[8] = &k
-    return kernels.launch(device, function, <unsigned int>min(jobs, MAX_BLOCKS),
-                          MATMUL_TILE * MATMUL_TILE, 0, stream, arguments)
 
 
 # --------------------------------------------------------------------------------------------

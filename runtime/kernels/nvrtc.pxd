@@ -10,7 +10,6 @@ from cuda.bindings.cyruntime cimport cudaStream_t
 cdef enum:
     THREADS = 256            # threads per block of the elementwise, reduction and random kernels
     MAX_DIMS = 8             # dimensions of a strided Layout (common.cu, device_ops.pyx)
-    MATMUL_TILE = 16         # matmul.cu's tile edge: a block of MATMUL_TILE**2 threads per tile
     STAGED_COPIES = 32       # pairs one stage_copies launch moves (staging.cu, staging.pyx)
 
 cdef CUfunction get_kernel(int device, str source_name, str function_name, str prelude) except NULL

@@ -223,7 +223,6 @@ def read_kernel_source(str name):
 # The constants of nvrtc.pxd and the op codes kernels read (ops.pyx, Note [Op table]), in front
 # of every source.
 KERNEL_CONSTANTS = (("THREADS", THREADS), ("MAX_DIMS", MAX_DIMS),
-                    ("MATMUL_TILE", MATMUL_TILE),
                     ("STAGED_COPIES", STAGED_COPIES)) + OP_CONSTANTS
 CONSTANTS_PRELUDE = "".join(f"#define {name} {value}\n" for name, value in KERNEL_CONSTANTS)
 

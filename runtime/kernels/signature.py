@@ -114,9 +114,6 @@ STRUCTS = {
         Field("sizes", 0, "q", c["MAX_DIMS"]), Field("strides", 8 * c["MAX_DIMS"], "q",
                                                      c["MAX_DIMS"]),
         Field("ndim", 16 * c["MAX_DIMS"], "i"))),
-    # matmul.cu: long long batch, row, column
-    "MatrixStrides": lambda c: StructType(24, 8, (Field("batch", 0, "q"), Field("row", 8, "q"),
-                                                  Field("column", 16, "q"))),
     # philox.cu: seed, offset, then the replay state's device address (unsigned long long*)
     "PhiloxState": lambda c: StructType(24, 8, (Field("seed", 0, "Q"), Field("offset", 8, "Q"),
                                                 Field("replay_state", 16, "Q", unit=8))),

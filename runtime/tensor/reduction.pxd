@@ -1,4 +1,4 @@
-# Reductions and the matrix product (reduction.pyx).
+# Reductions (reduction.pyx).
 from tensorplay._runtime.tensor.core cimport TensorCore
 
 # Tensor methods and operators (api.yaml).
@@ -6,5 +6,3 @@ cdef object sum_over(TensorCore tensor, object dim, bint keepdim)
 cdef object mean_over(TensorCore tensor, object dim, bint keepdim)
 cdef object maximum(TensorCore tensor)
 cdef object minimum(TensorCore tensor)
-cdef object matmul(TensorCore tensor, object other)
-cdef object rmatmul(TensorCore tensor, object other)

@@ -1,17 +1,15 @@
 # cython: language_level=3
-"""Reductions and the matrix product: sum and mean over dimensions (keepdim), max and min of
-the whole tensor (kernels/reduce.cu: a two-launch reduction of the whole tensor, one block per
-output element over dimensions), and matmul, which reduces over the inner dimension
-(kernels/matmul.cu, reading both operands through their strides). See docs/design.md,
-"Minimal tensor".
+"""Reductions: sum and mean over dimensions (keepdim), max and min of the whole tensor
+(kernels/reduce.cu: a two-launch reduction of the whole tensor, one block per output element
+over dimensions). The matrix product is linalg.pyx's. See docs/design.md, "Minimal tensor".
 """
 from tensorplay._runtime.base cimport errors
 from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.tensor cimport copies
 from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport np, reduced_dtype
-from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, check_device, current_stream,
-                                              new_empty, recorded, reshaped, tracked, wrap_cpu)
+from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
+                                              recorded, reshaped, tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, stored
 
 from tensorplay._runtime.tensor.arguments import ShapeError
@@ -117,66 +115,3 @@ cdef object maximum(TensorCore tensor):
 cdef object minimum(TensorCore tensor):
     result = reduce_whole(tensor, ops.OP_MIN, False, "min")
     return recorded(result, ops.OP_MIN, (tensor,), (tensor,)) if tracked(tensor) else result
-
-
-cdef object matmul(TensorCore tensor, object other):
-    """The matrix product by PyTorch's rules for 1 to 3 dimensions: a 1-D first operand is
-    a row and a 1-D second operand a column, that dimension removed from the result; 2-D
-    operands multiply as matrices; a 3-D operand is a batch of matrices, and the batch
-    broadcasts (a 1-D or 2-D operand, or a batch of one, multiplies every matrix)."""
-    if not isinstance(other, TensorCore):
-        raise TypeError(f"matmul: other must be a tensor, got {type(other).__name__}")
-    cdef TensorCore right = other
-    check_device(tensor, right, "matmul")
-    if tensor.dtype_object is not right.dtype_object or \
-            tensor.dtype_object.name not in ("float32", "float64"):
-        raise TypeError(f"matmul supports float32 or float64 tensors of one dtype, got "
-                        f"{tensor.dtype_object.name} and {right.dtype_object.name}")
-    if not tensor.sizes or not right.sizes:
-        raise ShapeError(f"both arguments to matmul need to be at least 1D, but they are "
-                         f"{len(tensor.sizes)}D and {len(right.sizes)}D")
-    if not (1 <= len(tensor.sizes) <= 3 and 1 <= len(right.sizes) <= 3):
-        raise ShapeError(f"matmul supports tensors of 1 to 3 dimensions, got shapes "
-                         f"{tensor.sizes} and {right.sizes}")
-    # Each operand as a batch of matrices: (batch, rows, columns) with strides.
-    a_batch, m, k = (1, 1) + tensor.sizes[-1:] if len(tensor.sizes) == 1 else \
-        ((1,) + tensor.sizes if len(tensor.sizes) == 2 else tensor.sizes)
-    a_strides = (0, 0) + tensor.element_strides[-1:] if len(tensor.sizes) == 1 else \
-        ((0,) + tensor.element_strides if len(tensor.sizes) == 2 else tensor.element_strides)
-    b_batch, b_k, n = (1,) + right.sizes + (1,) if len(right.sizes) == 1 else \
-        ((1,) + right.sizes if len(right.sizes) == 2 else right.sizes)
-    b_strides = (0,) + right.element_strides + (0,) if len(right.sizes) == 1 else \
-        ((0,) + right.element_strides if len(right.sizes) == 2 else right.element_strides)
-    if k != b_k:
-        raise ShapeError(f"matmul: shapes {tensor.sizes} and {right.sizes} cannot be "
-                         f"multiplied ({k} != {b_k})")
-    if a_batch != b_batch and a_batch != 1 and b_batch != 1:
-        raise ShapeError(f"matmul: the batch sizes of shapes {tensor.sizes} and {right.sizes} "
-                         f"do not broadcast ({a_batch} != {b_batch})")
-    batch = max(a_batch, b_batch)
-    shape = ((batch,) if len(tensor.sizes) == 3 or len(right.sizes) == 3 else ()) + \
-        ((m,) if len(tensor.sizes) > 1 else ()) + ((n,) if len(right.sizes) > 1 else ())
-    if tensor.device_index == CPU:
-        product = np().matmul(tensor.array, right.array)
-        output = wrap_cpu(np().asarray(product, order="C").reshape(shape), tensor.dtype_object)
-    elif k == 0:
-        output = copies.zero_(<TensorCore>new_empty(shape, tensor.dtype_object, tensor.device_index))
-    else:
-        output = new_empty(shape, tensor.dtype_object, tensor.device_index)
-        device_ops.matmul(tensor.device_index, tensor.dtype_object,
-                          tensor.data, (a_strides[0] if a_batch > 1 else 0,) + a_strides[1:],
-                          right.data, (b_strides[0] if b_batch > 1 else 0,) + b_strides[1:],
-                          (<TensorCore>output).data, batch, m, n, k,
-                          current_stream(tensor.device_index))
-    if not tracked(tensor, right):
-        return output
-    # Each operand is saved only when the other needs its gradient, as PyTorch's.
-    return recorded(output, ops.OP_MATMUL, (tensor, right),
-                    (tensor if right.grad_required else None,
-                     right if tensor.grad_required else None))
-
-
-cdef object rmatmul(TensorCore tensor, object other):
-    if isinstance(other, TensorCore):
-        return matmul(<TensorCore>other, tensor)
-    raise TypeError(f"matmul: other must be a tensor, got {type(other).__name__}")

@@ -12,7 +12,8 @@ from tensorplay import autograd
 
 torch = pytest.importorskip("torch")
 
-DTYPES = {"float32": (tp.float32, torch.float32), "float64": (tp.float64, torch.float64)}
+DTYPES = {"float32": (tp.float32, torch.float32), "float64": (tp.float64, torch.float64),
+          "float16": (tp.float16, torch.float16), "bfloat16": (tp.bfloat16, torch.bfloat16)}
 ALL_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32",
               "float64"]
 
@@ -36,9 +37,12 @@ def values(shape, seed, kind="signed"):
 
 
 def as_numpy(value):
+    # numpy has no bfloat16: its values compare as float32, which holds each exactly.
     if isinstance(value, torch.Tensor):
-        return value.detach().numpy()
-    return numpy.array(value.tolist(), dtype=str(value.dtype).split(".")[-1]).reshape(
+        value = value.detach()
+        return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
+    name = str(value.dtype).split(".")[-1]
+    return numpy.array(value.tolist(), dtype="float32" if name == "bfloat16" else name).reshape(
         value.shape)
 
 
@@ -252,14 +256,20 @@ MATMUL_SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)),
                  ((2, 0, 3), (3, 1))]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+MATMUL_TOLERANCES = {"float32": dict(rtol=1e-5, atol=1e-5), "float64": {},
+                     "float16": dict(rtol=1e-2, atol=1e-2), "bfloat16": dict(rtol=4e-2, atol=4e-2)}
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("dtype", list(MATMUL_TOLERANCES))
 @pytest.mark.parametrize("a_shape, b_shape", MATMUL_SHAPES, ids=str)
-def test_matmul(dtype, a_shape, b_shape):
-    tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else {}
+def test_matmul(device, dtype, a_shape, b_shape):
+    # On CUDA the forward and both gradients (g @ b^T, a^T @ g) run in cuBLASLt.
+    tolerance = MATMUL_TOLERANCES[dtype]
     run_both(lambda m, a, b: a @ b, [values(a_shape, 6), values(b_shape, 7)], dtype=dtype,
-             **tolerance)
+             device=device, **tolerance)
     run_both(lambda m, a, b: a.matmul(b), [values(a_shape, 6), values(b_shape, 7)], dtype=dtype,
-             grad=(1,), **tolerance)
+             grad=(1,), device=device, **tolerance)
 
 
 def test_matmul_of_transposed_operands():
@@ -340,13 +350,13 @@ DTYPE_OPS = {
 }
 
 
-# Refused on purpose (docs/design.md, "Autograd", differences from PyTorch): matmul of anything
-# but float32 and float64, with a TypeError saying so.
+# Refused on purpose (docs/design.md, "Autograd", differences from PyTorch): matmul of integers
+# and bool, which PyTorch's CPU computes but its CUDA matmul refuses, with a TypeError saying so.
 BOOL_ARITHMETIC = {"matmul"}
 
 
 def refused_on_purpose(op, dtype):
-    return (op == "matmul" and dtype not in ("float32", "float64")) or (
+    return (op == "matmul" and dtype not in ("float32", "float64", "float16", "bfloat16")) or (
         dtype == "bool" and op in BOOL_ARITHMETIC)
 
 
@@ -355,7 +365,7 @@ def refused_on_purpose(op, dtype):
 def test_result_dtypes_and_errors_match(op, dtype):
     (a, b), (ta, tb) = make_pair(dtype)
     if refused_on_purpose(op, dtype):
-        with pytest.raises(TypeError, match="not supported|supports float32 or float64"):
+        with pytest.raises(TypeError, match="not supported|supports floating-point tensors"):
             DTYPE_OPS[op](a, b)
         return
     try:

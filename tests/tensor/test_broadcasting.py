@@ -288,8 +288,8 @@ def test_matmul_errors_name_the_sizes(device):
         tp.zeros(2, 2, 3, device=device) @ tp.zeros(3, 3, 1, device=device)
     with pytest.raises(ValueError, match=r"matmul supports tensors of 1 to 3 dimensions"):
         tp.zeros(1, 1, 2, 3, device=device) @ tp.zeros(3, device=device)
-    with pytest.raises(TypeError, match=r"matmul supports float32 or float64 tensors of one "
-                                        r"dtype, got int64 and int64"):
+    with pytest.raises(TypeError, match=r"matmul supports floating-point tensors \(float16, "
+                                        r"bfloat16, float32, float64\), got int64"):
         tp.zeros(2, dtype=tp.int64, device=device) @ tp.zeros(2, dtype=tp.int64, device=device)
 
 

@@ -1,0 +1,8 @@
+# The matrix product (linalg.pyx).
+from tensorplay._runtime.tensor.core cimport TensorCore
+
+# Tensor methods and operators, and the float32 precision setting (api.yaml).
+cdef object matmul(TensorCore tensor, object other)
+cdef object rmatmul(TensorCore tensor, object other)
+cdef object set_float32_matmul_precision(int precision)
+cdef str get_float32_matmul_precision()
