@@ -305,8 +305,10 @@ def test_cublaslt_kernels_are_listed_as_foreign_nodes(quiet_device):
         a @ b
     nodes = g.kernel_nodes()
     assert nodes and all(node.arguments is None for node in nodes), nodes
-    with pytest.raises(ValueError, match="tensorplay did not launch"):
-        g.set_kernel_node_params(nodes[0], grid=(1, 1, 1))
+    with pytest.raises(ValueError, match="its launch dimensions cannot be changed"):
+        g.set_kernel_node_params(nodes[0], grid=nodes[0].grid[0] + 1)
+    with pytest.raises(ValueError, match="its arguments cannot be set"):
+        g.set_kernel_node_params(nodes[0], arguments={"m": 1})
 
 
 @pytest.mark.gpu
