@@ -6,7 +6,9 @@ See docs/design.md, "tensorplay.optim".
 Note [Capturable step]
 SGD.step() can be captured into a CUDA graph with the forward and backward passes, so that a
 whole training step is one graph launch. Everything it does on the device is an in-place kernel
-with the hyperparameters as arguments (mul_, add_), or an allocation, which a capture takes
+with the hyperparameters as arguments (one sgd_step kernel per contiguous CUDA parameter, which
+reads the parameter, its gradient and its buffer once, where PyTorch's foreach step makes three
+passes; mul_ and add_ otherwise), or an allocation, which a capture takes
 from the graph's private pool; it never reads device memory on the host and never
 synchronises. What a replay repeats is fixed at capture:
 - the hyperparameters: the values in param_groups when step() was captured;
@@ -38,6 +40,7 @@ import numbers
 from tensorplay._runtime.autograd cimport engine as autograd
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors
+from tensorplay._runtime.kernels cimport device_ops
 from tensorplay._runtime.tensor cimport core as tensor, elementwise, factories
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.tensor.core cimport TensorCore
@@ -62,6 +65,28 @@ cdef object _hyperparameter(object value, str key, str what, str where):
         raise ValueError(f"Invalid {what}: {errors.shown(value)}{where}; it must be a finite "
                          "number >= 0")
     return number
+
+
+cdef bint fused(TensorCore param, TensorCore gradient, object buffer):
+    """Whether a step of param is one kernel (elementwise.cu, sgd_step): CUDA tensors of one
+    layout, each contiguous (step() checked their shapes, dtypes and devices)."""
+    return param.device_index != tensor.CPU and tensor.is_contiguous(param) and \
+        tensor.is_contiguous(gradient) and (buffer is None or
+                                           tensor.is_contiguous(<TensorCore>buffer))
+
+
+cdef int sgd_step(TensorCore param, TensorCore gradient, object buffer, object lr,
+                  object momentum, object weight_decay) except -1:
+    """param's SGD step in one pass, as the unfused operations of c_step round it; counts the
+    in-place change of param and of its momentum buffer."""
+    param.c_mark_modified("step")
+    if buffer is not None:
+        (<TensorCore>buffer).c_mark_modified("step")
+    device_ops.sgd_step(param.device_index, param.dtype_object, param.data, gradient.data,
+                        (<TensorCore>buffer).data if buffer is not None else 0, lr, momentum,
+                        weight_decay, param.element_count,
+                        tensor.current_stream(param.device_index))
+    return 0
 
 
 cdef str _place(Py_ssize_t group, Py_ssize_t index):
@@ -206,6 +231,10 @@ class SGDCore:
             for param, gradient, (lr, momentum, weight_decay), buffer in planned:
                 if momentum and buffer is None:
                     buffer = made[id(param)]
+                if fused(param, gradient, buffer if momentum else None):
+                    sgd_step(param, gradient, buffer if momentum else None, lr, momentum,
+                             weight_decay)
+                    continue
                 # The runtime's own operations, not the public methods: every value was
                 # checked above.
                 if weight_decay:

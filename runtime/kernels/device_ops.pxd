@@ -42,6 +42,11 @@ cdef bytes scalar_bits(DtypeCore dtype, object value)
 # The tensor methods of PyTorch beyond the operators: add/sub with alpha, clamp, where.
 cdef int add_scaled(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, object alpha,
                     uintptr_t out, int64_t count, cudaStream_t stream) except -1
+# One SGD step in place (elementwise.cu, sgd_step): param, grad and buffer are contiguous, of
+# one dtype and count; buffer 0 is no momentum.
+cdef int sgd_step(int device, DtypeCore dtype, uintptr_t param, uintptr_t grad, uintptr_t buffer,
+                  object lr, object momentum, object weight_decay, int64_t count,
+                  cudaStream_t stream) except -1
 cdef int clamp(int device, DtypeCore dtype, uintptr_t a, uintptr_t low, uintptr_t high,
                object low_scalar, object high_scalar, uintptr_t out, int64_t count,
                cudaStream_t stream) except -1

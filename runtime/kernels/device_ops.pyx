@@ -331,6 +331,29 @@ cdef int add_scaled(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, objec
     return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
 
 
+cdef int sgd_step(int device, DtypeCore dtype, uintptr_t param, uintptr_t grad, uintptr_t buffer,
+                  object lr, object momentum, object weight_decay, int64_t count,
+                  cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "elementwise", "sgd_step", scalar_typedef(dtype))
+    cdef unsigned char lr_bytes[8]
+    cdef unsigned char momentum_bytes[8]
+    cdef unsigned char decay_bytes[8]
+    put_accumulator(lr_bytes, dtype, lr)
+    put_accumulator(momentum_bytes, dtype, momentum)
+    put_accumulator(decay_bytes, dtype, weight_decay)
+    cdef void* arguments[7]
+    arguments[0] = &param
+    arguments[1] = &grad
+    arguments[2] = &buffer
+    arguments[3] = lr_bytes
+    arguments[4] = momentum_bytes
+    arguments[5] = decay_bytes
+    arguments[6] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
 cdef enum:
     CLAMP_LOW = 1               # ClampBounds in kernels/elementwise.cu
     CLAMP_HIGH = 2

@@ -213,6 +213,29 @@ extern "C" __global__ void add_scaled(const scalar_t* a, const scalar_t* b, acc_
     GRID_STRIDE_LOOP(i, count) { out[i] = convert<scalar_t>(load(a[i]) + alpha * load(b[i])); }
 }
 
+// One SGD step of a parameter in one pass (optim.pyx, SGD.step), rounding to scalar_t where the
+// unfused steps would (add_scaled, then binary_scalar's multiply): g = grad + weight_decay *
+// param; with a momentum buffer, buffer = buffer * momentum, then buffer + g, and g = buffer;
+// param = param - lr * g. A null buffer is no momentum.
+//@ read grad[count]
+//@ update param[count], buffer[count]
+//@ launch any
+//@ in-place yes
+extern "C" __global__ void sgd_step(scalar_t* param, const scalar_t* grad, scalar_t* buffer,
+                                    acc_t lr, acc_t momentum, acc_t weight_decay,
+                                    long long count) {
+    GRID_STRIDE_LOOP(i, count) {
+        acc_t g = load(grad[i]);
+        if (weight_decay != 0) g = load(convert<scalar_t>(g + weight_decay * load(param[i])));
+        if (buffer != nullptr) {
+            scalar_t kept = convert<scalar_t>(load(buffer[i]) * momentum);
+            buffer[i] = convert<scalar_t>(load(kept) + (acc_t)1 * g);
+            g = load(buffer[i]);
+        }
+        param[i] = convert<scalar_t>(load(param[i]) + (-lr) * g);
+    }
+}
+
 // min(max(x, low), high) as torch.clamp: a NaN in x or in either bound gives NaN, and low > high
 // gives high. bounds says which bounds apply; a null bound tensor selects the scalar instead.
 enum ClampBounds { CLAMP_LOW = 1, CLAMP_HIGH = 2 };

@@ -34,6 +34,52 @@ def test_step_follows_pytorchs_rule(momentum, weight_decay):
                                                        weight_decay), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("momentum, weight_decay", [(0, 0), (0.9, 0), (0.9, 0.01), (0, 0.1)])
+def test_the_one_kernel_step_rounds_as_the_separate_operations(dtype, momentum, weight_decay):
+    # A contiguous CUDA parameter steps in one kernel (sgd_step); a transposed one through
+    # mul_/add_: both must give the same bits, and PyTorch's rule in float64.
+    rng = numpy.random.default_rng(1)
+    start = rng.standard_normal((64, 48))
+    grads = [rng.standard_normal((64, 48)) for _ in range(3)]
+    kind = getattr(tp, dtype)
+    fused = nn.Parameter(tp.tensor(start, device="cuda").to(kind))
+    strided = nn.Parameter(tp.tensor(start.T.copy(), device="cuda").to(kind).t())
+    assert fused.is_contiguous() and not strided.is_contiguous()
+    steps = [optim.SGD([p], lr=0.1, momentum=momentum, weight_decay=weight_decay)
+             for p in (fused, strided)]
+    for grad in grads:
+        fused.grad = tp.tensor(grad, device="cuda").to(kind)
+        strided.grad = tp.tensor(grad.T.copy(), device="cuda").to(kind).t()
+        for optimizer in steps:
+            optimizer.step()
+    assert fused.to(tp.float64).tolist() == strided.to(tp.float64).tolist()
+    if dtype == "float64":
+        assert numpy.allclose(numpy.array(fused.tolist()),
+                              sgd_reference(start, grads, 0.1, momentum, weight_decay),
+                              rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.gpu
+def test_the_one_kernel_step_matches_pytorchs_sgd_on_cuda():
+    torch = pytest.importorskip("torch")
+    rng = numpy.random.default_rng(2)
+    start = rng.standard_normal((128, 96)).astype(numpy.float32)
+    grads = [rng.standard_normal((128, 96)).astype(numpy.float32) for _ in range(4)]
+    ours = nn.Parameter(tp.tensor(start, device="cuda"))
+    theirs = torch.nn.Parameter(torch.tensor(start, device="cuda"))
+    our_step = optim.SGD([ours], lr=0.05, momentum=0.9, weight_decay=1e-3)
+    their_step = torch.optim.SGD([theirs], lr=0.05, momentum=0.9, weight_decay=1e-3)
+    for grad in grads:
+        ours.grad = tp.tensor(grad, device="cuda")
+        theirs.grad = torch.tensor(grad, device="cuda")
+        our_step.step()
+        their_step.step()
+    numpy.testing.assert_allclose(numpy.array(ours.tolist()),
+                                  theirs.detach().cpu().numpy(), rtol=1e-6, atol=1e-6)
+
+
 def test_step_skips_parameters_without_grad_and_keeps_their_address():
     used, unused = nn.Parameter(tp.ones(2)), nn.Parameter(tp.ones(2))
     optimizer = optim.SGD([used, unused], lr=0.5, momentum=0.9)
