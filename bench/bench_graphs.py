@@ -5,12 +5,17 @@ Run on the GPU machine after installing the package:  python bench/bench_graphs.
 on 32 floats), every library launching on a non-blocking stream of its own.
 - replay: host nanoseconds per replay(), with the schedule of raw/raw_graph_launch.cu
   (max(20, 200 / kernels) launches per round, best of 7 rounds, the device synchronised
-  between rounds); the C program calls cudaGraphLaunch in a loop. Target: tensorplay <= 1.15x
+  between rounds); the C program calls cudaGraphLaunch in a loop. Target: tensorplay <= 1.1x
   the C loop for the 1-kernel graph.
 - capture: microseconds from entering graph() to leaving it (synchronise, empty the cache,
   capture the kernels, instantiate), median of up to 50 captures, against torch.cuda.graph,
   CuPy's Stream.begin_capture / end_capture and the C program's capture and instantiate.
-  Target: tensorplay <= 0.5x PyTorch for the 1-kernel body.
+  Target: tensorplay <= 0.5x PyTorch for the 1-kernel body. And the capture of 1024 kernels in
+  two parts, median of SPLIT_CAPTURES captures each (the device synchronised before each):
+  from capture_begin() to the last launch returned, against PyTorch's CUDAGraph.capture_begin(),
+  CuPy's begin_capture() and the C program's cudaStreamBeginCapture and loop of cuLaunchKernel
+  (targets: tensorplay <= 0.35x PyTorch, <= 1.4x the C loop); then capture_end() (end the
+  capture, instantiate) against theirs, no target.
 Each figure is the median over interleaved trials (C, tensorplay, PyTorch, CuPy in turn).
 """
 import statistics
@@ -20,8 +25,11 @@ from harness.baselines import (CUPY, OURS, RAW_C, TORCH, compare, import_peer, i
                                main, prepared, raw_c_side, replay_ns, trials)
 
 SIZES = (1, 4, 16, 64, 256, 1024, 4096)
-REPLAY_TARGET = 1.15
+REPLAY_TARGET = 1.1
 CAPTURE_TARGET = 0.5
+SPLIT_KERNELS = 1024  # the body of the split capture (raw/raw_graph_launch.cu's SPLIT_KERNELS)
+SPLIT_CAPTURES = 15  # and its samples (SPLIT_CAPTURES there)
+LAUNCHES_TARGETS = {TORCH: 0.35, RAW_C: 1.4}
 REPLAY_SWEEP = "replay cost against graph size"
 CAPTURE_SWEEP = "capture cost against graph size"
 
@@ -54,6 +62,18 @@ class Tensorplay:
                 x += 1
         return graph
 
+    def capture_split(self, x, kernels):
+        """(graph, µs from capture_begin() to the last launch, µs of capture_end())."""
+        graph = self.cuda.CUDAGraph()
+        self.tp.accelerator.synchronize()
+        start = time.perf_counter_ns()
+        graph.capture_begin()
+        for _ in range(kernels):
+            x += 1
+        launched = time.perf_counter_ns()
+        graph.capture_end()
+        return graph, (launched - start) / 1e3, (time.perf_counter_ns() - launched) / 1e3
+
     def release(self, graph):
         graph.reset()
 
@@ -82,6 +102,21 @@ class Torch:
             for _ in range(kernels):
                 x.add_(1)
         return graph
+
+    def capture_split(self, x, kernels):
+        """As Tensorplay.capture_split; capture_begin() captures the current stream, which must
+        not be the default one, so this stream is made current before the clock starts."""
+        graph = self.torch.cuda.CUDAGraph()
+        self.torch.cuda.synchronize()
+        with self.torch.cuda.stream(self.stream):
+            start = time.perf_counter_ns()
+            graph.capture_begin()
+            for _ in range(kernels):
+                x.add_(1)
+            launched = time.perf_counter_ns()
+            graph.capture_end()
+            ended = time.perf_counter_ns()
+        return graph, (launched - start) / 1e3, (ended - launched) / 1e3
 
     def release(self, graph):
         graph.reset()
@@ -116,6 +151,21 @@ class Cupy:
                 graph = self.stream.end_capture()
         return graph
 
+    def capture_split(self, x, kernels):
+        """As Tensorplay.capture_split; end_capture() instantiates."""
+        self.stream.synchronize()
+        with self.stream:
+            start = time.perf_counter_ns()
+            self.stream.begin_capture()
+            try:
+                for _ in range(kernels):
+                    x += 1
+            finally:
+                launched = time.perf_counter_ns()
+                graph = self.stream.end_capture()
+            ended = time.perf_counter_ns()
+        return graph, (launched - start) / 1e3, (ended - launched) / 1e3
+
     def release(self, graph):
         pass  # CuPy frees a graph when its last reference goes
 
@@ -146,16 +196,19 @@ def graphs_of(name, library, notes, kept):
     return build() if name == OURS else prepared(name, build, notes)
 
 
-def c_side(notes, name):
+def c_side(notes, kinds):
+    """The C program's side: its figures of the kinds named ({kind: tag}), each under its size
+    where the tag is None, else under (tag, size)."""
     raw = raw_c_side("raw_graph_launch.cu", notes)
     if raw is None:
         return None
-    return lambda: {size: value for (kind, size), value in raw().items() if kind == name}
+    return lambda: {size if kinds[kind] is None else (kinds[kind], size): value
+                    for (kind, size), value in raw().items() if kind in kinds}
 
 
 def replay(quick, notes):
     sides = {}
-    raw = c_side(notes, "cudaGraphLaunch")
+    raw = c_side(notes, {"cudaGraphLaunch": None})
     if raw is not None:
         sides[RAW_C] = raw
     kept = []  # the graphs' tensors
@@ -185,18 +238,29 @@ def capture(quick, notes):
             library.release(graph)
             return elapsed
 
+        def split():
+            launches, ends = [], []
+            for _ in range(SPLIT_CAPTURES):
+                graph, launched, ended = library.capture_split(x, SPLIT_KERNELS)
+                library.release(graph)
+                launches.append(launched)
+                ends.append(ended)
+            return {("launches", SPLIT_KERNELS): statistics.median(launches),
+                    ("end", SPLIT_KERNELS): statistics.median(ends)}
+
         # x lives across the captures, so that no cached block waits for the empty_cache()
         # that tensorplay and PyTorch run on entry.
-        return lambda: {kernels: statistics.median([once(kernels) for _ in
-                                                    range(captures_for(kernels))])
-                        for kernels in SIZES}
+        return lambda: {**{kernels: statistics.median([once(kernels) for _ in
+                                                       range(captures_for(kernels))])
+                           for kernels in SIZES}, **split()}
 
     sides = {}
     for name, library in libraries(notes).items():
         made = side(library) if name == OURS else prepared(name, lambda: side(library), notes)
         if made is not None:
             sides[name] = made
-    raw = c_side(notes, "capture")
+    raw = c_side(notes, {"capture": None, "launches under capture": "launches",
+                         "end capture and instantiate": "end"})
     if raw is not None:
         sides[RAW_C] = raw
     figures = interleaved(sides, trials(quick), notes)
@@ -205,6 +269,15 @@ def capture(quick, notes):
         targets = {TORCH: CAPTURE_TARGET} if kernels == 1 else {}
         records += compare("capture", f"capture and instantiate, {kernels}-kernel graph", "us",
                            figures, key=kernels, targets=targets, sweep=CAPTURE_SWEEP, x=kernels)
+    records += compare("capture", f"capture of {SPLIT_KERNELS} kernels, capture_begin() to the "
+                       "last launch", "us", figures, key=("launches", SPLIT_KERNELS),
+                       targets=LAUNCHES_TARGETS)
+    records += compare("capture", f"capture_end() of {SPLIT_KERNELS} kernels (end, instantiate)",
+                       "us", figures, key=("end", SPLIT_KERNELS))
+    notes.append(f"capture: the {SPLIT_KERNELS}-kernel split is timed around capture_begin(), "
+                 "the launches and capture_end() (begin_capture() and end_capture() for CuPy), "
+                 f"none of graph()'s synchronise and empty_cache() on entry; {RAW_C} launches "
+                 "with cuLaunchKernel, as tensorplay does")
     return records
 
 

@@ -19,8 +19,11 @@ collects from every script (`python bench/SCRIPT.py --json PATH` writes {"record
   met                         optional: the script's own verdict, where its target is text
                               (">= 1.25" for a throughput in GB/s, where higher is better)
   sweep, x                    for a point of a sweep (the plots of the report): its name and x
+  series                      optional, for a sweep of several lines per library (a matmul's
+                              float32 and bfloat16): the line's name, shown beside the library's
 Lower is better everywhere: a throughput target ("at least 0.9x PyTorch's") is stated as the
-time ratio (at most 1 / 0.9). notes say which peers were skipped and why, and what else a reader
+time ratio (at most 1 / 0.9), on a record of the time; a sweep of a throughput (TFLOP/s) is
+plotted, with no target. notes say which peers were skipped and why, and what else a reader
 needs (bandwidths, checks).
 """
 import argparse
@@ -47,32 +50,59 @@ RAW = Path(__file__).resolve().parents[1] / "raw"  # the raw CUDA C programs
 REPEAT_SECONDS = 0.05
 
 
-def per_call_ns(function, number=20_000, repeat=7):
+def per_call_ns(function, number=20_000, repeat=7, synchronize=None):
     """Best of several timeit repeats, in nanoseconds per call, after one warm-up call; number
-    is lowered where that many calls would take more than REPEAT_SECONDS."""
+    is lowered where that many calls would take more than REPEAT_SECONDS. With synchronize, it
+    runs before every repeat, untimed, so that a repeat starts with an empty launch queue and
+    queues at most number launches: a call that launches work slower on the device than on
+    the host (a matmul) would otherwise fill the queue, and the host would wait on the device
+    (CUDA blocks a launch when the queue is full)."""
     function()
     probe = min(10, number)
     estimate = timeit.timeit(function, number=probe) / probe
     if estimate * number > REPEAT_SECONDS:
         number = max(probe, int(REPEAT_SECONDS / estimate))
-    return min(timeit.repeat(function, number=number, repeat=repeat)) / number * 1e9
+    if synchronize is None:
+        return min(timeit.repeat(function, number=number, repeat=repeat)) / number * 1e9
+    best = float("inf")
+    for _ in range(repeat):
+        synchronize()
+        best = min(best, timeit.timeit(function, number=number))
+    synchronize()
+    return best / number * 1e9
 
 
 REPEATS = 50
 ROUNDS = 7  # rounds of the host-time helpers below; each reports its best round
 
 
-def device_ms(run, start, end, synchronize):
+def device_ms(run, start, end, synchronize, seconds=None, busy=None):
     """Milliseconds per run() on the device, from two CUDA events around REPEATS runs after a
-    warm-up run (which compiles kernels and fills the allocator cache)."""
+    warm-up run (which compiles kernels and fills the allocator cache). With seconds, fewer
+    runs (at least 3) where REPEATS would take longer, as one more run timed alone says: a
+    large matmul's figure is steady with fewer. With busy, a call queueing device work (large
+    copies) before the first event, long enough that the host has queued every run before the
+    device reaches them: a run shorter on the device than its launch on the host (a small
+    matmul) is then timed on the device, not at the host's pace."""
     run()
     synchronize()
+    repeats = REPEATS
+    if seconds is not None:
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        once = start.elapsed_time(end) / 1e3
+        if once * REPEATS > seconds:
+            repeats = max(3, int(seconds / once))
+    if busy is not None:
+        busy()
     start.record()
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         run()
     end.record()
     end.synchronize()
-    return start.elapsed_time(end) / REPEATS
+    return start.elapsed_time(end) / repeats
 
 
 def best_us(launch, synchronize):
@@ -107,16 +137,37 @@ def replay_ns(replay, synchronize, launches):
     return best
 
 
-def ours_ms(run):
+def ours_ms(run, seconds=None, busy=None):
     import tensorplay as tp
     return device_ms(run, tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True),
-                     tp.accelerator.synchronize)
+                     tp.accelerator.synchronize, seconds, busy)
 
 
-def torch_ms(run):
+def torch_ms(run, seconds=None, busy=None):
     import torch
     return device_ms(run, torch.cuda.Event(enable_timing=True),
-                     torch.cuda.Event(enable_timing=True), torch.cuda.synchronize)
+                     torch.cuda.Event(enable_timing=True), torch.cuda.synchronize, seconds, busy)
+
+
+def tf32_off(tp, torch):
+    """float32 matmuls in float32 on both sides (TF32 off): PyTorch's allow_tf32 False and
+    float32_matmul_precision "highest", tensorplay's set_float32_matmul_precision("highest")
+    where it has one (else its default, TF32 off); the settings as the notes say them. torch
+    may be None."""
+    setter = getattr(tp, "set_float32_matmul_precision", None)
+    if setter is not None:
+        setter("highest")
+    text = "TF32 off: tensorplay " + ('set_float32_matmul_precision("highest")'
+                                      if setter is not None
+                                      else "its default (it has no set_float32_matmul_precision)")
+    if torch is not None:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        text += (f"; PyTorch allow_tf32 {torch.backends.cuda.matmul.allow_tf32}, "
+                 f"float32_matmul_precision {torch.get_float32_matmul_precision()!r}, "
+                 "allow_bf16_reduced_precision_reduction "
+                 f"{torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction}")
+    return text
 
 
 def raw_c_figures(source="raw_cuda.c", arguments=("2000",)):
@@ -145,7 +196,9 @@ def _built(source):
     scratch = tempfile.mkdtemp(prefix="tensorplay-bench-")
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     binary = str(Path(scratch) / Path(source).stem)
-    subprocess.run([nvcc, "-O2", "-o", binary, str(RAW / source)], check=True)
+    # With the driver library: raw_graph_launch.cu launches through cuLaunchKernel, as
+    # tensorplay does (nvcc's default library path holds its stub).
+    subprocess.run([nvcc, "-O2", "-o", binary, str(RAW / source), "-lcuda"], check=True)
     return binary
 
 

@@ -6,7 +6,9 @@ docs/performance.md and its plots, on any machine (no GPU; matplotlib, from the 
 Writes DIR/performance.md (default docs/): the machine, driver, versions and dates, then a
 table per area (tensorplay, PyTorch, CuPy, raw C, the ratios, the target and whether it is met)
 with the notes of its run, and DIR/performance/<sweep>.png for each sweep (replay and capture
-cost against graph size, allocation cost against live blocks), shown in its area's section.
+cost against graph size, allocation cost against live blocks, matmul throughput against matrix
+size, training step time against model width), shown in its area's section: a line per library,
+or per library and series where a sweep's records name one (float32, bfloat16).
 Prints the headline ratios; with --readme, also writes them into README.md between
 <!-- headline:start --> and <!-- headline:end -->.
 
@@ -54,8 +56,9 @@ COMMANDS = ("python bench/harness/report.py --out results.json  # GPU machine; r
 
 # What the headline quotes: (label, area, the (case, peer) it quotes, first found first, as
 # throughput). The cases are the bench scripts' (bench_graphs.py, bench_graph_extras.py,
-# bench_memory.py, bench_random.py, bench_graphed_callables.py, then bench_limits.py's where it
-# measures the same); a throughput is quoted as tensorplay's rate over the peer's.
+# bench_memory.py, bench_random.py, bench_graphed_callables.py, bench_matmul.py, then
+# bench_limits.py's where it measures the same); a throughput is quoted as tensorplay's rate over
+# the peer's.
 HEADLINE = (
     ("replay", "replay", (("replay(), 1-kernel graph", RAW_C),), False),
     ("replay", "replay", (("replay(), 1-kernel graph", TORCH),), False),
@@ -68,6 +71,12 @@ HEADLINE = (
                                          ("uniform_ float32 64M", "torch uniform_")), True),
     ("graphed training iteration", "graphed callables",
      (("graphed iteration (forward, eager loss, backward), host", TORCH),), False),
+    ("float32 matmul throughput", "matmul",
+     (("a @ b, 4096 x 4096 x 4096 float32, device", TORCH),), True),
+    ("bfloat16 matmul throughput", "matmul",
+     (("a @ b, 4096 x 4096 x 4096 bfloat16, device", TORCH),), True),
+    ("graphed training step", "training step",
+     (("step of 1024-4096-4096-1024, batch 256, until the device is done", TORCH),), False),
 )
 
 
@@ -265,6 +274,7 @@ def check_results(results, problems: list[str]) -> None:
             else:
                 figure(target, f"{where}, 'target'")
             flag(record.get("met"), f"{where}, 'met'")
+            text(record.get("series"), f"{where}, 'series'")
             if record.get("sweep") is not None and text(record["sweep"], f"{where}, 'sweep'"):
                 # A point of a plot with logarithmic axes.
                 figure(record.get("x"), f"{where}, 'x'", optional=False, positive=True)
@@ -367,9 +377,37 @@ def sweeps(records: list[dict]) -> dict[str, list[dict]]:
     return found
 
 
+# The x axis of a sweep, by how its name ends.
+X_LABELS = {"graph size": "kernels in the graph", "live blocks": "blocks live in the pool",
+            "matrix size": "n, of n x n matrices",
+            "model width": "width H of the model H/4-H-H-H/4"}
+
+
+def line_name(library: str, series) -> str:
+    return library if series is None else f"{library}, {series}"
+
+
+def lines_of(records: list[dict]) -> dict[tuple, dict[float, tuple]]:
+    """{(library, series): {x: (figure, spread)}} of a sweep: a line per library, or per library
+    and series where the records name a series (None where they do not); tensorplay's first."""
+    ours: dict[tuple, dict[float, tuple]] = {}
+    peers: dict[tuple, dict[float, tuple]] = {}
+    for entry in records:
+        series = entry.get("series")
+        ours.setdefault((OURS, series), {})[entry["x"]] = (
+            entry["tensorplay"], entry.get("tensorplay_spread") or 0)
+        if entry.get("peer") is not None:
+            peers.setdefault((entry["peer_name"], series), {})[entry["x"]] = (
+                entry["peer"], entry.get("peer_spread") or 0)
+    return {**ours, **peers}
+
+
+# A series' line style, in the order the series come: a library keeps its colour across them.
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
 def plot(name: str, records: list[dict]) -> bytes:
-    """The PNG of log-log lines of each library's figure against x, with the spread as error
-    bars."""
+    """The PNG of log-log lines (lines_of) against x, with the spread as error bars."""
     try:
         import matplotlib
     except ImportError as error:
@@ -378,22 +416,21 @@ def plot(name: str, records: list[dict]) -> bytes:
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    lines: dict[str, dict[float, tuple]] = {OURS: {}}
-    for entry in records:
-        lines[OURS][entry["x"]] = (entry["tensorplay"], entry.get("tensorplay_spread") or 0)
-        if entry.get("peer") is not None:
-            lines.setdefault(entry["peer_name"], {})[entry["x"]] = (
-                entry["peer"], entry.get("peer_spread") or 0)
+    lines = lines_of(records)
+    libraries = list(dict.fromkeys(library for library, _ in lines))
+    series_ = list(dict.fromkeys(series for _, series in lines))
     figure_, axes = pyplot.subplots(figsize=(7, 4.2), dpi=100)
-    for name_, points in lines.items():
+    for (library, series), points in lines.items():
         xs = sorted(points)
         axes.errorbar(xs, [points[x][0] for x in xs], yerr=[points[x][1] for x in xs],
-                      marker="o", markersize=4, capsize=3, label=label(name_))
+                      marker="o", markersize=4, capsize=3,
+                      color=f"C{libraries.index(library) % 10}",
+                      linestyle=LINE_STYLES[series_.index(series) % len(LINE_STYLES)],
+                      label=label(line_name(library, series)))
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_title(label(name))
-    x_label = {"graph size": "kernels in the graph", "live blocks": "blocks live in the pool"}
-    axes.set_xlabel(next((text for end, text in x_label.items() if name.endswith(end)), "x"))
+    axes.set_xlabel(next((text for end, text in X_LABELS.items() if name.endswith(end)), "x"))
     axes.set_ylabel(label(records[0]["unit"]) + " (median of interleaved trials)")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()

@@ -64,6 +64,8 @@ AREAS = (
     Area("RNG", "bench_random.py"),
     Area("copies", "bench_tensor.py", ("--area", "copies")),
     Area("elementwise", "bench_tensor.py", ("--area", "elementwise")),
+    Area("matmul", "bench_matmul.py", ("--area", "matmul")),
+    Area("small matmul", "bench_matmul.py", ("--area", "small matmul")),
     Area("replay", "bench_graphs.py", ("--area", "replay")),
     Area("staging", "bench_graph_extras.py", ("--area", "staging")),
     Area("capture", "bench_graphs.py", ("--area", "capture")),
@@ -73,7 +75,8 @@ AREAS = (
     # tables, each record in the area it measures.
     Area("limits", "bench_limits.py", quick=(),
          labels={"random": "RNG", "memory": "allocation", "accelerator": "statistics"}),
-    Area("graphed callables", "bench_graphed_callables.py"),
+    Area("graphed callables", "bench_graphed_callables.py", ("--area", "graphed callables")),
+    Area("training step", "bench_graphed_callables.py", ("--area", "training step")),
     Area("import", "bench_memory.py", ("--area", "import"), needs_gpu=False),
 )
 

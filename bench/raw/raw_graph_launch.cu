@@ -3,14 +3,25 @@
    in a loop, nanoseconds per launch, best of 7 rounds, with the schedule bench_graphs.py uses
    (max(20, 200 / KERNELS) launches per round, the device synchronised between rounds); and
    "capture KERNELS US" lines: microseconds to capture the kernels and instantiate the graph,
-   the median of bench_graphs.py's number of captures (max(5, min(50, 4096 / KERNELS))). */
+   the median of bench_graphs.py's number of captures (max(5, min(50, 4096 / KERNELS))). And
+   for SPLIT_KERNELS kernels launched with cuLaunchKernel, as tensorplay launches: "launches
+   under capture KERNELS US", microseconds from cudaStreamBeginCapture to the last launch, and
+   "end capture and instantiate KERNELS US", cudaStreamEndCapture and cudaGraphInstantiate, each
+   the median of SPLIT_CAPTURES captures (bench_graphs.py's split of a capture). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #define CHECK(call) do { cudaError_t status_ = (call); if (status_ != cudaSuccess) { \
     fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(status_)); exit(1); } } while (0)
+#define CHECK_DRIVER(call) do { CUresult status_ = (call); if (status_ != CUDA_SUCCESS) { \
+    const char *name_ = "unknown"; cuGetErrorName(status_, &name_); \
+    fprintf(stderr, "%s: %s\n", #call, name_); exit(1); } } while (0)
+
+#define SPLIT_KERNELS 1024
+#define SPLIT_CAPTURES 15
 
 __global__ void add_one(float *x) { x[threadIdx.x] += 1.0f; }
 
@@ -34,6 +45,44 @@ static double now_ns(void) {
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
+static double median(double *values, int count) {
+    qsort(values, count, sizeof(double), by_value);
+    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
+}
+
+/* The capture of SPLIT_KERNELS launches of add_one through the driver's cuLaunchKernel, timed
+   in two parts: up to the last launch, and the end of the capture with the instantiation. */
+static void capture_split(cudaStream_t stream, float *x) {
+    CUfunction function;
+    void *arguments[] = {&x};
+    double launches[SPLIT_CAPTURES], ends[SPLIT_CAPTURES];
+    /* A cudaFunction_t is the driver's CUfunction (CUDA Runtime API, "Interactions with the
+       CUDA Driver API"). */
+    CHECK(cudaGetFuncBySymbol((cudaFunction_t *)&function, (const void *)add_one));
+    for (int c = 0; c < SPLIT_CAPTURES; c++) {
+        cudaGraph_t graph;
+        cudaGraphExec_t executable;
+        CHECK(cudaStreamSynchronize(stream));
+        double start = now_ns();
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        for (int k = 0; k < SPLIT_KERNELS; k++)
+            CHECK_DRIVER(cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, (CUstream)stream,
+                                        arguments, NULL));
+        double launched = now_ns();
+        CHECK(cudaStreamEndCapture(stream, &graph));
+        CHECK(cudaGraphInstantiate(&executable, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch
+                                   | cudaGraphInstantiateFlagUseNodePriority));
+        double ended = now_ns();
+        launches[c] = (launched - start) / 1e3;
+        ends[c] = (ended - launched) / 1e3;
+        CHECK(cudaGraphExecDestroy(executable));
+        CHECK(cudaGraphDestroy(graph));
+    }
+    printf("launches under capture %d %.1f\n", SPLIT_KERNELS, median(launches, SPLIT_CAPTURES));
+    printf("end capture and instantiate %d %.1f\n", SPLIT_KERNELS,
+           median(ends, SPLIT_CAPTURES));
+}
+
 int main(void) {
     float *x;
     cudaStream_t stream;
@@ -55,10 +104,7 @@ int main(void) {
             CHECK(cudaGraphExecDestroy(executable));
             CHECK(cudaGraphDestroy(graph));
         }
-        qsort(captures, count, sizeof(double), by_value);
-        double median = count % 2 ? captures[count / 2]
-                                  : (captures[count / 2 - 1] + captures[count / 2]) / 2;
-        printf("capture %d %.1f\n", kernels, median);
+        printf("capture %d %.1f\n", kernels, median(captures, count));
         capture(stream, x, kernels, &graph, &executable);
         CHECK(cudaGraphLaunch(executable, stream)); /* the first launch uploads the graph */
         CHECK(cudaStreamSynchronize(stream));
@@ -76,5 +122,6 @@ int main(void) {
         CHECK(cudaGraphExecDestroy(executable));
         CHECK(cudaGraphDestroy(graph));
     }
+    capture_split(stream, x);
     return 0;
 }

@@ -154,6 +154,38 @@ def test_sweeps_become_plots_in_their_section(tmp_path):
     assert sorted(p.name for p in image.parent.iterdir()) == ["mine.png"]  # no temporary file
 
 
+def test_a_sweep_of_several_series_draws_a_line_per_library_and_series(tmp_path,
+                                                                       monkeypatch):
+    """A matmul's throughput sweep: float32 and bfloat16 lines of tensorplay and PyTorch on one
+    plot."""
+    pytest.importorskip("matplotlib", reason="the docs extra is not installed")
+    sweep = "matmul throughput against matrix size"
+    records = [entry("matmul", f"a @ b, {n} x {n} x {n} {dtype}, throughput", "TFLOP/s",
+                     rate * n / 4096, "PyTorch", rate * n / 4000, sweep=sweep, series=dtype, x=n)
+               for dtype, rate in (("float32", 50.0), ("bfloat16", 700.0))
+               for n in (256, 1024, 4096)]
+    data = results()
+    data["areas"]["matmul"] = {"status": "done", "seconds": 30.0, "quick": False, "notes": [],
+                               "finished": "2026-12-01T10:16:00+00:00", "records": records}
+    _, page = render(tmp_path, data)
+    section = page.split("## Matmul")[1].split("## ")[0]
+    assert "![matmul throughput against matrix size](performance/matmul-throughput-against-" \
+        "matrix-size.png)" in section
+    image = tmp_path / "docs" / "performance" / "matmul-throughput-against-matrix-size.png"
+    assert image.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    monkeypatch.syspath_prepend(str(HARNESS))  # the renderer imports its sibling baselines.py
+    renderer = load_bench("render_report")
+    lines = renderer.lines_of(records)
+    assert list(lines) == [("tensorplay", "float32"), ("tensorplay", "bfloat16"),
+                           ("PyTorch", "float32"), ("PyTorch", "bfloat16")]
+    assert sorted(lines["PyTorch", "bfloat16"]) == [256, 1024, 4096]
+    assert lines["tensorplay", "float32"][4096] == (50.0, 1.0)  # the figure and its spread
+    assert renderer.line_name("PyTorch", "bfloat16") == "PyTorch, bfloat16"
+    # Without a series, a line per library, as before.
+    assert list(renderer.lines_of(data["areas"]["replay"]["records"])) == [
+        ("tensorplay", None), ("raw C", None), ("PyTorch", None), ("CuPy", None)]
+
+
 def test_the_headline_goes_between_the_readme_markers(tmp_path):
     pytest.importorskip("matplotlib", reason="the docs extra is not installed")
     readme = tmp_path / "README.md"
@@ -285,8 +317,9 @@ def test_areas_that_need_a_gpu_are_skipped_with_the_reason(tmp_path, registry):
 def test_the_registry_covers_the_report_areas():
     names = [area.name for area in report.AREAS]
     assert len(set(names)) == len(names)
-    for area in ("allocation", "statistics", "RNG", "copies", "replay", "staging", "capture",
-                 "conditional nodes", "update and rebinding", "graphed callables", "import"):
+    for area in ("allocation", "statistics", "RNG", "copies", "matmul", "small matmul",
+                 "replay", "staging", "capture", "conditional nodes", "update and rebinding",
+                 "graphed callables", "training step", "import"):
         assert area in names
     for area in report.AREAS:
         assert (BENCH / area.script).is_file(), area.script
@@ -379,6 +412,56 @@ def test_per_call_ns_lowers_the_call_count_of_a_slow_call():
     assert 2e6 <= figure < 2e7  # ns: the call's own cost
     # A warm-up, the probe of 10, and two repeats of about REPEAT_SECONDS each, not 40,000 calls.
     assert len(calls) <= 1 + 10 + 2 * (baselines.REPEAT_SECONDS / 0.002 + 1)
+
+
+def test_per_call_ns_synchronises_before_every_repeat_when_asked():
+    """So a repeat starts with an empty launch queue and queues at most number launches."""
+    baselines = load_bench("baselines")
+    order = []
+    figure = baselines.per_call_ns(lambda: order.append("call"), number=5, repeat=3,
+                                   synchronize=lambda: order.append("sync"))
+    assert figure > 0
+    timed = order[1 + 5:]  # after the warm-up call and the probe of 5
+    assert timed == (["sync"] + ["call"] * 5) * 3 + ["sync"]
+
+
+class FakeEvent:
+    """An event of a device where every run takes run_ms: elapsed_time counts the runs between
+    two records."""
+
+    def __init__(self, clock):
+        self.clock = clock
+
+    def record(self):
+        self.at = self.clock["ms"]
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return end.at - self.at
+
+
+@pytest.mark.parametrize("run_ms, seconds, repeats", [
+    (1.0, None, 50), (1.0, 10.0, 50), (100.0, 1.0, 10), (1000.0, 1.0, 3)])
+def test_device_ms_runs_fewer_repeats_of_a_long_run_when_given_seconds(run_ms, seconds,
+                                                                        repeats):
+    baselines = load_bench("baselines")
+    clock, runs = {"ms": 0.0}, []
+
+    def run():
+        clock["ms"] += run_ms
+        runs.append(None)
+
+    figure = baselines.device_ms(run, FakeEvent(clock), FakeEvent(clock), lambda: None, seconds)
+    assert figure == run_ms
+    # The warm-up, the run timed alone (with seconds), then the repeats.
+    assert len(runs) == 1 + (seconds is not None) + repeats
+    # Busy work queued before the first event is not timed.
+    busy = []
+    figure = baselines.device_ms(run, FakeEvent(clock), FakeEvent(clock), lambda: None, seconds,
+                                 busy=lambda: busy.append(clock.update(ms=clock["ms"] + 5.0)))
+    assert figure == run_ms and len(busy) == 1
 
 
 def test_tiny_ratios_keep_two_significant_digits(monkeypatch):

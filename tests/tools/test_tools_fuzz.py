@@ -297,7 +297,7 @@ HOSTILE_TEXTS = ["<script>alert(1)</script>", "<!-- headline:end -->", "<!-- hea
                  "\x00\x1b[31m", "<b>", "-->", "\\", ""]
 BAD_VALUES = [math.nan, math.inf, -math.inf, -1, -0.5, 10 ** 400, "1", True, [], {}]
 NUMERIC = ("tensorplay", "tensorplay_spread", "peer", "peer_spread")
-TEXTS = ("case", "unit", "peer_name", "area")
+TEXTS = ("case", "unit", "peer_name", "area", "series")
 
 
 def test_hostile_results_are_refused_or_shown_as_text(renderer, tmp_path):
