@@ -64,6 +64,15 @@ struct Layout {
     int ndim;
 };
 
+// Products and sums rounded as written: the compiler may contract a * b + c into one FMA, which
+// rounds once, so a kernel that must round as separate launches would (sgd_step) or as a
+// reference does (philox.cu) spells them with these.
+__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline long long mul_rn(long long a, long long b) { return a * b; }
+__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
 __device__ inline long long strided_offset(long long linear, const Layout& layout) {
     long long offset = 0;
     for (int dim = layout.ndim - 1; dim >= 0; --dim) {

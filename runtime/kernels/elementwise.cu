@@ -228,8 +228,9 @@ extern "C" __global__ void sgd_step(scalar_t* param, const scalar_t* grad, scala
         acc_t g = load(grad[i]);
         if (weight_decay != 0) g = load(convert<scalar_t>(g + weight_decay * load(param[i])));
         if (buffer != nullptr) {
-            scalar_t kept = convert<scalar_t>(load(buffer[i]) * momentum);
-            buffer[i] = convert<scalar_t>(load(kept) + (acc_t)1 * g);
+            // mul_rn: binary_scalar's product is rounded before the sum, never fused into it.
+            scalar_t kept = convert<scalar_t>(mul_rn(load(buffer[i]), momentum));
+            buffer[i] = convert<scalar_t>(load(kept) + g);
             g = load(buffer[i]);
         }
         param[i] = convert<scalar_t>(load(param[i]) + (-lr) * g);

@@ -65,11 +65,6 @@ typedef typename real_of<scalar_t>::type real_t;
 // Values per Philox block: four 32-bit draws, or two 64-bit ones.
 #define REAL_PER_DRAW (sizeof(real_t) == 8 ? 2 : 4)
 
-__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
-
 __device__ inline float unit_float(unsigned int word) {
     return (float)(word >> 8) * 5.9604644775390625e-08f;  // 2^-24
 }
