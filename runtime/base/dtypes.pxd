@@ -1,5 +1,13 @@
+cdef enum:
+    DTYPE_COUNT = 10         # the entries of DTYPE_TABLE (dtypes.pyx checks at import)
+    CODE_BOOL = 0            # bool's code: DTYPE_TABLE's first entry (checked there too)
+
 cdef class DtypeCore:
     cdef readonly str name
+    # Its position in DTYPE_TABLE, for C-level dispatch: the hot paths test CODE_BOOL instead of
+    # comparing names, and index per-dtype tables of kernels (device_ops.pyx). -1 for an object
+    # not made by named_dtype.
+    cdef int code
     cdef readonly int itemsize
     cdef readonly bint floating
     cdef readonly bint signed

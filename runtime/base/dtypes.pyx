@@ -23,12 +23,17 @@ DTYPE_TABLE = {
     "float64": (8, True, True, "float64", DL_FLOAT, "<f8", "double"),
 }
 
+if len(DTYPE_TABLE) != DTYPE_COUNT or next(iter(DTYPE_TABLE)) != "bool":
+    raise RuntimeError("dtypes.pxd's DTYPE_COUNT and CODE_BOOL must match DTYPE_TABLE: "
+                       f"{len(DTYPE_TABLE)} entries, the first {next(iter(DTYPE_TABLE))!r}")
+
 cdef dict _dtypes = {}
 
 
 cdef class DtypeCore:
     def __cinit__(self, *args, **kwargs):
         self.name = ""
+        self.code = -1
 
     def __init__(self, *args, **kwargs):
         raise TypeError("dtypes are not constructed; use the constants, e.g. tensorplay.float32")
@@ -58,6 +63,7 @@ cdef object named_dtype(str name):
         cls = public.public_class("DtypeCore", DtypeCore)
         dtype = cls.__new__(cls)
         dtype.name = name
+        dtype.code = list(DTYPE_TABLE).index(name)
         (dtype.itemsize, dtype.floating, dtype.signed, dtype.numpy_name, dtype.dlpack_code,
          dtype.typestr, dtype.kernel_type) = DTYPE_TABLE[name]
         _dtypes[name] = dtype

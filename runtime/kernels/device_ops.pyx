@@ -2,22 +2,28 @@
 """Kernel launches over raw device memory, one function per kernel of runtime/kernels/.
 
 Each source is instantiated per element type by a prelude of typedefs in front of common.cu
-(kernels.get_kernel compiles and caches each instance once). Launches use 256-thread blocks and
-grid-stride loops, so any element count fits a bounded grid.
+(kernels.get_kernel compiles and caches each instance once; the elementwise kernels are then read
+from a C table, elementwise_kernel). Launches use 256-thread blocks and grid-stride loops, so any
+element count fits a bounded grid.
 """
+import os
 import struct
 
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+from libc.math cimport isinf
 from libc.stdint cimport int64_t, uintptr_t
 from libc.string cimport memcpy, memset
 
 from cuda.bindings.cydriver cimport CUfunction
 from cuda.bindings.cyruntime cimport cudaStream_t
 
+from tensorplay._runtime.devices.device cimport MAX_DEVICES
 from tensorplay._runtime.memory cimport allocator
 from tensorplay._runtime.kernels cimport nvrtc as kernels
 from tensorplay._runtime.kernels.nvrtc cimport MAX_DIMS, THREADS
 from tensorplay._runtime.kernels.nvrtc import read_kernel_source
-from tensorplay._runtime.base.dtypes cimport DtypeCore
+from tensorplay._runtime.base.dtypes cimport DTYPE_COUNT, DtypeCore
 from tensorplay._runtime.base.dtypes import float32_to_bfloat16_bits
 
 cdef enum:
@@ -48,6 +54,63 @@ cdef inline CUfunction kernel(int device, str source, str function, str typedefs
     return kernels.get_kernel(device, source, function, prelude(typedefs))
 
 
+# The kernels of elementwise.cu that take one scalar_t, as ElementwiseKernel numbers them.
+cdef enum ElementwiseKernel:
+    EW_FILL
+    EW_BINARY
+    EW_BINARY_VECTOR4
+    EW_BINARY_STRIDED
+    EW_BINARY_SCALAR
+    EW_COMPARE
+    EW_COMPARE_STRIDED
+    EW_COMPARE_SCALAR
+    EW_UNARY
+    EW_ADD_SCALED
+    EW_CLAMP
+    EW_CLAMP_STRIDED
+    EW_WHERE
+    EW_WHERE_STRIDED
+    EW_COUNT
+
+# Their names in elementwise.cu, in ElementwiseKernel's order.
+cdef tuple ELEMENTWISE_NAMES = (
+    "fill", "binary", "binary_vector4", "binary_strided", "binary_scalar", "compare",
+    "compare_strided", "compare_scalar", "unary", "add_scaled", "clamp", "clamp_strided", "where",
+    "where_strided")
+if len(ELEMENTWISE_NAMES) != EW_COUNT:
+    raise RuntimeError(f"device_ops.pyx names {len(ELEMENTWISE_NAMES)} elementwise kernels for "
+                       f"the {EW_COUNT} of ElementwiseKernel")
+
+# Every eager elementwise operation looks its kernel up: from this table, by device, kernel and
+# dtype code, after the first time, which goes through kernel() (nvrtc's cache, keyed by strings:
+# a tuple, a dict lookup and the typedef's text per call). NULL: not looked up yet. The handles
+# belong to the process's contexts, so a forked child forgets them, as nvrtc.pyx's cache does.
+cdef CUfunction _elementwise[MAX_DEVICES][<int>EW_COUNT][DTYPE_COUNT]
+
+
+def _forget_elementwise_kernels():
+    memset(_elementwise, 0, sizeof(_elementwise))
+
+
+os.register_at_fork(after_in_child=_forget_elementwise_kernels)
+
+
+cdef CUfunction elementwise_kernel(int device, ElementwiseKernel which,
+                                   DtypeCore dtype) except NULL:
+    """elementwise.cu's kernel `which`, instantiated for dtype, on device."""
+    cdef CUfunction function
+    cdef bint cached = 0 <= device < MAX_DEVICES and 0 <= dtype.code < DTYPE_COUNT
+    if cached:
+        function = _elementwise[device][<int>which][dtype.code]
+        if function != NULL:
+            return function
+    function = kernel(device, "elementwise", ELEMENTWISE_NAMES[<int>which],
+                      scalar_typedef(dtype))
+    if cached:
+        _elementwise[device][<int>which][dtype.code] = function
+    return function
+
+
 cdef inline unsigned int blocks_for(int64_t count) noexcept nogil:
     cdef int64_t blocks = (count + THREADS - 1) // THREADS
     return <unsigned int>(blocks if blocks < MAX_BLOCKS else MAX_BLOCKS)
@@ -61,6 +124,29 @@ cdef inline str scalar_typedef(DtypeCore dtype):
 # value: float for 16-bit floats and float, double for double, long long otherwise.
 cdef int put_accumulator(unsigned char* slot, DtypeCore dtype, object value) except -1:
     """Store value in slot (a kernel parameter of 8 bytes) as dtype's accumulation type."""
+    cdef double number
+    cdef float single
+    cdef long long integer = 0
+    cdef int overflow = 0
+    cdef bint exact_float = PyFloat_CheckExact(value), exact_int = PyLong_CheckExact(value)
+    # A float, or an int of 64 bits, the operators' usual scalars, in C: the bytes struct.pack
+    # below makes of them. It takes everything else, and raises its errors (a float too large
+    # for a float slot, an int beyond int64).
+    if exact_int:
+        integer = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if exact_int and not overflow and not dtype.floating:
+        memcpy(slot, &integer, 8)
+        return 0
+    if dtype.floating and (exact_float or (exact_int and not overflow)):
+        # An int is rounded to nearest, as float(value) rounds it.
+        number = PyFloat_AS_DOUBLE(value) if exact_float else <double>integer
+        if dtype.itemsize == 8:
+            memcpy(slot, &number, 8)
+            return 0
+        single = <float>number
+        if not isinf(single) or isinf(number):
+            memcpy(slot, &single, 4)
+            return 0
     if dtype.floating:
         packed = struct.pack("<d" if dtype.itemsize == 8 else "<f", float(value))
     else:
@@ -88,7 +174,7 @@ cdef int fill(int device, DtypeCore dtype, uintptr_t out, int64_t count, bytes v
               cudaStream_t stream) except -1:
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "fill", scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, EW_FILL, dtype)
     cdef unsigned char value_bytes[8]
     memset(value_bytes, 0, 8)
     memcpy(value_bytes, <const char*>value, len(value))
@@ -105,9 +191,8 @@ cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t
         return 0
     cdef uintptr_t vector_bytes = 4 * dtype.itemsize
     cdef bint vectorised = count % 4 == 0 and (a | b | out) % vector_bytes == 0
-    cdef CUfunction function = kernel(device, "elementwise",
-                                      "binary_vector4" if vectorised else "binary",
-                                      scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(
+        device, EW_BINARY_VECTOR4 if vectorised else EW_BINARY, dtype)
     cdef int64_t items = count // 4 if vectorised else count
     cdef void* arguments[5]
     arguments[0] = &a
@@ -125,15 +210,14 @@ cdef int64_t count_of(tuple sizes):
     return count
 
 
-cdef int _strided_pair(int device, DtypeCore dtype, str function_name, uintptr_t a,
+cdef int _strided_pair(int device, DtypeCore dtype, ElementwiseKernel which, uintptr_t a,
                        tuple a_strides, uintptr_t b, tuple b_strides, uintptr_t out, tuple sizes,
                        int op, cudaStream_t stream) except -1:
     """One elementwise kernel of two operands read through their (broadcast) strides."""
     cdef int64_t count = count_of(sizes)
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", function_name,
-                                      scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, which, dtype)
     cdef Layout a_layout = layout_of(sizes, a_strides)
     cdef Layout b_layout = layout_of(sizes, b_strides)
     cdef void* arguments[7]
@@ -150,14 +234,14 @@ cdef int _strided_pair(int device, DtypeCore dtype, str function_name, uintptr_t
 cdef int binary_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
                         tuple b_strides, uintptr_t out, tuple sizes, int op,
                         cudaStream_t stream) except -1:
-    return _strided_pair(device, dtype, "binary_strided", a, a_strides, b, b_strides, out, sizes,
+    return _strided_pair(device, dtype, EW_BINARY_STRIDED, a, a_strides, b, b_strides, out, sizes,
                          op, stream)
 
 
 cdef int compare_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,
                          tuple b_strides, uintptr_t out, tuple sizes, int op,
                          cudaStream_t stream) except -1:
-    return _strided_pair(device, dtype, "compare_strided", a, a_strides, b, b_strides, out,
+    return _strided_pair(device, dtype, EW_COMPARE_STRIDED, a, a_strides, b, b_strides, out,
                          sizes, op, stream)
 
 
@@ -165,8 +249,7 @@ cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, 
                        int64_t count, int op, bint reverse, cudaStream_t stream) except -1:
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "binary_scalar",
-                                      scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, EW_BINARY_SCALAR, dtype)
     cdef unsigned char scalar_bytes[8]
     put_accumulator(scalar_bytes, dtype, scalar)
     cdef int reverse_flag = reverse
@@ -184,7 +267,7 @@ cdef int compare(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_
                  int64_t count, int op, cudaStream_t stream) except -1:
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "compare", scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, EW_COMPARE, dtype)
     cdef void* arguments[5]
     arguments[0] = &a
     arguments[1] = &b
@@ -198,8 +281,7 @@ cdef int compare_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar,
                         int64_t count, int op, cudaStream_t stream) except -1:
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "compare_scalar",
-                                      scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, EW_COMPARE_SCALAR, dtype)
     cdef unsigned char scalar_bytes[8]
     put_accumulator(scalar_bytes, dtype, scalar)
     cdef void* arguments[5]
@@ -215,7 +297,7 @@ cdef int unary(int device, DtypeCore dtype, uintptr_t a, uintptr_t out, int64_t 
                cudaStream_t stream) except -1:
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "unary", scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, EW_UNARY, dtype)
     cdef void* arguments[4]
     arguments[0] = &a
     arguments[1] = &out
@@ -319,7 +401,7 @@ cdef int add_scaled(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, objec
                     uintptr_t out, int64_t count, cudaStream_t stream) except -1:
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "add_scaled", scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, EW_ADD_SCALED, dtype)
     cdef unsigned char alpha_bytes[8]
     put_accumulator(alpha_bytes, dtype, alpha)
     cdef void* arguments[5]
@@ -365,7 +447,7 @@ cdef int clamp(int device, DtypeCore dtype, uintptr_t a, uintptr_t low, uintptr_
     """A bound is the tensor at low/high when that is not 0, else the scalar unless None."""
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "clamp", scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, EW_CLAMP, dtype)
     cdef int bounds = (CLAMP_LOW if low or low_scalar is not None else 0) | \
         (CLAMP_HIGH if high or high_scalar is not None else 0)
     cdef unsigned char low_bytes[8]
@@ -392,8 +474,7 @@ cdef int clamp_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides
     cdef int64_t count = count_of(sizes)
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "clamp_strided",
-                                      scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, EW_CLAMP_STRIDED, dtype)
     cdef int bounds = (CLAMP_LOW if low or low_scalar is not None else 0) | \
         (CLAMP_HIGH if high or high_scalar is not None else 0)
     cdef Layout a_layout = layout_of(sizes, a_strides)
@@ -424,7 +505,7 @@ cdef int where(int device, DtypeCore dtype, uintptr_t condition, uintptr_t a, ui
     """An operand is the tensor at a/b when that is not 0, else its scalar."""
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "where", scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, EW_WHERE, dtype)
     cdef unsigned char a_bytes[8]
     cdef unsigned char b_bytes[8]
     put_scalar(a_bytes, dtype, 0 if a_scalar is None else a_scalar)
@@ -449,8 +530,7 @@ cdef int where_strided(int device, DtypeCore dtype, uintptr_t condition,
     cdef int64_t count = count_of(sizes)
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "where_strided",
-                                      scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, EW_WHERE_STRIDED, dtype)
     cdef Layout condition_layout = layout_of(sizes, condition_strides)
     cdef Layout a_layout = layout_of(sizes, a_strides)
     cdef Layout b_layout = layout_of(sizes, b_strides)

@@ -66,6 +66,22 @@ cdef tuple contiguous_strides(tuple sizes):
     return tuple(reversed(strides))
 
 
+cdef tuple contiguous_strides_of(TensorCore tensor):
+    """contiguous_strides(tensor.sizes): the tensor's own strides when they are those (a
+    contiguous tensor's are, but for any dimension of size 1), without a new tuple."""
+    cdef Py_ssize_t dim
+    cdef int64_t running = 1, size, stride
+    for dim in range(len(tensor.sizes) - 1, -1, -1):
+        stride = tensor.element_strides[dim]
+        size = tensor.sizes[dim]
+        if size < 1:  # as contiguous_strides, which also reports an overflow
+            size = 1
+        if stride != running or running > INT64_MAX // size:
+            return contiguous_strides(tensor.sizes)
+        running *= size
+    return tensor.element_strides
+
+
 cdef object reach_bytes(tuple sizes, tuple strides, int itemsize):
     if 0 in sizes:
         return 0
@@ -238,13 +254,37 @@ cdef object new_empty(tuple sizes, DtypeCore dtype, int device):
     strides = contiguous_strides(sizes)
     if device == CPU:
         return wrap_cpu(np().empty(sizes, dtype=dtype.numpy_name), dtype)
+    return allocated_tensor(sizes, strides, dtype, device, nbytes, product(sizes))
+
+
+cdef TensorCore new_empty_like(TensorCore tensor):
+    # new_empty(tensor.sizes, ...) without its size checks, which the tensor passed: a
+    # contiguous tensor's bytes fit in the memory that holds them (none for no element).
+    cdef DtypeCore dtype = tensor.dtype_object
+    return allocated_tensor(tensor.sizes, contiguous_strides_of(tensor), dtype,
+                            tensor.device_index, tensor.element_count * dtype.itemsize,
+                            tensor.element_count)
+
+
+cdef TensorCore allocated_tensor(tuple sizes, tuple strides, DtypeCore dtype, int device,
+                                 int64_t nbytes, int64_t count):
+    """A new CUDA tensor over nbytes from the caching allocator, allocated on the current
+    stream."""
     _device.checked_device(device)
     cdef DeviceStorage storage = DeviceStorage.__new__(DeviceStorage)
     storage.nbytes = nbytes
     storage.device_index = device
     storage.pointer = <uintptr_t>allocator.allocate(device, storage.nbytes,
                                                     current_stream(device))
-    return wrap_device_memory(storage.pointer, sizes, strides, dtype, device, storage)
+    cdef TensorCore tensor = new_tensor()
+    tensor.sizes = sizes
+    tensor.element_strides = strides
+    tensor.dtype_object = dtype
+    tensor.device_index = device
+    tensor.data = storage.pointer
+    tensor.owner = storage
+    tensor.element_count = count
+    return tensor
 
 
 cdef PinnedStorage pinned_storage_under(object array):

@@ -6,20 +6,22 @@ of kernels/elementwise.cu, reading broadcast or strided operands in place; CPU t
 through numpy (cpu.pyx). In-place forms count the change on the version counter once every
 argument is checked (Note [Refused calls change nothing] in core.pyx).
 """
+from cpython.float cimport PyFloat_CheckExact
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from cuda.bindings.cyruntime cimport cudaStream_t
 
 from tensorplay._runtime.base cimport dtypes
 from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.tensor cimport copies
-from tensorplay._runtime.base.dtypes cimport DtypeCore
+from tensorplay._runtime.base.dtypes cimport CODE_BOOL, DtypeCore
 from tensorplay._runtime.tensor.arguments cimport (broadcast_shape, division_op,
                                                    float32_if_float, is_scalar, np,
                                                    scalar_operand_arg)
 from tensorplay._runtime.tensor.copies cimport copy_into, copy_on_device
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, broadcast_strides, check_device,
                                               check_device_and_dtype, current_stream,
-                                              is_contiguous, new_empty, reads_directly, recorded,
-                                              tracked, wrap_cpu)
+                                              is_contiguous, new_empty, new_empty_like,
+                                              reads_directly, recorded, tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, cpu_binary, cpu_result, opmath, stored
 
 from tensorplay._runtime.tensor.arguments import (BoolNotImplementedError, DtypeError,
@@ -86,8 +88,67 @@ cdef int check_in_place(TensorCore tensor, DtypeCore result, str name) except -1
 # --------------------------------------------------------------------------------------------
 # Arithmetic
 
+# Note [Quick paths]
+# Most calls are the common case: CUDA tensors of one dtype and shape, contiguous, or a Python
+# float or int, with nothing to record for autograd. For those every check of the general path
+# passes and the result has the tensor's dtype, so quick_binary (and the first branch of
+# unary()) computes them in C: type checks, the version count, the kernel from device_ops'
+# table, the launch, and no Python object but the output. The general path's checks,
+# conversions and string-keyed kernel lookups cost about a microsecond per call, which shows
+# most under graph capture, where the launch itself is cheapest. quick_binary answers None for
+# anything else, having changed nothing, and the general path checks, refuses or computes it
+# as before.
+
+
+cdef TensorCore quick_binary(TensorCore tensor, object other, int op, bint reverse,
+                             bint inplace, str name):
+    """binary() of the common case (Note [Quick paths]), or None."""
+    cdef DtypeCore dtype = tensor.dtype_object
+    cdef TensorCore right = None, output
+    cdef long long integer
+    cdef int overflow = 0
+    if (tensor.device_index == CPU or tensor.grad_required or dtype.code == CODE_BOOL
+            or (ops.dtype_rule(op) == ops.DTYPE_FLOATING and not dtype.floating)
+            or not is_contiguous(tensor)):
+        return None
+    if isinstance(other, TensorCore):
+        right = other
+        if (right.grad_required or right.device_index != tensor.device_index
+                or right.dtype_object is not dtype
+                or (right.sizes is not tensor.sizes and right.sizes != tensor.sizes)
+                or not is_contiguous(right)):
+            return None
+    elif PyFloat_CheckExact(other):
+        if not dtype.floating:  # a float32 result
+            return None
+    elif PyLong_CheckExact(other):
+        integer = PyLong_AsLongLongAndOverflow(other, &overflow)
+        if overflow or (op == ops.OP_POW and not reverse and not dtype.floating and integer < 0):
+            return None
+    else:
+        return None
+    if inplace:  # counted first, as binary() counts it
+        tensor.c_mark_modified(name, other)
+        output = tensor
+    else:
+        output = new_empty_like(tensor)
+    cdef cudaStream_t stream = current_stream(tensor.device_index)
+    if right is None:
+        device_ops.binary_scalar(tensor.device_index, dtype, tensor.data, other, output.data,
+                                 tensor.element_count, op, reverse, stream)
+    elif reverse:
+        device_ops.binary(tensor.device_index, dtype, right.data, tensor.data, output.data,
+                          tensor.element_count, op, stream)
+    else:
+        device_ops.binary(tensor.device_index, dtype, tensor.data, right.data, output.data,
+                          tensor.element_count, op, stream)
+    return output
+
 
 cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint inplace, str name):
+    quick = quick_binary(tensor, other, op, reverse, inplace, name)
+    if quick is not None:
+        return quick
     if tensor.dtype_object.name == "bool" and (
             not isinstance(other, TensorCore) or
             (<TensorCore>other).dtype_object is tensor.dtype_object):
@@ -333,6 +394,15 @@ cdef object ge(TensorCore tensor, object other):
 
 
 cdef object unary(TensorCore tensor, int op):
+    cdef DtypeCore dtype = tensor.dtype_object
+    cdef TensorCore output
+    if (tensor.device_index != CPU and not tensor.grad_required and dtype.code != CODE_BOOL
+            and (ops.dtype_rule(op) != ops.DTYPE_FLOATING or dtype.floating)
+            and is_contiguous(tensor)):  # Note [Quick paths]
+        output = new_empty_like(tensor)
+        device_ops.unary(tensor.device_index, dtype, tensor.data, output.data,
+                         tensor.element_count, op, current_stream(tensor.device_index))
+        return output
     name = ops.op_name(op)
     if ops.dtype_rule(op) == ops.DTYPE_FLOATING and not tensor.dtype_object.floating:
         # Integers and bools go to float32 first, as PyTorch promotes them.
@@ -421,7 +491,11 @@ cdef object scaled(TensorCore tensor, object other, object alpha, bint subtract,
     """tensor + alpha * other, or tensor - alpha * other, as torch.add and torch.sub."""
     cdef TensorCore output
     cdef int op = ops.OP_SUB if subtract else ops.OP_ADD
-    name = ("sub" if subtract else "add") + ("_" if inplace else "")
+    name = ("sub_" if inplace else "sub") if subtract else ("add_" if inplace else "add")
+    if PyLong_CheckExact(alpha) and alpha == 1:  # binary()'s, whichever path computes it
+        quick = quick_binary(tensor, other, op, False, inplace, name)
+        if quick is not None:
+            return quick
     if tensor.dtype_object.name == "bool" and alpha == 1 and not isinstance(alpha, bool):
         # Bool arithmetic's own promotion (bool_binary); another alpha is refused below.
         return binary(tensor, other, op, False, inplace, name)
