@@ -230,10 +230,16 @@ def matmul_gradient(Node node, tuple grads):
     # Through the operands as matrices (a 1-D a as a row, a 1-D b as a column) and the gradient
     # with those dimensions restored: grad_a = g @ b^T, grad_b = a^T @ g, each at the broadcast
     # batch shape (sum_to reduces it). Each operand is saved only when the other's gradient is
-    # wanted (reduction.pyx), so shapes come from inputs_meta.
+    # wanted (linalg.pyx), so shapes come from inputs_meta. A column-major 2-D operand (the
+    # weight.t() of Linear) gets its gradient column-major too, as (b @ g^T)^T or (g^T @ a)^T,
+    # as PyTorch's mm_mat1_backward and mm_mat2_backward do (torch/csrc/autograd/
+    # FunctionsManual.cpp): transposed back by the transpose's own gradient, it is contiguous
+    # like the weight, so accumulating it into .grad copies no strided layout.
     cdef TensorCore g = grads[0], grad_b
     a, b = node.saved
+    a_column_major, b_column_major = node.state
     a_dims, b_dims = len(node.inputs_meta[0][0]), len(node.inputs_meta[1][0])
+    cdef bint matrices = a_dims == 2 and b_dims == 2
     if a_dims == 1:
         g = g.c_unsqueeze(len(g.sizes) - (1 if b_dims > 1 else 0))
     if b_dims == 1:
@@ -241,10 +247,18 @@ def matmul_gradient(Node node, tuple grads):
     grad_a = grad_b = None
     if wanted(node, 0):
         b_matrix = (<TensorCore>b).c_unsqueeze(1) if b_dims == 1 else b
-        grad_a = matmul(g, (<TensorCore>b_matrix).c_transpose(-1, -2))
+        if matrices and a_column_major:
+            grad_a = (<TensorCore>matmul(<TensorCore>b_matrix, g.c_transpose(-1, -2))
+                      ).c_transpose(-1, -2)
+        else:
+            grad_a = matmul(g, (<TensorCore>b_matrix).c_transpose(-1, -2))
     if wanted(node, 1):
         a_matrix = (<TensorCore>a).c_unsqueeze(0) if a_dims == 1 else a
-        grad_b = matmul((<TensorCore>a_matrix).c_transpose(-1, -2), g)
+        if matrices and b_column_major:
+            grad_b = (<TensorCore>matmul(g.c_transpose(-1, -2), <TensorCore>a_matrix)
+                      ).c_transpose(-1, -2)
+        else:
+            grad_b = matmul((<TensorCore>a_matrix).c_transpose(-1, -2), g)
         if b_dims == 1:  # drop the column's dimension of 1
             grad_b = copies.reshape(grad_b, (grad_b.sizes[:-1],))
     return (grad_a, grad_b)

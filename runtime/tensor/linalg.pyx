@@ -135,10 +135,19 @@ cdef object matmul(TensorCore tensor, object other):
             cuda_product(&problem, tensor, right, <TensorCore>output, dtype, batch)
     if not tracked(tensor, right):
         return output
-    # Each operand is saved only when the other needs its gradient, as PyTorch's.
+    # Each operand is saved only when the other needs its gradient, as PyTorch's; the state says
+    # which 2-D operands are column-major (transposed views), whose gradients are made in that
+    # layout (autograd/formulas.pyx, matmul_gradient).
     return recorded(output, ops.OP_MATMUL, (tensor, right),
                     (tensor if right.grad_required else None,
-                     right if tensor.grad_required else None))
+                     right if tensor.grad_required else None),
+                    (column_major(tensor), column_major(right)))
+
+
+cdef bint column_major(TensorCore tensor):
+    """A 2-D tensor whose columns are contiguous (the transpose of a contiguous matrix)."""
+    return len(tensor.sizes) == 2 and tensor.sizes[0] > 1 and tensor.sizes[1] > 1 and \
+        tensor.element_strides[0] == 1 and tensor.element_strides[1] == tensor.sizes[0]
 
 
 cdef int cuda_product(MatmulProblem* problem, TensorCore a, TensorCore b, TensorCore output,

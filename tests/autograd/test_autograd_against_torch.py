@@ -272,6 +272,25 @@ def test_matmul(device, dtype, a_shape, b_shape):
              grad=(1,), device=device, **tolerance)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_column_major_operand_gets_a_column_major_gradient(device):
+    # PyTorch's mm_mat1_backward / mm_mat2_backward (torch/csrc/autograd/FunctionsManual.cpp):
+    # the gradient of weight.t() is made in weight.t()'s layout, so weight's own is contiguous.
+    x = tp.tensor(values((5, 4), 0), dtype=tp.float32, device=device, requires_grad=True)
+    w = tp.tensor(values((3, 4), 1), dtype=tp.float32, device=device, requires_grad=True)
+    wt, xt = w.t(), x.t().contiguous().t()
+    out = xt @ wt
+    grad_x, grad_wt = tp.autograd.grad(out.sum(), [xt, wt], retain_graph=True)
+    assert grad_wt.stride() == wt.stride() == (1, 4) and grad_x.stride() == xt.stride() == (1, 5)
+    out.sum().backward()
+    assert w.grad.is_contiguous() and x.grad.is_contiguous()
+    tw = torch.tensor(values((3, 4), 1), dtype=torch.float32, requires_grad=True)
+    tx = torch.tensor(values((5, 4), 0), dtype=torch.float32, requires_grad=True)
+    (tx.t().contiguous().t() @ tw.t()).sum().backward()
+    assert_same_tensor(w.grad, tw.grad, "weight's gradient", rtol=1e-6, atol=1e-6)
+    assert_same_tensor(x.grad, tx.grad, "input's gradient", rtol=1e-6, atol=1e-6)
+
+
 def test_matmul_of_transposed_operands():
     run_both(lambda m, a, b: a.t() @ b.transpose(-1, -2), [values((3, 2), 0), values((2, 4, 3), 1)])
 
