@@ -70,13 +70,14 @@ cdef enum ElementwiseKernel:
     EW_CLAMP_STRIDED
     EW_WHERE
     EW_WHERE_STRIDED
+    EW_SGD_STEP
     EW_COUNT
 
 # Their names in elementwise.cu, in ElementwiseKernel's order.
 cdef tuple ELEMENTWISE_NAMES = (
     "fill", "binary", "binary_vector4", "binary_strided", "binary_scalar", "compare",
     "compare_strided", "compare_scalar", "unary", "add_scaled", "clamp", "clamp_strided", "where",
-    "where_strided")
+    "where_strided", "sgd_step")
 if len(ELEMENTWISE_NAMES) != EW_COUNT:
     raise RuntimeError(f"device_ops.pyx names {len(ELEMENTWISE_NAMES)} elementwise kernels for "
                        f"the {EW_COUNT} of ElementwiseKernel")
@@ -418,7 +419,7 @@ cdef int sgd_step(int device, DtypeCore dtype, uintptr_t param, uintptr_t grad, 
                   cudaStream_t stream) except -1:
     if count == 0:
         return 0
-    cdef CUfunction function = kernel(device, "elementwise", "sgd_step", scalar_typedef(dtype))
+    cdef CUfunction function = elementwise_kernel(device, EW_SGD_STEP, dtype)
     cdef unsigned char lr_bytes[8]
     cdef unsigned char momentum_bytes[8]
     cdef unsigned char decay_bytes[8]
