@@ -20,6 +20,7 @@ from tensorplay._runtime.base cimport public as _public
 from tensorplay._runtime.random cimport random_ops as _random_ops
 from tensorplay._runtime.tensor cimport reduction as _reduction
 from tensorplay._runtime.random cimport rng as _rng
+from tensorplay._runtime.tensor cimport serialization as _serialization
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.autograd import engine as _engine_classes
 from tensorplay._runtime.base import errors as _errors_classes
@@ -29,6 +30,8 @@ __all__ = [
     "as_tensor",
     "from_numpy",
     "from_dlpack",
+    "save",
+    "load",
     "empty",
     "zeros",
     "ones",
@@ -156,6 +159,67 @@ def from_dlpack(ext_tensor):
         Tensor: a tensor sharing the producer's memory.
     """
     return _interop.from_dlpack(ext_tensor)
+
+
+def save(obj, f):
+    """Save a state_dict as a safetensors file, as torch.save saves one.
+
+    The file is in the safetensors format (https://huggingface.co/docs/safetensors), which
+    holds tensors by name and never runs code when read; PyTorch reads it with
+    safetensors.torch.load_file (and tensorplay.load reads what safetensors.torch wrote).
+    Nested dicts are saved flat, their keys joined with "." ({"fc": {"weight": w}} as
+    "fc.weight"); load() returns that flat dict. Each tensor is saved by value (row-major, a
+    CUDA tensor copied to the host), with its device recorded in the file's metadata so that
+    load() puts it back there; requires_grad and .grad are not saved. Every argument is
+    checked before anything is written, and a path is written through a temporary file in
+    its directory that is renamed over f at the end: a refused or failed save leaves no file
+    and no partial one.
+
+    Args:
+        obj: a state_dict: a dict of str keys to tensors (of any dtype and device) or to dicts
+            of the same, whose keys join with "." as state_dict() joins a module path.
+        f: a path (str or os.PathLike), replaced whole, or a binary file object with write().
+
+    Raises:
+        TypeError: obj is not a dict, holds a key that is not a str or a value that is neither a
+            tensor nor a dict (named by its key); f is neither a path nor a file object.
+        ValueError: two keys reach one dotted name, or obj holds an empty dict (named by its
+            key).
+        RuntimeError: two tensors share memory (named by their keys), which the file cannot
+            record (safetensors.torch refuses them too).
+        FileNotFoundError: the directory of the path f does not exist.
+    """
+    return _serialization.save(obj, f)
+
+
+def load(f, map_location=None):
+    """Load a state_dict that save() (or safetensors) wrote, as torch.load loads one.
+
+    Reading a safetensors file runs no code. The result is the flat dict save() was given
+    (nested dicts come back flat, their keys joined with "."), ready for
+    Module.load_state_dict(); each tensor is new memory on its device.
+
+    Args:
+        f: a path (str or os.PathLike) or a binary file object with read(), holding a
+            safetensors file.
+        map_location: None puts each tensor on the device it was saved from (the CPU for a file
+            without tensorplay's metadata); a device or its spelling ("cpu", "cuda", "cuda:1";
+            "cuda" is the current CUDA device) puts every tensor there; a dict from saved spellings
+            to devices ({"cuda:1": "cuda:0"}) moves the tensors of the devices it names, as
+            torch.load's map_location.
+
+    Returns:
+        dict[str, Tensor]: the tensors by their flat, dotted names, in the order they were
+            saved, not requiring grad.
+
+    Raises:
+        TypeError: f is neither a path nor a file object, or map_location is none of its forms
+            (a function, which torch.load also takes, is refused: there are no storages to hand it);
+            the file holds a dtype tensorplay does not have.
+        ValueError: f does not hold a safetensors file, or a device spelling is not one.
+        FileNotFoundError: the path f does not exist.
+    """
+    return _serialization.load(f, map_location)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
@@ -1198,6 +1262,38 @@ cdef class Tensor(_core.TensorCore):
             int: an identity hash.
         """
         return self.c_hash()
+
+    def __reduce_ex__(self, protocol):
+        """Pickle the tensor by value, as PyTorch pickles one.
+
+        pickle.loads (and copy.copy) makes a new tensor of the same values, dtype and shape
+        on the same device (a CUDA tensor comes back on its device), with requires_grad kept;
+        .grad and the autograd history are not kept (a non-leaf comes back a leaf).
+
+        Args:
+            protocol: the pickle protocol, which changes nothing.
+
+        Returns:
+            Any: pickle's (constructor, arguments): the values (copied to the host), dtype, shape,
+                device and requires_grad.
+        """
+        return _serialization.reduce_ex(self, _errors.int_arg(protocol, 'protocol', 0, 2147483647))
+
+    def __deepcopy__(self, memo):
+        """A copy for copy.deepcopy: the values on the same device, requires_grad and a copy of .grad.
+
+        Args:
+            memo: copy.deepcopy's dict of the objects copied so far.
+
+        Returns:
+            Tensor: a new tensor sharing no memory with this one.
+
+        Raises:
+            TypeError: memo is not a dict.
+            RuntimeError: the tensor is not a leaf (it was computed from tensors that require grad),
+                as PyTorch refuses it.
+        """
+        return _serialization.deepcopy(self, memo)
 
     def __add__(self, other):
         """Elementwise sum.

@@ -44,6 +44,29 @@ class Parameter(Tensor):
             str: "Parameter containing:" and the tensor.
         """
 
+    def __reduce_ex__(self, protocol: int) -> Any:
+        """Pickle the parameter by value; it comes back a Parameter, requires_grad kept.
+
+        Args:
+            protocol: the pickle protocol, which changes nothing.
+
+        Returns:
+            Any: pickle's (constructor, arguments), as a tensor's.
+        """
+
+    def __deepcopy__(self, memo: Any) -> Parameter:
+        """A copy for copy.deepcopy, a Parameter with its requires_grad and a copy of .grad.
+
+        Args:
+            memo: copy.deepcopy's dict of the objects copied so far.
+
+        Returns:
+            Parameter: a new Parameter sharing no memory with this one.
+
+        Raises:
+            TypeError: memo is not a dict.
+        """
+
 
 class RemovableHandle:
     """What register_forward_hook() returns, to remove the hook again."""

@@ -44,6 +44,31 @@ class Parameter(_nn_classes.ParameterCore, _Tensor):
         """
         return self.c_parameter_repr()
 
+    def __reduce_ex__(self, protocol):
+        """Pickle the parameter by value; it comes back a Parameter, requires_grad kept.
+
+        Args:
+            protocol: the pickle protocol, which changes nothing.
+
+        Returns:
+            Any: pickle's (constructor, arguments), as a tensor's.
+        """
+        return self.c_parameter_reduce_ex(_errors.int_arg(protocol, 'protocol', 0, 2147483647))
+
+    def __deepcopy__(self, memo):
+        """A copy for copy.deepcopy, a Parameter with its requires_grad and a copy of .grad.
+
+        Args:
+            memo: copy.deepcopy's dict of the objects copied so far.
+
+        Returns:
+            Parameter: a new Parameter sharing no memory with this one.
+
+        Raises:
+            TypeError: memo is not a dict.
+        """
+        return self.c_parameter_deepcopy(memo)
+
 
 _public.register_class("ParameterCore", Parameter)
 

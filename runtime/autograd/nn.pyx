@@ -33,7 +33,8 @@ from tensorplay._runtime.autograd cimport engine as autograd
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors, public
 from tensorplay._runtime.random cimport random_ops
-from tensorplay._runtime.tensor cimport copies, core as tensor, elementwise, factories, linalg
+from tensorplay._runtime.tensor cimport (copies, core as tensor, elementwise, factories, linalg,
+                                         serialization)
 from tensorplay._runtime.tensor.core cimport TensorCore
 
 # The longest name of a parameter, buffer or module (or prefix of names) accepted: longer text is
@@ -68,6 +69,23 @@ class ParameterCore:
 
     def c_parameter_repr(self):
         return "Parameter containing:\n" + copies.repr_text(<TensorCore>self)
+
+    def c_parameter_reduce_ex(self, int protocol):
+        # A Parameter pickles as a tensor does (serialization.reduce_ex) and comes back a
+        # Parameter, with its requires_grad, as PyTorch's.
+        return (rebuild_parameter, serialization.rebuild_arguments(<TensorCore>self))
+
+    def c_parameter_deepcopy(self, memo):
+        values = serialization.copied_values(<TensorCore>self, memo)
+        return serialization.finish_copy(<TensorCore>self, parameter_class()(
+            values, (<TensorCore>self).grad_required), memo)
+
+
+def rebuild_parameter(values, dtype, device, requires_grad):
+    """A Parameter from what c_parameter_reduce_ex() pickled (serialization.rebuild_tensor's
+    arguments). pickle finds it by name, so its name and arguments stay as they are."""
+    return parameter_class()(serialization.rebuilt(values, dtype, device, False),
+                             bool(requires_grad))
 
 
 class RemovableHandleCore:

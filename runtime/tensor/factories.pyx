@@ -110,7 +110,16 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
         inferred = dtypes.dtype_from_numpy(data.dtype)
         values = data
     else:
-        values = np().asarray(data)
+        nested = type(data) is list or type(data) is tuple
+        try:
+            values = np().asarray(data)
+        except ValueError:
+            if not nested:
+                raise
+            # numpy's "inhomogeneous shape" names neither the place nor the element: say
+            # which (Note [Nested data]).
+            _refuse_nested(data)
+            raise
         if _holds_wide_ints(values):
             # Python ints beyond int64 make numpy choose uint64, float64 or object: the dtype
             # comes from the kinds of the numbers given, and each wide int is checked against
@@ -119,6 +128,8 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
             if made is not None:
                 return made
         if values.dtype == object or values.dtype.kind not in "biuf":
+            if nested:
+                _refuse_nested(data)
             raise TypeError(f"data must be numbers (nested lists of bool, int or float) or a "
                             f"numpy array, got {type(data).__name__}")
         # Python floats become float32 and ints int64, as in PyTorch.
@@ -136,6 +147,71 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
     fresh = type(data) is list or type(data) is tuple or is_scalar(data)
     return requiring_grad(from_numpy_values(values, chosen, target, "data", fresh),
                           requires_grad)
+
+
+cdef bint _is_sequence(object item):
+    """Whether tensor() reads item as a dimension: a list, a tuple or a numpy array of at
+    least one dimension (PyTorch reads any sequence; a str is refused as an element)."""
+    return isinstance(item, (list, tuple)) or (isinstance(item, np().ndarray) and item.ndim)
+
+
+cdef bint _is_number(object item):
+    return isinstance(item, (bool, int, float, np().bool_, np().integer, np().floating)) or (
+        isinstance(item, np().ndarray) and item.ndim == 0 and item.dtype.kind in "biuf")
+
+
+cdef str _position(list path):
+    """data[1][0], or for a deep position its first and last indices and the depth."""
+    if len(path) > 12:
+        return ("data" + "".join(f"[{index}]" for index in path[:4]) + "..." +
+                "".join(f"[{index}]" for index in path[-4:]) + f" ({len(path)} deep)")
+    return "data" + "".join(f"[{index}]" for index in path)
+
+
+cdef int _refuse_nested(object data) except -1:
+    """Note [Nested data]
+    tensor() of nested lists that numpy could not read as numbers: raise PyTorch's error for the
+    first problem in reading order, naming the element's position and type. The shape is read
+    as PyTorch reads it (torch/csrc/utils/tensor_new.cpp, compute_sizes and recursive_store):
+    each dimension's length is that of the first sequence at that depth (data, data[0],
+    data[0][0], ...), and every element must match it. A sequence of another length is
+    PyTorch's ValueError "expected sequence of length N at dim D (got M)"; a number where a
+    sequence belongs, a sequence where a number belongs and an element that is no number (a
+    str, None, an object) are TypeErrors. Returns 0 where it finds no problem (the caller then
+    raises its own error). Only called on failure, so the common case walks nothing twice."""
+    cdef list sizes = []
+    cdef list stack
+    cdef list path
+    cdef Py_ssize_t depth
+    item = data
+    while _is_sequence(item):
+        sizes.append(len(item))
+        if not len(item):
+            break
+        item = item[0]
+    # Depth first, in reading order, without recursion (nesting may be deeper than the stack).
+    stack = [(data, [])]
+    while stack:
+        item, path = stack.pop()
+        depth = len(path)
+        if depth < len(sizes):
+            if not _is_sequence(item):
+                raise TypeError(f"not a sequence: {_position(path)} must be a sequence of "
+                                f"length {sizes[depth]} at dim {depth}, as "
+                                f"{_position([0] * depth)} is, got {type(item).__name__}")
+            if len(item) != sizes[depth]:
+                raise ValueError(f"expected sequence of length {sizes[depth]} at dim {depth} "
+                                 f"(got {len(item)}): {_position(path)} has {len(item)} "
+                                 f"elements, {_position([0] * depth)} has {sizes[depth]}")
+            for index in range(len(item) - 1, -1, -1):
+                stack.append((item[index], path + [index]))
+        elif _is_sequence(item):
+            raise TypeError(f"{_position(path)} must be a number, as "
+                            f"{_position([0] * depth)} is, got {type(item).__name__}")
+        elif not _is_number(item):
+            raise TypeError(f"data must be numbers (nested lists of bool, int or float), got "
+                            f"{type(item).__name__} at {_position(path)}")
+    return 0
 
 
 cdef bint _holds_wide_ints(object values):

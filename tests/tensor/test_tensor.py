@@ -451,3 +451,58 @@ def test_arange_refuses_a_length_no_tensor_can_hold_before_making_anything():
         with pytest.raises(ValueError, match="elements, more than a tensor can hold"):
             tp.arange(*bounds)
     assert tp.arange(10, 0, -3).tolist() == [10, 7, 4, 1]
+
+
+# Nested data tensor() cannot read: PyTorch's error types (ValueError "expected sequence of
+# length N at dim D (got M)" for a ragged list, TypeError for an element of the wrong kind),
+# naming the element's position and type (factories.pyx, Note [Nested data]).
+@pytest.mark.parametrize("data, error, message", [
+    ([[1, 2], [3]], ValueError,
+     r"expected sequence of length 2 at dim 1 \(got 1\): data\[1\] has 1 elements"),
+    ([[1, 2, 3], [4, 5]], ValueError, r"expected sequence of length 3 at dim 1 \(got 2\)"),
+    ([[[1, 2], [3, 4]], [[5, 6], [7]]], ValueError,
+     r"expected sequence of length 2 at dim 2 \(got 1\): data\[1\]\[1\] has 1 elements, "
+     r"data\[0\]\[0\] has 2"),
+    ([[1], []], ValueError, r"expected sequence of length 1 at dim 1 \(got 0\): data\[1\]"),
+    ([[], [1]], ValueError, r"expected sequence of length 0 at dim 1 \(got 1\): data\[1\]"),
+    ([[1, 2], 3], TypeError, r"not a sequence: data\[1\] must be a sequence of length 2 at "
+                             r"dim 1, as data\[0\] is, got int"),
+    ([1, [2]], TypeError, r"data\[1\] must be a number, as data\[0\] is, got list"),
+    ([[1.0, 2.0], (3.0, [4.0])], TypeError, r"data\[1\]\[1\] must be a number.*got list"),
+    (["a"], TypeError, r"data must be numbers.*got str at data\[0\]"),
+    ([[1, 2], [3, "a"]], TypeError, r"got str at data\[1\]\[1\]"),
+    ([[1, 2], [3, None]], TypeError, r"got NoneType at data\[1\]\[1\]"),
+    ([1, object()], TypeError, r"got object at data\[1\]"),
+    ([{"a": 1}], TypeError, r"got dict at data\[0\]"),
+    ([1, 2j], TypeError, r"got complex at data\[1\]"),
+    ([numpy.ones(2), numpy.ones(3)], ValueError,
+     r"expected sequence of length 2 at dim 1 \(got 3\): data\[1\]"),
+    ((1, "b"), TypeError, r"got str at data\[1\]"),
+])
+def test_nested_data_errors_name_the_position_and_type(data, error, message):
+    with pytest.raises(error, match=message) as raised:
+        tp.tensor(data)
+    assert "inhomogeneous" not in str(raised.value)
+    assert len(str(raised.value)) < 400
+
+
+def test_nested_data_errors_have_pytorchs_types():
+    torch = pytest.importorskip("torch")
+    for data in ([[1, 2], [3]], [[1, 2, 3], [4, 5]], [[[1, 2], [3, 4]], [[5, 6], [7]]],
+                 [[1, 2], 3], [1, [2]], [[1, "a"]], [[1], []]):
+        with pytest.raises(Exception) as theirs:
+            torch.tensor(data)
+        with pytest.raises(Exception) as ours:
+            tp.tensor(data)
+        assert isinstance(ours.value, type(theirs.value)), (data, ours.value, theirs.value)
+        if isinstance(theirs.value, ValueError):  # the same words first
+            assert str(ours.value).startswith(str(theirs.value)), (ours.value, theirs.value)
+
+
+def test_deeply_nested_ragged_data_is_reported_without_recursion():
+    deep = [1]
+    for _ in range(3000):
+        deep = [deep]
+    with pytest.raises((TypeError, ValueError)) as raised:
+        tp.tensor([deep, 2])
+    assert len(str(raised.value)) < 400
