@@ -1150,7 +1150,7 @@ class Tensor:
             int: an identity hash.
         """
 
-    def __reduce_ex__(self, protocol: int) -> Any:
+    def __reduce_ex__(self, protocol: Any) -> Any:
         """Pickle the tensor by value, as PyTorch pickles one.
 
         pickle.loads (and copy.copy) makes a new tensor of the same values, dtype and shape
@@ -1158,7 +1158,8 @@ class Tensor:
         .grad and the autograd history are not kept (a non-leaf comes back a leaf).
 
         Args:
-            protocol: the pickle protocol, which changes nothing.
+            protocol: the pickle protocol (an int from 0; typed as object.__reduce_ex__ types it),
+                which changes nothing.
 
         Returns:
             Any: pickle's (constructor, arguments): the values (copied to the host), dtype, shape,

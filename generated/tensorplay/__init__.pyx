@@ -1271,13 +1271,14 @@ cdef class Tensor(_core.TensorCore):
         .grad and the autograd history are not kept (a non-leaf comes back a leaf).
 
         Args:
-            protocol: the pickle protocol, which changes nothing.
+            protocol: the pickle protocol (an int from 0; typed as object.__reduce_ex__ types it),
+                which changes nothing.
 
         Returns:
             Any: pickle's (constructor, arguments): the values (copied to the host), dtype, shape,
                 device and requires_grad.
         """
-        return _serialization.reduce_ex(self, _errors.int_arg(protocol, 'protocol', 0, 2147483647))
+        return _serialization.reduce_ex(self, protocol)
 
     def __deepcopy__(self, memo):
         """A copy for copy.deepcopy: the values on the same device, requires_grad and a copy of .grad.

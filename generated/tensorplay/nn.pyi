@@ -44,11 +44,12 @@ class Parameter(Tensor):
             str: "Parameter containing:" and the tensor.
         """
 
-    def __reduce_ex__(self, protocol: int) -> Any:
+    def __reduce_ex__(self, protocol: Any) -> Any:
         """Pickle the parameter by value; it comes back a Parameter, requires_grad kept.
 
         Args:
-            protocol: the pickle protocol, which changes nothing.
+            protocol: the pickle protocol (an int from 0; typed as object.__reduce_ex__ types it),
+                which changes nothing.
 
         Returns:
             Any: pickle's (constructor, arguments), as a tensor's.

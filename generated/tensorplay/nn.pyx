@@ -48,12 +48,13 @@ class Parameter(_nn_classes.ParameterCore, _Tensor):
         """Pickle the parameter by value; it comes back a Parameter, requires_grad kept.
 
         Args:
-            protocol: the pickle protocol, which changes nothing.
+            protocol: the pickle protocol (an int from 0; typed as object.__reduce_ex__ types it),
+                which changes nothing.
 
         Returns:
             Any: pickle's (constructor, arguments), as a tensor's.
         """
-        return self.c_parameter_reduce_ex(_errors.int_arg(protocol, 'protocol', 0, 2147483647))
+        return self.c_parameter_reduce_ex(protocol)
 
     def __deepcopy__(self, memo):
         """A copy for copy.deepcopy, a Parameter with its requires_grad and a copy of .grad.

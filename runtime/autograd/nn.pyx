@@ -70,9 +70,10 @@ class ParameterCore:
     def c_parameter_repr(self):
         return "Parameter containing:\n" + copies.repr_text(<TensorCore>self)
 
-    def c_parameter_reduce_ex(self, int protocol):
+    def c_parameter_reduce_ex(self, protocol):
         # A Parameter pickles as a tensor does (serialization.reduce_ex) and comes back a
         # Parameter, with its requires_grad, as PyTorch's.
+        serialization.protocol_arg(protocol)
         return (rebuild_parameter, serialization.rebuild_arguments(<TensorCore>self))
 
     def c_parameter_deepcopy(self, memo):

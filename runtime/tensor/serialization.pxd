@@ -11,7 +11,9 @@ cdef tuple rebuild_arguments(TensorCore tensor)
 cdef object rebuilt(object values, object dtype, object device, object requires_grad)
 
 # Tensor methods (api.yaml).
-cdef tuple reduce_ex(TensorCore tensor, int protocol)
+cdef tuple reduce_ex(TensorCore tensor, object protocol)
+# A pickle protocol (an int from 0), or the error naming protocol.
+cdef int protocol_arg(object protocol) except -1
 cdef object deepcopy(TensorCore tensor, object memo)
 # deepcopy in two steps, for a copy of another class (nn.pyx: a Parameter): a copy of tensor's
 # values (memo checked, a non-leaf refused), then result entered in memo and given a copy of

@@ -55,7 +55,12 @@ NESTING_LIMIT = 64
 cdef object _safetensors():
     """The safetensors package, imported on the first save or load, not by `import
     tensorplay`."""
-    import safetensors
+    try:
+        import safetensors
+    except ImportError as error:
+        raise ModuleNotFoundError("tensorplay.save and tensorplay.load need the safetensors "
+                                  "package (a dependency of tensorplay): pip install "
+                                  "safetensors") from error
     return safetensors
 
 
@@ -107,10 +112,16 @@ cdef object rebuilt(object values, object dtype, object device, object requires_
 # pickle and copy
 
 
-cdef tuple reduce_ex(TensorCore tensor, int protocol):
+cdef tuple reduce_ex(TensorCore tensor, object protocol):
     # As PyTorch's: the values, dtype, shape, device and requires_grad, not .grad nor the
     # history (a pickled non-leaf comes back a leaf). The protocol changes nothing.
+    protocol_arg(protocol)
     return (rebuild_tensor, rebuild_arguments(tensor))
+
+
+cdef int protocol_arg(object protocol) except -1:
+    errors.int_arg(protocol, "protocol", 0, 2147483647)
+    return 0
 
 
 cdef object deepcopy(TensorCore tensor, object memo):
