@@ -14,7 +14,7 @@ from codegen.site import SiteRenderer
 @pytest.fixture(scope="module")
 def site(root):
     return SiteRenderer(Renderer(load_api(root / "api.yaml", root / "runtime"),
-                                 root / "templates"))
+                                 root / "templates"), root / "api.yaml", root / "runtime")
 
 
 def render_into(root, out):
