@@ -53,7 +53,8 @@ Note [Schema rules]
 - Docs fields: ``example:`` on a function, method or class is a doctest (``>>>`` lines, each
   a statement that compiles, with the output they print), a string for an example that runs on
   the CPU, or ``{code: ..., needs: cuda}`` for one that needs a CUDA device; a CPU example that
-  names cuda is an error. ``groups:`` on a class or base is a list of ``{title, members}``
+  runs on one (a tensor placed there, tensorplay.cuda or tensorplay.accelerator, USES_CUDA) is
+  an error. tests/tools/test_docs_examples.py runs them. ``groups:`` on a class or base is a list of ``{title, members}``
   that orders the class's docs page: every member in exactly one group, each named once; a
   class's groups add to its base's (a title the base has takes the members into that group,
   a new title adds a group after them). A class without groups lists its methods, then its
@@ -69,6 +70,7 @@ import hashlib
 import json
 import keyword
 import math
+import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +89,9 @@ PARAM_KINDS = ("positional", "positional_only", "var_positional", "keyword_only"
 KIND_ORDER = {"positional_only": 0, "positional": 1, "var_positional": 2, "keyword_only": 3}
 CLASS_KINDS = ("extension", "exception", "python")
 EXAMPLE_NEEDS = ("cpu", "cuda")
+# What in an example runs on a CUDA device: a tensor placed there, tensorplay.cuda's functions,
+# .cuda(). Naming a device, tensorplay.device("cuda:1"), needs none.
+USES_CUDA = re.compile(r"""device\s*=\s*["']cuda|\bcuda\.\w|\.cuda\(|\baccelerator\.\w""")
 
 
 class _NoDefault:
@@ -172,7 +177,7 @@ class Raises:
 @dataclass(frozen=True)
 class Example:
     """A usage example of a function or class, in doctest form (>>> lines and their output),
-    shown on its docs page and run by tests/docs/test_examples.py: on the CPU in every run
+    shown on its docs page and run by tests/tools/test_docs_examples.py: on the CPU in every run
     (needs "cpu"), or only where a CUDA device is visible (needs "cuda", a gpu test)."""
 
     code: str
@@ -1003,7 +1008,7 @@ class _Builder:
                 self.error(location, f"'example' of {what}, its statement at line "
                                      f"{example.lineno + 1} of the example, does not compile: "
                                      f"{problem.msg}")
-        if needs == "cpu" and "cuda" in code:
+        if needs == "cpu" and USES_CUDA.search(code):
             self.error(location, f"'example' of {what} uses CUDA: declare it as "
                                  "{code: ..., needs: cuda}, so that it runs only on a GPU")
         # A text of several lines is a block scalar (|), which starts after its indicator's line.

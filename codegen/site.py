@@ -31,7 +31,7 @@ the re-exported name goes to the home page's entry too.
 
 Note [Examples and sources]
 Every function and class page shows the schema's example (model.Example), which
-tests/docs/test_examples.py runs as a doctest (CUDA ones as gpu tests). Each page and member
+tests/tools/test_docs_examples.py runs as a doctest (CUDA ones as gpu tests). Each page and member
 links its schema entry (api.yaml line) and the runtime symbol that implements it, shown in
 the site's source view: source/<file>.html, the file's text with an anchor per line (#L12),
 written for api.yaml and each file linked, so that the site stays offline and whole.
