@@ -376,7 +376,8 @@ class Api:
 # Names the generated modules use for themselves, which a module-level item of the schema would
 # shadow: the stubs' imports, the wrappers' imports and the builtins they call; every name that
 # starts with an underscore is the generated code's too (runtime module aliases, stub aliases).
-MODULE_RESERVED = frozenset({"os", "builtins", "Any", "Callable", "Literal", "TypeAlias",
+MODULE_RESERVED = frozenset({"os", "builtins", "Any", "Callable", "ContextManager", "Literal",
+                             "TypeAlias",
                              "warnings", "globals", "type"})
 # A parameter may not be called self (methods take it first) nor warnings (a deprecated
 # function's wrapper calls warnings.warn, which such a parameter would shadow).

@@ -188,6 +188,11 @@ class SiteRenderer:
         return tuple(group for group in default if group.members)
 
     @staticmethod
+    def summary(doc: str) -> str:
+        """A doc's first paragraph, a summary table's description."""
+        return " ".join(doc.strip().split("\n\n")[0].split())
+
+    @staticmethod
     def member(cls: Class, name: str):
         return next(m for m in cls.methods + cls.properties if m.name == name)
 
@@ -274,6 +279,7 @@ class SiteRenderer:
     def context(self, **extra) -> dict:
         return dict(marker=MARKER, class_home=self.class_home, text=self.text, line=self.line,
                     type_name=self.type_name, groups=self.groups, member=self.member,
+                    summary=self.summary,
                     example=self.example, schema_link=self.schema_link, impl_link=self.impl_link,
                     **extra)
 
@@ -283,6 +289,9 @@ class SiteRenderer:
         spellings = [(name, ARGUMENT_SPELLINGS[name][3].partition("= ")[2])
                      for name in ARGUMENT_SPELLINGS]
         spellings += [(name, BUILTINS[name][0]) for name in SITE_TYPES]
+        # Generic forms that are not Python builtins (Note [Closed type vocabulary]).
+        spellings.append(("ContextManager", "typing.ContextManager[T]: use it in a with "
+                                            "statement, whose as gives the T"))
         outputs.append(Output("api/types.md", self.env.get_template("site/types.md.j2").render(
             self.context(spellings=spellings))))
         for module in self.api.modules:

@@ -6,7 +6,7 @@ A Module registers the Parameters, buffers and Modules assigned to its attribute
 assignment order, which is the order of parameters() and state_dict() (PyTorch's).
 """
 import os
-from typing import Any, Callable, Literal, TypeAlias
+from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay import Tensor
 from tensorplay import device
