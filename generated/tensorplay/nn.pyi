@@ -222,12 +222,12 @@ class Module:
             Module: this module.
         """
 
-    def state_dict(self) -> Any:
+    def state_dict(self) -> dict[str, Tensor]:
         """The module's state, by name, in registration order.
 
         Returns:
-            Any: an OrderedDict from dotted names to detached tensors sharing the memory of the
-                parameters and buffers.
+            dict[str, Tensor]: an OrderedDict from dotted names to detached tensors sharing the
+                memory of the parameters and buffers.
         """
 
     def load_state_dict(self, state_dict: Any, strict: bool = True) -> Any:
@@ -365,14 +365,14 @@ class Sequential(Module):
             Any: an iterator over the modules in order.
         """
 
-    def __getitem__(self, index: Any) -> Any:
+    def __getitem__(self, index: Any) -> Module:
         """One module, or several as a Sequential.
 
         Args:
             index: a position (negative counts from the end) or a slice.
 
         Returns:
-            Any: the module at index, or a new Sequential of the sliced modules.
+            Module: the module at index, or a new Sequential of the sliced modules.
 
         Raises:
             IndexError: the position is out of range.

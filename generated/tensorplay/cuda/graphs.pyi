@@ -6,6 +6,7 @@ import os
 from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay._bases import GraphBase
+from tensorplay import Tensor
 from tensorplay.accelerator.graphs import Graph
 from tensorplay.cuda import Stream
 
@@ -105,7 +106,7 @@ def is_current_stream_capturing() -> bool:
     """
 
 
-def make_graphed_callables(callables: Any, sample_args: Any, num_warmup_iters: int = 3, allow_unused_input: bool = False, pool: _GraphPool = None, capture_error_mode: str = 'global') -> Any:
+def make_graphed_callables(callables: Any, sample_args: tuple[Tensor, ...] | tuple[tuple[Tensor, ...], ...], num_warmup_iters: int = 3, allow_unused_input: bool = False, pool: _GraphPool = None, capture_error_mode: str = 'global') -> Any:
     """Callables that run per-iteration with CUDA graph capture.
 
     Each callable's forward pass (and its backward pass, through
