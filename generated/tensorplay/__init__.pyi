@@ -1060,7 +1060,7 @@ class Tensor:
             Tensor: a strided view.
         """
 
-    def __setitem__(self, key: Any, value: Tensor | builtins.bool | int | float) -> None:
+    def __setitem__(self, key: Any, value: Any) -> None:
         """Assign to the selected view.
 
         Args:
@@ -1325,7 +1325,7 @@ class Tensor:
             Tensor: the product.
         """
 
-    def __dlpack__(self, *, stream: int | None = None, max_version: Any = None, dl_device: Any = None, copy: builtins.bool | None = None) -> Any:
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: builtins.bool | None = None) -> Any:
         """Export this tensor through DLPack (zero-copy).
 
         Args:

@@ -20,7 +20,7 @@ __all__ = [
 class GraphBase:
     """The members both graph classes share (runtime/graphs/graph.pxd declares them on GraphBase)."""
 
-    def begin_capture_to_if_node(self, scalar_pred: Tensor) -> None:
+    def begin_capture_to_if_node(self, scalar_pred: Any) -> None:
         """Inside an open capture, gate the following work on an if node.
 
         scalar_pred must be a single-element CUDA Bool tensor; at replay
@@ -31,7 +31,7 @@ class GraphBase:
             scalar_pred: a single-element CUDA Bool tensor sampled at replay time.
         """
 
-    def begin_capture_to_while_node(self, scalar_pred: Tensor) -> None:
+    def begin_capture_to_while_node(self, scalar_pred: Any) -> None:
         """Like begin_capture_to_if_node(), but the body loops while
         the predicate stays true (driver-level while node).
 
@@ -135,7 +135,7 @@ class GraphBase:
                 thread that began it.
         """
 
-    def set_conditional_handle_for_current_node(self, scalar_pred: Tensor) -> None:
+    def set_conditional_handle_for_current_node(self, scalar_pred: Any) -> None:
         """Refresh the predicate consumed by the innermost open conditional
         node (used for nested conditionals).
 
@@ -221,7 +221,7 @@ class GraphBase:
             RuntimeError: no capture has completed, or reset() came since.
         """
 
-    def begin_capture_to_if_else_node(self, scalar_pred: Tensor) -> None:
+    def begin_capture_to_if_else_node(self, scalar_pred: Any) -> None:
         """Inside an open capture, add an if node with an else body.
 
         The work captured next forms the body that runs when the predicate
@@ -238,7 +238,7 @@ class GraphBase:
                 its version).
         """
 
-    def begin_capture_to_switch_node(self, scalar_index: Tensor, num_cases: int) -> None:
+    def begin_capture_to_switch_node(self, scalar_index: Any, num_cases: int) -> None:
         """Inside an open capture, add a switch node of num_cases bodies.
 
         At replay time the node runs the body whose position is the value
