@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     renderer = Renderer(api, args.templates)
     try:
         if site:
-            outputs = SiteRenderer(renderer).render()
+            outputs = SiteRenderer(renderer, args.schema, args.runtime).render()
         elif command == "docs":
             outputs = renderer.render_references()
         else:

@@ -50,16 +50,27 @@ Note [Schema rules]
   function of its module (a deprecated spelling) says ``alias_of: <name>`` and takes that
   function's implementation, parameters, return and exceptions; it needs its own ``doc`` only to
   say something else, and with ``deprecated:`` its doc starts "(Deprecated)".
+- Docs fields: ``example:`` on a function, method or class is a doctest (``>>>`` lines, each
+  a statement that compiles, with the output they print), a string for an example that runs on
+  the CPU, or ``{code: ..., needs: cuda}`` for one that needs a CUDA device; a CPU example that
+  runs on one (a tensor placed there, tensorplay.cuda or tensorplay.accelerator, USES_CUDA) is
+  an error. tests/tools/test_docs_examples.py runs them. ``groups:`` on a class or base is a list of ``{title, members}``
+  that orders the class's docs page: every member in exactly one group, each named once; a
+  class's groups add to its base's (a title the base has takes the members into that group,
+  a new title adds a group after them). A class without groups lists its methods, then its
+  properties. Neither field changes the generated code or the schema hash.
 All problems are collected and raised together as one SchemaError, each as file:line:col.
 """
 from __future__ import annotations
 
 import builtins
 import difflib
+import doctest
 import hashlib
 import json
 import keyword
 import math
+import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +88,10 @@ SCHEMA_VERSION = 1
 PARAM_KINDS = ("positional", "positional_only", "var_positional", "keyword_only")
 KIND_ORDER = {"positional_only": 0, "positional": 1, "var_positional": 2, "keyword_only": 3}
 CLASS_KINDS = ("extension", "exception", "python")
+EXAMPLE_NEEDS = ("cpu", "cuda")
+# What in an example runs on a CUDA device: a tensor placed there, tensorplay.cuda's functions,
+# .cuda(). Naming a device, tensorplay.device("cuda:1"), needs none.
+USES_CUDA = re.compile(r"""device\s*=\s*["']cuda|\bcuda\.\w|\.cuda\(|\baccelerator\.\w""")
 
 
 class _NoDefault:
@@ -160,6 +175,25 @@ class Raises:
 
 
 @dataclass(frozen=True)
+class Example:
+    """A usage example of a function or class, in doctest form (>>> lines and their output),
+    shown on its docs page and run by tests/tools/test_docs_examples.py: on the CPU in every run
+    (needs "cpu"), or only where a CUDA device is visible (needs "cuda", a gpu test)."""
+
+    code: str
+    needs: str
+    line: int  # the schema line the example's text starts on
+
+
+@dataclass(frozen=True)
+class Group:
+    """Members of a class listed together on its docs page, under a title (Capture, Replay)."""
+
+    title: str
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Function:
     """A module function or a class method; a method's ``impl_module`` is empty when it calls a
     method of the core class, and names the module when it calls a module function (static, or
@@ -176,6 +210,9 @@ class Function:
     raises: tuple[Raises, ...] = ()
     static: bool = False  # a static method: impl names a module function (module.symbol)
     python: bool = False  # impl names a function of the Python layer (python/), imported
+    # Documentation only, outside the schema hash (normalise): the example and the schema line.
+    example: Optional[Example] = None
+    line: int = 0
 
     @property
     def summary(self) -> str:
@@ -209,6 +246,11 @@ class Class:
     inherited: frozenset[str] = frozenset()
     # The schema class this one also derives from (subclass_of): (its module, its name).
     subclass_of: Optional[tuple[str, str]] = None
+    # Documentation only, outside the schema hash (normalise): the example, the member groups
+    # of the docs page (every member in one, in the order the page lists them) and the line.
+    example: Optional[Example] = None
+    groups: tuple[Group, ...] = ()
+    line: int = 0
 
     @property
     def summary(self) -> str:
@@ -334,7 +376,8 @@ class Api:
 # Names the generated modules use for themselves, which a module-level item of the schema would
 # shadow: the stubs' imports, the wrappers' imports and the builtins they call; every name that
 # starts with an underscore is the generated code's too (runtime module aliases, stub aliases).
-MODULE_RESERVED = frozenset({"os", "builtins", "Any", "Callable", "Literal", "TypeAlias",
+MODULE_RESERVED = frozenset({"os", "builtins", "Any", "Callable", "ContextManager", "Literal",
+                             "TypeAlias",
                              "warnings", "globals", "type"})
 # A parameter may not be called self (methods take it first) nor warnings (a deprecated
 # function's wrapper calls warnings.warn, which such a parameter would shadow).
@@ -808,7 +851,7 @@ class _Builder:
         reserved = MODULE_RESERVED if core is None else frozenset()
         name = self.name(entry, f"item of {scope}", reserved)
         what = f"'{scope}.{name}'"
-        optional = ("doc", "params", "returns", "raises", "deprecated", "since")
+        optional = ("doc", "params", "returns", "raises", "deprecated", "since", "example")
         static = core is not None and entry.get("static") is True
         if core is not None and "static" in entry and not isinstance(entry["static"], bool):
             self.error(entry.value_locations["static"], f"static of {what} must be true or false")
@@ -861,13 +904,14 @@ class _Builder:
         since = str(entry["since"]) if entry.get("since") is not None else None
         return Function(name, module, symbol, self.doc(entry, what), params,
                         self.returns(entry, what), deprecated, since, self.raises(entry, what),
-                        static, python)
+                        static, python, self.example(entry, what), entry.location.line)
 
     def alias(self, entry: LocatedMap, scope: str, originals: dict[str, LocatedMap]) -> Function:
         """Another name for a function of the same module (alias_of), usually deprecated."""
         name = self.name(entry, f"item of {scope}", MODULE_RESERVED)
         what = f"'{scope}.{name}'"
-        self.check_keys(entry, what, ("name", "alias_of"), ("doc", "deprecated", "since"))
+        self.check_keys(entry, what, ("name", "alias_of"),
+                        ("doc", "deprecated", "since", "example"))
         target_name = entry["alias_of"]
         target = originals.get(target_name) if isinstance(target_name, str) else None
         if target is None:
@@ -883,9 +927,10 @@ class _Builder:
         if deprecated and not doc.startswith("(Deprecated)"):
             doc = f"(Deprecated) {doc}"
         since = str(entry["since"]) if entry.get("since") is not None else original.since
+        example = self.example(entry, what) if "example" in entry else original.example
         return Function(name, original.impl_module, original.impl_name, doc, original.params,
                         original.returns, deprecated, since, original.raises,
-                        python=original.python)
+                        python=original.python, example=example, line=entry.location.line)
 
     def module_function(self, entry: LocatedMap, what: str, params_valid: bool,
                         params: tuple[Param, ...]) -> tuple[str, str]:
@@ -930,6 +975,83 @@ class _Builder:
             self.error(entry.value_locations.get(key, entry.location),
                        f"impl of {what}: {declared} taking '{param.name}' as {written}, but the "
                        f"wrapper passes it as {expected} ({delivery(param)})")
+
+    def example(self, entry: LocatedMap, what: str) -> Optional[Example]:
+        """The 'example' of an item (Note [Schema rules], docs fields), checked: a doctest whose
+        statements compile, declared for the CPU (a string) or for CUDA ({code, needs})."""
+        if "example" not in entry:
+            return None
+        raw, location, needs = entry["example"], entry.value_locations["example"], "cpu"
+        if isinstance(raw, LocatedMap):
+            self.check_keys(raw, f"'example' of {what}", ("code", "needs"), ())
+            needs = raw.get("needs", "cuda")
+            if needs not in EXAMPLE_NEEDS:
+                self.error(raw.value_locations.get("needs", raw.location),
+                           f"'needs' of the example of {what} must be one of "
+                           f"{', '.join(EXAMPLE_NEEDS)}, got {needs!r}")
+            code = self.text(raw, "code", f"the example of {what}")
+            location = raw.value_locations.get("code", raw.location)
+        else:
+            code = self.text(entry, "example", what)
+        if not code:
+            return None
+        try:
+            examples = doctest.DocTestParser().get_examples(code)
+        except ValueError as problem:  # a malformed prompt (">>>x"), an indented output
+            self.error(location, f"'example' of {what} is not a doctest: {problem}")
+            return None
+        if not examples:
+            self.error(location, f"'example' of {what} holds no '>>> ' statement")
+        for example in examples:
+            try:
+                compile(example.source, "<example>", "single")
+            except SyntaxError as problem:
+                self.error(location, f"'example' of {what}, its statement at line "
+                                     f"{example.lineno + 1} of the example, does not compile: "
+                                     f"{problem.msg}")
+        if needs == "cpu" and USES_CUDA.search(code):
+            self.error(location, f"'example' of {what} uses CUDA: declare it as "
+                                 "{code: ..., needs: cuda}, so that it runs only on a GPU")
+        # A text of several lines is a block scalar (|), which starts after its indicator's line.
+        start = location.line + (1 if "\n" in code else 0)
+        return Example(code, needs, start)
+
+    def groups(self, entry: LocatedMap, what: str, members: list[str]) -> tuple[Group, ...]:
+        """The member groups of a class's docs page: its base's (following 'extends'), then its
+        own added to them, each member of the class in exactly one."""
+        declared: list[tuple[LocatedMap, Location]] = []
+        chain, base = [entry], entry.get("extends")
+        while isinstance(base, str) and base in self.bases and self.bases[base] not in chain:
+            chain.append(self.bases[base])
+            base = self.bases[base].get("extends")
+        for owner in reversed(chain):  # the farthest base first
+            for raw, location in self.items(owner, "groups", what):
+                group = self.mapping(raw, location, f"an entry of 'groups' of {what}")
+                if group is not None:
+                    self.check_keys(group, f"a group of {what}", ("title", "members"), ())
+                    declared.append((group, location))
+        if not declared:
+            return ()
+        titles: dict[str, list[str]] = {}
+        placed: dict[str, str] = {}
+        for group, location in declared:
+            title = self.text(group, "title", f"a group of {what}")
+            listed = titles.setdefault(title, [])
+            for name, name_location in self.items(group, "members", f"group '{title}' of {what}"):
+                if name not in members:
+                    self.error(name_location, f"group '{title}' of {what} names {name!r}, which "
+                                              f"is not a member of {what}")
+                elif name in placed:
+                    self.error(name_location, f"group '{title}' of {what} names {name!r}, which "
+                                              f"group '{placed[name]}' already lists")
+                else:
+                    placed[name] = title
+                    listed.append(name)
+        missing = [name for name in members if name not in placed]
+        if missing:
+            self.error(declared[-1][1], f"the groups of {what} leave out {', '.join(missing)}; "
+                                        "list every member in one group")
+        return tuple(Group(title, tuple(names)) for title, names in titles.items() if names)
 
     def members(self, entry: LocatedMap, what: str,
                 chain: tuple[str, ...] = ()) -> tuple[list[LocatedMap], list[LocatedMap]]:
@@ -976,7 +1098,8 @@ class _Builder:
         """A named set of members that classes share through 'extends:'; not a public class."""
         name = self.name(entry, "base", position="class")
         what = f"base '{name}'"
-        self.check_keys(entry, what, ("name", "impl"), ("doc", "extends", "methods", "properties"))
+        self.check_keys(entry, what, ("name", "impl"),
+                        ("doc", "extends", "methods", "properties", "groups"))
         self.base_docs[name] = self.doc(entry, what)
         module, symbol = self.impl(entry, what)
         if module in self.runtime and symbol and symbol not in self.runtime[module].classes:
@@ -1002,7 +1125,7 @@ class _Builder:
         # A class that extends a base takes its impl (an unknown base is reported by itself).
         self.check_keys(entry, what, ("name",) if "extends" in entry else ("name", "impl"),
                         ("doc", "kind", "extends", "init", "methods", "properties", "decorator",
-                         "impl", "subclass_of"))
+                         "impl", "subclass_of", "example", "groups"))
         kind = entry.get("kind", "extension")
         if kind not in CLASS_KINDS:
             self.error(entry.value_locations.get("kind", entry.location),
@@ -1131,9 +1254,11 @@ class _Builder:
                            f"{what} is a decorator, which makes a new instance for each call, so "
                            "its constructor must need no argument")
         self.declared_classes[name] = scope
+        groups = self.groups(entry, what, [m.name for m, _ in methods + properties])
         return Class(name, kind, module, symbol, self.doc(entry, what), init,
                      tuple(m for m, _ in methods), tuple(p for p, _ in properties), extends,
-                     decorator, init_impl, inherited, subclass_of)
+                     decorator, init_impl, inherited, subclass_of, self.example(entry, what),
+                     groups, entry.location.line)
 
     def variable(self, entry: LocatedMap, scope: str) -> Variable:
         name = self.name(entry, f"variable of {scope}", MODULE_RESERVED, "variable")

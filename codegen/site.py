@@ -18,6 +18,24 @@ signature up loosely (any indexed object whose name ends in .bool answers bool),
 variables (the dtypes tensorplay.bool, tensorplay.float32, ...) are listed on their module page
 but not declared as Python objects: declared, every bool in a signature would link the dtype.
 
+Note [Class and module pages]
+A class's page shows its constructor as users call it (CUDAGraph(), Graph(keep_graph=False)),
+its example, a summary table of its members, grouped as the schema's `groups:` group them
+(Capture, Replay, ...; methods then properties without groups), each with its first doc line,
+and then the members in that order, under the groups' titles. A module page opens each of its
+sections (Functions, Classes, Submodules, Variables) with a table of names and summaries. A
+re-export's page (tensorplay.cuda.CUDAGraph) is the class's description, unindexed, members
+left out: its members are documented, and indexed, once, on the home page, to which its
+summary table links, so that search lists each member once; a doc's link to a member through
+the re-exported name goes to the home page's entry too.
+
+Note [Examples and sources]
+Every function and class page shows the schema's example (model.Example), which
+tests/tools/test_docs_examples.py runs as a doctest (CUDA ones as gpu tests). Each page and member
+links its schema entry (api.yaml line) and the runtime symbol that implements it, shown in
+the site's source view: source/<file>.html, the file's text with an anchor per line (#L12),
+written for api.yaml and each file linked, so that the site stays offline and whole.
+
 Note [Links in docs]
 The schema's docs are plain text. Two forms in them become cross-references: a qualified name
 the schema declares (tensorplay.cuda.CUDAGraph), and a call such as reset() or
@@ -30,11 +48,13 @@ not resolve fails the build.
 """
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional, Union
 
-from .model import Class, Function, Module
+from .model import Class, Example, Function, Group, Module
 from .render import MARKER_TEXT, Output, Renderer
 from .types import ARGUMENT_SPELLINGS, BUILTINS
 
@@ -72,19 +92,28 @@ class Entry:
 
 
 class SiteRenderer:
-    def __init__(self, renderer: Renderer):
+    def __init__(self, renderer: Renderer, schema: Path, runtime: Path):
         self.api = renderer.api
         self.env = renderer.env
         self.class_home = renderer.class_home
         self.package = renderer.package
+        self.schema = schema
+        # The repository's root: runtime/ and python/ stand in it, and source links name files
+        # relative to it (runtime/graphs/graph.pyx).
+        self.root = runtime.resolve().parent
         self.entries = {m.name: self.module_entries(m) for m in self.api.modules}
-        # Every name the site indexes, which a doc may link.
-        self.targets: set[str] = {m.name for m in self.api.modules}
+        # Every name the site indexes, which a doc may link, and the name its link goes to: a
+        # re-export's members are indexed on the home page only (Note [Class and module pages]).
+        self.targets: dict[str, str] = {m.name: m.name for m in self.api.modules}
         for entries in self.entries.values():
             for entry in entries:
-                self.targets.add(entry.name)
+                self.targets[entry.name] = entry.name
                 if isinstance(entry.item, Class):
-                    self.targets |= {f"{entry.name}.{m}" for m in self.members(entry.item)}
+                    home = f"{entry.home}.{entry.item.name}"
+                    self.targets.update({f"{entry.name}.{m}": f"{home}.{m}"
+                                         for m in self.members(entry.item)})
+        # The source files the pages link (repository-relative path -> its lines).
+        self.sources: dict[str, list[str]] = {}
 
     def home(self, module: str, name: str) -> str:
         """The module that declares name, following re-exports from module."""
@@ -120,7 +149,7 @@ class SiteRenderer:
             candidates.append(f"{self.class_home[head]}.{name}")
         if tail:
             candidates.append(f"{self.package}.{name}")
-        return next((c for c in candidates if c in self.targets), None)
+        return next((self.targets[c] for c in candidates if c in self.targets), None)
 
     def text(self, doc: str, module: str, owner: Optional[str] = None) -> str:
         """A schema doc as MyST: names linked, the rest escaped, as the docs are plain text
@@ -130,7 +159,7 @@ class SiteRenderer:
             out.append(escape(doc[last:match.start()]))
             qualified = match.group("qualified")
             if qualified:
-                target = qualified if qualified in self.targets else None
+                target = self.targets.get(qualified)
             else:
                 target = self.resolve_call(match.group("call"), module, owner)
             out.append(f"{{py:obj}}`{match.group(0)} <{target}>`" if target
@@ -147,11 +176,112 @@ class SiteRenderer:
         """An exception or type name in a field list, qualified when the schema declares it."""
         return f"{self.class_home[name]}.{name}" if name in self.class_home else name
 
+    # -- classes, examples and sources (Notes [Class and module pages], [Examples and sources])
+
+    @staticmethod
+    def groups(cls: Class) -> tuple[Group, ...]:
+        """The member groups of a class's page, in page order."""
+        if cls.groups:
+            return cls.groups
+        default = (Group("Methods", tuple(m.name for m in cls.methods)),
+                   Group("Properties", tuple(p.name for p in cls.properties)))
+        return tuple(group for group in default if group.members)
+
+    @staticmethod
+    def summary(doc: str) -> str:
+        """A doc's first paragraph, a summary table's description."""
+        return " ".join(doc.strip().split("\n\n")[0].split())
+
+    @staticmethod
+    def member(cls: Class, name: str):
+        return next(m for m in cls.methods + cls.properties if m.name == name)
+
+    @staticmethod
+    def example(example: Optional[Example]) -> str:
+        """An example as a MyST block: a pycon fence, noted where it needs a CUDA device."""
+        if example is None:
+            return ""
+        note = ("Needs a CUDA device (the test suite runs it on a GPU machine).\n\n"
+                if example.needs == "cuda" else "")
+        return f"{note}```pycon\n{example.code}\n```"
+
+    def source_lines(self, path: str) -> list[str]:
+        if path not in self.sources:
+            self.sources[path] = (self.root / path).read_text(encoding="utf-8").splitlines()
+        return self.sources[path]
+
+    def runtime_file(self, module: str, python: bool = False) -> str:
+        if python:
+            return f"python/{module}.py"
+        folders = self.api.runtime_packages[module].split(".")[2:]  # after tensorplay._runtime
+        return "/".join(["runtime", *folders, f"{module}.pyx"])
+
+    def find_line(self, path: str, pattern: str, after: int = 0) -> int:
+        """The 1-based line of path where pattern first matches, at or after line after (the
+        whole file when it does not match there); 0 when it matches nowhere."""
+        lines = self.source_lines(path)
+        found = re.compile(pattern)
+        for start in (after, 0):
+            for number, text in enumerate(lines[start:], start + 1):
+                if found.search(text):
+                    return number
+        return 0
+
+    def source_link(self, path: str, line: int, label: str) -> str:
+        """An inline HTML link into the source view (every page is one folder deep)."""
+        self.source_lines(path)
+        anchor = f"#L{line}" if line else ""
+        return (f'<a class="reference external tp-source" href="../source/{path}.html{anchor}">'
+                f"{html.escape(label)}</a>")
+
+    def schema_link(self, line: int) -> str:
+        return self.source_link(self.schema.name, line, f"{self.schema.name}:{line}")
+
+    def impl_link(self, item: Union[Function, Class], owner: Optional[Class] = None) -> str:
+        """The link to the runtime symbol that implements item (owner: the class of a method
+        whose impl is a method of its core class)."""
+        if isinstance(item, Class):
+            path = self.runtime_file(item.impl_module)
+            line = self.find_line(path, rf"^\s*(cdef\s+)?class\s+{item.impl_name}\b")
+            return self.source_link(path, line, f"{path}:{line} {item.impl_name}")
+        if item.impl_module:  # a module function (of the Python layer, or the instance first)
+            path = self.runtime_file(item.impl_module, item.python)
+            line = self.find_line(path, rf"^\s*(cp?def|def)\b[^=]*\b{item.impl_name}\(")
+            return self.source_link(path, line, f"{path}:{line} {item.impl_name}()")
+        assert owner is not None, item.name
+        path = self.runtime_file(owner.impl_module)
+        start = self.find_line(path, rf"^\s*(cdef\s+)?class\s+{owner.impl_name}\b")
+        line = self.find_line(path, rf"^\s*(cp?def|def)\b[^=]*\b{item.impl_name}\(", start)
+        return self.source_link(path, line,
+                                f"{path}:{line} {owner.impl_name}.{item.impl_name}()")
+
+    def source_page(self, path: str) -> str:
+        """The source view of one file: its lines, each anchored #L<number>."""
+        rows = "\n".join(f'<span class="line" id="L{number}"><a href="#L{number}">{number:>5}</a>'
+                         f" {html.escape(text)}</span>"
+                         for number, text in enumerate(self.sources[path], 1))
+        return ("<!DOCTYPE html>\n"
+                f"<!-- {MARKER} -->\n"
+                '<html lang="en"><head><meta charset="utf-8">'
+                '<meta name="viewport" content="width=device-width, initial-scale=1">'
+                f"<title>{html.escape(path)} · tensorplay source</title><style>"
+                "body{margin:0;font:14px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace}"
+                "h1{font-size:16px;margin:0;padding:12px 16px;background:#f3f4f6;"
+                "overflow-wrap:anywhere}"
+                "pre{margin:0;padding:8px 0;overflow-x:auto}"
+                ".line{display:block;padding:0 16px;white-space:pre}"
+                ".line a{color:#888;text-decoration:none;user-select:none}"
+                ".line:target{background:#fff3b0}</style></head><body>"
+                f"<h1>{html.escape(path)}</h1><pre>{rows}</pre></body></html>\n")
+
     # -- pages ---------------------------------------------------------------------------------
 
     def context(self, **extra) -> dict:
         return dict(marker=MARKER, class_home=self.class_home, text=self.text, line=self.line,
-                    type_name=self.type_name, **extra)
+                    type_name=self.type_name, groups=self.groups, member=self.member,
+                    summary=self.summary,
+                    example=self.example, schema_link=self.schema_link, impl_link=self.impl_link,
+                    **extra)
 
     def render(self) -> list[Output]:
         outputs = [Output("api/index.md", self.env.get_template("site/index.md.j2").render(
@@ -159,6 +289,9 @@ class SiteRenderer:
         spellings = [(name, ARGUMENT_SPELLINGS[name][3].partition("= ")[2])
                      for name in ARGUMENT_SPELLINGS]
         spellings += [(name, BUILTINS[name][0]) for name in SITE_TYPES]
+        # Generic forms that are not Python builtins (Note [Closed type vocabulary]).
+        spellings.append(("ContextManager", "typing.ContextManager[T]: use it in a with "
+                                            "statement, whose as gives the T"))
         outputs.append(Output("api/types.md", self.env.get_template("site/types.md.j2").render(
             self.context(spellings=spellings))))
         for module in self.api.modules:
@@ -170,4 +303,8 @@ class SiteRenderer:
             for entry in self.entries[module.name]:
                 outputs.append(Output(f"generated/{entry.name}.md", self.env.get_template(
                     "site/object.md.j2").render(self.context(entry=entry))))
+        # The source view of every file a page links (Note [Examples and sources]);
+        # docs/conf.py publishes _extra/ at the site's root.
+        outputs += [Output(f"_extra/source/{path}.html", self.source_page(path))
+                    for path in sorted(self.sources)]
         return sorted(outputs, key=lambda output: output.path)

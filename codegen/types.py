@@ -138,7 +138,9 @@ def integer_c_types(low: int, high: int) -> tuple[str, ...]:
                     if least <= low and high <= most)
     return fitting or ("object",)
 
-GENERICS = {"Optional": 1, "list": 1, "set": 1, "tuple": None, "dict": 2}
+# ContextManager[T]: what a function returns to be used in a with statement, whose `as` gives T
+# (cuda.graph() gives the graph it captures into); typing.ContextManager in the stubs.
+GENERICS = {"Optional": 1, "list": 1, "set": 1, "tuple": None, "dict": 2, "ContextManager": 1}
 
 _TOKEN = re.compile(r"\s*(\.\.\.|[A-Za-z_][A-Za-z0-9_]*|[\[\],|])")
 

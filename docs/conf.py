@@ -24,3 +24,12 @@ html_theme_options = {"navbar_align": "left"}
 # No source links or "last updated" stamps: the output depends on the sources alone.
 html_show_sourcelink = False
 html_copy_source = False
+# The site's source view of api.yaml and the runtime files the pages link (codegen/site.py,
+# Note [Examples and sources]), published at the root as source/<file>.html.
+html_extra_path = ["_extra"]
+# The layout fixes of docs/_static/tensorplay.css: titles and signatures wrap, wide tables
+# scroll, the page's table of contents wraps its long names (docs/design.md, "Docs site").
+html_static_path = ["_static"]
+html_css_files = ["tensorplay.css"]
+# A signature longer than this puts each parameter on a line of its own.
+python_maximum_signature_line_length = 88

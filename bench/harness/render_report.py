@@ -30,6 +30,7 @@ import os
 import re
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 
 from baselines import CUPY, OURS, RAW_C, TORCH, met
@@ -404,6 +405,38 @@ def lines_of(records: list[dict]) -> dict[tuple, dict[float, tuple]]:
 
 # A series' line style, in the order the series come: a library keeps its colour across them.
 LINE_STYLES = ("-", "--", ":", "-.")
+# One colour per library in every plot, whatever else a plot shows: a line's library is the
+# first of these whose name starts its name ("torch.randn" is PyTorch's), tensorplay's is
+# matplotlib's first colour; another library takes one of OTHER_COLOURS by a hash of its name,
+# so that it too keeps its colour from plot to plot and run to run.
+LIBRARY_COLOURS = ((OURS, "#1f77b4"), (TORCH, "#ee4c2c"), ("torch", "#ee4c2c"),
+                   (CUPY, "#2ca02c"), (RAW_C, "#555555"))
+OTHER_COLOURS = ("#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ff7f0e")
+# The plots' size: drawn at 1200 x 660 px, shown at the page's width with text still readable.
+FIGURE_INCHES, FIGURE_DPI, FONT_POINTS = (10, 5.5), 120, 13
+
+
+def library_colour(library: str) -> str:
+    for prefix, colour in LIBRARY_COLOURS:
+        if library.startswith(prefix):
+            return colour
+    return OTHER_COLOURS[zlib.crc32(library.encode()) % len(OTHER_COLOURS)]
+
+
+def sweep_table(name: str, records: list[dict]) -> list[str]:
+    """The figures of a sweep's plot as a Markdown table: a row per x, a column per line."""
+    lines = lines_of(records)
+    xs = sorted({x for points in lines.values() for x in points})
+    x_label = next((text for end, text in X_LABELS.items() if name.endswith(end)), "x")
+    out = [f"| {plain(x_label)} | " + " | ".join(
+               plain(f"{line_name(library, series)} ({records[0]['unit']})")
+               for library, series in lines) + " |",
+           "|---:|" + "---:|" * len(lines)]
+    for x in xs:
+        cells = [figure(*points[x]) if x in points else "" for points in lines.values()]
+        shown_x = f"{int(x):,}" if float(x).is_integer() else number(x)  # sizes are counts
+        out.append(f"| {shown_x} | " + " | ".join(cells) + " |")
+    return out
 
 
 def plot(name: str, records: list[dict]) -> bytes:
@@ -417,14 +450,14 @@ def plot(name: str, records: list[dict]) -> bytes:
     from matplotlib import pyplot
 
     lines = lines_of(records)
-    libraries = list(dict.fromkeys(library for library, _ in lines))
     series_ = list(dict.fromkeys(series for _, series in lines))
-    figure_, axes = pyplot.subplots(figsize=(7, 4.2), dpi=100)
+    pyplot.rcParams.update({"font.size": FONT_POINTS})
+    figure_, axes = pyplot.subplots(figsize=FIGURE_INCHES, dpi=FIGURE_DPI)
     for (library, series), points in lines.items():
         xs = sorted(points)
         axes.errorbar(xs, [points[x][0] for x in xs], yerr=[points[x][1] for x in xs],
-                      marker="o", markersize=4, capsize=3,
-                      color=f"C{libraries.index(library) % 10}",
+                      marker="o", markersize=6, capsize=4, linewidth=2,
+                      color=library_colour(library),
                       linestyle=LINE_STYLES[series_.index(series) % len(LINE_STYLES)],
                       label=label(line_name(library, series)))
     axes.set_xscale("log")
@@ -540,7 +573,9 @@ def page(results: dict, image_prefix: str) -> tuple[str, dict[str, bytes]]:
             while file in plots:
                 file, number_ = f"{slug(sweep)}-{number_}.png", number_ + 1
             plots[file] = plot(sweep, points)
-            lines += [f"![{plain(sweep)}]({image_prefix}{file})", ""]
+            lines += [f"![{plain(sweep)}]({image_prefix}{file})", "",
+                      f"The figures of the plot, {plain(sweep)}:", ""]
+            lines += sweep_table(sweep, points) + [""]
     return "\n".join(lines).rstrip() + "\n", plots
 
 

@@ -5,7 +5,7 @@ Devices and dtypes live here; the accelerator and CUDA APIs live in the submodul
 """
 import builtins
 import os
-from typing import Any, Callable, Literal, TypeAlias
+from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay.autograd import Node
 from tensorplay.cuda import Stream

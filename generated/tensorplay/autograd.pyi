@@ -6,7 +6,7 @@ backward() and grad() run it from the outputs back to the inputs, each step on t
 its forward ran on.
 """
 import os
-from typing import Any, Callable, Literal, TypeAlias
+from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay import Tensor
 from tensorplay import no_grad as no_grad
@@ -72,7 +72,7 @@ class Function:
 class FunctionCtx:
     """What forward() hands backward() (the ctx argument); attributes set on it are kept for backward."""
 
-    def save_for_backward(self, *tensors: Any) -> None:
+    def save_for_backward(self, *tensors: Tensor | None) -> None:
         """Keep tensors for backward(); they are checked against in-place changes when read back.
 
         Args:
@@ -80,7 +80,7 @@ class FunctionCtx:
         """
 
     @property
-    def saved_tensors(self) -> tuple[Any, ...]:
+    def saved_tensors(self) -> tuple[Tensor | None, ...]:
         """The tensors given to save_for_backward(), in order."""
 
     @property

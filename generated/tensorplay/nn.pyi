@@ -6,7 +6,7 @@ A Module registers the Parameters, buffers and Modules assigned to its attribute
 assignment order, which is the order of parameters() and state_dict() (PyTorch's).
 """
 import os
-from typing import Any, Callable, Literal, TypeAlias
+from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay import Tensor
 from tensorplay import device
@@ -246,12 +246,12 @@ class Module:
             Module: this module.
         """
 
-    def state_dict(self) -> Any:
+    def state_dict(self) -> dict[str, Tensor]:
         """The module's state, by name, in registration order.
 
         Returns:
-            Any: an OrderedDict from dotted names to detached tensors sharing the memory of the
-                parameters and buffers.
+            dict[str, Tensor]: an OrderedDict from dotted names to detached tensors sharing the
+                memory of the parameters and buffers.
         """
 
     def load_state_dict(self, state_dict: Any, strict: bool = True) -> Any:
@@ -389,14 +389,14 @@ class Sequential(Module):
             Any: an iterator over the modules in order.
         """
 
-    def __getitem__(self, index: Any) -> Any:
+    def __getitem__(self, index: Any) -> Module:
         """One module, or several as a Sequential.
 
         Args:
             index: a position (negative counts from the end) or a slice.
 
         Returns:
-            Any: the module at index, or a new Sequential of the sliced modules.
+            Module: the module at index, or a new Sequential of the sliced modules.
 
         Raises:
             IndexError: the position is out of range.

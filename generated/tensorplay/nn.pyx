@@ -276,8 +276,8 @@ class Module(_nn_classes.ModuleCore):
         """The module's state, by name, in registration order.
 
         Returns:
-            Any: an OrderedDict from dotted names to detached tensors sharing the memory of the
-                parameters and buffers.
+            dict[str, Tensor]: an OrderedDict from dotted names to detached tensors sharing the
+                memory of the parameters and buffers.
         """
         return self.c_state_dict()
 
@@ -446,7 +446,7 @@ class Sequential(_nn_classes.SequentialCore, Module):
             index: a position (negative counts from the end) or a slice.
 
         Returns:
-            Any: the module at index, or a new Sequential of the sliced modules.
+            Module: the module at index, or a new Sequential of the sliced modules.
 
         Raises:
             IndexError: the position is out of range.

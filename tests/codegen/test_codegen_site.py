@@ -14,7 +14,7 @@ from codegen.site import SiteRenderer
 @pytest.fixture(scope="module")
 def site(root):
     return SiteRenderer(Renderer(load_api(root / "api.yaml", root / "runtime"),
-                                 root / "templates"))
+                                 root / "templates"), root / "api.yaml", root / "runtime")
 
 
 def render_into(root, out):
@@ -62,7 +62,26 @@ def test_docs_link_declared_names_and_calls_and_leave_the_rest_as_text(site):
 def test_a_call_names_the_member_of_the_class_described_first(site):
     text = site.text("call reset() first", "tensorplay.accelerator.graphs",
                      owner="tensorplay.accelerator.Graph")
-    assert "{py:obj}`reset() <tensorplay.accelerator.Graph.reset>`" in text
+    # Graph is re-exported there; its members are documented, and linked, on its home page
+    # (Note [Class and module pages]).
+    assert "{py:obj}`reset() <tensorplay.accelerator.graphs.Graph.reset>`" in text
+
+
+def test_a_reexported_class_page_documents_no_member_and_links_its_home(site):
+    pages = {output.path: output.content for output in site.render()}
+    reexport = pages["generated/tensorplay.cuda.CUDAGraph.md"]
+    home = pages["generated/tensorplay.cuda.graphs.CUDAGraph.md"]
+    assert "{py:method}" not in reexport and "{py:method}" in home
+    assert "<tensorplay.cuda.graphs.CUDAGraph.replay>" in reexport
+    assert "{doc}`tensorplay.cuda.graphs.CUDAGraph <tensorplay.cuda.graphs.CUDAGraph>`" in reexport
+    # The home page lists the members by the schema's groups, in order.
+    order = [home.index(f"\n## {title}\n") for title in
+             ("Capture", "Replay", "Conditional nodes", "Update and rebinding", "Debugging",
+              "Handles")]
+    assert order == sorted(order)
+    # Source views exist for every file a page links.
+    assert "_extra/source/api.yaml.html" in pages
+    assert "_extra/source/runtime/graphs/graph.pyx.html" in pages
 
 
 def test_markup_in_a_plain_text_doc_is_escaped(site):

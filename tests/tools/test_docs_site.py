@@ -1,10 +1,16 @@
 """The docs site (docs/build.py): it builds with warnings as errors, a broken cross-reference
 fails the build, and headless Chromium renders a module page, an API page and a search, served
-under /docs/ as the site is published, with links that resolve. Screenshots land in
-build/docs/screenshots. Skipped, with the reason, without the docs extra or without Chromium."""
+under /docs/ as the site is published, with links that resolve; pages fit at 1400 and 420 px
+(docs_layout_probe.html measures them), CUDAGraph's page has its grouped member summary, API
+pages show their examples and source links, a re-export's page points to its home, and search
+lists each member once. Screenshots land in build/docs/screenshots. Skipped, with the reason,
+without the docs extra or without Chromium."""
 import functools
+import html
 import html.parser
 import http.server
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +31,19 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "docs"
 MODULE_PAGE = "api/tensorplay.cuda.graphs.html"
 API_PAGE = "generated/tensorplay.cuda.graphs.CUDAGraph.html"
+PROBE = Path(__file__).resolve().parent / "docs_layout_probe.html"
+# Pages whose titles, tables and links are the widest: long qualified names, the member
+# summary, the performance tables.
+LAYOUT_PAGES = (API_PAGE, "generated/tensorplay.accelerator.current_device_index.html",
+                "generated/tensorplay.cuda.graphs.make_graphed_callables.html", MODULE_PAGE,
+                "performance.html", "getting-started.html")
+WIDTHS = (1400, 420)
+# CUDAGraph's members as its page groups them (api.yaml, GraphBase's groups).
+CUDAGRAPH_GROUPS = ["Constructor", "Capture", "Replay", "Conditional nodes",
+                    "Update and rebinding", "Debugging", "Handles"]
+EXAMPLE_PAGES = ("tensorplay.zeros", "tensorplay.Tensor", "tensorplay.autograd.grad",
+                 "tensorplay.nn.Linear", "tensorplay.optim.SGD", "tensorplay.cuda.graphs.CUDAGraph",
+                 "tensorplay.cuda.graphs.graph", "tensorplay.accelerator.memory.memory_stats")
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +85,13 @@ def test_a_broken_cross_reference_fails_the_build(site, tmp_path):
 
 
 class SiteHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves the html folder under /docs/, where the site is published; other paths are 404."""
+    """Serves the html folder under /docs/, where the site is published, and the layout probe
+    at /probe.html; other paths are 404."""
 
     def translate_path(self, path: str) -> str:
         route = urllib.parse.urlsplit(path).path
+        if route == "/probe.html":
+            return str(PROBE)
         if not route.startswith("/docs/"):
             return str(Path(self.directory) / "no such page")
         return super().translate_path(route.removeprefix("/docs"))
@@ -118,6 +140,28 @@ def browser(server, tmp_path_factory):
         assert dom.returncode == 0, dom.stderr
         return dom.stdout
 
+    def probe(path: str, width: int) -> list[str]:
+        """What does not fit on a page at width px (docs_layout_probe.html loads it in a frame
+        of that width: Chromium's windows are at least 500 px wide); saves a screenshot."""
+        url = (server.removesuffix("docs/") + "probe.html?"
+               + urllib.parse.urlencode({"page": path, "width": width}))
+        name = f"{Path(path).stem}-{width}"
+        command = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                   "--disable-dev-shm-usage", "--no-first-run", f"--user-data-dir={profile}",
+                   "--virtual-time-budget=15000", "--window-size=1400,1200"]
+        shot = subprocess.run(command + [f"--screenshot={shots / (name + '.png')}", url],
+                              capture_output=True, text=True, timeout=180)
+        assert shot.returncode == 0, shot.stderr
+        dom = subprocess.run(command + ["--dump-dom", url], capture_output=True, text=True,
+                             timeout=180)
+        assert dom.returncode == 0, dom.stderr
+        found = re.search(r'<pre id="result">(.*?)</pre>', dom.stdout, re.S)
+        assert found and found.group(1).startswith("{"), f"the probe did not finish on {path}"
+        result = json.loads(html.unescape(found.group(1)))
+        assert result["width"] == width
+        return result["problems"]
+
+    load.probe = probe
     return load
 
 
@@ -191,3 +235,109 @@ def test_search_for_replay_finds_and_links_the_api_pages(browser, server):
     found = {urllib.parse.urlsplit(h).path for h in page.hrefs if h.startswith("generated/")}
     assert "generated/tensorplay.cuda.graphs.CUDAGraph.html" in found, page.hrefs
     assert_links_resolve(server + "search.html", page)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("path", LAYOUT_PAGES)
+def test_pages_fit_with_nothing_clipped(browser, path, width):
+    """Titles wrap, wide tables scroll in their own box, the page's table of contents, the
+    breadcrumbs and the previous/next links stay inside the window."""
+    assert browser.probe(path, width) == []
+
+
+class Text(html.parser.HTMLParser):
+    """A page's h2 headings in order, its table rows (the text of each cell) and the text of
+    its pycon example blocks."""
+
+    def __init__(self, dom: str):
+        super().__init__()
+        self.h2: list[str] = []
+        self.rows: list[list[str]] = []
+        self.examples: list[str] = []
+        self._h2 = self._cell = False
+        self._pycon = 0  # the depth of divs inside an open pycon block
+        self.feed(dom)
+
+    def handle_starttag(self, tag, attrs):
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "h2":
+            self._h2 = True
+            self.h2.append("")
+        elif tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th") and self.rows:
+            self._cell = True
+            self.rows[-1].append("")
+        elif tag == "div" and (self._pycon or "highlight-pycon" in classes):
+            if not self._pycon:
+                self.examples.append("")
+            self._pycon += 1
+
+    def handle_endtag(self, tag):
+        if tag == "h2":
+            self._h2 = False
+        elif tag in ("td", "th"):
+            self._cell = False
+        elif tag == "div" and self._pycon:
+            self._pycon -= 1
+
+    def handle_data(self, data):
+        if self._h2:
+            self.h2[-1] += data
+        if self._cell:
+            self.rows[-1][-1] += data
+        if self._pycon:
+            self.examples[-1] += data
+
+
+def test_cudagraph_page_summarises_its_members_by_group_then_lists_them_so(browser):
+    dom = browser(API_PAGE, "cudagraph-members")
+    page = Text(dom)
+    rows = [[" ".join(cell.split()) for cell in row] for row in page.rows]
+    titles = [row[0] for row in rows if len(row) == 2 and not row[1]]
+    assert titles == CUDAGRAPH_GROUPS, rows
+    first = {row[0]: row[1] for row in rows if len(row) == 2 and row[1]}
+    # The constructor as users call it, then each member with its one-line description.
+    assert first["CUDAGraph()"].startswith("A CUDA graph whose capture")
+    assert first["capture_begin()"] == "Begin capture."
+    assert first["replay()"].startswith("Run the graph")
+    # The members follow, under the groups' titles, in the summary's order.
+    headings = [" ".join(h.split()).rstrip("#").strip() for h in page.h2]
+    assert headings[headings.index("Members") + 1:] == CUDAGRAPH_GROUPS[1:], headings
+    order = [m.start() for m in (re.search(f'id="tensorplay.cuda.graphs.CUDAGraph.{name}"', dom)
+                                 for name in ("capture_begin", "replay", "begin_capture_to_if_node",
+                                              "recapture_begin", "debug_dump", "pool_id"))]
+    assert order == sorted(order)
+
+
+@pytest.mark.parametrize("name", EXAMPLE_PAGES)
+def test_api_pages_show_an_example_and_link_their_sources(browser, server, name):
+    path = f"generated/{name}.html"
+    dom = browser(path, f"example-{name}")
+    examples = Text(dom).examples
+    assert examples and examples[0].lstrip().startswith(">>>"), f"no example on {path}"
+    links = Links(dom)
+    schema = [h for h in links.hrefs if h.startswith("../source/api.yaml.html#L")]
+    runtime = [h for h in links.hrefs
+               if re.match(r"\.\./source/(runtime|python)/.+\.html#L\d+$", h)]
+    assert schema and runtime, f"{path} links no schema entry or runtime symbol"
+    assert_links_resolve(server + path, links)
+
+
+def test_a_reexported_class_page_points_to_the_page_of_its_members(browser, server):
+    page = Links(browser("generated/tensorplay.cuda.CUDAGraph.html", "reexport-page"))
+    assert "tensorplay.cuda.graphs.CUDAGraph.html" in page.hrefs
+    # Its members are documented, and indexed, on the home page only.
+    assert "tensorplay.cuda.CUDAGraph.replay" not in page.ids
+    assert any(h.startswith("tensorplay.cuda.graphs.CUDAGraph.html#tensorplay.cuda.graphs."
+                            "CUDAGraph.replay") for h in page.hrefs)
+    assert_links_resolve(server + "generated/tensorplay.cuda.CUDAGraph.html", page)
+
+
+def test_search_lists_each_member_once(browser):
+    page = Links(browser("search.html?q=replay", "search-replay-members"))
+    members = [urllib.parse.unquote(h.partition("#")[2]) for h in page.hrefs
+               if h.startswith("generated/") and re.search(r"#tensorplay\.[\w.]+\.replay$", h)]
+    # One hit for each of the two graph classes' replay, none for their re-exported names.
+    assert sorted(members) == ["tensorplay.accelerator.graphs.Graph.replay",
+                               "tensorplay.cuda.graphs.CUDAGraph.replay"], page.hrefs

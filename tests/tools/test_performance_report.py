@@ -154,6 +154,26 @@ def test_sweeps_become_plots_in_their_section(tmp_path):
     assert sorted(p.name for p in image.parent.iterdir()) == ["mine.png"]  # no temporary file
 
 
+def test_each_plot_has_its_figures_in_a_table_and_each_library_one_colour(tmp_path,
+                                                                          monkeypatch):
+    pytest.importorskip("matplotlib", reason="the docs extra is not installed")
+    _, page = render(tmp_path, results())
+    replay = page.split("## Replay")[1].split("## ")[0]
+    after = replay.split("(performance/replay-cost-against-graph-size.png)")[1]
+    assert "| kernels in the graph | tensorplay (ns) | raw C (ns) | PyTorch (ns) | CuPy (ns) |" \
+        in after
+    assert "| 4 | 2,004 ± 40.1 | 1,900 ± 47.5 | 4,000 ± 100 | 3,000 ± 75.0 |" in after
+    monkeypatch.syspath_prepend(str(HARNESS))  # the renderer imports its sibling baselines.py
+    renderer = load_bench("render_report")
+    # A library's colour depends on its name alone: the same in every plot, whatever else the
+    # plot shows; PyTorch's lines ("torch.randn") share PyTorch's.
+    colours = {name: renderer.library_colour(name)
+               for name in ("tensorplay", "PyTorch", "torch.randn", "CuPy", "raw C", "other")}
+    assert colours["torch.randn"] == colours["PyTorch"]
+    assert len({colours[n] for n in ("tensorplay", "PyTorch", "CuPy", "raw C")}) == 4
+    assert renderer.library_colour("other") == colours["other"]
+
+
 def test_a_sweep_of_several_series_draws_a_line_per_library_and_series(tmp_path,
                                                                        monkeypatch):
     """A matmul's throughput sweep: float32 and bfloat16 lines of tensorplay and PyTorch on one

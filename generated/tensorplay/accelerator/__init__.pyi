@@ -5,7 +5,7 @@ Importing makes no CUDA call; is_available() and device_count() answer without
 initialising CUDA, so a process can still fork afterwards.
 """
 import os
-from typing import Any, Callable, Literal, TypeAlias
+from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay import device
 from tensorplay.cuda import Stream

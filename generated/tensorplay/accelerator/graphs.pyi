@@ -5,7 +5,7 @@ Graph records a sequence of operations on the active accelerator
 backend and replays it with reduced launch overhead.
 """
 import os
-from typing import Any, Callable, Literal, TypeAlias
+from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay._bases import GraphBase
 from tensorplay.cuda import Stream

@@ -6,7 +6,7 @@ backend in this build) and accepts a device object, a spelling such
 as "cuda:1", an integer index, or None for the current device.
 """
 import os
-from typing import Any, Callable, Literal, TypeAlias
+from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay import device
 

@@ -7,7 +7,7 @@ accepts a device object, a spelling such as "cuda:1", an integer
 index, or None for the current device.
 """
 import os
-from typing import Any, Callable, Literal, TypeAlias
+from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay import Tensor
 from tensorplay import device

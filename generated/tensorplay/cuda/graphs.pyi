@@ -3,9 +3,10 @@
 bulk input staging and graphed callables.
 """
 import os
-from typing import Any, Callable, Literal, TypeAlias
+from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay._bases import GraphBase
+from tensorplay import Tensor
 from tensorplay.accelerator.graphs import Graph
 from tensorplay.cuda import Stream
 
@@ -59,7 +60,7 @@ def graph_pool_handle() -> tuple[int, int]:
     """
 
 
-def graph(cuda_graph: CUDAGraph, pool: _GraphPool = None, stream: Stream | None = None, capture_error_mode: str = 'global') -> Any:
+def graph(cuda_graph: CUDAGraph, pool: _GraphPool = None, stream: Stream | None = None, capture_error_mode: str = 'global') -> ContextManager[CUDAGraph]:
     """Context-manager that captures CUDA work into a tensorplay.cuda.CUDAGraph.
 
     Args:
@@ -72,11 +73,12 @@ def graph(cuda_graph: CUDAGraph, pool: _GraphPool = None, stream: Stream | None 
         capture_error_mode: see CUDAGraph.capture_begin().
 
     Returns:
-        Any: a context manager.
+        ContextManager[CUDAGraph]: a context manager that captures its block into cuda_graph,
+            which its as gives.
     """
 
 
-def recapture(cuda_graph: CUDAGraph, stream: Stream | None = None, capture_error_mode: str = 'global', reinstantiate: bool = False) -> Any:
+def recapture(cuda_graph: CUDAGraph, stream: Stream | None = None, capture_error_mode: str = 'global', reinstantiate: bool = False) -> ContextManager[CUDAGraph]:
     """Context-manager that captures the block into cuda_graph again and updates its executable.
 
     CUDAGraph.recapture_begin() on entry, CUDAGraph.recapture_end() on a
@@ -91,7 +93,8 @@ def recapture(cuda_graph: CUDAGraph, stream: Stream | None = None, capture_error
             raising.
 
     Returns:
-        Any: a context manager.
+        ContextManager[CUDAGraph]: a context manager that recaptures its block into cuda_graph,
+            which its as gives.
     """
 
 
@@ -103,7 +106,7 @@ def is_current_stream_capturing() -> bool:
     """
 
 
-def make_graphed_callables(callables: Any, sample_args: Any, num_warmup_iters: int = 3, allow_unused_input: bool = False, pool: _GraphPool = None, capture_error_mode: str = 'global') -> Any:
+def make_graphed_callables(callables: Any, sample_args: tuple[Tensor, ...] | tuple[tuple[Tensor, ...], ...], num_warmup_iters: int = 3, allow_unused_input: bool = False, pool: _GraphPool = None, capture_error_mode: str = 'global') -> Any:
     """Callables that run per-iteration with CUDA graph capture.
 
     Each callable's forward pass (and its backward pass, through

@@ -76,7 +76,8 @@ def graph(cuda_graph, pool=None, stream=None, capture_error_mode='global'):
         capture_error_mode: see CUDAGraph.capture_begin().
 
     Returns:
-        Any: a context manager.
+        ContextManager[CUDAGraph]: a context manager that captures its block into cuda_graph,
+            which its as gives.
     """
     return _contexts.graph_context(cuda_graph, _graph.pool_arg(pool, 'pool'), _stream.stream_arg(stream, 'stream'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')))
 
@@ -96,7 +97,8 @@ def recapture(cuda_graph, stream=None, capture_error_mode='global', reinstantiat
             raising.
 
     Returns:
-        Any: a context manager.
+        ContextManager[CUDAGraph]: a context manager that recaptures its block into cuda_graph,
+            which its as gives.
     """
     return _contexts.recapture_context(cuda_graph, _stream.stream_arg(stream, 'stream'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')), _errors.bool_arg(reinstantiate, 'reinstantiate'))
 
