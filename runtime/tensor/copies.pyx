@@ -599,7 +599,14 @@ cdef object joined(list items, tuple sizes, list keys, int op, object state):
     return output
 
 
+cdef int require_dim(object dim) except -1:
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__} ({errors.shown(dim)})")
+    return 0
+
+
 cdef object cat(object tensors, object dim):
+    require_dim(dim)  # every argument's type before any value
     items = tensor_list(tensors, "cat")
     for index, value in enumerate(items):
         if not (<TensorCore>value).sizes:
@@ -639,6 +646,7 @@ cdef object cat(object tensors, object dim):
 
 
 cdef object stack(object tensors, object dim):
+    require_dim(dim)  # every argument's type before any value
     items = tensor_list(tensors, "stack")
     cdef TensorCore first = items[0]
     for index, value in enumerate(items):
@@ -648,8 +656,6 @@ cdef object stack(object tensors, object dim):
                              f"{list((<TensorCore>value).sizes)} at entry {index}")
     # dim names a dimension of the result, which has one more (as unsqueeze()'s).
     cdef int ndim = len(first.sizes)
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"dim must be an int, got {type(dim).__name__} ({errors.shown(dim)})")
     if not -ndim - 1 <= dim <= ndim:
         raise IndexError(f"dim: Dimension out of range (expected to be in range of "
                          f"[{-ndim - 1}, {ndim}], but got {errors.shown(dim)})")

@@ -562,6 +562,10 @@ cdef class TensorCore:
             dropped = {index for index in range(ndim) if self.sizes[index] == 1}
         else:
             dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+            for item in dims:  # every type before any range
+                if isinstance(item, bool) or not isinstance(item, int):
+                    raise TypeError(f"dim must be an int or a tuple of ints, got "
+                                    f"{errors.shown(dim)}")
             chosen = [self.c_dim(item) for item in dims]
             for index in chosen:
                 if chosen.count(index) > 1:
