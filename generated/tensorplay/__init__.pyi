@@ -15,8 +15,8 @@ from tensorplay import cuda as cuda
 from tensorplay import nn as nn
 from tensorplay import optim as optim
 
-_DeviceLike: TypeAlias = device | str | int | None
-_TensorDeviceLike: TypeAlias = device | str | int | None
+_DeviceLike: TypeAlias = device | str | builtins.int | None
+_TensorDeviceLike: TypeAlias = device | str | builtins.int | None
 
 __all__ = [
     "tensor",

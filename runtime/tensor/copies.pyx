@@ -602,6 +602,8 @@ cdef object joined(list items, tuple sizes, list keys, int op, object state):
 cdef int require_dim(object dim) except -1:
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"dim must be an int, got {type(dim).__name__} ({errors.shown(dim)})")
+    if not -(1 << 63) <= dim < (1 << 63):  # as PyTorch's int64 argument
+        raise ValueError(f"dim {errors.shown(dim)} does not fit in int64")
     return 0
 
 
