@@ -20,8 +20,8 @@ Rules kept deliberately small: elementwise operations and comparisons take a ten
 dtype and device, or a Python scalar; tensor shapes broadcast by NumPy's rules (broadcast_shape),
 and CUDA kernels read a broadcast operand through stride 0 instead of copying it; integer true
 division and integer-with-float-scalar arithmetic give float32, as in PyTorch; outputs are
-contiguous. Views (indexing, view, transpose, unsqueeze, expand) share memory, so they work on
-both devices by changing sizes and strides alone.
+contiguous. Views (indexing, view, transpose, permute, squeeze, unsqueeze, expand) share memory,
+so they work on both devices by changing sizes and strides alone.
 """
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport INT64_MAX, int64_t, uintptr_t
@@ -520,12 +520,13 @@ cdef class TensorCore:
 
     cdef object c_T(self):
         # PyTorch's numpy_T (aten/src/ATen/native/TensorShape.cpp): all dimensions reversed, with
-        # its deprecation warnings for a 0-d tensor and for any other count but 2 (1-D: none).
+        # its deprecation warnings for a 0-d tensor and for more than 2 dimensions (none for 1
+        # or 2).
         cdef int ndim = len(self.sizes)
         if ndim == 0:
             warnings.warn("Tensor.T is deprecated on 0-D tensors. This function is the identity "
                           "in these cases.", UserWarning)
-        elif ndim != 2 and ndim != 1:
+        elif ndim > 2:
             warnings.warn("The use of `x.T` on tensors of dimension other than 2 to reverse "
                           "their shape is deprecated and it will throw an error in a future "
                           "release. Consider `x.mT` to transpose batches of matrices or "
