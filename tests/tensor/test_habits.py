@@ -15,8 +15,8 @@ from tensorplay import accelerator
 
 torch = pytest.importorskip("torch")
 
-from tests.autograd.test_autograd_against_torch import (ALL_DTYPES, as_numpy, run_both,  # noqa: E402
-                                                        same_error, values)
+from tests.autograd.test_autograd_against_torch import (  # noqa: E402 (after importorskip)
+    ALL_DTYPES, as_numpy, run_both, same_error, values)
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
