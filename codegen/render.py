@@ -209,12 +209,20 @@ class Renderer:
         return sorted((self.class_home[n], n) for n in names
                       if n in self.class_home and n not in local)
 
-    def argument_aliases(self, module: Module) -> list[str]:
-        """Stub type aliases for the argument spellings a module uses (types.py)."""
+    def argument_aliases(self, module: Module, shadowed: frozenset[str]) -> list[str]:
+        """Stub type aliases for the argument spellings a module uses (types.py); builtins
+        that a module constant hides (tensorplay.int) are spelled builtins.NAME in them."""
         used = set().union(*(p.type.names() for p in module.all_params()))
         # Spellings may share an alias (Device and DeviceSelection): each definition once.
-        return list(dict.fromkeys(ARGUMENT_SPELLINGS[name][3] for name in sorted(used)
-                                  if name in ARGUMENT_SPELLINGS))
+        definitions = dict.fromkeys(ARGUMENT_SPELLINGS[name][3] for name in sorted(used)
+                                    if name in ARGUMENT_SPELLINGS)
+        result = []
+        for definition in definitions:
+            name, equals, value = definition.partition("=")
+            for hidden in sorted(shadowed):
+                value = re.sub(rf"(?<![\w.]){hidden}\b", f"builtins.{hidden}", value)
+            result.append(name + equals + value)
+        return result
 
     def reexported(self, module: Module) -> list[tuple[str, object]]:
         """(kind, item) for re-exported functions and classes, resolved to their declaration."""
@@ -223,6 +231,8 @@ class Renderer:
 
     def context(self, module: Module) -> dict:
         """What the module templates read."""
+        # Module constants that hide a builtin (tensorplay.bool, tensorplay.int).
+        shadowed = frozenset(v.name for v in module.variables if v.name in dir(builtins))
         return dict(
             api=self.api,
             module=module,
@@ -237,11 +247,10 @@ class Renderer:
                                    if c.subclass_of and c.subclass_of[0] != module.name}),
             needs_functools=any(c.decorator for c in module.classes),
             stub_imports=self.stub_imports(module),
-            argument_aliases=self.argument_aliases(module),
+            argument_aliases=self.argument_aliases(module, shadowed),
             submodule_docs=[self.api.module(s) for s in module.submodules],
             reexported=self.reexported(module),
-            shadowed=frozenset(v.name for v in module.variables
-                               if v.name in dir(builtins)),
+            shadowed=shadowed,
             bases_module=f"{self.package}._bases",
         )
 

@@ -15,8 +15,8 @@ from tensorplay import cuda as cuda
 from tensorplay import nn as nn
 from tensorplay import optim as optim
 
-_DeviceLike: TypeAlias = device | str | int | None
-_TensorDeviceLike: TypeAlias = device | str | int | None
+_DeviceLike: TypeAlias = device | str | builtins.int | None
+_TensorDeviceLike: TypeAlias = device | str | builtins.int | None
 
 __all__ = [
     "tensor",
@@ -30,6 +30,12 @@ __all__ = [
     "ones",
     "full",
     "arange",
+    "linspace",
+    "cat",
+    "stack",
+    "matmul",
+    "exp",
+    "relu",
     "empty_like",
     "zeros_like",
     "allclose",
@@ -62,6 +68,12 @@ __all__ = [
     "bfloat16",
     "float32",
     "float64",
+    "float",
+    "double",
+    "half",
+    "long",
+    "int",
+    "short",
     "accelerator",
     "autograd",
     "cuda",
@@ -209,7 +221,7 @@ def load(f: Any, map_location: Any = None) -> dict[str, Tensor]:
     """
 
 
-def empty(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+def empty(*size: builtins.int | tuple[builtins.int, ...] | list[builtins.int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor whose elements are not initialised.
 
     Args:
@@ -225,7 +237,7 @@ def empty(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, 
     """
 
 
-def zeros(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+def zeros(*size: builtins.int | tuple[builtins.int, ...] | list[builtins.int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor filled with zeros.
 
     Args:
@@ -241,7 +253,7 @@ def zeros(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, 
     """
 
 
-def ones(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+def ones(*size: builtins.int | tuple[builtins.int, ...] | list[builtins.int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor filled with ones.
 
     Args:
@@ -257,7 +269,7 @@ def ones(*size: int | tuple[int, ...] | list[int], dtype: dtype | None = None, d
     """
 
 
-def full(size: int | tuple[int, ...] | list[int], fill_value: builtins.bool | int | float, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+def full(size: builtins.int | tuple[builtins.int, ...] | list[builtins.int], fill_value: builtins.bool | builtins.int | builtins.float, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor filled with fill_value.
 
     Args:
@@ -279,7 +291,7 @@ def full(size: int | tuple[int, ...] | list[int], fill_value: builtins.bool | in
     """
 
 
-def arange(start: int | float, end: int | float | None = None, step: int | float = 1, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+def arange(start: builtins.int | builtins.float, end: builtins.int | builtins.float | None = None, step: builtins.int | builtins.float = 1, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """Values from start to end (excluded) in steps of step.
 
     Args:
@@ -294,6 +306,102 @@ def arange(start: int | float, end: int | float | None = None, step: int | float
 
     Returns:
         Tensor: a 1-D tensor.
+    """
+
+
+def linspace(start: builtins.bool | builtins.int | builtins.float, end: builtins.bool | builtins.int | builtins.float, steps: builtins.int, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+    """steps values evenly spaced from start to end, both included.
+
+    Computed as PyTorch's CPU kernel computes them, bit for bit: step = (end - start) /
+    (steps - 1), and value i is start + step * i in the first half and end - step *
+    (steps - 1 - i) in the second, each a fused multiply-add in float32 and float64. CUDA
+    tensors get the same values, computed on the host and copied to the device.
+
+    Args:
+        start: the first value.
+        end: the last value.
+        steps: how many values, 0 or more.
+        dtype: the element type, numeric (integer dtypes truncate each value toward zero); None
+            for float32.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
+
+    Returns:
+        Tensor: a 1-D tensor of steps values; start alone when steps is 1.
+
+    Raises:
+        RuntimeError: device is a CUDA device whose current stream captures a CUDA graph: the
+            values are computed on the host and copied from pageable memory, which a capture refuses
+            (see Tensor.copy_()); nothing is allocated and the capture goes on.
+    """
+
+
+def cat(tensors: tuple[Tensor, ...] | list[Tensor], dim: builtins.int = 0) -> Tensor:
+    """Concatenate tensors along an existing dimension.
+
+    Each tensor is copied into its slice of a new tensor; the gradient of each is its slice
+    of the result's gradient.
+
+    Args:
+        tensors: a non-empty sequence of tensors of one dtype and device, of one number of
+            dimensions and the same sizes but in dim (a 1-D empty tensor is skipped, as PyTorch
+            allows).
+        dim: the dimension to join along (negative counts from the end).
+
+    Returns:
+        Tensor: a new tensor: the tensors one after another along dim.
+    """
+
+
+def stack(tensors: tuple[Tensor, ...] | list[Tensor], dim: builtins.int = 0) -> Tensor:
+    """Join tensors of one shape along a new dimension.
+
+    Each tensor is copied into its index of a new tensor; the gradient of each is its index
+    of the result's gradient.
+
+    Args:
+        tensors: a non-empty sequence of tensors of one shape, dtype and device.
+        dim: where the new dimension goes, in [-ndim - 1, ndim].
+
+    Returns:
+        Tensor: a new tensor with one more dimension, of size len(tensors), at dim.
+    """
+
+
+def matmul(input: Tensor, other: Tensor) -> Tensor:
+    """Matrix product of two tensors.
+
+    Args:
+        input: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
+            dimensions.
+        other: a tensor of 1 to 3 dimensions, of input's dtype and device.
+
+    Returns:
+        Tensor: the product, by PyTorch's rules (see Tensor.matmul).
+    """
+
+
+def exp(input: Tensor) -> Tensor:
+    """Elementwise exponential.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+
+
+def relu(input: Tensor) -> Tensor:
+    """Elementwise max(input, 0).
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype.
     """
 
 
@@ -327,7 +435,7 @@ def zeros_like(input: Tensor, *, dtype: dtype | None = None, device: _TensorDevi
     """
 
 
-def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: builtins.bool = False) -> builtins.bool:
+def allclose(input: Tensor, other: Tensor, rtol: builtins.float = 1e-05, atol: builtins.float = 1e-08, equal_nan: builtins.bool = False) -> builtins.bool:
     """Whether |input - other| <= atol + rtol * |other| holds everywhere.
 
     Args:
@@ -368,7 +476,7 @@ def is_grad_enabled() -> builtins.bool:
     """
 
 
-def where(condition: Tensor, input: Tensor | builtins.bool | int | float, other: Tensor | builtins.bool | int | float) -> Tensor:
+def where(condition: Tensor, input: Tensor | builtins.bool | builtins.int | builtins.float, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
     """Elements of input where condition holds, else of other.
 
     Args:
@@ -383,7 +491,7 @@ def where(condition: Tensor, input: Tensor | builtins.bool | int | float, other:
     """
 
 
-def rand(*size: int | tuple[int, ...] | list[int], generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+def rand(*size: builtins.int | tuple[builtins.int, ...] | list[builtins.int], generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor of random numbers drawn uniformly from [0, 1).
 
     Philox4x32-10: one seed gives the same values on the CPU and on every GPU.
@@ -406,7 +514,7 @@ def rand(*size: int | tuple[int, ...] | list[int], generator: Generator | None =
     """
 
 
-def randn(*size: int | tuple[int, ...] | list[int], generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+def randn(*size: builtins.int | tuple[builtins.int, ...] | list[builtins.int], generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor of random numbers from the standard normal distribution (mean 0, variance 1).
 
     Args:
@@ -427,7 +535,7 @@ def randn(*size: int | tuple[int, ...] | list[int], generator: Generator | None 
     """
 
 
-def randint(low: int, high: int | tuple[int, ...] | list[int], size: tuple[int, ...] | list[int] | None = None, *, generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
+def randint(low: builtins.int, high: builtins.int | tuple[builtins.int, ...] | list[builtins.int], size: tuple[builtins.int, ...] | list[builtins.int] | None = None, *, generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None) -> Tensor:
     """A tensor of random integers drawn uniformly from [low, high).
 
     Args:
@@ -481,7 +589,7 @@ def randn_like(input: Tensor, *, generator: Generator | None = None, dtype: dtyp
     """
 
 
-def manual_seed(seed: int) -> Generator:
+def manual_seed(seed: builtins.int) -> Generator:
     """Seed the default CPU generator and the default generator of every CUDA device.
 
     Seeding CUDA devices is deferred until CUDA is first used, so it never initialises CUDA.
@@ -494,7 +602,7 @@ def manual_seed(seed: int) -> Generator:
     """
 
 
-def seed() -> int:
+def seed() -> builtins.int:
     """Seed the default CPU generator and every CUDA device's with one non-deterministic seed.
 
     Returns:
@@ -502,7 +610,7 @@ def seed() -> int:
     """
 
 
-def initial_seed() -> int:
+def initial_seed() -> builtins.int:
     """The seed of the default CPU generator.
 
     Returns:
@@ -520,7 +628,7 @@ class device:
         index: device ordinal; None means the current device of that type.
     """
 
-    def __init__(self, type: str | device, index: int | None = None) -> None: ...
+    def __init__(self, type: str | device, index: builtins.int | None = None) -> None: ...
 
     def __eq__(self, other: object) -> builtins.bool:
         """Two devices are equal when their type and index are equal.
@@ -532,7 +640,7 @@ class device:
             bool: whether both name the same type and index.
         """
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> builtins.int:
         """Hash of (type, index), so devices can key dicts and sets.
 
         Returns:
@@ -558,7 +666,7 @@ class device:
         """The device type, "cpu" or "cuda"."""
 
     @property
-    def index(self) -> int | None:
+    def index(self) -> builtins.int | None:
         """The device ordinal, or None when unspecified."""
 
 
@@ -580,7 +688,7 @@ class dtype:
         """
 
     @property
-    def itemsize(self) -> int:
+    def itemsize(self) -> builtins.int:
         """Size of one element in bytes."""
 
     @property
@@ -600,7 +708,7 @@ class Tensor:
     (tensor, empty, zeros, ones, full, arange, as_tensor, from_numpy, from_dlpack).
     """
 
-    def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
+    def stride(self, dim: builtins.int | None = None) -> tuple[builtins.int, ...] | builtins.int:
         """Strides in elements, of one dimension or all.
 
         Args:
@@ -610,21 +718,21 @@ class Tensor:
             tuple[int, ...] | int: strides in elements.
         """
 
-    def numel(self) -> int:
+    def numel(self) -> builtins.int:
         """Number of elements.
 
         Returns:
             int: the element count.
         """
 
-    def element_size(self) -> int:
+    def element_size(self) -> builtins.int:
         """Size of one element in bytes.
 
         Returns:
             int: bytes.
         """
 
-    def data_ptr(self) -> int:
+    def data_ptr(self) -> builtins.int:
         """Address of the first element.
 
         Returns:
@@ -662,7 +770,7 @@ class Tensor:
                 this dtype instead; nothing is copied and the capture goes on.
         """
 
-    def fill_(self, value: builtins.bool | int | float) -> Tensor:
+    def fill_(self, value: builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Set every element to value.
 
         Args:
@@ -679,7 +787,7 @@ class Tensor:
             Tensor: self.
         """
 
-    def uniform_(self, low: int | float = 0, high: int | float = 1, *, generator: Generator | None = None) -> Tensor:
+    def uniform_(self, low: builtins.int | builtins.float = 0, high: builtins.int | builtins.float = 1, *, generator: Generator | None = None) -> Tensor:
         """Fill with numbers drawn uniformly from [low, high) (floating-point tensors).
 
         Args:
@@ -691,7 +799,7 @@ class Tensor:
             Tensor: self.
         """
 
-    def normal_(self, mean: int | float = 0, std: int | float = 1, *, generator: Generator | None = None) -> Tensor:
+    def normal_(self, mean: builtins.int | builtins.float = 0, std: builtins.int | builtins.float = 1, *, generator: Generator | None = None) -> Tensor:
         """Fill with numbers from the normal distribution (floating-point tensors).
 
         Args:
@@ -703,7 +811,7 @@ class Tensor:
             Tensor: self.
         """
 
-    def bernoulli_(self, p: int | float = 0.5, *, generator: Generator | None = None) -> Tensor:
+    def bernoulli_(self, p: builtins.int | builtins.float = 0.5, *, generator: Generator | None = None) -> Tensor:
         """Fill with 1 with probability p and 0 otherwise (a dropout-style mask; any dtype).
 
         Args:
@@ -792,7 +900,7 @@ class Tensor:
             Any: a numpy array sharing memory.
         """
 
-    def item(self) -> builtins.bool | int | float:
+    def item(self) -> builtins.bool | builtins.int | builtins.float:
         """The value of a one-element tensor as a Python number.
 
         Returns:
@@ -806,7 +914,7 @@ class Tensor:
             Any: nested lists of Python numbers.
         """
 
-    def reshape(self, *shape: int | tuple[int, ...] | list[int]) -> Tensor:
+    def reshape(self, *shape: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
         """The elements in a new shape.
 
         Args:
@@ -816,7 +924,7 @@ class Tensor:
             Tensor: a view when possible, else a copy.
         """
 
-    def transpose(self, dim0: int, dim1: int) -> Tensor:
+    def transpose(self, dim0: builtins.int, dim1: builtins.int) -> Tensor:
         """A view with two dimensions swapped.
 
         Args:
@@ -834,7 +942,157 @@ class Tensor:
             Tensor: a view; a tensor of fewer than 2 dimensions as it is.
         """
 
-    def unsqueeze(self, dim: int) -> Tensor:
+    def permute(self, *dims: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+        """A view with the dimensions reordered.
+
+        Args:
+            *dims: the new order of the dimensions, one per dimension (negative ones count from the
+                end), as ints or one sequence.
+
+        Returns:
+            Tensor: a view sharing this tensor's memory; dimension i is dimension dims[i] of this
+                tensor.
+        """
+
+    def squeeze(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None) -> Tensor:
+        """A view with dimensions of size 1 removed.
+
+        Args:
+            dim: the dimensions to remove where their size is 1 (negative ones count from the end);
+                None for every dimension of size 1.
+
+        Returns:
+            Tensor: a view without those dimensions of size 1.
+        """
+
+    def flatten(self, start_dim: builtins.int = 0, end_dim: builtins.int = -1) -> Tensor:
+        """The dimensions from start_dim to end_dim joined into one.
+
+        Args:
+            start_dim: the first dimension to join.
+            end_dim: the last dimension to join, not before start_dim.
+
+        Returns:
+            Tensor: a view when possible, else a copy (this tensor itself when start_dim and end_dim
+                name one dimension); a 0-d tensor gives one of shape (1,).
+        """
+
+    def size(self, dim: builtins.int | None = None) -> tuple[builtins.int, ...] | builtins.int:
+        """The size of one dimension, or of all of them.
+
+        Args:
+            dim: a dimension; None for all.
+
+        Returns:
+            tuple[int, ...] | int: the sizes (as shape), or the size of dim.
+        """
+
+    def dim(self) -> builtins.int:
+        """The number of dimensions.
+
+        Returns:
+            int: the number of dimensions (as ndim).
+        """
+
+    def square(self) -> Tensor:
+        """Elementwise square (pow(2)).
+
+        Returns:
+            Tensor: the result; int64 for a bool tensor, as in PyTorch.
+        """
+
+    def float(self) -> Tensor:
+        """This tensor as float32 (to(tensorplay.float32)).
+
+        Returns:
+            Tensor: this tensor when it is float32, else a copy.
+        """
+
+    def double(self) -> Tensor:
+        """This tensor as float64 (to(tensorplay.float64)).
+
+        Returns:
+            Tensor: this tensor when it is float64, else a copy.
+        """
+
+    def half(self) -> Tensor:
+        """This tensor as float16 (to(tensorplay.float16)).
+
+        Returns:
+            Tensor: this tensor when it is float16, else a copy.
+        """
+
+    def bfloat16(self) -> Tensor:
+        """This tensor as bfloat16 (to(tensorplay.bfloat16)).
+
+        Returns:
+            Tensor: this tensor when it is bfloat16, else a copy.
+        """
+
+    def long(self) -> Tensor:
+        """This tensor as int64 (to(tensorplay.int64)).
+
+        Returns:
+            Tensor: this tensor when it is int64, else a copy.
+        """
+
+    def int(self) -> Tensor:
+        """This tensor as int32 (to(tensorplay.int32)).
+
+        Returns:
+            Tensor: this tensor when it is int32, else a copy.
+        """
+
+    def bool(self) -> Tensor:
+        """This tensor as bool (to(tensorplay.bool)).
+
+        Returns:
+            Tensor: this tensor when it is bool, else a copy.
+        """
+
+    def __float__(self) -> builtins.float:
+        """float(t): the value of a one-element tensor.
+
+        Returns:
+            float: the value.
+
+        Raises:
+            ValueError: the tensor has more or fewer than one element.
+        """
+
+    def __int__(self) -> builtins.int:
+        """int(t): the value of a one-element tensor.
+
+        Returns:
+            int: the value, truncated toward zero.
+
+        Raises:
+            ValueError: the tensor has more or fewer than one element.
+        """
+
+    def __bool__(self) -> builtins.bool:
+        """bool(t), if t: the truth of a one-element tensor.
+
+        Returns:
+            bool: whether the value is nonzero.
+
+        Raises:
+            RuntimeError: the tensor has more than one value, or none (the truth of it is
+                ambiguous).
+        """
+
+    def __index__(self) -> builtins.int:
+        """operator.index(t): a one-element integer or bool tensor as an index.
+
+        Returns:
+            int: the value.
+
+        Raises:
+            TypeError: the tensor is of a floating-point dtype or has more or fewer than one
+                element.
+        """
+
+    def unsqueeze(self, dim: builtins.int) -> Tensor:
         """A view with a dimension of size 1 inserted at dim.
 
         Args:
@@ -844,7 +1102,7 @@ class Tensor:
             Tensor: a view with one more dimension.
         """
 
-    def expand(self, *size: int | tuple[int, ...] | list[int]) -> Tensor:
+    def expand(self, *size: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
         """A view of this tensor broadcast to a larger shape, without copying.
 
         Args:
@@ -856,7 +1114,7 @@ class Tensor:
                 only on the CPU).
         """
 
-    def view(self, *shape: int | tuple[int, ...] | list[int]) -> Tensor:
+    def view(self, *shape: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
         """A view in a new shape; the tensor must be contiguous.
 
         Args:
@@ -922,7 +1180,7 @@ class Tensor:
             Tensor: the result.
         """
 
-    def sum(self, dim: int | tuple[int, ...] | list[int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+    def sum(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
         """Sum of the elements over dim, or of all of them.
 
         Args:
@@ -933,7 +1191,7 @@ class Tensor:
             Tensor: the sums; int64 for integer and bool input.
         """
 
-    def mean(self, dim: int | tuple[int, ...] | list[int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+    def mean(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
         """Mean of the elements over dim, or of all of them (floating point).
 
         Args:
@@ -970,7 +1228,7 @@ class Tensor:
                 m, n) when either is 3-D; a 1-D operand's dimension is removed.
         """
 
-    def pow(self, exponent: Tensor | builtins.bool | int | float) -> Tensor:
+    def pow(self, exponent: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise power.
 
         Args:
@@ -981,7 +1239,7 @@ class Tensor:
             Tensor: self ** exponent; float32 for an integer tensor with a float exponent.
         """
 
-    def add(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+    def add(self, other: Tensor | builtins.bool | builtins.int | builtins.float, *, alpha: builtins.int | builtins.float = 1) -> Tensor:
         """Elementwise sum with other scaled by alpha.
 
         Args:
@@ -993,7 +1251,7 @@ class Tensor:
             Tensor: self + alpha * other; float32 for an integer tensor with a float scalar.
         """
 
-    def sub(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+    def sub(self, other: Tensor | builtins.bool | builtins.int | builtins.float, *, alpha: builtins.int | builtins.float = 1) -> Tensor:
         """Elementwise difference with other scaled by alpha.
 
         Args:
@@ -1005,7 +1263,7 @@ class Tensor:
             Tensor: self - alpha * other; float32 for an integer tensor with a float scalar.
         """
 
-    def mul(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def mul(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise product.
 
         Args:
@@ -1016,7 +1274,7 @@ class Tensor:
             Tensor: the result; float32 for an integer tensor with a float scalar.
         """
 
-    def div(self, other: Tensor | builtins.bool | int | float, *, rounding_mode: str | None = None) -> Tensor:
+    def div(self, other: Tensor | builtins.bool | builtins.int | builtins.float, *, rounding_mode: str | None = None) -> Tensor:
         """Elementwise division, rounded as rounding_mode says.
 
         Args:
@@ -1030,7 +1288,7 @@ class Tensor:
             Tensor: the quotient.
         """
 
-    def add_(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+    def add_(self, other: Tensor | builtins.bool | builtins.int | builtins.float, *, alpha: builtins.int | builtins.float = 1) -> Tensor:
         """In-place add(); the result must keep this tensor's dtype.
 
         Args:
@@ -1042,7 +1300,7 @@ class Tensor:
             Tensor: self.
         """
 
-    def sub_(self, other: Tensor | builtins.bool | int | float, *, alpha: int | float = 1) -> Tensor:
+    def sub_(self, other: Tensor | builtins.bool | builtins.int | builtins.float, *, alpha: builtins.int | builtins.float = 1) -> Tensor:
         """In-place sub(); the result must keep this tensor's dtype.
 
         Args:
@@ -1054,7 +1312,7 @@ class Tensor:
             Tensor: self.
         """
 
-    def mul_(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def mul_(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """In-place mul(); the result must keep this tensor's dtype.
 
         Args:
@@ -1065,7 +1323,7 @@ class Tensor:
             Tensor: self.
         """
 
-    def div_(self, other: Tensor | builtins.bool | int | float, *, rounding_mode: str | None = None) -> Tensor:
+    def div_(self, other: Tensor | builtins.bool | builtins.int | builtins.float, *, rounding_mode: str | None = None) -> Tensor:
         """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
 
         Args:
@@ -1079,7 +1337,7 @@ class Tensor:
             Tensor: self.
         """
 
-    def clamp(self, min: Tensor | builtins.bool | int | float | None = None, max: Tensor | builtins.bool | int | float | None = None) -> Tensor:
+    def clamp(self, min: Tensor | builtins.bool | builtins.int | builtins.float | None = None, max: Tensor | builtins.bool | builtins.int | builtins.float | None = None) -> Tensor:
         """Elementwise clamp into [min, max]; at least one bound must be given.
 
         Args:
@@ -1092,7 +1350,7 @@ class Tensor:
                 float bound.
         """
 
-    def clamp_(self, min: Tensor | builtins.bool | int | float | None = None, max: Tensor | builtins.bool | int | float | None = None) -> Tensor:
+    def clamp_(self, min: Tensor | builtins.bool | builtins.int | builtins.float | None = None, max: Tensor | builtins.bool | builtins.int | builtins.float | None = None) -> Tensor:
         """In-place clamp(); the result must keep this tensor's dtype.
 
         Args:
@@ -1129,7 +1387,7 @@ class Tensor:
             value: a tensor or a Python scalar.
         """
 
-    def __len__(self) -> int:
+    def __len__(self) -> builtins.int:
         """Size of the first dimension.
 
         Returns:
@@ -1143,7 +1401,7 @@ class Tensor:
             str: the values, dtype and device.
         """
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> builtins.int:
         """Tensors hash by identity, as in PyTorch.
 
         Returns:
@@ -1181,7 +1439,7 @@ class Tensor:
                 as PyTorch refuses it.
         """
 
-    def __add__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __add__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise sum.
 
         Args:
@@ -1191,7 +1449,7 @@ class Tensor:
             Tensor: the result.
         """
 
-    def __radd__(self, other: builtins.bool | int | float) -> Tensor:
+    def __radd__(self, other: builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise sum, scalar first.
 
         Args:
@@ -1201,7 +1459,7 @@ class Tensor:
             Tensor: the result.
         """
 
-    def __sub__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __sub__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise difference.
 
         Args:
@@ -1211,7 +1469,7 @@ class Tensor:
             Tensor: the result.
         """
 
-    def __rsub__(self, other: builtins.bool | int | float) -> Tensor:
+    def __rsub__(self, other: builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise difference, scalar first.
 
         Args:
@@ -1221,7 +1479,7 @@ class Tensor:
             Tensor: the result.
         """
 
-    def __mul__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __mul__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise product.
 
         Args:
@@ -1231,7 +1489,7 @@ class Tensor:
             Tensor: the result.
         """
 
-    def __rmul__(self, other: builtins.bool | int | float) -> Tensor:
+    def __rmul__(self, other: builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise product, scalar first.
 
         Args:
@@ -1241,7 +1499,7 @@ class Tensor:
             Tensor: the result.
         """
 
-    def __truediv__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __truediv__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise true division.
 
         Args:
@@ -1251,7 +1509,7 @@ class Tensor:
             Tensor: the result; float32 for integer operands.
         """
 
-    def __rtruediv__(self, other: builtins.bool | int | float) -> Tensor:
+    def __rtruediv__(self, other: builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise true division, scalar first.
 
         Args:
@@ -1261,7 +1519,7 @@ class Tensor:
             Tensor: the result.
         """
 
-    def __iadd__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __iadd__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """In-place elementwise sum.
 
         Args:
@@ -1271,7 +1529,7 @@ class Tensor:
             Tensor: self.
         """
 
-    def __isub__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __isub__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """In-place elementwise difference.
 
         Args:
@@ -1281,7 +1539,7 @@ class Tensor:
             Tensor: self.
         """
 
-    def __imul__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __imul__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """In-place elementwise product.
 
         Args:
@@ -1291,7 +1549,7 @@ class Tensor:
             Tensor: self.
         """
 
-    def __itruediv__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __itruediv__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """In-place elementwise true division (floating-point tensors).
 
         Args:
@@ -1315,7 +1573,7 @@ class Tensor:
             Tensor: the result.
         """
 
-    def __pow__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __pow__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise power (see pow).
 
         Args:
@@ -1325,7 +1583,7 @@ class Tensor:
             Tensor: the result.
         """
 
-    def __rpow__(self, other: builtins.bool | int | float) -> Tensor:
+    def __rpow__(self, other: builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise power, scalar base first.
 
         Args:
@@ -1355,7 +1613,7 @@ class Tensor:
             Tensor: a bool tensor.
         """
 
-    def __lt__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __lt__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise less-than.
 
         Args:
@@ -1365,7 +1623,7 @@ class Tensor:
             Tensor: a bool tensor.
         """
 
-    def __le__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __le__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise less-or-equal.
 
         Args:
@@ -1375,7 +1633,7 @@ class Tensor:
             Tensor: a bool tensor.
         """
 
-    def __gt__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __gt__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise greater-than.
 
         Args:
@@ -1385,7 +1643,7 @@ class Tensor:
             Tensor: a bool tensor.
         """
 
-    def __ge__(self, other: Tensor | builtins.bool | int | float) -> Tensor:
+    def __ge__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """Elementwise greater-or-equal.
 
         Args:
@@ -1433,7 +1691,7 @@ class Tensor:
             Any: a PyCapsule.
         """
 
-    def __dlpack_device__(self) -> tuple[int, int]:
+    def __dlpack_device__(self) -> tuple[builtins.int, builtins.int]:
         """Where the DLPack export lives.
 
         Returns:
@@ -1497,7 +1755,7 @@ class Tensor:
         """Whether no recorded operation computed this tensor (grads accumulate only into leaves)."""
 
     @property
-    def shape(self) -> tuple[int, ...]:
+    def shape(self) -> tuple[builtins.int, ...]:
         """The size of each dimension."""
 
     @property
@@ -1509,16 +1767,24 @@ class Tensor:
         """The device holding the elements."""
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> builtins.int:
         """Bytes the elements take (numel() * element_size())."""
 
     @property
-    def ndim(self) -> int:
+    def ndim(self) -> builtins.int:
         """The number of dimensions."""
 
     @property
     def is_cuda(self) -> builtins.bool:
         """Whether the tensor is on a CUDA device."""
+
+    @property
+    def T(self) -> Tensor:
+        """A view with all dimensions reversed (permute(ndim - 1, ..., 0)); as PyTorch, deprecated with a UserWarning for a 0-d tensor and for any number of dimensions but 1 and 2 (use mT or permute())."""
+
+    @property
+    def mT(self) -> Tensor:
+        """A view with the last two dimensions swapped (transpose(-2, -1)): the transposes of a batch of matrices; a RuntimeError for fewer than 2 dimensions."""
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
@@ -1589,7 +1855,7 @@ class Generator:
 
     def __init__(self, device: _TensorDeviceLike = 'cpu') -> None: ...
 
-    def manual_seed(self, seed: int) -> Generator:
+    def manual_seed(self, seed: builtins.int) -> Generator:
         """Set the seed and restart the stream (offset 0).
 
         Args:
@@ -1599,14 +1865,14 @@ class Generator:
             Generator: self.
         """
 
-    def seed(self) -> int:
+    def seed(self) -> builtins.int:
         """Seed from a non-deterministic source and restart the stream.
 
         Returns:
             int: the new seed.
         """
 
-    def initial_seed(self) -> int:
+    def initial_seed(self) -> builtins.int:
         """The seed this generator was last seeded with.
 
         Returns:
@@ -1634,7 +1900,7 @@ class Generator:
             Generator: self.
         """
 
-    def get_offset(self) -> int:
+    def get_offset(self) -> builtins.int:
         """The offset of the next draw.
 
         After a replay of a graph that drew from this generator inside a conditional node, the
@@ -1648,7 +1914,7 @@ class Generator:
                 back from the device while a capture is open there.
         """
 
-    def set_offset(self, offset: int) -> Generator:
+    def set_offset(self, offset: builtins.int) -> Generator:
         """Set the offset of the next draw, keeping the seed.
 
         Args:
@@ -1734,3 +2000,15 @@ float32: dtype
 """IEEE 754 single-precision float."""
 float64: dtype
 """IEEE 754 double-precision float."""
+float: dtype
+"""float32, under PyTorch's second name."""
+double: dtype
+"""float64, under PyTorch's second name."""
+half: dtype
+"""float16, under PyTorch's second name."""
+long: dtype
+"""int64, under PyTorch's second name."""
+int: dtype
+"""int32, under PyTorch's second name."""
+short: dtype
+"""int16, under PyTorch's second name."""

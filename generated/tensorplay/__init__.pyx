@@ -37,6 +37,12 @@ __all__ = [
     "ones",
     "full",
     "arange",
+    "linspace",
+    "cat",
+    "stack",
+    "matmul",
+    "exp",
+    "relu",
     "empty_like",
     "zeros_like",
     "allclose",
@@ -69,6 +75,12 @@ __all__ = [
     "bfloat16",
     "float32",
     "float64",
+    "float",
+    "double",
+    "half",
+    "long",
+    "int",
+    "short",
     "accelerator",
     "autograd",
     "cuda",
@@ -313,6 +325,108 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         Tensor: a 1-D tensor.
     """
     return _factories.arange(start, end, step, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    """steps values evenly spaced from start to end, both included.
+
+    Computed as PyTorch's CPU kernel computes them, bit for bit: step = (end - start) /
+    (steps - 1), and value i is start + step * i in the first half and end - step *
+    (steps - 1 - i) in the second, each a fused multiply-add in float32 and float64. CUDA
+    tensors get the same values, computed on the host and copied to the device.
+
+    Args:
+        start: the first value.
+        end: the last value.
+        steps: how many values, 0 or more.
+        dtype: the element type, numeric (integer dtypes truncate each value toward zero); None
+            for float32.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
+
+    Returns:
+        Tensor: a 1-D tensor of steps values; start alone when steps is 1.
+
+    Raises:
+        RuntimeError: device is a CUDA device whose current stream captures a CUDA graph: the
+            values are computed on the host and copied from pageable memory, which a capture refuses
+            (see Tensor.copy_()); nothing is allocated and the capture goes on.
+    """
+    return _factories.linspace(start, end, _errors.int_arg(steps, 'steps', 0, 9223372036854775807), dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+
+
+def cat(tensors, dim=0):
+    """Concatenate tensors along an existing dimension.
+
+    Each tensor is copied into its slice of a new tensor; the gradient of each is its slice
+    of the result's gradient.
+
+    Args:
+        tensors: a non-empty sequence of tensors of one dtype and device, of one number of
+            dimensions and the same sizes but in dim (a 1-D empty tensor is skipped, as PyTorch
+            allows).
+        dim: the dimension to join along (negative counts from the end).
+
+    Returns:
+        Tensor: a new tensor: the tensors one after another along dim.
+    """
+    return _copies.cat(tensors, dim)
+
+
+def stack(tensors, dim=0):
+    """Join tensors of one shape along a new dimension.
+
+    Each tensor is copied into its index of a new tensor; the gradient of each is its index
+    of the result's gradient.
+
+    Args:
+        tensors: a non-empty sequence of tensors of one shape, dtype and device.
+        dim: where the new dimension goes, in [-ndim - 1, ndim].
+
+    Returns:
+        Tensor: a new tensor with one more dimension, of size len(tensors), at dim.
+    """
+    return _copies.stack(tensors, dim)
+
+
+def matmul(input, other):
+    """Matrix product of two tensors.
+
+    Args:
+        input: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
+            dimensions.
+        other: a tensor of 1 to 3 dimensions, of input's dtype and device.
+
+    Returns:
+        Tensor: the product, by PyTorch's rules (see Tensor.matmul).
+    """
+    return _linalg.matmul_function(input, other)
+
+
+def exp(input):
+    """Elementwise exponential.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+    return _elementwise.exp_function(input)
+
+
+def relu(input):
+    """Elementwise max(input, 0).
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype.
+    """
+    return _elementwise.relu_function(input)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -913,6 +1027,173 @@ cdef class Tensor(_core.TensorCore):
             Tensor: a view; a tensor of fewer than 2 dimensions as it is.
         """
         return self.c_t()
+
+    def permute(self, *dims):
+        """A view with the dimensions reordered.
+
+        Args:
+            *dims: the new order of the dimensions, one per dimension (negative ones count from the
+                end), as ints or one sequence.
+
+        Returns:
+            Tensor: a view sharing this tensor's memory; dimension i is dimension dims[i] of this
+                tensor.
+        """
+        return self.c_permute(dims)
+
+    def squeeze(self, dim=None):
+        """A view with dimensions of size 1 removed.
+
+        Args:
+            dim: the dimensions to remove where their size is 1 (negative ones count from the end);
+                None for every dimension of size 1.
+
+        Returns:
+            Tensor: a view without those dimensions of size 1.
+        """
+        return self.c_squeeze(dim)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        """The dimensions from start_dim to end_dim joined into one.
+
+        Args:
+            start_dim: the first dimension to join.
+            end_dim: the last dimension to join, not before start_dim.
+
+        Returns:
+            Tensor: a view when possible, else a copy (this tensor itself when start_dim and end_dim
+                name one dimension); a 0-d tensor gives one of shape (1,).
+        """
+        return _copies.flatten(self, start_dim, end_dim)
+
+    def size(self, dim=None):
+        """The size of one dimension, or of all of them.
+
+        Args:
+            dim: a dimension; None for all.
+
+        Returns:
+            tuple[int, ...] | int: the sizes (as shape), or the size of dim.
+        """
+        return self.c_size(dim)
+
+    def dim(self):
+        """The number of dimensions.
+
+        Returns:
+            int: the number of dimensions (as ndim).
+        """
+        return self.c_ndim()
+
+    def square(self):
+        """Elementwise square (pow(2)).
+
+        Returns:
+            Tensor: the result; int64 for a bool tensor, as in PyTorch.
+        """
+        return _elementwise.square(self)
+
+    def float(self):
+        """This tensor as float32 (to(tensorplay.float32)).
+
+        Returns:
+            Tensor: this tensor when it is float32, else a copy.
+        """
+        return _copies.as_float32(self)
+
+    def double(self):
+        """This tensor as float64 (to(tensorplay.float64)).
+
+        Returns:
+            Tensor: this tensor when it is float64, else a copy.
+        """
+        return _copies.as_float64(self)
+
+    def half(self):
+        """This tensor as float16 (to(tensorplay.float16)).
+
+        Returns:
+            Tensor: this tensor when it is float16, else a copy.
+        """
+        return _copies.as_float16(self)
+
+    def bfloat16(self):
+        """This tensor as bfloat16 (to(tensorplay.bfloat16)).
+
+        Returns:
+            Tensor: this tensor when it is bfloat16, else a copy.
+        """
+        return _copies.as_bfloat16(self)
+
+    def long(self):
+        """This tensor as int64 (to(tensorplay.int64)).
+
+        Returns:
+            Tensor: this tensor when it is int64, else a copy.
+        """
+        return _copies.as_int64(self)
+
+    def int(self):
+        """This tensor as int32 (to(tensorplay.int32)).
+
+        Returns:
+            Tensor: this tensor when it is int32, else a copy.
+        """
+        return _copies.as_int32(self)
+
+    def bool(self):
+        """This tensor as bool (to(tensorplay.bool)).
+
+        Returns:
+            Tensor: this tensor when it is bool, else a copy.
+        """
+        return _copies.as_bool(self)
+
+    def __float__(self):
+        """float(t): the value of a one-element tensor.
+
+        Returns:
+            float: the value.
+
+        Raises:
+            ValueError: the tensor has more or fewer than one element.
+        """
+        return _copies.python_float(self)
+
+    def __int__(self):
+        """int(t): the value of a one-element tensor.
+
+        Returns:
+            int: the value, truncated toward zero.
+
+        Raises:
+            ValueError: the tensor has more or fewer than one element.
+        """
+        return _copies.python_int(self)
+
+    def __bool__(self):
+        """bool(t), if t: the truth of a one-element tensor.
+
+        Returns:
+            bool: whether the value is nonzero.
+
+        Raises:
+            RuntimeError: the tensor has more than one value, or none (the truth of it is
+                ambiguous).
+        """
+        return _copies.python_bool(self)
+
+    def __index__(self):
+        """operator.index(t): a one-element integer or bool tensor as an index.
+
+        Returns:
+            int: the value.
+
+        Raises:
+            TypeError: the tensor is of a floating-point dtype or has more or fewer than one
+                element.
+        """
+        return _copies.python_index(self)
 
     def unsqueeze(self, dim):
         """A view with a dimension of size 1 inserted at dim.
@@ -1677,6 +1958,16 @@ cdef class Tensor(_core.TensorCore):
         return self.c_is_cuda()
 
     @property
+    def T(self):
+        """A view with all dimensions reversed (permute(ndim - 1, ..., 0)); as PyTorch, deprecated with a UserWarning for a 0-d tensor and for any number of dimensions but 1 and 2 (use mT or permute())."""
+        return self.c_T()
+
+    @property
+    def mT(self):
+        """A view with the last two dimensions swapped (transpose(-2, -1)): the transposes of a batch of matrices; a RuntimeError for fewer than 2 dimensions."""
+        return self.c_mT()
+
+    @property
     def __cuda_array_interface__(self):
         """The CUDA Array Interface (version 3) of a CUDA tensor, for zero-copy sharing."""
         return _interop.cuda_array_interface(self)
@@ -1929,6 +2220,12 @@ globals()["float16"] = _dtypes.named_dtype("float16")
 globals()["bfloat16"] = _dtypes.named_dtype("bfloat16")
 globals()["float32"] = _dtypes.named_dtype("float32")
 globals()["float64"] = _dtypes.named_dtype("float64")
+globals()["float"] = _dtypes.aliased_dtype("float")
+globals()["double"] = _dtypes.aliased_dtype("double")
+globals()["half"] = _dtypes.aliased_dtype("half")
+globals()["long"] = _dtypes.aliased_dtype("long")
+globals()["int"] = _dtypes.aliased_dtype("int")
+globals()["short"] = _dtypes.aliased_dtype("short")
 
 from tensorplay import accelerator
 from tensorplay import autograd

@@ -168,6 +168,40 @@ def transpose_gradient(Node node, tuple grads):
     return ((<TensorCore>grads[0]).c_transpose(first, second),)
 
 
+def permute_gradient(Node node, tuple grads):
+    # The inverse permutation: dimension order[i] of the input is dimension i of the output.
+    order = node.state
+    inverse = [0] * len(order)
+    for position, dim in enumerate(order):
+        inverse[dim] = position
+    return ((<TensorCore>grads[0]).c_permute(tuple(inverse)),)
+
+
+def cat_gradient(Node node, tuple grads):
+    # Each input's slice of the output's gradient along dim (a view, as PyTorch's narrow()); a
+    # 1-D empty input skipped by cat() gets an empty gradient.
+    cdef TensorCore g = grads[0]
+    dim, lengths = node.state
+    result = []
+    offset = 0
+    for index, length in enumerate(lengths):
+        if length is None:
+            result.append(zeros_of(node.inputs_meta[index]) if wanted(node, index) else None)
+            continue
+        result.append(g.c_getitem((slice(None),) * dim + (slice(offset, offset + length),))
+                      if wanted(node, index) else None)
+        offset += length
+    return tuple(result)
+
+
+def stack_gradient(Node node, tuple grads):
+    # Each input's index of the output's gradient along dim (a view, as PyTorch's unbind()).
+    cdef TensorCore g = grads[0]
+    dim = node.state
+    return tuple(g.c_getitem((slice(None),) * dim + (index,)) if wanted(node, index) else None
+                 for index in range(len(node.edges)))
+
+
 def expand_gradient(Node node, tuple grads):
     return (grads[0],)  # sum_to reduces the expanded dimensions
 
@@ -289,7 +323,8 @@ FORMULAS = {
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
     "reshape": reshape_gradient,
-    "transpose": transpose_gradient, "expand": expand_gradient, "getitem": getitem_gradient,
+    "transpose": transpose_gradient, "permute": permute_gradient, "cat": cat_gradient,
+    "stack": stack_gradient, "expand": expand_gradient, "getitem": getitem_gradient,
     "setitem": setitem_gradient,
     "clone": clone_gradient, "pin_memory": clone_gradient, "to": to_gradient,
     "add_scaled": add_scaled_gradient,

@@ -22,6 +22,8 @@ cdef class DtypeCore:
     cdef bint is_signed_value(self)
 
 cdef object named_dtype(str name)
+# The dtype a second name stands for, as PyTorch's aliases (tensorplay.float is float32).
+cdef object aliased_dtype(str alias)
 cdef list all_dtypes()
 cdef object dtype_from_numpy(object numpy_dtype)     # None when not representable
 cdef object dtype_from_dlpack(int code, int bits)     # None when not representable

@@ -70,6 +70,19 @@ cdef object named_dtype(str name):
     return dtype
 
 
+# PyTorch's second names of dtypes (torch.float is torch.float32, the same object); complex
+# ones (cfloat) are left out with the complex dtypes.
+DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "long": "int64",
+                 "int": "int32", "short": "int16"}
+
+
+cdef object aliased_dtype(str alias):
+    if alias not in DTYPE_ALIASES:
+        raise ValueError(f"unknown dtype alias {alias!r}; expected one of "
+                         f"{', '.join(DTYPE_ALIASES)}")
+    return named_dtype(DTYPE_ALIASES[alias])
+
+
 cdef list all_dtypes():
     return [named_dtype(name) for name in DTYPE_TABLE]
 

@@ -42,8 +42,12 @@ cpdef enum Op:
     OP_CLONE
     OP_PIN_MEMORY
     OP_TO
-    OP_RESHAPE               # every view that keeps the elements' order (view, unsqueeze, t)
+    OP_RESHAPE               # every view that keeps the elements' order (view, unsqueeze,
+                             # squeeze, t of fewer than 2 dimensions)
     OP_TRANSPOSE
+    OP_PERMUTE               # permute, T
+    OP_CAT
+    OP_STACK
     OP_EXPAND
     OP_GETITEM
     OP_SETITEM

@@ -44,5 +44,23 @@ cdef object numpy_view(TensorCore tensor)
 cdef object item(TensorCore tensor)
 cdef object tolist(TensorCore tensor)
 cdef object reshape(TensorCore tensor, tuple shape)
+cdef object flatten(TensorCore tensor, object start_dim, object end_dim)
+# The dtype conversions, as to(dtype): float(), double(), half(), bfloat16(), long(), int(),
+# bool().
+cdef object as_float32(TensorCore tensor)
+cdef object as_float64(TensorCore tensor)
+cdef object as_float16(TensorCore tensor)
+cdef object as_bfloat16(TensorCore tensor)
+cdef object as_int64(TensorCore tensor)
+cdef object as_int32(TensorCore tensor)
+cdef object as_bool(TensorCore tensor)
+# float(t), int(t), bool(t) and operator.index(t) of a one-element tensor.
+cdef object python_float(TensorCore tensor)
+cdef object python_int(TensorCore tensor)
+cdef object python_bool(TensorCore tensor)
+cdef object python_index(TensorCore tensor)
+# tensorplay.cat and tensorplay.stack: copies into views of a new tensor.
+cdef object cat(object tensors, object dim)
+cdef object stack(object tensors, object dim)
 cdef object setitem(TensorCore tensor, object key, object value)
 cdef str repr_text(TensorCore tensor)

@@ -1,8 +1,9 @@
 # cython: language_level=3
 """Copies between devices, dtypes and layouts, and the tensor methods built on them: copy_,
-fill_, clone, to / cpu / cuda, pin_memory, reshape (a view, or a copy when it must be), item
-assignment, and the values on the host (item, tolist, numpy, repr). See docs/design.md,
-"Pinned host cache" and "Capture rules".
+fill_, clone, to / cpu / cuda and the dtype conversions (float(), long()...), pin_memory,
+reshape and flatten (a view, or a copy when it must be), item assignment, cat and stack (copies
+into views of a new tensor), and the values on the host (item, tolist, numpy, repr, float(t),
+bool(t)...). See docs/design.md, "Minimal tensor", "Pinned host cache" and "Capture rules".
 """
 from libc.stdint cimport uintptr_t
 from libc.string cimport memcpy
@@ -21,7 +22,8 @@ from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport (broadcast_shape, device_arg, dtype_arg,
                                                    is_scalar, np)
 from tensorplay._runtime.tensor.core cimport (CPU, PinnedStorage, TensorCore, broadcast_strides,
-                                              contiguous_bytes, current_stream, device_text,
+                                              check_device_and_dtype, contiguous_bytes,
+                                              current_stream, device_text,
                                               grad_enabled, is_contiguous, new_empty,
                                               own_tensor_arg, pinned_storage_under, recorded,
                                               set_grad_enabled, strided_view, tracked, wrap_cpu)
@@ -483,6 +485,186 @@ cdef object reshape(TensorCore tensor, tuple shape):
     if is_contiguous(tensor):
         return tensor.c_view(shape)
     return (<TensorCore>clone(tensor)).c_view(shape)
+
+
+cdef object flatten(TensorCore tensor, object start_dim, object end_dim):
+    cdef int ndim = len(tensor.sizes)
+    cdef int start = tensor.c_dim(start_dim, "start_dim"), end = tensor.c_dim(end_dim, "end_dim")
+    if start > end:
+        raise ShapeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if ndim == 0:
+        return reshape(tensor, ((1,),))
+    if start == end:  # nothing to join: the tensor itself, as PyTorch's flatten
+        return tensor
+    joined = 1
+    for size in tensor.sizes[start:end + 1]:
+        joined *= size
+    return reshape(tensor, (tensor.sizes[:start] + (joined,) + tensor.sizes[end + 1:],))
+
+
+cdef object as_dtype(TensorCore tensor, str name):
+    return to(tensor, None, dtypes.named_dtype(name), False, False)
+
+
+cdef object as_float32(TensorCore tensor):
+    return as_dtype(tensor, "float32")
+
+
+cdef object as_float64(TensorCore tensor):
+    return as_dtype(tensor, "float64")
+
+
+cdef object as_float16(TensorCore tensor):
+    return as_dtype(tensor, "float16")
+
+
+cdef object as_bfloat16(TensorCore tensor):
+    return as_dtype(tensor, "bfloat16")
+
+
+cdef object as_int64(TensorCore tensor):
+    return as_dtype(tensor, "int64")
+
+
+cdef object as_int32(TensorCore tensor):
+    return as_dtype(tensor, "int32")
+
+
+cdef object as_bool(TensorCore tensor):
+    return as_dtype(tensor, "bool")
+
+
+cdef object one_value(TensorCore tensor):
+    """The value of a one-element tensor, with PyTorch's error for any other count."""
+    if tensor.element_count != 1:
+        raise ValueError("only one element tensors can be converted to Python scalars (this "
+                         f"tensor has {tensor.element_count}, shape {tensor.sizes})")
+    return item(tensor)
+
+
+cdef object python_float(TensorCore tensor):
+    return float(one_value(tensor))
+
+
+cdef object python_int(TensorCore tensor):
+    return int(one_value(tensor))  # truncated toward zero, as PyTorch's
+
+
+cdef object python_bool(TensorCore tensor):
+    if tensor.element_count == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if tensor.element_count > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(item(tensor))
+
+
+cdef object python_index(TensorCore tensor):
+    if tensor.dtype_object.floating or tensor.element_count != 1:
+        raise TypeError(f"only integer tensors of a single element can be converted to an "
+                        f"index (this one is {tensor.dtype_object.name} of shape "
+                        f"{tensor.sizes})")
+    return int(item(tensor))
+
+
+cdef list tensor_list(object tensors, str name):
+    """The tensors of cat() or stack(): a non-empty tuple or list of tensors of one dtype and
+    device."""
+    if not isinstance(tensors, (tuple, list)):
+        raise TypeError(f"{name}(): tensors must be a tuple or list of Tensors, not "
+                        f"{type(tensors).__name__}")
+    items = list(tensors)
+    for index, value in enumerate(items):
+        if not isinstance(value, TensorCore):
+            raise TypeError(f"{name}(): expected Tensor as element {index} in tensors, but got "
+                            f"{type(value).__name__}")
+    if not items:
+        raise ShapeError("cat(): expected a non-empty list of Tensors" if name == "cat"
+                         else "stack expects a non-empty TensorList")
+    for index in range(1, len(items)):
+        check_device_and_dtype(items[0], items[index], f"{name}(): tensors 0 and {index}")
+    return items
+
+
+cdef object joined(list items, tuple sizes, list keys, int op, object state):
+    """A new tensor of sizes with each item copied into its view of it (keys: each item's
+    index into it, None for an item that takes no place), recorded as op with state when an
+    item requires grad."""
+    cdef TensorCore first = items[0]
+    cdef TensorCore output = new_empty(sizes, first.dtype_object, first.device_index)
+    for value, key in zip(items, keys):
+        if key is not None and (<TensorCore>value).element_count:
+            copy_into(<TensorCore>output.c_getitem(key), <TensorCore>value, False, "tensors")
+    if grad_enabled() and any((<TensorCore>value).grad_required for value in items):
+        return recorded(output, op, tuple(items), (), state)
+    return output
+
+
+cdef int require_dim(object dim) except -1:
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__} ({errors.shown(dim)})")
+    if not -(1 << 63) <= dim < (1 << 63):  # as PyTorch's int64 argument
+        raise ValueError(f"dim {errors.shown(dim)} does not fit in int64")
+    return 0
+
+
+cdef object cat(object tensors, object dim):
+    require_dim(dim)  # every argument's type before any value
+    items = tensor_list(tensors, "cat")
+    for index, value in enumerate(items):
+        if not (<TensorCore>value).sizes:
+            raise ShapeError(f"zero-dimensional tensor (at position {index}) cannot be "
+                             "concatenated")
+    # PyTorch's legacy rule: a 1-D empty tensor joins tensors of any shape, adding nothing.
+    shaped = [value for value in items if (<TensorCore>value).sizes != (0,)]
+    cdef TensorCore reference = shaped[0] if shaped else items[0]
+    cdef int at = reference.c_dim(dim)
+    total = 0
+    for index, value in enumerate(items):
+        sizes = (<TensorCore>value).sizes
+        if sizes == (0,) and value is not reference:
+            continue
+        if len(sizes) != len(reference.sizes):
+            raise ShapeError(f"Tensors must have same number of dimensions: got "
+                             f"{len(reference.sizes)} and {len(sizes)}")
+        for axis in range(len(sizes)):
+            if axis != at and sizes[axis] != reference.sizes[axis]:
+                raise ShapeError(f"Sizes of tensors must match except in dimension {at}. "
+                                 f"Expected size {reference.sizes[axis]} but got size "
+                                 f"{sizes[axis]} for tensor number {index} in the list.")
+        total += sizes[at]
+    keys, lengths = [], []
+    offset = 0
+    for value in items:
+        sizes = (<TensorCore>value).sizes
+        if sizes == (0,) and value is not reference:
+            keys.append(None)
+            lengths.append(None)
+            continue
+        keys.append((slice(None),) * at + (slice(offset, offset + sizes[at]),))
+        lengths.append(sizes[at])
+        offset += sizes[at]
+    sizes = reference.sizes[:at] + (total,) + reference.sizes[at + 1:]
+    return joined(items, sizes, keys, ops.OP_CAT, (at, tuple(lengths)))
+
+
+cdef object stack(object tensors, object dim):
+    require_dim(dim)  # every argument's type before any value
+    items = tensor_list(tensors, "stack")
+    cdef TensorCore first = items[0]
+    for index, value in enumerate(items):
+        if (<TensorCore>value).sizes != first.sizes:
+            raise ShapeError(f"stack expects each tensor to be equal size, but got "
+                             f"{list(first.sizes)} at entry 0 and "
+                             f"{list((<TensorCore>value).sizes)} at entry {index}")
+    # dim names a dimension of the result, which has one more (as unsqueeze()'s).
+    cdef int ndim = len(first.sizes)
+    if not -ndim - 1 <= dim <= ndim:
+        raise IndexError(f"dim: Dimension out of range (expected to be in range of "
+                         f"[{-ndim - 1}, {ndim}], but got {errors.shown(dim)})")
+    cdef int at = dim + ndim + 1 if dim < 0 else dim
+    sizes = first.sizes[:at] + (len(items),) + first.sizes[at:]
+    keys = [(slice(None),) * at + (index,) for index in range(len(items))]
+    return joined(items, sizes, keys, ops.OP_STACK, at)
 
 
 cdef object setitem(TensorCore tensor, object key, object value):

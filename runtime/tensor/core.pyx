@@ -20,8 +20,8 @@ Rules kept deliberately small: elementwise operations and comparisons take a ten
 dtype and device, or a Python scalar; tensor shapes broadcast by NumPy's rules (broadcast_shape),
 and CUDA kernels read a broadcast operand through stride 0 instead of copying it; integer true
 division and integer-with-float-scalar arithmetic give float32, as in PyTorch; outputs are
-contiguous. Views (indexing, view, transpose, unsqueeze, expand) share memory, so they work on
-both devices by changing sizes and strides alone.
+contiguous. Views (indexing, view, transpose, permute, squeeze, unsqueeze, expand) share memory,
+so they work on both devices by changing sizes and strides alone.
 """
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport INT64_MAX, int64_t, uintptr_t
@@ -39,6 +39,7 @@ from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
 
 import math
 import threading
+import warnings
 
 
 # --------------------------------------------------------------------------------------------
@@ -433,6 +434,14 @@ cdef class TensorCore:
             raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
         return self.element_strides[index]
 
+    cdef object c_size(self, object dim):
+        if dim is None:
+            return self.sizes
+        cdef int index = self.c_dim(dim)
+        if not self.sizes:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        return self.sizes[index]
+
     cdef int c_dim(self, object dim, str argument="dim") except -1:
         cdef int ndim = len(self.sizes)
         if isinstance(dim, bool) or not isinstance(dim, int):
@@ -508,6 +517,67 @@ cdef class TensorCore:
             view = strided_view(self, self.sizes, self.element_strides)
             return recorded(view, ops.OP_RESHAPE, (self,)) if tracked(self) else view
         return self.c_transpose(0, 1)
+
+    cdef object c_T(self):
+        # PyTorch's numpy_T (aten/src/ATen/native/TensorShape.cpp): all dimensions reversed, with
+        # its deprecation warnings for a 0-d tensor and for more than 2 dimensions (none for 1
+        # or 2).
+        cdef int ndim = len(self.sizes)
+        if ndim == 0:
+            warnings.warn("Tensor.T is deprecated on 0-D tensors. This function is the identity "
+                          "in these cases.", UserWarning)
+        elif ndim > 2:
+            warnings.warn("The use of `x.T` on tensors of dimension other than 2 to reverse "
+                          "their shape is deprecated and it will throw an error in a future "
+                          "release. Consider `x.mT` to transpose batches of matrices or "
+                          "`x.permute(*range(x.ndim - 1, -1, -1))` to reverse the dimensions "
+                          "of a tensor.", UserWarning)
+        return self.c_permute(tuple(range(ndim - 1, -1, -1)))
+
+    cdef object c_mT(self):
+        if len(self.sizes) < 2:
+            raise ShapeError(f"tensor.mT is only supported on matrices or batches of matrices. "
+                             f"Got {len(self.sizes)}-D tensor.")
+        return self.c_transpose(-2, -1)
+
+    cdef object c_permute(self, tuple dims):
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = tuple(dims[0])
+        arguments.require_ints(dims, "dims")
+        if len(dims) != len(self.sizes):
+            raise ShapeError(f"permute(): number of dimensions in the tensor input does not "
+                             f"match the length of the desired ordering of dimensions i.e. "
+                             f"input.dim() = {len(self.sizes)} is not equal to len(dims) = "
+                             f"{len(dims)}")
+        order = tuple(self.c_dim(dim, "dims") for dim in dims)
+        if len(set(order)) != len(order):
+            raise ShapeError(f"permute(): duplicate dims are not allowed (dims "
+                             f"{errors.shown(dims)})")
+        view = strided_view(self, tuple(self.sizes[dim] for dim in order),
+                            tuple(self.element_strides[dim] for dim in order))
+        return recorded(view, ops.OP_PERMUTE, (self,), (), order) if tracked(self) else view
+
+    cdef object c_squeeze(self, object dim):
+        cdef int ndim = len(self.sizes)
+        if dim is None:
+            dropped = {index for index in range(ndim) if self.sizes[index] == 1}
+        else:
+            dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+            for item in dims:  # every type before any range
+                if isinstance(item, bool) or not isinstance(item, int):
+                    raise TypeError(f"dim must be an int or a tuple of ints, got "
+                                    f"{errors.shown(dim)}")
+            chosen = [self.c_dim(item) for item in dims]
+            for index in chosen:
+                if chosen.count(index) > 1:
+                    raise ShapeError(f"dim {index} appears multiple times in the list of dims")
+            # A 0-d tensor takes dim 0 (or -1) and stays as it is.
+            dropped = {index for index in chosen if ndim and self.sizes[index] == 1}
+        view = strided_view(self, tuple(size for index, size in enumerate(self.sizes)
+                                        if index not in dropped),
+                            tuple(stride for index, stride in enumerate(self.element_strides)
+                                  if index not in dropped))
+        return recorded(view, ops.OP_RESHAPE, (self,)) if tracked(self) else view
 
     cdef object c_unsqueeze(self, object dim):
         cdef int ndim = len(self.sizes)

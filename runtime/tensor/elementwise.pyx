@@ -21,7 +21,8 @@ from tensorplay._runtime.tensor.copies cimport copy_into, copy_on_device
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, broadcast_strides, check_device,
                                               check_device_and_dtype, current_stream,
                                               is_contiguous, new_empty, new_empty_like,
-                                              reads_directly, recorded, tracked, wrap_cpu)
+                                              own_tensor_arg, reads_directly, recorded, tracked,
+                                              wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, cpu_binary, cpu_result, opmath, stored
 
 from tensorplay._runtime.tensor.arguments import (BoolNotImplementedError, DtypeError,
@@ -308,6 +309,14 @@ cdef object power(TensorCore tensor, object exponent):
     return binary(tensor, exponent, ops.OP_POW, False, False, "pow")
 
 
+cdef object square(TensorCore tensor):
+    # PyTorch's square is pow(x, 2), whose integer scalar promotes a bool tensor to int64.
+    if tensor.dtype_object.code == CODE_BOOL:
+        return power(<TensorCore>copies.to(tensor, None, dtypes.named_dtype("int64"), False,
+                                           False), 2)
+    return power(tensor, 2)
+
+
 cdef object pow_operator(TensorCore tensor, object other):
     return binary(tensor, other, ops.OP_POW, False, False, "pow")
 
@@ -456,6 +465,14 @@ cdef object cos(TensorCore tensor):
 
 cdef object exp(TensorCore tensor):
     return unary(tensor, ops.OP_EXP)
+
+
+cdef object exp_function(object input):
+    return exp(own_tensor_arg(input, "input"))
+
+
+cdef object relu_function(object input):
+    return relu(own_tensor_arg(input, "input"))
 
 
 cdef object sqrt(TensorCore tensor):

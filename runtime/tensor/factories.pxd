@@ -1,4 +1,6 @@
 # The factories (factories.pyx; api.yaml: tensorplay).
+from libc.stdint cimport int64_t
+
 from tensorplay._runtime.tensor.core cimport TensorCore
 
 cdef object empty(tuple size, object dtype, object device, bint requires_grad)
@@ -8,6 +10,8 @@ cdef object full(object size, object fill_value, object dtype, object device,
                  bint requires_grad)
 cdef object arange(object start, object end, object step, object dtype, object device,
                    bint requires_grad)
+cdef object linspace(object start, object end, int64_t steps, object dtype, object device,
+                     bint requires_grad)
 cdef object tensor(object data, object dtype, object device, bint requires_grad)
 cdef object empty_like(object input, object dtype, object device, bint requires_grad)
 cdef object zeros_like(object input, object dtype, object device, bint requires_grad)

@@ -1,8 +1,11 @@
 # cython: language_level=3
-"""The factories (api.yaml: tensorplay): empty, zeros, ones, full, arange, tensor (always a
-copy), as_tensor and from_numpy (which share memory when they can), the *_like forms and
-allclose; and tensor_arg, which takes another library's tensor as one of ours, without a copy.
+"""The factories (api.yaml: tensorplay): empty, zeros, ones, full, arange, linspace, tensor
+(always a copy), as_tensor and from_numpy (which share memory when they can), the *_like forms
+and allclose; and tensor_arg, which takes another library's tensor as one of ours, without a
+copy.
 """
+from libc.stdint cimport int64_t
+
 from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.tensor cimport interop
 from tensorplay._runtime.base.dtypes cimport DtypeCore
@@ -13,6 +16,8 @@ from tensorplay._runtime.tensor.copies cimport copied_to, fill_, host_values, to
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, new_empty, own_tensor_arg,
                                               requiring_grad, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport stored
+
+from tensorplay._runtime.base.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
 
 import math
 
@@ -80,6 +85,142 @@ cdef object arange(object start, object end, object step, object dtype, object d
                          "tensor can hold (2**63 - 1 bytes)")
     values = np().arange(start, end, step, dtype=np().int64 if integral else np().float64)
     return requiring_grad(from_numpy_values(values, chosen, target, "arange()'s values", True),
+                          requires_grad)
+
+
+# Note [Linspace as PyTorch computes it]
+# PyTorch's CPU linspace (aten/src/ATen/native/cpu/RangeFactoriesKernel.cpp, linspace_kernel)
+# computes step = (end - start) / (steps - 1) in the result's dtype (double for integer dtypes)
+# and element i as start + step * i for i < steps / 2 and as end - step * (steps - 1 - i)
+# otherwise, so that both ends are exact. The values of its float32 and float64 builds are
+# those of one fused multiply-add each, rounded once (the compiler contracts them; measured
+# against torch 2.13 on an x86-64 CPU, where unfused arithmetic differs in about two calls of
+# three), so the values here are computed as fused products too: in float64 for float32 (the
+# product of a float32 step and an index below 2**29 is exact there, and a sum exactly halfway
+# between two float32 values is settled by the sum's exact error), and with error-free
+# transformations (Dekker's product, Knuth's sum) for float64 and the integer dtypes' double
+# arithmetic, whose result C++ truncates toward zero. float16 and bfloat16 round every
+# operation to the dtype (c10::Half's operators convert each result). Tested bit for bit
+# against torch.linspace (tests/tensor/test_habits.py). CUDA tensors get the same values,
+# computed here and copied to the device (during a graph capture that copy from pageable
+# memory is refused, as every host-to-device copy from pageable memory is).
+
+
+cdef tuple two_sum(object a, object b):
+    """(a + b rounded, its exact error), for float64 arrays (Knuth's TwoSum)."""
+    total = a + b
+    shifted = total - a
+    return total, (a - (total - shifted)) + (b - shifted)
+
+
+cdef tuple two_product(object a, object b):
+    """(a * b rounded, its exact error), for float64 arrays (Dekker's product by splitting)."""
+    product = a * b
+    scaled = a * 134217729.0  # 2**27 + 1 splits a float64 into two 26-bit halves
+    a_high = scaled - (scaled - a)
+    a_low = a - a_high
+    scaled = b * 134217729.0
+    b_high = scaled - (scaled - b)
+    b_low = b - b_high
+    return product, ((a_high * b_high - product) + a_high * b_low + a_low * b_high) + a_low * b_low
+
+
+cdef object fused64(object a, object b, object c):
+    """a * b + c for float64 arrays, rounded once but for near-ties of the last correction."""
+    product, product_error = two_product(a, b)
+    total, total_error = two_sum(c, product)
+    return total + (total_error + product_error)
+
+
+cdef object fused32(object a, object b, object c):
+    """a * b + c for float32 arrays (b exact integers below 2**29), rounded once to float32."""
+    numpy = np()
+    total, error = two_sum(c.astype(numpy.float64), a.astype(numpy.float64) *
+                           b.astype(numpy.float64))
+    result = total.astype(numpy.float32)
+    # A float64 sum exactly halfway between two float32 values rounds the way its error says.
+    other = numpy.nextafter(result, numpy.where(total > result, numpy.inf, -numpy.inf).astype(
+        numpy.float32))
+    halfway = (numpy.abs(other.astype(numpy.float64) - total) ==
+               numpy.abs(result.astype(numpy.float64) - total)) & (error != 0) & (other != result)
+    toward = halfway & (numpy.sign(other.astype(numpy.float64) - total) == numpy.sign(error))
+    return numpy.where(toward, other, result)
+
+
+cdef object rounded_to(object values, bint bfloat16):
+    """float16 values as they are (numpy rounds every float16 operation), or float32 values
+    rounded to bfloat16 (to nearest even), as float32."""
+    if not bfloat16:
+        return values.astype(np().float16)
+    return bfloat16_bits_to_float32(float32_to_bfloat16_bits(values))
+
+
+cdef object linspace_values(object start, object end, int64_t steps, DtypeCore dtype):
+    """The values of linspace(start, end, steps) in dtype, as numpy values of dtype's storage
+    (float32 for bfloat16), computed as PyTorch's CPU kernel does (Note [Linspace as PyTorch
+    computes it])."""
+    numpy = np()
+    index = numpy.arange(steps, dtype=numpy.int64)
+    halfway = index < steps // 2
+    # The multiplier of step from the nearer end: i, or -(steps - 1 - i).
+    count = numpy.where(halfway, index, index - (steps - 1))
+    if dtype.name in ("float32", "float64"):
+        kind = numpy.float32 if dtype.name == "float32" else numpy.float64
+        first, last = kind(start), kind(end)
+        if steps == 1:
+            return numpy.array([first], kind)
+        step = (last - first) / kind(steps - 1)
+        base = numpy.where(halfway, first, last).astype(kind)
+        multiplied = numpy.full(steps, step, kind)
+        if kind is numpy.float32:
+            return fused32(multiplied, count.astype(numpy.float32), base)
+        return fused64(multiplied, count.astype(numpy.float64), base)
+    if dtype.floating:  # float16 and bfloat16: every operation rounded to the dtype
+        bfloat16 = dtype.name == "bfloat16"
+        kind = numpy.float32 if bfloat16 else numpy.float16
+        # A Python float reaches the dtype through float32, as c10's conversions take it.
+        first = rounded_to(numpy.array([start], numpy.float32), bfloat16)
+        last = rounded_to(numpy.array([end], numpy.float32), bfloat16)
+        if steps == 1:
+            return first
+        step = rounded_to(rounded_to(last - first, bfloat16) /
+                          rounded_to(numpy.array([steps - 1], kind), bfloat16), bfloat16)
+        low = rounded_to(first + rounded_to(step * rounded_to(index.astype(kind), bfloat16),
+                                            bfloat16), bfloat16)
+        high = rounded_to(last - rounded_to(step * rounded_to((steps - 1 - index).astype(kind),
+                                                              bfloat16), bfloat16), bfloat16)
+        return numpy.where(halfway, low, high).astype(kind)
+    # Integer dtypes: start and end as the dtype holds them (truncated), the rest in double.
+    first, last = float(int(start)), float(int(end))
+    if steps == 1:
+        return numpy.array([int(start)], numpy.int64)
+    step = (last - first) / (steps - 1)
+    values = fused64(numpy.full(steps, step), count.astype(numpy.float64),
+                     numpy.where(halfway, first, last))
+    return numpy.trunc(values).astype(numpy.int64)
+
+
+cdef object linspace(object start, object end, int64_t steps, object dtype, object device,
+                     bint requires_grad):
+    for name, value in (("start", start), ("end", end)):
+        if not is_scalar(value):
+            raise TypeError(f"{name} must be a bool, int or float, got {type(value).__name__} "
+                            f"({errors.shown(value)})")
+    # steps is checked by the wrapper: an int, 0 or more (api.yaml, range).
+    cdef DtypeCore chosen = dtype_arg(dtype, dtypes.named_dtype("float32"), "dtype")
+    if chosen.name == "bool":
+        raise TypeError("dtype: linspace() is not implemented for bool, as in PyTorch; use a "
+                        "numeric dtype")
+    for name, value in (("start", start), ("end", end)):
+        dtypes.check_scalar(value, chosen, name)
+    require_grad_arg(chosen, None, requires_grad)
+    cdef int target = device_arg(device, CPU)
+    if <object>steps * chosen.itemsize > BYTES_LIMIT:
+        raise ValueError(f"steps {steps} is more elements than a tensor can hold "
+                         "(2**63 - 1 bytes)")
+    with np().errstate(all="ignore"):  # infinite or NaN ends give NaN, as in PyTorch
+        values = linspace_values(start, end, steps, chosen)
+    return requiring_grad(from_numpy_values(values, chosen, target, "linspace()'s values", True),
                           requires_grad)
 
 

@@ -6,6 +6,8 @@ from typing import Any, Callable, ContextManager, Literal, TypeAlias
 from tensorplay import device
 from tensorplay.accelerator import current_stream as current_stream
 from tensorplay.accelerator import set_stream as set_stream
+from tensorplay.accelerator import is_available as is_available
+from tensorplay.accelerator import device_count as device_count
 from tensorplay.cuda.graphs import CUDAGraph as CUDAGraph
 from tensorplay.cuda.graphs import graph as graph
 from tensorplay.cuda.graphs import graph_pool_handle as graph_pool_handle
@@ -31,6 +33,8 @@ __all__ = [
     "Event",
     "current_stream",
     "set_stream",
+    "is_available",
+    "device_count",
     "CUDAGraph",
     "graph",
     "graph_pool_handle",

@@ -24,6 +24,8 @@ __all__ = [
     "Event",
     "current_stream",
     "set_stream",
+    "is_available",
+    "device_count",
     "CUDAGraph",
     "graph",
     "graph_pool_handle",
@@ -440,6 +442,8 @@ _public.register_class("EventCore", Event)
 
 from tensorplay.accelerator import current_stream
 from tensorplay.accelerator import set_stream
+from tensorplay.accelerator import is_available
+from tensorplay.accelerator import device_count
 from tensorplay.cuda.graphs import CUDAGraph
 from tensorplay.cuda.graphs import graph
 from tensorplay.cuda.graphs import graph_pool_handle
