@@ -215,14 +215,17 @@ class Module:
             set_to_none: drop each grad (None) instead of filling it with zeros.
         """
 
-    def train(self, mode: bool = True) -> Module:
+    def train(self, mode: Any = True) -> Module:
         """Set the training attribute of this module and every descendant (Dropout drops only while training).
 
         Args:
-            mode: True for training mode, False for evaluation mode.
+            mode: True for training mode, False for evaluation mode (a bool).
 
         Returns:
             Module: this module.
+
+        Raises:
+            ValueError: mode is not a bool (PyTorch's "training mode is expected to be boolean").
         """
 
     def eval(self) -> Module:
@@ -262,7 +265,8 @@ class Module:
             strict: refuse missing and unexpected names.
 
         Returns:
-            Any: a named tuple (missing_keys, unexpected_keys).
+            Any: a named tuple (missing_keys, unexpected_keys), printed "<All keys matched
+                successfully>" when both are empty, as PyTorch's.
 
         Raises:
             TypeError: state_dict is not a mapping.
@@ -270,18 +274,23 @@ class Module:
                 unexpected; every problem is listed and nothing is copied.
         """
 
-    def register_forward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False) -> RemovableHandle:
         """Run hook after every call of the module.
 
         Args:
             hook: called as hook(module, args, output) after each forward(); a result other than
                 None replaces the output.
+            prepend: run this hook before the hooks registered so far, instead of after them.
+            with_kwargs: call it as hook(module, args, kwargs, output); kwargs is always {}, since
+                calling a module takes positional arguments only.
+            always_call: PyTorch's "run even when forward() raises"; only False is supported.
 
         Returns:
             RemovableHandle: a handle whose remove() unregisters the hook.
 
         Raises:
             TypeError: hook is not callable.
+            NotImplementedError: always_call is True.
         """
 
     def extra_repr(self) -> str:

@@ -242,12 +242,15 @@ class Module(_nn_classes.ModuleCore):
         """Set the training attribute of this module and every descendant (Dropout drops only while training).
 
         Args:
-            mode: True for training mode, False for evaluation mode.
+            mode: True for training mode, False for evaluation mode (a bool).
 
         Returns:
             Module: this module.
+
+        Raises:
+            ValueError: mode is not a bool (PyTorch's "training mode is expected to be boolean").
         """
-        return self.c_train(_errors.bool_arg(mode, 'mode'))
+        return self.c_train(mode)
 
     def eval(self):
         """The same as train(False).
@@ -289,7 +292,8 @@ class Module(_nn_classes.ModuleCore):
             strict: refuse missing and unexpected names.
 
         Returns:
-            Any: a named tuple (missing_keys, unexpected_keys).
+            Any: a named tuple (missing_keys, unexpected_keys), printed "<All keys matched
+                successfully>" when both are empty, as PyTorch's.
 
         Raises:
             TypeError: state_dict is not a mapping.
@@ -298,20 +302,25 @@ class Module(_nn_classes.ModuleCore):
         """
         return self.c_load_state_dict(state_dict, _errors.bool_arg(strict, 'strict'))
 
-    def register_forward_hook(self, hook):
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
         """Run hook after every call of the module.
 
         Args:
             hook: called as hook(module, args, output) after each forward(); a result other than
                 None replaces the output.
+            prepend: run this hook before the hooks registered so far, instead of after them.
+            with_kwargs: call it as hook(module, args, kwargs, output); kwargs is always {}, since
+                calling a module takes positional arguments only.
+            always_call: PyTorch's "run even when forward() raises"; only False is supported.
 
         Returns:
             RemovableHandle: a handle whose remove() unregisters the hook.
 
         Raises:
             TypeError: hook is not callable.
+            NotImplementedError: always_call is True.
         """
-        return self.c_register_forward_hook(hook)
+        return self.c_register_forward_hook(hook, _errors.bool_arg(prepend, 'prepend'), _errors.bool_arg(with_kwargs, 'with_kwargs'), _errors.bool_arg(always_call, 'always_call'))
 
     def extra_repr(self):
         """What repr() shows inside the parentheses; layers override it with their settings.

@@ -41,8 +41,18 @@ from tensorplay._runtime.tensor.core cimport TensorCore
 # a mistake, refused by name rather than carried into every state_dict key.
 NAME_CHARACTERS = 4096
 
-IncompatibleKeys = collections.namedtuple("IncompatibleKeys",
-                                          ["missing_keys", "unexpected_keys"])
+class IncompatibleKeys(collections.namedtuple("IncompatibleKeys",
+                                              ["missing_keys", "unexpected_keys"])):
+    """What load_state_dict() returns; printed as PyTorch's _IncompatibleKeys prints."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
 
 
 cdef object parameter_class():
@@ -239,8 +249,12 @@ class ModuleCore:
             yield module
 
     def c_named_children(self):
+        # A child registered under two names is listed once, under its first (PyTorch's
+        # named_children() dedupes by identity).
+        seen = set()
         for name, module in self.__dict__["_modules"].items():
-            if module is not None:
+            if module is not None and id(module) not in seen:
+                seen.add(id(module))
                 yield name, module
 
     def c_children(self):
@@ -286,6 +300,9 @@ class ModuleCore:
         self.__dict__["training"] = mode
 
     def c_train(self, mode):
+        # Only a bool: PyTorch refuses 0, 1 and the rest with this ValueError.
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
         for module in self.c_modules():
             object.__setattr__(module, "training", mode)
         return self
@@ -326,12 +343,20 @@ class ModuleCore:
 
     def _state(self):
         """name -> the Parameter or buffer itself, for every one the state_dict holds."""
+        # Every name a module is registered under counts, a shared one's state saved (and
+        # loaded) under each: PyTorch's state_dict() and load_state_dict() recurse through
+        # _modules without deduplicating.
         state = collections.OrderedDict()
-        for module_name, module in self.c_named_modules():
+        pending = [("", self)]
+        while pending:
+            module_name, module = pending.pop()
             for store in ("_parameters", "_buffers"):
                 for name, value in module.__dict__[store].items():
                     if value is not None:
                         state[child_name(module_name, name)] = value
+            pending.extend(reversed([(child_name(module_name, name), child) for name, child
+                                     in module.__dict__["_modules"].items()
+                                     if child is not None]))
         return state
 
     def c_state_dict(self):
@@ -376,13 +401,27 @@ class ModuleCore:
 
     # -- calling -------------------------------------------------------------------------------
 
-    def c_register_forward_hook(self, hook):
+    def c_register_forward_hook(self, hook, prepend, with_kwargs, always_call):
         if not callable(hook):
             raise TypeError(f"hook must be callable, got {errors.shown(hook)}")
+        if always_call:
+            # PyTorch's always_call runs the hook when forward() raises, silencing the hook's
+            # own error as a warning; not supported here.
+            raise NotImplementedError("register_forward_hook: always_call=True is not "
+                                      "supported (a hook runs only after forward() returns)")
         key = self.__dict__["_next_hook"]
         object.__setattr__(self, "_next_hook", key + 1)
         hooks = self.__dict__["_forward_hooks"]
-        hooks[key] = hook
+        # with_kwargs: called as hook(module, args, kwargs, output), kwargs always {} since
+        # calling a module passes positional arguments only.
+        entry = (hook, with_kwargs)
+        if prepend:  # first of all the hooks registered so far, as PyTorch's prepend=True
+            rest = dict(hooks)
+            hooks.clear()
+            hooks[key] = entry
+            hooks.update(rest)
+        else:
+            hooks[key] = entry
         return public.public_class("RemovableHandleCore", RemovableHandleCore)(hooks, key)
 
     def c_call(self, args):
@@ -394,8 +433,9 @@ class ModuleCore:
         output = forward(*args)
         hooks = self.__dict__["_forward_hooks"]
         if hooks:  # most modules have none: no copy of the dict on every call
-            for hook in tuple(hooks.values()):  # a hook may remove itself
-                replaced = hook(self, args, output)
+            for hook, with_kwargs in tuple(hooks.values()):  # a hook may remove itself
+                replaced = (hook(self, args, {}, output) if with_kwargs else
+                            hook(self, args, output))
                 if replaced is not None:
                     output = replaced
         return output

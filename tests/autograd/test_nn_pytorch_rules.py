@@ -1,0 +1,97 @@
+"""tensorplay.nn against PyTorch (CPU): a module registered under two names in named_children()
+and state_dict(), train()'s bool check, register_forward_hook's keyword arguments and what
+load_state_dict() prints."""
+import pytest
+import torch
+
+import tensorplay as tp
+from tensorplay import nn
+
+
+def shared(library):
+    """A module whose one Linear is registered as both "a" and "b"."""
+    model = library.nn.Module()
+    model.a = library.nn.Linear(2, 2)
+    model.b = model.a
+    return model
+
+
+def test_a_child_under_two_names_is_listed_once_but_saved_under_both():
+    mine, theirs = shared(tp), shared(torch)
+    assert ([name for name, _ in mine.named_children()]
+            == [name for name, _ in theirs.named_children()] == ["a"])
+    assert len(list(mine.children())) == 1
+    assert list(mine.state_dict()) == list(theirs.state_dict()) == [
+        "a.weight", "a.bias", "b.weight", "b.bias"]
+    assert mine.state_dict()["b.weight"].data_ptr() == mine.a.weight.data_ptr()
+
+
+def test_loading_a_shared_child_wants_every_name():
+    partial = {"a.weight": tp.zeros(2, 2), "a.bias": tp.zeros(2)}
+    result = shared(tp).load_state_dict(partial, strict=False)
+    expected = shared(torch).load_state_dict({name: torch.zeros(value.shape) for name, value
+                                              in partial.items()}, strict=False)
+    assert result.missing_keys == expected.missing_keys == ["b.weight", "b.bias"]
+    assert result.unexpected_keys == expected.unexpected_keys == []
+
+
+def test_load_state_dict_prints_as_pytorchs_result():
+    model = nn.Linear(2, 1)
+    matched = model.load_state_dict(model.state_dict())
+    reference = torch.nn.Linear(2, 1)
+    assert str(matched) == repr(matched) == str(reference.load_state_dict(
+        reference.state_dict())) == "<All keys matched successfully>"
+    partial = model.load_state_dict({"weight": tp.zeros(1, 2)}, strict=False)
+    assert repr(partial) == "IncompatibleKeys(missing_keys=['bias'], unexpected_keys=[])"
+    assert str(partial) == repr(partial)
+    assert partial == (["bias"], [])
+
+
+@pytest.mark.parametrize("mode", ["x", 1, 0, None])
+def test_train_wants_a_bool_as_pytorch(mode):
+    with pytest.raises(ValueError) as theirs:
+        torch.nn.Linear(1, 1).train(mode)
+    model = nn.Sequential(nn.Linear(1, 1))
+    with pytest.raises(ValueError) as mine:
+        model.train(mode)
+    assert str(mine.value) == str(theirs.value) == "training mode is expected to be boolean"
+    assert all(module.training for module in model.modules())  # nothing changed
+
+
+def hook_order(library):
+    layer = library.nn.ReLU()
+    order = []
+    layer.register_forward_hook(lambda module, args, output: order.append("first"))
+    layer.register_forward_hook(lambda module, args, output: order.append("prepended"),
+                                prepend=True)
+    layer.register_forward_hook(lambda module, args, output: order.append("last"))
+    handle = layer.register_forward_hook(
+        lambda module, args, kwargs, output: order.append(("kwargs", kwargs)),
+        prepend=True, with_kwargs=True)
+    layer(library.ones(1))
+    handle.remove()
+    layer(library.ones(1))
+    return order
+
+
+def test_forward_hooks_prepend_and_take_kwargs_as_pytorchs():
+    assert hook_order(tp) == hook_order(torch) == [
+        ("kwargs", {}), "prepended", "first", "last", "prepended", "first", "last"]
+
+
+def test_a_hook_with_kwargs_may_replace_the_output():
+    layer = nn.ReLU()
+    layer.register_forward_hook(lambda module, args, kwargs, output: output + 1,
+                                with_kwargs=True)
+    assert layer(tp.tensor([-1.0, 2.0])).tolist() == [1.0, 3.0]
+
+
+def test_forward_hook_refuses_always_call_and_non_bool_flags():
+    layer = nn.ReLU()
+    with pytest.raises(NotImplementedError, match="always_call=True is not supported"):
+        layer.register_forward_hook(lambda *args: None, always_call=True)
+    with pytest.raises(TypeError, match="prepend"):
+        layer.register_forward_hook(lambda *args: None, prepend="yes")
+    with pytest.raises(TypeError):
+        layer.register_forward_hook(lambda *args: None, True)  # keyword-only, as PyTorch's
+    assert not layer._forward_hooks  # nothing registered by a refused call
