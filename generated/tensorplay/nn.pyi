@@ -235,15 +235,72 @@ class Module:
             Module: this module.
         """
 
-    def to(self, device: _TensorDeviceLike) -> Module:
-        """Move every parameter (with its grad) and buffer to device.
+    def to(self, device: Any = None, dtype: Any = None) -> Module:
+        """Move every parameter (with its grad) and buffer to device, and convert the floating-point
+        ones to dtype, as PyTorch's Module.to: to(device), to(dtype), to(device, dtype) and
+        to(tensor).
 
-        Each Parameter stays the same object, seeing memory on the new device, so an optimiser
-        made before still holds it; nothing changes when a move fails.
+        Each Parameter stays the same object, seeing the new memory, so an optimiser made before
+        still holds it; nothing changes when a move fails.
 
         Args:
             device: the device to move every parameter and buffer to ("cpu", "cuda", "cuda:1", a
-                device or an index).
+                device or an index); or a dtype, as dtype; or a tensor, whose device and dtype are
+                taken; None keeps each where it is.
+            dtype: a floating-point dtype for the floating-point parameters and buffers (the others
+                keep theirs); None keeps every dtype.
+
+        Returns:
+            Module: this module.
+
+        Raises:
+            TypeError: the dtype is not floating point (PyTorch's message), or given twice.
+        """
+
+    def cuda(self, device: Any = None) -> Module:
+        """Move every parameter and buffer to a CUDA device, as to() does.
+
+        Args:
+            device: the CUDA device ("cuda:1", a device or an index); None for the current one.
+
+        Returns:
+            Module: this module.
+
+        Raises:
+            RuntimeError: device is the CPU (PyTorch's "Invalid device, must be cuda device"), or no
+                GPU is available.
+        """
+
+    def cpu(self) -> Module:
+        """Move every parameter and buffer to the CPU, as to("cpu") does.
+
+        Returns:
+            Module: this module.
+        """
+
+    def double(self) -> Module:
+        """Convert the floating-point parameters and buffers to float64, as to(tensorplay.float64) does.
+
+        Returns:
+            Module: this module.
+        """
+
+    def float(self) -> Module:
+        """Convert the floating-point parameters and buffers to float32.
+
+        Returns:
+            Module: this module.
+        """
+
+    def half(self) -> Module:
+        """Convert the floating-point parameters and buffers to float16.
+
+        Returns:
+            Module: this module.
+        """
+
+    def bfloat16(self) -> Module:
+        """Convert the floating-point parameters and buffers to bfloat16.
 
         Returns:
             Module: this module.

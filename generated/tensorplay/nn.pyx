@@ -260,20 +260,83 @@ class Module(_nn_classes.ModuleCore):
         """
         return self.c_eval()
 
-    def to(self, device):
-        """Move every parameter (with its grad) and buffer to device.
+    def to(self, device=None, dtype=None):
+        """Move every parameter (with its grad) and buffer to device, and convert the floating-point
+        ones to dtype, as PyTorch's Module.to: to(device), to(dtype), to(device, dtype) and
+        to(tensor).
 
-        Each Parameter stays the same object, seeing memory on the new device, so an optimiser
-        made before still holds it; nothing changes when a move fails.
+        Each Parameter stays the same object, seeing the new memory, so an optimiser made before
+        still holds it; nothing changes when a move fails.
 
         Args:
             device: the device to move every parameter and buffer to ("cpu", "cuda", "cuda:1", a
-                device or an index).
+                device or an index); or a dtype, as dtype; or a tensor, whose device and dtype are
+                taken; None keeps each where it is.
+            dtype: a floating-point dtype for the floating-point parameters and buffers (the others
+                keep theirs); None keeps every dtype.
+
+        Returns:
+            Module: this module.
+
+        Raises:
+            TypeError: the dtype is not floating point (PyTorch's message), or given twice.
+        """
+        return self.c_to(device, dtype)
+
+    def cuda(self, device=None):
+        """Move every parameter and buffer to a CUDA device, as to() does.
+
+        Args:
+            device: the CUDA device ("cuda:1", a device or an index); None for the current one.
+
+        Returns:
+            Module: this module.
+
+        Raises:
+            RuntimeError: device is the CPU (PyTorch's "Invalid device, must be cuda device"), or no
+                GPU is available.
+        """
+        return self.c_cuda(device)
+
+    def cpu(self):
+        """Move every parameter and buffer to the CPU, as to("cpu") does.
 
         Returns:
             Module: this module.
         """
-        return self.c_to(device)
+        return self.c_cpu()
+
+    def double(self):
+        """Convert the floating-point parameters and buffers to float64, as to(tensorplay.float64) does.
+
+        Returns:
+            Module: this module.
+        """
+        return self.c_double()
+
+    def float(self):
+        """Convert the floating-point parameters and buffers to float32.
+
+        Returns:
+            Module: this module.
+        """
+        return self.c_float()
+
+    def half(self):
+        """Convert the floating-point parameters and buffers to float16.
+
+        Returns:
+            Module: this module.
+        """
+        return self.c_half()
+
+    def bfloat16(self):
+        """Convert the floating-point parameters and buffers to bfloat16.
+
+        Returns:
+            Module: this module.
+        """
+        return self.c_bfloat16()
 
     def state_dict(self):
         """The module's state, by name, in registration order.

@@ -36,6 +36,8 @@ from tensorplay._runtime.random cimport random_ops
 from tensorplay._runtime.tensor cimport (copies, core as tensor, elementwise, factories, linalg,
                                          serialization)
 from tensorplay._runtime.tensor.core cimport TensorCore
+from tensorplay._runtime.tensor cimport arguments
+from tensorplay._runtime.base.dtypes cimport DtypeCore, named_dtype
 
 # The longest name of a parameter, buffer or module (or prefix of names) accepted: longer text is
 # a mistake, refused by name rather than carried into every state_dict key.
@@ -313,24 +315,64 @@ class ModuleCore:
     def c_zero_grad(self, set_to_none):
         autograd.zero_grads(self.c_parameters(True), set_to_none)
 
-    def c_to(self, device):
+    def c_to(self, device, dtype):
+        # PyTorch's Module.to forms: to(device), to(dtype), to(device, dtype) and to(tensor),
+        # which takes the tensor's device and dtype.
+        if isinstance(device, TensorCore):
+            if dtype is not None:
+                raise TypeError("to() got a dtype twice (the tensor's and dtype)")
+            device, dtype = (<TensorCore>device).c_device(), (<TensorCore>device).dtype_object
+        elif isinstance(device, DtypeCore):
+            if dtype is not None:
+                raise TypeError("to() got a dtype twice (as device and as dtype)")
+            device, dtype = None, device
         _device.tensor_device_arg(device, "device")  # checked even for a module with no tensor
-        # Every tensor is moved before any is changed, so that a failed move (a bad device, no
-        # GPU) leaves the module as it was.
+        if dtype is not None:
+            dtype = arguments.dtype_arg(dtype, None, "dtype")
+            if not (<DtypeCore>dtype).floating:
+                raise TypeError("nn.Module.to only accepts floating point or complex dtypes, "
+                                f"but got desired dtype={dtype!r}")
+        return self._apply(device, dtype)
+
+    # double(), float(), half(), bfloat16(): floating tensors only are converted, as PyTorch's.
+    def c_double(self):
+        return self._apply(None, named_dtype("float64"))
+
+    def c_float(self):
+        return self._apply(None, named_dtype("float32"))
+
+    def c_half(self):
+        return self._apply(None, named_dtype("float16"))
+
+    def c_bfloat16(self):
+        return self._apply(None, named_dtype("bfloat16"))
+
+    def c_cuda(self, device):
+        target = "cuda" if device is None else device
+        if _device.tensor_device_arg(target, "device") == -1:
+            raise RuntimeError("Invalid device, must be cuda device")  # PyTorch's message
+        return self._apply(target, None)
+
+    def c_cpu(self):
+        return self._apply("cpu", None)
+
+    def _apply(self, device, dtype):
+        """Every parameter (with its grad) and buffer moved to device (None: where it is) and,
+        when floating point, converted to dtype (None: kept), as PyTorch's Module._apply.
+        Every tensor is converted before any is changed, so that a failed move (a bad device,
+        no GPU) leaves the module as it was."""
         parameters = list(self.c_parameters(True))
         with autograd.no_grad_block():
-            moved = [copies.to(<TensorCore>parameter, device, None, False, False)
-                     for parameter in parameters]
+            moved = [converted(parameter, device, dtype) for parameter in parameters]
             grads = [None if parameter.grad is None else
-                     copies.to(<TensorCore>parameter.grad, device, None, False, False)
-                     for parameter in parameters]
-            buffers = [(module, name, copies.to(<TensorCore>value, device, None, False, False))
+                     converted(parameter.grad, device, dtype) for parameter in parameters]
+            buffers = [(module, name, converted(value, device, dtype))
                        for module in self.c_modules()
                        for name, value in module.__dict__["_buffers"].items()
                        if value is not None]
         for parameter, memory, grad in zip(parameters, moved, grads):
             if memory is not parameter:
-                # The Parameter stays the same object (optimisers hold it), now seeing the moved
+                # The Parameter stays the same object (optimisers hold it), now seeing the new
                 # memory, as PyTorch's module.to() assigns param.data.
                 (<TensorCore>parameter).grad_value = None
                 tensor.alias_memory(<TensorCore>parameter, <TensorCore>memory)
@@ -455,6 +497,12 @@ class ModuleCore:
 
 # --------------------------------------------------------------------------------------------
 # Layers
+
+
+cdef object converted(TensorCore value, object device, object dtype):
+    """value on device (None: its own), of dtype when it is floating point (Module._apply)."""
+    return copies.to(value, device, dtype if value.dtype_object.floating else None, False,
+                     False)
 
 
 class LinearCore(ModuleCore):

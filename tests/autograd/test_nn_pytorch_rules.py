@@ -1,11 +1,13 @@
 """tensorplay.nn against PyTorch (CPU): a module registered under two names in named_children()
 and state_dict(), train()'s bool check, register_forward_hook's keyword arguments and what
-load_state_dict() prints."""
+load_state_dict() prints; Module.to's forms and the dtype conversions (floating tensors only,
+the same Parameter objects), cpu() and cuda() (under the gpu marker)."""
+import numpy
 import pytest
 import torch
 
 import tensorplay as tp
-from tensorplay import nn
+from tensorplay import nn, optim
 
 
 def shared(library):
@@ -95,3 +97,75 @@ def test_forward_hook_refuses_always_call_and_non_bool_flags():
     with pytest.raises(TypeError):
         layer.register_forward_hook(lambda *args: None, True)  # keyword-only, as PyTorch's
     assert not layer._forward_hooks  # nothing registered by a refused call
+
+
+def with_buffers(library):
+    """A Linear with a float and an int64 buffer, in either library."""
+    model = library.nn.Linear(2, 3)
+    model.register_buffer("scale", library.ones(3))
+    model.register_buffer("count", library.zeros(1, dtype=library.int64))
+    return model
+
+
+def dtypes_of(model):
+    return {name: str(value.dtype).split(".")[-1] for name, value in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("convert", [
+    lambda model, library: model.to(library.float64),
+    lambda model, library: model.to("cpu", library.float16),
+    lambda model, library: model.to(dtype=library.bfloat16),
+    lambda model, library: model.to(library.zeros(1, dtype=library.float64)),
+    lambda model, library: model.double(),
+    lambda model, library: model.half(),
+    lambda model, library: model.bfloat16(),
+    lambda model, library: model.double().float(),
+    lambda model, library: model.cpu(),
+])
+def test_module_dtype_conversions_follow_pytorch(convert):
+    mine, theirs = with_buffers(tp), with_buffers(torch)
+    weight = mine.weight
+    mine(tp.ones(1, 2)).sum().backward()
+    values = weight.tolist()
+    assert convert(mine, tp) is mine
+    convert(theirs, torch)
+    assert dtypes_of(mine) == dtypes_of(theirs)  # floating ones converted, int64 kept
+    assert mine.weight is weight and isinstance(weight, nn.Parameter)  # the same Parameter
+    assert weight.requires_grad and weight.grad.dtype == weight.dtype
+    assert numpy.allclose(numpy.array(weight.tolist()), numpy.array(values), atol=1e-2)
+
+
+def test_an_optimiser_keeps_training_a_converted_module():
+    model = nn.Linear(2, 1)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    model.double()
+    before = model.weight.tolist()
+    model(tp.ones(1, 2, dtype=tp.float64)).sum().backward()
+    opt.step()
+    assert model.weight.dtype == tp.float64
+    assert model.weight.tolist() != before
+
+
+def test_module_to_refuses_what_pytorch_refuses():
+    model = nn.Linear(1, 1)
+    with pytest.raises(TypeError) as theirs:
+        torch.nn.Linear(1, 1).to(torch.int64)
+    with pytest.raises(TypeError, match="nn.Module.to only accepts floating point or complex "
+                                        "dtypes, but got desired dtype="):
+        model.to(tp.int64)
+    assert "only accepts floating point" in str(theirs.value)
+    with pytest.raises(TypeError, match="dtype twice"):
+        model.to(tp.float64, tp.float64)
+    with pytest.raises(RuntimeError, match="Invalid device, must be cuda device"):
+        model.cuda("cpu")
+    assert model.weight.dtype == tp.float32  # nothing changed
+
+
+@pytest.mark.gpu
+def test_cuda_moves_in_place_and_to_converts_on_the_way():
+    model = with_buffers(tp)
+    weight = model.weight
+    assert model.cuda() is model and weight.is_cuda and model.count.is_cuda
+    model.to("cpu", tp.float64)
+    assert not weight.is_cuda and weight.dtype == tp.float64 and model.count.dtype == tp.int64
+    assert model.cuda(0).weight.is_cuda
