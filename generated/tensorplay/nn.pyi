@@ -331,7 +331,7 @@ class Module:
                 unexpected; every problem is listed and nothing is copied.
         """
 
-    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False) -> RemovableHandle:
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
         """Run hook after every call of the module.
 
         Args:
@@ -340,14 +340,12 @@ class Module:
             prepend: run this hook before the hooks registered so far, instead of after them.
             with_kwargs: call it as hook(module, args, kwargs, output); kwargs is always {}, since
                 calling a module takes positional arguments only.
-            always_call: PyTorch's "run even when forward() raises"; only False is supported.
 
         Returns:
             RemovableHandle: a handle whose remove() unregisters the hook.
 
         Raises:
             TypeError: hook is not callable.
-            NotImplementedError: always_call is True.
         """
 
     def extra_repr(self) -> str:

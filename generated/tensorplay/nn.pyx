@@ -365,7 +365,7 @@ class Module(_nn_classes.ModuleCore):
         """
         return self.c_load_state_dict(state_dict, _errors.bool_arg(strict, 'strict'))
 
-    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
         """Run hook after every call of the module.
 
         Args:
@@ -374,16 +374,14 @@ class Module(_nn_classes.ModuleCore):
             prepend: run this hook before the hooks registered so far, instead of after them.
             with_kwargs: call it as hook(module, args, kwargs, output); kwargs is always {}, since
                 calling a module takes positional arguments only.
-            always_call: PyTorch's "run even when forward() raises"; only False is supported.
 
         Returns:
             RemovableHandle: a handle whose remove() unregisters the hook.
 
         Raises:
             TypeError: hook is not callable.
-            NotImplementedError: always_call is True.
         """
-        return self.c_register_forward_hook(hook, _errors.bool_arg(prepend, 'prepend'), _errors.bool_arg(with_kwargs, 'with_kwargs'), _errors.bool_arg(always_call, 'always_call'))
+        return self.c_register_forward_hook(hook, _errors.bool_arg(prepend, 'prepend'), _errors.bool_arg(with_kwargs, 'with_kwargs'))
 
     def extra_repr(self):
         """What repr() shows inside the parentheses; layers override it with their settings.

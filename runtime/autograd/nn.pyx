@@ -443,14 +443,11 @@ class ModuleCore:
 
     # -- calling -------------------------------------------------------------------------------
 
-    def c_register_forward_hook(self, hook, prepend, with_kwargs, always_call):
+    def c_register_forward_hook(self, hook, prepend, with_kwargs):
+        # PyTorch's always_call (run the hook when forward() raises) is not offered: the
+        # schema does not declare it, so passing it is Python's unexpected-keyword TypeError.
         if not callable(hook):
             raise TypeError(f"hook must be callable, got {errors.shown(hook)}")
-        if always_call:
-            # PyTorch's always_call runs the hook when forward() raises, silencing the hook's
-            # own error as a warning; not supported here.
-            raise NotImplementedError("register_forward_hook: always_call=True is not "
-                                      "supported (a hook runs only after forward() returns)")
         key = self.__dict__["_next_hook"]
         object.__setattr__(self, "_next_hook", key + 1)
         hooks = self.__dict__["_forward_hooks"]
