@@ -4,8 +4,9 @@ Run on the GPU machine after installing the package:  python bench/bench_tensor.
 [--area copies|elementwise] [--quick] [--json PATH]. Device times come from CUDA events around
 repeated operations on the current stream; the host cost of an eager op is timeit over an op on
 SMALL float32 elements (a + b, and x += 1 in place), in repeats of LAUNCH_CALLS ops with the
-device synchronised between repeats, best repeat. Each figure is the median over interleaved
-trials. Ratios are tensorplay / other: below 1.0 is faster. Targets: copy_ within 10% of
+device synchronised between repeats, best repeat, beside raw C's cuLaunchKernel of one kernel
+on the same schedule (raw/raw_graph_launch.cu: the floor no library goes below). Each figure is
+the median over interleaved trials. Ratios are tensorplay / other: below 1.0 is faster. Targets: copy_ within 10% of
 PyTorch's time, add within 15%; the host cost of a small op at most 0.5x PyTorch's.
 """
 from harness.baselines import (CUPY, OURS, RAW_C, TORCH, compare, cupy_ms, import_peer,
@@ -57,6 +58,12 @@ def elementwise(quick, notes):
     small = [tp.ones(SMALL, device="cuda") for _ in range(3)]
     sides = {OURS: lambda: {"add": ours_ms(lambda: a + b),
                             **small_ops(*small, tp.accelerator.synchronize)}}
+    raw = raw_c_side("raw_graph_launch.cu", notes)
+    if raw is not None:
+        def raw_launch():
+            launch = raw()[("eager launches", LAUNCH_CALLS)]
+            return {"small add": launch, "small increment": launch}
+        sides[RAW_C] = raw_launch
     if torch is not None:
         ta, tb = torch.ones(COUNT, device="cuda"), torch.ones(COUNT, device="cuda")
         small_torch = [torch.ones(SMALL, device="cuda") for _ in range(3)]

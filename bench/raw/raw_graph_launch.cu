@@ -7,7 +7,10 @@
    for SPLIT_KERNELS kernels launched with cuLaunchKernel, as tensorplay launches: "launches
    under capture KERNELS US", microseconds from cudaStreamBeginCapture to the last launch, and
    "end capture and instantiate KERNELS US", cudaStreamEndCapture and cudaGraphInstantiate, each
-   the median of SPLIT_CAPTURES captures (bench_graphs.py's split of a capture). */
+   the median of SPLIT_CAPTURES captures (bench_graphs.py's split of a capture). And "eager
+   launches EAGER_LAUNCHES NS": the host cost of one cuLaunchKernel outside a capture, in
+   rounds of EAGER_LAUNCHES with the device synchronised between them, best of EAGER_ROUNDS
+   (bench_tensor.py's schedule for the host cost of a small op, whose floor it is). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -22,6 +25,8 @@
 
 #define SPLIT_KERNELS 1024
 #define SPLIT_CAPTURES 15
+#define EAGER_LAUNCHES 500
+#define EAGER_ROUNDS 15
 
 __global__ void add_one(float *x) { x[threadIdx.x] += 1.0f; }
 
@@ -83,6 +88,24 @@ static void capture_split(cudaStream_t stream, float *x) {
            median(ends, SPLIT_CAPTURES));
 }
 
+static void eager_launches(cudaStream_t stream, float *x) {
+    CUfunction function;
+    void *arguments[] = {&x};
+    CHECK(cudaGetFuncBySymbol((cudaFunction_t *)&function, (const void *)add_one));
+    double best = 1e30;
+    for (int round = 0; round < EAGER_ROUNDS; round++) {
+        CHECK(cudaStreamSynchronize(stream));
+        double start = now_ns();
+        for (int k = 0; k < EAGER_LAUNCHES; k++)
+            CHECK_DRIVER(cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, (CUstream)stream,
+                                        arguments, NULL));
+        double elapsed = (now_ns() - start) / EAGER_LAUNCHES;
+        if (elapsed < best) best = elapsed;
+    }
+    CHECK(cudaStreamSynchronize(stream));
+    printf("eager launches %d %.1f\n", EAGER_LAUNCHES, best);
+}
+
 int main(void) {
     float *x;
     cudaStream_t stream;
@@ -123,5 +146,6 @@ int main(void) {
         CHECK(cudaGraphDestroy(graph));
     }
     capture_split(stream, x);
+    eager_launches(stream, x);
     return 0;
 }

@@ -22,7 +22,12 @@ formula (formulas.pyx), computed at the shape the operation broadcast its operan
 reduced to each operand's shape (sum_to), so no operation needs its own rule for broadcasting.
 A gradient reaching a leaf is added into its .grad, which is allocated on the first backward
 pass and updated in place afterwards, so its address stays fixed (backward), or kept as the
-answer (grad). Unless retain_graph, each Node drops its saved tensors once run, and running it
+answer (grad). On the first pass the leaf takes the gradient itself as its .grad, with no copy,
+when nothing else can see that memory (PyTorch's AccumulateGrad "steals" it likewise:
+torch/csrc/autograd/functions/accumulate_grad.h): a CUDA tensor of the leaf's shape and dtype,
+contiguous over the whole of a block of our allocator that no other tensor holds, that a Node's
+formula made and the engine holds once. A gradient the caller passed in, or one that a formula passed on to several operands,
+is copied. Unless retain_graph, each Node drops its saved tensors once run, and running it
 again raises PyTorch's error.
 
 Each Node runs on the stream its forward ran on. When consecutive Nodes ran on different
@@ -45,6 +50,8 @@ history of the view's base and of its other views (PyTorch's CopySlices for view
 """
 import functools
 
+from cpython.ref cimport Py_REFCNT
+
 from tensorplay._runtime.autograd cimport formulas
 from tensorplay._runtime.base cimport errors, public
 from tensorplay._runtime.devices cimport stream as _stream
@@ -52,7 +59,7 @@ from tensorplay._runtime.kernels cimport ops
 from tensorplay._runtime.tensor cimport copies, core as tensor, elementwise, reduction
 from tensorplay._runtime.autograd.tape cimport Node, record
 from tensorplay._runtime.devices.stream cimport StreamCore
-from tensorplay._runtime.tensor.core cimport TensorCore
+from tensorplay._runtime.tensor.core cimport DeviceStorage, TensorCore
 
 from tensorplay._runtime.tensor.arguments import ShapeError
 
@@ -146,9 +153,29 @@ cdef TensorCore added(object total, TensorCore gradient):
     return gradient if total is None else elementwise.add(<TensorCore>total, gradient)
 
 
+cdef bint stealable(TensorCore leaf, TensorCore gradient):
+    """Whether leaf may take gradient as its first .grad (Note [Tape]): one reference, the
+    caller's, and the whole of a block of our allocator that no other tensor holds (it may be a
+    view of a tensor that is gone: the transpose of a column-major weight gradient)."""
+    if not (Py_REFCNT(gradient) == 1 and gradient.grad_node is None
+            and not gradient.grad_required and gradient.device_index != tensor.CPU
+            and gradient.device_index == leaf.device_index
+            and gradient.dtype_object is leaf.dtype_object and gradient.sizes == leaf.sizes
+            and tensor.is_contiguous(gradient) and isinstance(gradient.owner, DeviceStorage)
+            and Py_REFCNT(gradient.owner) == 1):
+        return False
+    cdef DeviceStorage storage = gradient.owner
+    return (gradient.data == storage.pointer and
+            <size_t>(gradient.element_count * gradient.dtype_object.itemsize) == storage.nbytes)
+
+
 cdef int accumulate_into_grad(TensorCore leaf, TensorCore gradient) except -1:
-    """Add gradient into leaf.grad: allocated (contiguous) the first time, in place after."""
-    if leaf.grad_value is None:
+    """Add gradient into leaf.grad: taken or copied (contiguous) the first time, in place
+    after. The caller holds gradient's only reference when a Node's formula made it."""
+    if leaf.grad_value is None and stealable(leaf, gradient):
+        gradient.is_view = False  # it alone sees its memory now
+        leaf.grad_value = gradient
+    elif leaf.grad_value is None:
         target = tensor.new_empty(leaf.sizes, leaf.dtype_object, leaf.device_index)
         copies.copy_(<TensorCore>target, gradient, False)
         leaf.grad_value = target
@@ -319,15 +346,17 @@ cdef class BackwardPass:
             # A tensor output no gradient reached counts as zero.
             if gradient is None and node.outputs_meta[number] is not None:
                 grads[number] = formulas.zeros_of(node.outputs_meta[number])
-        input_grads = formulas.by_op[node.op](node, tuple(grads))
+        input_grads = list(formulas.by_op[node.op](node, tuple(grads)))
         if not self.retain_graph and node.saved:
             node.saved = ()
             node.saved_versions = ()
             node.released = True
         for index, edge in enumerate(node.edges):
-            if edge is not None and input_grads[index] is not None:
-                self.deliver(edge, sum_to(input_grads[index], node.inputs_meta[index], node,
-                                          index))
+            gradient = input_grads[index]
+            input_grads[index] = None  # gradient holds it alone, so that a leaf may take it
+            if edge is not None and gradient is not None:
+                gradient = sum_to(gradient, node.inputs_meta[index], node, index)
+                self.deliver(edge, gradient)
         return 0
 
 

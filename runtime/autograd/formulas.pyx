@@ -12,8 +12,8 @@ from tensorplay._runtime.tensor cimport copies
 from tensorplay._runtime.autograd.tape cimport Node
 from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
-from tensorplay._runtime.tensor.elementwise cimport (cos, eq, ge, gt, log, lt, mul, neg, power,
-                                                     sin, sub, truediv, where)
+from tensorplay._runtime.tensor.elementwise cimport (binary, cos, eq, ge, gt, log, lt, mul,
+                                                     neg, power, sin, sub, truediv, where)
 from tensorplay._runtime.tensor.linalg cimport matmul
 from tensorplay._runtime.tensor.reduction cimport maximum, minimum, sum_over
 
@@ -107,7 +107,9 @@ def abs_gradient(Node node, tuple grads):
 
 
 def relu_gradient(Node node, tuple grads):  # saved: the output
-    return (where(gt(node.saved[0], 0), grads[0], 0),)
+    # One kernel, as PyTorch's threshold_backward, not a comparison and a select.
+    return (binary(<TensorCore>grads[0], node.saved[0], ops.OP_RELU_BACKWARD, False, False,
+                   "relu backward"),)
 
 
 def sin_gradient(Node node, tuple grads):

@@ -113,7 +113,9 @@ def float32_to_bfloat16_bits(values):
     import numpy
     values = numpy.asarray(values, dtype=numpy.float32)
     bits = values.view(numpy.uint32)
-    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(numpy.uint16)
+    # asarray: for one value (a 0-d array) the arithmetic gives a numpy scalar, which the NaN
+    # assignment below could not index.
+    rounded = numpy.asarray((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(numpy.uint16)
     nan = numpy.isnan(values)
     if nan.any():
         rounded[nan] = ((bits[nan] >> 16) | 0x40).astype(numpy.uint16)

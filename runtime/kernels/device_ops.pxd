@@ -10,6 +10,12 @@ cdef int fill(int device, DtypeCore dtype, uintptr_t out, int64_t count, bytes v
               cudaStream_t stream) except -1
 cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
                 int64_t count, int op, cudaStream_t stream) except -1
+# a (op) row, or row (op) a when reverse, of a contiguous a of count elements and a contiguous row
+# of row_length repeated along a's leading dimensions, four elements per access; False, having
+# launched nothing, when the lengths or the addresses do not allow that.
+cdef bint binary_rows(int device, DtypeCore dtype, uintptr_t a, uintptr_t row, uintptr_t out,
+                      int64_t count, int64_t row_length, int op, bint reverse,
+                      cudaStream_t stream) except -1
 # Operands read through strides over the output's sizes (0 on a broadcast dimension); out is
 # contiguous.
 cdef int binary_strided(int device, DtypeCore dtype, uintptr_t a, tuple a_strides, uintptr_t b,

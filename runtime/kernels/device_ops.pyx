@@ -71,13 +71,14 @@ cdef enum ElementwiseKernel:
     EW_WHERE
     EW_WHERE_STRIDED
     EW_SGD_STEP
+    EW_BINARY_ROWS_VECTOR4
     EW_COUNT
 
 # Their names in elementwise.cu, in ElementwiseKernel's order.
 cdef tuple ELEMENTWISE_NAMES = (
     "fill", "binary", "binary_vector4", "binary_strided", "binary_scalar", "compare",
     "compare_strided", "compare_scalar", "unary", "add_scaled", "clamp", "clamp_strided", "where",
-    "where_strided", "sgd_step")
+    "where_strided", "sgd_step", "binary_rows_vector4")
 if len(ELEMENTWISE_NAMES) != EW_COUNT:
     raise RuntimeError(f"device_ops.pyx names {len(ELEMENTWISE_NAMES)} elementwise kernels for "
                        f"the {EW_COUNT} of ElementwiseKernel")
@@ -202,6 +203,28 @@ cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t
     arguments[3] = &items
     arguments[4] = &op
     return kernels.launch(device, function, blocks_for(items), THREADS, 0, stream, arguments)
+
+
+cdef bint binary_rows(int device, DtypeCore dtype, uintptr_t a, uintptr_t row, uintptr_t out,
+                      int64_t count, int64_t row_length, int op, bint reverse,
+                      cudaStream_t stream) except -1:
+    cdef uintptr_t vector_bytes = 4 * dtype.itemsize
+    if count == 0 or row_length % 4 != 0 or (a | row | out) % vector_bytes != 0:
+        return False
+    cdef CUfunction function = elementwise_kernel(device, EW_BINARY_ROWS_VECTOR4, dtype)
+    cdef int64_t items = count // 4
+    cdef int64_t row_vectors = row_length // 4
+    cdef int reverse_flag = reverse
+    cdef void* arguments[7]
+    arguments[0] = &a
+    arguments[1] = &row
+    arguments[2] = &out
+    arguments[3] = &items
+    arguments[4] = &row_vectors
+    arguments[5] = &op
+    arguments[6] = &reverse_flag
+    kernels.launch(device, function, blocks_for(items), THREADS, 0, stream, arguments)
+    return True
 
 
 cdef int64_t count_of(tuple sizes):

@@ -57,6 +57,9 @@ __device__ inline acc_t apply_binary(int op, acc_t a, acc_t b) {
         case OP_DIV_TRUNC: return divide_trunc(a, b);
         case OP_DIV_FLOOR: return divide_floor(a, b);
         case OP_POW: return power(a, b);
+        // PyTorch's threshold_backward: zero where the output is <= 0, so a NaN output
+        // passes the gradient through.
+        case OP_RELU_BACKWARD: return b <= (acc_t)0 ? (acc_t)0 : a;
         default: return a / b;
     }
 }
@@ -107,6 +110,29 @@ extern "C" __global__ void binary_vector4(const vector4_t* a, const vector4_t* b
         for (int lane = 0; lane < 4; ++lane) {
             result.lane[lane] =
                 convert<scalar_t>(apply_binary(op, load(x.lane[lane]), load(y.lane[lane])));
+        }
+        out[i] = result;
+    }
+}
+
+// A contiguous operand against a contiguous row repeated along the leading dimensions (a bias
+// added to a batch: y + b with b of y's last sizes), four elements per access: row_vectors is
+// the row's length over four, and reverse computes row (op) a. The general strided kernel pays
+// an index computation per dimension and element for this most common broadcast.
+//@ read a[vector_count], row[row_vectors]
+//@ write out[vector_count]
+//@ launch any
+//@ in-place yes
+extern "C" __global__ void binary_rows_vector4(const vector4_t* a, const vector4_t* row,
+                                               vector4_t* out, long long vector_count,
+                                               long long row_vectors, int op, int reverse) {
+    GRID_STRIDE_LOOP(i, vector_count) {
+        vector4_t x = a[i], y = row[i % row_vectors], result;
+#pragma unroll
+        for (int lane = 0; lane < 4; ++lane) {
+            acc_t left = load(x.lane[lane]), right = load(y.lane[lane]);
+            result.lane[lane] = convert<scalar_t>(reverse ? apply_binary(op, right, left)
+                                                          : apply_binary(op, left, right));
         }
         out[i] = result;
     }
@@ -190,7 +216,7 @@ __device__ inline acc_t apply_unary(int op, acc_t x) {
     switch (op) {
         case OP_NEG: return -x;
         case OP_ABS: return x < (acc_t)0 ? -x : x;
-        case OP_RELU: return x > (acc_t)0 ? x : (acc_t)0;
+        case OP_RELU: return x <= (acc_t)0 ? (acc_t)0 : x;  // NaN stays NaN, as PyTorch's
         default: return transcendental(op, x);
     }
 }

@@ -12,6 +12,7 @@ cpdef enum Op:
     OP_DIV_TRUNC             # torch.div(rounding_mode="trunc")
     OP_DIV_FLOOR             # torch.div(rounding_mode="floor")
     OP_POW
+    OP_RELU_BACKWARD         # gradient * (output > 0): PyTorch's threshold_backward(g, out, 0)
     # Comparisons (elementwise.cu, apply_compare).
     OP_EQ
     OP_NE

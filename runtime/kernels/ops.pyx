@@ -28,6 +28,8 @@ ROWS = (
     (OP_DIV_TRUNC, KERNEL_BINARY, None, "rounded_div", DTYPE_SAME, False),
     (OP_DIV_FLOOR, KERNEL_BINARY, None, "rounded_div", DTYPE_SAME, False),
     (OP_POW, KERNEL_BINARY, "power", "pow", DTYPE_SAME, False),
+    # Only relu's gradient formula runs it, with grad mode off: it needs no gradient of its own.
+    (OP_RELU_BACKWARD, KERNEL_BINARY, None, None, DTYPE_SAME, False),
     (OP_EQ, KERNEL_COMPARE, "equal", None, DTYPE_BOOL, False),
     (OP_NE, KERNEL_COMPARE, "not_equal", None, DTYPE_BOOL, False),
     (OP_LT, KERNEL_COMPARE, "less", None, DTYPE_BOOL, False),

@@ -46,6 +46,8 @@ cdef object cpu_binary(int op, object a, object b):
             if op == ops.OP_DIV_TRUNC:
                 return np().trunc(np().true_divide(a, b))
             return np().floor_divide(a, b)
+    if op == ops.OP_RELU_BACKWARD:
+        return np().where(np().asarray(b) <= 0, 0, a).astype(np().asarray(a).dtype)
     return getattr(np(), ops.cpu_name(op))(a, b)
 
 

@@ -191,7 +191,7 @@ cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint i
             device_ops.binary(tensor.device_index, result_dtype, first.data, second.data,
                               (<TensorCore>output).data, (<TensorCore>output).element_count,
                               op, stream)
-        else:
+        elif not rows_launched(first, second, <TensorCore>output, sizes, op, stream):
             device_ops.binary_strided(tensor.device_index, result_dtype, first.data,
                                       broadcast_strides(first, sizes), second.data,
                                       broadcast_strides(second, sizes),
@@ -207,6 +207,33 @@ cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint i
         copy_on_device(tensor, output)
         return tensor
     return binary_result(tensor, output, other, op, reverse, inplace)
+
+
+cdef bint is_row_of(TensorCore row, tuple sizes):
+    """Whether row is contiguous and, leading ones aside, the trailing sizes of sizes (fewer of
+    them): a bias broadcast over a batch."""
+    cdef tuple own = row.sizes
+    cdef Py_ssize_t start = 0
+    while start < len(own) and own[start] == 1:
+        start += 1
+    cdef Py_ssize_t kept = len(own) - start
+    return (0 < kept < len(sizes) and is_contiguous(row) and
+            own[start:] == sizes[len(sizes) - kept:])
+
+
+cdef bint rows_launched(TensorCore first, TensorCore second, TensorCore output, tuple sizes,
+                        int op, cudaStream_t stream) except -1:
+    """first (op) second through the row kernel when one is contiguous over sizes and the other
+    a row of it (device_ops.binary_rows); False, having launched nothing, otherwise."""
+    if reads_directly(first, sizes) and is_row_of(second, sizes):
+        return device_ops.binary_rows(output.device_index, output.dtype_object, first.data,
+                                      second.data, output.data, output.element_count,
+                                      second.element_count, op, False, stream)
+    if reads_directly(second, sizes) and is_row_of(first, sizes):
+        return device_ops.binary_rows(output.device_index, output.dtype_object, second.data,
+                                      first.data, output.data, output.element_count,
+                                      first.element_count, op, True, stream)
+    return False
 
 
 cdef object bool_binary(TensorCore tensor, object other, int op, bint reverse, bint inplace,

@@ -414,3 +414,75 @@ def test_tensors_built_outside_the_factories_have_a_version_counter():
     state = tp.Generator().get_state()  # built field by field by the generator
     state.zero_()  # counts the change
     assert state.tolist() == [0] * 16
+
+
+# -- the first .grad: taken from the backward pass without a copy where nothing else sees it ----
+# PyTorch's AccumulateGrad "steals" a gradient nothing else references
+# (torch/csrc/autograd/functions/accumulate_grad.h); what it cannot steal, it copies.
+
+@pytest.mark.gpu
+def test_the_first_grad_is_the_gradient_itself_with_no_copy():
+    from tensorplay.accelerator import memory
+    c = tp.randn(256 * 1024, device="cuda")
+    w = tp.randn(256 * 1024, device="cuda", requires_grad=True)  # 1 MiB
+    loss = (w * c).sum()
+    tp.accelerator.synchronize()
+    memory.reset_peak_memory_stats()
+    before = memory.memory_allocated()
+    loss.backward()
+    tp.accelerator.synchronize()
+    # A copy would hold the formula's gradient and the new .grad at once: twice w's bytes.
+    assert memory.max_memory_allocated() - before < 2 * w.nbytes
+    assert memory.memory_allocated() - before == w.nbytes
+    assert numpy.array_equal(w.grad.cpu().numpy(), c.cpu().numpy())
+    address = w.grad.data_ptr()
+    (w * c).sum().backward()  # accumulated in place from then on
+    assert w.grad.data_ptr() == address
+    assert numpy.allclose(w.grad.cpu().numpy(), 2 * c.cpu().numpy())
+
+
+@pytest.mark.gpu
+def test_a_taken_matmul_gradient_is_right():
+    x = tp.randn(4, 256, device="cuda")
+    w = tp.randn(256, 1024, device="cuda", requires_grad=True)
+    (x @ w).sum().backward()
+    expected = numpy.broadcast_to(x.cpu().numpy().sum(0)[:, None], (256, 1024))
+    assert numpy.allclose(w.grad.cpu().numpy(), expected, rtol=1e-5, atol=1e-4)
+    assert w.grad.is_contiguous()
+
+
+@pytest.mark.gpu
+def test_one_gradient_passed_to_two_leaves_gives_each_its_own_grad():
+    a = tp.randn(1024, device="cuda", requires_grad=True)
+    b = tp.randn(1024, device="cuda", requires_grad=True)
+    c = tp.randn(1024, device="cuda")
+    ((a + b) * c).sum().backward()  # add passes one fresh gradient (c) on to both leaves
+    assert a.grad.data_ptr() != b.grad.data_ptr()
+    a.grad.zero_()
+    assert numpy.allclose(b.grad.cpu().numpy(), c.cpu().numpy())
+
+
+@pytest.mark.gpu
+def test_a_gradient_the_caller_passes_is_copied_into_grad():
+    x = tp.randn(1024, device="cuda", requires_grad=True)
+    given = tp.randn(1024, device="cuda")
+    kept = given.cpu().numpy()
+    (x * 2).backward(given)
+    given.fill_(5.0)
+    assert numpy.allclose(x.grad.cpu().numpy(), 2 * kept)
+    y = tp.randn(1024, device="cuda", requires_grad=True)
+    y.backward(given)  # a leaf as the root: its .grad is a copy of the caller's tensor
+    assert y.grad.data_ptr() != given.data_ptr()
+    given.fill_(1.0)
+    assert numpy.allclose(y.grad.cpu().numpy(), 5.0)
+
+
+@pytest.mark.gpu
+def test_a_weight_used_transposed_gets_its_gradient_contiguous():
+    w = tp.randn(64, 32, device="cuda", requires_grad=True)
+    x = tp.randn(8, 64, device="cuda")
+    out = x @ w.t().t()  # the formulas pass views of their gradients along
+    out.sum().backward()
+    expected = numpy.broadcast_to(x.cpu().numpy().sum(0)[:, None], (64, 32))
+    assert numpy.allclose(w.grad.cpu().numpy(), expected, rtol=1e-5, atol=1e-4)
+    assert w.grad.is_contiguous()

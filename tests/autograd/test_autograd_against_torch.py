@@ -1065,3 +1065,34 @@ def test_more_errors_carry_pytorchs_words():
                            (lambda m: m.ones(2).item(), "a Tensor with 2 elements cannot be "
                                                         "converted to Scalar")):
         same_error(lambda: program(tp), lambda: program(torch), words)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_relu_keeps_nan_and_its_gradient_is_threshold_backward(device, dtype):
+    # PyTorch's relu keeps a NaN, and its gradient is threshold_backward(grad, output, 0): zero
+    # only where the output is <= 0, so a NaN output passes the gradient on.
+    array = numpy.array([numpy.nan, -numpy.inf, -1.0, -0.0, 0.0, 0.5, numpy.inf, numpy.nan])
+    weights = numpy.arange(1.0, 9.0)
+    tp_type, torch_type = DTYPES[dtype]
+    ours = tp.tensor(array, dtype=tp_type, device=device, requires_grad=True)
+    theirs = torch.tensor(array, dtype=torch_type, requires_grad=True)
+    got, expected = ours.relu(), theirs.relu()
+    assert_same_tensor(got.detach(), expected.detach(), f"relu of {array}")
+    (got * tp.tensor(weights, dtype=tp_type, device=device)).sum().backward()
+    (expected * torch.tensor(weights, dtype=torch_type)).sum().backward()
+    assert_same_tensor(ours.grad, theirs.grad, f"relu's gradient at {array}")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("shapes", [((6, 8), (8,)), ((8,), (6, 8)), ((2, 3, 8), (1, 3, 8)),
+                                    ((2, 3, 8), (1, 8)), ((5, 4), (1, 4)), ((3, 6), (6,)),
+                                    ((4, 3), (3,)), ((2, 3, 4), (3, 4))])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_a_row_broadcast_over_a_batch_matches_pytorch(device, shapes, op):
+    # The bias-over-a-batch broadcast has a kernel of its own on CUDA (rows of a length that is
+    # a multiple of four; others, (4, 3) + (3,), take the general one), in either operand order.
+    program = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b,
+               "mul": lambda a, b: a * b, "div": lambda a, b: a / b}[op]
+    run_both(lambda m, a, b: program(a, b), [values(shapes[0], 2), values(shapes[1], 3)],
+             dtype="float32", rtol=1e-6, atol=1e-6, device=device)

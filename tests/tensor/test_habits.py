@@ -297,6 +297,8 @@ def test_linspace_defaults_and_edges_match_pytorch():
 def test_linspace_on_cuda_matches_the_cpu():
     for dtype in ["float32", "float64", "float16", "bfloat16", "int64"]:
         for start, end, steps in linspace_cases(30, 5):
+            if dtype == "float16":  # within the dtype, as in the CPU test above
+                start, end = start % 100, end % 100
             cpu = tp.linspace(start, end, steps, dtype=getattr(tp, dtype))
             cuda = tp.linspace(start, end, steps, dtype=getattr(tp, dtype), device="cuda")
             assert cuda.device.type == "cuda"
