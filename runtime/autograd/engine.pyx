@@ -161,11 +161,11 @@ cdef bint stealable(TensorCore leaf, TensorCore gradient):
             and not gradient.grad_required and gradient.device_index != tensor.CPU
             and gradient.device_index == leaf.device_index
             and gradient.dtype_object is leaf.dtype_object and gradient.sizes == leaf.sizes
-            and tensor.is_contiguous(gradient) and isinstance(gradient.owner, DeviceStorage)
-            and Py_REFCNT(gradient.owner) == 1):
+            and tensor.is_contiguous(gradient) and isinstance(gradient.owner, DeviceStorage)):
         return False
     cdef DeviceStorage storage = gradient.owner
-    return (gradient.data == storage.pointer and
+    # Two references to the storage: the gradient's, and storage's here.
+    return (Py_REFCNT(storage) == 2 and gradient.data == storage.pointer and
             <size_t>(gradient.element_count * gradient.dtype_object.itemsize) == storage.nbytes)
 
 
