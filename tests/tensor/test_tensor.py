@@ -506,3 +506,30 @@ def test_deeply_nested_ragged_data_is_reported_without_recursion():
     with pytest.raises((TypeError, ValueError)) as raised:
         tp.tensor([deep, 2])
     assert len(str(raised.value)) < 400
+
+
+FILL_VALUES = {"bool": [True, False, 0, 1, 0.0, 2.5], "uint8": [0, 255, 7, True],
+               "int8": [-128, 127, -1, 0], "int16": [-32768, 32767, -2],
+               "int32": [-2 ** 31, 2 ** 31 - 1, -3], "int64": [-2 ** 63, 2 ** 63 - 1, -4, False],
+               "float16": [0.1, -65504.0, 3, math.inf, math.nan],
+               "bfloat16": [0.1, -1e38, 3, -math.inf, math.nan],
+               "float32": [0.1, -3.4e38, 1e-45, 2 ** 24 + 1, 3, math.inf, math.nan, -0.0, True],
+               "float64": [0.1, -1.7e308, 5e-324, 2 ** 53 + 1, -math.inf, math.nan, -0.0]}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ALL_DTYPES)
+def test_fill_stores_each_value_as_numpy_does(device, name):
+    # Every value a dtype holds, bit for bit as numpy's cast of it (CUDA takes the usual ints
+    # and floats in C, the rest through numpy).
+    for value in FILL_VALUES[name]:
+        tensor = tp.zeros(5, dtype=dtype(name), device=device)
+        tensor.fill_(value)
+        if name == "bfloat16":
+            got = tensor.cpu().to(tp.float32).numpy()
+            expected = numpy.full(5, value, dtype=numpy.float32)
+            expected = tp.tensor(expected).to(tp.bfloat16).to(tp.float32).numpy()
+        else:
+            got = tensor.cpu().numpy()
+            expected = numpy.full(5, numpy.array(value).astype(name))
+        assert got.tobytes() == expected.tobytes(), f"fill_({value!r}) of {name}"
