@@ -58,8 +58,12 @@ that sizes, statistics and fragmentation behave the way PyTorch users expect.
 - Statistics are PyTorch's (docs/design.md, "Memory statistics"): nine statistics, each per
   pool kind (all, small, large) with current / peak / allocated / freed counters, kept in a
   static C array so the scalar queries (memory_allocated and friends) are plain reads. Settings
-  PyTorch offers but we leave at their defaults (max_split_size unlimited, no expandable
-  segments, no garbage collection threshold) report their default values, as PyTorch does.
+  PyTorch offers but we leave at their defaults (max_split_size unlimited, no garbage
+  collection threshold) report their default values, as PyTorch does.
+
+- Expandable segments (TENSORPLAY_CUDA_ALLOC_CONF; Note [Expandable segments]): a pool that has
+  them grows one mapped address range in place on a cache miss instead of a new cudaMalloc.
+  Graph private pools have them by default, so that their graphs can sleep().
 
 - Graph capture and private pools (docs/design.md, "Capture rules"). A graph's allocations
   must survive for as long as the graph can be replayed, so they come from a private pool: pools
@@ -110,7 +114,6 @@ from tensorplay._runtime.devices cimport stream as streams
 from tensorplay._runtime.devices.device cimport MAX_DEVICES
 from tensorplay._runtime.base.reentrant_lock cimport acquire, release_lock
 from tensorplay._runtime.memory cimport alloc_conf, vmm
-from tensorplay._runtime.memory.alloc_conf cimport AllocSettings
 from tensorplay._runtime.memory.blocks cimport (Block, BlockPool, DeviceState, FreeBlocks, FreeKey,
                                                 KeptCopy, PendingEvent, PoolKey, PrivatePool,
                                                 Routing, StreamUse, VmmSegment, block_free,

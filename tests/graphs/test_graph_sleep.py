@@ -215,9 +215,9 @@ def test_sleep_is_refused_while_a_capture_is_open(quiet_device):
         with pytest.raises(RuntimeError, match="sleep\\(\\) is refused while a graph capture "
                                                "is open"):
             g.sleep()
-        x.add_(1)
+        x.add_(1)                             # captured, not run: x stays 1
     g.replay()
-    assert values(y) == {3.0}
+    assert values(y) == {2.0}
 
 
 def test_a_failed_wake_leaves_the_graph_asleep_and_intact(quiet_device):
