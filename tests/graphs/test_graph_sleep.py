@@ -71,8 +71,8 @@ def test_the_default_pool_grows_in_place_and_empties_when_configured():
         assert b.data_ptr() == a.data_ptr() + (12 << 20), (a.data_ptr(), b.data_ptr())
         assert memory.memory_stats()["segment.large_pool.current"] == 1
         small = [tp.ones(1000, device="cuda") for _ in range(3000)]   # > one 2 MiB step
-        c = (a + b).sum()
-        assert c.item() == 2 * (12 << 18)
+        c = a + b                                         # grows the segment again
+        assert c[0].item() == 2.0
         del a, b, small, c
         memory.empty_cache()
         assert memory.memory_reserved() == 0, memory.memory_stats()
@@ -97,8 +97,8 @@ def test_graph_pools_of_cudamalloc_segments_cannot_sleep():
     out = run_alone("""
         import tensorplay as tp
         from tensorplay import cuda
-        x = tp.ones(1 << 20, device="cuda")
-        y = x + 1
+        x = tp.ones(1024, device="cuda")
+        y = x + 1                                     # load the kernel before capturing it
         g = cuda.CUDAGraph()
         with cuda.graph(g):
             y = x + 1
@@ -107,9 +107,9 @@ def test_graph_pools_of_cudamalloc_segments_cannot_sleep():
         except RuntimeError as error:
             print(error)
         g.replay()
-        print((y == 2).all().item())
+        print(set(y.tolist()))
         """, "graph_expandable_segments:False")
-    assert "graph_expandable_segments:False" in out and out.strip().endswith("True")
+    assert "graph_expandable_segments:False" in out and out.strip().endswith("{2.0}")
 
 
 # -- sleep and wake -----------------------------------------------------------------------------
@@ -221,13 +221,13 @@ def test_sleep_is_refused_while_a_capture_is_open(quiet_device):
 
 
 def test_a_failed_wake_leaves_the_graph_asleep_and_intact(quiet_device):
-    x = warmed(1.0, count=16 * N)  # 64 MiB
+    x = warmed(1.0, count=64 * N)  # 256 MiB
     g, y = captured(x)
     g.replay()
     g.sleep(keep=[y])
     free, _ = memory.get_memory_info()
     hog = None
-    margin = 16 * MiB                          # less than the 64 MiB the pool needs back
+    margin = 16 * MiB                          # less than the 256 MiB the pool needs back
     while hog is None and margin < free:
         try:
             hog = tp.empty(free - margin, dtype=tp.uint8, device="cuda")
@@ -271,6 +271,7 @@ def test_the_generator_offset_survives_sleep(quiet_device):
 def test_conditional_bodies_sleep_with_their_graph(quiet_device):
     x = warmed(1.0)
     flag = tp.ones(1, dtype=tp.bool, device="cuda")
+    before = set(memory.pool_memory_stats())
     g = cuda.CUDAGraph()
     with cuda.graph(g):
         g.begin_capture_to_if_node(flag)
@@ -278,8 +279,8 @@ def test_conditional_bodies_sleep_with_their_graph(quiet_device):
         inside += 1
         g.end_capture_to_conditional_node()
     g.replay()
-    body_pools = [key for key, stats in memory.pool_memory_stats().items()
-                  if key not in ((0, 0), g.pool_id) and stats["allocated_bytes"]]
+    body_pools = set(memory.pool_memory_stats()) - before - {g.pool_id}
+    assert body_pools                          # the body's own pool
     g.sleep(keep="all")
     stats = memory.pool_memory_stats()
     assert all(stats[key]["reserved_bytes"] == 0 for key in body_pools)
