@@ -430,6 +430,54 @@ class GraphBase:
             RuntimeError: the graph holds no captured graph.
         """
 
+    def sleep(self, keep: Any = None) -> None:
+        """Release the physical memory of this graph's pool, keeping its addresses.
+
+        Covers the graph's pool and the pools of its conditional bodies; a
+        pool shared with other graphs sleeps for all of them. sleep() first
+        waits for the device (a replay still queued finishes), then copies
+        what keep names to pinned host memory, then unmaps and releases
+        every physical allocation of the pool. The virtual addresses stay
+        reserved, so the captured graph stays valid. While asleep, replay(),
+        replay_with(), stage_and_launch() and captures into the pool are
+        refused with an error naming the graph; memory_reserved() no longer
+        counts the pool and cudaMemGetInfo() shows the memory as free.
+        Tensors of the pool must not be used until wake(). Blocks of other
+        pools that the graph reads stay mapped.
+
+        Args:
+            keep: None to keep nothing (the pool's contents are lost; the graph writes its outputs
+                again at its next replay), "all" to keep every live tensor of the pool, or a list or
+                tuple of tensors the capture allocated, whose whole allocations are copied to pinned
+                host memory and restored by wake().
+
+        Raises:
+            TypeError: keep is not None, a str, a list or a tuple, or an item of it is not a tensor
+                (the error names it, e.g. keep[1]).
+            ValueError: keep is a str other than "all", or an item is not a CUDA tensor allocated in
+                this graph's pools (the error names it).
+            RuntimeError: the graph holds no captured graph, is capturing, a capture is open
+                anywhere in the process, its pool is already asleep, or its pool is made of cudaMalloc
+                segments (TENSORPLAY_CUDA_ALLOC_CONF has graph_expandable_segments:False).
+            OutOfMemoryError: pinned host memory for keep could not be allocated; nothing was
+                released.
+        """
+
+    def wake(self) -> None:
+        """Map new physical memory at the addresses sleep() kept, and restore what it kept.
+
+        Each reserved range of the pool gets one physical allocation, the
+        fewest the driver needs. The graph then replays with no recapture;
+        tensors sleep() kept hold their values, others hold undefined
+        contents until the graph writes them.
+
+        Raises:
+            RuntimeError: the graph holds no captured graph, none of its pools is asleep, or a
+                capture is open anywhere in the process.
+            OutOfMemoryError: the device cannot back the pool again even after emptying the cache;
+                the graph stays asleep and intact, and wake() may be called again.
+        """
+
     @property
     def pool_id(self) -> tuple[int, int] | None:
         """Allocator pool id this graph captured against."""

@@ -45,6 +45,9 @@ cdef class GraphBase:
     # launched on], graph.pyx).
     cdef vector[cudaStream_t] launch_streams
     cdef list replay_events            # external events the first replay records, or None
+    # Its pool's asleep flag (pools.asleep_flag, a static False while it holds none): replay
+    # reads it, one load, and refuses a sleeping pool (docs/design.md, "Sleeping graphs").
+    cdef bint* pool_asleep
     # The two public classes' constructors, and Graph's with-block.
     cdef int init_cuda_graph(self) except -1
     cdef int init_graph(self, bint keep_graph, object pool, int capture_error_mode) except -1
@@ -105,6 +108,11 @@ cdef class GraphBase:
                                          object arguments)
     cdef object c_rebind(self, object bindings)
     cdef object c_replay_with(self, object bindings, StreamCore stream)
+    # Sleep and wake (pools.pxd): the graph's pool and its conditional bodies' pools.
+    cdef object c_sleep(self, object keep)
+    cdef object c_wake(self)
+    cdef str graph_name(self)
+    cdef list own_pools(self)
 
 
 # The GraphPool parameter kind's check (codegen/types.py); wrappers call it.

@@ -41,6 +41,7 @@ import weakref
 
 cimport cython
 from libc.stdint cimport uintptr_t
+from libcpp.vector cimport vector
 
 from cuda.bindings cimport cyruntime
 from cuda.bindings cimport cydriver
@@ -58,6 +59,7 @@ from tensorplay._runtime.memory cimport allocator, host_allocator, pools
 from tensorplay._runtime.random cimport rng
 from tensorplay._runtime.tensor cimport core as tensor, factories
 from tensorplay._runtime.graphs.capture cimport CaptureState
+from tensorplay._runtime.random.rng cimport CaptureRecord
 from tensorplay._runtime.graphs.conditional cimport ConditionalStack
 from tensorplay._runtime.graphs.dot cimport write_dot as _write_dot
 from tensorplay._runtime.graphs.graph_update cimport GraphTemplate
@@ -142,6 +144,7 @@ cdef class GraphBase:
     def __cinit__(self, *args, **kwargs):
         self.settings = CaptureSettings()
         self.device = -1
+        self.pool_asleep = pools.never_asleep()
         self.capture = CaptureState()
         self.conditionals = ConditionalStack()
         self.generators = rng.graph_generators()
@@ -224,6 +227,7 @@ cdef class GraphBase:
             self.capture.capture_id = 0  # set by start(); a failure before holds nothing
         else:
             pools.retain_pool(device, pool_id)
+            self.pool_asleep = pools.asleep_flag(device, pool_id)
             self.conditionals.nodes = {}
         self.device = device
         self.capture.pool_id = pool_id
@@ -387,6 +391,7 @@ cdef class GraphBase:
         conditional.release_pools(self.device, self.conditionals.pools)
         if self.capture.holds_pool:
             self.capture.holds_pool = False
+            self.pool_asleep = pools.never_asleep()
             pools.release_pool(self.device, self.capture.pool_id)
         self.launch_streams.clear()
         return 0
@@ -554,7 +559,7 @@ cdef class GraphBase:
     cdef object c_replay_with(self, object bindings, StreamCore stream):
         cdef cudaStream_t handle
         rebinding.bindings_arg(bindings, "replay_with()")
-        if self.executable == NULL:
+        if self.executable == NULL or self.pool_asleep[0]:
             _not_replayable(self)
         if stream is None:
             handle = _stream.current_stream_handle(self.device)
@@ -662,11 +667,69 @@ cdef class GraphBase:
         rng.register_generator(self.generators, generator)
         return None
 
+    # -- sleep and wake (pools.pyx; docs/design.md, "Sleeping graphs") --------------------------
+
+    cdef str graph_name(self):
+        return f"{type(self).__name__} object at {id(self):#x} (pool ({self.capture.pool_id.first}, " \
+               f"{self.capture.pool_id.second}) on cuda:{self.device})"
+
+    cdef list own_pools(self):
+        """The pools sleep() covers: the graph's own and its conditional bodies'."""
+        return [(self.capture.pool_id.first, self.capture.pool_id.second)] + \
+            list(self.conditionals.pools)
+
+    cdef object c_sleep(self, object keep):
+        cdef bint keep_all = False
+        cdef vector[uintptr_t] pointers
+        cdef TensorCore kept
+        if keep is None:
+            pass
+        elif isinstance(keep, str):
+            if keep != "all":
+                raise ValueError(f"keep must be None, 'all' or a list or tuple of tensors, got "
+                                 f"{errors.shown(keep)}")
+            keep_all = True
+        elif isinstance(keep, (list, tuple)):
+            for index in range(len(keep)):
+                kept = factories.tensor_arg(keep[index], "keep", index)
+                if not isinstance(kept.owner, tensor.DeviceStorage):
+                    raise ValueError(f"keep[{index}] must be a CUDA tensor whose memory comes "
+                                     "from tensorplay's allocator (a graph's capture), got "
+                                     f"one on {tensor.device_text(kept.device_index)}"
+                                     + ("" if kept.device_index < 0 else
+                                        " that wraps foreign memory"))
+                pointers.push_back((<tensor.DeviceStorage>kept.owner).pointer)
+        else:
+            raise TypeError(f"keep must be None, 'all' or a list or tuple of tensors, got "
+                            f"{type(keep).__name__}")
+        if self.capture.capturing:
+            raise RuntimeError("sleep() called while this graph is capturing; end the capture "
+                               "first")
+        if self.executable == NULL or not self.capture.holds_pool:
+            raise RuntimeError("sleep() needs a captured graph, and this one holds none (never "
+                               "captured, or reset() since); capture it first")
+        # A generator whose offset a replay left on the device (rng.pyx, Note [Offsets on the
+        # device]) keeps it in this pool: bring it back to the host before the pool goes.
+        cdef CaptureRecord record
+        if self.generators is not None:
+            for record in self.generators.records:
+                record.state.settle("sleep()")
+        pools.sleep_pools(self.device, self.own_pools(), keep_all, &pointers,
+                          f"put to sleep by {self.graph_name()}")
+        return None
+
+    cdef object c_wake(self):
+        if self.executable == NULL or not self.capture.holds_pool:
+            raise RuntimeError("wake() needs a captured graph, and this one holds none (never "
+                               "captured, or reset() since)")
+        pools.wake_pools(self.device, self.own_pools(), self.graph_name())
+        return None
+
     # -- replay: the hot path (this module's header) ----------------------------------------------
 
     cdef object c_replay(self, StreamCore stream):
         cdef cudaStream_t handle
-        if self.executable == NULL:
+        if self.executable == NULL or self.pool_asleep[0]:
             _not_replayable(self)
         if stream is None:
             handle = _stream.current_stream_handle(self.device)
@@ -723,6 +786,8 @@ cdef class GraphBase:
                 factories.tensor_arg(static_inputs[index], "static_inputs", index)
                 factories.tensor_arg(inputs[index], "inputs", index)
             _not_replayable(self)
+        if self.pool_asleep[0]:
+            _not_replayable(self)
         cdef cudaStream_t handle = _stream.current_stream_handle(self.device)
         staging.stage(self.device, static_inputs, inputs, handle)
         if self.updates.dirty:
@@ -755,6 +820,10 @@ _NO_TEMPLATE = ("{what} needs the captured graph, which is kept only when enable
 
 
 cdef int _not_replayable(GraphBase graph) except -1:
+    if graph.executable != NULL and graph.pool_asleep[0]:
+        raise RuntimeError(f"replay() refused: the memory of {graph.graph_name()} is asleep "
+                           f"({pools.sleeper_of(graph.device, graph.capture.pool_id)}); call "
+                           "wake() first")
     if graph.capture.capturing:
         raise RuntimeError("replay() called while this graph is still capturing; call "
                            "capture_end() first")

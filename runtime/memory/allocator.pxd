@@ -3,7 +3,10 @@ from libc.stdint cimport int64_t
 
 from cuda.bindings.cyruntime cimport cudaStream_t
 
-from tensorplay._runtime.memory.blocks cimport Block, DeviceState
+from libc.stdint cimport uintptr_t
+from libcpp.vector cimport vector
+
+from tensorplay._runtime.memory.blocks cimport Block, BlockPool, DeviceState, PrivatePool
 
 # Statistics kept per device, each with current / peak / allocated (accumulated) / freed
 # (accumulated) counters per pool kind, in PyTorch's flat key schema
@@ -70,6 +73,17 @@ cdef int64_t stat_peak(int device, Stat stat, PoolKind pool) noexcept nogil
 # values[:FIXED_VALUES_START] of a device already used (device_used), read under its lock.
 cdef int snapshot_stats(int device, int64_t* values) except -1
 cdef int reset_peak_stats(int device) except -1
+# Per pool figures (pool_memory_stats): entry 0 is the shared pools, id (0, 0); then every
+# private pool. reserved: mapped bytes of its segments; free_bytes: on its free lists;
+# sleeping: released by sleep(); allocated: bytes of its live blocks.
+cdef struct PoolFigures:
+    unsigned long long first
+    unsigned long long second
+    size_t reserved
+    size_t free_bytes
+    size_t sleeping
+    size_t allocated
+cdef int pool_snapshot(int device, vector[PoolFigures]* out) except -1
 cdef int reset_accumulated_stats(int device) except -1
 cdef int empty_cache(int device) except -1          # frees unused cached segments to CUDA
 cdef bint device_used(int device) noexcept nogil
@@ -82,3 +96,18 @@ cdef DeviceState* state_for(int device) except NULL
 cdef DeviceState* used_state(int device) noexcept nogil
 cdef int add_stream_use(Block* block, cudaStream_t stream, int stream_device) except -1
 cdef int reuse_when_done(DeviceState* state, Block* block) except -1
+# Forget a private pool that owns no segment (its kept host copies freed).
+cdef int drop_pool(DeviceState* state, PrivatePool* pool) except -1
+# Sleeping private pools (allocator.pyx, Note [Expandable segments]); pools.pyx checks the pools
+# (expandable, awake or asleep, no capture open) and idles the device first, under the lock.
+# keep_all copies every live block to pinned host memory first, else the blocks starting at the
+# pointers of keep (live blocks of the pools: find_live_block). wake_pools answers 1 when the
+# device is out of memory, leaving the pools asleep and intact.
+cdef Block* find_live_block(PrivatePool* pool, uintptr_t ptr) noexcept nogil
+cdef int sleep_pools(DeviceState* state, vector[PrivatePool*]* chosen, bint keep_all,
+                     vector[uintptr_t]* keep) except -1
+cdef int wake_pools(DeviceState* state, vector[PrivatePool*]* chosen) except -1
+# Adds the free bytes of small and large to free_bytes; sleeping: pool's sleeping bytes (0 for
+# the shared pools, pool NULL).
+cdef int pool_figures(PrivatePool* pool, BlockPool* small, BlockPool* large,
+                      size_t* free_bytes, size_t* sleeping) noexcept nogil

@@ -58,8 +58,12 @@ that sizes, statistics and fragmentation behave the way PyTorch users expect.
 - Statistics are PyTorch's (docs/design.md, "Memory statistics"): nine statistics, each per
   pool kind (all, small, large) with current / peak / allocated / freed counters, kept in a
   static C array so the scalar queries (memory_allocated and friends) are plain reads. Settings
-  PyTorch offers but we leave at their defaults (max_split_size unlimited, no expandable
-  segments, no garbage collection threshold) report their default values, as PyTorch does.
+  PyTorch offers but we leave at their defaults (max_split_size unlimited, no garbage
+  collection threshold) report their default values, as PyTorch does.
+
+- Expandable segments (TENSORPLAY_CUDA_ALLOC_CONF; Note [Expandable segments]): a pool that has
+  them grows one mapped address range in place on a cache miss instead of a new cudaMalloc.
+  Graph private pools have them by default, so that their graphs can sleep().
 
 - Graph capture and private pools (docs/design.md, "Capture rules"). A graph's allocations
   must survive for as long as the graph can be replayed, so they come from a private pool: pools
@@ -91,7 +95,7 @@ from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock,
                                PyThread_release_lock, PyThread_type_lock)
 from cython.operator cimport dereference as deref, preincrement as inc
 from libc.stdint cimport int64_t, uintptr_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 from libcpp.deque cimport deque
 from libcpp.map cimport map
 from libcpp.unordered_map cimport unordered_map
@@ -109,10 +113,13 @@ from tensorplay._runtime.base cimport errors
 from tensorplay._runtime.devices cimport stream as streams
 from tensorplay._runtime.devices.device cimport MAX_DEVICES
 from tensorplay._runtime.base.reentrant_lock cimport acquire, release_lock
+from tensorplay._runtime.memory cimport alloc_conf, vmm
 from tensorplay._runtime.memory.blocks cimport (Block, BlockPool, DeviceState, FreeBlocks, FreeKey,
-                                                PendingEvent, PoolKey, PrivatePool, Routing,
-                                                StreamUse, erase_free, init_pool, insert_free,
-                                                is_split, pool_freeable)
+                                                KeptCopy, PendingEvent, PoolKey, PrivatePool,
+                                                Routing, StreamUse, VmmSegment, block_free,
+                                                erase_free, init_pool, insert_free, is_split,
+                                                pool_freeable)
+from tensorplay._runtime.memory.vmm cimport Chunk
 
 # --------------------------------------------------------------------------------------------
 # Sizes (PyTorch's constants; docs/design.md, "Caching allocator")
@@ -205,6 +212,9 @@ cdef DeviceState* state_for(int device) except NULL:
     cdef DeviceState* state = states[device]
     if state != NULL:
         return state
+    # TENSORPLAY_CUDA_ALLOC_CONF is read here, at the first use of a device, and a bad setting
+    # raises before anything is created (alloc_conf.pyx).
+    cdef bint expandable = alloc_conf.settings().expandable_segments
     cdef PyThread_type_lock lock = PyThread_allocate_lock()
     if lock == NULL:
         raise MemoryError("cannot allocate a lock for tensorplay's caching allocator")
@@ -215,8 +225,8 @@ cdef DeviceState* state_for(int device) except NULL:
         state.lock.handle = lock
         state.lock.owner = 0
         state.lock.depth = 0
-        init_pool(&state.small_blocks, True, NULL)
-        init_pool(&state.large_blocks, False, NULL)
+        init_pool(&state.small_blocks, True, NULL, expandable)
+        init_pool(&state.large_blocks, False, NULL, expandable)
         state.pending_event_count = 0
         states[device] = state
         lock = NULL
@@ -318,6 +328,387 @@ cdef int free_whole_segments(DeviceState* state, BlockPool* pool) except -1:
 
 
 # --------------------------------------------------------------------------------------------
+# Expandable segments
+
+# Note [Expandable segments]
+# PyTorch's expandable_segments idea (c10/cuda/CUDACachingAllocator.cpp, ExpandableSegment): in
+# a pool that has them, a cache miss does not cudaMalloc a new segment; it maps more physical
+# memory (vmm.pyx) at the end of an address range reserved once per pool, pool kind and
+# stream, so that the segment grows in place and the new memory merges with a free block at its
+# end. A segment's blocks end at a size-0 block that counts as allocated (blocks.pxd,
+# VmmSegment), so the allocation and release paths, and their merging, are exactly those of
+# cudaMalloc segments: the only new work is on the cache miss. Every block of an expandable
+# segment counts as split (it has a neighbour), as in PyTorch, where the unmapped rest of the
+# range is a block too; so free_whole_segments never cudaFrees one. Instead
+# release_free_vmm_segments gives a segment back (chunks unmapped and released, addresses
+# freed) once it holds one free block; PyTorch also unmaps free pages inside a segment, which
+# we do not (docs/design.md, "Expandable segments").
+# Growth maps one chunk of what the request lacks beyond the free tail, rounded up to the
+# mapping granularity (2 MiB on current GPUs), and at least a small segment (2 MiB) in the small
+# pool and a large buffer (20 MiB) for large requests under 10 MiB, as PyTorch's pages.
+# Reservations: the device's memory for the large pool (PyTorch reserves 1.125 times it),
+# 1 GiB for the small pool, so that many graph pools fit in the 2**47 bytes of addresses; when
+# no addresses are left, just what the growth needs.
+# A private pool's segments can sleep (sleep_pools): every chunk is unmapped and released, the
+# addresses stay reserved and the blocks keep their places; wake_pools maps one new chunk over
+# each segment's whole mapped range (one cuMemCreate per segment: mapping costs per call, not
+# per byte), and the graph's baked addresses are valid again.
+
+cdef enum:
+    SMALL_RESERVATION = 1 << 30
+
+
+cdef inline size_t round_to(size_t size, size_t multiple) noexcept nogil:
+    return (size + multiple - 1) // multiple * multiple
+
+
+cdef Block* new_memory(DeviceState* state, BlockPool* pool, cudaStream_t stream,
+                       size_t size) except? NULL:
+    """A cache miss: a block of size bytes or more, off the free lists; NULL when CUDA is out
+    of memory."""
+    if pool.expandable:
+        return grow_segment(state, pool, stream, size)
+    return malloc_segment(state, pool, stream, segment_size(size))
+
+
+cdef size_t growth(BlockPool* pool, size_t needed, size_t size, size_t granularity) noexcept nogil:
+    cdef size_t least = needed
+    if pool.small:
+        least = max(needed, <size_t>SMALL_BUFFER)
+    elif size < MIN_LARGE_ALLOC:
+        least = max(needed, <size_t>LARGE_BUFFER)
+    return round_to(least, granularity)
+
+
+cdef VmmSegment* reserve_segment(DeviceState* state, BlockPool* pool, cudaStream_t stream,
+                                 size_t least) except? NULL:
+    """A new, empty expandable segment of at least least bytes; NULL: no addresses left."""
+    cdef size_t granularity = vmm.granularity(state.device)
+    cdef size_t wanted = SMALL_RESERVATION if pool.small else vmm.total_memory(state.device)
+    wanted = round_to(max(wanted, least), granularity)
+    cdef uintptr_t base = vmm.reserve(state.device, wanted)
+    if base == 0 and wanted > least:
+        wanted = least
+        base = vmm.reserve(state.device, wanted)
+    if base == 0:
+        return NULL
+    cdef VmmSegment* segment = new VmmSegment()
+    segment.base = base
+    segment.reserved = wanted
+    segment.mapped = 0
+    segment.asleep = False
+    segment.stream = stream
+    segment.end = new_block(state.device, stream, pool, base, 0)
+    segment.end.allocated = True  # never merged, never handed out (Note [Expandable segments])
+    pool.segments.push_back(segment)
+    count(state.device, STAT_SEGMENT, pool.small, 1)
+    streams.allocator_refers_to(stream)
+    return segment
+
+
+cdef int drop_segment(DeviceState* state, BlockPool* pool, VmmSegment* segment) except -1:
+    """Forget an expandable segment that holds no block (or its one free block, erased)."""
+    cdef size_t i
+    for i in range(pool.segments.size()):
+        if pool.segments[i] == segment:
+            pool.segments.erase(pool.segments.begin() + i)
+            break
+    vmm.free_addresses(state.device, segment.base, segment.reserved)
+    if not segment.asleep:  # a sleeping segment stopped counting when it fell asleep
+        count(state.device, STAT_SEGMENT, pool.small, -1)
+    cdef Block* end = segment.end
+    del end
+    del segment
+    return 0
+
+
+cdef Block* grow_segment(DeviceState* state, BlockPool* pool, cudaStream_t stream,
+                         size_t size) except? NULL:
+    cdef size_t granularity = vmm.granularity(state.device)
+    cdef VmmSegment* segment = NULL
+    cdef VmmSegment* candidate
+    cdef Block* tail = NULL
+    cdef size_t grow = 0
+    cdef bint tail_free = False
+    cdef Chunk chunk
+    for candidate in pool.segments:
+        if candidate.stream != stream or candidate.asleep:
+            continue
+        tail = candidate.end.prev
+        tail_free = tail != NULL and block_free(tail)
+        grow = growth(pool, size - tail.size if tail_free else size, size, granularity)
+        if candidate.reserved - candidate.mapped >= grow:
+            segment = candidate
+            break
+    if segment == NULL:
+        tail_free = False
+        grow = growth(pool, size, size, granularity)
+        segment = reserve_segment(state, pool, stream, grow)
+        if segment == NULL:
+            return NULL
+    if vmm.map_chunk(state.device, segment.base + segment.mapped, grow, &chunk):
+        if segment.mapped == 0:
+            drop_segment(state, pool, segment)
+        return NULL
+    segment.chunks.push_back(chunk)
+    segment.mapped += grow
+    count(state.device, STAT_RESERVED_BYTES, pool.small, <int64_t>grow)
+    count(state.device, STAT_INACTIVE_SPLIT_BYTES, pool.small, <int64_t>grow)
+    scalars[state.device][<int>SCALAR_NUM_DEVICE_ALLOC] += 1
+    if pool.owner != NULL:
+        pool.owner.reserved_bytes += grow
+    cdef Block* block
+    if tail_free:  # the free block at the end grows in place
+        block = segment.end.prev
+        erase_free(pool, block)
+        block.size += grow
+    else:
+        block = new_block(state.device, stream, pool, segment.end.ptr, grow)
+        block.prev = segment.end.prev
+        if block.prev != NULL:
+            block.prev.next = block
+        block.next = segment.end
+        segment.end.prev = block
+        count(state.device, STAT_INACTIVE_SPLIT, pool.small, 1)
+    segment.end.ptr = segment.base + segment.mapped
+    return block
+
+
+cdef int release_free_vmm_segments(DeviceState* state, BlockPool* pool) except -1:
+    """empty_cache for expandable segments: give back each segment that holds one free block."""
+    cdef vector[VmmSegment*] whole
+    cdef VmmSegment* segment
+    cdef Block* head
+    for segment in pool.segments:
+        head = segment.end.prev
+        if head != NULL and head.prev == NULL and block_free(head):
+            whole.push_back(segment)
+    cdef Chunk chunk
+    for segment in whole:
+        head = segment.end.prev
+        for chunk in segment.chunks:
+            vmm.unmap_chunk(state.device, &chunk)
+            scalars[state.device][<int>SCALAR_NUM_DEVICE_FREE] += 1
+        segment.chunks.clear()
+        erase_free(pool, head)
+        count(state.device, STAT_INACTIVE_SPLIT, pool.small, -1)
+        count(state.device, STAT_INACTIVE_SPLIT_BYTES, pool.small, -<int64_t>head.size)
+        if segment.asleep:
+            pool.owner.sleeping_bytes -= segment.mapped
+        else:
+            count(state.device, STAT_RESERVED_BYTES, pool.small, -<int64_t>segment.mapped)
+            if pool.owner != NULL:
+                pool.owner.reserved_bytes -= segment.mapped
+        del head
+        drop_segment(state, pool, segment)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Sleeping pools (pools.pyx checks the arguments and the pools' states first)
+
+cdef int free_kept(PrivatePool* pool) except -1:
+    cdef KeptCopy kept
+    for kept in pool.kept:
+        cyruntime.cudaFreeHost(kept.host)
+    pool.kept.clear()
+    return 0
+
+
+cdef Block* find_live_block(PrivatePool* pool, uintptr_t ptr) noexcept nogil:
+    """The allocated block of an expandable segment of pool that starts at ptr, or NULL."""
+    cdef BlockPool* kinds[2]
+    kinds[0] = &pool.small_blocks
+    kinds[1] = &pool.large_blocks
+    cdef VmmSegment* segment
+    cdef Block* block
+    cdef int kind
+    for kind in range(2):
+        for segment in kinds[kind].segments:
+            if not segment.base <= ptr < segment.base + segment.mapped:
+                continue
+            block = segment.end.prev
+            while block != NULL:
+                if block.ptr == ptr:
+                    return block if block.allocated else NULL
+                block = block.prev
+    return NULL
+
+
+cdef int keep_block(PrivatePool* pool, Block* block) except -1:
+    """Copy a live block to new pinned host memory (the device is idle: sleep_pools)."""
+    cdef KeptCopy kept
+    kept.device_pointer = block.ptr
+    kept.size = block.size
+    kept.host = NULL
+    cdef cudaError_t status
+    with nogil:
+        status = cyruntime.cudaMallocHost(&kept.host, kept.size)
+    if status == cudaErrorMemoryAllocation:
+        cyruntime.cudaGetLastError()
+        raise errors.out_of_memory_error(
+            f"sleep(keep=...) could not allocate {format_size(kept.size)} of pinned host memory "
+            f"to keep a tensor of private pool ({pool.id.first}, {pool.id.second}); nothing was "
+            "released")
+    errors.check(status, b"cudaMallocHost")
+    pool.kept.push_back(kept)
+    with nogil:
+        errors.check(cyruntime.cudaMemcpy(kept.host, <void*>kept.device_pointer, kept.size,
+                                          cyruntime.cudaMemcpyDeviceToHost), b"cudaMemcpy")
+    return 0
+
+
+cdef int keep_pool_blocks(PrivatePool* pool) except -1:
+    cdef BlockPool* kinds[2]
+    kinds[0] = &pool.small_blocks
+    kinds[1] = &pool.large_blocks
+    cdef VmmSegment* segment
+    cdef Block* block
+    cdef int kind
+    for kind in range(2):
+        for segment in kinds[kind].segments:
+            block = segment.end.prev
+            while block != NULL:
+                if block.allocated:
+                    keep_block(pool, block)
+                block = block.prev
+    return 0
+
+
+cdef int sleep_pools(DeviceState* state, vector[PrivatePool*]* chosen, bint keep_all,
+                     vector[uintptr_t]* keep) except -1:
+    """Under the device lock, with the device idle and no capture open: copy what is kept,
+    then unmap and release every chunk of the pools, keeping their addresses. Each pointer of
+    keep is a live block of one of them (pools.pyx checked it with live_block_of)."""
+    cdef PrivatePool* pool
+    cdef Block* block
+    cdef uintptr_t ptr
+    try:
+        for pool in chosen[0]:
+            if keep_all:
+                keep_pool_blocks(pool)
+            else:
+                for ptr in keep[0]:
+                    block = find_live_block(pool, ptr)
+                    if block != NULL:
+                        keep_block(pool, block)
+    except BaseException:
+        for pool in chosen[0]:
+            free_kept(pool)
+        raise
+    cdef BlockPool* kinds[2]
+    cdef VmmSegment* segment
+    cdef Chunk chunk
+    cdef int kind
+    for pool in chosen[0]:
+        kinds[0] = &pool.small_blocks
+        kinds[1] = &pool.large_blocks
+        for kind in range(2):
+            for segment in kinds[kind].segments:
+                for chunk in segment.chunks:
+                    vmm.unmap_chunk(state.device, &chunk)
+                    scalars[state.device][<int>SCALAR_NUM_DEVICE_FREE] += 1
+                segment.chunks.clear()
+                segment.asleep = True
+                count(state.device, STAT_SEGMENT, kinds[kind].small, -1)
+                count(state.device, STAT_RESERVED_BYTES, kinds[kind].small,
+                      -<int64_t>segment.mapped)
+                pool.reserved_bytes -= segment.mapped
+                pool.sleeping_bytes += segment.mapped
+        pool.asleep = True
+    return 0
+
+
+cdef int map_asleep(DeviceState* state, vector[PrivatePool*]* chosen,
+                    vector[VmmSegment*]* woken) except -1:
+    """Map one chunk over each sleeping segment of the pools; 1 when out of memory, with what
+    this call mapped unmapped again."""
+    cdef BlockPool* kinds[2]
+    cdef PrivatePool* pool
+    cdef VmmSegment* segment
+    cdef Chunk chunk
+    cdef int kind, out_of_memory
+    for pool in chosen[0]:
+        kinds[0] = &pool.small_blocks
+        kinds[1] = &pool.large_blocks
+        for kind in range(2):
+            for segment in kinds[kind].segments:
+                if not segment.asleep:
+                    continue
+                try:
+                    out_of_memory = vmm.map_chunk(state.device, segment.base, segment.mapped,
+                                                  &chunk)
+                except BaseException:
+                    unmap_woken(state, woken)
+                    raise
+                if out_of_memory:
+                    unmap_woken(state, woken)
+                    return 1
+                segment.chunks.push_back(chunk)
+                woken.push_back(segment)
+    return 0
+
+
+cdef int unmap_woken(DeviceState* state, vector[VmmSegment*]* woken) except -1:
+    cdef VmmSegment* segment
+    for segment in woken[0]:
+        vmm.unmap_chunk(state.device, &segment.chunks[0])
+        segment.chunks.clear()
+    woken.clear()
+    return 0
+
+
+cdef int wake_pools(DeviceState* state, vector[PrivatePool*]* chosen) except -1:
+    """Under the device lock, no capture open: map the pools' segments again at their addresses
+    and restore what sleep() kept. 1 when the device is out of memory even after emptying the
+    cache: the pools stay asleep, as they were."""
+    cdef vector[VmmSegment*] woken
+    if map_asleep(state, chosen, &woken):
+        scalars[state.device][<int>SCALAR_NUM_ALLOC_RETRIES] += 1
+        release_cached_blocks(state)
+        if map_asleep(state, chosen, &woken):
+            scalars[state.device][<int>SCALAR_NUM_OOMS] += 1
+            return 1
+    cdef VmmSegment* segment
+    for segment in woken:
+        segment.asleep = False
+        count(state.device, STAT_SEGMENT, segment.end.pool.small, 1)
+        count(state.device, STAT_RESERVED_BYTES, segment.end.pool.small,
+              <int64_t>segment.mapped)
+        segment.end.pool.owner.reserved_bytes += segment.mapped
+        segment.end.pool.owner.sleeping_bytes -= segment.mapped
+        scalars[state.device][<int>SCALAR_NUM_DEVICE_ALLOC] += 1
+    cdef PrivatePool* pool
+    cdef KeptCopy kept
+    for pool in chosen[0]:
+        pool.asleep = False
+        for kept in pool.kept:
+            with nogil:
+                errors.check(cyruntime.cudaMemcpy(<void*>kept.device_pointer, kept.host,
+                                                  kept.size, cyruntime.cudaMemcpyHostToDevice),
+                             b"cudaMemcpy")
+        free_kept(pool)
+    return 0
+
+
+cdef int pool_figures(PrivatePool* pool, BlockPool* small, BlockPool* large,
+                      size_t* free_bytes, size_t* sleeping) noexcept nogil:
+    """The free bytes of a pool's two kinds, and what of it sleeps (pool_memory_stats)."""
+    cdef FreeBlocks.iterator it
+    cdef BlockPool* kinds[2]
+    kinds[0] = small
+    kinds[1] = large
+    cdef int kind
+    for kind in range(2):
+        it = kinds[kind].free_blocks.begin()
+        while it != kinds[kind].free_blocks.end():
+            free_bytes[0] += deref(it).second.size
+            inc(it)
+    sleeping[0] = pool.sleeping_bytes if pool != NULL else 0
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # Private pools (pools.pyx keeps them; the allocation path and empty_cache serve and free them)
 
 cdef int release_pool_memory(DeviceState* state, PrivatePool* pool) except -1:
@@ -325,9 +716,18 @@ cdef int release_pool_memory(DeviceState* state, PrivatePool* pool) except -1:
     Only empty_cache (and the out-of-memory retry) call this, never while a capture is open."""
     free_whole_segments(state, &pool.small_blocks)
     free_whole_segments(state, &pool.large_blocks)
-    if pool.reserved_bytes == 0:
-        state.private_pools.erase(pool.id)
-        del pool
+    release_free_vmm_segments(state, &pool.small_blocks)
+    release_free_vmm_segments(state, &pool.large_blocks)
+    if pool.reserved_bytes == 0 and pool.sleeping_bytes == 0:
+        drop_pool(state, pool)
+    return 0
+
+
+cdef int drop_pool(DeviceState* state, PrivatePool* pool) except -1:
+    """Forget a pool that owns no segment any more, with the host copies sleep() kept."""
+    free_kept(pool)
+    state.private_pools.erase(pool.id)
+    del pool
     return 0
 
 
@@ -506,6 +906,8 @@ cdef int release_cached_blocks(DeviceState* state) except -1:
     synchronize_and_free_events(state)
     free_whole_segments(state, &state.small_blocks)
     free_whole_segments(state, &state.large_blocks)
+    release_free_vmm_segments(state, &state.small_blocks)
+    release_free_vmm_segments(state, &state.large_blocks)
     release_freeable_pools(state)
     return 0
 
@@ -640,11 +1042,11 @@ cdef Block* malloc_block(DeviceState* state, size_t requested, cudaStream_t stre
         pool = &state.small_blocks if small else &state.large_blocks
     cdef Block* block = take_free_block(pool, stream, size)
     if block == NULL:
-        block = malloc_segment(state, pool, stream, segment_size(size))
+        block = new_memory(state, pool, stream, size)
     if block == NULL and not devices.capture_open():
         scalars[state.device][<int>SCALAR_NUM_ALLOC_RETRIES] += 1
         release_cached_blocks(state)
-        block = malloc_segment(state, pool, stream, segment_size(size))
+        block = new_memory(state, pool, stream, size)
     if block == NULL:
         raise_out_of_memory(state, requested, segment_size(size))
     hand_out(state, block, size, requested)
@@ -824,6 +1226,54 @@ cdef int snapshot_stats(int device, int64_t* values) except -1:
     values[<int>EXTRA_GRAPH_POOLS] = state.private_pools.size()
     values[<int>EXTRA_CAPTURING] = not state.routings.empty()
     release_lock(&state.lock)
+    return 0
+
+
+cdef int pool_snapshot(int device, vector[PoolFigures]* out) except -1:
+    # The pools' own figures under the device lock, then the live blocks under the global lock
+    # (never both at once: Note [Allocator locks]), each by its pool.
+    cdef DeviceState* state = states[device]
+    cdef PoolFigures figures
+    cdef unordered_map[uintptr_t, size_t] index   # PrivatePool* (0: the shared pools) -> entry
+    cdef map[PoolKey, PrivatePool*].iterator it
+    cdef PrivatePool* pool
+    cdef size_t private_reserved = 0
+    acquire(&state.lock)
+    memset(&figures, 0, sizeof(figures))
+    pool_figures(NULL, &state.small_blocks, &state.large_blocks, &figures.free_bytes,
+                 &figures.sleeping)
+    out.push_back(figures)
+    index[0] = 0
+    it = state.private_pools.begin()
+    while it != state.private_pools.end():
+        pool = deref(it).second
+        memset(&figures, 0, sizeof(figures))
+        figures.first = pool.id.first
+        figures.second = pool.id.second
+        figures.reserved = pool.reserved_bytes
+        private_reserved += pool.reserved_bytes
+        pool_figures(pool, &pool.small_blocks, &pool.large_blocks, &figures.free_bytes,
+                     &figures.sleeping)
+        index[<uintptr_t>pool] = out.size()
+        out.push_back(figures)
+        inc(it)
+    out.data()[0].reserved = <size_t>(
+        counters[device][<int>STAT_RESERVED_BYTES][<int>POOL_ALL][<int>COUNTER_CURRENT]
+        - <int64_t>private_reserved)
+    release_lock(&state.lock)
+    cdef unordered_map[uintptr_t, Block*].iterator live
+    cdef unordered_map[uintptr_t, size_t].iterator entry
+    cdef Block* block
+    acquire_global()
+    live = allocated_blocks.begin()
+    while live != allocated_blocks.end():
+        block = deref(live).second
+        if block.device == device:
+            entry = index.find(<uintptr_t>block.pool.owner)
+            if entry != index.end():
+                out.data()[deref(entry).second].allocated += block.size
+        inc(live)
+    PyThread_release_lock(global_lock)
     return 0
 
 

@@ -12,6 +12,7 @@ from libcpp.vector cimport vector
 from cuda.bindings.cyruntime cimport cudaEvent_t, cudaStream_t
 
 from tensorplay._runtime.base.reentrant_lock cimport ReentrantLock
+from tensorplay._runtime.memory.vmm cimport Chunk
 
 cdef struct StreamUse:
     cudaStream_t stream
@@ -20,6 +21,7 @@ cdef struct StreamUse:
 
 cdef cppclass Block
 cdef cppclass PrivatePool
+cdef cppclass VmmSegment
 
 # Free blocks ordered by ((stream, size), address): one lower_bound finds the best fit on a
 # stream, smallest size first, then lowest address.
@@ -31,6 +33,24 @@ cdef cppclass BlockPool:
     FreeBlocks free_blocks
     bint small
     PrivatePool* owner    # NULL for the shared pools of a device
+    # Expandable segments (allocator.pyx, Note [Expandable segments]): a cache miss maps more
+    # memory at the end of one of these instead of a new cudaMalloc.
+    bint expandable
+    vector[VmmSegment*] segments
+
+
+# An expandable segment: an address range reserved once, mapped from its start by chunks
+# (vmm.pxd) as it grows. Its blocks tile [base, base + mapped) and end at `end`, a block of
+# size 0 at base + mapped that is always "allocated", so that no block merges with it or
+# spans past it.
+cdef cppclass VmmSegment:
+    uintptr_t base
+    size_t reserved           # bytes of addresses reserved
+    size_t mapped             # bytes from base that hold blocks (mapped, unless asleep)
+    bint asleep               # its chunks are released; the addresses stay reserved
+    vector[Chunk] chunks      # physical allocations mapped, in address order (empty asleep)
+    Block* end
+    cudaStream_t stream
 
 
 cdef cppclass Block:
@@ -52,11 +72,22 @@ cdef cppclass Block:
 ctypedef pair[unsigned long long, unsigned long long] PoolKey
 
 
+# A live block's contents copied to pinned host memory by sleep(keep=...), restored by wake().
+cdef struct KeptCopy:
+    uintptr_t device_pointer
+    size_t size
+    void* host
+
+
 cdef cppclass PrivatePool:
     PoolKey id
     int use_count             # graphs and handles holding the pool
     bint routing              # selected for a capture (begin_allocate_to_pool)
-    size_t reserved_bytes     # bytes of the segments it owns; it is dropped at zero
+    size_t reserved_bytes     # bytes of the segments it owns, mapped
+    size_t sleeping_bytes     # bytes of its segments released by sleep(); dropped when both
+                              # are zero
+    bint asleep               # sleep() released it: no capture into it, no replay (pools.pyx)
+    vector[KeptCopy] kept     # what sleep() copied to the host, for wake()
     BlockPool small_blocks
     BlockPool large_blocks
 
@@ -90,9 +121,11 @@ cdef cppclass DeviceState:
     map[unsigned long long, vector[Block*]] held_blocks
 
 
-cdef inline void init_pool(BlockPool* pool, bint small, PrivatePool* owner) noexcept nogil:
+cdef inline void init_pool(BlockPool* pool, bint small, PrivatePool* owner,
+                           bint expandable) noexcept nogil:
     pool.small = small
     pool.owner = owner
+    pool.expandable = expandable
 
 
 cdef inline FreeKey free_key(Block* block) noexcept nogil:
@@ -119,4 +152,10 @@ cdef inline bint is_split(Block* block) noexcept nogil:
 # back to CUDA, and it is dropped with its last segment.
 cdef inline bint pool_freeable(PrivatePool* pool) noexcept nogil:
     return pool.use_count == 0 and not pool.routing
+
+
+# A block on its pool's free list: released, with nothing pending (merge's test).
+cdef inline bint block_free(Block* block) noexcept nogil:
+    return (not block.allocated and block.event_count == 0 and block.capture_holds == 0
+            and block.stream_uses.empty())
 

@@ -1,4 +1,5 @@
 # Private pools for graph capture (pools.pyx; docs/design.md, "Capture rules").
+from libc.stdint cimport uintptr_t
 from libcpp.vector cimport vector
 
 from cuda.bindings.cyruntime cimport cudaStream_t
@@ -26,3 +27,19 @@ cdef int begin_allocate_to_pool(int device, PoolId pool, unsigned long long capt
 cdef int end_allocate_to_pool(int device, PoolId pool) except -1
 cdef int release_held_blocks(int device, unsigned long long holder,
                              const vector[cudaStream_t]* replayed) except -1
+
+# Sleep and wake (pools.pyx; allocator.pyx, Note [Expandable segments]): pool_ids is a list of
+# (first, second) pools retained on device, slept or woken together; sleeper names who did it in
+# errors. sleep_pools waits for the device, copies the live blocks (keep_all) or the blocks
+# starting at keep's pointers to pinned host memory, then releases the pools' physical memory;
+# it is refused while a capture is open in the process, into one of the pools, or when one of
+# them is asleep or not on virtual memory. wake_pools maps them again and restores the copies;
+# it raises OutOfMemoryError leaving them asleep, intact.
+cdef int sleep_pools(int device, list pool_ids, bint keep_all, vector[uintptr_t]* keep,
+                     str sleeper) except -1
+cdef int wake_pools(int device, list pool_ids, str sleeper) except -1
+# The pool's asleep flag, valid while the pool is retained (replay reads it: one load);
+# never_asleep() is a flag that stays False, for graphs holding no pool.
+cdef bint* asleep_flag(int device, PoolId pool) except NULL
+cdef bint* never_asleep() noexcept nogil
+cdef str sleeper_of(int device, PoolId pool)

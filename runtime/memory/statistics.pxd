@@ -11,6 +11,8 @@ cdef int64_t max_memory_allocated(int device) except -1
 cdef int64_t memory_reserved(int device) except -1
 cdef int64_t max_memory_reserved(int device) except -1
 cdef dict memory_stats(int device)
+# Per pool: reserved, allocated, active and sleeping bytes, keyed by pool id ((0, 0): shared).
+cdef dict pool_memory_stats(int device)
 cdef dict memory_stats_as_nested_dict(int device)
 cdef object reset_accumulated_memory_stats(int device)
 cdef object reset_peak_memory_stats(int device)

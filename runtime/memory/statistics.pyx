@@ -87,6 +87,24 @@ cdef dict memory_stats(int device):
     return dict(zip(STATS_KEYS, ordered))
 
 
+cdef dict pool_memory_stats(int device):
+    if not allocator.device_used(device):
+        return {}
+    cdef vector[allocator.PoolFigures] figures
+    allocator.pool_snapshot(device, &figures)
+    cdef allocator.PoolFigures pool
+    found = {}
+    for pool in figures:
+        found[(pool.first, pool.second)] = {
+            "reserved_bytes": pool.reserved,
+            "allocated_bytes": pool.allocated,
+            # What is not on the free lists: live, waiting for streams, or held for graphs.
+            "active_bytes": pool.reserved + pool.sleeping - pool.free_bytes,
+            "sleeping_bytes": pool.sleeping,
+        }
+    return found
+
+
 cdef dict memory_stats_as_nested_dict(int device):
     nested = {}
     for key, value in memory_stats(device).items():

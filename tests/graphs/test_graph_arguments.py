@@ -4,6 +4,7 @@ import pathlib
 
 import pytest
 
+import tensorplay as tp
 from tensorplay import accelerator, cuda
 from tensorplay.cuda import graphs
 
@@ -114,3 +115,29 @@ def test_conditional_nodes_need_an_open_capture():
         g.end_capture_to_conditional_node()
     with pytest.raises(RuntimeError, match="without an open conditional node"):
         g.set_conditional_handle_for_current_node(None)
+
+
+@pytest.mark.parametrize("make", [cuda.CUDAGraph, accelerator.Graph])
+def test_sleep_checks_keep_before_anything_else(make):
+    graph = make()
+    with pytest.raises(TypeError, match="keep must be None, 'all' or a list or tuple of "
+                                        "tensors, got int"):
+        graph.sleep(keep=3)
+    with pytest.raises(ValueError, match="keep must be None, 'all' or a list or tuple of "
+                                         "tensors, got 'everything'"):
+        graph.sleep(keep="everything")
+    with pytest.raises(TypeError, match=r"keep\[0\] must be a tensor"):
+        graph.sleep(keep=["x"])
+    with pytest.raises(ValueError, match=r"keep\[0\] must be a CUDA tensor whose memory comes "
+                                         r"from tensorplay's allocator .* on cpu"):
+        graph.sleep(keep=(tp.zeros(1),))
+
+
+@pytest.mark.parametrize("make", [cuda.CUDAGraph, accelerator.Graph])
+def test_sleep_and_wake_need_a_captured_graph(make):
+    with pytest.raises(RuntimeError, match="sleep\\(\\) needs a captured graph"):
+        make().sleep()
+    with pytest.raises(RuntimeError, match="sleep\\(\\) needs a captured graph"):
+        make().sleep(keep="all")
+    with pytest.raises(RuntimeError, match="wake\\(\\) needs a captured graph"):
+        make().wake()

@@ -39,7 +39,7 @@ LAYOUT_PAGES = (API_PAGE, "generated/tensorplay.accelerator.current_device_index
                 "performance.html", "getting-started.html")
 WIDTHS = (1400, 420)
 # CUDAGraph's members as its page groups them (api.yaml, GraphBase's groups).
-CUDAGRAPH_GROUPS = ["Constructor", "Capture", "Replay", "Conditional nodes",
+CUDAGRAPH_GROUPS = ["Constructor", "Capture", "Replay", "Sleep", "Conditional nodes",
                     "Update and rebinding", "Debugging", "Handles"]
 EXAMPLE_PAGES = ("tensorplay.zeros", "tensorplay.Tensor", "tensorplay.autograd.grad",
                  "tensorplay.nn.Linear", "tensorplay.optim.SGD", "tensorplay.cuda.graphs.CUDAGraph",

@@ -21,6 +21,7 @@ __all__ = [
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "pool_memory_stats",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
 ]
@@ -104,6 +105,28 @@ def memory_stats(device: _DeviceLike = None) -> dict[str, int]:
     Returns:
         dict[str, int]: flat statistics keyed like "allocated_bytes.all.current"; empty before
             the device is used.
+    """
+
+
+def pool_memory_stats(device: _DeviceLike = None) -> dict[tuple[int, int], dict[str, int]]:
+    """Memory of each pool of the caching allocator on the given device.
+
+    reserved_bytes is the physical memory a pool's segments hold (the
+    sums over pools equal memory_reserved()); sleeping_bytes what
+    CUDAGraph.sleep() released, which is not reserved; allocated_bytes
+    the live blocks handed out; active_bytes those and the blocks
+    waiting for streams or held for graphs. The figures are of one
+    moment and agree exactly when no other thread allocates meanwhile.
+
+    Args:
+        device: a device object, a spelling such as "cuda:1", an integer index, or None for the
+            current device.
+
+    Returns:
+        dict[tuple[int, int], dict[str, int]]: pool id -> {"reserved_bytes", "allocated_bytes",
+            "active_bytes", "sleeping_bytes"}; (0, 0) is the shared (default) pool, other ids are
+            graph pools as CUDAGraph.pool_id and graph_pool_handle() give them; empty before the
+            device is used.
     """
 
 
