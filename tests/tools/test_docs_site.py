@@ -224,7 +224,8 @@ def test_api_page_renders_and_links(browser, server):
     dom = browser(API_PAGE, "api-page")
     page = Links(dom)
     assert page.h1.strip().rstrip("#") == "tensorplay.cuda.graphs.CUDAGraph"
-    # The title may break after each dot of the name, not inside a name (tensorplay.js).
+    # The title may break after each dot (and underscore) of the name, not inside a word
+    # (tensorplay.js).
     assert "tensorplay.<wbr>cuda.<wbr>graphs.<wbr>CUDAGraph" in dom
     assert {"tensorplay.cuda.graphs.CUDAGraph",
             "tensorplay.cuda.graphs.CUDAGraph.replay"} <= page.ids
