@@ -1379,7 +1379,7 @@ class Tensor:
             Tensor: a strided view.
         """
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def __setitem__(self, key: Any, value: Tensor | builtins.bool | builtins.int | builtins.float) -> None:
         """Assign to the selected view.
 
         Args:
