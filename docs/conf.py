@@ -28,8 +28,10 @@ html_copy_source = False
 # Note [Examples and sources]), published at the root as source/<file>.html.
 html_extra_path = ["_extra"]
 # The layout fixes of docs/_static/tensorplay.css: titles and signatures wrap, wide tables
-# scroll, the page's table of contents wraps its long names (docs/design.md, "Docs site").
+# scroll, the page's table of contents wraps its long names (docs/design.md, "Docs site");
+# tensorplay.js lets titles break after the dots of their qualified names.
 html_static_path = ["_static"]
 html_css_files = ["tensorplay.css"]
+html_js_files = ["tensorplay.js"]
 # A signature longer than this puts each parameter on a line of its own.
 python_maximum_signature_line_length = 88

@@ -1379,7 +1379,7 @@ class Tensor:
             Tensor: a strided view.
         """
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def __setitem__(self, key: Any, value: Tensor | builtins.bool | builtins.int | builtins.float) -> None:
         """Assign to the selected view.
 
         Args:
@@ -1675,12 +1675,14 @@ class Tensor:
             Tensor: the product.
         """
 
-    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: builtins.bool | None = None) -> Any:
+    def __dlpack__(self, *, stream: builtins.int | None = None, max_version: Any = None, dl_device: Any = None, copy: builtins.bool | None = None) -> Any:
         """Export this tensor through DLPack (zero-copy).
 
         Args:
-            stream: the consumer's stream (an int; -1 for no synchronisation); the producer orders
-                its work before it.
+            stream: the consumer's stream (an int: 1 for the legacy default stream, 2 for the per-
+                thread one, a cudaStream_t address, -1 for no synchronisation; None, which must be given
+                when exporting to the CPU, for the legacy default stream of a CUDA tensor); the producer
+                orders its work before it.
             max_version: the highest DLPack version the consumer understands; (1, 0) or later gives
                 a versioned capsule.
             dl_device: (device_type, device_id) the consumer wants; only this tensor's own device is

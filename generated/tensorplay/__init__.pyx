@@ -1841,8 +1841,10 @@ cdef class Tensor(_core.TensorCore):
         """Export this tensor through DLPack (zero-copy).
 
         Args:
-            stream: the consumer's stream (an int; -1 for no synchronisation); the producer orders
-                its work before it.
+            stream: the consumer's stream (an int: 1 for the legacy default stream, 2 for the per-
+                thread one, a cudaStream_t address, -1 for no synchronisation; None, which must be given
+                when exporting to the CPU, for the legacy default stream of a CUDA tensor); the producer
+                orders its work before it.
             max_version: the highest DLPack version the consumer understands; (1, 0) or later gives
                 a versioned capsule.
             dl_device: (device_type, device_id) the consumer wants; only this tensor's own device is

@@ -20,7 +20,7 @@ __all__ = [
 class GraphBase:
     """The members both graph classes share (runtime/graphs/graph.pxd declares them on GraphBase)."""
 
-    def begin_capture_to_if_node(self, scalar_pred: Any) -> None:
+    def begin_capture_to_if_node(self, scalar_pred: Tensor) -> None:
         """Inside an open capture, gate the following work on an if node.
 
         scalar_pred must be a single-element CUDA Bool tensor; at replay
@@ -28,15 +28,29 @@ class GraphBase:
         call and end_capture_to_conditional_node() only when true.
 
         Args:
-            scalar_pred: a single-element CUDA Bool tensor sampled at replay time.
+            scalar_pred: a single-element CUDA Bool tensor sampled at replay time (tensorplay's, or
+                another library's shared without a copy through __cuda_array_interface__ or DLPack:
+                PyTorch's, CuPy's).
+
+        Raises:
+            TypeError: scalar_pred is not a tensor, checked before anything else.
+            ValueError: scalar_pred is not a single-element Bool tensor on the capture's device.
+            RuntimeError: no capture is open.
         """
 
-    def begin_capture_to_while_node(self, scalar_pred: Any) -> None:
+    def begin_capture_to_while_node(self, scalar_pred: Tensor) -> None:
         """Like begin_capture_to_if_node(), but the body loops while
         the predicate stays true (driver-level while node).
 
         Args:
-            scalar_pred: a single-element CUDA Bool tensor sampled before each iteration.
+            scalar_pred: a single-element CUDA Bool tensor sampled before each iteration
+                (tensorplay's, or another library's shared without a copy through
+                __cuda_array_interface__ or DLPack: PyTorch's, CuPy's).
+
+        Raises:
+            TypeError: scalar_pred is not a tensor, checked before anything else.
+            ValueError: scalar_pred is not a single-element Bool tensor on the capture's device.
+            RuntimeError: no capture is open.
         """
 
     def capture_begin(self, pool: _GraphPool = None, capture_error_mode: str = 'global', stream: Stream | None = None) -> None:
@@ -135,15 +149,23 @@ class GraphBase:
                 thread that began it.
         """
 
-    def set_conditional_handle_for_current_node(self, scalar_pred: Any) -> None:
+    def set_conditional_handle_for_current_node(self, scalar_pred: Tensor) -> None:
         """Refresh the predicate consumed by the innermost open conditional
         node (used for nested conditionals).
 
         Args:
-            scalar_pred: a single-element CUDA Bool tensor.
+            scalar_pred: a single-element CUDA Bool tensor, int32 when the innermost open node is a
+                switch node (tensorplay's, or another library's shared without a copy through
+                __cuda_array_interface__ or DLPack: PyTorch's, CuPy's).
+
+        Raises:
+            TypeError: scalar_pred is not a tensor, checked before anything else.
+            ValueError: scalar_pred is not a single-element Bool tensor (int32 for a switch node) on
+                the capture's device.
+            RuntimeError: no conditional node is open.
         """
 
-    def stage_and_launch(self, static_inputs: list[Tensor] | tuple[Tensor, ...], inputs: Any) -> None:
+    def stage_and_launch(self, static_inputs: list[Tensor] | tuple[Tensor, ...], inputs: list[Tensor] | tuple[Tensor, ...]) -> None:
         """Stage every input onto its static buffer and replay in one call.
 
         One Python-to-native crossing copies every input and launches the
@@ -221,7 +243,7 @@ class GraphBase:
             RuntimeError: no capture has completed, or reset() came since.
         """
 
-    def begin_capture_to_if_else_node(self, scalar_pred: Any) -> None:
+    def begin_capture_to_if_else_node(self, scalar_pred: Tensor) -> None:
         """Inside an open capture, add an if node with an else body.
 
         The work captured next forms the body that runs when the predicate
@@ -231,14 +253,18 @@ class GraphBase:
         without work does nothing). Needs a CUDA 12.8 or newer driver.
 
         Args:
-            scalar_pred: a single-element CUDA Bool tensor sampled at replay time.
+            scalar_pred: a single-element CUDA Bool tensor sampled at replay time (tensorplay's, or
+                another library's shared without a copy through __cuda_array_interface__ or DLPack:
+                PyTorch's, CuPy's).
 
         Raises:
+            TypeError: scalar_pred is not a tensor, checked before anything else.
+            ValueError: scalar_pred is not a single-element Bool tensor on the capture's device.
             RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
                 its version).
         """
 
-    def begin_capture_to_switch_node(self, scalar_index: Any, num_cases: int) -> None:
+    def begin_capture_to_switch_node(self, scalar_index: Tensor, num_cases: int) -> None:
         """Inside an open capture, add a switch node of num_cases bodies.
 
         At replay time the node runs the body whose position is the value
@@ -249,11 +275,14 @@ class GraphBase:
         without work do nothing). Needs a CUDA 12.8 or newer driver.
 
         Args:
-            scalar_index: a single-element CUDA int32 tensor sampled at replay time: the body to
-                run.
+            scalar_index: a single-element CUDA int32 tensor sampled at replay time: the body to run
+                (tensorplay's, or another library's shared without a copy through
+                __cuda_array_interface__ or DLPack: PyTorch's, CuPy's).
             num_cases: how many bodies the node has, from 1 to 1024.
 
         Raises:
+            TypeError: scalar_index is not a tensor, checked before anything else.
+            ValueError: scalar_index is not a single-element int32 tensor on the capture's device.
             RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
                 its version).
         """

@@ -22,7 +22,14 @@ cdef class GraphBase(_graph.GraphBase):
         call and end_capture_to_conditional_node() only when true.
 
         Args:
-            scalar_pred: a single-element CUDA Bool tensor sampled at replay time.
+            scalar_pred: a single-element CUDA Bool tensor sampled at replay time (tensorplay's, or
+                another library's shared without a copy through __cuda_array_interface__ or DLPack:
+                PyTorch's, CuPy's).
+
+        Raises:
+            TypeError: scalar_pred is not a tensor, checked before anything else.
+            ValueError: scalar_pred is not a single-element Bool tensor on the capture's device.
+            RuntimeError: no capture is open.
         """
         self.c_begin_capture_to_if_node(scalar_pred)
 
@@ -31,7 +38,14 @@ cdef class GraphBase(_graph.GraphBase):
         the predicate stays true (driver-level while node).
 
         Args:
-            scalar_pred: a single-element CUDA Bool tensor sampled before each iteration.
+            scalar_pred: a single-element CUDA Bool tensor sampled before each iteration
+                (tensorplay's, or another library's shared without a copy through
+                __cuda_array_interface__ or DLPack: PyTorch's, CuPy's).
+
+        Raises:
+            TypeError: scalar_pred is not a tensor, checked before anything else.
+            ValueError: scalar_pred is not a single-element Bool tensor on the capture's device.
+            RuntimeError: no capture is open.
         """
         self.c_begin_capture_to_while_node(scalar_pred)
 
@@ -144,7 +158,15 @@ cdef class GraphBase(_graph.GraphBase):
         node (used for nested conditionals).
 
         Args:
-            scalar_pred: a single-element CUDA Bool tensor.
+            scalar_pred: a single-element CUDA Bool tensor, int32 when the innermost open node is a
+                switch node (tensorplay's, or another library's shared without a copy through
+                __cuda_array_interface__ or DLPack: PyTorch's, CuPy's).
+
+        Raises:
+            TypeError: scalar_pred is not a tensor, checked before anything else.
+            ValueError: scalar_pred is not a single-element Bool tensor (int32 for a switch node) on
+                the capture's device.
+            RuntimeError: no conditional node is open.
         """
         self.c_set_conditional_handle_for_current_node(scalar_pred)
 
@@ -240,9 +262,13 @@ cdef class GraphBase(_graph.GraphBase):
         without work does nothing). Needs a CUDA 12.8 or newer driver.
 
         Args:
-            scalar_pred: a single-element CUDA Bool tensor sampled at replay time.
+            scalar_pred: a single-element CUDA Bool tensor sampled at replay time (tensorplay's, or
+                another library's shared without a copy through __cuda_array_interface__ or DLPack:
+                PyTorch's, CuPy's).
 
         Raises:
+            TypeError: scalar_pred is not a tensor, checked before anything else.
+            ValueError: scalar_pred is not a single-element Bool tensor on the capture's device.
             RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
                 its version).
         """
@@ -259,11 +285,14 @@ cdef class GraphBase(_graph.GraphBase):
         without work do nothing). Needs a CUDA 12.8 or newer driver.
 
         Args:
-            scalar_index: a single-element CUDA int32 tensor sampled at replay time: the body to
-                run.
+            scalar_index: a single-element CUDA int32 tensor sampled at replay time: the body to run
+                (tensorplay's, or another library's shared without a copy through
+                __cuda_array_interface__ or DLPack: PyTorch's, CuPy's).
             num_cases: how many bodies the node has, from 1 to 1024.
 
         Raises:
+            TypeError: scalar_index is not a tensor, checked before anything else.
+            ValueError: scalar_index is not a single-element int32 tensor on the capture's device.
             RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
                 its version).
         """

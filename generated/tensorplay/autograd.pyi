@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-def grad(outputs: Tensor | tuple[Tensor, ...] | list[Tensor], inputs: Tensor | tuple[Tensor, ...] | list[Tensor], grad_outputs: Any = None, retain_graph: bool | None = None, create_graph: bool = False, allow_unused: bool = False) -> tuple[Tensor | None, ...]:
+def grad(outputs: Tensor | tuple[Tensor, ...] | list[Tensor], inputs: Tensor | tuple[Tensor, ...] | list[Tensor], grad_outputs: Tensor | list[Tensor | None] | tuple[Tensor | None, ...] | None = None, retain_graph: bool | None = None, create_graph: bool = False, allow_unused: bool = False) -> tuple[Tensor | None, ...]:
     """The gradients of outputs with respect to inputs, leaving every grad attribute alone.
 
     Args:

@@ -371,7 +371,8 @@ cdef tuple tensors_arg(object value, str argument):
 
 cdef tuple root_gradients(tuple outputs, object grad_outputs):
     """The gradient each output starts from: grad_outputs (a tensor or a sequence with a tensor
-    or None per output), a 1 for a one-element output otherwise."""
+    or None per output, as grad_outputs_arg() checked it), a 1 for a one-element output
+    otherwise."""
     for index, output in enumerate(outputs):
         if not (<TensorCore>output).grad_required:
             raise RuntimeError(f"element {index} of tensors does not require grad and does not "
@@ -390,9 +391,6 @@ cdef tuple root_gradients(tuple outputs, object grad_outputs):
                                    "grad_outputs (or gradient)")
             gradient = copies.fill_(<TensorCore>tensor.new_empty(out.sizes, out.dtype_object,
                                                                  out.device_index), 1)
-        elif not isinstance(gradient, TensorCore):
-            raise TypeError(f"grad_outputs[{index}] must be a tensor or None, got "
-                            f"{type(gradient).__name__}")
         elif (<TensorCore>gradient).sizes != out.sizes:
             raise ShapeError(f"Mismatch in shape: grad_output[{index}] has a shape of "
                              f"{(<TensorCore>gradient).sizes} and output[{index}] has a shape "
@@ -401,6 +399,21 @@ cdef tuple root_gradients(tuple outputs, object grad_outputs):
             tensor.check_device_and_dtype(out, gradient, f"grad_outputs[{index}]")
         grads.append(gradient)
     return tuple(grads)
+
+
+cdef int grad_outputs_arg(object value) except -1:
+    """grad()'s grad_outputs: None, a tensor, or a list or tuple of tensors and Nones, each item
+    checked before the tensors' history is (the schema types it so)."""
+    if value is None or isinstance(value, TensorCore):
+        return 0
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"grad_outputs must be a tensor, a list or tuple of tensors (or None), "
+                        f"or None, got {type(value).__name__}")
+    for index, gradient in enumerate(value):
+        if gradient is not None and not isinstance(gradient, TensorCore):
+            raise TypeError(f"grad_outputs[{index}] must be a tensor or None, got "
+                            f"{type(gradient).__name__}")
+    return 0
 
 
 cdef int retain_graph_arg(object value) except -1:
@@ -429,9 +442,7 @@ cdef object grad(object outputs, object inputs, object grad_outputs, object reta
     cdef tuple output_tensors = tensors_arg(outputs, "outputs")
     cdef tuple input_tensors = tensors_arg(inputs, "inputs")
     retain_graph_arg(retain_graph)
-    if grad_outputs is not None and not isinstance(grad_outputs, (TensorCore, tuple, list)):
-        raise TypeError(f"grad_outputs must be a tensor, a sequence of tensors (or None) or "
-                        f"None, got {type(grad_outputs).__name__}")
+    grad_outputs_arg(grad_outputs)
     for index, value in enumerate(input_tensors):
         if not (<TensorCore>value).grad_required:
             raise RuntimeError(f"One of the differentiated Tensors does not require grad "

@@ -34,9 +34,11 @@ cdef class ConditionalStack:
     cdef dict nodes                    # conditional node address -> (type, [body graph address])
                                        # recorded for graph_topology.pyx
     # begin_capture_to_*_node(): open a node of node_type (cudaGraphConditionalNodeType) with
-    # size bodies, whose predicate (or index) is scalar_pred; what names the call in errors.
+    # size bodies, whose predicate (or index) is the tensor predicate_arg() gave for argument;
+    # what names the call in errors.
     cdef int open(self, CaptureState capture, GraphGenerators generators, int device,
-                  object scalar_pred, int node_type, str what, unsigned int size) except -1
+                  TensorCore predicate, str argument, int node_type, str what,
+                  unsigned int size) except -1
     # The innermost body's end: kept (its node stays), or on the way to discarding the capture.
     cdef int close(self, CaptureState capture, GraphGenerators generators, int device,
                    bint keep) except -1
@@ -46,8 +48,13 @@ cdef class ConditionalStack:
                       int device) except -1
     cdef int next_body(self, CaptureState capture, GraphGenerators generators,
                        int device) except -1
-    cdef int set_handle(self, int device, object scalar_pred) except -1
+    cdef int set_handle(self, int device, TensorCore predicate) except -1
 
+# A conditional node's predicate (or index) argument as our tensor, before any state is looked
+# at: ours, or a view of one shared through __cuda_array_interface__ or DLPack (PyTorch's,
+# CuPy's); anything else is a TypeError naming argument. Its dtype, size and device are checked
+# by open() and set_handle(), against the open capture's device.
+cdef TensorCore predicate_arg(object value, str argument)
 # If/else and switch nodes need a CUDA 12.8 driver: refused, naming what, before anything.
 cdef int require_multi_body_nodes(str what) except -1
 # Release each conditional body's pool (first, second) in pool_ids, emptying the list.

@@ -56,13 +56,13 @@ cdef class ConditionalStack:
         self.nodes = {}
 
     cdef int open(self, CaptureState capture, GraphGenerators generators, int device,
-                  object scalar_pred, int node_type, str what, unsigned int size) except -1:
+                  TensorCore predicate, str argument, int node_type, str what,
+                  unsigned int size) except -1:
         if not capture.capturing:
             raise RuntimeError(f"{what} needs an open capture: call it between capture_begin() "
                                "and capture_end()")
         cdef bint is_switch = node_type == cudaGraphCondTypeSwitch
-        cdef TensorCore predicate = _index_arg(device, scalar_pred) if is_switch \
-            else _predicate_arg(device, scalar_pred)
+        _check_scalar(device, predicate, argument, "int32" if is_switch else "bool")
         cdef CUfunction setter = _setter_kernel(device, is_switch)
         cdef ConditionalBody body = ConditionalBody.__new__(ConditionalBody)
         body.is_switch = is_switch
@@ -186,13 +186,12 @@ cdef class ConditionalStack:
         rng.next_branch(generators, body.capture_id)
         return 0
 
-    cdef int set_handle(self, int device, object scalar_pred) except -1:
+    cdef int set_handle(self, int device, TensorCore predicate) except -1:
         if not self.bodies:
             raise RuntimeError("set_conditional_handle_for_current_node() called without an open "
                                "conditional node")
         cdef ConditionalBody body = self.bodies[-1]
-        cdef TensorCore predicate = _index_arg(device, scalar_pred) if body.is_switch \
-            else _predicate_arg(device, scalar_pred)
+        _check_scalar(device, predicate, "scalar_pred", "int32" if body.is_switch else "bool")
         _set_predicate(device, body, predicate)
         body.predicate = predicate  # what a while node tests again at the end of its body
         self.predicates.append(predicate)
@@ -234,25 +233,21 @@ cdef int _close_body_generators(GraphGenerators generators, ConditionalBody body
     return 0
 
 
-cdef TensorCore _scalar_arg(int device, object value, str argument, str dtype_name):
-    """A single-element tensor of dtype_name on the graph's device: ours, or any tensor that
-    shares its memory through __cuda_array_interface__ or DLPack (PyTorch's, CuPy's)."""
-    cdef TensorCore scalar = factories.tensor_arg(value, argument, -1)
+cdef TensorCore predicate_arg(object value, str argument):
+    # factories.tensor_arg makes a view of another library's tensor, reading no graph's state.
+    return factories.tensor_arg(value, argument, -1)
+
+
+cdef int _check_scalar(int device, TensorCore scalar, str argument, str dtype_name) except -1:
+    """A predicate (or index) is a single-element tensor of dtype_name on the capture's
+    device, which the node's setter kernel reads there."""
     if (scalar.dtype_object.name != dtype_name or scalar.element_count != 1
             or scalar.device_index != device):
         raise ValueError(f"{argument} must be a single-element {dtype_name} tensor on cuda:"
                          f"{device}, got {scalar.element_count} element(s) of "
                          f"{scalar.dtype_object.name} on "
                          f"{tensor.device_text(scalar.device_index)}")
-    return scalar
-
-
-cdef inline TensorCore _predicate_arg(int device, object value):
-    return _scalar_arg(device, value, "scalar_pred", "bool")
-
-
-cdef inline TensorCore _index_arg(int device, object value):
-    return _scalar_arg(device, value, "scalar_index", "int32")
+    return 0
 
 
 # -- the steps that talk to CUDA ---------------------------------------------------------------

@@ -572,32 +572,40 @@ cdef class GraphBase:
 
     # -- conditional nodes (conditional.pyx) -----------------------------------------------------
 
+    # Each predicate's type is checked first, before the capture's state (conditional.pxd).
     cdef object c_begin_capture_to_if_node(self, object scalar_pred):
-        self.conditionals.open(self.capture, self.generators, self.device, scalar_pred,
-                               cudaGraphCondTypeIf, "begin_capture_to_if_node()", 1)
+        cdef TensorCore predicate = conditional.predicate_arg(scalar_pred, "scalar_pred")
+        self.conditionals.open(self.capture, self.generators, self.device, predicate,
+                               "scalar_pred", cudaGraphCondTypeIf, "begin_capture_to_if_node()",
+                               1)
         return None
 
     cdef object c_begin_capture_to_while_node(self, object scalar_pred):
-        self.conditionals.open(self.capture, self.generators, self.device, scalar_pred,
-                               cudaGraphCondTypeWhile, "begin_capture_to_while_node()", 1)
+        cdef TensorCore predicate = conditional.predicate_arg(scalar_pred, "scalar_pred")
+        self.conditionals.open(self.capture, self.generators, self.device, predicate,
+                               "scalar_pred", cudaGraphCondTypeWhile,
+                               "begin_capture_to_while_node()", 1)
         return None
 
     cdef object c_begin_capture_to_if_else_node(self, object scalar_pred):
+        cdef TensorCore predicate = conditional.predicate_arg(scalar_pred, "scalar_pred")
         if self.capture.capturing:
             conditional.require_multi_body_nodes("begin_capture_to_if_else_node()")
-        self.conditionals.open(self.capture, self.generators, self.device, scalar_pred,
-                               cudaGraphCondTypeIf, "begin_capture_to_if_else_node()", 2)
+        self.conditionals.open(self.capture, self.generators, self.device, predicate,
+                               "scalar_pred", cudaGraphCondTypeIf,
+                               "begin_capture_to_if_else_node()", 2)
         return None
 
     cdef object c_begin_capture_to_switch_node(self, object scalar_index,
                                                unsigned int num_cases):
         # num_cases is from 1 to 1024 (api.yaml's range, checked by the wrapper before anything
         # is allocated): each case is a body graph captured in turn.
+        cdef TensorCore index = conditional.predicate_arg(scalar_index, "scalar_index")
         if self.capture.capturing:
             conditional.require_multi_body_nodes("begin_capture_to_switch_node()")
-        self.conditionals.open(self.capture, self.generators, self.device, scalar_index,
-                               cudaGraphCondTypeSwitch, "begin_capture_to_switch_node()",
-                               num_cases)
+        self.conditionals.open(self.capture, self.generators, self.device, index,
+                               "scalar_index", cudaGraphCondTypeSwitch,
+                               "begin_capture_to_switch_node()", num_cases)
         return None
 
     cdef object c_begin_capture_to_next_body(self):
@@ -609,7 +617,8 @@ cdef class GraphBase:
         return None
 
     cdef object c_set_conditional_handle_for_current_node(self, object scalar_pred):
-        self.conditionals.set_handle(self.device, scalar_pred)
+        self.conditionals.set_handle(self.device,
+                                     conditional.predicate_arg(scalar_pred, "scalar_pred"))
         return None
 
     # -- the public methods ---------------------------------------------------------------------
@@ -777,14 +786,18 @@ cdef class GraphBase:
         if not isinstance(inputs, (list, tuple)):
             raise TypeError(f"inputs must be a list or tuple of tensors, got "
                             f"{type(inputs).__name__}")
+        if len(static_inputs) != len(inputs) or self.executable == NULL:
+            # The items' own checks first, so that a bad item is the TypeError naming it on any
+            # machine, whatever else is wrong (the schema types both as sequences of tensors).
+            # Only on the way to an error: staging.stage() checks the pairs it copies.
+            for index in range(len(static_inputs)):
+                factories.tensor_arg(static_inputs[index], "static_inputs", index)
+            for index in range(len(inputs)):
+                factories.tensor_arg(inputs[index], "inputs", index)
         if len(static_inputs) != len(inputs):
             raise ValueError(f"static_inputs and inputs must pair up, got {len(static_inputs)} "
                              f"static buffers and {len(inputs)} inputs")
         if self.executable == NULL:
-            # The pairs' own checks first, so that a bad item reads the same on any machine.
-            for index in range(len(inputs)):
-                factories.tensor_arg(static_inputs[index], "static_inputs", index)
-                factories.tensor_arg(inputs[index], "inputs", index)
             _not_replayable(self)
         if self.pool_asleep[0]:
             _not_replayable(self)

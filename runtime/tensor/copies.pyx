@@ -669,6 +669,11 @@ cdef object stack(object tensors, object dim):
 
 cdef object setitem(TensorCore tensor, object key, object value):
     cdef unsigned long long capture_id
+    # value's type first, before this tensor's history or the selection are looked at (the
+    # schema types it); its value is checked by the copy or the fill it feeds.
+    if not (isinstance(value, TensorCore) or is_scalar(value)):
+        raise TypeError(f"value must be a tensor or a bool, int or float, got "
+                        f"{type(value).__name__}")
     if tracked(tensor, value) and tensor.dtype_object.floating:
         # Recorded (PyTorch's CopySlices, for a tensor that is not a view): a copy with the
         # selection assigned, which this tensor takes in, values and history.

@@ -170,11 +170,17 @@ cdef object _protocol_stream(int device):
     return handle if handle else 1
 
 
-cdef uintptr_t _stream_handle(object stream, str argument, bint no_sync_allowed) except? 0:
-    """A protocol stream value as a handle; 0 for -1 ("do not synchronize") where allowed."""
+cdef int _stream_type_check(object stream, str argument) except -1:
+    """A protocol stream value is an int (DLPack's __dlpack__ and the CUDA Array Interface)."""
     if isinstance(stream, bool) or not isinstance(stream, int):
         raise TypeError(f"{argument} must be an int stream handle or None, got "
                         f"{type(stream).__name__} ({errors.shown(stream)})")
+    return 0
+
+
+cdef uintptr_t _stream_handle(object stream, str argument, bint no_sync_allowed) except? 0:
+    """A protocol stream value as a handle; 0 for -1 ("do not synchronize") where allowed."""
+    _stream_type_check(stream, argument)
     if stream == 0:
         raise ValueError(f"{argument}=0 is ambiguous and disallowed by the protocol; pass 1 for "
                          "the legacy default stream, 2 for the per-thread default stream, or a "
@@ -330,6 +336,8 @@ cdef object _capsule(TensorCore tensor, tuple version, uint64_t flags):
 cdef object to_dlpack(TensorCore tensor, object stream, object max_version, object dl_device,
                       object copy):
     """Tensor.__dlpack__: export tensor as a DLPack capsule (Note [Interop protocols])."""
+    if stream is not None:
+        _stream_type_check(stream, "stream")  # its value is checked once the device is known
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be True, False or None, got {errors.shown(copy)}")
     version = _version_arg(max_version)

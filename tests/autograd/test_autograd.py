@@ -171,6 +171,18 @@ def test_autograd_grad_leaves_grad_alone_and_handles_non_leaf_inputs(device):
     assert grads[0].tolist() == [4.0, 4.0]
 
 
+def test_grad_outputs_items_are_checked_before_the_history():
+    """grad_outputs is typed (a tensor, or a list or tuple of tensors and Nones): an item of
+    another type is the TypeError naming it, even where the inputs' history would fail next."""
+    unused = tp.zeros(2)  # requires no grad: the RuntimeError that would come after
+    for wrong, named in (([tp.ones(2), 1.0], r"grad_outputs\[1\] must be a tensor or None, "
+                                            "got float"),
+                         (("g",), r"grad_outputs\[0\] must be a tensor or None, got str"),
+                         ({"g": 1}, "grad_outputs must be a tensor, a list or tuple of tensors")):
+        with pytest.raises(TypeError, match=named):
+            autograd.grad(unused, unused, grad_outputs=wrong)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_pytorchs_errors(device):
     x = tp.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)

@@ -78,7 +78,12 @@ def test_stage_and_launch_checks_its_sequences():
     with pytest.raises(TypeError, match="inputs must be a list or tuple"):
         g.stage_and_launch([], 3)
     with pytest.raises(ValueError, match="must pair up, got 1 static buffers and 0 inputs"):
+        g.stage_and_launch([tp.zeros(1)], [])
+    # An item that is no tensor is the TypeError naming it, before the pairs are counted.
+    with pytest.raises(TypeError, match=r"static_inputs\[0\] must be a tensor"):
         g.stage_and_launch([1], [])
+    with pytest.raises(TypeError, match=r"inputs\[1\] must be a tensor"):
+        g.stage_and_launch([], [tp.zeros(1), "x"])
     with pytest.raises(RuntimeError, match="needs a captured graph"):
         g.stage_and_launch([], [])
 
@@ -107,14 +112,15 @@ def test_pool_id_before_capture_is_the_pool_the_graph_will_share():
 
 def test_conditional_nodes_need_an_open_capture():
     g = cuda.CUDAGraph()
+    flag = tp.ones(1, dtype=tp.bool)
     with pytest.raises(RuntimeError, match=r"begin_capture_to_if_node\(\) needs an open capture"):
-        g.begin_capture_to_if_node(None)
+        g.begin_capture_to_if_node(flag)
     with pytest.raises(RuntimeError, match=r"begin_capture_to_while_node\(\) needs an open"):
-        accelerator.Graph().begin_capture_to_while_node(None)
+        accelerator.Graph().begin_capture_to_while_node(flag)
     with pytest.raises(RuntimeError, match="without an open conditional node"):
         g.end_capture_to_conditional_node()
     with pytest.raises(RuntimeError, match="without an open conditional node"):
-        g.set_conditional_handle_for_current_node(None)
+        g.set_conditional_handle_for_current_node(flag)
 
 
 @pytest.mark.parametrize("make", [cuda.CUDAGraph, accelerator.Graph])
@@ -141,3 +147,36 @@ def test_sleep_and_wake_need_a_captured_graph(make):
         make().sleep(keep="all")
     with pytest.raises(RuntimeError, match="wake\\(\\) needs a captured graph"):
         make().wake()
+
+
+CONDITIONAL_CALLS = [
+    pytest.param(lambda g, pred: g.begin_capture_to_if_node(pred), "scalar_pred", id="if"),
+    pytest.param(lambda g, pred: g.begin_capture_to_if_else_node(pred), "scalar_pred",
+                 id="if_else"),
+    pytest.param(lambda g, pred: g.begin_capture_to_while_node(pred), "scalar_pred", id="while"),
+    pytest.param(lambda g, pred: g.begin_capture_to_switch_node(pred, 2), "scalar_index",
+                 id="switch"),
+    pytest.param(lambda g, pred: g.set_conditional_handle_for_current_node(pred), "scalar_pred",
+                 id="set_handle"),
+]
+
+
+@pytest.mark.parametrize("make", [cuda.CUDAGraph, accelerator.Graph])
+@pytest.mark.parametrize("call, argument", CONDITIONAL_CALLS)
+@pytest.mark.parametrize("wrong", [None, True, 1, "flag", [True]])
+def test_a_predicate_that_is_no_tensor_is_a_type_error_before_the_capture_state(
+        make, call, argument, wrong):
+    """The schema types the predicates as Tensor: the type is checked first, so without an open
+    capture (or conditional node) the error is still the TypeError naming the argument."""
+    with pytest.raises(TypeError, match=f"^{argument} must be a tensor .*got "
+                                        f"{type(wrong).__name__}$"):
+        call(make(), wrong)
+
+
+@pytest.mark.parametrize("call, argument", CONDITIONAL_CALLS)
+def test_another_librarys_tensor_is_a_predicate(call, argument):
+    """A PyTorch tensor passes the type check (shared through DLPack), as tensorplay's does:
+    what stops these calls is the missing capture."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    with pytest.raises(RuntimeError, match="open"):
+        call(cuda.CUDAGraph(), torch.ones(1, dtype=torch.bool))

@@ -130,10 +130,10 @@ def test_if_else_and_switch_nodes_need_an_open_capture():
     g = cuda.CUDAGraph()
     with pytest.raises(RuntimeError, match=r"begin_capture_to_if_else_node\(\) needs an open "
                                            "capture"):
-        g.begin_capture_to_if_else_node(None)
+        g.begin_capture_to_if_else_node(tp.ones(1, dtype=tp.bool))
     with pytest.raises(RuntimeError, match=r"begin_capture_to_switch_node\(\) needs an open "
                                            "capture"):
-        g.begin_capture_to_switch_node(None, 3)
+        g.begin_capture_to_switch_node(tp.zeros(1, dtype=tp.int32), 3)
     with pytest.raises(RuntimeError, match=r"begin_capture_to_next_body\(\) needs an if/else or "
                                            "switch node"):
         g.begin_capture_to_next_body()

@@ -330,8 +330,10 @@ def make_samples(api, classes):
     samples["Any"] = samples["object"] = samples["Tensor"]
     # Parameters whose type does not say what a valid value is: where()'s condition is a bool
     # tensor, so that a fuzzed input or other is what gets judged; a registered attribute's
-    # name must not be one of Module's methods (cpu), or the name is what gets refused.
-    samples["by_name"] = {"condition": tensorplay.tensor([True, False]), "name": "registered"}
+    # name must not be one of Module's methods (cpu), or the name is what gets refused; a
+    # selection (Tensor.__setitem__'s key) is an int, so that the value is what gets judged.
+    samples["by_name"] = {"condition": tensorplay.tensor([True, False]), "name": "registered",
+                          "key": 0}
     for module in api.modules:
         for cls in module.classes:
             if cls.name in samples or cls.kind == "exception":

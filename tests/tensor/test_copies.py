@@ -240,3 +240,15 @@ def test_copies_and_shares_as_pytorch_does():
     shared = tp.as_tensor(theirs)
     theirs[1] = 8.0
     assert shared.tolist() == [9.0, 8.0, 2.0]
+
+
+def test_setitem_checks_the_values_type_before_the_selection():
+    """Tensor.__setitem__'s value is typed (a tensor, bool, int or float): another type is the
+    TypeError naming it, even with a selection that would fail next."""
+    t = tp.zeros(2)
+    for wrong in ("1", None, [1.0]):
+        with pytest.raises(TypeError, match="^value must be a tensor or a bool, int or float, "
+                                            f"got {type(wrong).__name__}$"):
+            t[99] = wrong
+    with pytest.raises(IndexError):
+        t[99] = 1.0
