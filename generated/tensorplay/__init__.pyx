@@ -86,6 +86,7 @@ __all__ = [
     "cuda",
     "nn",
     "optim",
+    "torch",
 ]
 
 
@@ -2232,3 +2233,4 @@ from tensorplay import autograd
 from tensorplay import cuda
 from tensorplay import nn
 from tensorplay import optim
+from tensorplay import torch

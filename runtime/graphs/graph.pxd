@@ -45,6 +45,9 @@ cdef class GraphBase:
     # launched on], graph.pyx).
     cdef vector[cudaStream_t] launch_streams
     cdef list replay_events            # external events the first replay records, or None
+    # Objects the Python layer ties to the graph's pool (contexts.hold_with_pool): PyTorch's
+    # MemPool of a bridged capture. Dropped when the graph lets go of its pool.
+    cdef list held
     # The two public classes' constructors, and Graph's with-block.
     cdef int init_cuda_graph(self) except -1
     cdef int init_graph(self, bint keep_graph, object pool, int capture_error_mode) except -1
