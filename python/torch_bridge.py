@@ -17,8 +17,12 @@ allocator, neither of which knows that a tensorplay capture is open. A bridged c
 - memory: PyTorch's allocations go to a torch.cuda.MemPool the graph owns, through
   torch.cuda.use_mem_pool(pool) entered right after the capture begins and left right after it
   ends. The pool is private, so a block PyTorch frees during the capture (and that every replay
-  still writes) is never handed to eager PyTorch code; it may serve a later bridged capture into
-  the same graph (a recapture) or a graph given the same mem_pool. The graph holds the pool for
+  still writes) is never handed to eager PyTorch code; it may serve a graph given the same
+  mem_pool, whose replays must then keep the order of the captures (PyTorch's rule for shared
+  pools). A recapture routes to a new MemPool, also held by the graph: if it fails, the graph
+  replays its previous executable, whose blocks must not have gone to the recapture's tensors.
+  (The pools of replaced captures are held until reset(): the cost of a recapture is the
+  temporaries PyTorch cached for it.) The graph holds the pool for
   as long as it holds its own (hold_with_pool: released by reset(), a failed capture or the
   graph's deletion); tensors allocated from it outlive it, as PyTorch's pools let them
   (torch.cuda.MemPool releases its memory once they are freed). A PyTorch probe on the H200
@@ -57,11 +61,13 @@ backward stages the incoming gradients and replays the backward graph, both thro
 stage_and_launch on PyTorch's current stream (wrapped as a tensorplay stream), so that the
 replays are ordered with the PyTorch work around them.
 """
+import sys
 import threading
 
 import tensorplay
 import tensorplay.accelerator
 from tensorplay import cuda
+from tensorplay._python.graphed_callables import _stage_and_launch
 from tensorplay._runtime.devices.stream import (add_current_stream_listener,
                                                 remove_current_stream_listener)
 from tensorplay._runtime.graphs.contexts import (graph_context, held_with_pool, hold_with_pool,
@@ -81,42 +87,53 @@ def _torch():
     return torch
 
 
-def _mem_pool_arg(torch, mem_pool):
-    if mem_pool is not None and not isinstance(mem_pool, torch.cuda.MemPool):
+def _mem_pool_arg(mem_pool):
+    """None or a torch.cuda.MemPool. Checked without importing PyTorch: where it is not
+    imported yet, no MemPool can exist."""
+    torch = sys.modules.get("torch")
+    if mem_pool is not None and (torch is None or not isinstance(mem_pool, torch.cuda.MemPool)):
         raise TypeError(f"mem_pool must be None or a torch.cuda.MemPool, got "
                         f"{type(mem_pool).__name__}")
     return mem_pool
 
 
-def graph(cuda_graph, pool, stream, mem_pool):
-    """See tensorplay.torch.graph (api.yaml)."""
-    torch = _torch()
-    mem_pool = _mem_pool_arg(torch, mem_pool)
+def _stream_arg(stream):
     if stream is not None and not isinstance(stream, cuda.Stream):
         raise TypeError(f"stream must be None or a tensorplay.cuda.Stream, got "
                         f"{type(stream).__name__}")
-    inner = graph_context(cuda_graph, pool, stream, _RELAXED)
-    return _BridgedCapture(torch, inner, mem_pool)
+    return stream
+
+
+# The arguments are checked before PyTorch is imported (docs/design.md, "Where arguments are
+# checked"): a mistake costs no import.
+
+
+def graph(cuda_graph, pool, stream, mem_pool):
+    """See tensorplay.torch.graph (api.yaml)."""
+    inner = graph_context(cuda_graph, pool, _stream_arg(stream), _RELAXED)
+    mem_pool = _mem_pool_arg(mem_pool)
+    return _BridgedCapture(_torch(), inner, mem_pool, False)
 
 
 def recapture(cuda_graph, stream, reinstantiate):
     """See tensorplay.torch.recapture (api.yaml)."""
-    torch = _torch()
-    if stream is not None and not isinstance(stream, cuda.Stream):
-        raise TypeError(f"stream must be None or a tensorplay.cuda.Stream, got "
-                        f"{type(stream).__name__}")
     if not isinstance(reinstantiate, bool):
         raise TypeError(f"reinstantiate must be a bool, got {type(reinstantiate).__name__}")
-    inner = recapture_context(cuda_graph, stream, _RELAXED, reinstantiate)
-    return _BridgedCapture(torch, inner, None)
+    inner = recapture_context(cuda_graph, _stream_arg(stream), _RELAXED, reinstantiate)
+    # A MemPool of its own (Note [Bridged captures], memory): a recapture that fails leaves the
+    # previous executable replaying, and that executable's blocks stay in their own pool.
+    return _BridgedCapture(_torch(), inner, None, True)
 
 
 def mem_pool(cuda_graph):
     """See tensorplay.torch.mem_pool (api.yaml)."""
-    torch = _torch()
-    for held in held_with_pool(cuda_graph):
-        if isinstance(held, torch.cuda.MemPool):
-            return held
+    held = held_with_pool(cuda_graph)
+    torch = sys.modules.get("torch")
+    if torch is None:  # nothing of PyTorch's can be held
+        return None
+    for value in reversed(held):  # the latest capture's
+        if isinstance(value, torch.cuda.MemPool):
+            return value
     return None
 
 
@@ -129,10 +146,11 @@ class _BridgedCapture:
     nothing PyTorch does until the end allocates elsewhere. Each step records what it did, so a
     failure part-way undoes exactly that."""
 
-    def __init__(self, torch, inner, mem_pool):
+    def __init__(self, torch, inner, mem_pool, fresh_pool):
         self._torch = torch
         self._inner = inner
-        self._mem_pool = mem_pool
+        self._mem_pool = mem_pool     # the caller's, or None
+        self._fresh_pool = fresh_pool  # a recapture: a new MemPool even if the graph holds one
         self._previous = None    # PyTorch's (device, stream) before the capture
         self._capturing = False  # inner entered and not yet left
         self._follower = None    # the registered stream listener
@@ -150,7 +168,9 @@ class _BridgedCapture:
             follower(device, tensorplay.accelerator.current_stream(device).cuda_stream)
             add_current_stream_listener(follower)
             self._follower = follower
-            pool = self._mem_pool if self._mem_pool is not None else mem_pool(cuda_graph)
+            pool = self._mem_pool
+            if pool is None and not self._fresh_pool:
+                pool = mem_pool(cuda_graph)
             if pool is None:
                 pool = torch.cuda.MemPool()
             if not any(held is pool for held in held_with_pool(cuda_graph)):
@@ -279,21 +299,15 @@ def _RefuseRandomOps():
 def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unused_input, pool,
                            mem_pool):
     """See tensorplay.torch.make_graphed_callables (api.yaml) and Note [Graphed callables for
-    PyTorch]. The checks come first, in PyTorch's order and words where PyTorch checks the same
-    thing (torch/cuda/graphs.py, make_graphed_callables)."""
-    torch = _torch()
-    from torch.utils import _pytree as pytree
-
-    if torch.is_autocast_enabled() and torch.is_autocast_cache_enabled():
-        raise RuntimeError("make_graphed_callables does not support the autocast caching. "
-                           "Please set `cache_enabled=False`.")
+    PyTorch]. The checks come first: those that need no PyTorch before it is imported, then
+    PyTorch's own, in its words (torch/cuda/graphs.py, make_graphed_callables)."""
     if not isinstance(num_warmup_iters, int) or isinstance(num_warmup_iters, bool) \
             or num_warmup_iters < 0:
         raise ValueError(f"num_warmup_iters must be an int >= 0, got {num_warmup_iters!r}")
     if not isinstance(allow_unused_input, bool):
         raise TypeError(f"allow_unused_input must be a bool, got "
                         f"{type(allow_unused_input).__name__}")
-    mem_pool = _mem_pool_arg(torch, mem_pool)
+    mem_pool = _mem_pool_arg(mem_pool)
     just_one = not isinstance(callables, tuple)
     if just_one:
         callables = (callables,)
@@ -301,20 +315,29 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unuse
     if not isinstance(sample_args, tuple) or len(sample_args) != len(callables):
         raise ValueError(f"sample_args must be a tuple with one tuple of arguments per callable "
                          f"({len(callables)}), got {type(sample_args).__name__}")
-    flat_args = []
     for function, args in zip(callables, sample_args):
         if not callable(function):
-            raise TypeError(f"each callable must be a function or a torch.nn.Module, got "
+            raise TypeError(f"callables: each must be a function or a torch.nn.Module, got "
                             f"{type(function).__name__}")
-        if isinstance(function, torch.nn.Module):
-            _check_torch_module(function)
         if not isinstance(args, tuple):
             raise TypeError(f"sample_args must hold one tuple of arguments per callable, got "
                             f"{type(args).__name__}")
+    if "torch" not in sys.modules and any(sample_args):
+        # No PyTorch tensor can exist yet: PyTorch's check fails without importing it.
+        raise AssertionError(_TENSORS_ONLY)
+    torch = _torch()
+    from torch.utils import _pytree as pytree
+
+    if torch.is_autocast_enabled() and torch.is_autocast_cache_enabled():
+        raise RuntimeError("make_graphed_callables does not support the autocast caching. "
+                           "Please set `cache_enabled=False`.")
+    flat_args = []
+    for function, args in zip(callables, sample_args):
+        if isinstance(function, torch.nn.Module):
+            _check_torch_module(function)
         leaves = tuple(pytree.arg_tree_leaves(*args))
         if not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
-            raise AssertionError("In the beta API, sample_args for each callable must contain "
-                                 "only Tensors. Other types are not allowed.")
+            raise AssertionError(_TENSORS_ONLY)
         if not all(leaf.is_cuda for leaf in leaves):
             raise ValueError("sample_args must hold CUDA tensors (the graphs read them where "
                              "they are)")
@@ -401,6 +424,10 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unuse
     return graphed[0] if just_one else tuple(graphed)
 
 
+_TENSORS_ONLY = ("In the beta API, sample_args for each callable must contain only Tensors. "
+                 "Other types are not allowed.")  # PyTorch's words
+
+
 def _check_torch_module(module):
     """PyTorch's checks of a Module, in its words (torch/cuda/graphs.py)."""
     if not (len(module._backward_hooks) == 0 and len(module._forward_hooks) == 0
@@ -442,7 +469,10 @@ def _torch_graphed(torch, pytree, static_args, parameters, forward, backward):
         pairs = [(static, new) for static, new in zip(statics, fresh)
                  if static is not None and new is not None and new is not static]
         with cuda.stream(streams.current()):
-            graph_.stage_and_launch([static for static, _ in pairs], [new for _, new in pairs])
+            # A fresh tensor overlapping its static one in another layout is cloned first
+            # (python/graphed_callables.py, Note [Graphed callables], staging).
+            _stage_and_launch(graph_, [static for static, _ in pairs],
+                              [new for _, new in pairs])
 
     class Graphed(torch.autograd.Function):
         @staticmethod

@@ -68,7 +68,9 @@ def recapture(cuda_graph: CUDAGraph, stream: Stream | None = None, reinstantiate
     Returns:
         ContextManager[CUDAGraph]: a context manager that captures its block again into
             cuda_graph and updates its executable, as tensorplay.cuda.graphs.recapture() does, with
-            PyTorch work bridged as graph() bridges it (the graph's MemPool again).
+            PyTorch work bridged as graph() bridges it, into a new MemPool that the graph also holds
+            until reset() (a failed recapture leaves the previous executable, and its blocks,
+            untouched).
     """
 
 

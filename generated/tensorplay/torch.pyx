@@ -66,7 +66,9 @@ def recapture(cuda_graph, stream=None, reinstantiate=False):
     Returns:
         ContextManager[CUDAGraph]: a context manager that captures its block again into
             cuda_graph and updates its executable, as tensorplay.cuda.graphs.recapture() does, with
-            PyTorch work bridged as graph() bridges it (the graph's MemPool again).
+            PyTorch work bridged as graph() bridges it, into a new MemPool that the graph also holds
+            until reset() (a failed recapture leaves the previous executable, and its blocks,
+            untouched).
     """
     return _torch_bridge.recapture(cuda_graph, _stream.stream_arg(stream, 'stream'), _errors.bool_arg(reinstantiate, 'reinstantiate'))
 
