@@ -466,13 +466,24 @@ def _torch_graphed(torch, pytree, static_args, parameters, forward, backward):
     streams = _TorchStreams(torch)
 
     def stage(graph_, statics, fresh):
-        pairs = [(static, new) for static, new in zip(statics, fresh)
-                 if static is not None and new is not None and new is not static]
+        """Copy each fresh tensor into its static one and replay graph_, on PyTorch's current
+        stream. Tensors go to stage_and_launch detached: PyTorch refuses
+        __cuda_array_interface__ on a tensor that requires grad. A fresh tensor that is not
+        contiguous (an expanded gradient of a sum has stride 0) is copied by PyTorch's own
+        copy_(), on the same stream, before the launch."""
+        staged_statics, staged_fresh = [], []
+        for static, new in zip(statics, fresh):
+            if static is None or new is None or new is static:
+                continue
+            if new.is_contiguous() and new.dtype == static.dtype:
+                staged_statics.append(static.detach())
+                staged_fresh.append(new.detach())
+            else:
+                static.detach().copy_(new)
         with cuda.stream(streams.current()):
             # A fresh tensor overlapping its static one in another layout is cloned first
             # (python/graphed_callables.py, Note [Graphed callables], staging).
-            _stage_and_launch(graph_, [static for static, _ in pairs],
-                              [new for _, new in pairs])
+            _stage_and_launch(graph_, staged_statics, staged_fresh)
 
     class Graphed(torch.autograd.Function):
         @staticmethod

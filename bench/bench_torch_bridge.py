@@ -1,8 +1,9 @@
-"""K decode steps of a PyTorch model in one replay: a tensorplay while node against K replays of
-a PyTorch CUDA graph of one step (issue 38, item 4).
+"""The PyTorch bridge on the GPU: K decode steps of a PyTorch model in one replay (a tensorplay
+while node) against K replays of a PyTorch CUDA graph of one step (issue 38, item 4), and the
+bridge's host costs against PyTorch's own graphs (item 5).
 
 Run on the GPU machine after installing the package (PyTorch installed):
-    python bench/bench_torch_decode.py [--quick] [--json PATH]
+    python bench/bench_torch_bridge.py [--quick] [--json PATH]
 
 The model is a tiny PyTorch MLP language model: Embedding(VOCAB, WIDTH), Linear(WIDTH, HIDDEN),
 ReLU, Linear(HIDDEN, VOCAB), float32, BATCH sequences decoded in parallel. One decode step reads
@@ -22,6 +23,15 @@ or when every sequence has produced END_TOKEN.
 Both are timed from the host's first call to the device done (CUDA events), median of ROUNDS,
 per decode step (one token for each of the BATCH sequences).
 
+The same run also measures the bridge's host costs against PyTorch's own graphs, on the MLP
+Linear(WIDTH, HIDDEN), ReLU, Linear(HIDDEN, WIDTH) at batch BATCH:
+- replay: host microseconds per replay() of its forward pass captured through
+  tensorplay.torch.graph, against torch.cuda.CUDAGraph.replay() of the same capture, HOST_CALLS
+  calls back to back, best of ROUNDS;
+- graphed iteration: host microseconds per call of the module graphed by
+  tensorplay.torch.make_graphed_callables plus backward() of (y * y).mean(), against
+  torch.cuda.make_graphed_callables, likewise.
+
 Check: the tokens of one tensorplay replay equal those of the eager loop (the same PyTorch ops
 and the same tensorplay draws, one Python iteration per step, with the host reading the stop
 condition) after the same tensorplay.manual_seed(SEED). The script exits non-zero otherwise.
@@ -30,6 +40,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 
 import torch
 
@@ -44,6 +55,7 @@ SEED = 1234
 KS = (1, 8, 64)
 ROUNDS, QUICK_ROUNDS = 20, 5
 WARMUP = 3
+HOST_CALLS = 200
 
 
 class TinyLM(torch.nn.Module):
@@ -199,6 +211,61 @@ def measure(k, rounds):
     }
 
 
+def host_us(call, rounds):
+    """Best, over rounds, of host microseconds per call of HOST_CALLS calls back to back."""
+    best = float("inf")
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(HOST_CALLS):
+            call()
+        best = min(best, (time.perf_counter() - start) * 1e6 / HOST_CALLS)
+    torch.cuda.synchronize()
+    return best
+
+
+def mlp():
+    return torch.nn.Sequential(torch.nn.Linear(WIDTH, HIDDEN), torch.nn.ReLU(),
+                               torch.nn.Linear(HIDDEN, WIDTH)).cuda()
+
+
+def measure_host_costs(rounds):
+    torch.manual_seed(0)
+    model = mlp()
+    x = torch.randn(BATCH, WIDTH, device="cuda")
+    with torch.no_grad():
+        model(x)
+        torch.cuda.synchronize()
+        ours = cuda.CUDAGraph()
+        with tensorplay.torch.graph(ours):
+            model(x)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            model(x)
+        torch.cuda.current_stream().wait_stream(side)
+        theirs = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(theirs):
+            model(x)
+    replay = (host_us(ours.replay, rounds), host_us(theirs.replay, rounds))
+
+    sample = torch.randn(BATCH, WIDTH, device="cuda")
+    graphed_ours = tensorplay.torch.make_graphed_callables(mlp(), (sample,))
+    graphed_theirs = torch.cuda.make_graphed_callables(mlp(), (sample,))
+    fresh = torch.randn(BATCH, WIDTH, device="cuda")
+
+    def iteration(module):
+        def call():
+            y = module(fresh)
+            (y * y).mean().backward()
+        return call
+
+    graphed = (host_us(iteration(graphed_ours), rounds),
+               host_us(iteration(graphed_theirs), rounds))
+    return {"replay_host_us": {"tensorplay": replay[0], "pytorch": replay[1]},
+            "graphed_iteration_host_us": {"tensorplay": graphed[0], "pytorch": graphed[1]}}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_ROUNDS} rounds")
@@ -206,15 +273,19 @@ def main():
     options = parser.parse_args()
     rounds = QUICK_ROUNDS if options.quick else ROUNDS
     results = [measure(k, rounds) for k in KS]
+    costs = measure_host_costs(rounds)
     for row in results:
         ratio = row["tensorplay_us_per_step"] / row["pytorch_us_per_step"]
         print(f"K={row['k']:>3}: tensorplay {row['tensorplay_us_per_step']:8.2f} us/step "
               f"({row['steps_decoded']} steps), PyTorch graph x K "
               f"{row['pytorch_us_per_step']:8.2f} us/step, ratio {ratio:.2f}x, tokens equal "
               f"eager: {row['tokens_equal_eager']}")
+    for name, pair in costs.items():
+        print(f"{name}: tensorplay {pair['tensorplay']:.2f} us, PyTorch {pair['pytorch']:.2f} us, "
+              f"ratio {pair['tensorplay'] / pair['pytorch']:.2f}x")
     if options.json:
         with open(options.json, "w", encoding="utf-8") as handle:
-            json.dump(results, handle, indent=2)
+            json.dump({"decode": results, "host_costs": costs}, handle, indent=2)
     if not all(row["tokens_equal_eager"] for row in results):
         sys.exit("tensorplay's tokens differ from the eager loop's")
 
