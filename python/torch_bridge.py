@@ -36,11 +36,11 @@ allocator, neither of which knows that a tensorplay capture is open. A bridged c
   under a capture only for its own torch.cuda.graph (CUDAGeneratorImpl registers with PyTorch's
   CUDAGraph; under a foreign capture it raises "Attempt to increase offset for a CUDA generator
   not in capture mode"), so a replay of ours would repeat the captured numbers. Every operator
-  PyTorch tags nondeterministic_seeded (aten/src/ATen/native/tags.yaml: "the operator
-  references the random number generator") that would run on a CUDA tensor is refused before it
-  runs, by a TorchDispatchMode, with an error that points to tensorplay's graph-safe generators
-  (draw into a tensorplay tensor inside the capture and hand it to PyTorch through DLPack). The
-  refusal launches nothing, so the capture goes on.
+  PyTorch tags nondeterministic_seeded (aten/src/ATen/native/tags.yaml: random, "controlled by
+  a Generator") that would run on a CUDA tensor is refused before it runs, by a
+  TorchDispatchMode, with an error that points to tensorplay's graph-safe generators (draw into
+  a tensorplay tensor inside the capture and hand it to PyTorch through DLPack). The refusal
+  launches nothing, so the capture goes on.
 - capture mode: always 'relaxed'. PyTorch's allocator calls cudaMalloc when its pool has no
   fitting block, which 'global' and 'thread_local' captures forbid (CUDA Runtime API, "Stream
   capture": potentially unsafe APIs), and in 'global' mode a pending record_stream() event
