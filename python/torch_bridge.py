@@ -68,6 +68,7 @@ import tensorplay
 import tensorplay.accelerator
 from tensorplay import cuda
 from tensorplay._python.graphed_callables import _stage_and_launch
+from tensorplay._runtime.base.errors import raise_no_accelerator
 from tensorplay._runtime.devices.stream import (add_current_stream_listener,
                                                 remove_current_stream_listener)
 from tensorplay._runtime.graphs.contexts import (graph_context, held_with_pool, hold_with_pool,
@@ -343,7 +344,6 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unuse
                              "they are)")
         flat_args.append(leaves)
     if not tensorplay.accelerator.is_available():
-        from tensorplay._runtime.base.errors import raise_no_accelerator
         raise_no_accelerator("tensorplay.torch.make_graphed_callables()")
 
     parameters = [tuple(function.parameters()) if isinstance(function, torch.nn.Module) else ()
