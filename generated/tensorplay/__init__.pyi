@@ -14,6 +14,7 @@ from tensorplay import autograd as autograd
 from tensorplay import cuda as cuda
 from tensorplay import nn as nn
 from tensorplay import optim as optim
+from tensorplay import torch as torch
 
 _DeviceLike: TypeAlias = device | str | builtins.int | None
 _TensorDeviceLike: TypeAlias = device | str | builtins.int | None
@@ -79,6 +80,7 @@ __all__ = [
     "cuda",
     "nn",
     "optim",
+    "torch",
 ]
 
 

@@ -86,6 +86,7 @@ __all__ = [
     "cuda",
     "nn",
     "optim",
+    "torch",
 ]
 
 
@@ -2234,3 +2235,4 @@ from tensorplay import autograd
 from tensorplay import cuda
 from tensorplay import nn
 from tensorplay import optim
+from tensorplay import torch

@@ -61,6 +61,10 @@ cdef void put_current_stream(int device, cudaStream_t handle) noexcept nogil
 # The thread-local slot holding this thread's current stream of device: a capture ended from
 # another thread (relaxed mode) restores the capturing thread's stream through it.
 cdef void** current_stream_slot(int device) noexcept nogil
+# Note [Current stream listeners]: called after this thread's current stream of device changed.
+cdef int current_stream_changed(int device) except -1
+cpdef object add_current_stream_listener(object listener)
+cpdef object remove_current_stream_listener(object listener)
 cdef StreamCore stream_arg(object value, str argument)              # None allowed
 cdef StreamCore required_stream_arg(object value, str argument)
 cdef int create_ordering_event(int device, cudaEvent_t* event) except -1 nogil

@@ -37,6 +37,19 @@ events measures the graph's work between them); waited on under capture with
 cudaEventWaitExternal, the graph waits at that point for the event's latest record, made
 outside the graph. CUDA allows no event nodes inside conditional bodies, so external events
 refuse to record or wait there. Outside a capture an external event is an ordinary one.
+
+Note [Current stream listeners]
+Another library that queues work on a stream of its own choosing (PyTorch's current stream, when
+tensorplay.torch bridges a capture) must follow this thread's current stream while a capture
+runs: the capture stream, each conditional body's stream, a stream made current to fork work
+into the capture. So every change of the current stream made here or by the graph runtime
+(set_stream(), a stream context's enter and exit, a capture's begin and end, a conditional
+body's begin and end) calls current_stream_changed(), which calls each listener registered with
+add_current_stream_listener() as listener(device, handle) on the thread whose stream changed,
+after the change is complete. The runtime imports nothing for this: the list is empty unless a
+caller (the Python layer) adds to it, and then each change costs one truthiness test of the list
+plus the calls. A listener that raises propagates to the call that changed the stream, whose own
+state is already consistent.
 """
 import threading
 
@@ -191,6 +204,36 @@ cdef void give_back_ordering_event(int device, cudaEvent_t event) noexcept:
     _idle_events[device].push_back(event)
 
 
+# Note [Current stream listeners]
+cdef list _stream_listeners = []
+
+
+cdef int current_stream_changed(int device) except -1:
+    if not _stream_listeners:
+        return 0
+    cdef uintptr_t handle = <uintptr_t>current_stream_handle(device)
+    for listener in tuple(_stream_listeners):  # one may remove itself
+        listener(device, handle)
+    return 0
+
+
+cpdef object add_current_stream_listener(object listener):
+    if not callable(listener):
+        raise TypeError(f"listener must be callable as listener(device, handle), got "
+                        f"{type(listener).__name__}")
+    _stream_listeners.append(listener)
+    return None
+
+
+cpdef object remove_current_stream_listener(object listener):
+    """Remove one registration of listener; ValueError if it is not registered."""
+    for position, registered in enumerate(_stream_listeners):
+        if registered is listener:
+            del _stream_listeners[position]
+            return None
+    raise ValueError("listener: not registered with add_current_stream_listener()")
+
+
 cdef object current_stream(int device):
     _device.checked_device(device)
     cdef cudaStream_t handle = current_stream_handle(device)
@@ -205,6 +248,7 @@ cdef object set_stream(StreamCore stream):
     _device.set_current_device(stream.device_index)
     _current_owners()[stream.device_index] = stream  # Note [Current streams stay alive]
     tensorplay_put_stream(stream.device_index, <void*>stream.handle)
+    current_stream_changed(stream.device_index)
     return None
 
 
@@ -643,6 +687,7 @@ cdef class StreamContextCore:
         owners[device] = target  # Note [Current streams stay alive]
         tensorplay_put_stream(device, <void*>target.handle)
         self.entered = True
+        current_stream_changed(device)
         return self.target
 
     cdef object exit(self, object exc_type, object exc_value, object traceback):
@@ -659,4 +704,5 @@ cdef class StreamContextCore:
             _device.set_current_device(self.previous_device)
         self.previous_owner = None
         self.entered = False
+        current_stream_changed(device)
         return None

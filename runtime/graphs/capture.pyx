@@ -99,6 +99,7 @@ cdef class CaptureState:
             raise
         self.capture_id = capture_id
         captures.capture_began(self.capture_id, self.capture_id)
+        _stream.current_stream_changed(device)  # stream.pyx, Note [Current stream listeners]
         return 0
 
     cdef int route(self, int device) except -1:
@@ -166,6 +167,7 @@ cdef class CaptureState:
         _stream.put_current_stream(device, self.previous_stream)
         if self.previous_device != device:
             _device.set_current_device(self.previous_device)
+        _stream.current_stream_changed(device)  # stream.pyx, Note [Current stream listeners]
         return 0
 
     cdef int check_thread(self, str what) except -1:

@@ -90,6 +90,8 @@ cdef class ConditionalStack:
             self.predicates.append(predicate)
             if PyThread_get_thread_ident() == capture.thread:
                 _stream.put_current_stream(device, body.stream)
+                _stream.current_stream_changed(device)  # stream.pyx, Note [Current stream
+                                                        # listeners]
         except BaseException:
             self.close(capture, generators, device, False)  # the capture goes on without it
             raise
@@ -142,6 +144,8 @@ cdef class ConditionalStack:
                     _device.exit_device(&saved)
                 if PyThread_get_thread_ident() == capture.thread:
                     _stream.put_current_stream(device, body.parent)
+        if PyThread_get_thread_ident() == capture.thread:
+            _stream.current_stream_changed(device)  # stream.pyx, Note [Current stream listeners]
         if keep and status != cudaSuccess:
             errors.raise_cuda_error(<int>status, "cudaStreamEndCapture (conditional body)")
         if workless:

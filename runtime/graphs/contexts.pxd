@@ -6,6 +6,9 @@ from tensorplay._runtime.devices.stream cimport StreamCore
 
 cpdef object graph_context(object cuda_graph, object pool, StreamCore stream,
                            int capture_error_mode)
-cdef object recapture_context(object cuda_graph, StreamCore stream, int capture_error_mode,
-                              bint reinstantiate)
+cpdef object recapture_context(object cuda_graph, StreamCore stream, int capture_error_mode,
+                               bint reinstantiate)
+# Tie value's lifetime to cuda_graph's pool (graph.pxd, GraphBase.held): the bridge's MemPool.
+cpdef object hold_with_pool(object cuda_graph, object value)
+cpdef tuple held_with_pool(object cuda_graph)
 cdef object graph_pool_handle()

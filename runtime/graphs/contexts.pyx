@@ -1,7 +1,8 @@
 # cython: language_level=3, auto_pickle=False
 """tensorplay.cuda.graphs' capture blocks over a CUDAGraph: graph(), which captures its block,
 and recapture(), which captures it again and updates the executable (graph.pyx, Note
-[Recapture]); and graph_pool_handle(), the pool id several graphs share (pools.pyx).
+[Recapture]); graph_pool_handle(), the pool id several graphs share (pools.pyx); and
+hold_with_pool(), which ties another object's lifetime to a graph's pool.
 """
 from tensorplay._runtime.graphs cimport capture, graph
 from tensorplay._runtime.memory cimport pools
@@ -57,8 +58,8 @@ cdef class RecaptureContext:
         return None
 
 
-cdef object recapture_context(object cuda_graph, StreamCore stream, int capture_error_mode,
-                              bint reinstantiate):
+cpdef object recapture_context(object cuda_graph, StreamCore stream, int capture_error_mode,
+                               bint reinstantiate):
     _cuda_graph_arg(cuda_graph)
     cdef RecaptureContext context = RecaptureContext.__new__(RecaptureContext)
     context.cuda_graph = cuda_graph
@@ -66,6 +67,26 @@ cdef object recapture_context(object cuda_graph, StreamCore stream, int capture_
     context.capture_mode = capture_error_mode
     context.reinstantiate = reinstantiate
     return context
+
+
+cpdef object hold_with_pool(object cuda_graph, object value):
+    """Keep value alive while cuda_graph holds its pool: until its reset(), a capture that
+    fails, or its deletion (graph.pyx, release_pool_reference). The bridge (python/
+    torch_bridge.py) ties PyTorch's MemPool to the graph this way, so that the runtime imports
+    nothing of PyTorch's."""
+    if not isinstance(cuda_graph, GraphBase):
+        raise TypeError(f"cuda_graph must be a tensorplay graph, got {type(cuda_graph).__name__}")
+    if not (<GraphBase>cuda_graph).capture.holds_pool:
+        raise ValueError("cuda_graph holds no pool (it is not capturing and has not captured, "
+                         "or was reset); hold values with it during or after a capture")
+    (<GraphBase>cuda_graph).held.append(value)
+    return None
+
+
+cpdef tuple held_with_pool(object cuda_graph):
+    if not isinstance(cuda_graph, GraphBase):
+        raise TypeError(f"cuda_graph must be a tensorplay graph, got {type(cuda_graph).__name__}")
+    return tuple((<GraphBase>cuda_graph).held)
 
 
 cdef object graph_pool_handle():

@@ -48,6 +48,9 @@ cdef class GraphBase:
     # Its pool's asleep flag (pools.asleep_flag, a static False while it holds none): replay
     # reads it, one load, and refuses a sleeping pool (docs/design.md, "Sleeping graphs").
     cdef bint* pool_asleep
+    # Objects the Python layer ties to the graph's pool (contexts.hold_with_pool): PyTorch's
+    # MemPool of a bridged capture. Dropped when the graph lets go of its pool.
+    cdef list held
     # The two public classes' constructors, and Graph's with-block.
     cdef int init_cuda_graph(self) except -1
     cdef int init_graph(self, bint keep_graph, object pool, int capture_error_mode) except -1

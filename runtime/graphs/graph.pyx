@@ -148,6 +148,7 @@ cdef class GraphBase:
         self.capture = CaptureState()
         self.conditionals = ConditionalStack()
         self.generators = rng.graph_generators()
+        self.held = []
 
     def __dealloc__(self):
         # A forked child must not touch the parent's CUDA objects. Errors cannot propagate
@@ -394,6 +395,8 @@ cdef class GraphBase:
             self.pool_asleep = pools.never_asleep()
             pools.release_pool(self.device, self.capture.pool_id)
         self.launch_streams.clear()
+        # Last: dropping a PyTorch MemPool empties its cache, after the graph let go of its own.
+        self.held = []
         return 0
 
     cdef int release_host_memory(self, unsigned long long holder) except -1:
