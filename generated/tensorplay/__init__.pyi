@@ -1232,8 +1232,9 @@ class Tensor:
         """Elementwise power.
 
         Args:
-            exponent: a tensor of the same dtype and device whose shape broadcasts with this one's,
-                or a Python scalar (an integer tensor refuses a negative integer).
+            exponent: a tensor on the same device (of any dtype: they promote) whose shape
+                broadcasts with this one's, or a Python scalar (an integer tensor refuses a negative
+                integer).
 
         Returns:
             Tensor: self ** exponent; float32 for an integer tensor with a float exponent.
@@ -1243,8 +1244,9 @@ class Tensor:
         """Elementwise sum with other scaled by alpha.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1255,8 +1257,9 @@ class Tensor:
         """Elementwise difference with other scaled by alpha.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1267,8 +1270,9 @@ class Tensor:
         """Elementwise product.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
 
         Returns:
             Tensor: the result; float32 for an integer tensor with a float scalar.
@@ -1278,8 +1282,9 @@ class Tensor:
         """Elementwise division, rounded as rounding_mode says.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
@@ -1292,8 +1297,9 @@ class Tensor:
         """In-place add(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1304,8 +1310,9 @@ class Tensor:
         """In-place sub(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1316,8 +1323,9 @@ class Tensor:
         """In-place mul(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
 
         Returns:
             Tensor: self.
@@ -1327,8 +1335,9 @@ class Tensor:
         """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).

@@ -1351,8 +1351,9 @@ cdef class Tensor(_core.TensorCore):
         """Elementwise power.
 
         Args:
-            exponent: a tensor of the same dtype and device whose shape broadcasts with this one's,
-                or a Python scalar (an integer tensor refuses a negative integer).
+            exponent: a tensor on the same device (of any dtype: they promote) whose shape
+                broadcasts with this one's, or a Python scalar (an integer tensor refuses a negative
+                integer).
 
         Returns:
             Tensor: self ** exponent; float32 for an integer tensor with a float exponent.
@@ -1363,8 +1364,9 @@ cdef class Tensor(_core.TensorCore):
         """Elementwise sum with other scaled by alpha.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1376,8 +1378,9 @@ cdef class Tensor(_core.TensorCore):
         """Elementwise difference with other scaled by alpha.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1389,8 +1392,9 @@ cdef class Tensor(_core.TensorCore):
         """Elementwise product.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
 
         Returns:
             Tensor: the result; float32 for an integer tensor with a float scalar.
@@ -1401,8 +1405,9 @@ cdef class Tensor(_core.TensorCore):
         """Elementwise division, rounded as rounding_mode says.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
@@ -1416,8 +1421,9 @@ cdef class Tensor(_core.TensorCore):
         """In-place add(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1429,8 +1435,9 @@ cdef class Tensor(_core.TensorCore):
         """In-place sub(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1442,8 +1449,9 @@ cdef class Tensor(_core.TensorCore):
         """In-place mul(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
 
         Returns:
             Tensor: self.
@@ -1454,8 +1462,9 @@ cdef class Tensor(_core.TensorCore):
         """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).

@@ -46,7 +46,8 @@ cdef object cpu_binary(int op, object a, object b):
             if op == ops.OP_DIV_TRUNC:
                 return np().trunc(np().true_divide(a, b))
             return np().floor_divide(a, b)
-    return getattr(np(), ops.cpu_name(op))(a, b)
+    with np().errstate(divide="ignore", invalid="ignore"):  # inf and nan, as PyTorch: silent
+        return getattr(np(), ops.cpu_name(op))(a, b)
 
 
 cdef object opmath(TensorCore tensor):
