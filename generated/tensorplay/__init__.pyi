@@ -36,6 +36,10 @@ __all__ = [
     "matmul",
     "exp",
     "relu",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
     "empty_like",
     "zeros_like",
     "allclose",
@@ -402,6 +406,63 @@ def relu(input: Tensor) -> Tensor:
 
     Returns:
         Tensor: the result, of input's dtype.
+    """
+
+
+def max(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Largest element, or the largest of each slice along dim and its index.
+
+    With dim, the values carry gradients (to the element each slice selected, as PyTorch's);
+    the indices are int64.
+
+    Args:
+        input: a tensor.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor | tuple[Tensor, Tensor]: see Tensor.max: a 0-d tensor, or with dim the named
+            tuple (values, indices).
+    """
+
+
+def min(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Smallest element, or the smallest of each slice along dim and its index.
+
+    Args:
+        input: a tensor.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor | tuple[Tensor, Tensor]: see Tensor.min: a 0-d tensor, or with dim the named
+            tuple (values, indices).
+    """
+
+
+def argmax(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+    """Indices of the largest elements, of the flattened tensor without dim.
+
+    Args:
+        input: a tensor, not bool.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: see Tensor.argmax.
+    """
+
+
+def argmin(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+    """Indices of the smallest elements, of the flattened tensor without dim.
+
+    Args:
+        input: a tensor, not bool.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: see Tensor.argmin.
     """
 
 
@@ -1202,18 +1263,52 @@ class Tensor:
             Tensor: the means.
         """
 
-    def max(self) -> Tensor:
-        """Largest element (NaN if any element is NaN).
+    def max(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Largest element, or the largest of each slice along dim and where it is (NaN if any element is NaN).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
 
         Returns:
-            Tensor: a 0-d tensor.
+            Tensor | tuple[Tensor, Tensor]: without dim, a 0-d tensor; with dim, the named tuple
+                (values, indices) of torch.return_types.max, indices int64 (the first largest of each
+                slice, NaN before any number); keepdim needs a dim.
         """
 
-    def min(self) -> Tensor:
-        """Smallest element (NaN if any element is NaN).
+    def min(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Smallest element, or the smallest of each slice along dim and where it is (NaN if any element is NaN).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
 
         Returns:
-            Tensor: a 0-d tensor.
+            Tensor | tuple[Tensor, Tensor]: as max(): a 0-d tensor, or the named tuple (values,
+                indices).
+        """
+
+    def argmax(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Where the largest elements are (not for bool tensors, as in PyTorch).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: int64 indices of the first largest element of each slice (NaN before any
+                number); with dim None, the index into the flattened tensor.
+        """
+
+    def argmin(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Where the smallest elements are (not for bool tensors, as in PyTorch).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: int64 indices of the first smallest element of each slice, as argmax().
         """
 
     def matmul(self, other: Tensor) -> Tensor:
@@ -1379,21 +1474,24 @@ class Tensor:
         """
 
     def __getitem__(self, key: Any) -> Tensor:
-        """A strided view selected by ints and slices.
+        """A strided view selected by ints and slices, or the elements a boolean mask selects.
 
         Args:
-            key: ints and slices with positive steps, one per leading dimension.
+            key: ints and slices with positive steps, one per leading dimension; or a bool tensor of
+                this tensor's leading shape (a mask), on its device or the CPU.
 
         Returns:
-            Tensor: a strided view.
+            Tensor: a strided view; for a mask, a new tensor of the selected elements, shape
+                (count,) + the remaining dimensions (refused during a CUDA graph capture: its size
+                depends on the mask's values).
         """
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        """Assign to the selected view.
+        """Assign to the selected view, or to the elements a boolean mask selects.
 
         Args:
-            key: ints and slices.
-            value: a tensor or a Python scalar.
+            key: ints and slices, or a boolean mask as __getitem__ takes.
+            value: a tensor or a Python scalar (for a mask, broadcasting to the selection's shape).
         """
 
     def __len__(self) -> builtins.int:

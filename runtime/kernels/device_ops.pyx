@@ -612,3 +612,25 @@ cdef int promoted_binary_scalar(int device, int op, DtypeCore left, uintptr_t a,
     arguments[4] = &count
     arguments[5] = &reverse_flag
     return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int select_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
+                    tuple kept_strides, int64_t length, int64_t stride, uintptr_t values,
+                    uintptr_t indices, int op, cudaStream_t stream) except -1:
+    cdef int64_t count = count_of(kept_sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "reduce", "select_dim",
+                                      f"typedef {dtype.kernel_type} scalar_t;\n"
+                                      f"typedef {dtype.kernel_type} result_t;\n")
+    cdef Layout kept = layout_of(kept_sizes, kept_strides)
+    cdef void* arguments[8]
+    arguments[0] = &a
+    arguments[1] = &kept
+    arguments[2] = &length
+    arguments[3] = &stride
+    arguments[4] = &values
+    arguments[5] = &indices
+    arguments[6] = &count
+    arguments[7] = &op
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)

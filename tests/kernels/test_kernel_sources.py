@@ -55,6 +55,7 @@ def test_promoted_kernels_compile_for_mixed_dtypes(common):
 def test_reductions_compile_for_every_dtype(element, result):
     cubin = compile_for_sm90("reduce", f"typedef {element} scalar_t;\ntypedef {result} result_t;\n")
     assert b"reduce_partial" in cubin and b"reduce_final" in cubin and b"reduce_dims" in cubin
+    assert b"select_dim" in cubin
 
 
 @pytest.mark.parametrize("source", ELEMENT_TYPES)
