@@ -6,9 +6,16 @@ repeated operations on the current stream; the host cost of an eager op is timei
 SMALL float32 elements (a + b, and x += 1 in place), in repeats of LAUNCH_CALLS ops with the
 device synchronised between repeats, best repeat, beside raw C's cuLaunchKernel of one kernel
 on the same schedule (raw/raw_graph_launch.cu: the floor no library goes below). Each figure is
-the median over interleaved trials. Ratios are tensorplay / other: below 1.0 is faster. Targets: copy_ within 10% of
-PyTorch's time, add within 15%; the host cost of a small op at most 0.5x PyTorch's.
+the median over interleaved trials. Ratios are tensorplay / other: below 1.0 is faster. Targets:
+copy_ within 10% of PyTorch's time, add within 15%; the host cost of a small op at most 0.5x
+PyTorch's. The promotion area times the first float32 + float64 of a fresh process (its kernel
+compiled by NVRTC on first use, or read from the disk cache), in a subprocess per trial.
 """
+import os
+import subprocess
+import sys
+import tempfile
+
 from harness.baselines import (CUPY, OURS, RAW_C, TORCH, compare, cupy_ms, import_peer,
                                interleaved, main, ours_ms, per_call_ns, raw_c_side, torch_ms,
                                trials)
@@ -93,7 +100,42 @@ def small_ops(a, b, x, synchronize):
                                            repeat=LAUNCH_REPEATS, synchronize=synchronize)}
 
 
-AREAS = {"copies": copies, "elementwise": elementwise}
+# A fresh process: CUDA and the same-dtype add warmed up first, so that the time is the mixed
+# kernel's compile (or disk read), load and launch alone.
+FIRST_MIXED_ADD = """
+import time, tensorplay as tp
+a, b = tp.ones(1024, device="cuda"), tp.ones(1024, device="cuda", dtype=tp.float64)
+a + a
+tp.accelerator.synchronize()
+start = time.perf_counter()
+a + b
+tp.accelerator.synchronize()
+print((time.perf_counter() - start) * 1e3)
+"""
+
+
+def first_mixed_add_ms(cache):
+    environment = dict(os.environ, TENSORPLAY_CACHE_DIR=cache)
+    done = subprocess.run([sys.executable, "-c", FIRST_MIXED_ADD], env=environment, check=True,
+                          capture_output=True, text=True)
+    return float(done.stdout.split()[-1])
+
+
+def promotion(quick, notes):
+    def trial():
+        with tempfile.TemporaryDirectory() as cache:
+            return {"cold": first_mixed_add_ms(cache), "disk": first_mixed_add_ms(cache)}
+
+    figures = interleaved({OURS: trial}, trials(quick), notes)
+    notes.append("promotion: the first mixed-dtype op of a process compiles one small kernel "
+                 "instance per (op, dtypes) with NVRTC, then reads it from the disk cache")
+    return (compare("promotion", "first float32 + float64, empty kernel cache", "ms", figures,
+                    key="cold")
+            + compare("promotion", "first float32 + float64, kernel on disk", "ms", figures,
+                      key="disk"))
+
+
+AREAS = {"copies": copies, "elementwise": elementwise, "promotion": promotion}
 
 if __name__ == "__main__":
     main(AREAS, __doc__)

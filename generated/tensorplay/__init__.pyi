@@ -37,6 +37,10 @@ __all__ = [
     "matmul",
     "exp",
     "relu",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
     "empty_like",
     "zeros_like",
     "allclose",
@@ -404,6 +408,63 @@ def relu(input: Tensor) -> Tensor:
 
     Returns:
         Tensor: the result, of input's dtype.
+    """
+
+
+def max(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Largest element, or the largest of each slice along dim and its index.
+
+    With dim, the values carry gradients (to the element each slice selected, as PyTorch's);
+    the indices are int64.
+
+    Args:
+        input: a tensor.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor | tuple[Tensor, Tensor]: see Tensor.max: a 0-d tensor, or with dim the named
+            tuple (values, indices).
+    """
+
+
+def min(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Smallest element, or the smallest of each slice along dim and its index.
+
+    Args:
+        input: a tensor.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor | tuple[Tensor, Tensor]: see Tensor.min: a 0-d tensor, or with dim the named
+            tuple (values, indices).
+    """
+
+
+def argmax(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+    """Indices of the largest elements, of the flattened tensor without dim.
+
+    Args:
+        input: a tensor, not bool.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: see Tensor.argmax.
+    """
+
+
+def argmin(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+    """Indices of the smallest elements, of the flattened tensor without dim.
+
+    Args:
+        input: a tensor, not bool.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: see Tensor.argmin.
     """
 
 
@@ -1204,18 +1265,52 @@ class Tensor:
             Tensor: the means.
         """
 
-    def max(self) -> Tensor:
-        """Largest element (NaN if any element is NaN).
+    def max(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Largest element, or the largest of each slice along dim and where it is (NaN if any element is NaN).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
 
         Returns:
-            Tensor: a 0-d tensor.
+            Tensor | tuple[Tensor, Tensor]: without dim, a 0-d tensor; with dim, the named tuple
+                (values, indices) of torch.return_types.max, indices int64 (the first largest of each
+                slice, NaN before any number); keepdim needs a dim.
         """
 
-    def min(self) -> Tensor:
-        """Smallest element (NaN if any element is NaN).
+    def min(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Smallest element, or the smallest of each slice along dim and where it is (NaN if any element is NaN).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
 
         Returns:
-            Tensor: a 0-d tensor.
+            Tensor | tuple[Tensor, Tensor]: as max(): a 0-d tensor, or the named tuple (values,
+                indices).
+        """
+
+    def argmax(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Where the largest elements are (not for bool tensors, as in PyTorch).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: int64 indices of the first largest element of each slice (NaN before any
+                number); with dim None, the index into the flattened tensor.
+        """
+
+    def argmin(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Where the smallest elements are (not for bool tensors, as in PyTorch).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: int64 indices of the first smallest element of each slice, as argmax().
         """
 
     def matmul(self, other: Tensor) -> Tensor:
@@ -1234,8 +1329,9 @@ class Tensor:
         """Elementwise power.
 
         Args:
-            exponent: a tensor of the same dtype and device whose shape broadcasts with this one's,
-                or a Python scalar (an integer tensor refuses a negative integer).
+            exponent: a tensor on the same device (of any dtype: they promote) whose shape
+                broadcasts with this one's, or a Python scalar (an integer tensor refuses a negative
+                integer).
 
         Returns:
             Tensor: self ** exponent; float32 for an integer tensor with a float exponent.
@@ -1245,8 +1341,9 @@ class Tensor:
         """Elementwise sum with other scaled by alpha.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1257,8 +1354,9 @@ class Tensor:
         """Elementwise difference with other scaled by alpha.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1269,8 +1367,9 @@ class Tensor:
         """Elementwise product.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
 
         Returns:
             Tensor: the result; float32 for an integer tensor with a float scalar.
@@ -1280,8 +1379,9 @@ class Tensor:
         """Elementwise division, rounded as rounding_mode says.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
@@ -1294,8 +1394,9 @@ class Tensor:
         """In-place add(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1306,8 +1407,9 @@ class Tensor:
         """In-place sub(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1318,8 +1420,9 @@ class Tensor:
         """In-place mul(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
 
         Returns:
             Tensor: self.
@@ -1329,8 +1432,9 @@ class Tensor:
         """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
@@ -1372,21 +1476,24 @@ class Tensor:
         """
 
     def __getitem__(self, key: Any) -> Tensor:
-        """A strided view selected by ints and slices.
+        """A strided view selected by ints and slices, or the elements a boolean mask selects.
 
         Args:
-            key: ints and slices with positive steps, one per leading dimension.
+            key: ints and slices with positive steps, one per leading dimension; or a bool tensor of
+                this tensor's leading shape (a mask), on its device or the CPU.
 
         Returns:
-            Tensor: a strided view.
+            Tensor: a strided view; for a mask, a new tensor of the selected elements, shape
+                (count,) + the remaining dimensions (refused during a CUDA graph capture: its size
+                depends on the mask's values).
         """
 
     def __setitem__(self, key: Any, value: Tensor | builtins.bool | builtins.int | builtins.float) -> None:
-        """Assign to the selected view.
+        """Assign to the selected view, or to the elements a boolean mask selects.
 
         Args:
-            key: ints and slices.
-            value: a tensor or a Python scalar.
+            key: ints and slices, or a boolean mask as __getitem__ takes.
+            value: a tensor or a Python scalar (for a mask, broadcasting to the selection's shape).
         """
 
     def __len__(self) -> builtins.int:

@@ -43,6 +43,10 @@ __all__ = [
     "matmul",
     "exp",
     "relu",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
     "empty_like",
     "zeros_like",
     "allclose",
@@ -428,6 +432,67 @@ def relu(input):
         Tensor: the result, of input's dtype.
     """
     return _elementwise.relu_function(input)
+
+
+def max(input, dim=None, keepdim=False):
+    """Largest element, or the largest of each slice along dim and its index.
+
+    With dim, the values carry gradients (to the element each slice selected, as PyTorch's);
+    the indices are int64.
+
+    Args:
+        input: a tensor.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor | tuple[Tensor, Tensor]: see Tensor.max: a 0-d tensor, or with dim the named
+            tuple (values, indices).
+    """
+    return _reduction.max_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+
+def min(input, dim=None, keepdim=False):
+    """Smallest element, or the smallest of each slice along dim and its index.
+
+    Args:
+        input: a tensor.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor | tuple[Tensor, Tensor]: see Tensor.min: a 0-d tensor, or with dim the named
+            tuple (values, indices).
+    """
+    return _reduction.min_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+
+def argmax(input, dim=None, keepdim=False):
+    """Indices of the largest elements, of the flattened tensor without dim.
+
+    Args:
+        input: a tensor, not bool.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: see Tensor.argmax.
+    """
+    return _reduction.argmax_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+
+def argmin(input, dim=None, keepdim=False):
+    """Indices of the smallest elements, of the flattened tensor without dim.
+
+    Args:
+        input: a tensor, not bool.
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: see Tensor.argmin.
+    """
+    return _reduction.argmin_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -1319,21 +1384,57 @@ cdef class Tensor(_core.TensorCore):
         """
         return _reduction.mean_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
-    def max(self):
-        """Largest element (NaN if any element is NaN).
+    def max(self, dim=None, keepdim=False):
+        """Largest element, or the largest of each slice along dim and where it is (NaN if any element is NaN).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
 
         Returns:
-            Tensor: a 0-d tensor.
+            Tensor | tuple[Tensor, Tensor]: without dim, a 0-d tensor; with dim, the named tuple
+                (values, indices) of torch.return_types.max, indices int64 (the first largest of each
+                slice, NaN before any number); keepdim needs a dim.
         """
-        return _reduction.maximum(self)
+        return _reduction.max_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
-    def min(self):
-        """Smallest element (NaN if any element is NaN).
+    def min(self, dim=None, keepdim=False):
+        """Smallest element, or the smallest of each slice along dim and where it is (NaN if any element is NaN).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
 
         Returns:
-            Tensor: a 0-d tensor.
+            Tensor | tuple[Tensor, Tensor]: as max(): a 0-d tensor, or the named tuple (values,
+                indices).
         """
-        return _reduction.minimum(self)
+        return _reduction.min_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+    def argmax(self, dim=None, keepdim=False):
+        """Where the largest elements are (not for bool tensors, as in PyTorch).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: int64 indices of the first largest element of each slice (NaN before any
+                number); with dim None, the index into the flattened tensor.
+        """
+        return _reduction.argmax(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+    def argmin(self, dim=None, keepdim=False):
+        """Where the smallest elements are (not for bool tensors, as in PyTorch).
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: int64 indices of the first smallest element of each slice, as argmax().
+        """
+        return _reduction.argmin(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def matmul(self, other):
         """Matrix product by PyTorch's rules (1-D operands as a row or a column; batches broadcast). On CUDA it runs in NVIDIA's cuBLASLt, float32 in full float32 precision unless set_float32_matmul_precision allows TF32; integer and bool tensors are refused, as PyTorch's CUDA matmul refuses them.
@@ -1352,8 +1453,9 @@ cdef class Tensor(_core.TensorCore):
         """Elementwise power.
 
         Args:
-            exponent: a tensor of the same dtype and device whose shape broadcasts with this one's,
-                or a Python scalar (an integer tensor refuses a negative integer).
+            exponent: a tensor on the same device (of any dtype: they promote) whose shape
+                broadcasts with this one's, or a Python scalar (an integer tensor refuses a negative
+                integer).
 
         Returns:
             Tensor: self ** exponent; float32 for an integer tensor with a float exponent.
@@ -1364,8 +1466,9 @@ cdef class Tensor(_core.TensorCore):
         """Elementwise sum with other scaled by alpha.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1377,8 +1480,9 @@ cdef class Tensor(_core.TensorCore):
         """Elementwise difference with other scaled by alpha.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1390,8 +1494,9 @@ cdef class Tensor(_core.TensorCore):
         """Elementwise product.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
 
         Returns:
             Tensor: the result; float32 for an integer tensor with a float scalar.
@@ -1402,8 +1507,9 @@ cdef class Tensor(_core.TensorCore):
         """Elementwise division, rounded as rounding_mode says.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
@@ -1417,8 +1523,9 @@ cdef class Tensor(_core.TensorCore):
         """In-place add(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1430,8 +1537,9 @@ cdef class Tensor(_core.TensorCore):
         """In-place sub(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
 
         Returns:
@@ -1443,8 +1551,9 @@ cdef class Tensor(_core.TensorCore):
         """In-place mul(); the result must keep this tensor's dtype.
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
 
         Returns:
             Tensor: self.
@@ -1455,8 +1564,9 @@ cdef class Tensor(_core.TensorCore):
         """In-place div(); the result must keep this tensor's dtype (true division needs a floating-point tensor).
 
         Args:
-            other: a tensor of the same dtype and device whose shape broadcasts with this one's, or
-                a Python scalar.
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
@@ -1502,22 +1612,25 @@ cdef class Tensor(_core.TensorCore):
         self.c_record_stream(_stream.required_stream_arg(stream, 'stream'))
 
     def __getitem__(self, key):
-        """A strided view selected by ints and slices.
+        """A strided view selected by ints and slices, or the elements a boolean mask selects.
 
         Args:
-            key: ints and slices with positive steps, one per leading dimension.
+            key: ints and slices with positive steps, one per leading dimension; or a bool tensor of
+                this tensor's leading shape (a mask), on its device or the CPU.
 
         Returns:
-            Tensor: a strided view.
+            Tensor: a strided view; for a mask, a new tensor of the selected elements, shape
+                (count,) + the remaining dimensions (refused during a CUDA graph capture: its size
+                depends on the mask's values).
         """
-        return self.c_getitem(key)
+        return _copies.getitem(self, key)
 
     def __setitem__(self, key, value):
-        """Assign to the selected view.
+        """Assign to the selected view, or to the elements a boolean mask selects.
 
         Args:
-            key: ints and slices.
-            value: a tensor or a Python scalar.
+            key: ints and slices, or a boolean mask as __getitem__ takes.
+            value: a tensor or a Python scalar (for a mask, broadcasting to the selection's shape).
         """
         _copies.setitem(self, key, value)
 

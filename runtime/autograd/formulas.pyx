@@ -14,6 +14,7 @@ from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
 from tensorplay._runtime.tensor.elementwise cimport (binary, cos, eq, ge, gt, log, lt, mul,
                                                      neg, power, sin, sub, truediv, where)
+from tensorplay._runtime.tensor.factories cimport arange
 from tensorplay._runtime.tensor.linalg cimport matmul
 from tensorplay._runtime.tensor.reduction cimport maximum, minimum, sum_over
 
@@ -223,7 +224,7 @@ def setitem_gradient(Node node, tuple grads):
         grad_self = copies.clone(g)
         copies.setitem(grad_self, node.state, 0)
     if wanted(node, 1):
-        grad_value = copies.clone(g.c_getitem(node.state))
+        grad_value = copies.clone(copies.getitem(g, node.state))
     return (grad_self, grad_value)
 
 
@@ -317,6 +318,22 @@ def function_gradient(Node node, tuple grads):
     return result
 
 
+def select_dim_gradient(Node node, tuple grads):
+    # max(dim) / min(dim), as PyTorch's value_selecting_reduction_backward: each slice's
+    # gradient goes to the element it selected (its saved index), zero elsewhere.
+    cdef TensorCore g = grads[0]
+    cdef TensorCore indices = node.saved[0]
+    dim, keepdim = node.state
+    sizes, dtype, device = node.inputs_meta[0]
+    if not sizes:  # a 0-d tensor selects itself
+        return (g,)
+    kept = tuple(1 if index == dim else size for index, size in enumerate(sizes))
+    along = tuple(size if index == dim else 1 for index, size in enumerate(sizes))
+    positions = copies.reshape(<TensorCore>arange(0, sizes[dim], 1, None, device_text(device),
+                                                  False), along)
+    return (where(eq(positions, copies.reshape(indices, kept)), copies.reshape(g, kept), 0),)
+
+
 FORMULAS = {
     "add": add_gradient, "sub": sub_gradient, "mul": mul_gradient, "div": div_gradient,
     "rounded_div": rounded_div_gradient, "fill": fill_gradient, "pow": pow_gradient,
@@ -324,6 +341,7 @@ FORMULAS = {
     "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
+    "select_dim": select_dim_gradient,
     "reshape": reshape_gradient,
     "transpose": transpose_gradient, "permute": permute_gradient, "cat": cat_gradient,
     "stack": stack_gradient, "expand": expand_gradient, "getitem": getitem_gradient,

@@ -69,3 +69,21 @@ cdef int where_strided(int device, DtypeCore dtype, uintptr_t condition,
                        tuple condition_strides, uintptr_t a, tuple a_strides, uintptr_t b,
                        tuple b_strides, object a_scalar, object b_scalar, uintptr_t out,
                        tuple sizes, cudaStream_t stream) except -1
+# op (a binary op or a comparison of the op table) of operands of mixed dtypes, read in place
+# through strides over the output's sizes, each converted to common, the dtype they promote
+# to; out is contiguous, of target (bool for a comparison). The scalar form takes a Python
+# scalar as the other operand (reverse: scalar (op) a).
+cdef int promoted_binary(int device, int op, DtypeCore left, uintptr_t a, tuple a_strides,
+                         DtypeCore right, uintptr_t b, tuple b_strides, DtypeCore common,
+                         DtypeCore target, uintptr_t out, tuple sizes,
+                         cudaStream_t stream) except -1
+cdef int promoted_binary_scalar(int device, int op, DtypeCore left, uintptr_t a,
+                                tuple a_strides, object scalar, bint reverse, DtypeCore common,
+                                DtypeCore target, uintptr_t out, tuple sizes,
+                                cudaStream_t stream) except -1
+# max or min (op: OP_MAX, OP_MIN) of a over one dimension of length elements (>= 1) apart by
+# stride, for each index of kept_sizes (a's strides): the values (0: none wanted) and the int64
+# index of the first such element, NaN first (reduce.cu, select_dim).
+cdef int select_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
+                    tuple kept_strides, int64_t length, int64_t stride, uintptr_t values,
+                    uintptr_t indices, int op, cudaStream_t stream) except -1

@@ -21,7 +21,7 @@ from cuda.bindings.cyruntime cimport cudaStream_t
 
 from tensorplay._runtime.devices.device cimport MAX_DEVICES
 from tensorplay._runtime.memory cimport allocator
-from tensorplay._runtime.kernels cimport nvrtc as kernels
+from tensorplay._runtime.kernels cimport nvrtc as kernels, ops
 from tensorplay._runtime.kernels.nvrtc cimport MAX_DIMS, THREADS
 from tensorplay._runtime.kernels.nvrtc import read_kernel_source
 from tensorplay._runtime.base.dtypes cimport DTYPE_COUNT, DtypeCore
@@ -592,4 +592,87 @@ cdef int where_strided(int device, DtypeCore dtype, uintptr_t condition,
     arguments[7] = b_bytes
     arguments[8] = &out
     arguments[9] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+# --------------------------------------------------------------------------------------------
+# Operands of mixed dtypes (elementwise.cu's PROMOTED_OP instances): one kernel per op, operand
+# dtypes, common dtype and result dtype, compiled on first use (nvrtc's caches keep it).
+
+
+cdef str promoted_typedefs(int op, DtypeCore left, DtypeCore right, DtypeCore common,
+                           DtypeCore target):
+    return (f"#define PROMOTED_OP {op}\ntypedef {left.kernel_type} left_t;\n"
+            f"typedef {right.kernel_type} right_t;\ntypedef {common.kernel_type} scalar_t;\n"
+            f"typedef {target.kernel_type} target_t;\n")
+
+
+cdef int promoted_binary(int device, int op, DtypeCore left, uintptr_t a, tuple a_strides,
+                         DtypeCore right, uintptr_t b, tuple b_strides, DtypeCore common,
+                         DtypeCore target, uintptr_t out, tuple sizes,
+                         cudaStream_t stream) except -1:
+    cdef int64_t count = count_of(sizes)
+    if count == 0:
+        return 0
+    cdef bint comparison = ops.kernel_of(op) == ops.KERNEL_COMPARE
+    cdef CUfunction function = kernel(
+        device, "elementwise", "promoted_compare" if comparison else "promoted_binary",
+        promoted_typedefs(op, left, right, common, target))
+    cdef Layout a_layout = layout_of(sizes, a_strides)
+    cdef Layout b_layout = layout_of(sizes, b_strides)
+    cdef void* arguments[6]
+    arguments[0] = &a
+    arguments[1] = &a_layout
+    arguments[2] = &b
+    arguments[3] = &b_layout
+    arguments[4] = &out
+    arguments[5] = &count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int promoted_binary_scalar(int device, int op, DtypeCore left, uintptr_t a,
+                                tuple a_strides, object scalar, bint reverse, DtypeCore common,
+                                DtypeCore target, uintptr_t out, tuple sizes,
+                                cudaStream_t stream) except -1:
+    cdef int64_t count = count_of(sizes)
+    if count == 0:
+        return 0
+    cdef bint comparison = ops.kernel_of(op) == ops.KERNEL_COMPARE
+    # right_t is unused by the scalar kernels; the common dtype stands in for it.
+    cdef CUfunction function = kernel(
+        device, "elementwise", "promoted_compare_scalar" if comparison
+        else "promoted_binary_scalar", promoted_typedefs(op, left, common, common, target))
+    cdef Layout a_layout = layout_of(sizes, a_strides)
+    cdef unsigned char scalar_bytes[8]
+    put_accumulator(scalar_bytes, common, scalar)
+    cdef int reverse_flag = reverse
+    cdef void* arguments[6]
+    arguments[0] = &a
+    arguments[1] = &a_layout
+    arguments[2] = scalar_bytes
+    arguments[3] = &out
+    arguments[4] = &count
+    arguments[5] = &reverse_flag
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int select_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
+                    tuple kept_strides, int64_t length, int64_t stride, uintptr_t values,
+                    uintptr_t indices, int op, cudaStream_t stream) except -1:
+    cdef int64_t count = count_of(kept_sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "reduce", "select_dim",
+                                      f"typedef {dtype.kernel_type} scalar_t;\n"
+                                      f"typedef {dtype.kernel_type} result_t;\n")
+    cdef Layout kept = layout_of(kept_sizes, kept_strides)
+    cdef void* arguments[8]
+    arguments[0] = &a
+    arguments[1] = &kept
+    arguments[2] = &length
+    arguments[3] = &stride
+    arguments[4] = &values
+    arguments[5] = &indices
+    arguments[6] = &count
+    arguments[7] = &op
     return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)

@@ -75,6 +75,10 @@ __device__ inline bool apply_compare(int op, acc_t a, acc_t b) {
     }
 }
 
+// An instance for mixed dtypes (PROMOTED_OP defined) holds only the promoted kernels at the end
+// of this file, so that compiling one per (op, dtypes) on first use stays quick.
+#ifndef PROMOTED_OP
+
 //@ write out[count]
 //@ launch any
 //@ in-place no
@@ -338,3 +342,72 @@ extern "C" __global__ void where_strided(const bool* condition, Layout condition
                      : (b ? b[strided_offset(i, b_layout)] : b_scalar);
     }
 }
+#endif  // PROMOTED_OP
+
+#ifdef PROMOTED_OP
+// Operands of mixed dtypes (runtime/tensor/promotion.pyx, Note [Type promotion]), read in
+// place: left_t and right_t are their element types, scalar_t the dtype they promote to, which
+// each element is converted to before the op computes in acc_t, as PyTorch converts its
+// operands to the common dtype; target_t is the result's (scalar_t, or the dtype of a tensor
+// written in place; bool for a comparison). PROMOTED_OP, the op, is fixed per instance.
+template <typename T> __device__ inline acc_t promoted_load(T value) {
+    return load(convert<scalar_t>(load(value)));
+}
+
+// The result rounded to the common dtype first, then stored as target_t.
+__device__ inline target_t promoted_store(acc_t value) {
+    return convert<target_t>(load(convert<scalar_t>(value)));
+}
+
+// Operands broadcast to the output's shape, or of any strides; out is contiguous.
+//@ read a[reach(a_layout)], b[reach(b_layout)]
+//@ write out[count]
+//@ launch any
+//@ in-place no
+extern "C" __global__ void promoted_binary(const left_t* a, Layout a_layout, const right_t* b,
+                                           Layout b_layout, target_t* out, long long count) {
+    GRID_STRIDE_LOOP(i, count) {
+        out[i] = promoted_store(apply_binary(PROMOTED_OP,
+                                             promoted_load(a[strided_offset(i, a_layout)]),
+                                             promoted_load(b[strided_offset(i, b_layout)])));
+    }
+}
+
+// The scalar operand is already in acc_t; reverse computes scalar (op) a.
+//@ read a[reach(a_layout)]
+//@ write out[count]
+//@ launch any
+//@ in-place no
+extern "C" __global__ void promoted_binary_scalar(const left_t* a, Layout a_layout, acc_t scalar,
+                                                  target_t* out, long long count, int reverse) {
+    GRID_STRIDE_LOOP(i, count) {
+        acc_t value = promoted_load(a[strided_offset(i, a_layout)]);
+        out[i] = promoted_store(reverse ? apply_binary(PROMOTED_OP, scalar, value)
+                                        : apply_binary(PROMOTED_OP, value, scalar));
+    }
+}
+
+//@ read a[reach(a_layout)], b[reach(b_layout)]
+//@ write out[count]
+//@ launch any
+//@ in-place no
+extern "C" __global__ void promoted_compare(const left_t* a, Layout a_layout, const right_t* b,
+                                            Layout b_layout, bool* out, long long count) {
+    GRID_STRIDE_LOOP(i, count) {
+        out[i] = apply_compare(PROMOTED_OP, promoted_load(a[strided_offset(i, a_layout)]),
+                               promoted_load(b[strided_offset(i, b_layout)]));
+    }
+}
+
+//@ read a[reach(a_layout)]
+//@ write out[count]
+//@ launch any
+//@ in-place no
+extern "C" __global__ void promoted_compare_scalar(const left_t* a, Layout a_layout,
+                                                   acc_t scalar, bool* out, long long count) {
+    GRID_STRIDE_LOOP(i, count) {
+        out[i] = apply_compare(PROMOTED_OP, promoted_load(a[strided_offset(i, a_layout)]),
+                               scalar);
+    }
+}
+#endif  // PROMOTED_OP

@@ -34,6 +34,8 @@ cpdef enum Op:
     OP_MAX
     OP_MIN
     OP_MEAN
+    OP_MAX_DIM               # max(dim) and min(dim): values and indices (reduce.cu, select_dim)
+    OP_MIN_DIM
     # Operations with kernels of their own, or none.
     OP_MATMUL
     OP_ADD_SCALED            # torch.add / torch.sub with alpha

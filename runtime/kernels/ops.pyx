@@ -48,6 +48,10 @@ ROWS = (
     (OP_MAX, KERNEL_REDUCE, None, "max", DTYPE_SAME, False),
     (OP_MIN, KERNEL_REDUCE, None, "min", DTYPE_SAME, False),
     (OP_MEAN, KERNEL_NONE, None, "mean", DTYPE_FLOATING_ONLY, False),
+    # The gradient goes to the element each slice selected (PyTorch's
+    # value_selecting_reduction_backward).
+    (OP_MAX_DIM, KERNEL_NONE, None, "select_dim", DTYPE_SAME, False),
+    (OP_MIN_DIM, KERNEL_NONE, None, "select_dim", DTYPE_SAME, False),
     (OP_MATMUL, KERNEL_NONE, None, "matmul", DTYPE_SAME, False),
     (OP_ADD_SCALED, KERNEL_NONE, None, "add_scaled", DTYPE_SAME, False),
     (OP_CLAMP, KERNEL_NONE, None, "clamp", DTYPE_SAME, False),

@@ -78,3 +78,31 @@ extern "C" __global__ void reduce_dims(const scalar_t* input, Layout kept, Layou
         __syncthreads();  // every thread has read the block's result before shared is reused
     }
 }
+
+// max or min (op) over one dimension with the index where it is, as torch.max(dim) and
+// torch.argmax: the first occurrence, and NaN counts as both the largest and the smallest (the
+// first NaN wins), as PyTorch's kernels. One thread per output element o reads the input at
+// kept(o) + r * stride for r < length (length >= 1: the host refuses an empty dimension);
+// values is null for argmax / argmin.
+//@ read input[reach(kept, length, stride)]
+//@ write values[count], indices[count]
+//@ launch any
+//@ in-place no
+extern "C" __global__ void select_dim(const scalar_t* input, Layout kept, long long length,
+                                      long long stride, scalar_t* values, long long* indices,
+                                      long long count, int op) {
+    GRID_STRIDE_LOOP(o, count) {
+        const scalar_t* row = input + strided_offset(o, kept);
+        acc_t best = load(row[0]);
+        long long where = 0;
+        for (long long r = 1; r < length && best == best; ++r) {
+            acc_t value = load(row[r * stride]);
+            if (value != value || (op == OP_MAX ? value > best : value < best)) {
+                best = value;
+                where = r;
+            }
+        }
+        if (values) values[o] = row[where * stride];
+        indices[o] = where;
+    }
+}

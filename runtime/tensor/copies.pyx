@@ -18,7 +18,7 @@ from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.devices cimport captures, device as _device
 from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.memory cimport host_allocator
-from tensorplay._runtime.base.dtypes cimport DtypeCore
+from tensorplay._runtime.base.dtypes cimport CODE_BOOL, DtypeCore
 from tensorplay._runtime.tensor.arguments cimport (broadcast_shape, device_arg, dtype_arg,
                                                    is_scalar, np)
 from tensorplay._runtime.tensor.core cimport (CPU, PinnedStorage, TensorCore, broadcast_strides,
@@ -667,6 +667,91 @@ cdef object stack(object tensors, object dim):
     return joined(items, sizes, keys, ops.OP_STACK, at)
 
 
+# Note [Boolean masks]
+# x[mask], for a bool tensor mask of x's leading shape, selects the elements (or the
+# sub-tensors over x's remaining dimensions) where mask is True, in order, as PyTorch's: a new
+# tensor of shape (count,) + x.shape[mask.dim():], never a view; x[mask] = value assigns them
+# (a Python scalar, or a tensor broadcasting to that shape). The count depends on the mask's
+# values, so they are read on the host, as torch.nonzero synchronises with the device. During a
+# CUDA graph capture that wait is forbidden (cudaStreamSynchronize on a capturing stream is
+# cudaErrorStreamCaptureUnsupported, and PyTorch's nonzero raises "operation not permitted when
+# stream is capturing"), so both are refused there before anything is queued. On CUDA the
+# selection is computed on the host too: the tensor is copied to the host and the result (or
+# the tensor, assigned) copied back. The gradient of x[mask] is zeros with the gradient
+# assigned at the mask (getitem_gradient, through masked_setitem); the mask is saved as a copy.
+
+
+cdef bint is_mask(object key):
+    return isinstance(key, TensorCore) and (<TensorCore>key).dtype_object.code == CODE_BOOL
+
+
+cdef object mask_values(TensorCore tensor, TensorCore mask, str name):
+    """mask's values on the host, once checked against tensor (Note [Boolean masks])."""
+    if mask.device_index != CPU and mask.device_index != tensor.device_index:
+        raise ValueError(f"{name}: the mask is on {device_text(mask.device_index)} and the "
+                         f"tensor on {device_text(tensor.device_index)}; a mask must be on the "
+                         "tensor's device or the CPU")
+    cdef int ndim = len(mask.sizes)
+    for dim in range(ndim):
+        if dim >= len(tensor.sizes) or mask.sizes[dim] != tensor.sizes[dim]:
+            raise IndexError(f"The shape of the mask {list(mask.sizes)} at index {dim} does not "
+                             f"match the shape of the indexed tensor {list(tensor.sizes)} at "
+                             f"index {dim}")
+    for device in (tensor.device_index, mask.device_index):
+        if device != CPU:
+            _device.refuse_on_capturing_stream(
+                f"{name} with a boolean mask (its result's size depends on the mask's values, "
+                "read on the host, as torch.nonzero)", <void*>current_stream(device), device)
+    return host_values(mask)
+
+
+cdef object masked_getitem(TensorCore tensor, TensorCore mask):
+    selection = mask_values(tensor, mask, "__getitem__")
+    host = tensor if tensor.device_index == CPU else cpu(<TensorCore>tensor.c_detach())
+    result = wrap_cpu(np().array((<TensorCore>host).array[selection], order="C"),
+                      tensor.dtype_object)
+    if tensor.device_index != CPU:
+        result = to(<TensorCore>result, device_text(tensor.device_index), None, False, False)
+    if tracked(tensor):
+        return recorded(result, ops.OP_GETITEM, (tensor,), (), clone(<TensorCore>mask.c_detach()))
+    return result
+
+
+cdef object masked_setitem(TensorCore tensor, TensorCore mask, object value):
+    selection = mask_values(tensor, mask, "__setitem__")
+    shape = (int(selection.sum()),) + tensor.sizes[len(mask.sizes):]
+    if isinstance(value, TensorCore):
+        broadcast_shape((<TensorCore>value).sizes, shape, "__setitem__")
+        if (<TensorCore>value).device_index != CPU and \
+                (<TensorCore>value).device_index != tensor.device_index:
+            raise ValueError(f"__setitem__: the value is on "
+                             f"{device_text((<TensorCore>value).device_index)} and the tensor "
+                             f"on {device_text(tensor.device_index)}")
+        values = np().broadcast_to((<TensorCore>cpu(<TensorCore>to(
+            <TensorCore>(<TensorCore>value).c_detach(), None, tensor.dtype_object, False,
+            False))).array, shape)
+    elif is_scalar(value):
+        dtypes.check_scalar(value, tensor.dtype_object, "value")
+        values = stored(np().array(value), tensor.dtype_object)
+    else:
+        raise TypeError(f"__setitem__: value must be a tensor or a Python scalar, got "
+                        f"{type(value).__name__}")
+    tensor.c_mark_modified("__setitem__", value)
+    if tensor.device_index == CPU:
+        tensor.array[selection] = values
+        return None
+    host = <TensorCore>clone(<TensorCore>cpu(<TensorCore>tensor.c_detach()))
+    host.array[selection] = values
+    copy_into(tensor, host, False)
+    return None
+
+
+cdef object getitem(TensorCore tensor, object key):
+    if is_mask(key):
+        return masked_getitem(tensor, key)
+    return tensor.c_getitem(key)
+
+
 cdef object setitem(TensorCore tensor, object key, object value):
     cdef unsigned long long capture_id
     # value's type first, before this tensor's history or the selection are looked at (the
@@ -692,6 +777,8 @@ cdef object setitem(TensorCore tensor, object key, object value):
             set_grad_enabled(previous)
         rebased(tensor, recorded(result, ops.OP_SETITEM, (tensor, value), (), key))
         return None
+    if is_mask(key):
+        return masked_setitem(tensor, key, value)
     target = <TensorCore>tensor.c_getitem(key)
     if isinstance(value, TensorCore):
         copy_named(target, value, False, "value")

@@ -48,7 +48,8 @@ cdef object cpu_binary(int op, object a, object b):
             return np().floor_divide(a, b)
     if op == ops.OP_RELU_BACKWARD:
         return np().where(np().asarray(b) <= 0, 0, a).astype(np().asarray(a).dtype)
-    return getattr(np(), ops.cpu_name(op))(a, b)
+    with np().errstate(divide="ignore", invalid="ignore"):  # inf and nan, as PyTorch: silent
+        return getattr(np(), ops.cpu_name(op))(a, b)
 
 
 cdef object opmath(TensorCore tensor):

@@ -24,9 +24,10 @@ from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, broadcast_strides
                                               own_tensor_arg, reads_directly, recorded, tracked,
                                               wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, cpu_binary, cpu_result, opmath, stored
+from tensorplay._runtime.tensor.promotion cimport check_cast, result_type
 
-from tensorplay._runtime.tensor.arguments import (BoolNotImplementedError, DtypeError,
-                                                  IntegerPowerError, ShapeError)
+from tensorplay._runtime.tensor.arguments import (BoolNotImplementedError, IntegerPowerError,
+                                                  ShapeError)
 
 
 # --------------------------------------------------------------------------------------------
@@ -80,10 +81,9 @@ cdef DtypeCore operand_dtype(TensorCore tensor, object other, int op, bint inpla
 
 
 cdef int check_in_place(TensorCore tensor, DtypeCore result, str name) except -1:
-    if result is not tensor.dtype_object:
-        raise TypeError(f"{name}: the result is {result.name}, which cannot be stored in place "
-                        f"into a {tensor.dtype_object.name} tensor")
-    return 0
+    # Of one tensor and scalars, a result that can be cast to the tensor's dtype is of that
+    # dtype (promotion.pyx): an int tensor meets a float scalar as float32, refused here.
+    return check_cast(result, tensor.dtype_object, name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -150,6 +150,11 @@ cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint i
     quick = quick_binary(tensor, other, op, reverse, inplace, name)
     if quick is not None:
         return quick
+    if isinstance(other, TensorCore) and \
+            (<TensorCore>other).dtype_object is not tensor.dtype_object:
+        return mixed_binary(tensor, other, op, reverse, inplace, name)
+    if op == ops.OP_SUB and isinstance(other, bool):
+        raise_bool_subtraction(name)
     if tensor.dtype_object.name == "bool" and (
             not isinstance(other, TensorCore) or
             (<TensorCore>other).dtype_object is tensor.dtype_object):
@@ -167,15 +172,12 @@ cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint i
                                              reverse, False, name))
     if inplace and tensor.device_index != CPU:
         tensor.c_mark_modified(name, other)
-    left = tensor if result_dtype is tensor.dtype_object else \
-        copies.to(tensor, None, result_dtype, False, False)
-    right = other
-    if isinstance(other, TensorCore) and result_dtype is not tensor.dtype_object:
-        right = copies.to(<TensorCore>other, None, result_dtype, False, False)
     if tensor.device_index == CPU:
         # In the kernels' types, so that integers wrap like CUDA's and like PyTorch's (numpy
         # refuses a Python int outside the array's own dtype).
-        a, b = opmath(left), opmath(right) if isinstance(right, TensorCore) else right
+        a = opmath(<TensorCore>copies.to(tensor, None, result_dtype, False, False))
+        b = opmath(<TensorCore>copies.to(<TensorCore>other, None, result_dtype, False, False)) \
+            if isinstance(other, TensorCore) else other
         values = cpu_binary(op, b, a) if reverse else cpu_binary(op, a, b)
         if inplace:  # after the values: an integer division by zero is refused unchanged
             tensor.c_mark_modified(name, other)
@@ -183,8 +185,24 @@ cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint i
                              op, reverse, inplace)
     cdef cudaStream_t stream = current_stream(tensor.device_index)
     cdef TensorCore first, second
-    if isinstance(right, TensorCore):
-        first, second = (right, left) if reverse else (left, right)
+    if result_dtype is not tensor.dtype_object:
+        # Integers meeting a float scalar or divided truly: read in their own dtype by the
+        # promoted kernels (never in place: check_in_place refused that).
+        output = new_empty(sizes, result_dtype, tensor.device_index)
+        if isinstance(other, TensorCore):
+            first, second = (other, tensor) if reverse else (tensor, other)
+            device_ops.promoted_binary(tensor.device_index, op, tensor.dtype_object, first.data,
+                                       broadcast_strides(first, sizes), tensor.dtype_object,
+                                       second.data, broadcast_strides(second, sizes),
+                                       result_dtype, result_dtype, (<TensorCore>output).data,
+                                       sizes, stream)
+        else:
+            device_ops.promoted_binary_scalar(tensor.device_index, op, tensor.dtype_object,
+                                              tensor.data, tensor.element_strides, other,
+                                              reverse, result_dtype, result_dtype,
+                                              (<TensorCore>output).data, sizes, stream)
+    elif isinstance(other, TensorCore):
+        first, second = (other, tensor) if reverse else (tensor, other)
         output = tensor if inplace and is_contiguous(tensor) else \
             new_empty(sizes, result_dtype, tensor.device_index)
         if reads_directly(first, sizes) and reads_directly(second, sizes):  # the common case
@@ -197,11 +215,11 @@ cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint i
                                       broadcast_strides(second, sizes),
                                       (<TensorCore>output).data, sizes, op, stream)
     else:
-        left = copies.contiguous(left)
+        left = copies.contiguous(tensor)
         output = tensor if inplace and is_contiguous(tensor) else \
             new_empty(tensor.sizes, result_dtype, tensor.device_index)
         device_ops.binary_scalar(tensor.device_index, result_dtype, (<TensorCore>left).data,
-                                 right, (<TensorCore>output).data, tensor.element_count, op,
+                                 other, (<TensorCore>output).data, tensor.element_count, op,
                                  reverse, stream)
     if inplace and output is not tensor:
         copy_on_device(tensor, output)
@@ -236,6 +254,59 @@ cdef bint rows_launched(TensorCore first, TensorCore second, TensorCore output, 
     return False
 
 
+cdef int raise_bool_subtraction(str name) except -1:
+    # PyTorch's sub_check: a bool operand, tensor or Python bool, whatever the other's dtype.
+    # NotImplementedError since PyTorch 2.14, RuntimeError before (BoolNotImplementedError).
+    raise BoolNotImplementedError(
+        f"{name}: Subtraction, the `-` operator, with a bool tensor is not supported. If you "
+        "are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+cdef object mixed_binary(TensorCore tensor, TensorCore other, int op, bint reverse, bint inplace,
+                         str name):
+    """tensor (op) other for tensors of two dtypes, by PyTorch's type promotion (Note [Type
+    promotion] in promotion.pyx): computed in the dtype they promote to (float32 for a true
+    division of integers), in place into tensor when that result can be cast to its dtype. CUDA
+    tensors are read in place, each in its own dtype, by one kernel per op and dtypes."""
+    sizes = check_operand(tensor, other, inplace, name, "the other operand", False)
+    if op == ops.OP_SUB and CODE_BOOL in (tensor.dtype_object.code, other.dtype_object.code):
+        raise_bool_subtraction(name)
+    cdef DtypeCore common = result_type(tensor, other)
+    if ops.dtype_rule(op) == ops.DTYPE_FLOATING and not common.floating:
+        common = dtypes.named_dtype("float32")  # true division, as PyTorch
+    cdef DtypeCore target = tensor.dtype_object if inplace else common
+    if inplace:
+        check_cast(common, target, name)
+        if tracked(tensor, other):  # recorded: the result of a copy, copied in
+            tensor.c_check_rebase(name)
+            return copies.rebased(tensor, mixed_binary(<TensorCore>copies.clone(tensor), other,
+                                                       op, reverse, False, name))
+    if tensor.device_index == CPU:
+        a = opmath(<TensorCore>copies.to(tensor, None, common, False, False))
+        b = opmath(<TensorCore>copies.to(other, None, common, False, False))
+        values = cpu_binary(op, b, a) if reverse else cpu_binary(op, a, b)
+        if inplace:  # after the values: an integer division by zero is refused unchanged
+            tensor.c_mark_modified(name, other)
+        elif common.itemsize == 2 and common.floating:  # rounded to the common dtype
+            values = stored(values, common)
+        return binary_result(tensor, cpu_result(tensor, values, target, inplace), other, op,
+                             reverse, inplace)
+    if inplace:
+        tensor.c_mark_modified(name, other)
+    cdef TensorCore output = tensor if inplace and is_contiguous(tensor) else \
+        new_empty(sizes, target, tensor.device_index)
+    first, second = (other, tensor) if reverse else (tensor, other)
+    device_ops.promoted_binary(tensor.device_index, op, (<TensorCore>first).dtype_object,
+                               (<TensorCore>first).data, broadcast_strides(first, sizes),
+                               (<TensorCore>second).dtype_object, (<TensorCore>second).data,
+                               broadcast_strides(second, sizes), common, target, output.data,
+                               sizes, current_stream(tensor.device_index))
+    if inplace and output is not tensor:
+        copy_on_device(tensor, output)
+        return tensor
+    return binary_result(tensor, output, other, op, reverse, inplace)
+
+
 cdef object bool_binary(TensorCore tensor, object other, int op, bint reverse, bint inplace,
                         str name):
     """tensor (op) other for a bool tensor and a bool tensor or a Python scalar, by PyTorch's
@@ -245,9 +316,7 @@ cdef object bool_binary(TensorCore tensor, object other, int op, bint reverse, b
     kernel it needs exists on both devices."""
     check_operand(tensor, other, inplace, name, "the other operand", False)
     if op == ops.OP_SUB:  # NotImplementedError since PyTorch 2.14, RuntimeError before
-        raise BoolNotImplementedError(
-            f"{name}: Subtraction, the `-` operator, with a bool tensor is not supported. If "
-            "you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+        raise_bool_subtraction(name)
     boolean = isinstance(other, (bool, TensorCore))  # the other operand is bool too
     if op == ops.OP_DIV_TRUNC or op == ops.OP_DIV_FLOOR or (
             op == ops.OP_POW and isinstance(other, TensorCore)):
@@ -259,9 +328,8 @@ cdef object bool_binary(TensorCore tensor, object other, int op, bint reverse, b
         compute = dtypes.named_dtype("int64")
     result_dtype = tensor.dtype_object if boolean and compute.name == "int64" and \
         op != ops.OP_POW else compute
-    if inplace and result_dtype is not tensor.dtype_object:
-        raise DtypeError(f"{name}: result type {result_dtype.name} can't be cast to the "
-                         "desired output type bool")
+    if inplace:
+        check_cast(result_dtype, tensor.dtype_object, name)
     left = <TensorCore>copies.to(tensor, None, compute, False, False)
     right = copies.to(<TensorCore>other, None, compute, False, False) \
         if isinstance(other, TensorCore) else (int(other) if isinstance(other, bool)
@@ -331,8 +399,11 @@ cdef object rtruediv(TensorCore tensor, object other):
 
 
 cdef object power(TensorCore tensor, object exponent):
-    # Checked first under the name pow() gives it; the operator's is other.
-    arithmetic_dtype(tensor, exponent, ops.OP_POW, False, "pow", "exponent")
+    # Checked first under the name pow() gives it; the operator's is other. A tensor exponent
+    # of another dtype promotes (mixed_binary checks it).
+    if not isinstance(exponent, TensorCore) or \
+            (<TensorCore>exponent).dtype_object is tensor.dtype_object:
+        arithmetic_dtype(tensor, exponent, ops.OP_POW, False, "pow", "exponent")
     return binary(tensor, exponent, ops.OP_POW, False, False, "pow")
 
 
@@ -372,7 +443,7 @@ cdef object compare(TensorCore tensor, object other, int op):
     name = ops.op_name(op)
     sizes = tensor.sizes
     if isinstance(other, TensorCore):
-        check_device_and_dtype(tensor, other, name)
+        check_device(tensor, other, name)
         sizes = broadcast_shape(tensor.sizes, (<TensorCore>other).sizes, name)
     elif is_scalar(other):
         scalar_operand_arg(other, name)
@@ -380,13 +451,34 @@ cdef object compare(TensorCore tensor, object other, int op):
         raise TypeError(f"{name}: the other operand must be a tensor or a Python "
                         f"scalar, got {type(other).__name__}")
     boolean = dtypes.named_dtype("bool")
+    # Compared in the dtype the operands promote to (Note [Type promotion] in promotion.pyx).
+    cdef DtypeCore common = result_type(tensor, other)
+    cdef bint mixed = isinstance(other, TensorCore) and \
+        (<TensorCore>other).dtype_object is not tensor.dtype_object
     if tensor.device_index == CPU:
-        b = computable(other) if isinstance(other, TensorCore) else other
-        values = getattr(np(), ops.cpu_name(op))(computable(tensor), b)
+        a = computable(<TensorCore>copies.to(tensor, None, common, False, False))
+        b = computable(<TensorCore>copies.to(other, None, common, False, False)) \
+            if isinstance(other, TensorCore) else other
+        values = getattr(np(), ops.cpu_name(op))(a, b)
         return wrap_cpu(np().asarray(values, order="C"), boolean)
     output = new_empty(sizes, boolean, tensor.device_index)
     cdef cudaStream_t stream = current_stream(tensor.device_index)
     cdef TensorCore right
+    if mixed or (common is not tensor.dtype_object and not isinstance(other, TensorCore)):
+        # Each operand read in its own dtype (an int tensor against 2.5 compares as float32).
+        if mixed:
+            device_ops.promoted_binary(tensor.device_index, op, tensor.dtype_object,
+                                       tensor.data, broadcast_strides(tensor, sizes),
+                                       (<TensorCore>other).dtype_object,
+                                       (<TensorCore>other).data,
+                                       broadcast_strides(other, sizes), common, boolean,
+                                       (<TensorCore>output).data, sizes, stream)
+        else:
+            device_ops.promoted_binary_scalar(tensor.device_index, op, tensor.dtype_object,
+                                              tensor.data, tensor.element_strides, other, False,
+                                              common, boolean, (<TensorCore>output).data,
+                                              sizes, stream)
+        return output
     if isinstance(other, TensorCore):
         right = other
         if reads_directly(tensor, sizes) and reads_directly(right, sizes):
@@ -543,6 +635,22 @@ cdef object scaled(TensorCore tensor, object other, object alpha, bint subtract,
     if tensor.dtype_object.name == "bool" and alpha == 1 and not isinstance(alpha, bool):
         # Bool arithmetic's own promotion (bool_binary); another alpha is refused below.
         return binary(tensor, other, op, False, inplace, name)
+    cdef DtypeCore common
+    if isinstance(other, TensorCore) and \
+            (<TensorCore>other).dtype_object is not tensor.dtype_object:
+        # Mixed dtypes: alpha * other in the dtype the operands promote to, then the sum or
+        # difference as the operators compute it (mixed_binary).
+        common = result_type(tensor, other)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+            raise TypeError(f"{name}: alpha must be an int or float, got {alpha!r:.200}")
+        if isinstance(alpha, float) and not common.floating:
+            raise TypeError(f"{name}: alpha must be an int for a {common.name} result, got "
+                            f"{alpha!r} (a float alpha needs floating-point operands, as in "
+                            "PyTorch)")
+        if alpha != 1:
+            other = binary(<TensorCore>copies.to(<TensorCore>other, None, common, False, False),
+                           alpha, ops.OP_MUL, False, False, name)
+        return binary(tensor, other, op, False, inplace, name)
     cdef DtypeCore result_dtype = arithmetic_dtype(tensor, other, op, inplace, name)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
         raise TypeError(f"{name}: alpha must be an int or float, got {alpha!r:.200}")
@@ -695,9 +803,8 @@ cdef object clamp_bool(TensorCore tensor, object low, object high, bint inplace,
         raise BoolNotImplementedError(f"{name}: clamp with bool scalar bounds, or two bool "
                                       "tensor bounds, is not implemented for 'Bool' tensors "
                                       "(as in PyTorch)")
-    if inplace and result_dtype is not tensor.dtype_object:
-        raise DtypeError(f"{name}: result type {result_dtype.name} can't be cast to the "
-                         "desired output type bool")
+    if inplace:
+        check_cast(result_dtype, tensor.dtype_object, name)
     compute = dtypes.named_dtype("int64") if result_dtype is tensor.dtype_object \
         else result_dtype
     converted = [copies.to(<TensorCore>bound, None, compute, False, False)

@@ -6,3 +6,14 @@ cdef object sum_over(TensorCore tensor, object dim, bint keepdim)
 cdef object mean_over(TensorCore tensor, object dim, bint keepdim)
 cdef object maximum(TensorCore tensor)
 cdef object minimum(TensorCore tensor)
+# x.max(dim, keepdim) / x.min(...): a 0-d tensor for dim None, else (values, indices) as
+# torch.return_types.max; argmax / argmin: the int64 indices (dim None: of the flattened tensor).
+cdef object max_over(TensorCore tensor, object dim, bint keepdim)
+cdef object min_over(TensorCore tensor, object dim, bint keepdim)
+cdef object argmax(TensorCore tensor, object dim, bint keepdim)
+cdef object argmin(TensorCore tensor, object dim, bint keepdim)
+# tensorplay.max / min / argmax / argmin.
+cdef object max_function(object input, object dim, bint keepdim)
+cdef object min_function(object input, object dim, bint keepdim)
+cdef object argmax_function(object input, object dim, bint keepdim)
+cdef object argmin_function(object input, object dim, bint keepdim)

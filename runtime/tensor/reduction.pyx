@@ -1,20 +1,27 @@
 # cython: language_level=3
 """Reductions: sum and mean over dimensions (keepdim), max and min of the whole tensor
 (kernels/reduce.cu: a two-launch reduction of the whole tensor, one block per output element
-over dimensions). The matrix product is linalg.pyx's. See docs/design.md, "Minimal tensor".
+over dimensions), max / min over one dimension with their indices and argmax / argmin
+(select_dim: one thread per output element). The matrix product is linalg.pyx's. See docs/design.md, "Minimal tensor".
 """
-from tensorplay._runtime.base cimport errors
+from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.tensor cimport copies
 from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport np, reduced_dtype
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
-                                              recorded, reshaped, tracked, wrap_cpu)
+                                              own_tensor_arg, recorded, reshaped, tracked,
+                                              wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, stored
 
-from tensorplay._runtime.tensor.arguments import ShapeError
+from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
 
+import collections
 import math
+
+# torch.return_types.max and .min: named tuples of the values and their indices.
+max_result = collections.namedtuple("max", ("values", "indices"), module="tensorplay.return_types")
+min_result = collections.namedtuple("min", ("values", "indices"), module="tensorplay.return_types")
 
 
 cdef object reduce_whole(TensorCore tensor, int op, bint mean, str name):
@@ -115,3 +122,101 @@ cdef object maximum(TensorCore tensor):
 cdef object minimum(TensorCore tensor):
     result = reduce_whole(tensor, ops.OP_MIN, False, "min")
     return recorded(result, ops.OP_MIN, (tensor,), (tensor,)) if tracked(tensor) else result
+
+
+cdef object max_over(TensorCore tensor, object dim, bint keepdim):
+    """x.max() (a 0-d tensor), or x.max(dim, keepdim): (values, indices) as PyTorch's."""
+    if dim is None:
+        return maximum(<TensorCore>no_keepdim(tensor, keepdim, "max"))
+    return max_result(*select_over(tensor, dim, keepdim, ops.OP_MAX, "max", True))
+
+
+cdef object min_over(TensorCore tensor, object dim, bint keepdim):
+    if dim is None:
+        return minimum(<TensorCore>no_keepdim(tensor, keepdim, "min"))
+    return min_result(*select_over(tensor, dim, keepdim, ops.OP_MIN, "min", True))
+
+
+cdef object no_keepdim(TensorCore tensor, bint keepdim, str name):
+    # PyTorch's max() has no keepdim without a dim (a TypeError there too).
+    if keepdim:
+        raise TypeError(f"{name}: keepdim needs a dim; {name}() of the whole tensor is 0-d")
+    return tensor
+
+
+cdef object argmax(TensorCore tensor, object dim, bint keepdim):
+    return select_over(tensor, dim, keepdim, ops.OP_MAX, "argmax", False)[1]
+
+
+cdef object argmin(TensorCore tensor, object dim, bint keepdim):
+    return select_over(tensor, dim, keepdim, ops.OP_MIN, "argmin", False)[1]
+
+
+cdef object max_function(object input, object dim, bint keepdim):
+    return max_over(own_tensor_arg(input, "input"), dim, keepdim)
+
+
+cdef object min_function(object input, object dim, bint keepdim):
+    return min_over(own_tensor_arg(input, "input"), dim, keepdim)
+
+
+cdef object argmax_function(object input, object dim, bint keepdim):
+    return argmax(own_tensor_arg(input, "input"), dim, keepdim)
+
+
+cdef object argmin_function(object input, object dim, bint keepdim):
+    return argmin(own_tensor_arg(input, "input"), dim, keepdim)
+
+
+cdef tuple select_over(TensorCore tensor, object dim, bint keepdim, int op, str name,
+                       bint with_values):
+    """(values or None, int64 indices) of the max or min (op) over dim, as torch.max(dim) and
+    torch.argmax: the first occurrence, NaN before any number. dim None (argmax / argmin
+    only) reduces the flattened tensor, keepdim then giving every dimension size 1."""
+    if not with_values and tensor.dtype_object.name == "bool":
+        raise DtypeError(f"{name}(): does not support bool input")
+    if dim is None:
+        if tensor.element_count == 0:
+            raise IndexError(f"{name}(): Expected reduction dim to be specified for "
+                             "input.numel() == 0.")
+        flat = reshaped(<TensorCore>copies.contiguous(tensor), (tensor.element_count,))
+        indices = select_over(flat, 0, False, op, name, False)[1]
+        return None, reshaped(indices, (1,) * len(tensor.sizes) if keepdim else ())
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{name}: dim must be an int or None, got {errors.shown(dim)}")
+    cdef int d = tensor.c_dim(dim)
+    sizes = tensor.sizes
+    length = sizes[d] if sizes else 1  # a 0-d tensor is its own max
+    if length == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    kept = tuple(size for index, size in enumerate(sizes) if index != d)
+    shape = tuple(1 if index == d else size for index, size in enumerate(sizes)) if keepdim \
+        else kept
+    int64 = dtypes.named_dtype("int64")
+    if tensor.device_index == CPU:
+        values = tensor.array.reshape(1) if not sizes else tensor.array
+        where = computable(tensor).reshape(values.shape)
+        where = np().argmax(where, axis=d) if op == ops.OP_MAX else np().argmin(where, axis=d)
+        chosen = np().take_along_axis(values, np().expand_dims(where, d), d)
+        # np.array, not ascontiguousarray, which makes a 0-d result 1-d.
+        indices = wrap_cpu(np().array(where.reshape(shape), dtype=np().int64, order="C"), int64)
+        result = wrap_cpu(np().array(chosen.reshape(shape), order="C"),
+                          tensor.dtype_object) if with_values else None
+    else:
+        indices = new_empty(kept, int64, tensor.device_index)
+        result = new_empty(kept, tensor.dtype_object, tensor.device_index) if with_values \
+            else None
+        device_ops.select_dim(tensor.device_index, tensor.dtype_object, tensor.data, kept,
+                              tuple(stride for index, stride in enumerate(tensor.element_strides)
+                                    if index != d),
+                              length, tensor.element_strides[d] if sizes else 0,
+                              (<TensorCore>result).data if with_values else 0,
+                              (<TensorCore>indices).data, op,
+                              current_stream(tensor.device_index))
+        indices = reshaped(indices, shape)
+        if with_values:
+            result = reshaped(result, shape)
+    if with_values and tracked(tensor) and tensor.dtype_object.floating:
+        result = recorded(result, ops.OP_MAX_DIM if op == ops.OP_MAX else ops.OP_MIN_DIM,
+                          (tensor,), (indices,), (d if sizes else 0, keepdim))
+    return result, indices

@@ -27,7 +27,8 @@ def every_signature():
         for kernel, element in itertools.product(kernel_signature.kernels_of(source),
                                                  ELEMENT_TYPES):
             prelude = (f"{common}\ntypedef {element} scalar_t;\ntypedef {element} target_t;\n"
-                       f"typedef {element} result_t;\n")
+                       f"typedef {element} result_t;\ntypedef {element} left_t;\n"
+                       f"typedef {element} right_t;\n")
             yield kernel_signature.signature(source, prelude, kernel, kernels.KERNEL_CONSTANTS)
 
 

@@ -29,12 +29,33 @@ def test_elementwise_kernels_compile_for_every_dtype(element):
         assert function in cubin
 
 
+PROMOTED = ("promoted_binary", "promoted_binary_scalar", "promoted_compare",
+            "promoted_compare_scalar")
+
+
+@pytest.mark.parametrize("common", ELEMENT_TYPES)
+def test_promoted_kernels_compile_for_mixed_dtypes(common):
+    # One instance per (op, operand dtypes, common dtype, result dtype), as the tensor layer
+    # asks for them (device_ops.promoted_typedefs): here every common dtype, with operands and
+    # results of other categories, and only the promoted kernels in it.
+    for op, left, right, target in (("OP_ADD", "half_bits", "bool", common),
+                                    ("OP_POW", "int", "double", "float"),
+                                    ("OP_DIV_FLOOR", "bfloat16_bits", "long long", "half_bits"),
+                                    ("OP_LT", "unsigned char", "signed char", "bool")):
+        cubin = compile_for_sm90("elementwise", (
+            f"#define PROMOTED_OP {op}\ntypedef {left} left_t;\ntypedef {right} right_t;\n"
+            f"typedef {common} scalar_t;\ntypedef {target} target_t;\n"))
+        assert all(function.encode() in cubin for function in PROMOTED)
+        assert b"binary_vector4" not in cubin
+
+
 @pytest.mark.parametrize("element", ELEMENT_TYPES)
 @pytest.mark.parametrize("result", ["long long", "float", "double", "half_bits",
                                     "bfloat16_bits", "bool"])
 def test_reductions_compile_for_every_dtype(element, result):
     cubin = compile_for_sm90("reduce", f"typedef {element} scalar_t;\ntypedef {result} result_t;\n")
     assert b"reduce_partial" in cubin and b"reduce_final" in cubin and b"reduce_dims" in cubin
+    assert b"select_dim" in cubin
 
 
 @pytest.mark.parametrize("source", ELEMENT_TYPES)
