@@ -84,6 +84,7 @@ __all__ = [
     "accelerator",
     "autograd",
     "cuda",
+    "distributed",
     "nn",
     "optim",
 ]
@@ -2230,5 +2231,6 @@ globals()["short"] = _dtypes.aliased_dtype("short")
 from tensorplay import accelerator
 from tensorplay import autograd
 from tensorplay import cuda
+from tensorplay import distributed
 from tensorplay import nn
 from tensorplay import optim
