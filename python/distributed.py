@@ -32,12 +32,14 @@ rank with ncclGetUniqueId and sent to the others by the application (NCCL's user
   for PyTorch's FileStore;
 - a world of one rank needs no exchange: the id is made and used in-process.
 """
+import math
 import os
 import socket
 import time
 
 import tensorplay
 import tensorplay.accelerator
+from tensorplay._runtime.base.errors import raise_no_accelerator
 
 # NCCL's ncclRedOp_t values (nccl.h): the op names torch.distributed.ReduceOp spells upper-case.
 _OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
@@ -64,13 +66,13 @@ def _load_nccl():
     except ImportError as error:
         raise RuntimeError(
             "tensorplay.distributed needs NVIDIA's nccl4py (pip install 'tensorplay[nccl]'): "
-            f"importing nccl.bindings failed ({error})") from None
+            f"importing nccl.bindings failed ({str(error).strip()})") from None
     try:
         nccl.get_version()  # loads libnccl.so.2 (through cuda-pathfinder)
     except Exception as error:  # DynamicLibNotFoundError (a RuntimeError) or an OSError
         raise RuntimeError(
             "tensorplay.distributed needs libnccl.so.2, from the nvidia-nccl-cu13 wheel (pip "
-            f"install 'tensorplay[nccl]'): loading it failed ({error})") from None
+            f"install 'tensorplay[nccl]'): loading it failed ({str(error).strip()})") from None
     return nccl
 
 
@@ -148,9 +150,9 @@ def init_process_group(backend, init_method, world_size, rank, device_id, timeou
     if init_method is not None and init_method.startswith("file://") and \
             len(init_method) == len("file://"):
         raise ValueError("init_process_group: init_method 'file://' names no file")
-    if not timeout > 0:
-        raise ValueError(f"init_process_group: timeout must be a positive number of seconds, "
-                         f"got {timeout!r}")
+    if not 0 < timeout < math.inf:  # NaN fails too; sockets take no infinite timeout
+        raise ValueError(f"init_process_group: timeout must be a positive, finite number of "
+                         f"seconds, got {timeout!r}")
     if world_size == -1 and rank == -1 and "WORLD_SIZE" not in os.environ and \
             "RANK" not in os.environ:
         world_size, rank = 1, 0  # one process, no launcher: a world of one rank
@@ -160,6 +162,8 @@ def init_process_group(backend, init_method, world_size, rank, device_id, timeou
         raise ValueError(f"init_process_group: world_size must be at least 1, got {world_size}")
     if not 0 <= rank < world_size:
         raise ValueError(f"init_process_group: rank must be in [0, {world_size}), got {rank}")
+    if tensorplay.accelerator.device_count() == 0:
+        raise_no_accelerator("init_process_group")
     if device_id is None:
         local_rank = os.environ.get("LOCAL_RANK")
         device_id = int(local_rank) if local_rank is not None else \

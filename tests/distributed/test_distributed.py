@@ -49,6 +49,7 @@ def test_no_group_until_init_process_group():
     ({"world_size": 2, "rank": 2}, ValueError, r"rank must be in \[0, 2\)"),
     ({"world_size": -2}, ValueError, "world_size"),
     ({"timeout": 0.0}, ValueError, "timeout must be a positive"),
+    ({"timeout": float("inf")}, ValueError, "timeout must be a positive, finite"),
     ({"device_id": True}, TypeError, "device_id must be an int"),
     ({"device_id": "0"}, TypeError, "device_id must be an int"),
 ])
@@ -69,9 +70,10 @@ def test_init_process_group_names_the_missing_launcher_variable(monkeypatch):
 
 
 @pytest.mark.no_gpu
-def test_init_process_group_wants_a_visible_device():
-    with pytest.raises(ValueError, match="device_id must be a visible CUDA device"):
-        dist.init_process_group(world_size=1, rank=0)
+def test_init_process_group_wants_a_device_once_its_arguments_are_right():
+    for kwargs in ({}, {"device_id": 0}):
+        with pytest.raises(RuntimeError, match="init_process_group needs an accelerator"):
+            dist.init_process_group(world_size=1, rank=0, **kwargs)
 
 
 @pytest.mark.parametrize("call", [
