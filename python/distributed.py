@@ -34,6 +34,7 @@ rank with ncclGetUniqueId and sent to the others by the application (NCCL's user
 """
 import math
 import os
+import reprlib
 import socket
 import time
 
@@ -48,6 +49,8 @@ _OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 # port) fails with a message instead of using 128 foreign bytes as an id.
 _MAGIC = b"tensorplay-nccl-uid-1\n"
 _ID_BYTES = 128  # sizeof(ncclUniqueId), NCCL_UNIQUE_ID_BYTES in nccl.h
+
+_MAX_DEVICES = 64  # the devices the runtime supports (runtime/devices/device.pxd, MAX_DEVICES)
 
 _group = None  # the default group (a _Group) between init_process_group and destroy/abort
 
@@ -132,7 +135,7 @@ def _env_int(name, given):
         return int(value)
     except ValueError:
         raise ValueError(f"init_process_group: the environment variable {name} must be an "
-                         f"integer, got {value!r}") from None
+                         f"integer, got {reprlib.repr(value)}") from None
 
 
 def init_process_group(backend, init_method, world_size, rank, device_id, timeout):
@@ -144,9 +147,12 @@ def init_process_group(backend, init_method, world_size, rank, device_id, timeou
     if device_id is not None and (isinstance(device_id, bool) or not isinstance(device_id, int)):
         raise TypeError(f"init_process_group: device_id must be an int or None, got "
                         f"{type(device_id).__name__}")
+    if device_id is not None and not 0 <= device_id < _MAX_DEVICES:
+        raise ValueError(f"init_process_group: device_id must be a device index in [0, "
+                         f"{_MAX_DEVICES}), got {device_id}")
     if init_method is not None and not init_method.startswith(("env://", "file://")):
         raise ValueError("init_process_group: init_method must start with 'env://' or 'file://', "
-                         f"got {init_method!r}")
+                         f"got {reprlib.repr(init_method)}")
     if init_method is not None and init_method.startswith("file://") and \
             len(init_method) == len("file://"):
         raise ValueError("init_process_group: init_method 'file://' names no file")
@@ -314,20 +320,24 @@ def abort_process_group():
 # -- collectives -----------------------------------------------------------------------------
 
 
-def _check_tensor(name, argument, tensor):
-    """Checks of one tensor that need no group: its type, dtype, device type and layout."""
-    if not isinstance(tensor, tensorplay.Tensor):
-        raise TypeError(f"{name}: {argument} must be a tensorplay.Tensor, got "
-                        f"{type(tensor).__name__}")
-    if tensor.dtype not in _nccl_dtypes():
-        supported = ", ".join(str(dtype) for dtype in _nccl_dtypes())
-        raise TypeError(f"{name}: {argument} has dtype {tensor.dtype}, which NCCL has no type "
-                        f"for; expected one of {supported}")
-    if not tensor.is_cuda:
-        raise ValueError(f"{name}: {argument} must be a CUDA tensor, got one on {tensor.device}")
-    if not tensor.is_contiguous():
-        raise ValueError(f"{name}: {argument} must be contiguous (NCCL reads and writes one dense "
-                         "buffer); call .contiguous() first")
+def _check_tensors(name, tensors):
+    """Checks of the (argument, tensor) pairs that need no group: every type and dtype first (a
+    wrong type is a TypeError whichever argument has it), then device types and layouts."""
+    for argument, tensor in tensors:
+        if not isinstance(tensor, tensorplay.Tensor):
+            raise TypeError(f"{name}: {argument} must be a tensorplay.Tensor, got "
+                            f"{type(tensor).__name__}")
+        if tensor.dtype not in _nccl_dtypes():
+            supported = ", ".join(str(dtype) for dtype in _nccl_dtypes())
+            raise TypeError(f"{name}: {argument} has dtype {tensor.dtype}, which NCCL has no "
+                            f"type for; expected one of {supported}")
+    for argument, tensor in tensors:
+        if not tensor.is_cuda:
+            raise ValueError(f"{name}: {argument} must be a CUDA tensor, got one on "
+                             f"{tensor.device}")
+        if not tensor.is_contiguous():
+            raise ValueError(f"{name}: {argument} must be contiguous (NCCL reads and writes one "
+                             "dense buffer); call .contiguous() first")
 
 
 def _check_same_dtype(name, output, input):
@@ -357,7 +367,7 @@ def _overlap(a, b):
 
 
 def all_reduce(tensor, op, stream):
-    _check_tensor("all_reduce", "tensor", tensor)
+    _check_tensors("all_reduce", (("tensor", tensor),))
     group = _the_group("all_reduce")
     handle = _stream_handle("all_reduce", group, stream, (("tensor", tensor),))
     pointer = tensor.data_ptr()
@@ -367,8 +377,7 @@ def all_reduce(tensor, op, stream):
 
 def all_gather_into_tensor(output_tensor, input_tensor, stream):
     name = "all_gather_into_tensor"
-    _check_tensor(name, "output_tensor", output_tensor)
-    _check_tensor(name, "input_tensor", input_tensor)
+    _check_tensors(name, (("output_tensor", output_tensor), ("input_tensor", input_tensor)))
     _check_same_dtype(name, output_tensor, input_tensor)
     group = _the_group(name)
     if output_tensor.numel() != input_tensor.numel() * group.world_size:
@@ -390,8 +399,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, stream):
 
 def reduce_scatter_tensor(output, input, op, stream):
     name = "reduce_scatter_tensor"
-    _check_tensor(name, "output", output)
-    _check_tensor(name, "input", input)
+    _check_tensors(name, (("output", output), ("input", input)))
     if output.dtype != input.dtype:
         raise TypeError(f"{name}: output and input must have one dtype, got {output.dtype} and "
                         f"{input.dtype}")
@@ -411,7 +419,7 @@ def reduce_scatter_tensor(output, input, op, stream):
 
 
 def broadcast(tensor, src, stream):
-    _check_tensor("broadcast", "tensor", tensor)
+    _check_tensors("broadcast", (("tensor", tensor),))
     group = _the_group("broadcast")
     if not 0 <= src < group.world_size:
         raise ValueError(f"broadcast: src must be a rank in [0, {group.world_size}), got {src}")

@@ -52,6 +52,8 @@ def test_no_group_until_init_process_group():
     ({"timeout": float("inf")}, ValueError, "timeout must be a positive, finite"),
     ({"device_id": True}, TypeError, "device_id must be an int"),
     ({"device_id": "0"}, TypeError, "device_id must be an int"),
+    ({"device_id": 64}, ValueError, r"device_id must be a device index in \[0, 64\), got 64"),
+    ({"device_id": -1}, ValueError, "device_id must be a device index"),
 ])
 def test_init_process_group_checks_its_arguments_first(kwargs, error, message):
     with pytest.raises(error, match=message):
