@@ -64,6 +64,11 @@ def torch_group(torch):
 
 def all_reduce(quick, notes):
     sizes = QUICK_SIZES if quick else SIZES
+    try:
+        dist.nccl_version()
+    except RuntimeError as error:  # no nccl extra: nothing to measure, and the note says why
+        notes.append(f"collectives skipped: {error}")
+        return []
     dist.init_process_group()  # the launcher's variables, else a group of one rank
     world = dist.get_world_size()
     from tensorplay._python import distributed as impl
