@@ -77,6 +77,9 @@ AREAS = (
          labels={"random": "RNG", "memory": "allocation", "accelerator": "statistics"}),
     Area("graphed callables", "bench_graphed_callables.py", ("--area", "graphed callables")),
     Area("training step", "bench_graphed_callables.py", ("--area", "training step")),
+    # NCCL all-reduce, one rank on the machine's first GPU (bench_collectives.py says how to run
+    # it over more); its records say where nccl4py or PyTorch's NCCL is missing.
+    Area("collectives", "bench_collectives.py"),
     Area("import", "bench_memory.py", ("--area", "import"), needs_gpu=False),
     # Issue 40's targets: sleeping graph pools, judged by the script itself ("met").
     Area("graph sleep", "bench_graph_sleep.py", quick=("--quick",)),

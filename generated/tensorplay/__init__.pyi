@@ -12,6 +12,7 @@ from tensorplay.cuda import Stream
 from tensorplay import accelerator as accelerator
 from tensorplay import autograd as autograd
 from tensorplay import cuda as cuda
+from tensorplay import distributed as distributed
 from tensorplay import nn as nn
 from tensorplay import optim as optim
 from tensorplay import torch as torch
@@ -82,6 +83,7 @@ __all__ = [
     "accelerator",
     "autograd",
     "cuda",
+    "distributed",
     "nn",
     "optim",
     "torch",

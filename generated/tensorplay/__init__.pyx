@@ -88,6 +88,7 @@ __all__ = [
     "accelerator",
     "autograd",
     "cuda",
+    "distributed",
     "nn",
     "optim",
     "torch",
@@ -2346,6 +2347,7 @@ globals()["short"] = _dtypes.aliased_dtype("short")
 from tensorplay import accelerator
 from tensorplay import autograd
 from tensorplay import cuda
+from tensorplay import distributed
 from tensorplay import nn
 from tensorplay import optim
 from tensorplay import torch

@@ -339,7 +339,7 @@ def test_the_registry_covers_the_report_areas():
     assert len(set(names)) == len(names)
     for area in ("allocation", "statistics", "RNG", "copies", "matmul", "small matmul",
                  "replay", "staging", "capture", "conditional nodes", "update and rebinding",
-                 "graphed callables", "training step", "import"):
+                 "graphed callables", "training step", "collectives", "import"):
         assert area in names
     for area in report.AREAS:
         assert (BENCH / area.script).is_file(), area.script
