@@ -89,7 +89,7 @@ def test_mask_errors_as_pytorch():
             tx[torch.tensor(mask)]
         with pytest.raises(IndexError, match="The shape of the mask"):
             x[tp.tensor(mask)]
-    with pytest.raises(TypeError, match="value must be a tensor or a Python scalar"):
+    with pytest.raises(TypeError, match="value must be a tensor or a bool, int or float, got str"):
         x[tp.tensor([True, False])] = "a"
     with pytest.raises(ValueError):  # (3, 1) does not broadcast to the selection's (1, 3)
         x[tp.tensor([True, False])] = tp.ones(2, 1)
