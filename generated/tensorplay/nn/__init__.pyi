@@ -11,6 +11,7 @@ from typing import Any, Callable, ContextManager, Literal, TypeAlias
 from tensorplay import Tensor
 from tensorplay import device
 from tensorplay import dtype
+from tensorplay.nn import init as init
 
 _TensorDeviceLike: TypeAlias = device | str | int | None
 
@@ -22,6 +23,7 @@ __all__ = [
     "ReLU",
     "Sequential",
     "Dropout",
+    "init",
 ]
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "ReLU",
     "Sequential",
     "Dropout",
+    "init",
 ]
 
 
@@ -556,3 +557,5 @@ class Dropout(_nn_classes.DropoutCore, Module):
 
 
 _public.register_class("DropoutCore", Dropout)
+
+from tensorplay.nn import init
