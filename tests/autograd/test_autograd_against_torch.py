@@ -1161,3 +1161,28 @@ def test_grad_mode_decorators_decorate_methods():
     model, torch_model = Model(tp), Model(torch)
     assert model.ours(3).requires_grad == torch_model.theirs(3).requires_grad == False
     assert [each.requires_grad for each in model.our_steps()] == [False]
+
+
+def test_autograd_backward_retain_graph_as_pytorch():
+    results = []
+    for lib in (tp, torch):
+        w = lib.tensor([1.0, 2.0], requires_grad=True)
+        loss = (w * w).sum()
+        lib.autograd.backward([loss], retain_graph=True)
+        lib.autograd.backward([loss])  # the kept graph runs again; grads accumulate
+        with pytest.raises(RuntimeError) as second:
+            lib.autograd.backward([loss])  # freed by the previous pass
+        results.append((w.grad.tolist(), type(second.value)))
+    assert results[0] == results[1]
+
+
+@pytest.mark.gpu
+def test_autograd_backward_of_several_roots_on_cuda():
+    grads = []
+    for device in ("cpu", "cuda"):
+        w = tp.tensor([2.0, 3.0], device=device, requires_grad=True)
+        shared = w * w
+        tp.autograd.backward([shared.sum(), shared],
+                             [None, tp.tensor([1.0, 3.0], device=device)])
+        grads.append(w.grad.tolist())
+    assert grads[0] == grads[1] == [2 * 2.0 * 2, 2 * 3.0 * 4]

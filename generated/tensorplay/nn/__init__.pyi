@@ -12,6 +12,7 @@ from tensorplay import Tensor
 from tensorplay import device
 from tensorplay import dtype
 from tensorplay.nn import init as init
+from tensorplay.nn import functional as functional
 
 _TensorDeviceLike: TypeAlias = device | str | int | None
 
@@ -23,7 +24,10 @@ __all__ = [
     "ReLU",
     "Sequential",
     "Dropout",
+    "MSELoss",
+    "CrossEntropyLoss",
     "init",
+    "functional",
 ]
 
 
@@ -492,4 +496,65 @@ class Dropout(Module):
         Returns:
             Tensor: input with the dropped elements zeroed and the others scaled (input itself in
                 evaluation mode or with p = 0).
+        """
+
+
+class MSELoss(Module):
+    """The squared error of input against target, (input - target) ** 2, averaged or summed (PyTorch's MSELoss).
+
+    A target of another shape broadcasts, with PyTorch's warning. Its arithmetic is
+    functional.mse_loss's; it can be captured into a CUDA graph. PyTorch's deprecated
+    size_average and reduce are not offered.
+
+    Args:
+        reduction: none (the elementwise losses), mean or sum.
+    """
+
+    def __init__(self, *, reduction: str = 'mean') -> None: ...
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of input against target.
+
+        Args:
+            input: the prediction, floating point.
+            target: the values it should have, of input's shape and dtype.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+
+
+class CrossEntropyLoss(Module):
+    """The cross entropy of unnormalised logits against class indices or class probabilities (PyTorch's CrossEntropyLoss, without weight).
+
+    The classes are dimension 1 of input ((N, C) or (N, C, d1, ...); dimension 0 for an
+    input of shape (C,)). A target of class indices (an integer tensor of input's shape
+    without the class dimension) takes -log softmax(input) at each index; entries equal to
+    ignore_index count for nothing, and mean divides by the number of the others. A target
+    of class probabilities (floating point, of input's shape) takes -sum(target * log
+    softmax(input)), and mean divides by the number of predictions. label_smoothing mixes
+    each target with the uniform distribution over the classes, as PyTorch. Class indices
+    on the CPU are checked (IndexError, PyTorch's message); on a CUDA device they are not
+    read back (an index out of range counts as 0). The arithmetic is functional.cross_entropy's;
+    it can be captured into a CUDA graph. The class weights (weight) and PyTorch's deprecated
+    size_average and reduce are not offered.
+
+    Args:
+        ignore_index: a target index that counts for nothing (class indices only).
+        reduction: none (one loss per prediction), mean or sum.
+        label_smoothing: the weight of the uniform distribution mixed into each target, in [0,
+            1].
+    """
+
+    def __init__(self, *, ignore_index: int = -100, reduction: str = 'mean', label_smoothing: float = 0.0) -> None: ...
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of input against target.
+
+        Args:
+            input: the logits, floating point, classes in dimension 1.
+            target: class indices (int64) or class probabilities (input's shape and dtype).
+
+        Returns:
+            Tensor: the loss: 0-d, or one per prediction with reduction none.
         """

@@ -20,7 +20,10 @@ __all__ = [
     "ReLU",
     "Sequential",
     "Dropout",
+    "MSELoss",
+    "CrossEntropyLoss",
     "init",
+    "functional",
 ]
 
 
@@ -558,4 +561,76 @@ class Dropout(_nn_classes.DropoutCore, Module):
 
 _public.register_class("DropoutCore", Dropout)
 
+
+class MSELoss(_nn_classes.MSELossCore, Module):
+    """The squared error of input against target, (input - target) ** 2, averaged or summed (PyTorch's MSELoss).
+
+    A target of another shape broadcasts, with PyTorch's warning. Its arithmetic is
+    functional.mse_loss's; it can be captured into a CUDA graph. PyTorch's deprecated
+    size_average and reduce are not offered.
+
+    Args:
+        reduction: none (the elementwise losses), mean or sum.
+    """
+
+    def __init__(self, *, reduction='mean'):
+        self.init(_errors.str_arg(reduction, 'reduction'))
+
+    def forward(self, input, target):
+        """The loss of input against target.
+
+        Args:
+            input: the prediction, floating point.
+            target: the values it should have, of input's shape and dtype.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+        return self.c_forward(input, target)
+
+
+_public.register_class("MSELossCore", MSELoss)
+
+
+class CrossEntropyLoss(_nn_classes.CrossEntropyLossCore, Module):
+    """The cross entropy of unnormalised logits against class indices or class probabilities (PyTorch's CrossEntropyLoss, without weight).
+
+    The classes are dimension 1 of input ((N, C) or (N, C, d1, ...); dimension 0 for an
+    input of shape (C,)). A target of class indices (an integer tensor of input's shape
+    without the class dimension) takes -log softmax(input) at each index; entries equal to
+    ignore_index count for nothing, and mean divides by the number of the others. A target
+    of class probabilities (floating point, of input's shape) takes -sum(target * log
+    softmax(input)), and mean divides by the number of predictions. label_smoothing mixes
+    each target with the uniform distribution over the classes, as PyTorch. Class indices
+    on the CPU are checked (IndexError, PyTorch's message); on a CUDA device they are not
+    read back (an index out of range counts as 0). The arithmetic is functional.cross_entropy's;
+    it can be captured into a CUDA graph. The class weights (weight) and PyTorch's deprecated
+    size_average and reduce are not offered.
+
+    Args:
+        ignore_index: a target index that counts for nothing (class indices only).
+        reduction: none (one loss per prediction), mean or sum.
+        label_smoothing: the weight of the uniform distribution mixed into each target, in [0,
+            1].
+    """
+
+    def __init__(self, *, ignore_index=-100, reduction='mean', label_smoothing=0.0):
+        self.init(ignore_index, _errors.str_arg(reduction, 'reduction'), _errors.float_arg(label_smoothing, 'label_smoothing'))
+
+    def forward(self, input, target):
+        """The loss of input against target.
+
+        Args:
+            input: the logits, floating point, classes in dimension 1.
+            target: class indices (int64) or class probabilities (input's shape and dtype).
+
+        Returns:
+            Tensor: the loss: 0-d, or one per prediction with reduction none.
+        """
+        return self.c_forward(input, target)
+
+
+_public.register_class("CrossEntropyLossCore", CrossEntropyLoss)
+
 from tensorplay.nn import init
+from tensorplay.nn import functional
