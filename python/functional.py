@@ -5,7 +5,9 @@ numbers; this module adds PyTorch's signatures and its implicit softmax dimensio
 import warnings
 
 import tensorplay
-from tensorplay._runtime.autograd import nn as _nn
+from tensorplay._runtime.autograd.nn import (cross_entropy as _cross_entropy, dropout as _dropout,
+                                             linear as _linear, log_softmax as _log_softmax,
+                                             mse_loss as _mse_loss, softmax as _softmax)
 
 
 def _check_tensor(value, name):
@@ -31,14 +33,14 @@ def linear(input, weight, bias=None):
     _check_tensor(weight, "weight")
     if bias is not None:
         _check_tensor(bias, "bias")
-    return _nn.linear(input, weight, bias)
+    return _linear(input, weight, bias)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
     _check_tensor(input, "input")
     _check_bool(training, "training")
     _check_bool(inplace, "inplace")
-    output = _nn.dropout(input, p, training)
+    output = _dropout(input, p, training)
     if inplace and output is not input:
         return input.copy_(output)
     return output
@@ -55,21 +57,21 @@ def _softmax_dim(input, dim, name):
 
 def softmax(input, dim=None):
     _check_tensor(input, "input")
-    return _nn.softmax(input, _softmax_dim(input, dim, "softmax"))
+    return _softmax(input, _softmax_dim(input, dim, "softmax"))
 
 
 def log_softmax(input, dim=None):
     _check_tensor(input, "input")
-    return _nn.log_softmax(input, _softmax_dim(input, dim, "log_softmax"))
+    return _log_softmax(input, _softmax_dim(input, dim, "log_softmax"))
 
 
 def mse_loss(input, target, reduction="mean"):
     _check_tensor(input, "input")
     _check_tensor(target, "target")
-    return _nn.mse_loss(input, target, reduction)
+    return _mse_loss(input, target, reduction)
 
 
 def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     _check_tensor(input, "input")
     _check_tensor(target, "target")
-    return _nn.cross_entropy(input, target, ignore_index, reduction, label_smoothing)
+    return _cross_entropy(input, target, ignore_index, reduction, label_smoothing)

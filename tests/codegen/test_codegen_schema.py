@@ -125,7 +125,7 @@ CASES = [
     ('impl module missing',
      'impl: device.device_count',
      'impl: devices.device_count',
-     ["api.yaml:20:11: impl of 'tensorplay.accelerator.device_count': no runtime module 'devices' (no runtime/**/devices.pxd) nor Python module (no python/devices.py); nearest runtime modules: device, device_ops; Python modules: graphed_callables, init, report"]),
+     ["api.yaml:20:11: impl of 'tensorplay.accelerator.device_count': no runtime module 'devices' (no runtime/**/devices.pxd) nor Python module (no python/devices.py); nearest runtime modules: device, device_ops; Python modules: functional, graphed_callables, init, report"]),
     ('impl function missing',
      'impl: device.device_count',
      'impl: device.device_counter',
