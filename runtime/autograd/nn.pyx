@@ -662,7 +662,7 @@ cdef int softmax_dim_arg(TensorCore input, object dim, str name) except -1:
     cdef int ndim = max(len(input.sizes), 1)
     if not -ndim <= dim < ndim:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
-                         f"{ndim - 1}], but got {dim})")
+                         f"{ndim - 1}], but got {errors.shown(dim)}) (argument dim)")
     return dim % ndim
 
 
@@ -707,6 +707,14 @@ def mse_loss(input, target, reduction):
     return reduced(difference * difference, reduction)
 
 
+cdef int ignore_index_arg(object ignore_index) except -1:
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+        raise TypeError(f"ignore_index must be an int, got {type(ignore_index).__name__}")
+    if not -(1 << 63) <= ignore_index < (1 << 63):
+        raise ValueError(f"ignore_index {errors.shown(ignore_index)} does not fit in int64")
+    return 0
+
+
 cdef str _size(TensorCore value):
     return f"torch.Size({list(value.sizes)})"
 
@@ -727,8 +735,7 @@ def cross_entropy(input, target, ignore_index, reduction, label_smoothing):
     cdef TensorCore x = tensor.own_tensor_arg(input, "cross_entropy: input")
     cdef TensorCore y = tensor.own_tensor_arg(target, "cross_entropy: target")
     reduction_arg(reduction)
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
-        raise TypeError(f"ignore_index must be an int, got {type(ignore_index).__name__}")
+    ignore_index_arg(ignore_index)
     if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) or \
             not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
@@ -813,6 +820,7 @@ class CrossEntropyLossCore(ModuleCore):
     """The cross entropy of logits against class indices or probabilities (cross_entropy)."""
 
     def init(self, ignore_index, reduction, label_smoothing):
+        ignore_index_arg(ignore_index)
         reduction_arg(reduction)
         if isinstance(label_smoothing, bool) or \
                 not isinstance(label_smoothing, (int, float)) or \

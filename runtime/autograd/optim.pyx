@@ -552,9 +552,12 @@ class SGDCore(OptimizerCore):
 
 
 cdef tuple _betas(object betas, str where):
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+    if not isinstance(betas, (tuple, list)):
         raise TypeError(f"betas{where} must be a tuple of two floats, got "
                         f"{errors.shown(betas)}")
+    if len(betas) != 2:
+        raise ValueError(f"betas{where} must be a tuple of two floats, got "
+                         f"{errors.shown(betas)}")
     checked = []
     for index, beta in enumerate(betas):
         if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
