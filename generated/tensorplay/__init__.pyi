@@ -1931,7 +1931,8 @@ class no_grad:
         """
 
     def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
-        """Decorate function: each call runs inside a new no_grad() context."""
+        """Decorate function (or method): each call runs inside a new no_grad() context;
+        for a generator function, each step of its generator does (as PyTorch's decorators)."""
 
 
 class enable_grad:
@@ -1950,7 +1951,8 @@ class enable_grad:
         """
 
     def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
-        """Decorate function: each call runs inside a new enable_grad() context."""
+        """Decorate function (or method): each call runs inside a new enable_grad() context;
+        for a generator function, each step of its generator does (as PyTorch's decorators)."""
 
 
 class Generator:

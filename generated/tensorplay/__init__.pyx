@@ -5,6 +5,7 @@
 Devices and dtypes live here; the accelerator and CUDA APIs live in the submodules.
 """
 import functools as _functools
+import inspect as _inspect
 
 from tensorplay._runtime.tensor cimport copies as _copies
 from tensorplay._runtime.tensor cimport core as _core
@@ -2125,10 +2126,37 @@ class no_grad(_engine_classes.NoGradCore):
         self.c_exit(exc_type, exc_value, traceback)
 
     def __call__(self, function):
-        """Decorate function: each call runs inside a new no_grad() context."""
+        """Decorate function (or method): each call runs inside a new no_grad() context;
+        for a generator function, each step of its generator does (as PyTorch's decorators)."""
+        context = type(self)
+        if _inspect.isgeneratorfunction(function):
+            @_functools.wraps(function)
+            def stepped(*args, **kwargs):
+                # Each resumption (next, send, throw, close) runs inside the context, and the
+                # caller's grad mode is back between steps.
+                generator = function(*args, **kwargs)
+                sent, thrown = None, None
+                while True:
+                    try:
+                        with context():
+                            value = generator.send(sent) if thrown is None else \
+                                generator.throw(thrown)
+                    except StopIteration as stop:
+                        return stop.value
+                    sent, thrown = None, None
+                    try:
+                        sent = yield value
+                    except GeneratorExit:
+                        with context():
+                            generator.close()
+                        raise
+                    except BaseException as error:
+                        thrown = error
+            return stepped
+
         @_functools.wraps(function)
         def decorated(*args, **kwargs):
-            with type(self)():
+            with context():
                 return function(*args, **kwargs)
         return decorated
 
@@ -2154,10 +2182,37 @@ class enable_grad(_engine_classes.EnableGradCore):
         self.c_exit(exc_type, exc_value, traceback)
 
     def __call__(self, function):
-        """Decorate function: each call runs inside a new enable_grad() context."""
+        """Decorate function (or method): each call runs inside a new enable_grad() context;
+        for a generator function, each step of its generator does (as PyTorch's decorators)."""
+        context = type(self)
+        if _inspect.isgeneratorfunction(function):
+            @_functools.wraps(function)
+            def stepped(*args, **kwargs):
+                # Each resumption (next, send, throw, close) runs inside the context, and the
+                # caller's grad mode is back between steps.
+                generator = function(*args, **kwargs)
+                sent, thrown = None, None
+                while True:
+                    try:
+                        with context():
+                            value = generator.send(sent) if thrown is None else \
+                                generator.throw(thrown)
+                    except StopIteration as stop:
+                        return stop.value
+                    sent, thrown = None, None
+                    try:
+                        sent = yield value
+                    except GeneratorExit:
+                        with context():
+                            generator.close()
+                        raise
+                    except BaseException as error:
+                        thrown = error
+            return stepped
+
         @_functools.wraps(function)
         def decorated(*args, **kwargs):
-            with type(self)():
+            with context():
                 return function(*args, **kwargs)
         return decorated
 

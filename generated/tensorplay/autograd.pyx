@@ -14,6 +14,7 @@ from tensorplay._runtime.autograd cimport tape as _tape
 from tensorplay._runtime.autograd import engine as _engine_classes
 
 __all__ = [
+    "backward",
     "grad",
     "Function",
     "FunctionCtx",
@@ -21,6 +22,32 @@ __all__ = [
     "no_grad",
     "enable_grad",
 ]
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate the gradients of several tensors into the grad of the leaves of their graph, in one backward pass.
+
+    As Tensor.backward() for each root, but the tape is walked once, so a Node several roots
+    reach runs once, with the sum of their gradients.
+
+    Args:
+        tensors: the tensors (roots) to differentiate, in one pass.
+        grad_tensors: the gradient of each root: a tensor, or a sequence with a tensor or None
+            per root; None means a 1 for a one-element root.
+        retain_graph: keep the saved tensors, to run backward through this graph again; None for
+            False.
+        create_graph: must be False: the backward pass is not recorded, so gradients of
+            gradients are not supported.
+        inputs: accumulate only into the grad of these tensors (requiring grad; leaves or not),
+            leaving every other grad alone; None for every leaf.
+
+    Raises:
+        ValueError: create_graph is True.
+        RuntimeError: a root or an input does not require grad; a root has several elements and
+            no gradient; grad_tensors has not one entry per root; inputs is empty; a saved tensor
+            was freed or changed in place.
+    """
+    return _engine.backward(tensors, grad_tensors, retain_graph, _errors.bool_arg(create_graph, 'create_graph'), inputs)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):

@@ -6,33 +6,45 @@ from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 __all__ = [
     "SGD",
+    "Adam",
+    "AdamW",
 ]
 
 
 class SGD:
-    """Stochastic gradient descent with momentum and weight decay, by PyTorch's rule: with
-    g = grad + weight_decay * param, buf = momentum * buf + g, param -= lr * buf (or
-    param -= lr * g without momentum).
+    """Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay, by PyTorch's rule.
+
+    With g = grad (-grad with maximize) + weight_decay * param: buf = g at the first step,
+    then buf = momentum * buf + (1 - dampening) * g; g = g + momentum * buf with nesterov,
+    else g = buf; param -= lr * g (without momentum, param -= lr * g).
 
     step() can be captured into a CUDA graph together with the forward and backward passes, so
     that a whole training step replays as one graph: it runs in-place kernels only, never
     reads device memory on the host and never synchronises. The momentum buffers are made
     (zeros) with the optimiser, on each parameter's device, so move the module first. A
     captured step keeps the hyperparameters it was captured with, and updates the parameters
-    that had a grad then. The settings live in param_groups ("params", "lr", "momentum",
-    "weight_decay" of each group); a change there applies to the following eager steps, and
-    a parameter added there (or every parameter, when momentum is set above 0 later) gets
-    its momentum buffer at the next eager step. step() checks every group and parameter
-    before it updates any.
+    that had a grad then. The settings live in param_groups (one dict per group, made by
+    params given as dicts or by add_param_group); a change there applies to the following
+    eager steps, and a parameter added there (or every parameter, when momentum is set above
+    0 later) gets its momentum buffer at the next eager step. With dampening, the first step
+    of a buffer is eager only. step() checks every group and parameter before it updates
+    any. foreach is accepted and changes nothing; differentiable and fused are not offered.
+    A setting that is negative, NaN or infinite, or nesterov without momentum or with
+    dampening, is a ValueError with PyTorch's message.
 
     Args:
-        params: an iterable of the leaf tensors to optimise, such as module.parameters().
+        params: an iterable of the leaf tensors to optimise, such as module.parameters(), or of
+            dicts (parameter groups: "params" and any settings of their own).
         lr: the learning rate, finite and at least 0.
         momentum: the momentum factor, finite and at least 0.
+        dampening: the dampening of momentum, finite and at least 0.
         weight_decay: the L2 penalty added to each gradient, finite and at least 0.
+        nesterov: Nesterov momentum (needs momentum > 0 and dampening 0).
+        maximize: maximise the objective instead (step along the gradient).
+        foreach: accepted for PyTorch's signature; the step is the same either way.
     """
 
-    def __init__(self, params: Any, lr: float = 0.001, momentum: float = 0, *, weight_decay: float = 0) -> None: ...
+    def __init__(self, params: Any, lr: float = 0.001, momentum: float = 0, dampening: float = 0, weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False, foreach: bool | None = None) -> None: ...
 
     def step(self) -> None:
         """Update every parameter that has a grad, in place.
@@ -44,7 +56,8 @@ class SGD:
                 infinite, a parameter is not a leaf or appears twice, or its grad or momentum buffer
                 does not match it; nothing is updated.
             RuntimeError: the step is captured into a CUDA graph and a parameter needs a momentum
-                buffer that it does not have yet (run one eager step first); nothing is updated.
+                buffer that it does not have yet, or a first step with dampening (run one eager step
+                first); nothing is updated.
         """
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -52,4 +65,246 @@ class SGD:
 
         Args:
             set_to_none: drop each grad (None) instead of filling it with zeros.
+        """
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own settings, as PyTorch's (the dict itself is appended, filled with the defaults).
+
+        Args:
+            param_group: a dict with "params" (a tensor or a list of tensors) and any settings of
+                this optimiser; the others are taken from defaults.
+
+        Raises:
+            TypeError: param_group is not a dict, its params are a set or hold something other than
+                tensors.
+            ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
+                a setting is refused as at construction; nothing is added.
+        """
+
+    def state_dict(self) -> dict[str, Any]:
+        """The optimiser's state and settings in PyTorch's format.
+
+        Returns:
+            dict[str, Any]: {"state": {index: {name: tensor}}, "param_groups": [group settings with
+                "params" as a list of indices]}, indices counting the parameters in the order of
+                param_groups; the tensors are the optimiser's own.
+        """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load the settings and the state of state_dict, copying each state tensor into this optimiser's own in place.
+
+        PyTorch's makes new state tensors; copying in place keeps their addresses, so a
+        captured step replays with the loaded state. The tensors are converted to each
+        parameter's dtype and device (Adam's step count stays float32, on the parameter's
+        device when capturable, else on the CPU). A parameter the loaded state does not cover
+        starts again, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
+                shapes, grouped alike (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not of state_dict()'s format.
+            ValueError: another number of groups, a group of another size (PyTorch's messages), a
+                refused setting or a state tensor of the wrong shape; nothing is loaded.
+        """
+
+
+class Adam:
+    """Adam (Kingma and Ba, 2014), by PyTorch's rule; weight_decay adds weight_decay * param to each gradient (L2).
+
+    With g = grad (-grad with maximize), t the step count and lr, beta1, beta2, eps of the
+    group: m = beta1 * m + (1 - beta1) * g, v = beta2 * v + (1 - beta2) * g * g (v replaced
+    by its running maximum with amsgrad), param -= lr / (1 - beta1 ** t) * m /
+    (sqrt(v) / sqrt(1 - beta2 ** t) + eps). The state of each parameter ("step", a 0-d
+    float32 tensor, "exp_avg", "exp_avg_sq", and "max_exp_avg_sq" with amsgrad) is made at
+    its first step, as PyTorch's.
+
+    With capturable=True the step count lives on the parameter's device and the bias
+    corrections are computed there (PyTorch's capturable branch), so step() can be captured
+    into a CUDA graph with the forward and backward passes after one eager step (which makes
+    the state) and every replay matches an eager step. A captured step keeps the settings it
+    was captured with. Capturing a step whose group is not capturable is PyTorch's
+    RuntimeError. foreach is accepted and changes nothing; differentiable and fused are not
+    offered. capturable=True runs on the CPU too (PyTorch refuses it there). lr, eps or
+    weight_decay negative, NaN or infinite, or a beta outside [0, 1), is a ValueError with
+    PyTorch's message.
+
+    Args:
+        params: an iterable of the leaf tensors to optimise, or of dicts (parameter groups:
+            "params" and any settings of their own).
+        lr: the learning rate, finite and at least 0.
+        betas: the decay rates of the running averages of the gradient and of its square, each
+            in [0, 1); None for PyTorch's (0.9, 0.999).
+        eps: added to the denominator, finite and at least 0.
+        weight_decay: the weight decay, finite and at least 0.
+        amsgrad: use the running maximum of the second moment (AMSGrad).
+        foreach: accepted for PyTorch's signature; the step is the same either way.
+        maximize: maximise the objective instead.
+        capturable: keep the step count on the device, so that step() can be captured into a
+            CUDA graph.
+        decoupled_weight_decay: decay the parameters as AdamW does instead of adding to the
+            gradient.
+    """
+
+    def __init__(self, params: Any, lr: float = 0.001, betas: tuple[float, float] | None = None, eps: float = 1e-08, weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None, maximize: bool = False, capturable: bool = False, decoupled_weight_decay: bool = False) -> None: ...
+
+    def step(self) -> None:
+        """Update every parameter that has a grad, in place.
+
+        Raises:
+            TypeError: param_groups or the state holds something other than dicts of tensors and
+                numbers, or a parameter with a grad is not floating-point; nothing is updated.
+            ValueError: a group lacks a key, a setting is refused, a parameter is not a leaf or
+                appears twice, or its grad or state does not match it; nothing is updated.
+            RuntimeError: the step is captured into a CUDA graph while a group is not capturable, or
+                a parameter has no state yet (run one eager step first); nothing is updated.
+        """
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of the optimised parameters.
+
+        Args:
+            set_to_none: drop each grad (None) instead of filling it with zeros.
+        """
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own settings, as PyTorch's (the dict itself is appended, filled with the defaults).
+
+        Args:
+            param_group: a dict with "params" (a tensor or a list of tensors) and any settings of
+                this optimiser; the others are taken from defaults.
+
+        Raises:
+            TypeError: param_group is not a dict, its params are a set or hold something other than
+                tensors.
+            ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
+                a setting is refused as at construction; nothing is added.
+        """
+
+    def state_dict(self) -> dict[str, Any]:
+        """The optimiser's state and settings in PyTorch's format.
+
+        Returns:
+            dict[str, Any]: {"state": {index: {name: tensor}}, "param_groups": [group settings with
+                "params" as a list of indices]}, indices counting the parameters in the order of
+                param_groups; the tensors are the optimiser's own.
+        """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load the settings and the state of state_dict, copying each state tensor into this optimiser's own in place.
+
+        PyTorch's makes new state tensors; copying in place keeps their addresses, so a
+        captured step replays with the loaded state. The tensors are converted to each
+        parameter's dtype and device (Adam's step count stays float32, on the parameter's
+        device when capturable, else on the CPU). A parameter the loaded state does not cover
+        starts again, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
+                shapes, grouped alike (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not of state_dict()'s format.
+            ValueError: another number of groups, a group of another size (PyTorch's messages), a
+                refused setting or a state tensor of the wrong shape; nothing is loaded.
+        """
+
+
+class AdamW:
+    """AdamW (Loshchilov and Hutter, 2019): Adam whose weight decay scales the parameters, param *= 1 - lr * weight_decay, before the step, by PyTorch's rule.
+
+    With g = grad (-grad with maximize), t the step count and lr, beta1, beta2, eps of the
+    group: m = beta1 * m + (1 - beta1) * g, v = beta2 * v + (1 - beta2) * g * g (v replaced
+    by its running maximum with amsgrad), param -= lr / (1 - beta1 ** t) * m /
+    (sqrt(v) / sqrt(1 - beta2 ** t) + eps). The state of each parameter ("step", a 0-d
+    float32 tensor, "exp_avg", "exp_avg_sq", and "max_exp_avg_sq" with amsgrad) is made at
+    its first step, as PyTorch's.
+
+    With capturable=True the step count lives on the parameter's device and the bias
+    corrections are computed there (PyTorch's capturable branch), so step() can be captured
+    into a CUDA graph with the forward and backward passes after one eager step (which makes
+    the state) and every replay matches an eager step. A captured step keeps the settings it
+    was captured with. Capturing a step whose group is not capturable is PyTorch's
+    RuntimeError. foreach is accepted and changes nothing; differentiable and fused are not
+    offered. capturable=True runs on the CPU too (PyTorch refuses it there). lr, eps or
+    weight_decay negative, NaN or infinite, or a beta outside [0, 1), is a ValueError with
+    PyTorch's message.
+
+    Args:
+        params: an iterable of the leaf tensors to optimise, or of dicts (parameter groups:
+            "params" and any settings of their own).
+        lr: the learning rate, finite and at least 0.
+        betas: the decay rates of the running averages of the gradient and of its square, each
+            in [0, 1); None for PyTorch's (0.9, 0.999).
+        eps: added to the denominator, finite and at least 0.
+        weight_decay: the weight decay, finite and at least 0.
+        amsgrad: use the running maximum of the second moment (AMSGrad).
+        foreach: accepted for PyTorch's signature; the step is the same either way.
+        maximize: maximise the objective instead.
+        capturable: keep the step count on the device, so that step() can be captured into a
+            CUDA graph.
+    """
+
+    def __init__(self, params: Any, lr: float = 0.001, betas: tuple[float, float] | None = None, eps: float = 1e-08, weight_decay: float = 0.01, amsgrad: bool = False, *, foreach: bool | None = None, maximize: bool = False, capturable: bool = False) -> None: ...
+
+    def step(self) -> None:
+        """Update every parameter that has a grad, in place.
+
+        Raises:
+            TypeError: param_groups or the state holds something other than dicts of tensors and
+                numbers, or a parameter with a grad is not floating-point; nothing is updated.
+            ValueError: a group lacks a key, a setting is refused, a parameter is not a leaf or
+                appears twice, or its grad or state does not match it; nothing is updated.
+            RuntimeError: the step is captured into a CUDA graph while a group is not capturable, or
+                a parameter has no state yet (run one eager step first); nothing is updated.
+        """
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of the optimised parameters.
+
+        Args:
+            set_to_none: drop each grad (None) instead of filling it with zeros.
+        """
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own settings, as PyTorch's (the dict itself is appended, filled with the defaults).
+
+        Args:
+            param_group: a dict with "params" (a tensor or a list of tensors) and any settings of
+                this optimiser; the others are taken from defaults.
+
+        Raises:
+            TypeError: param_group is not a dict, its params are a set or hold something other than
+                tensors.
+            ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
+                a setting is refused as at construction; nothing is added.
+        """
+
+    def state_dict(self) -> dict[str, Any]:
+        """The optimiser's state and settings in PyTorch's format.
+
+        Returns:
+            dict[str, Any]: {"state": {index: {name: tensor}}, "param_groups": [group settings with
+                "params" as a list of indices]}, indices counting the parameters in the order of
+                param_groups; the tensors are the optimiser's own.
+        """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load the settings and the state of state_dict, copying each state tensor into this optimiser's own in place.
+
+        PyTorch's makes new state tensors; copying in place keeps their addresses, so a
+        captured step replays with the loaded state. The tensors are converted to each
+        parameter's dtype and device (Adam's step count stays float32, on the parameter's
+        device when capturable, else on the CPU). A parameter the loaded state does not cover
+        starts again, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
+                shapes, grouped alike (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not of state_dict()'s format.
+            ValueError: another number of groups, a group of another size (PyTorch's messages), a
+                refused setting or a state tensor of the wrong shape; nothing is loaded.
         """

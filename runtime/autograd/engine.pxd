@@ -7,6 +7,9 @@ cdef object no_grad_block()          # a public no_grad() for a with-block
 cdef object zero_grads(object tensors, bint set_to_none)
 # Tensor.backward (api.yaml): accumulate output's gradient into the leaves' .grad.
 cdef object backward_from(TensorCore output, object gradient, object retain_graph)
+# tensorplay.autograd.backward: several roots in one pass, optionally into inputs only.
+cdef object backward(object tensors, object grad_tensors, object retain_graph, bint create_graph,
+                     object inputs)
 cdef object grad(object outputs, object inputs, object grad_outputs, object retain_graph,
                  bint create_graph, bint allow_unused)
 cdef object apply_function(tuple args)

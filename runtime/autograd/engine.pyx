@@ -434,6 +434,39 @@ cdef object backward_from(TensorCore output, object gradient, object retain_grap
     return None
 
 
+cdef object backward(object tensors, object grad_tensors, object retain_graph, bint create_graph,
+                     object inputs):
+    """tensorplay.autograd.backward(): one walk of the tape from every root, accumulating into
+    the .grad of the leaves, or, given inputs, into theirs only (leaves or not, as PyTorch)."""
+    if create_graph:
+        raise ValueError("backward: create_graph=True is not supported: the backward pass is "
+                         "not recorded, so gradients of gradients cannot be taken")
+    cdef tuple roots = tensors_arg(tensors, "tensors")
+    retain_graph_arg(retain_graph)
+    if grad_tensors is not None and not isinstance(grad_tensors, (TensorCore, tuple, list)):
+        raise TypeError(f"grad_tensors must be a tensor, a sequence of tensors (or None) or "
+                        f"None, got {type(grad_tensors).__name__}")
+    if isinstance(grad_tensors, (tuple, list)) and len(grad_tensors) != len(roots):
+        raise RuntimeError(f"got {len(roots)} tensors and {len(grad_tensors)} gradients")
+    cdef tuple targets = None
+    if inputs is not None:
+        targets = tensors_arg(inputs, "inputs")
+        if not targets:
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+        for index, value in enumerate(targets):
+            if not (<TensorCore>value).grad_required:
+                raise RuntimeError(f"inputs[{index}] does not require grad, so no gradient can "
+                                   "be accumulated into it")
+        targets = tuple({id(value): value for value in targets}.values())  # each once
+    cdef tuple grads = root_gradients(roots, grad_tensors)
+    results = BackwardPass(targets, bool(retain_graph)).run(roots, grads)
+    if targets is not None:  # the pass computed only what reaches inputs; an unused one stays
+        for value, result in zip(targets, results):
+            if result is not None:
+                accumulate_into_grad(<TensorCore>value, <TensorCore>result)
+    return None
+
+
 cdef object grad(object outputs, object inputs, object grad_outputs, object retain_graph,
                  bint create_graph, bint allow_unused):
     if create_graph:

@@ -24,6 +24,19 @@ tensorplay.nn.Module, tensorplay.nn.Parameter from ParameterCore and from tensor
 Linear is a Module, a Parameter is a Tensor, and the runtime classes hold only what is theirs.
 When the runtime makes an object that users see (a Parameter for a Linear's weight), it makes
 the public class, which the generated module registers (runtime/base/public.pyx).
+
+Note [Functional forms]
+tensorplay.nn.functional's functions and the loss modules are built from recorded tensor
+operations (subtraction, exp, log, sums, products with a one-hot mask), so autograd gives
+their gradients and a CUDA graph captures them like any other kernels (nothing reads the
+device on the host, except the bounds check of class indices on the CPU). log_softmax and
+softmax subtract the largest element of the whole input, detached, before exp: the result is
+the same as subtracting each slice's own maximum (PyTorch's), since a softmax does not change
+when its inputs are shifted, but a slice whose values all lie far below the largest one of
+another slice (about 87 in float32, 708 in float64) underflows: its exp() sums to 0 and its
+log_softmax is -inf. There is no reduction of the maximum along a dimension yet
+(docs/design.md, "What is not offered yet"). cross_entropy picks each target's log-probability
+with a one-hot mask (arange == target) where PyTorch gathers; the sums are the same.
 """
 import collections
 import collections.abc
@@ -586,24 +599,242 @@ class DropoutCore(ModuleCore):
     """While training, zero each element with probability p and scale the rest by 1 / (1 - p)."""
 
     def init(self, p):
-        if not 0 <= p <= 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        dropout_probability(p)
         ModuleCore.init(self)
         self.p = p
 
     def c_forward(self, input):
         tensor.own_tensor_arg(input, "Dropout: input")
-        if not self.training or self.p == 0:
-            return input
-        mask = factories.empty_like(input, None, None, False)
-        if self.p == 1:
-            return input * copies.zero_(<TensorCore>mask)
-        # The mask comes from the device's default generator, which CUDA graphs advance on each
-        # replay (rng.pyx, Note [Graph-safe random numbers]): a captured Dropout draws a fresh
-        # mask every time.
-        random_ops.bernoulli_(<TensorCore>mask, 1 - self.p, None)
-        elementwise.imul(<TensorCore>mask, 1 / (1 - self.p))
-        return input * mask
+        return dropout(input, self.p, self.training)
 
     def c_extra_repr(self):
         return f"p={self.p}"
+
+
+# --------------------------------------------------------------------------------------------
+# Functions of tensorplay.nn.functional and the losses (Note [Functional forms])
+
+REDUCTIONS = ("none", "mean", "sum")
+
+
+cdef int dropout_probability(object p) except -1:
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    return 0
+
+
+def dropout(input, p, training):
+    """input with each element zeroed with probability p and the others scaled by
+    1 / (1 - p) while training; input itself otherwise."""
+    dropout_probability(p)
+    tensor.own_tensor_arg(input, "dropout: input")
+    if not training or p == 0:
+        return input
+    mask = factories.empty_like(input, None, None, False)
+    if p == 1:
+        return input * copies.zero_(<TensorCore>mask)
+    # The mask comes from the device's default generator, which CUDA graphs advance on each
+    # replay (rng.pyx, Note [Graph-safe random numbers]): a captured dropout draws a fresh mask
+    # every time.
+    random_ops.bernoulli_(<TensorCore>mask, 1 - p, None)
+    elementwise.imul(<TensorCore>mask, 1 / (1 - p))
+    return input * mask
+
+
+cdef int reduction_arg(object reduction) except -1:
+    if reduction not in REDUCTIONS:  # PyTorch's _Reduction.get_enum
+        raise ValueError(f"{str(reduction)[:100]} is not a valid value for reduction")
+    return 0
+
+
+cdef object reduced(object losses, str reduction):
+    if reduction == "mean":
+        return losses.mean()
+    if reduction == "sum":
+        return losses.sum()
+    return losses
+
+
+cdef int softmax_dim_arg(TensorCore input, object dim, str name) except -1:
+    """dim as a dimension of input (PyTorch's rules: negative counts from the end)."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
+    cdef int ndim = max(len(input.sizes), 1)
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
+                         f"{ndim - 1}], but got {errors.shown(dim)}) (argument dim)")
+    return dim % ndim
+
+
+cdef object shifted(TensorCore input):
+    """input less its largest element, detached (Note [Functional forms])."""
+    if not input.dtype_object.floating:
+        raise TypeError(f"softmax needs a floating-point input, got {input.dtype_object.name}")
+    if input.element_count == 0:
+        return input
+    return input - input.detach().max()
+
+
+def log_softmax(input, dim):
+    cdef TensorCore x = tensor.own_tensor_arg(input, "log_softmax: input")
+    cdef int axis = softmax_dim_arg(x, dim, "log_softmax")
+    shift = shifted(x)
+    if not x.sizes:
+        return shift - shift.exp().log()
+    return shift - shift.exp().sum(axis, True).log()
+
+
+def softmax(input, dim):
+    cdef TensorCore x = tensor.own_tensor_arg(input, "softmax: input")
+    cdef int axis = softmax_dim_arg(x, dim, "softmax")
+    exponentials = shifted(x).exp()
+    if not x.sizes:
+        return exponentials / exponentials
+    return exponentials / exponentials.sum(axis, True)
+
+
+def mse_loss(input, target, reduction):
+    """(input - target) ** 2, reduced; PyTorch's warning where the shapes differ."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "mse_loss: input")
+    cdef TensorCore y = tensor.own_tensor_arg(target, "mse_loss: target")
+    reduction_arg(reduction)
+    if x.sizes != y.sizes:
+        import warnings
+        warnings.warn(f"Using a target size ({_size(y)}) that is different to the input size "
+                      f"({_size(x)}). This will likely lead to incorrect results due to "
+                      "broadcasting. Please ensure they have the same size.", stacklevel=3)
+    difference = x - y
+    return reduced(difference * difference, reduction)
+
+
+cdef int ignore_index_arg(object ignore_index) except -1:
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+        raise TypeError(f"ignore_index must be an int, got {type(ignore_index).__name__}")
+    if not -(1 << 63) <= ignore_index < (1 << 63):
+        raise ValueError(f"ignore_index {errors.shown(ignore_index)} does not fit in int64")
+    return 0
+
+
+cdef str _size(TensorCore value):
+    return f"torch.Size({list(value.sizes)})"
+
+
+def linear(input, weight, bias):
+    """input @ weight.T + bias, as Linear's forward."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "linear: input")
+    cdef TensorCore w = tensor.own_tensor_arg(weight, "linear: weight")
+    output = linalg.matmul(x, w.c_t() if len(w.sizes) == 2 else w)
+    if bias is None:
+        return output
+    return elementwise.add(<TensorCore>output, tensor.own_tensor_arg(bias, "linear: bias"))
+
+
+def cross_entropy(input, target, ignore_index, reduction, label_smoothing):
+    """PyTorch's cross_entropy (without weight): class indices or class probabilities along
+    dimension 1 (0 for an input of one dimension)."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "cross_entropy: input")
+    cdef TensorCore y = tensor.own_tensor_arg(target, "cross_entropy: target")
+    reduction_arg(reduction)
+    ignore_index_arg(ignore_index)
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) or \
+            not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
+                         f"{label_smoothing}")
+    if not x.sizes:
+        raise ValueError("cross_entropy: input must have at least 1 dimension (the classes), "
+                         "got a 0-d tensor")
+    cdef int class_dim = 0 if len(x.sizes) == 1 else 1
+    classes = x.sizes[class_dim]
+    logp = log_softmax(x, class_dim)
+    if y.dtype_object.floating:  # class probabilities, of input's shape
+        if y.sizes != x.sizes:
+            raise RuntimeError(f"cross_entropy: target of class probabilities must have "
+                               f"input's shape {list(x.sizes)}, got {list(y.sizes)}")
+        if y.dtype_object is not x.dtype_object:
+            raise RuntimeError(f"expected scalar type {x.dtype_object.name} but found "
+                               f"{y.dtype_object.name}")
+        if label_smoothing:
+            y = y * (1 - label_smoothing) + label_smoothing / classes
+        losses = -(logp * y).sum(class_dim)
+        if reduction == "mean":
+            return losses.sum() / (x.element_count // classes if classes else 1)
+        return reduced(losses, reduction)
+    if y.dtype_object.name != "int64":  # PyTorch's nll_loss takes Long indices only
+        raise RuntimeError(f"cross_entropy: target must hold class indices (int64) or class "
+                           f"probabilities (floating point), got {y.dtype_object.name}")
+    expected = x.sizes[:class_dim] + x.sizes[class_dim + 1:]
+    if y.sizes != expected:
+        raise ValueError(f"Expected target size {list(expected)}, got {list(y.sizes)}")
+    if y.device_index < 0:  # on a device the check would read the targets back (a sync)
+        for value in set(y.detach().flatten().tolist()):
+            if value != ignore_index and not 0 <= value < classes:
+                raise IndexError(f"Target {value} is out of bounds.")
+    # The classes last, one row per prediction, and the target picked by a one-hot mask.
+    if class_dim == 1 and len(x.sizes) > 2:
+        order = (0,) + tuple(range(2, len(x.sizes))) + (1,)
+        logp = logp.permute(*order)
+    one_hot = (class_indices(classes, y) == y.unsqueeze(-1)).to(dtype=x.dtype_object)
+    kept = (y != ignore_index).to(dtype=x.dtype_object)
+    losses = -(logp * one_hot).sum(-1)
+    if label_smoothing:
+        losses = losses * (1 - label_smoothing) - logp.sum(-1) * (label_smoothing / classes)
+    losses = losses * kept
+    if reduction == "mean":
+        return losses.sum() / kept.sum()
+    return reduced(losses, reduction)
+
+
+# 0, 1, ..., classes - 1 on a device, made once per class count and device: arange copies its
+# values from the host, which a capture refuses (copies.pyx, Note [Host copies during
+# capture]), so the first cross_entropy of a class count on a device runs eagerly (the
+# warm-up step before a capture), and captures read this tensor after.
+_CLASS_INDICES = {}
+
+
+cdef object class_indices(object classes, TensorCore like):
+    key = (classes, like.device_index)
+    found = _CLASS_INDICES.get(key)
+    if found is None:
+        device = "cpu" if like.device_index < 0 else f"cuda:{like.device_index}"
+        found = _CLASS_INDICES[key] = factories.arange(0, classes, 1, named_dtype("int64"),
+                                                       device, False)
+    return found
+
+
+class MSELossCore(ModuleCore):
+    """The mean squared error of input against target (mse_loss)."""
+
+    def init(self, reduction):
+        reduction_arg(reduction)
+        ModuleCore.init(self)
+        self.reduction = reduction
+
+    def c_forward(self, input, target):
+        return mse_loss(input, target, self.reduction)
+
+    def c_extra_repr(self):
+        return ""
+
+
+class CrossEntropyLossCore(ModuleCore):
+    """The cross entropy of logits against class indices or probabilities (cross_entropy)."""
+
+    def init(self, ignore_index, reduction, label_smoothing):
+        ignore_index_arg(ignore_index)
+        reduction_arg(reduction)
+        if isinstance(label_smoothing, bool) or \
+                not isinstance(label_smoothing, (int, float)) or \
+                not 0.0 <= label_smoothing <= 1.0:
+            raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
+                             f"{label_smoothing}")
+        ModuleCore.init(self)
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+        self.label_smoothing = label_smoothing
+
+    def c_forward(self, input, target):
+        return cross_entropy(input, target, self.ignore_index, self.reduction,
+                             self.label_smoothing)
+
+    def c_extra_repr(self):
+        return ""

@@ -33,6 +33,25 @@ grad and momentum buffer match it (shape, dtype, device) in writable memory. So 
 updates no parameter, where updating the first ones and raising on a later one would leave the
 model half-stepped. The checks run on the host, read nothing from the device and launch
 nothing, so a captured step costs the same replay.
+
+Note [Capturable Adam]
+Adam.step() with capturable=True is PyTorch's capturable branch of _single_tensor_adam
+(torch/optim/adam.py): the step count is a 0-d float32 tensor on the parameter's device, and
+the bias corrections 1 - beta ** step, the step size and the denominator's scale are computed
+from it by kernels, so each replay counts its step and corrects by that count, where the
+eager branch reads the count on the host (a Python float a capture would freeze). The rest is
+in-place kernels on the state made at the first (eager) step, as Note [Capturable step] says
+for SGD: a captured step refuses a parameter without state yet, and a group that is not
+capturable (PyTorch's RuntimeError). PyTorch refuses capturable=True for CPU parameters; here
+it runs (the same arithmetic on the CPU), which the CPU tests compare with the eager branch.
+
+Note [Loaded in place]
+load_state_dict() copies each loaded tensor into the state tensor that holds the same key for
+the same parameter when shape, dtype and device match, where PyTorch's replaces the state with
+new tensors. A captured step reads the state at the addresses it was captured with, so after
+a load its replays follow the loaded state. A parameter the loaded state does not cover starts
+again: SGD zeroes its momentum buffer in place (the next step is a first step), Adam drops its
+state (the next eager step makes it).
 """
 import math
 import numbers
@@ -40,15 +59,23 @@ import numbers
 from tensorplay._runtime.autograd cimport engine as autograd
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors
+from tensorplay._runtime.base.dtypes cimport named_dtype
 from tensorplay._runtime.kernels cimport device_ops
-from tensorplay._runtime.tensor cimport core as tensor, elementwise, factories
+from tensorplay._runtime.tensor cimport core as tensor, copies, elementwise, factories
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.tensor.core cimport TensorCore
 
-# The keys of a parameter group, and how PyTorch's messages name each hyperparameter.
-GROUP_KEYS = ("params", "lr", "momentum", "weight_decay")
-HYPERPARAMETERS = (("lr", "learning rate"), ("momentum", "momentum value"),
-                   ("weight_decay", "weight_decay value"))
+# How PyTorch's messages name each number of a group (torch/optim/sgd.py, adam.py).
+NUMBER_NAMES = {"lr": "learning rate", "momentum": "momentum value",
+                "dampening": "dampening value", "weight_decay": "weight_decay value",
+                "eps": "epsilon value"}
+SGD_DEFAULTS = (("lr", 0.001), ("momentum", 0), ("dampening", 0), ("weight_decay", 0),
+                ("nesterov", False), ("maximize", False), ("foreach", None),
+                ("differentiable", False), ("fused", None))
+ADAM_DEFAULTS = (("lr", 0.001), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weight_decay", 0),
+                 ("amsgrad", False), ("maximize", False), ("foreach", None),
+                 ("capturable", False), ("differentiable", False), ("fused", None),
+                 ("decoupled_weight_decay", False))
 
 
 cdef object _hyperparameter(object value, str key, str what, str where):
@@ -65,6 +92,37 @@ cdef object _hyperparameter(object value, str key, str what, str where):
         raise ValueError(f"Invalid {what}: {errors.shown(value)}{where}; it must be a finite "
                          "number >= 0")
     return number
+
+
+cdef object _number(dict group, str key, str where):
+    """group[key], checked; where is "" or names the group with %s for the key."""
+    return _hyperparameter(group[key], key, NUMBER_NAMES[key], where.replace("%s", key))
+
+
+cdef bint _flag(dict group, str key, str where) except -1:
+    """group[key] as a bool (numpy's bool, 0 and 1 too)."""
+    value = group[key]
+    where = where.replace("%s", key)
+    if isinstance(value, (bool, numbers.Integral)) and value in (0, 1) or \
+            type(value).__name__ == "bool_":
+        return bool(value)
+    raise TypeError(f"{key}{where} must be a bool, got {type(value).__name__} "
+                    f"({errors.shown(value)})")
+
+
+cdef int _unoffered(dict group, str where) except -1:
+    """foreach is accepted and changes nothing (every step is per parameter, the numbers are
+    the same); differentiable and fused are not offered (docs/design.md, tensorplay.optim)."""
+    if group["foreach"] is not None and not isinstance(group["foreach"], bool):
+        raise TypeError(f"foreach{where.replace('%s', 'foreach')} must be None or a bool, got "
+                        f"{type(group['foreach']).__name__}")
+    if group["differentiable"] is not False:
+        raise ValueError(f"differentiable=True{where.replace('%s', 'differentiable')} is not "
+                         "offered: a step runs under no_grad")
+    if group["fused"] not in (None, False):
+        raise ValueError(f"fused=True{where.replace('%s', 'fused')} is not offered (SGD's "
+                         "step of a contiguous CUDA parameter is one kernel already)")
+    return 0
 
 
 cdef bint fused(TensorCore param, TensorCore gradient, object buffer):
@@ -101,68 +159,123 @@ cdef bint _capturing(TensorCore param) except -1:
                                     param.device_index)
 
 
-class SGDCore:
-    """Stochastic gradient descent with momentum and weight decay (PyTorch's update rule)."""
+cdef str _device_text(TensorCore param):
+    return "cpu" if param.device_index < 0 else f"cuda:{param.device_index}"
 
-    def init(self, params, lr, momentum, weight_decay):
+
+cdef int _check_like(object value, TensorCore param, str what, str place, str name) except -1:
+    """value is a tensor of param's shape, dtype and device, in writable memory."""
+    if not isinstance(value, TensorCore):
+        raise TypeError(f"the {what} of {place} must be a tensor, got {type(value).__name__}")
+    cdef TensorCore other = value
+    if other.sizes != param.sizes or other.dtype_object is not param.dtype_object or \
+            other.device_index != param.device_index:
+        raise ValueError(f"the {what} of {place} does not match it (shape, dtype or device: the "
+                         "parameter was moved or replaced after the optimiser was made, or "
+                         "the state loaded was another's); make the optimiser after moving "
+                         "the module")
+    other.c_check_in_place(name)
+    return 0
+
+
+class OptimizerCore:
+    """What SGD and Adam share, as torch.optim.Optimizer: parameter groups (add_param_group),
+    the state per parameter, state_dict() and load_state_dict(). A subclass names its
+    DEFAULTS, checks a group's settings (_settings) and may prepare a new group (_added)."""
+
+    def _setup(self, params, dict defaults):
         if isinstance(params, TensorCore):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             "Tensors or dicts, but got a Tensor")
         try:
-            params = list(params)
+            groups = list(params)
         except TypeError:
-            raise TypeError(f"params must be an iterable of tensors, got "
+            raise TypeError(f"params must be an iterable of tensors or dicts, got "
                             f"{errors.shown(params)}") from None
-        if not params:
+        if not groups:
             raise ValueError("optimizer got an empty parameter list")
+        self.defaults = defaults
+        self.state = {}
+        self.param_groups = []
+        if not isinstance(groups[0], dict):
+            self._add(dict(params=groups), "params")
+            return
+        for group in groups:
+            self.c_add_param_group(group)
+
+    def c_add_param_group(self, param_group):
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
+        self._add(param_group, "param_group['params']")
+
+    def _add(self, dict group, str label):
+        """Check group as PyTorch's add_param_group, then fill in the defaults and append it;
+        label names its params in messages. Nothing changes when a check fails."""
+        if "params" not in group:
+            raise ValueError("param_group has no 'params'")
+        params = group["params"]
+        if isinstance(params, TensorCore):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        else:
+            try:
+                params = list(params)
+            except TypeError:
+                raise TypeError(f"{label} must be an iterable of tensors, got "
+                                f"{errors.shown(params)}") from None
         seen = set()
         for index, param in enumerate(params):
             if not isinstance(param, TensorCore):
-                raise TypeError(f"optimizer can only optimize Tensors, but params[{index}] is "
+                raise TypeError(f"optimizer can only optimize Tensors, but {label}[{index}] is "
                                 f"{type(param).__name__}")
             if not param.is_leaf:
-                raise ValueError(f"can't optimize a non-leaf Tensor (params[{index}])")
-            if id(param) in seen:
-                raise ValueError(f"params[{index}] appears more than once; each parameter "
+                raise ValueError(f"can't optimize a non-leaf Tensor ({label}[{index}])")
+            if id(param) in seen:  # PyTorch warns; a step would update it twice
+                raise ValueError(f"{label}[{index}] appears more than once; each parameter "
                                  "must be given once")
             seen.add(id(param))
-        # Note [Checked steps]: finite, not only >= 0.
-        lr = _hyperparameter(lr, "lr", "learning rate", "")
-        momentum = _hyperparameter(momentum, "momentum", "momentum value", "")
-        weight_decay = _hyperparameter(weight_decay, "weight_decay", "weight_decay value", "")
-        self.param_groups = [{"params": params, "lr": lr, "momentum": momentum,
-                              "weight_decay": weight_decay}]
-        # Per parameter, as PyTorch's optimizer.state: {"momentum_buffer": tensor}. Note
-        # [Capturable step]: every buffer exists, at a fixed address, before any capture.
-        self.state = {}
-        if momentum:
-            for param in params:
-                self.state[param] = {
-                    "momentum_buffer": factories.zeros_like(param, None, None, False)}
+        for other in self.param_groups:
+            if any(id(param) in seen for param in other["params"]):
+                raise ValueError("some parameters appear in more than one parameter group")
+        filled = dict(group)
+        for key, default in self.defaults.items():
+            filled.setdefault(key, default)
+        filled["params"] = params
+        self._settings(filled, "")  # refuses bad numbers before anything is added
+        group.update(filled)
+        self.param_groups.append(group)
+        self._added(group)
 
-    def _planned_steps(self):
-        """(param, grad, group settings, momentum buffer or None) of every parameter that has
-        a grad, after every check of Note [Checked steps]; and the parameters that need a
-        momentum buffer made first."""
-        cdef TensorCore param, grad, buffer
+    def _added(self, dict group):
+        pass
+
+    def _groups(self):
+        """param_groups, checked as a list of dicts that hold every key of the defaults."""
         groups = self.param_groups
         if not isinstance(groups, list) or not groups:
             raise TypeError(f"param_groups must be a non-empty list of dicts, got "
                             f"{errors.shown(groups)}")
-        planned, missing, seen = [], [], set()
         for number, group in enumerate(groups):
             if not isinstance(group, dict):
                 raise TypeError(f"param_groups[{number}] must be a dict, got "
                                 f"{type(group).__name__}")
-            absent = [key for key in GROUP_KEYS if key not in group]
+            absent = [key for key in ("params",) + tuple(self.defaults) if key not in group]
             if absent:
                 raise ValueError(f"param_groups[{number}] has no "
                                  f"{', '.join(repr(key) for key in absent)}; a group holds "
-                                 f"{', '.join(repr(key) for key in GROUP_KEYS)}")
-            settings = tuple(_hyperparameter(group[key], key, what,
-                                             f" (param_groups[{number}]['{key}'])")
-                             for key, what in HYPERPARAMETERS)
-            momentum = settings[1]
+                                 f"'params', {', '.join(repr(key) for key in self.defaults)}")
+        return groups
+
+    def _stepped(self, str name):
+        """(param, grad, group number, index, settings) of every parameter that has a grad,
+        checked as Note [Checked steps] says (the state is the subclass's to check)."""
+        cdef TensorCore param, grad
+        planned, seen = [], set()
+        for number, group in enumerate(self._groups()):
+            settings = self._settings(group, f" (param_groups[{number}]['%s'])")
             params = group["params"]
             if not isinstance(params, (list, tuple)):
                 raise TypeError(f"param_groups[{number}]['params'] must be a list of tensors, "
@@ -182,35 +295,215 @@ class SGDCore:
                     continue
                 grad = param.grad_value
                 if not param.dtype_object.floating:
-                    raise TypeError(f"SGD updates floating-point parameters only; "
+                    raise TypeError(f"{name} updates floating-point parameters only; "
                                     f"{_place(number, index)} is "
                                     f"{param.dtype_object.name}")
                 if grad.sizes != param.sizes or grad.dtype_object is not param.dtype_object \
                         or grad.device_index != param.device_index:
                     raise ValueError(f"the grad of {_place(number, index)} does not match it "
                                      f"(shape, dtype or device)")
-                param.c_check_in_place("SGD.step()")  # writable memory (under no_grad)
-                buffer = None
-                if momentum:
-                    entry = self.state.get(param)
-                    found = entry.get("momentum_buffer") if isinstance(entry, dict) else None
-                    if found is None:
-                        missing.append((param, number, index))
-                    elif not isinstance(found, TensorCore):
-                        raise TypeError(f"the momentum buffer of {_place(number, index)} must "
-                                        f"be a tensor, got {type(found).__name__}")
-                    else:
-                        buffer = found
-                        if buffer.sizes != param.sizes or \
-                                buffer.dtype_object is not param.dtype_object or \
-                                buffer.device_index != param.device_index:
-                            raise ValueError(
-                                f"the momentum buffer of {_place(number, index)} does not "
-                                f"match it (shape, dtype or device: the parameter was moved "
-                                f"or replaced after the optimiser was made); make the "
-                                f"optimiser after moving the module")
-                        buffer.c_check_in_place("SGD.step()")
-                planned.append((param, grad, settings, buffer))
+                param.c_check_in_place(f"{name}.step()")  # writable memory (under no_grad)
+                planned.append((param, grad, number, index, settings))
+        return planned
+
+    def c_zero_grad(self, set_to_none):
+        params = []
+        for group in self.param_groups:
+            params.extend(group["params"])
+        autograd.zero_grads(params, set_to_none)
+
+    def c_state_dict(self):
+        """PyTorch's format: the state keyed by each parameter's index in the order of
+        param_groups, and the groups with 'params' as lists of those indices. The state's
+        tensors are the optimiser's own, not copies (as PyTorch's)."""
+        indices, groups = {}, []
+        for group in self.param_groups:
+            packed = {key: value for key, value in group.items() if key != "params"}
+            for param in group["params"]:
+                indices.setdefault(id(param), len(indices))
+            packed["params"] = [indices[id(param)] for param in group["params"]]
+            groups.append(packed)
+        state = {indices[id(param)]: entry for param, entry in self.state.items()
+                 if id(param) in indices}
+        return {"state": state, "param_groups": groups}
+
+    def c_load_state_dict(self, state_dict):
+        """Load state_dict (of state_dict()'s format) as PyTorch's load_state_dict, but in
+        place: a tensor of the state that exists already, of the loaded one's shape, is
+        copied into, so a captured step follows the loaded state (Note [Loaded in place])."""
+        if not isinstance(state_dict, dict) or "state" not in state_dict or \
+                "param_groups" not in state_dict:
+            raise TypeError(f"state_dict must be a dict with 'state' and 'param_groups', as "
+                            f"state_dict() returns, got {errors.shown(state_dict)}")
+        saved_groups, saved_state = state_dict["param_groups"], state_dict["state"]
+        if not isinstance(saved_groups, (list, tuple)) or not isinstance(saved_state, dict):
+            raise TypeError("state_dict['param_groups'] must be a list of dicts and "
+                            "state_dict['state'] a dict")
+        groups = self._groups()
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for saved in saved_groups:
+            if not isinstance(saved, dict) or not isinstance(saved.get("params"), (list, tuple)):
+                raise TypeError("each of state_dict['param_groups'] must be a dict with "
+                                "'params', a list of indices")
+        if any(len(group["params"]) != len(saved["params"])
+               for group, saved in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+        by_index = {}
+        for group, saved in zip(groups, saved_groups):
+            by_index.update(zip(saved["params"], group["params"]))
+        loaded_groups = []
+        for number, (group, saved) in enumerate(zip(groups, saved_groups)):
+            loaded = dict(saved)
+            loaded["params"] = group["params"]
+            for key, default in self.defaults.items():
+                loaded.setdefault(key, default)  # a state_dict of an older version
+            self._settings(loaded, f" (state_dict['param_groups'][{number}]['%s'])")
+            loaded_groups.append(loaded)
+        plans = {}  # param -> {key: (kind, value)}: every check before any copy
+        for index, entry in saved_state.items():
+            if index not in by_index:
+                continue  # PyTorch keeps a state it cannot place; nothing would read it
+            if not isinstance(entry, dict):
+                raise TypeError(f"state_dict['state'][{index}] must be a dict, got "
+                                f"{type(entry).__name__}")
+            param = by_index[index]
+            group = next(g for g in loaded_groups if any(p is param for p in g["params"]))
+            plans[id(param)] = (param, {key: self._loaded(param, group, key, value,
+                                                          f"state_dict['state'][{index}]"
+                                                          f"['{key}']")
+                                        for key, value in entry.items()})
+        with autograd.no_grad_block():
+            for group in self.param_groups:
+                for param in group["params"]:
+                    if id(param) not in plans:
+                        self._unloaded(param)
+            for param, values in plans.values():
+                entry = self.state.setdefault(param, {})
+                for key, value in values.items():
+                    current = entry.get(key)
+                    if isinstance(value, TensorCore) and isinstance(current, TensorCore) and \
+                            (<TensorCore>current).sizes == (<TensorCore>value).sizes and \
+                            (<TensorCore>current).dtype_object is \
+                            (<TensorCore>value).dtype_object and \
+                            (<TensorCore>current).device_index == \
+                            (<TensorCore>value).device_index:
+                        copies.copy_(<TensorCore>current, value, False)
+                    elif value is not None or not isinstance(current, TensorCore):
+                        entry[key] = value
+                self._loaded_entry(param, values)
+            for group, loaded in zip(self.param_groups, loaded_groups):
+                group.clear()
+                group.update(loaded)
+
+    def _loaded(self, TensorCore param, dict group, str key, value, str where):
+        """A loaded state value for param: a floating tensor on param's device and of its
+        dtype (PyTorch's _process_value_according_to_param_policy), other values as they
+        are."""
+        if not isinstance(value, TensorCore):
+            return value
+        if (<TensorCore>value).dtype_object.floating:
+            return copies.to(value, _device_text(param), param.dtype_object, False, True)
+        return copies.to(value, _device_text(param), None, False, True)
+
+    def _unloaded(self, TensorCore param):
+        """param has no state in the loaded state_dict: it starts again (PyTorch's, whose
+        state after loading holds only what was loaded)."""
+        self.state.pop(param, None)
+
+    def _loaded_entry(self, TensorCore param, dict values):
+        pass
+
+
+class SGDCore(OptimizerCore):
+    """Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight
+    decay (PyTorch's update rule)."""
+
+    def init(self, params, lr, momentum, dampening, weight_decay, nesterov, maximize,
+             foreach):
+        # Buffers made as zeros that no step has used yet: the first step with dampening
+        # copies the gradient in (PyTorch's clone of it), a zero buffer gives the same
+        # otherwise. By id, since a tensor's == compares elements.
+        self._fresh = set()
+        defaults = dict(SGD_DEFAULTS)
+        defaults.update(lr=lr, momentum=momentum, dampening=dampening,
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                        foreach=foreach)
+        self._setup(params, defaults)
+
+    def _settings(self, dict group, str where):
+        """(lr, momentum, dampening, weight_decay, nesterov, maximize) of group, checked;
+        where holds %s for the key."""
+        numbers_ = tuple(_number(group, key, where)
+                         for key in ("lr", "momentum", "dampening", "weight_decay"))
+        flags = tuple(_flag(group, key, where) for key in ("nesterov", "maximize"))
+        _unoffered(group, where)
+        if flags[0] and (numbers_[1] <= 0 or numbers_[2] != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        return numbers_ + flags
+
+    def _added(self, dict group):
+        # Note [Capturable step]: every buffer exists, at a fixed address, before any capture.
+        if _hyperparameter(group["momentum"], "momentum", "momentum value", ""):
+            for param in group["params"]:
+                if param not in self.state:
+                    self._make_buffer(param)
+
+    def _make_buffer(self, TensorCore param):
+        buffer = factories.zeros_like(param, None, None, False)
+        self.state.setdefault(param, {})["momentum_buffer"] = buffer
+        self._fresh.add(id(param))
+        return buffer
+
+    def _unloaded(self, TensorCore param):
+        entry = self.state.get(param)
+        buffer = entry.get("momentum_buffer") if isinstance(entry, dict) else None
+        if isinstance(buffer, TensorCore):  # kept at its address, as zeros: a first step
+            copies.fill_(<TensorCore>buffer, 0)
+            self._fresh.add(id(param))
+
+    def _loaded(self, TensorCore param, dict group, str key, value, str where):
+        if key == "momentum_buffer" and value is not None:
+            if not isinstance(value, TensorCore) or (<TensorCore>value).sizes != param.sizes:
+                raise ValueError(f"{where} must be a tensor of the parameter's shape "
+                                 f"{list(param.sizes)}")
+        return OptimizerCore._loaded(self, param, group, key, value, where)
+
+    def _loaded_entry(self, TensorCore param, dict values):
+        if isinstance(values.get("momentum_buffer"), TensorCore):
+            self._fresh.discard(id(param))
+        elif isinstance(self.state[param].get("momentum_buffer"), TensorCore):
+            self._unloaded(param)  # PyTorch's None: no step made it yet
+        else:
+            self.state[param].pop("momentum_buffer", None)
+            if not self.state[param]:
+                del self.state[param]
+
+    def _planned_steps(self):
+        """(param, grad, settings, momentum buffer or None) of every parameter that has a
+        grad, after every check of Note [Checked steps]; and the parameters that need a
+        momentum buffer made first."""
+        planned, missing = [], []
+        for param, grad, number, index, settings in self._stepped("SGD"):
+            momentum, dampening = settings[1], settings[2]
+            buffer = None
+            if momentum:
+                entry = self.state.get(param)
+                found = entry.get("momentum_buffer") if isinstance(entry, dict) else None
+                if found is None:
+                    missing.append((param, number, index))
+                else:
+                    _check_like(found, param, "momentum buffer", _place(number, index),
+                                "SGD.step()")
+                    buffer = found
+                    if dampening and id(param) in self._fresh and _capturing(param):
+                        raise RuntimeError(
+                            f"SGD.step(): the momentum buffer of {_place(number, index)} has "
+                            "not been used yet, and with dampening its first step copies the "
+                            "gradient in (PyTorch's rule), which a replay would repeat; run one "
+                            "step() eagerly before the capture")
+            planned.append((param, grad, settings, buffer))
         for param, number, index in missing:
             if _capturing(param):
                 raise RuntimeError(
@@ -226,27 +519,206 @@ class SGDCore:
             planned, missing = self._planned_steps()  # Note [Checked steps]: nothing changed yet
             made = {}
             for param, _, _ in missing:  # eager only: Note [Capturable step]
-                buffer = made[id(param)] = factories.zeros_like(param, None, None, False)
-                self.state.setdefault(param, {})["momentum_buffer"] = buffer
-            for param, gradient, (lr, momentum, weight_decay), buffer in planned:
+                made[id(param)] = self._make_buffer(param)
+            for param, gradient, settings, buffer in planned:
+                lr, momentum, dampening, weight_decay, nesterov, maximize = settings
                 if momentum and buffer is None:
                     buffer = made[id(param)]
-                if fused(param, gradient, buffer if momentum else None):
+                first = momentum and id(param) in self._fresh
+                self._fresh.discard(id(param))
+                if not (nesterov or maximize or dampening and not first) and \
+                        fused(param, gradient, buffer if momentum else None):
+                    # a fresh buffer is zeros: momentum * 0 + g is PyTorch's clone of g
                     sgd_step(param, gradient, buffer if momentum else None, lr, momentum,
                              weight_decay)
                     continue
-                # The runtime's own operations, not the public methods: every value was
-                # checked above.
+                # torch/optim/sgd.py, _single_tensor_sgd, with the runtime's own operations:
+                # every value was checked above.
+                if maximize:
+                    gradient = elementwise.neg(gradient)
                 if weight_decay:
-                    gradient = elementwise.add_scaled(<TensorCore>gradient, param, weight_decay)
+                    gradient = elementwise.add_scaled(gradient, param, weight_decay)
                 if momentum:
-                    elementwise.imul(<TensorCore>buffer, momentum)
-                    elementwise.add_scaled_(<TensorCore>buffer, gradient, 1)
-                    gradient = buffer
+                    if first:  # zeros + g: the clone of g
+                        elementwise.add_scaled_(<TensorCore>buffer, gradient, 1)
+                    else:
+                        elementwise.imul(<TensorCore>buffer, momentum)
+                        elementwise.add_scaled_(<TensorCore>buffer, gradient, 1 - dampening)
+                    if nesterov:
+                        gradient = elementwise.add_scaled(gradient, buffer, momentum)
+                    else:
+                        gradient = buffer
                 elementwise.sub_scaled_(<TensorCore>param, gradient, lr)
 
-    def c_zero_grad(self, set_to_none):
-        params = []
-        for group in self.param_groups:
-            params.extend(group["params"])
-        autograd.zero_grads(params, set_to_none)
+
+cdef tuple _betas(object betas, str where):
+    if not isinstance(betas, (tuple, list)):
+        raise TypeError(f"betas{where} must be a tuple of two floats, got "
+                        f"{errors.shown(betas)}")
+    if len(betas) != 2:
+        raise ValueError(f"betas{where} must be a tuple of two floats, got "
+                         f"{errors.shown(betas)}")
+    checked = []
+    for index, beta in enumerate(betas):
+        if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+            raise TypeError(f"betas[{index}]{where} must be a float, got "
+                            f"{type(beta).__name__}")
+        if not 0.0 <= beta < 1.0:  # NaN fails too
+            raise ValueError(f"Invalid beta parameter at index {index}: {beta}")
+        checked.append(float(beta))
+    return tuple(checked)
+
+
+cdef object _scalar_like(object value, TensorCore param):
+    """A 0-d tensor of the step's float32 arithmetic, in param's dtype (PyTorch's 0-d
+    operand does not promote a tensor of the same kind)."""
+    if (<TensorCore>value).dtype_object is param.dtype_object:
+        return value
+    return copies.to(value, None, param.dtype_object, False, False)
+
+
+class AdamCore(OptimizerCore):
+    """Adam and AdamW (decoupled weight decay), PyTorch's update rule, with PyTorch's
+    capturable step (Note [Capturable Adam])."""
+
+    def init(self, params, lr, betas, eps, weight_decay, amsgrad, foreach, maximize,
+             capturable, decoupled_weight_decay):
+        defaults = dict(ADAM_DEFAULTS)
+        defaults.update(lr=lr, betas=(0.9, 0.999) if betas is None else betas, eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, foreach=foreach, maximize=maximize,
+                        capturable=capturable, decoupled_weight_decay=decoupled_weight_decay)
+        self._settings(defaults, "")  # PyTorch's order: lr, eps, betas, weight_decay
+        self._setup(params, defaults)
+
+    def _settings(self, dict group, str where):
+        """(lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, capturable, decoupled)
+        of group, checked; where holds %s for the key."""
+        lr = _number(group, "lr", where)
+        eps = _number(group, "eps", where)
+        beta1, beta2 = _betas(group["betas"], where.replace("%s", "betas"))
+        weight_decay = _number(group, "weight_decay", where)
+        flags = tuple(_flag(group, key, where) for key in
+                      ("amsgrad", "maximize", "capturable", "decoupled_weight_decay"))
+        _unoffered(group, where)
+        return (lr, beta1, beta2, eps, weight_decay) + flags
+
+    def _loaded(self, TensorCore param, dict group, str key, value, str where):
+        if key == "step":  # PyTorch: float32, on the device when capturable, else as it is
+            if isinstance(value, numbers.Real) and not isinstance(value, bool):
+                value = factories.tensor(float(value), named_dtype("float32"), None, False)
+            if not isinstance(value, TensorCore) or (<TensorCore>value).sizes != ():
+                raise ValueError(f"{where} must be a 0-d tensor (the step count)")
+            device = _device_text(param) if group["capturable"] else None
+            return copies.to(value, device, named_dtype("float32"), False, True)
+        if key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+            if not isinstance(value, TensorCore) or (<TensorCore>value).sizes != param.sizes:
+                raise ValueError(f"{where} must be a tensor of the parameter's shape "
+                                 f"{list(param.sizes)}")
+        return OptimizerCore._loaded(self, param, group, key, value, where)
+
+    def c_step(self):
+        cdef TensorCore param, gradient, step_t
+        name = type(self).__name__
+        with autograd.no_grad_block():
+            planned, missing = [], []
+            for param, grad, number, index, settings in self._stepped(name):
+                amsgrad, capturable = settings[5], settings[7]
+                place = _place(number, index)
+                capturing = _capturing(param)
+                if capturing and not capturable:
+                    raise RuntimeError(f"Attempting CUDA graph capture of step() for an "
+                                       f"instance of {name} but param_groups' capturable is "
+                                       "False.")
+                entry = self.state.get(param)
+                if not entry:
+                    if capturing:
+                        raise RuntimeError(
+                            f"{name}.step(): {place} has no state yet, and one made during a "
+                            "CUDA graph capture would be zeroed again on every replay; run "
+                            "one step() eagerly before the capture (PyTorch's warm-up)")
+                    missing.append((param, amsgrad, capturable))
+                else:
+                    if not isinstance(entry, dict):
+                        raise TypeError(f"the state of {place} must be a dict, got "
+                                        f"{type(entry).__name__}")
+                    for key in ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if amsgrad
+                                                            else ()):
+                        if key not in entry:
+                            raise ValueError(f"the state of {place} has no {key!r}")
+                        _check_like(entry[key], param, key, place, f"{name}.step()")
+                    step_value = entry.get("step")
+                    if not isinstance(step_value, TensorCore) or \
+                            (<TensorCore>step_value).sizes != () or \
+                            not (<TensorCore>step_value).dtype_object.floating:
+                        raise ValueError(f"the step of {place} must be a floating 0-d tensor")
+                    step_t = step_value
+                    if capturable and step_t.device_index != param.device_index:
+                        raise ValueError(f"If capturable=True, params and state_steps must be "
+                                         f"on the same device ({place})")
+                    step_t.c_check_in_place(f"{name}.step()")
+                planned.append((param, grad, settings))
+            for param, amsgrad, capturable in missing:  # eager only; PyTorch's _init_group
+                entry = {"step": factories.zeros(
+                    (), named_dtype("float32"), _device_text(param) if capturable else "cpu",
+                    False),
+                    "exp_avg": factories.zeros_like(param, None, None, False),
+                    "exp_avg_sq": factories.zeros_like(param, None, None, False)}
+                if amsgrad:
+                    entry["max_exp_avg_sq"] = factories.zeros_like(param, None, None, False)
+                self.state[param] = entry
+            for param, gradient, settings in planned:
+                adam_step(param, gradient, self.state[param], settings)
+
+
+class AdamWCore(AdamCore):
+    """AdamW: Adam with decoupled weight decay (PyTorch's AdamW is Adam with
+    decoupled_weight_decay=True)."""
+
+    def init(self, params, lr, betas, eps, weight_decay, amsgrad, foreach, maximize,
+             capturable):
+        AdamCore.init(self, params, lr, betas, eps, weight_decay, amsgrad, foreach, maximize,
+                      capturable, True)
+
+
+cdef int adam_step(TensorCore param, TensorCore grad, dict entry, tuple settings) except -1:
+    """torch/optim/adam.py, _single_tensor_adam, with the runtime's own operations: the
+    capturable branch reads the step count on the device (Note [Capturable Adam])."""
+    lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, capturable, decoupled = settings
+    cdef TensorCore exp_avg = entry["exp_avg"], exp_avg_sq = entry["exp_avg_sq"]
+    cdef TensorCore step_t = entry["step"]
+    if maximize:
+        grad = elementwise.neg(grad)
+    elementwise.iadd(step_t, 1)
+    if weight_decay:
+        if decoupled:
+            elementwise.imul(param, 1 - lr * weight_decay)
+        else:
+            grad = elementwise.add_scaled(grad, param, weight_decay)
+    # exp_avg.lerp_(grad, 1 - beta1): exp_avg + (1 - beta1) * (grad - exp_avg)
+    elementwise.add_scaled_(exp_avg, elementwise.sub(grad, exp_avg), 1 - beta1)
+    elementwise.imul(exp_avg_sq, beta2)
+    elementwise.add_scaled_(exp_avg_sq, elementwise.mul(grad, grad), 1 - beta2)
+    second = exp_avg_sq
+    if amsgrad:
+        second = entry["max_exp_avg_sq"]
+        copies.copy_(<TensorCore>second, elementwise.where(
+            elementwise.gt(exp_avg_sq, second), exp_avg_sq, second), False)
+    if capturable:
+        bias_correction1 = elementwise.rsub(elementwise.rpow(step_t, beta1), 1)
+        bias_correction2 = elementwise.rsub(elementwise.rpow(step_t, beta2), 1)
+        step_size_neg = elementwise.neg(elementwise.rtruediv(bias_correction1, lr))
+        bias_correction2_sqrt = elementwise.sqrt(bias_correction2)
+        scale = _scalar_like(elementwise.mul(bias_correction2_sqrt, step_size_neg), param)
+        offset = _scalar_like(elementwise.rtruediv(step_size_neg, eps), param)
+        denom = elementwise.truediv(elementwise.sqrt(second), scale)
+        elementwise.iadd(denom, offset)
+        elementwise.iadd(param, elementwise.truediv(exp_avg, denom))
+    else:
+        step = copies.python_float(step_t)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        step_size = lr / bias_correction1
+        denom = elementwise.truediv(elementwise.sqrt(second), bias_correction2 ** 0.5)
+        elementwise.iadd(denom, eps)
+        elementwise.sub_scaled_(param, elementwise.truediv(exp_avg, denom), step_size)
+    return 0

@@ -1096,3 +1096,124 @@ def test_a_row_broadcast_over_a_batch_matches_pytorch(device, shapes, op):
                "mul": lambda a, b: a * b, "div": lambda a, b: a / b}[op]
     run_both(lambda m, a, b: program(a, b), [values(shapes[0], 2), values(shapes[1], 3)],
              dtype="float32", rtol=1e-6, atol=1e-6, device=device)
+
+
+# -- autograd.backward() of several roots, and grad-mode decorators of generators ------------
+
+def test_autograd_backward_of_several_roots_and_into_inputs_only():
+    grads = []
+    for lib in (tp, torch):
+        w = lib.tensor([2.0, 3.0], requires_grad=True)
+        v = lib.tensor([1.0, -1.0], requires_grad=True)
+        shared = w * v  # a Node both roots reach, run once with the sum of their gradients
+        lib.autograd.backward([shared.sum(), (shared * w).sum(), shared],
+                              [None, lib.tensor(2.0), lib.tensor([1.0, 3.0])])
+        first = (w.grad.tolist(), v.grad.tolist())
+        h = w * 1  # a non-leaf input accumulates too; w and v are left alone
+        lib.autograd.backward((h * v).sum(), inputs=[h, v, v])
+        u = lib.ones(2, requires_grad=True)  # an unused input keeps grad None
+        lib.autograd.backward((w * v).sum(), inputs=u, retain_graph=False)
+        grads.append((first, w.grad.tolist(), v.grad.tolist(), h.grad.tolist(), u.grad))
+    assert grads[0] == grads[1]
+
+
+def test_autograd_backward_errors_as_pytorch():
+    def both(call):
+        ours = lambda: call(tp, tp.ones(2, requires_grad=True))
+        theirs = lambda: call(torch, torch.ones(2, requires_grad=True))
+        return ours, theirs
+    same_error(*both(lambda lib, w: lib.autograd.backward([(w * 2).sum(), w.sum()],
+                                                         [lib.tensor(1.0)])),
+               "got 2 tensors and 1 gradients")
+    same_error(*both(lambda lib, w: lib.autograd.backward(w * 2)),
+               "grad can be implicitly created only for scalar outputs")
+    same_error(*both(lambda lib, w: lib.autograd.backward((w * 2).sum(), inputs=[])),
+               "`inputs` argument to `backward()` cannot be empty.")
+    same_error(*both(lambda lib, w: lib.autograd.backward([lib.ones(2).sum()])),
+               "element 0 of tensors does not require grad and does not have a grad_fn")
+    same_error(*both(lambda lib, w: lib.autograd.backward((w * 2).sum(),
+                                                         inputs=[lib.ones(2)])))
+    same_error(*both(lambda lib, w: lib.autograd.backward(3)))
+    w = tp.ones(2, requires_grad=True)
+    with pytest.raises(ValueError, match="create_graph=True is not supported"):
+        autograd.backward((w * 2).sum(), create_graph=True)
+    assert w.grad is None
+
+
+@pytest.mark.parametrize("decorator", ["no_grad", "enable_grad"])
+def test_grad_mode_decorators_keep_the_mode_at_every_generator_step(decorator):
+    def run(lib):
+        seen = []
+
+        @getattr(lib, decorator)()
+        def steps(count):
+            for index in range(count):
+                received = yield lib.is_grad_enabled()
+                seen.append((index, received, lib.is_grad_enabled()))
+            return "finished"
+
+        outer = decorator == "no_grad"  # the caller's mode, the opposite of the decorator's
+        with lib.set_grad_enabled(outer) if lib is torch else \
+                (tp.enable_grad() if outer else tp.no_grad()):
+            generator = steps(3)
+            first = next(generator)
+            between = lib.is_grad_enabled()
+            second = generator.send("hello")
+            try:
+                generator.throw(KeyError("x"))
+            except KeyError:
+                thrown = "propagated"
+            closed = steps(2)
+            next(closed)
+            closed.close()
+            with pytest.raises(StopIteration) as stop:
+                gen = steps(0)
+                next(gen)
+        return first, between, second, thrown, seen, stop.value.value, lib.is_grad_enabled()
+    assert run(tp) == run(torch)
+
+
+def test_grad_mode_decorators_decorate_methods():
+    class Model:
+        def __init__(self, library):
+            self.weight = library.ones(2, requires_grad=True)
+
+        @tp.no_grad()
+        def ours(self, a):
+            return self.weight * a
+
+        @torch.no_grad()
+        def theirs(self, a):
+            return self.weight * a
+
+        @tp.no_grad()
+        def our_steps(self):
+            yield self.weight * 2
+    model, torch_model = Model(tp), Model(torch)
+    assert model.ours(3).requires_grad == torch_model.theirs(3).requires_grad == False
+    assert [each.requires_grad for each in model.our_steps()] == [False]
+
+
+def test_autograd_backward_retain_graph_as_pytorch():
+    results = []
+    for lib in (tp, torch):
+        w = lib.tensor([1.0, 2.0], requires_grad=True)
+        loss = (w * w).sum()
+        lib.autograd.backward([loss], retain_graph=True)
+        lib.autograd.backward([loss])  # the kept graph runs again; grads accumulate
+        with pytest.raises(RuntimeError) as second:
+            lib.autograd.backward([loss])  # freed by the previous pass
+        results.append((w.grad.tolist(), type(second.value)))
+    assert results[0] == results[1]
+
+
+@pytest.mark.gpu
+def test_autograd_backward_of_several_roots_on_cuda():
+    grads = []
+    for device in ("cpu", "cuda"):
+        w = tp.tensor([2.0, 3.0], device=device, requires_grad=True)
+        shared = w * w
+        tp.autograd.backward([shared.sum(), shared],
+                             [None, tp.tensor([1.0, 3.0], device=device)])
+        grads.append(w.grad.tolist())
+    assert grads[0] == grads[1] == [2 * 2.0 * 2, 2 * 3.0 * 4]

@@ -177,8 +177,8 @@ def test_a_parameter_added_to_param_groups_is_updated_with_its_own_momentum():
 def test_another_group_appended_to_param_groups_is_followed():
     first, second = nn.Parameter(tp.ones(1)), nn.Parameter(tp.ones(1))
     optimizer = optim.SGD([first], lr=0.5)
-    optimizer.param_groups.append({"params": [second], "lr": 0.25, "momentum": 0.0,
-                                   "weight_decay": 0.0})
+    # Every key a group holds (add_param_group fills them in; appending skips that).
+    optimizer.param_groups.append(dict(optimizer.defaults, params=[second], lr=0.25))
     first.grad, second.grad = tp.ones(1), tp.ones(1)
     optimizer.step()
     assert first.tolist() == [0.5] and second.tolist() == [0.75]
@@ -215,8 +215,7 @@ def bad_edits():
            r"non-leaf Tensor \(param_groups\[0\]\['params'\]\[2\]\)")
     yield (lambda o, p: o.param_groups[0].pop("lr"), ValueError,
            r"param_groups\[0\] has no 'lr'")
-    yield (lambda o, p: o.param_groups.append({"params": [p[0]], "lr": 0.1, "momentum": 0,
-                                               "weight_decay": 0}), ValueError,
+    yield (lambda o, p: o.param_groups.append(dict(o.defaults, params=[p[0]])), ValueError,
            r"param_groups\[1\]\['params'\]\[0\] appears more than once")
     yield (lambda o, p: o.state[p[1]].__setitem__("momentum_buffer", tp.zeros(3)), ValueError,
            r"momentum buffer of param_groups\[0\]\['params'\]\[1\] does not match it")

@@ -97,8 +97,9 @@ def test_python_classes_static_methods_setters_and_decorators_render(runtime_dir
             "        self.c_set_enabled(_errors.bool_arg(value, 'enabled'))") in wrapper
     # A context manager that decorates: each call runs in a new instance.
     assert "import functools as _functools" in wrapper
-    assert "            with type(self)():\n                return function(*args, **kwargs)" \
+    assert "            with context():\n                return function(*args, **kwargs)" \
         in wrapper
+    assert "_inspect.isgeneratorfunction(function)" in wrapper  # generators: each step inside
     assert "    @staticmethod\n    def apply(cls: Any, args: Any) -> Any:" in stub
     assert "    @enabled.setter\n    def enabled(self, value: bool) -> None: ..." in stub
     assert "    def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:" in stub

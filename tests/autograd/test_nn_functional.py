@@ -1,0 +1,279 @@
+"""tensorplay.nn.functional, nn.MSELoss and nn.CrossEntropyLoss against PyTorch's (CPU): values
+and gradients, every reduction, ignore_index, label smoothing, class probabilities, more than
+two dimensions, and the errors; pickling and copy.deepcopy of modules; marked gpu, the same on
+a CUDA device and a training step with a loss and Adam captured into one CUDA graph."""
+import copy
+import pickle
+
+import numpy
+import pytest
+
+import tensorplay as tp
+from tensorplay import nn, optim
+from tensorplay.nn import functional as F
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+
+def both(array, requires_grad=True, device="cpu"):
+    ours = tp.tensor(array, dtype=tp.float64, device=device, requires_grad=requires_grad)
+    theirs = torch.tensor(array, dtype=torch.float64, requires_grad=requires_grad)
+    return ours, theirs
+
+
+def close(ours, theirs, tolerance=1e-10):
+    assert numpy.allclose(numpy.array(ours.tolist()), theirs.detach().numpy(), rtol=tolerance,
+                          atol=tolerance)
+
+
+def same_error(ours, theirs):
+    with pytest.raises(Exception) as expected:
+        theirs()
+    with pytest.raises(type(expected.value)) as got:
+        ours()
+    assert str(got.value).startswith(str(expected.value)), (got.value, expected.value)
+
+
+def check_with_grad(ours_fn, theirs_fn, *arrays, device="cpu"):
+    pairs = [both(array, device=device) for array in arrays]
+    ours = ours_fn(*(mine for mine, _ in pairs))
+    theirs = theirs_fn(*(other for _, other in pairs))
+    close(ours, theirs)
+    weights = numpy.random.default_rng(9).standard_normal(tuple(theirs.shape))
+    (ours * tp.tensor(weights, dtype=tp.float64, device=device)).sum().backward()
+    (theirs * torch.tensor(weights)).sum().backward()
+    for mine, other in pairs:
+        close(mine.grad, other.grad)
+
+
+RNG = numpy.random.default_rng(0)
+LOGITS = RNG.standard_normal((5, 4)) * 3
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax_as_pytorchs(name, dim):
+    check_with_grad(lambda x: getattr(F, name)(x, dim=dim),
+                    lambda x: getattr(TF, name)(x, dim=dim), LOGITS)
+
+
+def test_softmax_implicit_dim_warns_as_pytorch():
+    with pytest.warns(UserWarning, match="Implicit dimension choice for softmax"):
+        ours = F.softmax(tp.tensor(LOGITS))
+    close(ours, torch.softmax(torch.tensor(LOGITS), 1))
+
+
+def test_relu_and_linear_as_pytorchs():
+    check_with_grad(F.relu, TF.relu, LOGITS)
+    weight, bias = RNG.standard_normal((3, 4)), RNG.standard_normal(3)
+    check_with_grad(F.linear, TF.linear, LOGITS, weight, bias)
+    check_with_grad(lambda x, w: F.linear(x, w), lambda x, w: TF.linear(x, w), LOGITS, weight)
+    x = tp.tensor([-1.0, 2.0])
+    assert F.relu(x, inplace=True) is x and x.tolist() == [0.0, 2.0]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_as_pytorchs(reduction):
+    target = RNG.standard_normal((5, 4))
+    check_with_grad(lambda x, y: F.mse_loss(x, y, reduction=reduction),
+                    lambda x, y: TF.mse_loss(x, y, reduction=reduction), LOGITS, target)
+    check_with_grad(lambda x, y: nn.MSELoss(reduction=reduction)(x, y),
+                    lambda x, y: torch.nn.MSELoss(reduction=reduction)(x, y), LOGITS, target)
+
+
+def test_mse_loss_warns_of_broadcasting_as_pytorch():
+    with pytest.warns(UserWarning, match=r"Using a target size \(torch.Size\(\[4\]\)\) that is "
+                                         r"different to the input size"):
+        F.mse_loss(tp.tensor(LOGITS), tp.zeros(4, dtype=tp.float64))
+
+
+CROSS_ENTROPY_CASES = [
+    ({}, [0, 3, 1, 2, 2]),
+    ({"reduction": "sum"}, [0, 3, 1, 2, 2]),
+    ({"reduction": "none"}, [0, 3, 1, 2, 2]),
+    ({"ignore_index": 1}, [0, 3, 1, 2, 1]),
+    ({"ignore_index": -100}, [0, -100, 1, 2, -100]),
+    ({"ignore_index": -100, "reduction": "none"}, [0, -100, 1, 2, -100]),
+    ({"label_smoothing": 0.2}, [0, 3, 1, 2, 2]),
+    ({"label_smoothing": 0.1, "ignore_index": 2}, [0, 3, 1, 2, 2]),
+    ({"label_smoothing": 0.1, "reduction": "none"}, [0, 3, 1, 2, 2]),
+]
+
+
+@pytest.mark.parametrize("options, target", CROSS_ENTROPY_CASES)
+def test_cross_entropy_of_class_indices_as_pytorchs(options, target):
+    check_with_grad(lambda x: F.cross_entropy(x, tp.tensor(target), **options),
+                    lambda x: TF.cross_entropy(x, torch.tensor(target), **options), LOGITS)
+    check_with_grad(lambda x: nn.CrossEntropyLoss(**options)(x, tp.tensor(target)),
+                    lambda x: torch.nn.CrossEntropyLoss(**options)(x, torch.tensor(target)),
+                    LOGITS)
+
+
+@pytest.mark.parametrize("options", [{}, {"reduction": "sum"}, {"reduction": "none"},
+                                     {"label_smoothing": 0.3}])
+def test_cross_entropy_of_class_probabilities_as_pytorchs(options):
+    probabilities = RNG.random((5, 4))
+    probabilities /= probabilities.sum(1, keepdims=True)
+    check_with_grad(lambda x, y: F.cross_entropy(x, y, **options),
+                    lambda x, y: TF.cross_entropy(x, y, **options), LOGITS, probabilities)
+
+
+@pytest.mark.parametrize("options", [{}, {"reduction": "none"}, {"ignore_index": 0}])
+def test_cross_entropy_over_more_dimensions_and_of_one_prediction(options):
+    logits = RNG.standard_normal((2, 3, 4, 2))
+    target = RNG.integers(0, 3, (2, 4, 2))
+    check_with_grad(lambda x: F.cross_entropy(x, tp.tensor(target), **options),
+                    lambda x: TF.cross_entropy(x, torch.tensor(target), **options), logits)
+    check_with_grad(lambda x: F.cross_entropy(x, tp.tensor(2), **options),
+                    lambda x: TF.cross_entropy(x, torch.tensor(2), **options), LOGITS[0])
+
+
+def test_cross_entropy_errors_as_pytorchs():
+    x, theirs = tp.tensor(LOGITS), torch.tensor(LOGITS)
+    same_error(lambda: F.cross_entropy(x, tp.tensor([0, 1, 2, 3, 4])),
+               lambda: TF.cross_entropy(theirs, torch.tensor([0, 1, 2, 3, 4])))
+    same_error(lambda: F.cross_entropy(x, tp.tensor([0, 1, 2, 3, 0]), reduction="average"),
+               lambda: TF.cross_entropy(theirs, torch.tensor([0, 1, 2, 3, 0]),
+                                        reduction="average"))
+    same_error(lambda: nn.CrossEntropyLoss(label_smoothing=1.5),
+               lambda: torch.nn.CrossEntropyLoss(label_smoothing=1.5)(theirs,
+                                                                      torch.tensor([0] * 5)))
+    same_error(lambda: nn.MSELoss(reduction="average"),
+               lambda: torch.nn.MSELoss(reduction="average")(theirs, theirs))
+
+
+def test_dropout_as_pytorchs_rule():
+    x = tp.ones(20000)
+    dropped = F.dropout(x, 0.25)
+    values = sorted(set(dropped.tolist()))
+    assert values == [0.0, pytest.approx(1 / 0.75)]
+    assert abs(dropped.mean().item() - 1.0) < 0.05
+    assert F.dropout(x, 0.25, training=False) is x
+    same_error(lambda: F.dropout(x, 1.5), lambda: TF.dropout(torch.ones(3), 1.5))
+    y = tp.ones(4)
+    assert F.dropout(y, 1.0, inplace=True) is y and y.tolist() == [0.0] * 4
+
+
+def model():
+    tp.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.1), nn.Linear(8, 3))
+
+
+def test_modules_pickle_with_their_parameters_and_settings():
+    module = model().eval()
+    loaded = pickle.loads(pickle.dumps(module))
+    assert type(loaded) is nn.Sequential and loaded.training is False
+    assert [type(child) for child in loaded] == [type(child) for child in module]
+    for (name, mine), theirs in zip(loaded.state_dict().items(), module.state_dict().values()):
+        assert mine.tolist() == theirs.tolist(), name
+    assert isinstance(loaded[0].weight, nn.Parameter) and loaded[0].weight.requires_grad
+    x = tp.randn(2, 4)
+    assert loaded(x).tolist() == module(x).tolist()
+    for loss in (nn.CrossEntropyLoss(ignore_index=3, label_smoothing=0.1),
+                 nn.MSELoss(reduction="sum")):
+        again = pickle.loads(pickle.dumps(loss))
+        assert vars(again) == vars(loss)
+
+
+def test_deepcopy_of_a_module_copies_its_parameters_and_keeps_sharing():
+    module = nn.Module()
+    module.net = model()
+    module.shared = module.net[0]  # one child under two names stays one child
+    copied = copy.deepcopy(module)
+    assert copied.net[0] is copied.shared and copied.shared is not module.shared
+    assert copied.shared.weight is not module.shared.weight
+    assert copied.shared.weight.tolist() == module.shared.weight.tolist()
+    with tp.no_grad():
+        copied.shared.weight.zero_()
+    assert module.shared.weight.abs().sum().item() > 0
+    # The copy trains on its own.
+    optimizer = optim.Adam(copied.parameters())
+    copied.net(tp.randn(2, 4)).sum().backward()
+    optimizer.step()
+    assert module.shared.weight.grad is None
+
+
+def test_a_small_classifier_trains_with_cross_entropy_and_adam():
+    tp.manual_seed(1)
+    rng = numpy.random.default_rng(1)
+    x = rng.standard_normal((64, 4))
+    y = (x[:, 0] > 0).astype(numpy.int64) + (x[:, 1] > 0)
+    net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+    optimizer = optim.AdamW(net.parameters(), lr=0.05)
+    loss_fn = nn.CrossEntropyLoss()
+    inputs, targets = tp.tensor(x, dtype=tp.float32), tp.tensor(y)
+    losses = []
+    for _ in range(60):
+        optimizer.zero_grad()
+        loss = loss_fn(net(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.3 * losses[0]
+
+
+@pytest.mark.gpu
+def test_functional_on_a_cuda_device_as_on_the_cpu():
+    cases = [(lambda x: F.log_softmax(x, dim=1), (LOGITS,)),
+             (lambda x: F.softmax(x, dim=0), (LOGITS,)),
+             (lambda x, y: F.mse_loss(x, y), (LOGITS, LOGITS[::-1].copy())),
+             (lambda x: F.cross_entropy(x, tp.tensor([0, 3, 1, -100, 2], device=x.device),
+                                        label_smoothing=0.1), (LOGITS,)),
+             (lambda x, w: F.linear(x, w).relu(), (LOGITS, LOGITS[:3].copy()))]
+    for function, arrays in cases:
+        results = []
+        for device in ("cpu", "cuda"):
+            inputs = [tp.tensor(array, dtype=tp.float64, device=device, requires_grad=True)
+                      for array in arrays]
+            output = function(*inputs)
+            output.sum().backward()
+            results.append([output.tolist()] + [value.grad.tolist() for value in inputs])
+        assert numpy.allclose(numpy.array(results[0][0]), numpy.array(results[1][0]))
+        for mine, theirs in zip(results[0][1:], results[1][1:]):
+            assert numpy.allclose(numpy.array(mine), numpy.array(theirs))
+
+
+@pytest.mark.gpu
+def test_a_captured_classifier_step_with_cross_entropy_and_adam_replays_as_eager(quiet_device):
+    from tensorplay import cuda
+    rng = numpy.random.default_rng(2)
+    batches = []
+    for _ in range(20):
+        x = rng.standard_normal((32, 4))
+        batches.append((tp.tensor(x, dtype=tp.float32, device="cuda"),
+                        tp.tensor((x[:, 0] > 0).astype(numpy.int64), device="cuda")))
+    tp.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2)).to("cuda")
+    eager = copy.deepcopy(net)
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.05)
+    optimizer = optim.Adam(net.parameters(), lr=0.01, capturable=True)
+    eager_optimizer = optim.Adam(eager.parameters(), lr=0.01, capturable=True)
+    eager_losses = []
+    for x, y in batches:
+        eager_optimizer.zero_grad()
+        loss = loss_fn(eager(x), y)
+        loss.backward()
+        eager_optimizer.step()
+        eager_losses.append(loss.item())
+    static_x, static_y = batches[0][0].clone(), batches[0][1].clone()
+    side = cuda.Stream()
+    side.wait_stream(cuda.current_stream())
+    with cuda.stream(side):  # the warm-up step makes Adam's state
+        optimizer.zero_grad()
+        loss_fn(net(static_x), static_y).backward()
+        optimizer.step()
+    cuda.current_stream().wait_stream(side)
+    optimizer.zero_grad()
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        static_loss = loss_fn(net(static_x), static_y)
+        static_loss.backward()
+        optimizer.step()
+    losses = [eager_losses[0]]
+    for x, y in batches[1:]:
+        static_x.copy_(x)
+        static_y.copy_(y)
+        graph.replay()
+        losses.append(static_loss.item())
+    assert numpy.allclose(losses, eager_losses, rtol=1e-4, atol=1e-6)

@@ -1,0 +1,450 @@
+"""tensorplay.optim against PyTorch's torch.optim (CPU): Adam and AdamW (every flag, the
+capturable branch too), SGD's nesterov, dampening and maximize, parameter groups with their
+own settings, add_param_group's and the constructors' errors, and state_dict() /
+load_state_dict() in PyTorch's format (a loaded optimiser continues as the saved one would,
+its state tensors copied in place); marked gpu, a whole Adam training step captured into one
+CUDA graph that replays as the eager steps do."""
+import numpy
+import pytest
+
+import tensorplay as tp
+from tensorplay import nn, optim
+
+torch = pytest.importorskip("torch")
+
+SHAPES = [(3, 2), (4,)]
+
+
+def pair(seed=0, dtype="float64"):
+    """Parameters and gradient sequences, as ours and as PyTorch's."""
+    rng = numpy.random.default_rng(seed)
+    starts = [rng.standard_normal(shape) for shape in SHAPES]
+    grads = [[rng.standard_normal(shape) for shape in SHAPES] for _ in range(5)]
+    ours = [nn.Parameter(tp.tensor(start, dtype=getattr(tp, dtype))) for start in starts]
+    theirs = [torch.nn.Parameter(torch.tensor(start, dtype=getattr(torch, dtype)))
+              for start in starts]
+    return ours, theirs, grads
+
+
+def run(ours, theirs, grads, make_ours, make_theirs, dtype="float64"):
+    mine, reference = make_ours(ours), make_theirs(theirs)
+    for step in grads:
+        for param, grad in zip(ours, step):
+            param.grad = tp.tensor(grad, dtype=getattr(tp, dtype))
+        for param, grad in zip(theirs, step):
+            param.grad = torch.tensor(grad, dtype=getattr(torch, dtype))
+        mine.step()
+        reference.step()
+    return mine, reference
+
+
+def same_values(ours, theirs, rtol=1e-12, atol=1e-12):
+    for mine, reference in zip(ours, theirs):
+        assert numpy.allclose(mine.numpy(), reference.detach().numpy(), rtol=rtol, atol=atol)
+
+
+ADAM_OPTIONS = [{}, {"weight_decay": 0.1}, {"amsgrad": True}, {"maximize": True},
+                {"betas": (0.5, 0.9), "eps": 1e-3}, {"capturable": True},
+                {"capturable": True, "amsgrad": True, "weight_decay": 0.1},
+                {"decoupled_weight_decay": True, "weight_decay": 0.1}]
+
+
+@pytest.mark.parametrize("options", ADAM_OPTIONS)
+def test_adam_steps_as_pytorchs(options):
+    ours, theirs, grads = pair()
+    theirs_options = {key: value for key, value in options.items() if key != "capturable"}
+    # PyTorch refuses capturable on the CPU; its eager branch is the same arithmetic.
+    mine, reference = run(ours, theirs, grads, lambda p: optim.Adam(p, lr=0.05, **options),
+                          lambda p: torch.optim.Adam(p, lr=0.05, **theirs_options))
+    # The capturable branch corrects by float32 numbers (its step count is float32, as
+    # PyTorch's capturable one), the eager branch by Python floats.
+    tolerance = 1e-4 if options.get("capturable") else 1e-12
+    same_values(ours, theirs, tolerance, tolerance)
+    for param, other in zip(ours, theirs):
+        assert mine.state[param]["step"].item() == reference.state[other]["step"].item() == 5
+        assert mine.state[param]["step"].dtype == tp.float32
+        assert sorted(mine.state[param]) == sorted(reference.state[other])
+
+
+@pytest.mark.parametrize("options", [{}, {"weight_decay": 0.3}, {"amsgrad": True},
+                                     {"capturable": True}])
+def test_adamw_steps_as_pytorchs(options):
+    ours, theirs, grads = pair(1)
+    theirs_options = {key: value for key, value in options.items() if key != "capturable"}
+    run(ours, theirs, grads, lambda p: optim.AdamW(p, lr=0.05, **options),
+        lambda p: torch.optim.AdamW(p, lr=0.05, **theirs_options))
+    tolerance = 1e-4 if options.get("capturable") else 1e-12
+    same_values(ours, theirs, tolerance, tolerance)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_capturable_branch_matches_the_eager_one_in_float32_and_float64(dtype):
+    ours, _, grads = pair(2, dtype)
+    other = [nn.Parameter(param.detach().clone()) for param in ours]
+    first = optim.Adam(ours, lr=0.01, capturable=True)
+    second = optim.Adam(other, lr=0.01)
+    for step in grads:
+        for params in (ours, other):
+            for param, grad in zip(params, step):
+                param.grad = tp.tensor(grad, dtype=getattr(tp, dtype))
+        first.step()
+        second.step()
+    tolerance = 1e-4  # float32 bias corrections (1 - beta2 ** t is small: its error grows)
+    for mine, reference in zip(ours, other):
+        assert numpy.allclose(mine.numpy(), reference.numpy(), rtol=tolerance, atol=tolerance)
+
+
+def test_defaults_are_pytorchs():
+    param = nn.Parameter(tp.ones(1))
+    mine = optim.Adam([param]).param_groups[0]
+    theirs = torch.optim.Adam([torch.nn.Parameter(torch.ones(1))]).param_groups[0]
+    for key in ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", "foreach",
+                "capturable", "differentiable", "fused", "decoupled_weight_decay"):
+        assert mine[key] == theirs[key], key
+    assert optim.AdamW([param]).param_groups[0]["weight_decay"] == 0.01
+    assert optim.AdamW([param]).param_groups[0]["decoupled_weight_decay"] is True
+    sgd = optim.SGD([param]).param_groups[0]
+    theirs = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))]).param_groups[0]
+    for key in ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize",
+                "foreach", "differentiable", "fused"):
+        assert sgd[key] == theirs[key], key
+
+
+def same_error(ours, theirs):
+    with pytest.raises(Exception) as expected:
+        theirs()
+    with pytest.raises(type(expected.value)) as got:
+        ours()
+    assert str(got.value).startswith(str(expected.value)), (got.value, expected.value)
+
+
+@pytest.mark.parametrize("options", [{"lr": -1.0}, {"eps": -1.0}, {"betas": (1.0, 0.9)},
+                                     {"betas": (0.9, -0.1)}, {"weight_decay": -0.5}])
+def test_adam_refuses_settings_with_pytorchs_messages(options):
+    same_error(lambda: optim.Adam([nn.Parameter(tp.ones(1))], **options),
+               lambda: torch.optim.Adam([torch.nn.Parameter(torch.ones(1))], **options))
+
+
+@pytest.mark.parametrize("options", [{"nesterov": True}, {"nesterov": True, "momentum": 0.9,
+                                                          "dampening": 0.1},
+                                     {"momentum": -1.0}, {"lr": -0.1}])
+def test_sgd_refuses_settings_with_pytorchs_messages(options):
+    same_error(lambda: optim.SGD([nn.Parameter(tp.ones(1))], **options),
+               lambda: torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], **options))
+
+
+@pytest.mark.parametrize("options", [{"momentum": 0.9, "nesterov": True},
+                                     {"momentum": 0.9, "dampening": 0.3},
+                                     {"momentum": 0.5, "dampening": 0.5, "weight_decay": 0.1},
+                                     {"maximize": True, "momentum": 0.9},
+                                     {"maximize": True}])
+def test_sgd_nesterov_dampening_and_maximize_step_as_pytorchs(options):
+    ours, theirs, grads = pair(3)
+    run(ours, theirs, grads, lambda p: optim.SGD(p, lr=0.1, **options),
+        lambda p: torch.optim.SGD(p, lr=0.1, **options))
+    same_values(ours, theirs)
+
+
+@pytest.mark.parametrize("kind, options", [("SGD", {"momentum": 0.9}), ("Adam", {})])
+def test_parameter_groups_take_their_own_settings(kind, options):
+    ours, theirs, grads = pair(4)
+
+    def groups(params):
+        return [{"params": [params[0]], "lr": 0.2}, {"params": [params[1]]}]
+    mine, reference = run(ours, theirs, grads,
+                          lambda p: getattr(optim, kind)(groups(p), lr=0.01, **options),
+                          lambda p: getattr(torch.optim, kind)(groups(p), lr=0.01, **options))
+    same_values(ours, theirs)
+    assert [group["lr"] for group in mine.param_groups] == [0.2, 0.01]
+
+
+def test_add_param_group_as_pytorchs():
+    ours, theirs, grads = pair(5)
+    mine = optim.SGD([ours[0]], lr=0.1, momentum=0.9)
+    reference = torch.optim.SGD([theirs[0]], lr=0.1, momentum=0.9)
+    mine.add_param_group({"params": ours[1], "lr": 0.3, "nesterov": True})
+    reference.add_param_group({"params": theirs[1], "lr": 0.3, "nesterov": True})
+    for step in grads:
+        for param, other, grad in zip(ours, theirs, step):
+            param.grad = tp.tensor(grad, dtype=tp.float64)
+            other.grad = torch.tensor(grad)
+        mine.step()
+        reference.step()
+    same_values(ours, theirs)
+    assert mine.param_groups[1]["params"][0] is ours[1]
+
+
+def test_add_param_group_errors_are_pytorchs():
+    param, other = nn.Parameter(tp.ones(1)), nn.Parameter(tp.ones(1))
+    theirs, their_other = torch.nn.Parameter(torch.ones(1)), torch.nn.Parameter(torch.ones(1))
+    mine, reference = optim.SGD([param]), torch.optim.SGD([theirs])
+    same_error(lambda: mine.add_param_group([other]),
+               lambda: reference.add_param_group([their_other]))
+    same_error(lambda: mine.add_param_group({"params": {other}}),
+               lambda: reference.add_param_group({"params": {their_other}}))
+    same_error(lambda: mine.add_param_group({"params": [param]}),
+               lambda: reference.add_param_group({"params": [theirs]}))
+    with pytest.raises(ValueError, match="Invalid learning rate: -1.0"):  # PyTorch adds it
+        mine.add_param_group({"params": [other], "lr": -1.0})
+    assert len(mine.param_groups) == 1  # a refused group is not added
+    with pytest.raises(TypeError, match=r"optimizer can only optimize Tensors, but "
+                                        r"param_group\['params'\]\[0\] is int"):
+        mine.add_param_group({"params": [3]})
+
+
+@pytest.mark.parametrize("kind, options", [("SGD", {"momentum": 0.9, "dampening": 0.2}),
+                                           ("Adam", {"amsgrad": True}),
+                                           ("Adam", {"capturable": True}), ("AdamW", {})])
+def test_state_dict_is_pytorchs_format_and_loads_across_both(kind, options):
+    ours, theirs, grads = pair(6)
+    theirs_options = {key: value for key, value in options.items() if key != "capturable"}
+    mine, reference = run(ours, theirs, grads[:3],
+                          lambda p: getattr(optim, kind)([{"params": [p[0]]},
+                                                          {"params": [p[1]], "lr": 0.02}],
+                                                         lr=0.05, **options),
+                          lambda p: getattr(torch.optim, kind)([{"params": [p[0]]},
+                                                                {"params": [p[1]],
+                                                                 "lr": 0.02}],
+                                                               lr=0.05, **theirs_options))
+    tolerance = 1e-4 if options.get("capturable") else 1e-12
+    saved, their_saved = mine.state_dict(), reference.state_dict()
+    assert [group["params"] for group in saved["param_groups"]] == [[0], [1]]
+    assert sorted(saved["state"]) == sorted(their_saved["state"]) == [0, 1]
+    for index in (0, 1):
+        assert sorted(saved["state"][index]) == sorted(their_saved["state"][index])
+        for key, value in saved["state"][index].items():
+            assert numpy.allclose(value.cpu().numpy(), their_saved["state"][index][key].numpy(),
+                                  rtol=1e-4)
+    for group, their_group in zip(saved["param_groups"], their_saved["param_groups"]):
+        assert {key: group[key] for key in their_group} == dict(their_group, **options)
+
+    # A new optimiser over copies of the parameters, loaded, continues as the first one.
+    copies = [nn.Parameter(param.detach().clone()) for param in ours]
+    loaded = getattr(optim, kind)([{"params": [copies[0]]}, {"params": [copies[1]]}], lr=0.5,
+                                  **options)
+    loaded.load_state_dict(saved)
+    assert loaded.param_groups[1]["lr"] == 0.02 and loaded.param_groups[1]["params"][0] \
+        is copies[1]
+    for step in grads[3:]:
+        for params in (ours, copies):
+            for param, grad in zip(params, step):
+                param.grad = tp.tensor(grad, dtype=tp.float64)
+        for param, grad in zip(theirs, step):
+            param.grad = torch.tensor(grad)
+        mine.step()
+        loaded.step()
+        reference.step()
+    same_values(copies, theirs, tolerance, tolerance)
+    same_values(ours, theirs, tolerance, tolerance)
+
+
+def test_load_state_dict_copies_into_the_state_in_place():
+    param = nn.Parameter(tp.ones(3))
+    opt = optim.Adam([param], lr=0.1, capturable=True)
+    param.grad = tp.ones(3)
+    opt.step()
+    state = opt.state[param]
+    addresses = {key: value.data_ptr() for key, value in state.items()}
+    saved = {"state": {0: {key: value.clone() * 0 + 2 for key, value in state.items()}},
+             "param_groups": opt.state_dict()["param_groups"]}
+    opt.load_state_dict(saved)
+    assert {key: value.data_ptr() for key, value in opt.state[param].items()} == addresses
+    assert opt.state[param]["exp_avg"].tolist() == [2.0] * 3
+    assert opt.state[param]["step"].item() == 2.0
+
+
+def test_load_state_dict_from_pytorch():
+    ours, theirs, grads = pair(7)
+    _, reference = run(ours, theirs, grads[:2], lambda p: optim.Adam(p),
+                       lambda p: torch.optim.Adam(p))
+    saved = reference.state_dict()
+    converted = {"state": {index: {key: tp.tensor(value.numpy()) for key, value in entry.items()}
+                           for index, entry in saved["state"].items()},
+                 "param_groups": saved["param_groups"]}
+    copies = [nn.Parameter(tp.tensor(param.detach().numpy())) for param in theirs]
+    loaded = optim.Adam(copies)
+    loaded.load_state_dict(converted)
+    for step in grads[2:]:
+        for param, other, grad in zip(copies, theirs, step):
+            param.grad = tp.tensor(grad, dtype=tp.float64)
+            other.grad = torch.tensor(grad)
+        loaded.step()
+        reference.step()
+    same_values(copies, theirs)
+
+
+def test_load_state_dict_errors_are_pytorchs():
+    param, other = nn.Parameter(tp.ones(1)), nn.Parameter(tp.ones(1))
+    theirs = [torch.nn.Parameter(torch.ones(1)) for _ in range(2)]
+    mine = optim.SGD([param, other])
+    reference = torch.optim.SGD(theirs)
+    same_error(lambda: mine.load_state_dict({"state": {}, "param_groups": []}),
+               lambda: reference.load_state_dict({"state": {}, "param_groups": []}))
+    short = {"state": {}, "param_groups": [dict(mine.state_dict()["param_groups"][0],
+                                                params=[0])]}
+    their_short = {"state": {}, "param_groups": [dict(reference.state_dict()["param_groups"][0],
+                                                      params=[0])]}
+    same_error(lambda: mine.load_state_dict(short),
+               lambda: reference.load_state_dict(their_short))
+
+
+def test_capturing_flags_are_refused_or_accepted():
+    param = nn.Parameter(tp.ones(1))
+    with pytest.raises(ValueError, match="fused=True"):
+        optim.Adam([{"params": [param], "fused": True}])
+    with pytest.raises(ValueError, match="differentiable=True"):
+        optim.SGD([{"params": [param], "differentiable": True}])
+    optim.Adam([param], foreach=False)
+
+
+def regression_batches(count, device, seed=0):
+    rng = numpy.random.default_rng(seed)
+    truth = rng.standard_normal((8, 1))
+    for _ in range(count):
+        x = rng.standard_normal((32, 8))
+        yield (tp.tensor(x, dtype=tp.float32, device=device),
+               tp.tensor(x @ truth, dtype=tp.float32, device=device))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["Adam", "AdamW"])
+def test_a_captured_adam_training_step_replays_as_the_eager_steps(quiet_device, kind):
+    from tensorplay import cuda
+    tp.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)).to("cuda")
+    eager_model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)).to("cuda")
+    eager_model.load_state_dict(model.state_dict())
+    batches = list(regression_batches(40, "cuda"))
+
+    def mse(prediction, target):
+        return ((prediction - target) ** 2).mean()
+
+    def make(parameters):
+        return getattr(optim, kind)(parameters, lr=0.01, weight_decay=0.01, capturable=True)
+
+    eager_optimizer, optimizer = make(eager_model.parameters()), make(model.parameters())
+    eager_losses = []
+    for x, y in batches:
+        eager_optimizer.zero_grad()
+        loss = mse(eager_model(x), y)
+        loss.backward()
+        eager_optimizer.step()
+        eager_losses.append(loss.item())
+
+    # One eager step on a side stream makes the state (PyTorch's warm-up), then the capture.
+    static_x, static_y = batches[0][0].clone(), batches[0][1].clone()
+    side = cuda.Stream()
+    side.wait_stream(cuda.current_stream())
+    with cuda.stream(side):
+        optimizer.zero_grad()
+        mse(model(static_x), static_y).backward()
+        optimizer.step()
+    cuda.current_stream().wait_stream(side)
+    graph_losses = [eager_losses[0]]
+    optimizer.zero_grad()
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        static_loss = mse(model(static_x), static_y)
+        static_loss.backward()
+        optimizer.step()
+    for x, y in batches[1:]:
+        static_x.copy_(x)
+        static_y.copy_(y)
+        graph.replay()
+        graph_losses.append(static_loss.item())
+    assert numpy.allclose(graph_losses, eager_losses, rtol=1e-4, atol=1e-6)
+    for param in model.parameters():
+        assert optimizer.state[param]["step"].item() == len(batches)
+        assert optimizer.state[param]["step"].is_cuda
+    for mine, theirs in zip(model.parameters(), eager_model.parameters()):
+        assert tp.allclose(mine, theirs, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_a_captured_adam_step_follows_a_loaded_state(quiet_device):
+    from tensorplay import cuda
+    param = nn.Parameter(tp.ones(4, device="cuda"))
+    optimizer = optim.Adam([param], lr=0.1, capturable=True)
+    param.grad = tp.ones(4, device="cuda")
+    optimizer.step()
+    saved = {"state": {0: {key: value.clone() for key, value in
+                           optimizer.state[param].items()}},
+             "param_groups": optimizer.state_dict()["param_groups"]}
+    start = param.detach().clone()
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        optimizer.step()
+    graph.replay()
+    after_one = param.detach().clone()
+    with tp.no_grad():
+        param.copy_(start)
+    optimizer.load_state_dict(saved)  # back to the state after the first step
+    graph.replay()
+    assert param.tolist() == after_one.tolist()
+    assert optimizer.state[param]["step"].item() == 2.0
+
+
+@pytest.mark.gpu
+def test_capturing_an_adam_step_that_is_not_capturable_is_pytorchs_error(quiet_device):
+    from tensorplay import cuda
+    param = nn.Parameter(tp.ones(4, device="cuda"))
+    optimizer = optim.Adam([param])
+    param.grad = tp.ones(4, device="cuda")
+    optimizer.step()
+    graph = cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="Attempting CUDA graph capture of step\\(\\) for an "
+                                           "instance of Adam but param_groups' capturable is "
+                                           "False"):
+        with cuda.graph(graph):
+            optimizer.step()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind, options", [("SGD", {"momentum": 0.9, "nesterov": True}),
+                                           ("SGD", {"momentum": 0.9, "dampening": 0.5}),
+                                           ("SGD", {"maximize": True, "weight_decay": 0.1}),
+                                           ("Adam", {"amsgrad": True, "capturable": True}),
+                                           ("AdamW", {"capturable": True})])
+def test_steps_on_cuda_as_pytorchs_and_captured_replays_as_eager(quiet_device, kind, options):
+    from tensorplay import cuda
+    _, theirs, grads = pair(8)
+    ours = [nn.Parameter(tp.tensor(param.detach().numpy(), device="cuda")) for param in theirs]
+    graphed = [nn.Parameter(tp.tensor(param.detach().numpy(), device="cuda"))
+               for param in theirs]
+    theirs_options = {key: value for key, value in options.items() if key != "capturable"}
+    mine = getattr(optim, kind)(ours, lr=0.05, **options)
+    reference = getattr(torch.optim, kind)(theirs, lr=0.05, **theirs_options)
+    captured = getattr(optim, kind)(graphed, lr=0.05, **options)
+    static = [tp.zeros(param.shape, dtype=tp.float64, device="cuda") for param in graphed]
+    for param, grad in zip(graphed, static):
+        param.grad = grad
+    graph = None
+    for number, step in enumerate(grads):
+        for param, other, grad, buffer in zip(ours, theirs, step, static):
+            param.grad = tp.tensor(grad, device="cuda")
+            other.grad = torch.tensor(grad)
+            buffer.copy_(tp.tensor(grad, device="cuda"))
+        mine.step()
+        reference.step()
+        if number == 0:
+            captured.step()  # eager: the state and the first step
+            graph = cuda.CUDAGraph()
+            with cuda.graph(graph):
+                captured.step()
+        else:
+            graph.replay()
+    same_values([param.cpu() for param in ours], theirs, rtol=1e-10, atol=1e-12)
+    same_values([param.cpu() for param in graphed], theirs, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.gpu
+def test_a_captured_first_step_with_dampening_is_refused(quiet_device):
+    from tensorplay import cuda
+    param = nn.Parameter(tp.ones(4, device="cuda"))
+    optimizer = optim.SGD([param], lr=0.5, momentum=0.9, dampening=0.5)
+    param.grad = tp.ones(4, device="cuda")
+    graph = cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="has not been used yet"):
+        with cuda.graph(graph):
+            optimizer.step()
+    assert param.tolist() == [1.0] * 4
