@@ -145,9 +145,11 @@ def capture_torch_step(model, state, first):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(WARMUP):
+        for _ in range(WARMUP):  # each from the first position: the buffer holds K tokens
+            state.reset(first)
             torch_step()
     torch.cuda.current_stream().wait_stream(side)
+    state.reset(first)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         torch_step()

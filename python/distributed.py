@@ -43,7 +43,9 @@ import tensorplay.accelerator
 from tensorplay._runtime.base.errors import raise_no_accelerator
 
 # NCCL's ncclRedOp_t values (nccl.h): the op names torch.distributed.ReduceOp spells upper-case.
-_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+# NCCL's ncclRedOp_t of each op, by the index the schema's wrapper passes (api.yaml lists the
+# choices sum, prod, max, min, avg: ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg in nccl.h).
+_OPS = (0, 1, 2, 3, 4)
 
 # The header rank 0 sends before the id, so that a rank connected to some other server (a wrong
 # port) fails with a message instead of using 128 foreign bytes as an id.

@@ -433,8 +433,12 @@ def test_steps_on_cuda_as_pytorchs_and_captured_replays_as_eager(quiet_device, k
                 captured.step()
         else:
             graph.replay()
-    same_values([param.cpu() for param in ours], theirs, rtol=1e-10, atol=1e-12)
-    same_values([param.cpu() for param in graphed], theirs, rtol=1e-10, atol=1e-12)
+    # capturable=True computes the bias corrections from a float32 step count on the device,
+    # as PyTorch's capturable branch does, so it agrees with the eager reference (PyTorch on the
+    # CPU, where capturable is refused) to float32's precision.
+    rtol = 1e-5 if options.get("capturable") else 1e-10
+    same_values([param.cpu() for param in ours], theirs, rtol=rtol, atol=1e-12)
+    same_values([param.cpu() for param in graphed], theirs, rtol=rtol, atol=1e-12)
 
 
 @pytest.mark.gpu

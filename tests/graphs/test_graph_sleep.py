@@ -1,6 +1,7 @@
 """Graphs that sleep (docs/design.md, "Sleeping graphs"): their pools on expandable segments
 (runtime/memory/allocator.pyx, Note [Expandable segments]), the physical memory released and
 mapped again at the same addresses, with no recapture."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -128,7 +129,8 @@ def test_sleep_releases_the_pool_and_wake_restores_kept_outputs(quiet_device):
     stats = pool_stats(g)
     assert stats["reserved_bytes"] == 0 and stats["sleeping_bytes"] == pool_bytes
     assert memory.memory_reserved() == reserved - pool_bytes
-    assert free_asleep - free_before >= 0.99 * pool_bytes   # cuMemGetInfo sees it free
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # other processes on the GPU move the figure
+        assert free_asleep - free_before >= 0.99 * pool_bytes   # cuMemGetInfo sees it free
     g.wake()
     assert y.data_ptr() == address
     assert values(y) == {2.0}                 # kept, before any replay

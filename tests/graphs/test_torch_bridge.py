@@ -4,6 +4,7 @@ device. The ports of PyTorch's CUDA-graph tests cite their original in pytorch/p
 test/test_cuda.py by name; each runs the same PyTorch ops through tensorplay.torch.graph (or
 tensorplay.torch.make_graphed_callables) instead of torch.cuda.graph, and checks what the
 original checks, or, for PyTorch's random ops, that the bridge refuses them."""
+import copy
 import gc
 import threading
 
@@ -454,7 +455,7 @@ def test_foreign_kernels_are_listed_refused_for_changes_and_named_in_dot(quiet_d
     assert len(nodes) == 1 and nodes[0].arguments is None and nodes[0].signature == ()
     assert "sigmoid" in nodes[0].name
     with pytest.raises(ValueError, match="tensorplay did not launch it"):
-        g.set_kernel_node_params(nodes[0], grid=(1, 1, 1))
+        g.set_kernel_node_params(nodes[0], arguments={"n": 1})
     g.debug_dump(str(tmp_path / "torch.dot"))
     text = (tmp_path / "torch.dot").read_text()
     assert "sigmoid" in text
@@ -559,28 +560,32 @@ def test_graph_make_graphed_callables_parameterless_nograd_module(quiet_device):
 
 @gpu
 def test_graph_make_graphed_callables_same_pool(quiet_device):
-    # test/test_cuda.py, test_graph_make_graphed_callables_same_pool: several calls sharing one
-    # pool (here tensorplay's handle and one MemPool) train as eager copies do.
+    # test/test_cuda.py, test_graph_make_graphed_callables_same_pool: callables made one call
+    # at a time into one pool (here tensorplay's handle and one MemPool), each then run forward
+    # and backward in the order they were captured (what sharing a pool asks: PyTorch's CUDA
+    # graphs notes, "Sharing memory across captures"), train as eager copies do, in memory of
+    # their own.
     torch.manual_seed(5)
-    models = [torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).cuda()
-              for _ in range(3)]
-    controls = [torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).cuda()
-                for _ in range(3)]
-    for model, control in zip(models, controls):
-        control.load_state_dict(model.state_dict())
+    models = [torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.ReLU(),
+                                  torch.nn.Linear(128, 128)).cuda() for _ in range(3)]
     pool, mem_pool = cuda.graph_pool_handle(), torch.cuda.MemPool()
-    x = torch.randn(4, 8, device="cuda")
-    graphed = [tensorplay.torch.make_graphed_callables(model, (x,), pool=pool, mem_pool=mem_pool)
-               for model in models]
-    data = torch.randn(4, 8, device="cuda")
-    for chain in (graphed, controls):
-        out = data
-        for model in chain:
-            out = model(out).clone()
-        out.sum().backward()
-    for model, control in zip(models, controls):
-        for p, pc in zip(model.parameters(), control.parameters()):
-            torch.testing.assert_close(p.grad, pc.grad)
+    graphed_models = []
+    for model in models:
+        x = torch.randn(64, 32, device="cuda")
+        graphed_models.append(tensorplay.torch.make_graphed_callables(
+            copy.deepcopy(model), (x,), pool=pool, mem_pool=mem_pool))
+    for model, graphed_model in zip(models, graphed_models):
+        x = torch.randn(64, 32, device="cuda")
+        y, yg = model(x), graphed_model(x)
+        loss, loss_graphed = y.norm(), yg.norm()
+        loss.backward()
+        loss_graphed.backward()
+        torch.testing.assert_close(y, yg)
+        torch.testing.assert_close(loss, loss_graphed)
+        for p, pg in zip(model.parameters(), graphed_model.parameters()):
+            torch.testing.assert_close(p, pg)
+            torch.testing.assert_close(p.grad, pg.grad)
+            assert p.data_ptr() != pg.data_ptr() and p.grad.data_ptr() != pg.grad.data_ptr()
 
 
 @gpu
