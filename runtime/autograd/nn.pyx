@@ -30,12 +30,9 @@ tensorplay.nn.functional's functions and the loss modules are built from recorde
 operations (subtraction, exp, log, sums, products with a one-hot mask), so autograd gives
 their gradients and a CUDA graph captures them like any other kernels (nothing reads the
 device on the host, except the bounds check of class indices on the CPU). log_softmax and
-softmax subtract the largest element of the whole input, detached, before exp: the result is
-the same as subtracting each slice's own maximum (PyTorch's), since a softmax does not change
-when its inputs are shifted, but a slice whose values all lie far below the largest one of
-another slice (about 87 in float32, 708 in float64) underflows: its exp() sums to 0 and its
-log_softmax is -inf. There is no reduction of the maximum along a dimension yet
-(docs/design.md, "What is not offered yet"). cross_entropy picks each target's log-probability
+softmax subtract each slice's own maximum along dim, detached, before exp, as PyTorch's
+kernels do, so no slice underflows however far below another's its values lie (a softmax does
+not change when its inputs are shifted, so the detached shift takes no gradient). cross_entropy picks each target's log-probability
 with a one-hot mask (arange == target) where PyTorch gathers; the sums are the same.
 """
 import collections
@@ -666,19 +663,21 @@ cdef int softmax_dim_arg(TensorCore input, object dim, str name) except -1:
     return dim % ndim
 
 
-cdef object shifted(TensorCore input):
-    """input less its largest element, detached (Note [Functional forms])."""
+cdef object shifted(TensorCore input, int axis):
+    """input less each slice's maximum along axis, detached (Note [Functional forms])."""
     if not input.dtype_object.floating:
         raise TypeError(f"softmax needs a floating-point input, got {input.dtype_object.name}")
     if input.element_count == 0:
         return input
-    return input - input.detach().max()
+    if not input.sizes:
+        return input - input.detach().max()
+    return input - input.detach().max(axis, True).values
 
 
 def log_softmax(input, dim):
     cdef TensorCore x = tensor.own_tensor_arg(input, "log_softmax: input")
     cdef int axis = softmax_dim_arg(x, dim, "log_softmax")
-    shift = shifted(x)
+    shift = shifted(x, axis)
     if not x.sizes:
         return shift - shift.exp().log()
     return shift - shift.exp().sum(axis, True).log()
@@ -687,7 +686,7 @@ def log_softmax(input, dim):
 def softmax(input, dim):
     cdef TensorCore x = tensor.own_tensor_arg(input, "softmax: input")
     cdef int axis = softmax_dim_arg(x, dim, "softmax")
-    exponentials = shifted(x).exp()
+    exponentials = shifted(x, axis).exp()
     if not x.sizes:
         return exponentials / exponentials
     return exponentials / exponentials.sum(axis, True)

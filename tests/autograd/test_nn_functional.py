@@ -277,3 +277,15 @@ def test_a_captured_classifier_step_with_cross_entropy_and_adam_replays_as_eager
         graph.replay()
         losses.append(static_loss.item())
     assert numpy.allclose(losses, eager_losses, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_softmax_of_slices_far_apart_does_not_underflow(device):
+    # Each slice is shifted by its own maximum, as PyTorch's kernels do: a row 1000 below the
+    # other still sums to one.
+    values = numpy.array([[0.0, 1.0, 2.0], [-1000.0, -999.0, -998.0]])
+    x = tp.tensor(values, dtype=tp.float32, device=device)
+    expected = torch.tensor(values, dtype=torch.float32)
+    for ours, theirs in ((F.softmax(x, dim=1), torch.softmax(expected, dim=1)),
+                         (F.log_softmax(x, dim=1), torch.log_softmax(expected, dim=1))):
+        numpy.testing.assert_allclose(ours.cpu().numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
