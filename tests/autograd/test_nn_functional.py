@@ -12,6 +12,8 @@ import tensorplay as tp
 from tensorplay import nn, optim
 from tensorplay.nn import functional as F
 
+from tests.autograd.training import eager_losses
+
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
@@ -249,13 +251,7 @@ def test_a_captured_classifier_step_with_cross_entropy_and_adam_replays_as_eager
     loss_fn = nn.CrossEntropyLoss(label_smoothing=0.05)
     optimizer = optim.Adam(net.parameters(), lr=0.01, capturable=True)
     eager_optimizer = optim.Adam(eager.parameters(), lr=0.01, capturable=True)
-    eager_losses = []
-    for x, y in batches:
-        eager_optimizer.zero_grad()
-        loss = loss_fn(eager(x), y)
-        loss.backward()
-        eager_optimizer.step()
-        eager_losses.append(loss.item())
+    expected_losses = eager_losses(eager, eager_optimizer, loss_fn, batches)
     static_x, static_y = batches[0][0].clone(), batches[0][1].clone()
     side = cuda.Stream()
     side.wait_stream(cuda.current_stream())
@@ -270,13 +266,13 @@ def test_a_captured_classifier_step_with_cross_entropy_and_adam_replays_as_eager
         static_loss = loss_fn(net(static_x), static_y)
         static_loss.backward()
         optimizer.step()
-    losses = [eager_losses[0]]
+    losses = [expected_losses[0]]
     for x, y in batches[1:]:
         static_x.copy_(x)
         static_y.copy_(y)
         graph.replay()
         losses.append(static_loss.item())
-    assert numpy.allclose(losses, eager_losses, rtol=1e-4, atol=1e-6)
+    assert numpy.allclose(losses, expected_losses, rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])

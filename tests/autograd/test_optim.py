@@ -7,6 +7,8 @@ import pytest
 import tensorplay as tp
 from tensorplay import nn, optim
 
+from tests.autograd.training import eager_losses
+
 
 def sgd_reference(start, grads, lr, momentum, weight_decay):
     """PyTorch's SGD (torch/optim/sgd.py, dampening 0, no nesterov) in numpy."""
@@ -293,13 +295,7 @@ def test_a_captured_training_step_trains_like_the_eager_loop(quiet_device):
     eager_model.load_state_dict(initial)
     eager_optimizer = optim.SGD(eager_model.parameters(), lr=0.05, momentum=0.9,
                                 weight_decay=1e-4)
-    eager_losses = []
-    for x, y in batches:
-        eager_optimizer.zero_grad()
-        loss = mse(eager_model(x), y)
-        loss.backward()
-        eager_optimizer.step()
-        eager_losses.append(loss.item())
+    expected_losses = eager_losses(eager_model, eager_optimizer, mse, batches)
 
     # Warm up on a side stream (kernels compiled outside the capture), then start over.
     static_x, static_y = batches[0][0].clone(), batches[0][1].clone()
@@ -328,7 +324,7 @@ def test_a_captured_training_step_trains_like_the_eager_loop(quiet_device):
         graph.replay()
         graphed_losses.append(static_loss.item())
 
-    assert numpy.allclose(graphed_losses, eager_losses, rtol=1e-4, atol=1e-6)
+    assert numpy.allclose(graphed_losses, expected_losses, rtol=1e-4, atol=1e-6)
     assert graphed_losses[-1] < 0.05 * graphed_losses[0]  # it converges
     for (name, mine), theirs in zip(model.state_dict().items(),
                                     eager_model.state_dict().values()):

@@ -10,6 +10,8 @@ import pytest
 import tensorplay as tp
 from tensorplay import nn, optim
 
+from tests.autograd.training import eager_losses
+
 torch = pytest.importorskip("torch")
 
 SHAPES = [(3, 2), (4,)]
@@ -323,13 +325,7 @@ def test_a_captured_adam_training_step_replays_as_the_eager_steps(quiet_device, 
         return getattr(optim, kind)(parameters, lr=0.01, weight_decay=0.01, capturable=True)
 
     eager_optimizer, optimizer = make(eager_model.parameters()), make(model.parameters())
-    eager_losses = []
-    for x, y in batches:
-        eager_optimizer.zero_grad()
-        loss = mse(eager_model(x), y)
-        loss.backward()
-        eager_optimizer.step()
-        eager_losses.append(loss.item())
+    expected_losses = eager_losses(eager_model, eager_optimizer, mse, batches)
 
     # One eager step on a side stream makes the state (PyTorch's warm-up), then the capture.
     static_x, static_y = batches[0][0].clone(), batches[0][1].clone()
@@ -340,7 +336,7 @@ def test_a_captured_adam_training_step_replays_as_the_eager_steps(quiet_device, 
         mse(model(static_x), static_y).backward()
         optimizer.step()
     cuda.current_stream().wait_stream(side)
-    graph_losses = [eager_losses[0]]
+    graph_losses = [expected_losses[0]]
     optimizer.zero_grad()
     graph = cuda.CUDAGraph()
     with cuda.graph(graph):
@@ -352,7 +348,7 @@ def test_a_captured_adam_training_step_replays_as_the_eager_steps(quiet_device, 
         static_y.copy_(y)
         graph.replay()
         graph_losses.append(static_loss.item())
-    assert numpy.allclose(graph_losses, eager_losses, rtol=1e-4, atol=1e-6)
+    assert numpy.allclose(graph_losses, expected_losses, rtol=1e-4, atol=1e-6)
     for param in model.parameters():
         assert optimizer.state[param]["step"].item() == len(batches)
         assert optimizer.state[param]["step"].is_cuda
