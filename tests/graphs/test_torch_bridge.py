@@ -235,16 +235,19 @@ def test_tensorplay_draws_into_a_torch_tensor_fresh_on_every_replay(quiet_device
     assert 0.0 <= y.min().item() and y.max().item() < 1.0
 
 
+
+def func_with_temps(t, val):
+    """test/test_cuda.py's body of temporaries, which a pool must not hand out twice."""
+    x = t.clone() + val
+    y = t.clone() + val
+    return x + y
+
+
 @gpu
 def test_graph_two_successive_share_a_pool(quiet_device):
     # test/test_cuda.py, test_graph_two_successive: two graphs captured one after the other,
     # with and without a shared pool (tensorplay's pool and one MemPool), replayed in order.
     size = 1000
-
-    def func_with_temps(t, val):
-        x = t.clone() + val
-        y = t.clone() + val
-        return x + y
 
     a = torch.ones(size, device="cuda")
     _warm(lambda: func_with_temps(a, 1))
@@ -275,11 +278,6 @@ def test_graph_concurrent_replay_on_pytorch_streams(quiet_device):
     # test/test_cuda.py, test_graph_concurrent_replay ("Don't share"): two graphs replayed at
     # once on two PyTorch streams (wrapped as tensorplay streams).
     size = 1000000
-
-    def func_with_temps(t, val):
-        x = t.clone() + val
-        y = t.clone() + val
-        return x + y
 
     a = torch.ones(size, device="cuda")
     _warm(lambda: func_with_temps(a, 1))
