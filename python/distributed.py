@@ -42,10 +42,8 @@ import tensorplay
 import tensorplay.accelerator
 from tensorplay._runtime.base.errors import raise_no_accelerator
 
-# NCCL's ncclRedOp_t values (nccl.h): the op names torch.distributed.ReduceOp spells upper-case.
-# NCCL's ncclRedOp_t of each op, by the index the schema's wrapper passes (api.yaml lists the
-# choices sum, prod, max, min, avg: ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg in nccl.h).
-_OPS = (0, 1, 2, 3, 4)
+# A reduction's op arrives as the index of its name in api.yaml's choices (sum, prod, max, min,
+# avg), which is its ncclRedOp_t (ncclSum = 0 ... ncclAvg = 4 in nccl.h): passed on as it is.
 
 # The header rank 0 sends before the id, so that a rank connected to some other server (a wrong
 # port) fails with a message instead of using 128 foreign bytes as an id.
@@ -374,7 +372,7 @@ def all_reduce(tensor, op, stream):
     handle = _stream_handle("all_reduce", group, stream, (("tensor", tensor),))
     pointer = tensor.data_ptr()
     group.call("ncclAllReduce", group.nccl.all_reduce, pointer, pointer, tensor.numel(),
-               _nccl_dtypes()[tensor.dtype], _OPS[op], group.comm, handle)
+               _nccl_dtypes()[tensor.dtype], op, group.comm, handle)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, stream):
@@ -416,7 +414,7 @@ def reduce_scatter_tensor(output, input, op, stream):
                          f"{group.rank}'s slice of input (NCCL's in-place rule)")
     handle = _stream_handle(name, group, stream, (("output", output), ("input", input)))
     group.call("ncclReduceScatter", group.nccl.reduce_scatter, input.data_ptr(),
-               output.data_ptr(), output.numel(), _nccl_dtypes()[input.dtype], _OPS[op],
+               output.data_ptr(), output.numel(), _nccl_dtypes()[input.dtype], op,
                group.comm, handle)
 
 
