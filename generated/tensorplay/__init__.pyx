@@ -371,9 +371,9 @@ def cat(tensors, dim=0):
     of the result's gradient.
 
     Args:
-        tensors: a non-empty sequence of tensors of one dtype and device, of one number of
-            dimensions and the same sizes but in dim (a 1-D empty tensor is skipped, as PyTorch
-            allows).
+        tensors: a non-empty sequence of tensors on one device, of one number of dimensions and
+            the same sizes but in dim (a 1-D empty tensor is skipped, as PyTorch allows); of any
+            dtypes, the result having the one they promote to.
         dim: the dimension to join along (negative counts from the end).
 
     Returns:
@@ -389,7 +389,8 @@ def stack(tensors, dim=0):
     of the result's gradient.
 
     Args:
-        tensors: a non-empty sequence of tensors of one shape, dtype and device.
+        tensors: a non-empty sequence of tensors of one shape and device; of any dtypes, the
+            result having the one they promote to.
         dim: where the new dimension goes, in [-ndim - 1, ndim].
 
     Returns:
@@ -581,11 +582,13 @@ def where(condition, input, other):
         condition: a bool tensor, such as a comparison's result.
         input: taken where condition holds: a tensor on condition's device whose shape
             broadcasts with the others', or a Python scalar.
-        other: taken elsewhere: likewise; two tensors must share one dtype.
+        other: taken elsewhere: likewise; of any dtype (the result has the one input and other
+            promote to).
 
     Returns:
-        Tensor: a new tensor of the shape the three broadcast to; a scalar beside a tensor of a
-            lower kind (bool < integer < floating) gives int64 or float32, as PyTorch promotes.
+        Tensor: a new tensor of the shape the three broadcast to, of the dtype input and other
+            promote to by PyTorch's rules (a zero-dimensional tensor and a Python scalar in their
+            classes).
     """
     return _elementwise.where(condition, input, other)
 

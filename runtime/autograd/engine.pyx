@@ -310,9 +310,9 @@ cdef class BackwardPass:
                 grads = self.buffers.pop(node, None)
                 if grads is None:
                     continue
-                for number, gradient in enumerate(grads):
+                for number in range(len(grads)):  # no loop variable left holding one
                     for index in self.node_targets.get((node, number), ()):
-                        self.results[index] = gradient
+                        self.results[index] = grads[number]
                 if node not in needed:
                     continue
                 context = streams.enter(node)
@@ -347,6 +347,9 @@ cdef class BackwardPass:
             if gradient is None and node.outputs_meta[number] is not None:
                 grads[number] = formulas.zeros_of(node.outputs_meta[number])
         input_grads = list(formulas.by_op[node.op](node, tuple(grads)))
+        # The output gradients are used up: dropped, so that an input gradient that is a view
+        # of one (a transpose's) holds its memory alone and a leaf may take it.
+        del grads[:]
         if not self.retain_graph and node.saved:
             node.saved = ()
             node.saved_versions = ()

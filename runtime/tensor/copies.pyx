@@ -22,12 +22,13 @@ from tensorplay._runtime.base.dtypes cimport CODE_BOOL, DtypeCore
 from tensorplay._runtime.tensor.arguments cimport (broadcast_shape, device_arg, dtype_arg,
                                                    is_scalar, np)
 from tensorplay._runtime.tensor.core cimport (CPU, PinnedStorage, TensorCore, broadcast_strides,
-                                              check_device_and_dtype, contiguous_bytes,
+                                              check_device, contiguous_bytes,
                                               current_stream, device_text,
                                               grad_enabled, is_contiguous, new_empty,
                                               own_tensor_arg, pinned_storage_under, recorded,
                                               set_grad_enabled, strided_view, tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, stored
+from tensorplay._runtime.tensor.promotion cimport promote_types
 
 from tensorplay._runtime.tensor.arguments import ShapeError
 from tensorplay._runtime.tensor.tensor_repr import tensor_repr
@@ -567,8 +568,8 @@ cdef object python_index(TensorCore tensor):
 
 
 cdef list tensor_list(object tensors, str name):
-    """The tensors of cat() or stack(): a non-empty tuple or list of tensors of one dtype and
-    device."""
+    """The tensors of cat() or stack(): a non-empty tuple or list of tensors on one device (of
+    any dtypes: the result has the one they promote to)."""
     if not isinstance(tensors, (tuple, list)):
         raise TypeError(f"{name}(): tensors must be a tuple or list of Tensors, not "
                         f"{type(tensors).__name__}")
@@ -581,7 +582,7 @@ cdef list tensor_list(object tensors, str name):
         raise ShapeError("cat(): expected a non-empty list of Tensors" if name == "cat"
                          else "stack expects a non-empty TensorList")
     for index in range(1, len(items)):
-        check_device_and_dtype(items[0], items[index], f"{name}(): tensors 0 and {index}")
+        check_device(items[0], items[index], f"{name}(): tensors 0 and {index}")
     return items
 
 
@@ -590,7 +591,12 @@ cdef object joined(list items, tuple sizes, list keys, int op, object state):
     index into it, None for an item that takes no place), recorded as op with state when an
     item requires grad."""
     cdef TensorCore first = items[0]
-    cdef TensorCore output = new_empty(sizes, first.dtype_object, first.device_index)
+    # PyTorch's type promotion over every tensor (torch.cat's result_type); copy_into converts
+    # each into it, and the gradient of each comes back in its own dtype (engine.pyx, sum_to).
+    cdef DtypeCore dtype = first.dtype_object
+    for value in items:
+        dtype = promote_types(dtype, (<TensorCore>value).dtype_object)
+    cdef TensorCore output = new_empty(sizes, dtype, first.device_index)
     for value, key in zip(items, keys):
         if key is not None and (<TensorCore>value).element_count:
             copy_into(<TensorCore>output.c_getitem(key), <TensorCore>value, False, "tensors")

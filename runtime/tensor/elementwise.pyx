@@ -871,8 +871,10 @@ cdef object where_values(object condition, object input, object other):
         else:
             scalar_operand_arg(value, "where", argument)
     if isinstance(input, TensorCore) and isinstance(other, TensorCore):
-        check_device_and_dtype(input, other, "where: input and other")
-    cdef DtypeCore result_dtype = where_dtype(input, other)
+        check_device(input, other, "where: input and other")
+    # PyTorch's type promotion of input and other (Note [Type promotion] in promotion.pyx);
+    # each operand is converted to that dtype before the kernel.
+    cdef DtypeCore result_dtype = result_type(input, other)
     operands = [copies.to(<TensorCore>value, None, result_dtype, False, False)
                 if isinstance(value, TensorCore) else value for value in (input, other)]
     if mask.device_index == CPU:
@@ -904,18 +906,3 @@ cdef object where_values(object condition, object input, object other):
     return output
 
 
-cdef DtypeCore where_dtype(object input, object other):
-    """The dtype of where(condition, input, other), by PyTorch's type promotion restricted to the
-    operators' rule (two tensors share one dtype): a scalar changes a tensor's dtype only when
-    of a higher kind (bool < integer < floating), to that kind's default (int64, float32); two
-    scalars give the default of the higher kind."""
-    cdef DtypeCore result = dtypes.named_dtype("bool")
-    for value in (input, other):
-        if isinstance(value, TensorCore):
-            result = (<TensorCore>value).dtype_object
-    for value in (input, other):
-        if isinstance(value, int) and not isinstance(value, bool) and result.name == "bool":
-            result = dtypes.named_dtype("int64")
-    for value in (input, other):
-        result = float32_if_float(result, value)
-    return result

@@ -239,9 +239,20 @@ def test_cat_and_stack_of_integers_and_bfloat16(device):
             numpy.testing.assert_array_equal(as_numpy(got.cpu()), as_numpy(expected))
 
 
-def test_cat_refuses_mixed_dtypes_and_devices():
-    with pytest.raises(TypeError, match="float32 and float64 differ"):
-        tp.cat([tp.zeros(2), tp.zeros(2, dtype=tp.float64)])
+def test_cat_promotes_mixed_dtypes_as_pytorch():
+    # torch.cat gives the dtype its tensors promote to (tests/tensor/test_promotion.py has
+    # every pair).
+    joined = tp.cat([tp.ones(2), tp.ones(2, dtype=tp.float64), tp.ones(1, dtype=tp.int64)])
+    expected = torch.cat([torch.ones(2), torch.ones(2, dtype=torch.float64),
+                          torch.ones(1, dtype=torch.int64)])
+    assert str(joined.dtype) == str(expected.dtype).replace("torch", "tensorplay")
+    assert joined.tolist() == expected.tolist()
+
+
+@pytest.mark.gpu
+def test_cat_refuses_tensors_on_two_devices():
+    with pytest.raises(ValueError, match="different devices"):
+        tp.cat([tp.zeros(2), tp.zeros(2, device="cuda")])
 
 
 # -- linspace -------------------------------------------------------------------------------------

@@ -170,3 +170,47 @@ def test_named_arithmetic_and_powers_promote_too(device):
     assert_like_torch(lambda: a.div(b, rounding_mode="floor"),
                       lambda: ta.div(tb, rounding_mode="floor"), "floor division")
     assert_like_torch(lambda: a.add(b, alpha=0.5), lambda: ta.add(tb, alpha=0.5), "float alpha")
+
+
+JOINED = ["bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32",
+          "float64"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("left", JOINED)
+@pytest.mark.parametrize("right", JOINED)
+def test_cat_stack_and_where_promote_as_pytorch(device, left, right):
+    # torch.cat and torch.stack give the dtype every tensor promotes to, torch.where that of
+    # input and other (a zero-dimensional operand and a Python scalar in their classes).
+    a, ta = pair(left, (2, 3), 0, device)
+    b, tb = pair(right, (2, 3), 1, device)
+    mask, tmask = pair("bool", (2, 3), 2, device)
+    zero, tzero = pair(right, (), 3, device)
+    for what, ours, theirs in [
+            ("cat", lambda: tp.cat([a, b]), lambda: torch.cat([ta, tb])),
+            ("cat dim 1", lambda: tp.cat([a, b, a], 1), lambda: torch.cat([ta, tb, ta], 1)),
+            ("stack", lambda: tp.stack([a, b]), lambda: torch.stack([ta, tb])),
+            ("where", lambda: tp.where(mask, a, b), lambda: torch.where(tmask, ta, tb)),
+            ("where 0-dim", lambda: tp.where(mask, a, zero), lambda: torch.where(tmask, ta, tzero)),
+            *[(f"where scalar {value!r}", lambda value=value: tp.where(mask, a, value),
+               lambda value=value: torch.where(tmask, ta, value)) for value in SCALARS]]:
+        assert_like_torch(ours, theirs, f"{what} of {left} and {right} on {device}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_gradients_of_a_promoted_cat_and_where_come_back_in_each_dtype(device):
+    a = tp.ones(3, dtype=tp.float32, device=device, requires_grad=True)
+    b = tp.ones(2, dtype=tp.float64, device=device, requires_grad=True)
+    joined = tp.cat([a, b])
+    assert joined.dtype == tp.float64
+    (joined * 2).sum().backward()
+    assert a.grad.dtype == tp.float32 and b.grad.dtype == tp.float64
+    assert a.grad.tolist() == [2.0] * 3 and b.grad.tolist() == [2.0] * 2
+    x = tp.ones(3, dtype=tp.float16, device=device, requires_grad=True)
+    y = tp.ones(3, dtype=tp.float32, device=device, requires_grad=True)
+    mask = tp.tensor([True, False, True], device=device)
+    chosen = tp.where(mask, x, y)
+    assert chosen.dtype == tp.float32
+    chosen.sum().backward()
+    assert x.grad.dtype == tp.float16 and x.grad.tolist() == [1.0, 0.0, 1.0]
+    assert y.grad.dtype == tp.float32 and y.grad.tolist() == [0.0, 1.0, 0.0]
