@@ -354,7 +354,13 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unuse
         raise ValueError(f"sample_args and the parameters of modules must all be on one CUDA "
                          f"device, got tensors on {sorted(devices)}")
     device = devices.pop() if devices else torch.cuda.current_device()
-    stream = cuda.Stream(device)
+    # A stream from PyTorch's pool, which PyTorch never destroys: its autograd keeps the stream
+    # each node was made on (the parameters' AccumulateGrad nodes are made in the warm-up below)
+    # and orders every later backward with it, so a tensorplay.cuda.Stream, destroyed when this
+    # function returns, would leave those nodes recording events on a dead stream ("CUDA error:
+    # context is destroyed" in the first backward of a fresh process).
+    torch_stream = torch.cuda.Stream(device)
+    stream = cuda.external_stream(torch_stream.cuda_stream, device)
     shared_pool = cuda.graph_pool_handle() if pool is None else pool
     shared_mem_pool = mem_pool if mem_pool is not None else torch.cuda.MemPool()
 
@@ -362,7 +368,6 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unuse
     # Single-threaded backward: the capture's allocations are routed for this thread only
     # (Note [Bridged captures], memory), so every backward below runs here.
     torch.cuda.synchronize(device)
-    torch_stream = torch.cuda.ExternalStream(stream.cuda_stream, device=device)
     with torch.autograd.set_multithreading_enabled(False), torch.cuda.stream(torch_stream):
         for function, args, surface in zip(callables, sample_args, surfaces):
             for _ in range(num_warmup_iters):

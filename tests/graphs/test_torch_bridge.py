@@ -6,6 +6,8 @@ tensorplay.torch.make_graphed_callables) instead of torch.cuda.graph, and checks
 original checks, or, for PyTorch's random ops, that the bridge refuses them."""
 import copy
 import gc
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -541,6 +543,30 @@ def test_graph_make_graphed_callables(quiet_device):
     model_graphed.eval()
     model_control.eval()
     torch.testing.assert_close(model_graphed(real_inputs[0]), model_control(real_inputs[0]))
+
+
+FRESH_PROCESS_BACKWARD = """
+import gc, torch, tensorplay.torch
+model = torch.nn.Linear(8, 4, device="cuda")
+graphed = tensorplay.torch.make_graphed_callables(model, (torch.randn(2, 8, device="cuda"),))
+gc.collect()  # whatever make_graphed_callables made and dropped is gone
+for _ in range(3):
+    graphed(torch.randn(2, 8, device="cuda")).sum().backward()
+torch.cuda.synchronize()
+print(tuple(model.weight.grad.shape))
+"""
+
+
+@gpu
+def test_backward_of_a_fresh_process_runs_on_a_live_stream():
+    # PyTorch's autograd orders each backward with the stream every node was made on (the
+    # parameters' AccumulateGrad nodes are made in the warm-up), so that stream must outlive
+    # make_graphed_callables: a tensorplay.cuda.Stream destroyed on return made the first
+    # backward of a fresh process fail with "CUDA error: context is destroyed".
+    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS_BACKWARD], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().endswith("(4, 8)")
 
 
 @gpu
