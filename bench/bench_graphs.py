@@ -15,10 +15,18 @@ on 32 floats), every library launching on a non-blocking stream of its own.
   from capture_begin() to the last launch returned, against PyTorch's CUDAGraph.capture_begin(),
   CuPy's begin_capture() and the C program's cudaStreamBeginCapture and loop of cuLaunchKernel
   (targets: tensorplay <= 0.35x PyTorch, <= 1.4x the C loop); then capture_end() (end the
-  capture, instantiate) against theirs, no target.
+  capture, instantiate) against theirs, no target. Against the C loop, which runs in a process
+  of its own, tensorplay's split is also timed in a process of its own (a child that imports
+  tensorplay alone): in a process that has imported PyTorch the same launches cost more (on
+  the H200, x += 1 under capture 507 ns alone, 827 ns once torch was imported), which would
+  charge PyTorch's import to tensorplay.
 Each figure is the median over interleaved trials (C, tensorplay, PyTorch, CuPy in turn).
 """
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 from harness.baselines import (CUPY, OURS, RAW_C, TORCH, compare, import_peer, interleaved,
@@ -29,7 +37,8 @@ REPLAY_TARGET = 1.1
 CAPTURE_TARGET = 0.5
 SPLIT_KERNELS = 1024  # the body of the split capture (raw/raw_graph_launch.cu's SPLIT_KERNELS)
 SPLIT_CAPTURES = 15  # and its samples (SPLIT_CAPTURES there)
-LAUNCHES_TARGETS = {TORCH: 0.35, RAW_C: 1.4}
+LAUNCHES_TARGETS = {TORCH: 0.35}
+ALONE_TARGETS = {RAW_C: 1.4}  # tensorplay's split timed in a process of its own
 REPLAY_SWEEP = "replay cost against graph size"
 CAPTURE_SWEEP = "capture cost against graph size"
 
@@ -227,8 +236,36 @@ def replay(quick, notes):
     return records
 
 
+# The split capture in a child process that imports tensorplay alone, as the C program runs:
+# prints {"launches": median µs, "end": median µs} over SPLIT_CAPTURES captures.
+ALONE_SPLIT = f"""
+import json, statistics, sys
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+from bench_graphs import SPLIT_CAPTURES, SPLIT_KERNELS, Tensorplay
+library = Tensorplay()
+x = library.vector()
+launches, ends = [], []
+for _ in range(SPLIT_CAPTURES):
+    graph, launched, ended = library.capture_split(x, SPLIT_KERNELS)
+    library.release(graph)
+    launches.append(launched)
+    ends.append(ended)
+print(json.dumps({{"launches": statistics.median(launches), "end": statistics.median(ends)}}))
+"""
+
+
+def split_alone():
+    """tensorplay's split capture timed in a process of its own (ALONE_SPLIT)."""
+    child = subprocess.run([sys.executable, "-c", ALONE_SPLIT], capture_output=True, text=True,
+                           timeout=120, check=True)
+    figures = json.loads(child.stdout.strip().splitlines()[-1])
+    return {("launches alone", SPLIT_KERNELS): figures["launches"],
+            ("end alone", SPLIT_KERNELS): figures["end"]}
+
+
 def capture(quick, notes):
-    def side(library):
+    def side(library, alone=dict):
+        """alone: the figures timed in a process of the library's own (ours only)."""
         x = library.vector()
 
         def once(kernels):
@@ -252,15 +289,16 @@ def capture(quick, notes):
         # that tensorplay and PyTorch run on entry.
         return lambda: {**{kernels: statistics.median([once(kernels) for _ in
                                                        range(captures_for(kernels))])
-                           for kernels in SIZES}, **split()}
+                           for kernels in SIZES}, **split(), **alone()}
 
     sides = {}
     for name, library in libraries(notes).items():
-        made = side(library) if name == OURS else prepared(name, lambda: side(library), notes)
+        made = side(library, split_alone) if name == OURS else \
+            prepared(name, lambda: side(library), notes)
         if made is not None:
             sides[name] = made
-    raw = c_side(notes, {"capture": None, "launches under capture": "launches",
-                         "end capture and instantiate": "end"})
+    raw = c_side(notes, {"capture": None, "launches under capture": "launches alone",
+                         "end capture and instantiate": "end alone"})
     if raw is not None:
         sides[RAW_C] = raw
     figures = interleaved(sides, trials(quick), notes)
@@ -274,6 +312,11 @@ def capture(quick, notes):
                        targets=LAUNCHES_TARGETS)
     records += compare("capture", f"capture_end() of {SPLIT_KERNELS} kernels (end, instantiate)",
                        "us", figures, key=("end", SPLIT_KERNELS))
+    records += compare("capture", f"capture of {SPLIT_KERNELS} kernels, capture_begin() to the "
+                       "last launch, in a process of its own", "us", figures,
+                       key=("launches alone", SPLIT_KERNELS), targets=ALONE_TARGETS)
+    records += compare("capture", f"capture_end() of {SPLIT_KERNELS} kernels, in a process of "
+                       "its own", "us", figures, key=("end alone", SPLIT_KERNELS))
     notes.append(f"capture: the {SPLIT_KERNELS}-kernel split is timed around capture_begin(), "
                  "the launches and capture_end() (begin_capture() and end_capture() for CuPy), "
                  f"none of graph()'s synchronise and empty_cache() on entry; {RAW_C} launches "

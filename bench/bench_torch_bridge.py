@@ -18,8 +18,10 @@ or when every sequence has produced END_TOKEN.
   tensorplay's graph-safe generator, written by Tensor.uniform_() into a PyTorch tensor viewed
   through DLPack (tensorplay.from_dlpack), so every pass draws fresh numbers and a replay takes
   the offsets the same draws made eagerly would take. One replay() decodes up to K tokens.
-- PyTorch: one step captured with torch.cuda.graph (its own graph-safe torch.rand), replayed K
-  times from the host; the stop condition is not checked (it would need a host read per step).
+- PyTorch: one step captured with torch.cuda.graph, replayed K times from the host: the same
+  device work (its own graph-safe torch.rand for the draws), the stop condition computed on the
+  device as ours is, but never read (stopping would need a host read per step), so both sides
+  do the same work per step and the figures compare the loops.
 Both are timed from the host's first call to the device done (CUDA events), median of ROUNDS,
 per decode step (one token for each of the BATCH sequences).
 
@@ -56,6 +58,7 @@ KS = (1, 8, 64)
 ROUNDS, QUICK_ROUNDS = 20, 5
 WARMUP = 3
 HOST_CALLS = 200
+AREA = "torch bridge"  # the performance report's section (bench/harness/report.py)
 
 
 class TinyLM(torch.nn.Module):
@@ -92,11 +95,15 @@ class DecodeState:
         self.keep_going.fill_(True)
 
 
-def decode_step(model, state):
-    """One step: sample the next token of each sequence into state (device work only)."""
+def decode_step(model, state, draw=None):
+    """One step: sample the next token of each sequence into state (device work only). draw
+    fills state.uniform; by default tensorplay's generator, graph-safe in a while body."""
     logits = model(state.last)
     probs = torch.softmax(logits / TEMPERATURE, dim=-1)
-    state.uniform_tp.uniform_()  # tensorplay's generator, graph-safe in a while body
+    if draw is None:
+        state.uniform_tp.uniform_()
+    else:
+        draw()
     cdf = torch.cumsum(probs, dim=-1)
     token = (cdf < state.uniform).sum(dim=-1).clamp_(max=VOCAB - 1)
     token = torch.where(state.done, torch.full_like(token, END_TOKEN), token)
@@ -130,17 +137,13 @@ def capture_while_loop(model, state, first):
 
 
 def capture_torch_step(model, state, first):
-    """One step as a PyTorch graph, with PyTorch's own graph-safe sampling."""
+    """One step as a PyTorch graph: the same device work as decode_step (the stop condition
+    included, though no replay reads it), with PyTorch's own graph-safe sampling."""
     state.reset(first)
 
     def torch_step():
-        logits = model(state.last)
-        probs = torch.softmax(logits / TEMPERATURE, dim=-1)
-        torch.rand(BATCH, 1, device="cuda", out=state.uniform)
-        token = (torch.cumsum(probs, dim=-1) < state.uniform).sum(dim=-1).clamp_(max=VOCAB - 1)
-        state.tokens.index_copy_(0, state.step.view(1), token.view(1, BATCH))
-        state.last.copy_(token)
-        state.step += 1
+        decode_step(model, state,
+                    lambda: torch.rand(BATCH, 1, device="cuda", out=state.uniform))
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -268,6 +271,31 @@ def measure_host_costs(rounds):
             "graphed_iteration_host_us": {"tensorplay": graphed[0], "pytorch": graphed[1]}}
 
 
+def records(results, costs):
+    """The figures as bench/harness/report.py collects them (Note [Records] in
+    bench/harness/baselines.py): one record per K and per host cost, tensorplay over PyTorch."""
+    found = []
+    for row in results:
+        found.append({"area": AREA, "case": f"decode, K={row['k']}: time per step", "unit": "us",
+                      "tensorplay": row["tensorplay_us_per_step"],
+                      "peer_name": "PyTorch (torch.cuda.graph of one step, K replays)",
+                      "peer": row["pytorch_us_per_step"],
+                      "ratio": row["tensorplay_us_per_step"] / row["pytorch_us_per_step"],
+                      "target": None, "steps_decoded": row["steps_decoded"],
+                      "tokens_equal_eager": row["tokens_equal_eager"]})
+    names = {"replay_host_us": "replay(), host", "graphed_iteration_host_us":
+             "make_graphed_callables iteration (forward + backward), host"}
+    for name, pair in costs.items():
+        found.append({"area": AREA, "case": names[name], "unit": "us",
+                      "tensorplay": pair["tensorplay"], "peer_name": "PyTorch",
+                      "peer": pair["pytorch"], "ratio": pair["tensorplay"] / pair["pytorch"],
+                      "target": None})
+    notes = [f"{AREA}: decode steps of a {WIDTH}-{HIDDEN}-{VOCAB} MLP language model, batch "
+             f"{BATCH}; tokens of one tensorplay replay equal the eager loop's: "
+             f"{all(row['tokens_equal_eager'] for row in results)}"]
+    return {"records": found, "notes": notes}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_ROUNDS} rounds")
@@ -287,7 +315,7 @@ def main():
               f"ratio {pair['tensorplay'] / pair['pytorch']:.2f}x")
     if options.json:
         with open(options.json, "w", encoding="utf-8") as handle:
-            json.dump({"decode": results, "host_costs": costs}, handle, indent=2)
+            json.dump(records(results, costs), handle, indent=2)
     if not all(row["tokens_equal_eager"] for row in results):
         sys.exit("tensorplay's tokens differ from the eager loop's")
 

@@ -448,20 +448,34 @@ def _check_torch_module(module):
 
 class _TorchStreams:
     """tensorplay Streams wrapping PyTorch's current stream, one per handle, so that a replay
-    runs where the PyTorch work around it runs without building a wrapper per call."""
+    runs where the PyTorch work around it runs without building a wrapper per call. The handle
+    is read through PyTorch's C entry points (those its compiled kernels' launchers use), as
+    torch.cuda.current_stream() builds a Python Stream per call: tens of microseconds."""
 
     def __init__(self, torch):
-        self._torch = torch
+        self._device = torch._C._cuda_getDevice
+        self._raw_stream = torch._C._cuda_getCurrentRawStream
         self._wrapped = {}
 
     def current(self):
-        torch_stream = self._torch.cuda.current_stream()
-        key = (torch_stream.device_index, torch_stream.cuda_stream)
+        device = self._device()
+        key = (device, self._raw_stream(device))
         wrapped = self._wrapped.get(key)
         if wrapped is None:
-            wrapped = cuda.external_stream(torch_stream.cuda_stream, torch_stream.device_index)
+            wrapped = cuda.external_stream(key[1], device)
             self._wrapped[key] = wrapped
         return wrapped
+
+
+def _ours(torch, tensor):
+    """A tensorplay view of a PyTorch CUDA tensor's memory, through a bare DLPack capsule
+    (torch.utils.dlpack.to_dlpack, in C), or None for None. A capsule carries no stream
+    handshake, which the uses here need none of: every replay and copy runs on PyTorch's current
+    stream, after the work that made the tensor. (__cuda_array_interface__ would cost a Python
+    dict from PyTorch and a device query per tensor, per call.)"""
+    if tensor is None:
+        return None
+    return tensorplay.from_dlpack(torch.utils.dlpack.to_dlpack(tensor.detach()))
 
 
 def _torch_graphed(torch, pytree, static_args, parameters, forward, backward):
@@ -469,20 +483,23 @@ def _torch_graphed(torch, pytree, static_args, parameters, forward, backward):
     backward_graph, static_grad_outputs, static_grad_inputs = backward
     count = len(static_args)
     streams = _TorchStreams(torch)
+    # The static buffers' tensorplay views, made once: they never change.
+    ours_args = tuple(_ours(torch, static) for static in static_args)
+    ours_grad_outputs = tuple(_ours(torch, static) for static in static_grad_outputs)
 
-    def stage(graph_, statics, fresh):
+    def stage(graph_, statics, ours_statics, fresh):
         """Copy each fresh tensor into its static one and replay graph_, on PyTorch's current
-        stream. Tensors go to stage_and_launch detached: PyTorch refuses
-        __cuda_array_interface__ on a tensor that requires grad. A fresh tensor that is not
-        contiguous (an expanded gradient of a sum has stride 0) is copied by PyTorch's own
-        copy_(), on the same stream, before the launch."""
+        stream. A fresh tensor that is contiguous and of its static one's dtype goes to
+        stage_and_launch as a tensorplay view (_ours); any other (an expanded gradient of a sum
+        has stride 0) is copied by PyTorch's own copy_(), on the same stream, before the
+        launch."""
         staged_statics, staged_fresh = [], []
-        for static, new in zip(statics, fresh):
+        for static, ours_static, new in zip(statics, ours_statics, fresh):
             if static is None or new is None or new is static:
                 continue
             if new.is_contiguous() and new.dtype == static.dtype:
-                staged_statics.append(static.detach())
-                staged_fresh.append(new.detach())
+                staged_statics.append(ours_static)
+                staged_fresh.append(_ours(torch, new))
             else:
                 static.detach().copy_(new)
         with cuda.stream(streams.current()):
@@ -493,14 +510,14 @@ def _torch_graphed(torch, pytree, static_args, parameters, forward, backward):
     class Graphed(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *inputs):
-            stage(forward_graph, static_args, inputs[:count])
+            stage(forward_graph, static_args, ours_args, inputs[:count])
             return tuple(output.detach() for output in static_outputs)
 
         @staticmethod
         def backward(ctx, *grads):
             if backward_graph is None:
                 return (None,) * (count + len(parameters))
-            stage(backward_graph, static_grad_outputs, grads)
+            stage(backward_graph, static_grad_outputs, ours_grad_outputs, grads)
             return tuple(grad.detach() if grad is not None else None
                          for grad in static_grad_inputs)
 

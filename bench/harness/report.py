@@ -83,6 +83,8 @@ AREAS = (
     Area("import", "bench_memory.py", ("--area", "import"), needs_gpu=False),
     # Issue 40's targets: sleeping graph pools, judged by the script itself ("met").
     Area("graph sleep", "bench_graph_sleep.py", quick=("--quick",)),
+    # Issue 38: PyTorch work in tensorplay's graphs (K decode steps in one replay, host costs).
+    Area("torch bridge", "bench_torch_bridge.py"),
 )
 
 

@@ -328,6 +328,30 @@ def test_graph_record_stream_and_pytorch_forks(quiet_device):
 
 
 @gpu
+def test_a_pending_record_stream_event_leaves_the_capture_valid(quiet_device):
+    # The probe of issue 38: a block freed after record_stream() waits for an event PyTorch
+    # queries at a later allocation (cudaEventQuery, illegal on a thread whose capture is in
+    # global mode: "operation not permitted when stream is capturing"). The bridge captures in
+    # relaxed mode with PyTorch routed to the graph's MemPool, so allocations inside the capture
+    # with such an event pending capture and replay correctly.
+    side = torch.cuda.Stream()
+    _warm(lambda: torch.ones(16, device="cuda") * 3)
+    a = torch.ones(1 << 20, device="cuda")
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        a.mul_(2)
+    a.record_stream(side)
+    del a  # its end-of-life event on side is pending
+    g = cuda.CUDAGraph()
+    with tensorplay.torch.graph(g):
+        b = torch.ones(16, device="cuda") * 3
+        c = torch.empty(1 << 21, device="cuda").fill_(1.0)  # a new segment of the MemPool
+    g.replay()
+    torch.cuda.synchronize()
+    assert b.tolist() == [3.0] * 16 and bool((c == 1.0).all())
+
+
+@gpu
 def test_pytorch_follows_a_tensorplay_fork(quiet_device):
     x = torch.ones(16, device="cuda")
     _warm(lambda: x * 3, lambda: x + 1)
