@@ -128,8 +128,10 @@ cdef TensorCore quick_binary(TensorCore tensor, object other, int op, bint rever
             return None
     else:
         return None
-    if inplace:  # counted first, as binary() counts it
-        tensor.c_mark_modified(name, other)
+    if inplace:
+        # Counted first, as binary() counts it. c_mark_modified's refusals cannot apply: neither
+        # operand requires grad and the tensor is on a device (checked above).
+        tensor.version.value += 1
         output = tensor
     else:
         output = new_empty_like(tensor)
