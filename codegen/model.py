@@ -44,6 +44,10 @@ Note [Schema rules]
   <class>``, a class the schema declares before it (nn.Linear of nn.Module, nn.Parameter of
   Tensor): the generated class derives from its runtime class first and from that class second,
   so that it is one (isinstance) and has its members without declaring them again.
+- Tensor classes (impl ``core.TensorCore``, and the classes that are ``subclass_of`` one) may
+  mark a method or property ``metadata: true``: it reads or changes only the tensor's metadata
+  (shape, strides, dtype, device, autograd fields, a view of the same memory), never its
+  memory, so its wrapper checks nothing while a graph sleeps (render.py, Note [Awake checks]).
 - Defaults say the common case once: a method's or property's ``impl`` is ``c_<name>`` unless
   given; a
   callable without ``returns`` returns None ("nothing."). A function that is another name for a
@@ -92,6 +96,10 @@ EXAMPLE_NEEDS = ("cpu", "cuda")
 # What in an example runs on a CUDA device: a tensor placed there, tensorplay.cuda's functions,
 # .cuda(). Naming a device, tensorplay.device("cuda:1"), needs none.
 USES_CUDA = re.compile(r"""device\s*=\s*["']cuda|\bcuda\.\w|\.cuda\(|\baccelerator\.\w""")
+# The runtime class of tensors: a schema class with this impl, and every class subclass_of one,
+# is a tensor class, whose wrappers check that its memory is awake (render.py, Note [Awake
+# checks]).
+TENSOR_CORE = ("core", "TensorCore")
 
 
 class _NoDefault:
@@ -210,6 +218,7 @@ class Function:
     raises: tuple[Raises, ...] = ()
     static: bool = False  # a static method: impl names a module function (module.symbol)
     python: bool = False  # impl names a function of the Python layer (python/), imported
+    metadata: bool = False  # a tensor class's member that never touches the tensor's memory
     # Documentation only, outside the schema hash (normalise): the example and the schema line.
     example: Optional[Example] = None
     line: int = 0
@@ -227,6 +236,7 @@ class Property:
     doc: str
     setter: Optional[str] = None  # the core method that sets it (one argument), if settable
     impl_module: str = ""  # set when impl is a module function taking the instance
+    metadata: bool = False  # a tensor class's property that never touches the tensor's memory
 
 
 @dataclass(frozen=True)
@@ -354,6 +364,7 @@ class Api:
     schema_hash: str
     normalised: dict
     runtime_packages: dict  # runtime module stem -> the package it is imported from
+    tensor_classes: frozenset = frozenset()  # names of the tensor classes (TENSOR_CORE)
 
     def module(self, name: str) -> Module:
         return next(m for m in self.modules if m.name == name)
@@ -509,6 +520,7 @@ class _Builder:
         self.used_params: set[str] = set()
         # Classes built so far (name -> module), in schema order, for subclass_of.
         self.declared_classes: dict[str, str] = {}
+        self.tensor_classes: set[str] = set()  # classes built so far that are tensor classes
 
     def error(self, location: Location, message: str) -> None:
         self.diagnostics.append(Diagnostic(location, message))
@@ -846,8 +858,10 @@ class _Builder:
             found.append(Raises(name, self.doc(item, f"'raises' {name} of {what}")))
         return tuple(found)
 
-    def function(self, entry: LocatedMap, scope: str, core: Optional[tuple[str, str]]) -> Function:
-        """A module function (core None) or a method of the runtime class ``core``."""
+    def function(self, entry: LocatedMap, scope: str, core: Optional[tuple[str, str]],
+                 tensor: bool = False) -> Function:
+        """A module function (core None) or a method of the runtime class ``core``, of a
+        tensor class when tensor is set."""
         reserved = MODULE_RESERVED if core is None else frozenset()
         name = self.name(entry, f"item of {scope}", reserved)
         what = f"'{scope}.{name}'"
@@ -855,10 +869,13 @@ class _Builder:
         static = core is not None and entry.get("static") is True
         if core is not None and "static" in entry and not isinstance(entry["static"], bool):
             self.error(entry.value_locations["static"], f"static of {what} must be true or false")
+        if core is not None:
+            optional += ("metadata",)
         if core is None or static:
             self.check_keys(entry, what, ("name", "impl"), optional + (("static",) if core else ()))
         else:  # a method's impl may be left to its default
             self.check_keys(entry, what, ("name",), ("impl", "static") + optional)
+        metadata = self.metadata(entry, what, tensor)
         if core is not None and not static and "impl" not in entry and name:
             entry = with_default(entry, "impl", f"c_{name}", "name")  # methods: c_<name>
         problems = len(self.diagnostics)
@@ -904,7 +921,25 @@ class _Builder:
         since = str(entry["since"]) if entry.get("since") is not None else None
         return Function(name, module, symbol, self.doc(entry, what), params,
                         self.returns(entry, what), deprecated, since, self.raises(entry, what),
-                        static, python, self.example(entry, what), entry.location.line)
+                        static, python, metadata, self.example(entry, what),
+                        entry.location.line)
+
+    def metadata(self, entry: LocatedMap, what: str, tensor: bool) -> bool:
+        """A member's `metadata:` mark (Note [Schema rules]), False where it is left out."""
+        if "metadata" not in entry:
+            return False
+        value = entry["metadata"]
+        if not isinstance(value, bool):
+            self.error(entry.value_locations["metadata"],
+                       f"metadata of {what} must be true or false, got {shown(value)}")
+            return False
+        if not tensor:
+            self.error(entry.key_locations["metadata"],
+                       f"metadata of {what}: only the members of a tensor class (impl "
+                       f"{'.'.join(TENSOR_CORE)}, or subclass_of one) touch tensor memory that "
+                       "a sleeping graph released, so only they may be marked metadata")
+            return False
+        return value
 
     def alias(self, entry: LocatedMap, scope: str, originals: dict[str, LocatedMap]) -> Function:
         """Another name for a function of the same module (alias_of), usually deprecated."""
@@ -1179,14 +1214,19 @@ class _Builder:
                     if not python:
                         self.contract(entry, f"{what} constructor", declared,
                                       core_methods[init_impl], init, key="init")
+        tensor = (module, symbol) == TENSOR_CORE or (
+            subclass_of is not None and subclass_of[1] in self.tensor_classes)
+        if tensor:
+            self.tensor_classes.add(name)
         method_entries, property_entries = self.members(entry, what)
-        methods = [(self.function(method, f"{scope}.{name}", (module, symbol)), method.location)
-                   for method in method_entries]
+        methods = [(self.function(method, f"{scope}.{name}", (module, symbol), tensor),
+                    method.location) for method in method_entries]
         properties = []
         for prop in property_entries:
             prop_name = self.name(prop, f"property of {what}")
             prop_what = f"property '{prop_name}' of {what}"
-            self.check_keys(prop, prop_what, ("name", "type"), ("impl", "doc", "setter"))
+            self.check_keys(prop, prop_what, ("name", "type"),
+                            ("impl", "doc", "setter", "metadata"))
             if "impl" not in prop and prop_name:
                 prop = with_default(prop, "impl", f"c_{prop_name}", "name")
             impl_module, impl_name = "", self.text(prop, "impl", prop_what)
@@ -1214,7 +1254,8 @@ class _Builder:
                               f"{setter}()", core_methods[setter],
                               (Param("value", prop_type, "positional", ""),), key="setter")
             properties.append((Property(prop_name, impl_name, prop_type,
-                                        self.doc(prop, prop_what), setter, impl_module),
+                                        self.doc(prop, prop_what), setter, impl_module,
+                                        self.metadata(prop, prop_what, tensor)),
                                prop.location))
         self.unique([(m.name, l) for m, l in methods] + [(p.name, l) for p, l in properties],
                     f"class {what}")
@@ -1358,14 +1399,16 @@ class _Builder:
         for entry in self.bases.values():
             self.base(entry)
         self.extended.clear()  # count only what classes extend, not bases checking each other
-        modules, module_locations, item_locations = [], {}, {}
+        # Each module's own entry and item locations, in order: a duplicate name must not hide
+        # the first module's locations (its errors are reported as well).
+        modules, module_locations, item_locations = [], {}, []
         for raw, location in raw_modules:
             entry = self.mapping(raw, location, "a module")
             if entry is None:
                 continue
             module, locations = self.module(entry)
             modules.append(module)
-            item_locations[module.name] = (entry, locations)
+            item_locations.append((entry, locations))
             if module.name in module_locations:
                 self.error(entry.location, f"duplicate module '{module.name}' (first declared "
                                            f"at line {module_locations[module.name].line})")
@@ -1394,8 +1437,7 @@ class _Builder:
                               tuple(m for m in members if isinstance(m, Property))))
         self.built_bases = tuple(bases)
         by_name = {m.name: m for m in modules}
-        for module in modules:
-            entry, locations = item_locations[module.name]
+        for module, (entry, locations) in zip(modules, item_locations):
             for submodule in module.submodules:
                 if submodule not in by_name:
                     self.error(locations["submodule:" + submodule],
@@ -1437,11 +1479,13 @@ def normalise(modules: tuple[Module, ...], bases: tuple[Base, ...] = ()) -> dict
                 "returns": {"type": f.returns.type.display(), "doc": f.returns.doc}
                 if f.returns else None, "raises": [{"type": r.type, "doc": r.doc} for r in f.raises],
                 "deprecated": f.deprecated, "since": f.since,
-                **({"static": True} if f.static else {})}
+                **({"static": True} if f.static else {}),
+                **({"metadata": True} if f.metadata else {})}
 
     def prop(p: Property) -> dict:
         return {"name": p.name, "impl": p.impl_name, "type": p.type.display(), "doc": p.doc,
-                **({"setter": p.setter} if p.setter else {})}
+                **({"setter": p.setter} if p.setter else {}),
+                **({"metadata": True} if p.metadata else {})}
 
     def klass(c: Class) -> dict:
         return {"name": c.name, "kind": c.kind, "impl": f"{c.impl_module}.{c.impl_name}",
@@ -1482,7 +1526,8 @@ def build_api(text: str, runtime_dir: Path, file: str = "api.yaml") -> Api:
     normalised = normalise(modules, builder.built_bases)
     canonical = json.dumps(normalised, sort_keys=True, ensure_ascii=False).encode()
     return Api(modules, builder.built_bases, hashlib.sha256(canonical).hexdigest()[:16],
-               normalised, {name: module.package for name, module in (runtime | python).items()})
+               normalised, {name: module.package for name, module in (runtime | python).items()},
+               frozenset(builder.tensor_classes))
 
 
 def load_api(schema: Path, runtime_dir: Path) -> Api:

@@ -120,6 +120,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
         ValueError: a value of data that dtype cannot hold (an integer out of range or not
             finite, a finite float beyond the largest of a floating dtype).
     """
+    _core.check_awake_value(data, b"tensorplay.tensor()", b"data")
     return _factories.tensor(data, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
@@ -143,6 +144,7 @@ def as_tensor(data, dtype=None, device=None):
         ValueError: a numpy array whose strides a tensor cannot describe (negative, or not a
             multiple of the element size) or of non-native byte order.
     """
+    _core.check_awake_value(data, b"tensorplay.as_tensor()", b"data")
     return _factories.as_tensor(data, dtype, device)
 
 
@@ -165,6 +167,7 @@ def from_numpy(ndarray):
         ValueError: its strides are negative or not a multiple of the element size, or its byte
             order is not the native one.
     """
+    _core.check_awake_value(ndarray, b"tensorplay.from_numpy()", b"ndarray")
     return _factories.from_numpy(ndarray)
 
 
@@ -177,6 +180,7 @@ def from_dlpack(ext_tensor):
     Returns:
         Tensor: a tensor sharing the producer's memory.
     """
+    _core.check_awake_value(ext_tensor, b"tensorplay.from_dlpack()", b"ext_tensor")
     return _interop.from_dlpack(ext_tensor)
 
 
@@ -208,6 +212,8 @@ def save(obj, f):
             record (safetensors.torch refuses them too).
         FileNotFoundError: the directory of the path f does not exist.
     """
+    _core.check_awake_value(obj, b"tensorplay.save()", b"obj")
+    _core.check_awake_value(f, b"tensorplay.save()", b"f")
     return _serialization.save(obj, f)
 
 
@@ -238,6 +244,8 @@ def load(f, map_location=None):
         ValueError: f does not hold a safetensors file, or a device spelling is not one.
         FileNotFoundError: the path f does not exist.
     """
+    _core.check_awake_value(f, b"tensorplay.load()", b"f")
+    _core.check_awake_value(map_location, b"tensorplay.load()", b"map_location")
     return _serialization.load(f, map_location)
 
 
@@ -379,6 +387,7 @@ def cat(tensors, dim=0):
     Returns:
         Tensor: a new tensor: the tensors one after another along dim.
     """
+    _core.check_awake_each(tensors, b"tensorplay.cat()", b"tensors")
     return _copies.cat(tensors, dim)
 
 
@@ -396,6 +405,7 @@ def stack(tensors, dim=0):
     Returns:
         Tensor: a new tensor with one more dimension, of size len(tensors), at dim.
     """
+    _core.check_awake_each(tensors, b"tensorplay.stack()", b"tensors")
     return _copies.stack(tensors, dim)
 
 
@@ -410,6 +420,8 @@ def matmul(input, other):
     Returns:
         Tensor: the product, by PyTorch's rules (see Tensor.matmul).
     """
+    _core.check_awake_value(input, b"tensorplay.matmul()", b"input")
+    _core.check_awake_value(other, b"tensorplay.matmul()", b"other")
     return _linalg.matmul_function(input, other)
 
 
@@ -422,6 +434,7 @@ def exp(input):
     Returns:
         Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
     """
+    _core.check_awake_value(input, b"tensorplay.exp()", b"input")
     return _elementwise.exp_function(input)
 
 
@@ -434,6 +447,7 @@ def relu(input):
     Returns:
         Tensor: the result, of input's dtype.
     """
+    _core.check_awake_value(input, b"tensorplay.relu()", b"input")
     return _elementwise.relu_function(input)
 
 
@@ -452,6 +466,7 @@ def max(input, dim=None, keepdim=False):
         Tensor | tuple[Tensor, Tensor]: see Tensor.max: a 0-d tensor, or with dim the named
             tuple (values, indices).
     """
+    _core.check_awake_value(input, b"tensorplay.max()", b"input")
     return _reduction.max_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
 
@@ -467,6 +482,7 @@ def min(input, dim=None, keepdim=False):
         Tensor | tuple[Tensor, Tensor]: see Tensor.min: a 0-d tensor, or with dim the named
             tuple (values, indices).
     """
+    _core.check_awake_value(input, b"tensorplay.min()", b"input")
     return _reduction.min_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
 
@@ -481,6 +497,7 @@ def argmax(input, dim=None, keepdim=False):
     Returns:
         Tensor: see Tensor.argmax.
     """
+    _core.check_awake_value(input, b"tensorplay.argmax()", b"input")
     return _reduction.argmax_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
 
@@ -495,6 +512,7 @@ def argmin(input, dim=None, keepdim=False):
     Returns:
         Tensor: see Tensor.argmin.
     """
+    _core.check_awake_value(input, b"tensorplay.argmin()", b"input")
     return _reduction.argmin_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
 
@@ -511,6 +529,7 @@ def empty_like(input, *, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor with uninitialised elements.
     """
+    _core.check_awake_value(input, b"tensorplay.empty_like()", b"input")
     return _factories.empty_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
@@ -527,6 +546,7 @@ def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
     Returns:
         Tensor: a tensor of zeros.
     """
+    _core.check_awake_value(input, b"tensorplay.zeros_like()", b"input")
     return _factories.zeros_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
@@ -543,6 +563,8 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     Returns:
         bool: whether every element is close.
     """
+    _core.check_awake_value(input, b"tensorplay.allclose()", b"input")
+    _core.check_awake_value(other, b"tensorplay.allclose()", b"other")
     return _factories.allclose(input, other, _errors.float_arg(rtol, 'rtol'), _errors.float_arg(atol, 'atol'), _errors.bool_arg(equal_nan, 'equal_nan'))
 
 
@@ -590,6 +612,9 @@ def where(condition, input, other):
             promote to by PyTorch's rules (a zero-dimensional tensor and a Python scalar in their
             classes).
     """
+    _core.check_awake_value(condition, b"tensorplay.where()", b"condition")
+    _core.check_awake_value(input, b"tensorplay.where()", b"input")
+    _core.check_awake_value(other, b"tensorplay.where()", b"other")
     return _elementwise.where(condition, input, other)
 
 
@@ -676,6 +701,7 @@ def rand_like(input, *, generator=None, dtype=None, device=None, requires_grad=F
     Returns:
         Tensor: a tensor of uniform values in [0, 1).
     """
+    _core.check_awake_value(input, b"tensorplay.rand_like()", b"input")
     return _random_ops.rand_like(input, generator, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
@@ -693,6 +719,7 @@ def randn_like(input, *, generator=None, dtype=None, device=None, requires_grad=
     Returns:
         Tensor: a tensor of standard normal values.
     """
+    _core.check_awake_value(input, b"tensorplay.randn_like()", b"input")
     return _random_ops.randn_like(input, generator, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
@@ -755,6 +782,7 @@ Args:
         Returns:
             bool: whether both name the same type and index.
         """
+        _core.check_awake_value(other, b"device.__eq__()", b"other")
         return self.equals(other)
 
     def __hash__(self):
@@ -907,6 +935,8 @@ cdef class Tensor(_core.TensorCore):
                 graph would read a temporary buffer on every replay. Copy from a pin_memory() tensor of
                 this dtype instead; nothing is copied and the capture goes on.
         """
+        _core.check_awake(self, b"Tensor.copy_()", NULL)
+        _core.check_awake_value(src, b"Tensor.copy_()", b"src")
         return _copies.copy_(self, src, _errors.bool_arg(non_blocking, 'non_blocking'))
 
     def fill_(self, value):
@@ -918,6 +948,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.fill_()", NULL)
         return _copies.fill_(self, value)
 
     def zero_(self):
@@ -926,6 +957,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.zero_()", NULL)
         return _copies.zero_(self)
 
     def uniform_(self, low=0, high=1, *, generator=None):
@@ -939,6 +971,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.uniform_()", NULL)
         return _random_ops.uniform_(self, low, high, generator)
 
     def normal_(self, mean=0, std=1, *, generator=None):
@@ -952,6 +985,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.normal_()", NULL)
         return _random_ops.normal_(self, mean, std, generator)
 
     def bernoulli_(self, p=0.5, *, generator=None):
@@ -964,6 +998,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.bernoulli_()", NULL)
         return _random_ops.bernoulli_(self, p, generator)
 
     def clone(self):
@@ -972,6 +1007,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a contiguous copy.
         """
+        _core.check_awake(self, b"Tensor.clone()", NULL)
         return _copies.clone(self)
 
     def contiguous(self):
@@ -980,6 +1016,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self or a contiguous copy.
         """
+        _core.check_awake(self, b"Tensor.contiguous()", NULL)
         return _copies.contiguous(self)
 
     def to(self, device=None, dtype=None, non_blocking=False, copy=False):
@@ -994,6 +1031,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: this tensor when nothing changes and copy is false, else a new one.
         """
+        _core.check_awake(self, b"Tensor.to()", NULL)
         return _copies.to(self, device, dtype, _errors.bool_arg(non_blocking, 'non_blocking'), _errors.bool_arg(copy, 'copy'))
 
     def cpu(self):
@@ -1002,6 +1040,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a CPU tensor.
         """
+        _core.check_awake(self, b"Tensor.cpu()", NULL)
         return _copies.cpu(self)
 
     def cuda(self, device=None, non_blocking=False):
@@ -1014,6 +1053,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a CUDA tensor.
         """
+        _core.check_awake(self, b"Tensor.cuda()", NULL)
         return _copies.cuda(self, _device.device_index_arg(device, 'device'), _errors.bool_arg(non_blocking, 'non_blocking'))
 
     def pin_memory(self):
@@ -1032,6 +1072,7 @@ cdef class Tensor(_core.TensorCore):
             RuntimeError: the tensor is not on the CPU (only CPU tensors can be pinned), or no
                 accelerator is available.
         """
+        _core.check_awake(self, b"Tensor.pin_memory()", NULL)
         return _copies.pin_memory(self)
 
     def is_pinned(self):
@@ -1050,6 +1091,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Any: a numpy array sharing memory.
         """
+        _core.check_awake(self, b"Tensor.numpy()", NULL)
         return _copies.numpy_view(self)
 
     def item(self):
@@ -1058,6 +1100,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             bool | int | float: the value.
         """
+        _core.check_awake(self, b"Tensor.item()", NULL)
         return _copies.item(self)
 
     def tolist(self):
@@ -1066,6 +1109,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Any: nested lists of Python numbers.
         """
+        _core.check_awake(self, b"Tensor.tolist()", NULL)
         return _copies.tolist(self)
 
     def reshape(self, *shape):
@@ -1077,6 +1121,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a view when possible, else a copy.
         """
+        _core.check_awake(self, b"Tensor.reshape()", NULL)
         return _copies.reshape(self, shape)
 
     def transpose(self, dim0, dim1):
@@ -1135,6 +1180,7 @@ cdef class Tensor(_core.TensorCore):
             Tensor: a view when possible, else a copy (this tensor itself when start_dim and end_dim
                 name one dimension); a 0-d tensor gives one of shape (1,).
         """
+        _core.check_awake(self, b"Tensor.flatten()", NULL)
         return _copies.flatten(self, start_dim, end_dim)
 
     def size(self, dim=None):
@@ -1162,6 +1208,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result; int64 for a bool tensor, as in PyTorch.
         """
+        _core.check_awake(self, b"Tensor.square()", NULL)
         return _elementwise.square(self)
 
     def float(self):
@@ -1170,6 +1217,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: this tensor when it is float32, else a copy.
         """
+        _core.check_awake(self, b"Tensor.float()", NULL)
         return _copies.as_float32(self)
 
     def double(self):
@@ -1178,6 +1226,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: this tensor when it is float64, else a copy.
         """
+        _core.check_awake(self, b"Tensor.double()", NULL)
         return _copies.as_float64(self)
 
     def half(self):
@@ -1186,6 +1235,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: this tensor when it is float16, else a copy.
         """
+        _core.check_awake(self, b"Tensor.half()", NULL)
         return _copies.as_float16(self)
 
     def bfloat16(self):
@@ -1194,6 +1244,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: this tensor when it is bfloat16, else a copy.
         """
+        _core.check_awake(self, b"Tensor.bfloat16()", NULL)
         return _copies.as_bfloat16(self)
 
     def long(self):
@@ -1202,6 +1253,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: this tensor when it is int64, else a copy.
         """
+        _core.check_awake(self, b"Tensor.long()", NULL)
         return _copies.as_int64(self)
 
     def int(self):
@@ -1210,6 +1262,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: this tensor when it is int32, else a copy.
         """
+        _core.check_awake(self, b"Tensor.int()", NULL)
         return _copies.as_int32(self)
 
     def bool(self):
@@ -1218,6 +1271,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: this tensor when it is bool, else a copy.
         """
+        _core.check_awake(self, b"Tensor.bool()", NULL)
         return _copies.as_bool(self)
 
     def __float__(self):
@@ -1229,6 +1283,7 @@ cdef class Tensor(_core.TensorCore):
         Raises:
             ValueError: the tensor has more or fewer than one element.
         """
+        _core.check_awake(self, b"Tensor.__float__()", NULL)
         return _copies.python_float(self)
 
     def __int__(self):
@@ -1240,6 +1295,7 @@ cdef class Tensor(_core.TensorCore):
         Raises:
             ValueError: the tensor has more or fewer than one element.
         """
+        _core.check_awake(self, b"Tensor.__int__()", NULL)
         return _copies.python_int(self)
 
     def __bool__(self):
@@ -1252,6 +1308,7 @@ cdef class Tensor(_core.TensorCore):
             RuntimeError: the tensor has more than one value, or none (the truth of it is
                 ambiguous).
         """
+        _core.check_awake(self, b"Tensor.__bool__()", NULL)
         return _copies.python_bool(self)
 
     def __index__(self):
@@ -1264,6 +1321,7 @@ cdef class Tensor(_core.TensorCore):
             TypeError: the tensor is of a floating-point dtype or has more or fewer than one
                 element.
         """
+        _core.check_awake(self, b"Tensor.__index__()", NULL)
         return _copies.python_index(self)
 
     def unsqueeze(self, dim):
@@ -1307,6 +1365,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.neg()", NULL)
         return _elementwise.neg(self)
 
     def abs(self):
@@ -1315,6 +1374,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.abs()", NULL)
         return _elementwise.absolute(self)
 
     def relu(self):
@@ -1323,6 +1383,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.relu()", NULL)
         return _elementwise.relu(self)
 
     def sin(self):
@@ -1331,6 +1392,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.sin()", NULL)
         return _elementwise.sin(self)
 
     def cos(self):
@@ -1339,6 +1401,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.cos()", NULL)
         return _elementwise.cos(self)
 
     def exp(self):
@@ -1347,6 +1410,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.exp()", NULL)
         return _elementwise.exp(self)
 
     def sqrt(self):
@@ -1355,6 +1419,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.sqrt()", NULL)
         return _elementwise.sqrt(self)
 
     def log(self):
@@ -1363,6 +1428,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.log()", NULL)
         return _elementwise.log(self)
 
     def sum(self, dim=None, keepdim=False):
@@ -1375,6 +1441,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the sums; int64 for integer and bool input.
         """
+        _core.check_awake(self, b"Tensor.sum()", NULL)
         return _reduction.sum_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def mean(self, dim=None, keepdim=False):
@@ -1387,6 +1454,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the means.
         """
+        _core.check_awake(self, b"Tensor.mean()", NULL)
         return _reduction.mean_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def max(self, dim=None, keepdim=False):
@@ -1401,6 +1469,7 @@ cdef class Tensor(_core.TensorCore):
                 (values, indices) of torch.return_types.max, indices int64 (the first largest of each
                 slice, NaN before any number); keepdim needs a dim.
         """
+        _core.check_awake(self, b"Tensor.max()", NULL)
         return _reduction.max_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def min(self, dim=None, keepdim=False):
@@ -1414,6 +1483,7 @@ cdef class Tensor(_core.TensorCore):
             Tensor | tuple[Tensor, Tensor]: as max(): a 0-d tensor, or the named tuple (values,
                 indices).
         """
+        _core.check_awake(self, b"Tensor.min()", NULL)
         return _reduction.min_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def argmax(self, dim=None, keepdim=False):
@@ -1427,6 +1497,7 @@ cdef class Tensor(_core.TensorCore):
             Tensor: int64 indices of the first largest element of each slice (NaN before any
                 number); with dim None, the index into the flattened tensor.
         """
+        _core.check_awake(self, b"Tensor.argmax()", NULL)
         return _reduction.argmax(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def argmin(self, dim=None, keepdim=False):
@@ -1439,6 +1510,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: int64 indices of the first smallest element of each slice, as argmax().
         """
+        _core.check_awake(self, b"Tensor.argmin()", NULL)
         return _reduction.argmin(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def matmul(self, other):
@@ -1452,6 +1524,8 @@ cdef class Tensor(_core.TensorCore):
             Tensor: the product: a 0-d dot product of two 1-D tensors, (m, n) of 2-D ones, (batch,
                 m, n) when either is 3-D; a 1-D operand's dimension is removed.
         """
+        _core.check_awake(self, b"Tensor.matmul()", NULL)
+        _core.check_awake_value(other, b"Tensor.matmul()", b"other")
         return _linalg.matmul(self, other)
 
     def pow(self, exponent):
@@ -1465,6 +1539,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self ** exponent; float32 for an integer tensor with a float exponent.
         """
+        _core.check_awake(self, b"Tensor.pow()", NULL)
+        _core.check_awake_value(exponent, b"Tensor.pow()", b"exponent")
         return _elementwise.power(self, exponent)
 
     def add(self, other, *, alpha=1):
@@ -1479,6 +1555,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self + alpha * other; float32 for an integer tensor with a float scalar.
         """
+        _core.check_awake(self, b"Tensor.add()", NULL)
+        _core.check_awake_value(other, b"Tensor.add()", b"other")
         return _elementwise.add_scaled(self, other, alpha)
 
     def sub(self, other, *, alpha=1):
@@ -1493,6 +1571,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self - alpha * other; float32 for an integer tensor with a float scalar.
         """
+        _core.check_awake(self, b"Tensor.sub()", NULL)
+        _core.check_awake_value(other, b"Tensor.sub()", b"other")
         return _elementwise.sub_scaled(self, other, alpha)
 
     def mul(self, other):
@@ -1506,6 +1586,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result; float32 for an integer tensor with a float scalar.
         """
+        _core.check_awake(self, b"Tensor.mul()", NULL)
+        _core.check_awake_value(other, b"Tensor.mul()", b"other")
         return _elementwise.mul(self, other)
 
     def div(self, other, *, rounding_mode=None):
@@ -1522,6 +1604,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the quotient.
         """
+        _core.check_awake(self, b"Tensor.div()", NULL)
+        _core.check_awake_value(other, b"Tensor.div()", b"other")
         return _elementwise.div(self, other, rounding_mode)
 
     def add_(self, other, *, alpha=1):
@@ -1536,6 +1620,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.add_()", NULL)
+        _core.check_awake_value(other, b"Tensor.add_()", b"other")
         return _elementwise.add_scaled_(self, other, alpha)
 
     def sub_(self, other, *, alpha=1):
@@ -1550,6 +1636,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.sub_()", NULL)
+        _core.check_awake_value(other, b"Tensor.sub_()", b"other")
         return _elementwise.sub_scaled_(self, other, alpha)
 
     def mul_(self, other):
@@ -1563,6 +1651,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.mul_()", NULL)
+        _core.check_awake_value(other, b"Tensor.mul_()", b"other")
         return _elementwise.imul(self, other)
 
     def div_(self, other, *, rounding_mode=None):
@@ -1579,6 +1669,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.div_()", NULL)
+        _core.check_awake_value(other, b"Tensor.div_()", b"other")
         return _elementwise.div_(self, other, rounding_mode)
 
     def clamp(self, min=None, max=None):
@@ -1593,6 +1685,9 @@ cdef class Tensor(_core.TensorCore):
             Tensor: min(max(self, min), max); NaN stays NaN; float32 for an integer tensor with a
                 float bound.
         """
+        _core.check_awake(self, b"Tensor.clamp()", NULL)
+        _core.check_awake_value(min, b"Tensor.clamp()", b"min")
+        _core.check_awake_value(max, b"Tensor.clamp()", b"max")
         return _elementwise.clamp(self, min, max)
 
     def clamp_(self, min=None, max=None):
@@ -1606,6 +1701,9 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.clamp_()", NULL)
+        _core.check_awake_value(min, b"Tensor.clamp_()", b"min")
+        _core.check_awake_value(max, b"Tensor.clamp_()", b"max")
         return _elementwise.clamp_(self, min, max)
 
     def record_stream(self, stream):
@@ -1628,6 +1726,8 @@ cdef class Tensor(_core.TensorCore):
                 (count,) + the remaining dimensions (refused during a CUDA graph capture: its size
                 depends on the mask's values).
         """
+        _core.check_awake(self, b"Tensor.__getitem__()", NULL)
+        _core.check_awake_value(key, b"Tensor.__getitem__()", b"key")
         return _copies.getitem(self, key)
 
     def __setitem__(self, key, value):
@@ -1637,6 +1737,9 @@ cdef class Tensor(_core.TensorCore):
             key: ints and slices, or a boolean mask as __getitem__ takes.
             value: a tensor or a Python scalar (for a mask, broadcasting to the selection's shape).
         """
+        _core.check_awake(self, b"Tensor.__setitem__()", NULL)
+        _core.check_awake_value(key, b"Tensor.__setitem__()", b"key")
+        _core.check_awake_value(value, b"Tensor.__setitem__()", b"value")
         _copies.setitem(self, key, value)
 
     def __len__(self):
@@ -1653,6 +1756,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             str: the values, dtype and device.
         """
+        _core.check_awake(self, b"Tensor.__repr__()", NULL)
         return _copies.repr_text(self)
 
     def __hash__(self):
@@ -1678,6 +1782,8 @@ cdef class Tensor(_core.TensorCore):
             Any: pickle's (constructor, arguments): the values (copied to the host), dtype, shape,
                 device and requires_grad.
         """
+        _core.check_awake(self, b"Tensor.__reduce_ex__()", NULL)
+        _core.check_awake_value(protocol, b"Tensor.__reduce_ex__()", b"protocol")
         return _serialization.reduce_ex(self, protocol)
 
     def __deepcopy__(self, memo):
@@ -1694,6 +1800,8 @@ cdef class Tensor(_core.TensorCore):
             RuntimeError: the tensor is not a leaf (it was computed from tensors that require grad),
                 as PyTorch refuses it.
         """
+        _core.check_awake(self, b"Tensor.__deepcopy__()", NULL)
+        _core.check_awake_value(memo, b"Tensor.__deepcopy__()", b"memo")
         return _serialization.deepcopy(self, memo)
 
     def __add__(self, other):
@@ -1705,6 +1813,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.__add__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__add__()", b"other")
         return _elementwise.add(self, other)
 
     def __radd__(self, other):
@@ -1716,6 +1826,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.__radd__()", NULL)
         return _elementwise.radd(self, other)
 
     def __sub__(self, other):
@@ -1727,6 +1838,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.__sub__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__sub__()", b"other")
         return _elementwise.sub(self, other)
 
     def __rsub__(self, other):
@@ -1738,6 +1851,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.__rsub__()", NULL)
         return _elementwise.rsub(self, other)
 
     def __mul__(self, other):
@@ -1749,6 +1863,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.__mul__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__mul__()", b"other")
         return _elementwise.mul(self, other)
 
     def __rmul__(self, other):
@@ -1760,6 +1876,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.__rmul__()", NULL)
         return _elementwise.rmul(self, other)
 
     def __truediv__(self, other):
@@ -1771,6 +1888,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result; float32 for integer operands.
         """
+        _core.check_awake(self, b"Tensor.__truediv__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__truediv__()", b"other")
         return _elementwise.truediv(self, other)
 
     def __rtruediv__(self, other):
@@ -1782,6 +1901,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.__rtruediv__()", NULL)
         return _elementwise.rtruediv(self, other)
 
     def __iadd__(self, other):
@@ -1793,6 +1913,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.__iadd__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__iadd__()", b"other")
         return _elementwise.iadd(self, other)
 
     def __isub__(self, other):
@@ -1804,6 +1926,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.__isub__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__isub__()", b"other")
         return _elementwise.isub(self, other)
 
     def __imul__(self, other):
@@ -1815,6 +1939,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.__imul__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__imul__()", b"other")
         return _elementwise.imul(self, other)
 
     def __itruediv__(self, other):
@@ -1826,6 +1952,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: self.
         """
+        _core.check_awake(self, b"Tensor.__itruediv__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__itruediv__()", b"other")
         return _elementwise.itruediv(self, other)
 
     def __neg__(self):
@@ -1834,6 +1962,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.__neg__()", NULL)
         return _elementwise.neg(self)
 
     def __abs__(self):
@@ -1842,6 +1971,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.__abs__()", NULL)
         return _elementwise.absolute(self)
 
     def __pow__(self, other):
@@ -1853,6 +1983,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.__pow__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__pow__()", b"other")
         return _elementwise.pow_operator(self, other)
 
     def __rpow__(self, other):
@@ -1864,6 +1996,7 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the result.
         """
+        _core.check_awake(self, b"Tensor.__rpow__()", NULL)
         return _elementwise.rpow(self, other)
 
     def __eq__(self, other):
@@ -1875,6 +2008,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
+        _core.check_awake(self, b"Tensor.__eq__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__eq__()", b"other")
         return _elementwise.eq(self, other)
 
     def __ne__(self, other):
@@ -1886,6 +2021,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
+        _core.check_awake(self, b"Tensor.__ne__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__ne__()", b"other")
         return _elementwise.ne(self, other)
 
     def __lt__(self, other):
@@ -1897,6 +2034,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
+        _core.check_awake(self, b"Tensor.__lt__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__lt__()", b"other")
         return _elementwise.lt(self, other)
 
     def __le__(self, other):
@@ -1908,6 +2047,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
+        _core.check_awake(self, b"Tensor.__le__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__le__()", b"other")
         return _elementwise.le(self, other)
 
     def __gt__(self, other):
@@ -1919,6 +2060,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
+        _core.check_awake(self, b"Tensor.__gt__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__gt__()", b"other")
         return _elementwise.gt(self, other)
 
     def __ge__(self, other):
@@ -1930,6 +2073,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: a bool tensor.
         """
+        _core.check_awake(self, b"Tensor.__ge__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__ge__()", b"other")
         return _elementwise.ge(self, other)
 
     def __rmatmul__(self, other):
@@ -1942,6 +2087,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: other @ self.
         """
+        _core.check_awake(self, b"Tensor.__rmatmul__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__rmatmul__()", b"other")
         return _linalg.rmatmul(self, other)
 
     def __matmul__(self, other):
@@ -1954,6 +2101,8 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Tensor: the product.
         """
+        _core.check_awake(self, b"Tensor.__matmul__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__matmul__()", b"other")
         return _linalg.matmul(self, other)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
@@ -1973,6 +2122,9 @@ cdef class Tensor(_core.TensorCore):
         Returns:
             Any: a PyCapsule.
         """
+        _core.check_awake(self, b"Tensor.__dlpack__()", NULL)
+        _core.check_awake_value(max_version, b"Tensor.__dlpack__()", b"max_version")
+        _core.check_awake_value(dl_device, b"Tensor.__dlpack__()", b"dl_device")
         return _interop.to_dlpack(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
@@ -2010,6 +2162,8 @@ cdef class Tensor(_core.TensorCore):
             RuntimeError: this tensor does not require grad; it has several elements and no gradient
                 is given; a saved tensor was freed by an earlier backward pass or changed in place.
         """
+        _core.check_awake(self, b"Tensor.backward()", NULL)
+        _core.check_awake_value(gradient, b"Tensor.backward()", b"gradient")
         _engine.backward_from(self, gradient, retain_graph)
 
     def detach(self):
@@ -2091,6 +2245,7 @@ cdef class Tensor(_core.TensorCore):
     @property
     def __cuda_array_interface__(self):
         """The CUDA Array Interface (version 3) of a CUDA tensor, for zero-copy sharing."""
+        _core.check_awake(self, b"Tensor.__cuda_array_interface__", NULL)
         return _interop.cuda_array_interface(self)
 
 
@@ -2126,6 +2281,9 @@ class no_grad(_engine_classes.NoGradCore):
             exc_value: the exception, if any.
             traceback: the traceback, if any.
         """
+        _core.check_awake_value(exc_type, b"no_grad.__exit__()", b"exc_type")
+        _core.check_awake_value(exc_value, b"no_grad.__exit__()", b"exc_value")
+        _core.check_awake_value(traceback, b"no_grad.__exit__()", b"traceback")
         self.c_exit(exc_type, exc_value, traceback)
 
     def __call__(self, function):
@@ -2182,6 +2340,9 @@ class enable_grad(_engine_classes.EnableGradCore):
             exc_value: the exception, if any.
             traceback: the traceback, if any.
         """
+        _core.check_awake_value(exc_type, b"enable_grad.__exit__()", b"exc_type")
+        _core.check_awake_value(exc_value, b"enable_grad.__exit__()", b"exc_value")
+        _core.check_awake_value(traceback, b"enable_grad.__exit__()", b"traceback")
         self.c_exit(exc_type, exc_value, traceback)
 
     def __call__(self, function):
@@ -2292,6 +2453,7 @@ Args:
         Returns:
             Generator: self.
         """
+        _core.check_awake_value(new_state, b"Generator.set_state()", b"new_state")
         return self.c_set_state(new_state)
 
     def get_offset(self):

@@ -468,11 +468,15 @@ class GraphBase:
         what keep names to pinned host memory, then unmaps and releases
         every physical allocation of the pool. The virtual addresses stay
         reserved, so the captured graph stays valid. While asleep, replay(),
-        replay_with(), stage_and_launch() and captures into the pool are
-        refused with an error naming the graph; memory_reserved() no longer
-        counts the pool and cudaMemGetInfo() shows the memory as free.
-        Tensors of the pool must not be used until wake(). Blocks of other
-        pools that the graph reads stay mapped.
+        replay_with(), stage_and_launch(), captures into the pool and every
+        tensor operation on the pool's memory (a tensor the capture made, or a
+        view of one, as self or as an argument) are refused with a RuntimeError
+        naming the graph, before anything changes; the tensors' metadata
+        (shape, dtype, data_ptr(), views) stays readable. memory_reserved() no
+        longer counts the pool and cudaMemGetInfo() shows the memory as free.
+        Memory shared out earlier through DLPack or __cuda_array_interface__
+        is not protected: do not use it in another library until wake().
+        Blocks of other pools that the graph reads stay mapped.
 
         Args:
             keep: None to keep nothing (the pool's contents are lost; the graph writes its outputs

@@ -2,6 +2,7 @@
 # cython: language_level=3, binding=True, embedsignature=False, auto_pickle=False, autotestdict=False
 """The schema's bases, each rendered once: the public classes that extend one derive from it."""
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.graphs cimport graph as _graph
 from tensorplay._runtime.devices cimport stream as _stream
@@ -31,6 +32,7 @@ cdef class GraphBase(_graph.GraphBase):
             ValueError: scalar_pred is not a single-element Bool tensor on the capture's device.
             RuntimeError: no capture is open.
         """
+        _core.check_awake_value(scalar_pred, b"GraphBase.begin_capture_to_if_node()", b"scalar_pred")
         self.c_begin_capture_to_if_node(scalar_pred)
 
     def begin_capture_to_while_node(self, scalar_pred):
@@ -47,6 +49,7 @@ cdef class GraphBase(_graph.GraphBase):
             ValueError: scalar_pred is not a single-element Bool tensor on the capture's device.
             RuntimeError: no capture is open.
         """
+        _core.check_awake_value(scalar_pred, b"GraphBase.begin_capture_to_while_node()", b"scalar_pred")
         self.c_begin_capture_to_while_node(scalar_pred)
 
     def capture_begin(self, pool=None, capture_error_mode='global', stream=None):
@@ -168,6 +171,7 @@ cdef class GraphBase(_graph.GraphBase):
                 the capture's device.
             RuntimeError: no conditional node is open.
         """
+        _core.check_awake_value(scalar_pred, b"GraphBase.set_conditional_handle_for_current_node()", b"scalar_pred")
         self.c_set_conditional_handle_for_current_node(scalar_pred)
 
     def stage_and_launch(self, static_inputs, inputs):
@@ -194,6 +198,8 @@ cdef class GraphBase(_graph.GraphBase):
                 the current stream captures another graph and a CPU input is not pinned memory of its
                 static buffer's dtype, contiguous (named, e.g. inputs[2], before anything is copied).
         """
+        _core.check_awake_each(static_inputs, b"GraphBase.stage_and_launch()", b"static_inputs")
+        _core.check_awake_each(inputs, b"GraphBase.stage_and_launch()", b"inputs")
         self.c_stage_and_launch(static_inputs, inputs)
 
     def get_graph_data(self):
@@ -272,6 +278,7 @@ cdef class GraphBase(_graph.GraphBase):
             RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
                 its version).
         """
+        _core.check_awake_value(scalar_pred, b"GraphBase.begin_capture_to_if_else_node()", b"scalar_pred")
         self.c_begin_capture_to_if_else_node(scalar_pred)
 
     def begin_capture_to_switch_node(self, scalar_index, num_cases):
@@ -296,6 +303,7 @@ cdef class GraphBase(_graph.GraphBase):
             RuntimeError: no capture is open, or the driver predates CUDA 12.8 (the message gives
                 its version).
         """
+        _core.check_awake_value(scalar_index, b"GraphBase.begin_capture_to_switch_node()", b"scalar_index")
         self.c_begin_capture_to_switch_node(scalar_index, _errors.int_arg(num_cases, 'num_cases', 1, 1024))
 
     def register_generator_state(self, generator):
@@ -456,6 +464,7 @@ cdef class GraphBase(_graph.GraphBase):
                 named. Nothing is changed.
             RuntimeError: the graph holds no captured graph.
         """
+        _core.check_awake_each(bindings, b"GraphBase.rebind()", b"bindings")
         self.c_rebind(bindings)
 
     def replay_with(self, bindings, stream=None):
@@ -476,6 +485,7 @@ cdef class GraphBase(_graph.GraphBase):
                 launched.
             RuntimeError: the graph holds no captured graph.
         """
+        _core.check_awake_each(bindings, b"GraphBase.replay_with()", b"bindings")
         self.c_replay_with(bindings, _stream.stream_arg(stream, 'stream'))
 
     def sleep(self, keep=None):
@@ -487,11 +497,15 @@ cdef class GraphBase(_graph.GraphBase):
         what keep names to pinned host memory, then unmaps and releases
         every physical allocation of the pool. The virtual addresses stay
         reserved, so the captured graph stays valid. While asleep, replay(),
-        replay_with(), stage_and_launch() and captures into the pool are
-        refused with an error naming the graph; memory_reserved() no longer
-        counts the pool and cudaMemGetInfo() shows the memory as free.
-        Tensors of the pool must not be used until wake(). Blocks of other
-        pools that the graph reads stay mapped.
+        replay_with(), stage_and_launch(), captures into the pool and every
+        tensor operation on the pool's memory (a tensor the capture made, or a
+        view of one, as self or as an argument) are refused with a RuntimeError
+        naming the graph, before anything changes; the tensors' metadata
+        (shape, dtype, data_ptr(), views) stays readable. memory_reserved() no
+        longer counts the pool and cudaMemGetInfo() shows the memory as free.
+        Memory shared out earlier through DLPack or __cuda_array_interface__
+        is not protected: do not use it in another library until wake().
+        Blocks of other pools that the graph reads stay mapped.
 
         Args:
             keep: None to keep nothing (the pool's contents are lost; the graph writes its outputs
@@ -510,6 +524,7 @@ cdef class GraphBase(_graph.GraphBase):
             OutOfMemoryError: pinned host memory for keep could not be allocated; nothing was
                 released.
         """
+        _core.check_awake_value(keep, b"GraphBase.sleep()", b"keep")
         self.c_sleep(keep)
 
     def wake(self):

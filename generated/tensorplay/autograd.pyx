@@ -7,6 +7,7 @@ backward() and grad() run it from the outputs back to the inputs, each step on t
 its forward ran on.
 """
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.autograd cimport engine as _engine
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.base cimport public as _public
@@ -47,6 +48,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             no gradient; grad_tensors has not one entry per root; inputs is empty; a saved tensor
             was freed or changed in place.
     """
+    _core.check_awake_each(tensors, b"tensorplay.autograd.backward()", b"tensors")
+    _core.check_awake_value(grad_tensors, b"tensorplay.autograd.backward()", b"grad_tensors")
+    _core.check_awake_each(inputs, b"tensorplay.autograd.backward()", b"inputs")
     return _engine.backward(tensors, grad_tensors, retain_graph, _errors.bool_arg(create_graph, 'create_graph'), inputs)
 
 
@@ -74,6 +78,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             and no grad_outputs; an input is unused and allow_unused is False; a saved tensor was
             freed or changed in place.
     """
+    _core.check_awake_each(outputs, b"tensorplay.autograd.grad()", b"outputs")
+    _core.check_awake_each(inputs, b"tensorplay.autograd.grad()", b"inputs")
+    _core.check_awake_each(grad_outputs, b"tensorplay.autograd.grad()", b"grad_outputs")
     return _engine.grad(outputs, inputs, grad_outputs, retain_graph, _errors.bool_arg(create_graph, 'create_graph'), _errors.bool_arg(allow_unused, 'allow_unused'))
 
 
@@ -96,6 +103,7 @@ class Function(_engine_classes.FunctionCore):
         Returns:
             Any: what forward() returned.
         """
+        _core.check_awake_each(args, b"Function.apply()", b"args")
         return _engine.apply_function(args)
 
 
@@ -111,6 +119,7 @@ class FunctionCtx(_engine_classes.FunctionCtx):
         Args:
             *tensors: tensors (or None) that backward() needs.
         """
+        _core.check_awake_each(tensors, b"FunctionCtx.save_for_backward()", b"tensors")
         self.c_save_for_backward(tensors)
 
     @property

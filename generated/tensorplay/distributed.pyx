@@ -11,6 +11,7 @@ the current stream of the group's device and returns at once; on a capturing str
 captured into the graph and runs at each replay, on every rank that replays its graph.
 """
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.devices cimport stream as _stream
 
@@ -161,6 +162,7 @@ def all_reduce(tensor, op='sum', *, stream=None):
         RuntimeError: the group is not initialized, or ncclAllReduce failed (named with NCCL's
             message).
     """
+    _core.check_awake_value(tensor, b"tensorplay.distributed.all_reduce()", b"tensor")
     return _distributed.all_reduce(tensor, _errors.choice_arg(op, 'op', ('sum', 'prod', 'max', 'min', 'avg')), _stream.stream_arg(stream, 'stream'))
 
 
@@ -182,6 +184,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, *, stream=None):
         RuntimeError: the group is not initialized, or ncclAllGather failed (named with NCCL's
             message).
     """
+    _core.check_awake_value(output_tensor, b"tensorplay.distributed.all_gather_into_tensor()", b"output_tensor")
+    _core.check_awake_value(input_tensor, b"tensorplay.distributed.all_gather_into_tensor()", b"input_tensor")
     return _distributed.all_gather_into_tensor(output_tensor, input_tensor, _stream.stream_arg(stream, 'stream'))
 
 
@@ -205,6 +209,8 @@ def reduce_scatter_tensor(output, input, op='sum', *, stream=None):
         RuntimeError: the group is not initialized, or ncclReduceScatter failed (named with
             NCCL's message).
     """
+    _core.check_awake_value(output, b"tensorplay.distributed.reduce_scatter_tensor()", b"output")
+    _core.check_awake_value(input, b"tensorplay.distributed.reduce_scatter_tensor()", b"input")
     return _distributed.reduce_scatter_tensor(output, input, _errors.choice_arg(op, 'op', ('sum', 'prod', 'max', 'min', 'avg')), _stream.stream_arg(stream, 'stream'))
 
 
@@ -224,6 +230,7 @@ def broadcast(tensor, src=0, *, stream=None):
         RuntimeError: the group is not initialized, or ncclBroadcast failed (named with NCCL's
             message).
     """
+    _core.check_awake_value(tensor, b"tensorplay.distributed.broadcast()", b"tensor")
     return _distributed.broadcast(tensor, _errors.int_arg(src, 'src', -2147483648, 2147483647), _stream.stream_arg(stream, 'stream'))
 
 # The Python layer's implementations (python/), imported last: they use the public package,

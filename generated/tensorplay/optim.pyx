@@ -2,6 +2,7 @@
 # cython: language_level=3, binding=True, embedsignature=False, auto_pickle=False, autotestdict=False
 """Optimisers: they update parameters in place from their gradients."""
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.base cimport public as _public
 from tensorplay._runtime.autograd import optim as _optim_classes
@@ -47,6 +48,7 @@ class SGD(_optim_classes.SGDCore):
     """
 
     def __init__(self, params, lr=0.001, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False, foreach=None):
+        _core.check_awake_value(params, b"SGD()", b"params")
         self.init(params, _errors.float_arg(lr, 'lr'), _errors.float_arg(momentum, 'momentum'), _errors.float_arg(dampening, 'dampening'), _errors.float_arg(weight_decay, 'weight_decay'), _errors.bool_arg(nesterov, 'nesterov'), _errors.bool_arg(maximize, 'maximize'), foreach)
 
     def step(self):
@@ -85,6 +87,7 @@ class SGD(_optim_classes.SGDCore):
             ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
                 a setting is refused as at construction; nothing is added.
         """
+        _core.check_awake_each(param_group, b"SGD.add_param_group()", b"param_group")
         self.c_add_param_group(param_group)
 
     def state_dict(self):
@@ -115,6 +118,7 @@ class SGD(_optim_classes.SGDCore):
             ValueError: another number of groups, a group of another size (PyTorch's messages), a
                 refused setting or a state tensor of the wrong shape; nothing is loaded.
         """
+        _core.check_awake_each(state_dict, b"SGD.load_state_dict()", b"state_dict")
         self.c_load_state_dict(state_dict)
 
 
@@ -159,6 +163,7 @@ class Adam(_optim_classes.AdamCore):
     """
 
     def __init__(self, params, lr=0.001, betas=None, eps=1e-08, weight_decay=0, amsgrad=False, *, foreach=None, maximize=False, capturable=False, decoupled_weight_decay=False):
+        _core.check_awake_value(params, b"Adam()", b"params")
         self.init(params, _errors.float_arg(lr, 'lr'), betas, _errors.float_arg(eps, 'eps'), _errors.float_arg(weight_decay, 'weight_decay'), _errors.bool_arg(amsgrad, 'amsgrad'), foreach, _errors.bool_arg(maximize, 'maximize'), _errors.bool_arg(capturable, 'capturable'), _errors.bool_arg(decoupled_weight_decay, 'decoupled_weight_decay'))
 
     def step(self):
@@ -195,6 +200,7 @@ class Adam(_optim_classes.AdamCore):
             ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
                 a setting is refused as at construction; nothing is added.
         """
+        _core.check_awake_each(param_group, b"Adam.add_param_group()", b"param_group")
         self.c_add_param_group(param_group)
 
     def state_dict(self):
@@ -225,6 +231,7 @@ class Adam(_optim_classes.AdamCore):
             ValueError: another number of groups, a group of another size (PyTorch's messages), a
                 refused setting or a state tensor of the wrong shape; nothing is loaded.
         """
+        _core.check_awake_each(state_dict, b"Adam.load_state_dict()", b"state_dict")
         self.c_load_state_dict(state_dict)
 
 
@@ -267,6 +274,7 @@ class AdamW(_optim_classes.AdamWCore):
     """
 
     def __init__(self, params, lr=0.001, betas=None, eps=1e-08, weight_decay=0.01, amsgrad=False, *, foreach=None, maximize=False, capturable=False):
+        _core.check_awake_value(params, b"AdamW()", b"params")
         self.init(params, _errors.float_arg(lr, 'lr'), betas, _errors.float_arg(eps, 'eps'), _errors.float_arg(weight_decay, 'weight_decay'), _errors.bool_arg(amsgrad, 'amsgrad'), foreach, _errors.bool_arg(maximize, 'maximize'), _errors.bool_arg(capturable, 'capturable'))
 
     def step(self):
@@ -303,6 +311,7 @@ class AdamW(_optim_classes.AdamWCore):
             ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
                 a setting is refused as at construction; nothing is added.
         """
+        _core.check_awake_each(param_group, b"AdamW.add_param_group()", b"param_group")
         self.c_add_param_group(param_group)
 
     def state_dict(self):
@@ -333,6 +342,7 @@ class AdamW(_optim_classes.AdamWCore):
             ValueError: another number of groups, a group of another size (PyTorch's messages), a
                 refused setting or a state tensor of the wrong shape; nothing is loaded.
         """
+        _core.check_awake_each(state_dict, b"AdamW.load_state_dict()", b"state_dict")
         self.c_load_state_dict(state_dict)
 
 

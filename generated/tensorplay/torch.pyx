@@ -14,6 +14,7 @@ generators and hand the numbers over through DLPack), and the capture mode is 'r
 PyTorch bool tensor as their predicate (through __cuda_array_interface__).
 """
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.graphs cimport graph as _graph
 from tensorplay._runtime.devices cimport stream as _stream
@@ -50,6 +51,7 @@ def graph(cuda_graph, pool=None, stream=None, mem_pool=None):
         RuntimeError: a PyTorch random operator on a CUDA tensor ran in the block (refused
             before it ran; the capture goes on), or the capture failed.
     """
+    _core.check_awake_value(mem_pool, b"tensorplay.torch.graph()", b"mem_pool")
     return _torch_bridge.graph(cuda_graph, _graph.pool_arg(pool, 'pool'), _stream.stream_arg(stream, 'stream'), mem_pool)
 
 
@@ -129,6 +131,9 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
         ValueError: sample_args do not pair with callables, or hold tensors that are not on one
             CUDA device.
     """
+    _core.check_awake_value(callables, b"tensorplay.torch.make_graphed_callables()", b"callables")
+    _core.check_awake_value(sample_args, b"tensorplay.torch.make_graphed_callables()", b"sample_args")
+    _core.check_awake_value(mem_pool, b"tensorplay.torch.make_graphed_callables()", b"mem_pool")
     return _torch_bridge.make_graphed_callables(callables, sample_args, _errors.int_arg(num_warmup_iters, 'num_warmup_iters', 0, 2147483647), _errors.bool_arg(allow_unused_input, 'allow_unused_input'), _graph.pool_arg(pool, 'pool'), mem_pool)
 
 # The Python layer's implementations (python/), imported last: they use the public package,

@@ -541,6 +541,11 @@ class LinearCore(ModuleCore):
 
     def c_forward(self, input):
         cdef TensorCore x = tensor.own_tensor_arg(input, "Linear: input")
+        # The wrapper checked input (core.pxd, check_awake); the module's own tensors it reads
+        # here, past any wrapper.
+        tensor.check_awake(<TensorCore>self.weight, b"Linear.forward()", b"weight")
+        if self.bias is not None:
+            tensor.check_awake(<TensorCore>self.bias, b"Linear.forward()", b"bias")
         output = linalg.matmul(x, (<TensorCore>self.weight).c_t())
         return output if self.bias is None else elementwise.add(<TensorCore>output, self.bias)
 

@@ -43,10 +43,15 @@ cdef class Node:
         return f"<{self.c_name()}>"
 
     cdef tuple unpack(self):
-        """The saved tensors, checked: still held, and unchanged since they were saved."""
+        """The saved tensors, checked: still held, awake, and unchanged since they were saved."""
         if self.released:
             raise RuntimeError(FREED_MESSAGE)
         for value, version in zip(self.saved, self.saved_versions):
+            # A saved tensor of a sleeping graph's pool (core.pxd, check_awake): the gradient
+            # formulas would read unmapped memory.
+            if isinstance(value, TensorCore) and tensor.memory_asleep(<TensorCore>value):
+                tensor.refuse_asleep(value, b"backward()", b"a tensor saved for it by ",
+                                     self.c_name())
             if isinstance(value, TensorCore) and (<TensorCore>value).version.value != version:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified by "

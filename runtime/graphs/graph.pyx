@@ -144,7 +144,7 @@ cdef class GraphBase:
     def __cinit__(self, *args, **kwargs):
         self.settings = CaptureSettings()
         self.device = -1
-        self.pool_asleep = pools.never_asleep()
+        self.pool_asleep = allocator.never_asleep()
         self.capture = CaptureState()
         self.conditionals = ConditionalStack()
         self.generators = rng.graph_generators()
@@ -392,7 +392,7 @@ cdef class GraphBase:
         conditional.release_pools(self.device, self.conditionals.pools)
         if self.capture.holds_pool:
             self.capture.holds_pool = False
-            self.pool_asleep = pools.never_asleep()
+            self.pool_asleep = allocator.never_asleep()
             pools.release_pool(self.device, self.capture.pool_id)
         self.launch_streams.clear()
         # Last: dropping a PyTorch MemPool empties its cache, after the graph let go of its own.

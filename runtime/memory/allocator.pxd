@@ -61,6 +61,16 @@ cdef enum:
 # checked by its caller (device.checked_device, once per call: CUDA initialised, the index
 # visible), on the allocation path of every tensor.
 cdef void* allocate(int device, size_t size, cudaStream_t stream) except? NULL
+# allocate(), also answering where the block's pool keeps its asleep flag (docs/design.md,
+# "Sleeping graphs"): its private pool's PrivatePool.asleep, or never_asleep() for the shared
+# pools. The flag outlives the block: a private pool is dropped only once it owns no segment,
+# mapped or asleep (drop_pool's callers), and a live block holds its segment.
+cdef void* allocate_with_flag(int device, size_t size, cudaStream_t stream,
+                              bint** asleep) except? NULL
+cdef bint* never_asleep() noexcept nogil             # a flag that stays False
+# The live block at ptr (NULL if none), read under the global lock; its pool's fields do not
+# change while it lives.
+cdef Block* find_allocated(void* ptr) noexcept
 cdef int release(void* ptr) except -1
 cdef int record_stream(void* ptr, cudaStream_t stream, int stream_device) except -1
 cdef int device_of_pointer(void* ptr) except -2     # -1: not ours

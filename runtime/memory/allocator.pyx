@@ -1122,7 +1122,7 @@ cdef Block* find_allocated(void* ptr) noexcept:
     return block
 
 
-cdef void* allocate(int device, size_t size, cudaStream_t stream) except? NULL:
+cdef Block* allocate_block(int device, size_t size, cudaStream_t stream) except NULL:
     # The caller checked device (allocator.pxd), which initialised CUDA.
     cdef DeviceState* state = state_for(device)
     cdef Block* block = NULL
@@ -1134,6 +1134,26 @@ cdef void* allocate(int device, size_t size, cudaStream_t stream) except? NULL:
     acquire_global()
     allocated_blocks[block.ptr] = block
     PyThread_release_lock(global_lock)
+    return block
+
+
+cdef void* allocate(int device, size_t size, cudaStream_t stream) except? NULL:
+    return <void*>allocate_block(device, size, stream).ptr
+
+
+# The flag of the shared pools, which never sleep.
+cdef bint _never_asleep = False
+
+
+cdef bint* never_asleep() noexcept nogil:
+    return &_never_asleep
+
+
+cdef void* allocate_with_flag(int device, size_t size, cudaStream_t stream,
+                              bint** asleep) except? NULL:
+    cdef Block* block = allocate_block(device, size, stream)
+    # The block is ours alone now; its pool's owner never changes.
+    asleep[0] = &block.pool.owner.asleep if block.pool.owner != NULL else &_never_asleep
     return <void*>block.ptr
 
 

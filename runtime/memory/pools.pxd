@@ -38,8 +38,10 @@ cdef int release_held_blocks(int device, unsigned long long holder,
 cdef int sleep_pools(int device, list pool_ids, bint keep_all, vector[uintptr_t]* keep,
                      str sleeper) except -1
 cdef int wake_pools(int device, list pool_ids, str sleeper) except -1
-# The pool's asleep flag, valid while the pool is retained (replay reads it: one load);
-# never_asleep() is a flag that stays False, for graphs holding no pool.
+# The pool's asleep flag, valid while the pool is retained (replay reads it: one load; graphs
+# holding no pool read allocator.never_asleep()).
 cdef bint* asleep_flag(int device, PoolId pool) except NULL
-cdef bint* never_asleep() noexcept nogil
 cdef str sleeper_of(int device, PoolId pool)
+# For the refusal of tensor operations on sleeping memory (tensor/core.pyx, check_awake): the
+# sleeping pool of the live block at ptr and who put it to sleep, as an error names them.
+cdef str sleeping_pool_text(void* ptr)

@@ -217,11 +217,19 @@ cdef int release_held_blocks(int device, unsigned long long holder,
 
 # Who put each sleeping pool to sleep, by (device, first, second): error messages name it.
 _sleepers = {}
-cdef bint _never_asleep = False
 
 
 cdef str sleeper_of(int device, PoolId pool):
     return _sleepers.get((device, pool.first, pool.second), "asleep")
+
+
+cdef str sleeping_pool_text(void* ptr):
+    cdef Block* block = allocator.find_allocated(ptr)
+    if block == NULL or block.pool.owner == NULL:  # the caller saw a sleeping pool's flag
+        return f"memory at {<uintptr_t>ptr:#x}, which is asleep"
+    cdef PoolId pool
+    pool.first, pool.second = block.pool.owner.id.first, block.pool.owner.id.second
+    return f"{pool_text(pool, block.device)}, which is asleep ({sleeper_of(block.device, pool)})"
 
 
 cdef bint* asleep_flag(int device, PoolId pool) except NULL:
@@ -234,10 +242,6 @@ cdef bint* asleep_flag(int device, PoolId pool) except NULL:
     if graph_pool == NULL:
         raise ValueError(f"{pool_text(pool, device)} is not retained")
     return &graph_pool.asleep
-
-
-cdef bint* never_asleep() noexcept nogil:
-    return &_never_asleep
 
 
 cdef int refuse_during_capture(str what) except -1:

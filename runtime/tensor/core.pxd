@@ -97,6 +97,9 @@ cdef class DeviceStorage:
     cdef uintptr_t pointer
     cdef size_t nbytes
     cdef int device_index
+    # The asleep flag of the pool the block came from (allocator.allocate_with_flag; a static
+    # False for the shared pools and until allocated_tensor sets it): check_awake reads it.
+    cdef bint* asleep
 
 cdef class PinnedStorage:
     # Page-locked host memory from the pinned host cache (pin_memory()), under the numpy array of
@@ -163,3 +166,41 @@ cdef inline bint tracked(TensorCore tensor, object other=None, object third=None
 
 # output, after a Node for op (ops.pxd) on inputs is recorded on it.
 cdef object recorded(object output, int op, tuple inputs, tuple saved=*, object state=*)
+
+# Sleeping graphs (docs/design.md, "Sleeping graphs"): operations refuse tensors whose memory
+# sleep() released, before touching any state, since a kernel or copy on it would fault the
+# device. The generated wrappers check self and the arguments that may be tensors (codegen,
+# Note [Awake checks]); operation names the callable ("Tensor.add()"), argument the parameter
+# (NULL for the tensor a method is called on). Inline: on awake memory a check is a type test
+# and two loads; refuse_asleep raises the error, naming the sleeping graph (path: the item of
+# argument, "[1]", or None).
+cdef int refuse_asleep(TensorCore tensor, const char* operation, const char* argument,
+                       str path) except -1
+cdef int check_awake_items(object value, const char* operation, const char* argument) except -1
+
+cdef inline bint memory_asleep(TensorCore tensor) noexcept:
+    return type(tensor.owner) is DeviceStorage and (<DeviceStorage>tensor.owner).asleep[0]
+
+cdef inline int check_awake(TensorCore tensor, const char* operation,
+                            const char* argument) except -1:
+    if memory_asleep(tensor):
+        refuse_asleep(tensor, operation, argument, None)
+    return 0
+
+# An argument that may be a tensor (a Tensor, a union with one, Any): checked if it is one.
+cdef inline int check_awake_value(object value, const char* operation,
+                                  const char* argument) except -1:
+    if isinstance(value, TensorCore):
+        return check_awake(<TensorCore>value, operation, argument)
+    return 0
+
+# An argument that may be tensors (list[Tensor], dict[Tensor, Tensor], *args): a tensor, or
+# each item of a list or tuple, or each key and value of a dict (one level, as the schema's
+# types nest them), is checked.
+cdef inline int check_awake_each(object value, const char* operation,
+                                 const char* argument) except -1:
+    if isinstance(value, TensorCore):
+        return check_awake(<TensorCore>value, operation, argument)
+    if isinstance(value, (list, tuple, dict)):
+        return check_awake_items(value, operation, argument)
+    return 0

@@ -30,7 +30,7 @@ from tensorplay._runtime.base cimport dtypes, errors, public
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.kernels cimport ops
-from tensorplay._runtime.memory cimport allocator, host_allocator
+from tensorplay._runtime.memory cimport allocator, host_allocator, pools
 from tensorplay._runtime.tensor cimport arguments
 from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport np
@@ -178,6 +178,9 @@ cdef object requiring_grad(object tensor, bint requires_grad):
 
 
 cdef class DeviceStorage:
+    def __cinit__(self):
+        self.asleep = allocator.never_asleep()
+
     def __dealloc__(self):
         # A forked child must not touch the parent's allocator state.
         if self.pointer and _device.is_initialized():
@@ -275,8 +278,9 @@ cdef TensorCore allocated_tensor(tuple sizes, tuple strides, DtypeCore dtype, in
     cdef DeviceStorage storage = DeviceStorage.__new__(DeviceStorage)
     storage.nbytes = nbytes
     storage.device_index = device
-    storage.pointer = <uintptr_t>allocator.allocate(device, storage.nbytes,
-                                                    current_stream(device))
+    storage.pointer = <uintptr_t>allocator.allocate_with_flag(device, storage.nbytes,
+                                                              current_stream(device),
+                                                              &storage.asleep)
     cdef TensorCore tensor = new_tensor()
     tensor.sizes = sizes
     tensor.element_strides = strides
@@ -286,6 +290,41 @@ cdef TensorCore allocated_tensor(tuple sizes, tuple strides, DtypeCore dtype, in
     tensor.owner = storage
     tensor.element_count = count
     return tensor
+
+
+# --------------------------------------------------------------------------------------------
+# Sleeping memory (core.pxd, check_awake; docs/design.md, "Sleeping graphs")
+
+
+cdef int refuse_asleep(TensorCore tensor, const char* operation, const char* argument,
+                       str path) except -1:
+    what = "this tensor" if argument == NULL else argument.decode() + (path or "")
+    raise RuntimeError(
+        f"{operation.decode()}: {what} lives in "
+        f"{pools.sleeping_pool_text(<void*>(<DeviceStorage>tensor.owner).pointer)}: sleep() "
+        "released its physical memory, and touching it would fault the device; call wake() "
+        "on that graph first")
+
+
+cdef int check_awake_items(object value, const char* operation, const char* argument) except -1:
+    cdef Py_ssize_t index
+    cdef dict mapping
+    if isinstance(value, dict):
+        mapping = value
+        for key, item in mapping.items():
+            if isinstance(key, TensorCore) and memory_asleep(<TensorCore>key):
+                refuse_asleep(key, operation, argument, " (a key)")
+            if isinstance(item, TensorCore) and memory_asleep(<TensorCore>item):
+                # A tensor key is named by its address: its repr would read its values.
+                refuse_asleep(item, operation, argument,
+                              f"[<tensor at {(<TensorCore>key).data:#x}>]"
+                              if isinstance(key, TensorCore) else f"[{errors.shown(key)}]")
+        return 0
+    for index in range(len(value)):
+        item = value[index]
+        if isinstance(item, TensorCore) and memory_asleep(<TensorCore>item):
+            refuse_asleep(item, operation, argument, f"[{index}]")
+    return 0
 
 
 cdef PinnedStorage pinned_storage_under(object array):

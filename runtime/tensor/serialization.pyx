@@ -34,8 +34,8 @@ from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.tensor.arguments cimport np
 from tensorplay._runtime.tensor.copies cimport clone, copied_to, cpu
-from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, device_text, reach_bytes,
-                                              wrap_cpu)
+from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, device_text, memory_asleep,
+                                              reach_bytes, refuse_asleep, wrap_cpu)
 
 import json
 import os
@@ -157,8 +157,12 @@ cdef object finish_copy(TensorCore tensor, object result, dict memo):
 # Checkpoints (Note [Checkpoint format])
 
 
+cdef str _key_path(list path):
+    return "".join(f"[{errors.shown(key)}]" for key in path)
+
+
 cdef str _key_text(list path):
-    return "obj" + "".join(f"[{errors.shown(key)}]" for key in path)
+    return "obj" + _key_path(path)
 
 
 cdef int _flatten(object mapping, list path, str prefix, dict flat, dict where) except -1:
@@ -181,6 +185,8 @@ cdef int _flatten(object mapping, list path, str prefix, dict flat, dict where) 
         if not isinstance(value, TensorCore):
             raise TypeError(f"{_key_text(here)} must be a tensor or a dict of tensors, got "
                             f"{type(value).__name__}: a safetensors file holds tensors only")
+        if memory_asleep(<TensorCore>value):  # a sleeping graph's (core.pxd, check_awake)
+            refuse_asleep(value, b"tensorplay.save()", b"obj", _key_path(here))
         if name in flat:
             raise ValueError(f"{_key_text(where[name])} and {_key_text(here)} are both saved "
                              f"as {name!r} (nested keys join with '.')")

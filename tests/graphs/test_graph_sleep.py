@@ -2,6 +2,7 @@
 (runtime/memory/allocator.pyx, Note [Expandable segments]), the physical memory released and
 mapped again at the same addresses, with no recapture."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -186,6 +187,81 @@ def test_while_asleep_replay_and_capture_into_the_pool_are_refused(quiet_device)
         g.wake()
     g.replay()
     assert values(y) == {2.0}
+
+
+def refused_naming(g, operation, what):
+    """pytest.raises for check_awake's refusal (runtime/tensor/core.pyx, refuse_asleep)."""
+    first, second = g.pool_id
+    return pytest.raises(RuntimeError, match=(
+        re.escape(f"{operation}: {what} lives in private pool ({first}, {second}) on device ")
+        + r"\d+, which is asleep \(" + re.escape(f"put to sleep by CUDAGraph object at {id(g):#x}")
+        + r".*call wake\(\) on that graph first"))
+
+
+def test_while_asleep_operations_on_its_tensors_are_refused_naming_the_graph(quiet_device,
+                                                                              tmp_path):
+    x = warmed(1.0)
+    g, out = captured(x)                        # out = x + 1, in g's pool
+    h, other = captured(x)                      # another graph, another pool
+    g.replay()
+    h.replay()
+    view = out.view(-1)                         # a view shares out's memory
+    g.sleep(keep=[out])
+    refusals = [
+        (lambda: out + 1, "Tensor.__add__()", "this tensor"),
+        (lambda: out.add_(1), "Tensor.add_()", "this tensor"),
+        (out.cpu, "Tensor.cpu()", "this tensor"),
+        (out.sum, "Tensor.sum()", "this tensor"),
+        (lambda: out.tolist(), "Tensor.tolist()", "this tensor"),
+        (lambda: repr(out), "Tensor.__repr__()", "this tensor"),
+        (lambda: out[0], "Tensor.__getitem__()", "this tensor"),
+        (lambda: view.sum(), "Tensor.sum()", "this tensor"),
+        (lambda: tp.cat([x, out]), "tensorplay.cat()", "tensors[1]"),
+        (lambda: x + out, "Tensor.__add__()", "other"),
+        (lambda: x.copy_(out), "Tensor.copy_()", "src"),
+        (lambda: tp.where(x > 0, out, x), "tensorplay.where()", "input"),
+        (out.__dlpack__, "Tensor.__dlpack__()", "this tensor"),
+        (lambda: out.__cuda_array_interface__, "Tensor.__cuda_array_interface__",
+         "this tensor"),
+        (lambda: tp.from_dlpack(out), "tensorplay.from_dlpack()", "ext_tensor"),
+        (lambda: tp.save({"out": out}, tmp_path / "out.safetensors"), "tensorplay.save()",
+         "obj['out']"),
+    ]
+    for call, operation, what in refusals:
+        with refused_naming(g, operation, what):
+            call()
+    # Metadata needs no memory; nothing ran on the device, so it is healthy.
+    assert out.shape == (N,) and out.data_ptr() == view.data_ptr()
+    assert not (tmp_path / "out.safetensors").exists()
+    z = x + 1                                   # other tensors and graphs work normally
+    accelerator.synchronize()
+    assert values(z) == {2.0}
+    h.replay()
+    assert values(other) == {2.0}
+    g.wake()
+    assert values(out) == {2.0}                 # the refused add_ changed nothing
+    assert values(out + 1) == {3.0}
+    assert (x + out).cpu().tolist()[:2] == [3.0, 3.0]
+    assert out.sum().item() == 2.0 * N
+    assert values(tp.cat([x, out])) == {1.0, 2.0}
+    assert tp.from_dlpack(out).data_ptr() == out.data_ptr()
+    out.add_(1)
+    assert values(out) == {3.0}
+
+
+def test_backward_refuses_a_saved_tensor_of_a_sleeping_pool(quiet_device):
+    x = warmed(1.0)
+    g, out = captured(x)                        # out = 2, in g's pool
+    g.replay()
+    w = tp.ones(N, device="cuda", requires_grad=True)
+    loss = (out * w).sum()                      # saves out for w's gradient
+    g.sleep(keep=[out])
+    with refused_naming(g, "backward()", "a tensor saved for it by MulBackward"):
+        loss.backward()
+    assert w.grad is None                       # refused before any gradient moved
+    g.wake()
+    loss.backward()
+    assert values(w.grad) == {2.0}
 
 
 def test_two_graphs_sharing_a_pool_sleep_together(quiet_device):

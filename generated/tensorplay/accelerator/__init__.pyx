@@ -7,6 +7,7 @@ initialising CUDA, so a process can still fork afterwards.
 """
 import warnings
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.base cimport public as _public
@@ -196,6 +197,9 @@ Args:
             exc_value: the exception, if any.
             traceback: the traceback, if any.
         """
+        _core.check_awake_value(exc_type, b"device_index.__exit__()", b"exc_type")
+        _core.check_awake_value(exc_value, b"device_index.__exit__()", b"exc_value")
+        _core.check_awake_value(traceback, b"device_index.__exit__()", b"traceback")
         self.exit(exc_type, exc_value, traceback)
 
 

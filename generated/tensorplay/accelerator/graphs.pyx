@@ -6,6 +6,7 @@ Graph records a sequence of operations on the active accelerator
 backend and replays it with reduced launch overhead.
 """
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.graphs cimport graph as _graph
 from tensorplay._runtime.devices cimport stream as _stream
@@ -70,6 +71,9 @@ Args:
             exc_value: the exception, if any.
             traceback: the traceback, if any.
         """
+        _core.check_awake_value(exc_type, b"Graph.__exit__()", b"exc_type")
+        _core.check_awake_value(exc_value, b"Graph.__exit__()", b"exc_value")
+        _core.check_awake_value(traceback, b"Graph.__exit__()", b"traceback")
         self.c_exit(exc_type, exc_value, traceback)
 
     def pool(self):

@@ -8,6 +8,7 @@ accepts a device object, a spelling such as "cuda:1", an integer
 index, or None for the current device.
 """
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.random cimport rng as _rng
@@ -96,6 +97,7 @@ def set_rng_state(new_state, device=None):
         device: a device object, a spelling such as "cuda:1", an integer index, or None for the
             current device.
     """
+    _core.check_awake_value(new_state, b"tensorplay.accelerator.random.set_rng_state()", b"new_state")
     return _rng.set_rng_state(new_state, _device.device_index_arg(device, 'device'))
 
 
@@ -105,4 +107,5 @@ def set_rng_state_all(new_states):
     Args:
         new_states: one state per device, as from get_rng_state_all().
     """
+    _core.check_awake_each(new_states, b"tensorplay.accelerator.random.set_rng_state_all()", b"new_states")
     return _rng.set_rng_state_all(new_states)

@@ -2,6 +2,7 @@
 # cython: language_level=3, binding=True, embedsignature=False, auto_pickle=False, autotestdict=False
 """CUDA streams, events and the caching allocator's direct interface."""
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.base cimport public as _public
@@ -57,6 +58,7 @@ def external_stream(handle, device=None):
     Returns:
         Stream: a Stream that wraps the handle without owning it.
     """
+    _core.check_awake_value(handle, b"tensorplay.cuda.external_stream()", b"handle")
     return _stream.external_stream(handle, _device.device_index_arg(device, 'device'))
 
 
@@ -269,6 +271,7 @@ Args:
         Returns:
             bool: whether both wrap the same handle on the same device.
         """
+        _core.check_awake_value(other, b"Stream.__eq__()", b"other")
         return self.equals(other)
 
     def __hash__(self):
@@ -337,6 +340,9 @@ Args:
             exc_value: the exception, if any.
             traceback: the traceback, if any.
         """
+        _core.check_awake_value(exc_type, b"StreamContext.__exit__()", b"exc_type")
+        _core.check_awake_value(exc_value, b"StreamContext.__exit__()", b"exc_value")
+        _core.check_awake_value(traceback, b"StreamContext.__exit__()", b"traceback")
         self.exit(exc_type, exc_value, traceback)
 
 

@@ -6,6 +6,7 @@ bulk input staging and graphed callables.
 
 from tensorplay._runtime.graphs cimport capture as _capture
 from tensorplay._runtime.graphs cimport contexts as _contexts
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.graphs cimport graph as _graph
 from tensorplay._runtime.graphs cimport node_params as _node_params
@@ -205,6 +206,8 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
         RuntimeError: an input that requires grad is unused and allow_unused_input is False
             (from autograd.grad()), or a capture failed.
     """
+    _core.check_awake_value(callables, b"tensorplay.cuda.graphs.make_graphed_callables()", b"callables")
+    _core.check_awake_each(sample_args, b"tensorplay.cuda.graphs.make_graphed_callables()", b"sample_args")
     return _graphed_callables.make_graphed_callables(callables, sample_args, _errors.int_arg(num_warmup_iters, 'num_warmup_iters', 0, 2147483647), _errors.bool_arg(allow_unused_input, 'allow_unused_input'), _graph.pool_arg(pool, 'pool'), _errors.choice_arg(capture_error_mode, 'capture_error_mode', ('global', 'thread_local', 'relaxed')))
 
 

@@ -7,6 +7,7 @@ A Module registers the Parameters, buffers and Modules assigned to its attribute
 assignment order, which is the order of parameters() and state_dict() (PyTorch's).
 """
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.base cimport public as _public
 from tensorplay._runtime.autograd import nn as _nn_classes
@@ -38,6 +39,7 @@ class Parameter(_nn_classes.ParameterCore, _Tensor):
     """
 
     def __init__(self, data=None, requires_grad=True):
+        _core.check_awake_value(data, b"Parameter()", b"data")
         self.init(data, _errors.bool_arg(requires_grad, 'requires_grad'))
 
     def __repr__(self):
@@ -46,6 +48,7 @@ class Parameter(_nn_classes.ParameterCore, _Tensor):
         Returns:
             str: "Parameter containing:" and the tensor.
         """
+        _core.check_awake(self, b"Parameter.__repr__()", NULL)
         return self.c_parameter_repr()
 
     def __reduce_ex__(self, protocol):
@@ -58,6 +61,8 @@ class Parameter(_nn_classes.ParameterCore, _Tensor):
         Returns:
             Any: pickle's (constructor, arguments), as a tensor's.
         """
+        _core.check_awake(self, b"Parameter.__reduce_ex__()", NULL)
+        _core.check_awake_value(protocol, b"Parameter.__reduce_ex__()", b"protocol")
         return self.c_parameter_reduce_ex(protocol)
 
     def __deepcopy__(self, memo):
@@ -72,6 +77,8 @@ class Parameter(_nn_classes.ParameterCore, _Tensor):
         Raises:
             TypeError: memo is not a dict.
         """
+        _core.check_awake(self, b"Parameter.__deepcopy__()", NULL)
+        _core.check_awake_value(memo, b"Parameter.__deepcopy__()", b"memo")
         return self.c_parameter_deepcopy(memo)
 
 
@@ -112,6 +119,7 @@ class Module(_nn_classes.ModuleCore):
         Raises:
             TypeError: the module defines no forward().
         """
+        _core.check_awake_each(args, b"Module.__call__()", b"args")
         return self.c_call(args)
 
     def register_parameter(self, name, param):
@@ -125,6 +133,7 @@ class Module(_nn_classes.ModuleCore):
             KeyError: the name is empty, contains a dot, or is already another attribute.
             TypeError: param is neither a Parameter nor None.
         """
+        _core.check_awake_value(param, b"Module.register_parameter()", b"param")
         self.c_register_parameter(_errors.str_arg(name, 'name'), param)
 
     def register_buffer(self, name, tensor):
@@ -138,6 +147,7 @@ class Module(_nn_classes.ModuleCore):
             KeyError: the name is empty, contains a dot, or is already another attribute.
             TypeError: tensor is neither a Tensor nor None.
         """
+        _core.check_awake_value(tensor, b"Module.register_buffer()", b"tensor")
         self.c_register_buffer(_errors.str_arg(name, 'name'), tensor)
 
     def add_module(self, name, module):
@@ -254,6 +264,7 @@ class Module(_nn_classes.ModuleCore):
         Raises:
             ValueError: mode is not a bool (PyTorch's "training mode is expected to be boolean").
         """
+        _core.check_awake_value(mode, b"Module.train()", b"mode")
         return self.c_train(mode)
 
     def eval(self):
@@ -285,6 +296,8 @@ class Module(_nn_classes.ModuleCore):
         Raises:
             TypeError: the dtype is not floating point (PyTorch's message), or given twice.
         """
+        _core.check_awake_value(device, b"Module.to()", b"device")
+        _core.check_awake_value(dtype, b"Module.to()", b"dtype")
         return self.c_to(device, dtype)
 
     def cuda(self, device=None):
@@ -300,6 +313,7 @@ class Module(_nn_classes.ModuleCore):
             RuntimeError: device is the CPU (PyTorch's "Invalid device, must be cuda device"), or no
                 GPU is available.
         """
+        _core.check_awake_value(device, b"Module.cuda()", b"device")
         return self.c_cuda(device)
 
     def cpu(self):
@@ -367,6 +381,7 @@ class Module(_nn_classes.ModuleCore):
             RuntimeError: a shape differs, a value is not a tensor, or (strict) names are missing or
                 unexpected; every problem is listed and nothing is copied.
         """
+        _core.check_awake_value(state_dict, b"Module.load_state_dict()", b"state_dict")
         return self.c_load_state_dict(state_dict, _errors.bool_arg(strict, 'strict'))
 
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
@@ -445,6 +460,7 @@ class Linear(_nn_classes.LinearCore, Module):
         Returns:
             Tensor: the output, of shape (*, out_features).
         """
+        _core.check_awake_value(input, b"Linear.forward()", b"input")
         return self.c_forward(input)
 
     def reset_parameters(self):
@@ -467,6 +483,7 @@ class ReLU(_nn_classes.ReLUCore, Module):
         Returns:
             Tensor: input with its negative elements replaced by zeros.
         """
+        _core.check_awake_value(input, b"ReLU.forward()", b"input")
         return self.c_forward(input)
 
 
@@ -495,6 +512,7 @@ class Sequential(_nn_classes.SequentialCore, Module):
         Returns:
             Any: the last module's output (the input itself when there is no module).
         """
+        _core.check_awake_value(input, b"Sequential.forward()", b"input")
         return self.c_forward(input)
 
     def __len__(self):
@@ -526,6 +544,7 @@ class Sequential(_nn_classes.SequentialCore, Module):
             IndexError: the position is out of range.
             TypeError: index is neither an int nor a slice.
         """
+        _core.check_awake_value(index, b"Sequential.__getitem__()", b"index")
         return self.c_getitem(index)
 
 
@@ -556,6 +575,7 @@ class Dropout(_nn_classes.DropoutCore, Module):
             Tensor: input with the dropped elements zeroed and the others scaled (input itself in
                 evaluation mode or with p = 0).
         """
+        _core.check_awake_value(input, b"Dropout.forward()", b"input")
         return self.c_forward(input)
 
 
@@ -586,6 +606,8 @@ class MSELoss(_nn_classes.MSELossCore, Module):
         Returns:
             Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
         """
+        _core.check_awake_value(input, b"MSELoss.forward()", b"input")
+        _core.check_awake_value(target, b"MSELoss.forward()", b"target")
         return self.c_forward(input, target)
 
 
@@ -627,6 +649,8 @@ class CrossEntropyLoss(_nn_classes.CrossEntropyLossCore, Module):
         Returns:
             Tensor: the loss: 0-d, or one per prediction with reduction none.
         """
+        _core.check_awake_value(input, b"CrossEntropyLoss.forward()", b"input")
+        _core.check_awake_value(target, b"CrossEntropyLoss.forward()", b"target")
         return self.c_forward(input, target)
 
 

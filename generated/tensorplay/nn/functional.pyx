@@ -10,6 +10,7 @@ deprecated size_average and reduce, the weight of cross_entropy and the dtype of
 are not offered.
 """
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.base cimport errors as _errors
 
 __all__ = [
@@ -33,6 +34,7 @@ def relu(input, inplace=False):
     Returns:
         Tensor: max(input, 0), elementwise.
     """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.relu()", b"input")
     return _functional.relu(input, _errors.bool_arg(inplace, 'inplace'))
 
 
@@ -47,6 +49,9 @@ def linear(input, weight, bias=None):
     Returns:
         Tensor: input @ weight.T + bias.
     """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.linear()", b"input")
+    _core.check_awake_value(weight, b"tensorplay.nn.functional.linear()", b"weight")
+    _core.check_awake_value(bias, b"tensorplay.nn.functional.linear()", b"bias")
     return _functional.linear(input, weight, bias)
 
 
@@ -62,6 +67,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     Returns:
         Tensor: input with the dropped elements zeroed and the others scaled by 1 / (1 - p).
     """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.dropout()", b"input")
     return _functional.dropout(input, _errors.float_arg(p, 'p'), _errors.bool_arg(training, 'training'), _errors.bool_arg(inplace, 'inplace'))
 
 
@@ -76,6 +82,7 @@ def softmax(input, dim=None):
     Returns:
         Tensor: exp(input) / sum of exp(input) along dim.
     """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.softmax()", b"input")
     return _functional.softmax(input, dim)
 
 
@@ -89,6 +96,7 @@ def log_softmax(input, dim=None):
     Returns:
         Tensor: input - log(sum of exp(input) along dim).
     """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.log_softmax()", b"input")
     return _functional.log_softmax(input, dim)
 
 
@@ -103,6 +111,8 @@ def mse_loss(input, target, *, reduction='mean'):
     Returns:
         Tensor: the loss, as nn.MSELoss.
     """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.mse_loss()", b"input")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.mse_loss()", b"target")
     return _functional.mse_loss(input, target, _errors.str_arg(reduction, 'reduction'))
 
 
@@ -120,6 +130,8 @@ def cross_entropy(input, target, *, ignore_index=-100, reduction='mean', label_s
     Returns:
         Tensor: the loss, as nn.CrossEntropyLoss.
     """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.cross_entropy()", b"input")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.cross_entropy()", b"target")
     return _functional.cross_entropy(input, target, ignore_index, _errors.str_arg(reduction, 'reduction'), _errors.float_arg(label_smoothing, 'label_smoothing'))
 
 # The Python layer's implementations (python/), imported last: they use the public package,

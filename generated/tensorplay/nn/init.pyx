@@ -9,6 +9,7 @@ than 2 dimensions is a ValueError. PyTorch's private _calculate_fan_in_and_fan_o
 here: the generated modules keep names starting with an underscore for themselves.
 """
 
+from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.base cimport errors as _errors
 
 __all__ = [
@@ -32,6 +33,7 @@ def zeros_(tensor):
     Returns:
         Tensor: tensor, filled.
     """
+    _core.check_awake_value(tensor, b"tensorplay.nn.init.zeros_()", b"tensor")
     return _init.zeros_(tensor)
 
 
@@ -44,6 +46,7 @@ def ones_(tensor):
     Returns:
         Tensor: tensor, filled.
     """
+    _core.check_awake_value(tensor, b"tensorplay.nn.init.ones_()", b"tensor")
     return _init.ones_(tensor)
 
 
@@ -57,6 +60,7 @@ def constant_(tensor, val):
     Returns:
         Tensor: tensor, filled.
     """
+    _core.check_awake_value(tensor, b"tensorplay.nn.init.constant_()", b"tensor")
     return _init.constant_(tensor, val)
 
 
@@ -73,6 +77,7 @@ def uniform_(tensor, a=0.0, b=1.0, generator=None):
     Returns:
         Tensor: tensor, filled.
     """
+    _core.check_awake_value(tensor, b"tensorplay.nn.init.uniform_()", b"tensor")
     return _init.uniform_(tensor, a, b, generator)
 
 
@@ -89,6 +94,7 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
     Returns:
         Tensor: tensor, filled.
     """
+    _core.check_awake_value(tensor, b"tensorplay.nn.init.normal_()", b"tensor")
     return _init.normal_(tensor, mean, std, generator)
 
 
@@ -107,6 +113,7 @@ def calculate_gain(nonlinearity, param=None):
     Raises:
         ValueError: an unknown nonlinearity, or a param of leaky_relu that is not a number.
     """
+    _core.check_awake_value(param, b"tensorplay.nn.init.calculate_gain()", b"param")
     return _init.calculate_gain(_errors.str_arg(nonlinearity, 'nonlinearity'), param)
 
 
@@ -132,6 +139,7 @@ def kaiming_uniform_(tensor, a=0, mode='fan_in', nonlinearity='leaky_relu', gene
         ValueError: mode is neither fan_in nor fan_out, tensor has fewer than 2 dimensions (and
             elements), or nonlinearity is unknown.
     """
+    _core.check_awake_value(tensor, b"tensorplay.nn.init.kaiming_uniform_()", b"tensor")
     return _init.kaiming_uniform_(tensor, a, _errors.str_arg(mode, 'mode'), _errors.str_arg(nonlinearity, 'nonlinearity'), generator)
 
 
@@ -150,6 +158,7 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
     Raises:
         ValueError: tensor has fewer than 2 dimensions.
     """
+    _core.check_awake_value(tensor, b"tensorplay.nn.init.xavier_uniform_()", b"tensor")
     return _init.xavier_uniform_(tensor, gain, generator)
 
 # The Python layer's implementations (python/), imported last: they use the public package,
