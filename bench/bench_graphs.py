@@ -17,9 +17,7 @@ on 32 floats), every library launching on a non-blocking stream of its own.
   (targets: tensorplay <= 0.35x PyTorch, <= 1.4x the C loop); then capture_end() (end the
   capture, instantiate) against theirs, no target. Against the C loop, which runs in a process
   of its own, tensorplay's split is also timed in a process of its own (a child that imports
-  tensorplay alone): in a process that has imported PyTorch the same launches cost more (on
-  the H200, x += 1 under capture 507 ns alone, 827 ns once torch was imported), which would
-  charge PyTorch's import to tensorplay.
+  tensorplay alone), so that neither side shares its process with the peers' libraries.
 Each figure is the median over interleaved trials (C, tensorplay, PyTorch, CuPy in turn).
 """
 import json
