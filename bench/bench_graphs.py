@@ -234,21 +234,26 @@ def replay(quick, notes):
     return records
 
 
+def split_medians(library, x):
+    """(median µs to the last launch, median µs of capture_end()) over SPLIT_CAPTURES split
+    captures of SPLIT_KERNELS kernels."""
+    launches, ends = [], []
+    for _ in range(SPLIT_CAPTURES):
+        graph, launched, ended = library.capture_split(x, SPLIT_KERNELS)
+        library.release(graph)
+        launches.append(launched)
+        ends.append(ended)
+    return statistics.median(launches), statistics.median(ends)
+
+
 # The split capture in a child process that imports tensorplay alone, as the C program runs:
-# prints {"launches": median µs, "end": median µs} over SPLIT_CAPTURES captures.
+# prints [median µs to the last launch, median µs of capture_end()].
 ALONE_SPLIT = f"""
-import json, statistics, sys
+import json, sys
 sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
-from bench_graphs import SPLIT_CAPTURES, SPLIT_KERNELS, Tensorplay
+from bench_graphs import Tensorplay, split_medians
 library = Tensorplay()
-x = library.vector()
-launches, ends = [], []
-for _ in range(SPLIT_CAPTURES):
-    graph, launched, ended = library.capture_split(x, SPLIT_KERNELS)
-    library.release(graph)
-    launches.append(launched)
-    ends.append(ended)
-print(json.dumps({{"launches": statistics.median(launches), "end": statistics.median(ends)}}))
+print(json.dumps(split_medians(library, library.vector())))
 """
 
 
@@ -256,9 +261,8 @@ def split_alone():
     """tensorplay's split capture timed in a process of its own (ALONE_SPLIT)."""
     child = subprocess.run([sys.executable, "-c", ALONE_SPLIT], capture_output=True, text=True,
                            timeout=120, check=True)
-    figures = json.loads(child.stdout.strip().splitlines()[-1])
-    return {("launches alone", SPLIT_KERNELS): figures["launches"],
-            ("end alone", SPLIT_KERNELS): figures["end"]}
+    launches, end = json.loads(child.stdout.strip().splitlines()[-1])
+    return {("launches alone", SPLIT_KERNELS): launches, ("end alone", SPLIT_KERNELS): end}
 
 
 def capture(quick, notes):
@@ -274,14 +278,8 @@ def capture(quick, notes):
             return elapsed
 
         def split():
-            launches, ends = [], []
-            for _ in range(SPLIT_CAPTURES):
-                graph, launched, ended = library.capture_split(x, SPLIT_KERNELS)
-                library.release(graph)
-                launches.append(launched)
-                ends.append(ended)
-            return {("launches", SPLIT_KERNELS): statistics.median(launches),
-                    ("end", SPLIT_KERNELS): statistics.median(ends)}
+            launches, end = split_medians(library, x)
+            return {("launches", SPLIT_KERNELS): launches, ("end", SPLIT_KERNELS): end}
 
         # x lives across the captures, so that no cached block waits for the empty_cache()
         # that tensorplay and PyTorch run on entry.
