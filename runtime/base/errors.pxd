@@ -1,9 +1,26 @@
 from cuda.bindings.cydriver cimport CUresult
 from cuda.bindings.cyruntime cimport cudaError_t
 
+from cuda.bindings.cydriver cimport CUDA_SUCCESS
+from cuda.bindings.cyruntime cimport cudaSuccess
+
 cdef int raise_cuda_error(int code, str call) except -1
-cdef int check(cudaError_t code, const char* call) except -1 nogil
-cdef int check_driver(CUresult code, const char* call) except -1 nogil
+# The raise of check() and check_driver(), out of line: on every CUDA call of the runtime the
+# check is one compare inlined at the call, and the raising code stays off the hot paths.
+cdef int raise_runtime_failure(cudaError_t code, const char* call) except -1 nogil
+cdef int raise_driver_failure(CUresult code, const char* call) except -1 nogil
+
+# Runtime calls return their error; they raise only when the library cannot be loaded, and
+# Cython propagates that through the ?-except value of each declaration. Driver calls alike.
+cdef inline int check(cudaError_t code, const char* call) except -1 nogil:
+    if code != cudaSuccess:
+        return raise_runtime_failure(code, call)
+    return 0
+
+cdef inline int check_driver(CUresult code, const char* call) except -1 nogil:
+    if code != CUDA_SUCCESS:
+        return raise_driver_failure(code, call)
+    return 0
 # Python-callable too: the Python layer (python/) raises it where a call needs a device.
 cpdef int raise_no_accelerator(str what) except -1
 cdef object out_of_memory_error(str message)

@@ -23,13 +23,9 @@ cdef int raise_cuda_error(int code, str call) except -1:
     raise RuntimeError(f"CUDA error {name.decode()} ({code}) from {call}: {text.decode()}")
 
 
-cdef int check(cudaError_t code, const char* call) except -1 nogil:
-    # Runtime calls return their error; they raise only when the library cannot be loaded, and
-    # Cython propagates that through the ?-except value of each declaration.
-    if code != cudaSuccess:
-        with gil:
-            raise_cuda_error(<int>code, call.decode())
-    return 0
+cdef int raise_runtime_failure(cudaError_t code, const char* call) except -1 nogil:
+    with gil:
+        raise_cuda_error(<int>code, call.decode())
 
 
 cdef int SHOWN_CHARACTERS = 200
@@ -189,13 +185,9 @@ cdef int _raise_driver_error(CUresult code, str call) except -1:
                        f"{call}: {_c_text(text, 'unknown error')}")
 
 
-cdef int check_driver(CUresult code, const char* call) except -1 nogil:
-    # Driver calls, like runtime calls, raise only when libcuda cannot be loaded and return
-    # any other failure.
-    if code != CUDA_SUCCESS:
-        with gil:
-            _raise_driver_error(code, call.decode())
-    return 0
+cdef int raise_driver_failure(CUresult code, const char* call) except -1 nogil:
+    with gil:
+        _raise_driver_error(code, call.decode())
 
 
 cpdef int raise_no_accelerator(str what) except -1:

@@ -1,4 +1,7 @@
+from cuda.bindings cimport cydriver
 from cuda.bindings.cydriver cimport CUcontext
+
+from tensorplay._runtime.base cimport errors
 
 cdef enum:
     MAX_DEVICES = 64
@@ -47,7 +50,14 @@ cdef int set_current_device(int index) except -1
 # GIL: enter_device makes the device's primary context current on this thread, exit_device puts
 # back what was current before, so the thread's current device is left as it was.
 cdef int enter_device(int device, DeviceSwitch* saved) except -1 nogil
-cdef int exit_device(DeviceSwitch* saved) except -1 nogil
+# The primary context of each device (NULL until first used), for launch's fast path.
+cdef CUcontext* primary_contexts() noexcept nogil
+# Inline: on every CUDA call, where enter_device switched nothing (the usual case), a compare.
+cdef inline int exit_device(DeviceSwitch* saved) except -1 nogil:
+    if saved.switched:
+        saved.switched = False
+        return errors.check_driver(cydriver.cuCtxSetCurrent(saved.previous), b"cuCtxSetCurrent")
+    return 0
 cdef object device_object(int index)
 
 # Open graph captures of the process (device.pyx, Note [Calls during capture]). The graph code

@@ -282,6 +282,10 @@ cdef CUcontext _primary_context(int device) except NULL:
     return _primary_contexts[device]
 
 
+cdef CUcontext* primary_contexts() noexcept nogil:
+    return _primary_contexts
+
+
 cdef int enter_device(int device, DeviceSwitch* saved) except -1 nogil:
     cdef CUcontext current = NULL
     cdef CUcontext target = NULL
@@ -301,13 +305,6 @@ cdef int enter_device(int device, DeviceSwitch* saved) except -1 nogil:
     if current != NULL or device != tensorplay_get_current_device():
         saved.previous = current
         saved.switched = True
-    return 0
-
-
-cdef int exit_device(DeviceSwitch* saved) except -1 nogil:
-    if saved.switched:
-        saved.switched = False
-        errors.check_driver(cydriver.cuCtxSetCurrent(saved.previous), b"cuCtxSetCurrent")
     return 0
 
 

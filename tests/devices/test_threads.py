@@ -115,3 +115,47 @@ def test_one_visible_device_is_index_zero_in_every_thread():
         "print(sorted(set(seen)))\n",
         CUDA_VISIBLE_DEVICES="0")
     assert output.strip() == "[(1, 0, 3.0)]"
+
+
+def test_launches_from_a_thread_with_another_context_current_leave_it_current():
+    # A thread whose current context is not the device's primary one (a context the user made
+    # with cuCtxCreate) takes launch's slow path (Note [Launch fast path] in nvrtc.pyx): the
+    # launch runs in the primary context, and the user's context is current again afterwards.
+    from cuda.bindings import driver
+
+    result = {}
+
+    def work():
+        (error,) = driver.cuInit(0)
+        assert error == driver.CUresult.CUDA_SUCCESS
+        error, device = driver.cuDeviceGet(0)
+        error, own = driver.cuCtxCreate(None, 0, device)
+        assert error == driver.CUresult.CUDA_SUCCESS, error
+        try:
+            x = tensorplay.zeros(1000, device="cuda")
+            for _ in range(10):
+                x += 1
+            result["sum"] = x.sum().item()
+            error, current = driver.cuCtxGetCurrent()
+            result["kept"] = int(current) == int(own)
+        finally:
+            driver.cuCtxDestroy(own)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert result == {"sum": 10000.0, "kept": True}
+
+
+def test_per_thread_default_stream_mode_orders_launches_and_copies_alike():
+    # With cuda-bindings' per-thread default stream (CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM
+    # =1), launch's entry points are asked for the same mode, so stream 0 is one stream for
+    # launches, copies and synchronisation alike (Note [Launch fast path]).
+    output = run_fresh(
+        "import tensorplay as tp\n"
+        "x = tp.zeros(1 << 16, device='cuda')\n"
+        "for _ in range(200):\n"
+        "    x += 1\n"
+        "print(x.cpu().numpy().min(), x.sum().item())\n",
+        CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM="1")
+    assert output.split() == ["200.0", str(200.0 * (1 << 16))]
