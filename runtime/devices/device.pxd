@@ -1,5 +1,5 @@
 from cuda.bindings cimport cydriver
-from cuda.bindings.cydriver cimport CUcontext
+from cuda.bindings.cydriver cimport CUcontext, CUfunction, CUgraphExec, CUresult, CUstream
 
 from tensorplay._runtime.base cimport errors
 
@@ -50,8 +50,29 @@ cdef int set_current_device(int index) except -1
 # GIL: enter_device makes the device's primary context current on this thread, exit_device puts
 # back what was current before, so the thread's current device is left as it was.
 cdef int enter_device(int device, DeviceSwitch* saved) except -1 nogil
-# The primary context of each device (NULL until first used), for launch's fast path.
-cdef CUcontext* primary_contexts() noexcept nogil
+# Note [Driver entry points] (device.pyx): the driver's own cuCtxGetCurrent, cuLaunchKernel and
+# cuGraphLaunch, for the launches on the hot paths (nvrtc.launch, CUDAGraph.replay), with the
+# primary contexts' table. driver_entry_points() asks once (GIL held) and answers the same table
+# after; an entry the driver lacks stays NULL, and its callers take the cydriver path.
+ctypedef CUresult (*CtxGetCurrentEntry)(CUcontext*) noexcept nogil
+ctypedef CUresult (*LaunchKernelEntry)(CUfunction, unsigned int, unsigned int, unsigned int,
+                                       unsigned int, unsigned int, unsigned int, unsigned int,
+                                       CUstream, void**, void**) noexcept nogil
+ctypedef CUresult (*GraphLaunchEntry)(CUgraphExec, CUstream) noexcept nogil
+cdef struct DriverEntryPoints:
+    CtxGetCurrentEntry ctx_get_current
+    LaunchKernelEntry launch_kernel
+    GraphLaunchEntry graph_launch
+    CUcontext* primary_contexts
+cdef DriverEntryPoints* driver_entry_points() except NULL
+
+# Whether device's primary context is current on this thread: enter_device's usual case, which
+# needs no switch, read through the driver's entry point.
+cdef inline bint primary_context_current(DriverEntryPoints* entries, int device) noexcept nogil:
+    cdef CUcontext current = NULL
+    return (entries.ctx_get_current != NULL and 0 <= device < MAX_DEVICES
+            and entries.ctx_get_current(&current) == cydriver.CUDA_SUCCESS and current != NULL
+            and current == entries.primary_contexts[device])
 # Inline: on every CUDA call, where enter_device switched nothing (the usual case), a compare.
 cdef inline int exit_device(DeviceSwitch* saved) except -1 nogil:
     if saved.switched:

@@ -282,8 +282,48 @@ cdef CUcontext _primary_context(int device) except NULL:
     return _primary_contexts[device]
 
 
-cdef CUcontext* primary_contexts() noexcept nogil:
-    return _primary_contexts
+# Note [Driver entry points]
+# Every CUDA call of ours runs in the device's primary context (enter_device above). The two
+# launches on the hot paths, a kernel (nvrtc.launch) and a graph (CUDAGraph.replay), check the
+# usual case, that context already current, and launch with the driver's own entry points,
+# asked once from cuGetProcAddress (CUDA Driver API, "Driver Entry Point Access"): a call
+# through cuda.bindings' cydriver passes two wrapper layers in two more libraries first, which
+# were a measurable part of a launch under graph capture (docs/design.md, "Devices, threads
+# and contexts"). The entry points are asked in the default-stream mode cydriver uses:
+# per-thread where CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM is 1 (cuda-bindings'
+# "Environment Variables"), legacy otherwise, so that stream 0 is the same stream on both
+# paths. Any other case (no context, another one) goes through enter_device and cydriver.
+cdef DriverEntryPoints _entry_points
+cdef bint _entry_points_asked = False
+# The CUDA version whose ABI of the entry points is asked for; none has changed since.
+cdef int ENTRY_POINT_VERSION = 12000
+
+
+cdef void* _entry_point(const char* name, unsigned long long flags) noexcept:
+    """The driver's function name, or NULL where it has none (the cydriver path stays)."""
+    cdef void* entry = NULL
+    cdef cydriver.CUdriverProcAddressQueryResult found
+    if cydriver.cuGetProcAddress(name, &entry, ENTRY_POINT_VERSION, flags, &found) != \
+            cydriver.CUDA_SUCCESS or found != cydriver.CU_GET_PROC_ADDRESS_SUCCESS:
+        return NULL
+    return entry
+
+
+cdef DriverEntryPoints* driver_entry_points() except NULL:
+    global _entry_points_asked
+    cdef unsigned long long flags
+    if not _entry_points_asked:
+        ensure_initialized()
+        flags = (cydriver.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                 if os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip()
+                 not in ("", "0") else cydriver.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+        _entry_points.primary_contexts = _primary_contexts
+        _entry_points.launch_kernel = <LaunchKernelEntry>_entry_point(b"cuLaunchKernel", flags)
+        _entry_points.graph_launch = <GraphLaunchEntry>_entry_point(b"cuGraphLaunch", flags)
+        _entry_points.ctx_get_current = <CtxGetCurrentEntry>_entry_point(b"cuCtxGetCurrent",
+                                                                         flags)
+        _entry_points_asked = True
+    return &_entry_points
 
 
 cdef int enter_device(int device, DeviceSwitch* saved) except -1 nogil:

@@ -82,6 +82,10 @@ cdef object _last_owner = None             # weakref.ref to that graph, or None
 cdef int _last_device = -1
 cdef bint _last_verbose = False
 
+# The driver's entry points once they are asked for (after the first replay): replay's fast
+# path (Note [Driver entry points] in device.pyx).
+cdef _device.DriverEntryPoints* _driver = NULL
+
 
 cdef object pool_arg(object value, str argument):
     """The GraphPool parameter kind (codegen/types.py): None, a graph, or a pool id such as
@@ -772,14 +776,24 @@ cdef class GraphBase:
         else:
             self.launch_streams.push_back(handle)
         # The driver's launch, directly: the runtime's adds its own context bookkeeping on top,
-        # which enter_device has done already (docs/design.md, "Devices, threads and contexts").
+        # which enter_device has done already (docs/design.md, "Devices, threads and contexts");
+        # with the primary context current, through the driver's entry point (Note [Driver
+        # entry points] in device.pyx).
+        global _driver
         with nogil:
-            _device.enter_device(self.device, &saved)
-            status = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>self.executable,
-                                            <cydriver.CUstream>handle)
-            _device.exit_device(&saved)
+            if (_driver != NULL and _driver.graph_launch != NULL
+                    and _device.primary_context_current(_driver, self.device)):
+                status = _driver.graph_launch(<cydriver.CUgraphExec>self.executable,
+                                              <cydriver.CUstream>handle)
+            else:
+                _device.enter_device(self.device, &saved)
+                status = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>self.executable,
+                                                <cydriver.CUstream>handle)
+                _device.exit_device(&saved)
         if status != cydriver.CUDA_SUCCESS:
             errors.check_driver(status, "cuGraphLaunch")
+        if _driver == NULL:
+            _driver = _device.driver_entry_points()
         return 0
 
     cdef object c_stage_and_launch(self, object static_inputs, object inputs):

@@ -46,7 +46,7 @@ from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc
 
 from cuda.bindings cimport cydriver, cynvrtc, cyruntime
-from cuda.bindings.cydriver cimport (CUDA_ERROR_NOT_FOUND, CUcontext, CUfunction, CUkernel,
+from cuda.bindings.cydriver cimport (CUDA_ERROR_NOT_FOUND, CUfunction, CUkernel,
                                      CUlibrary, CUresult, CUstream)
 from cuda.bindings.cynvrtc cimport (NVRTC_ERROR_COMPILATION, NVRTC_SUCCESS, nvrtcProgram,
                                     nvrtcResult)
@@ -496,71 +496,19 @@ cdef object kernel_signature_of(uintptr_t handle):
     return found
 
 
-# Note [Launch fast path]
-# Every launch of ours goes through launch(), which must run in the device's primary context
-# (docs/design.md, "Devices, threads and contexts"). The usual case, that context already
-# current on the thread, is checked and launched here with the driver's own entry points for
-# cuCtxGetCurrent and cuLaunchKernel, asked once from cuGetProcAddress (CUDA Driver API,
-# "Driver Entry Point Access"): each call through cuda.bindings' cydriver passes two wrapper
-# layers in two more libraries first, and under graph capture, where a launch costs a few
-# hundred nanoseconds, those layers and the call into enter_device were a measurable part of
-# it (bench/bench_graphs.py, the 1024-kernel capture). The entry points are asked for the same
-# default-stream semantics as cydriver's: per-thread where CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_
-# STREAM is set to 1 (cuda-bindings' "Environment Variables"), legacy otherwise, so stream 0
-# means the same stream on both paths. Any other case (no context, another one, a first launch)
-# takes enter_device and cydriver as before.
-ctypedef CUresult (*LaunchKernelEntry)(CUfunction, unsigned int, unsigned int, unsigned int,
-                                       unsigned int, unsigned int, unsigned int, unsigned int,
-                                       CUstream, void**, void**) noexcept nogil
-ctypedef CUresult (*CtxGetCurrentEntry)(CUcontext*) noexcept nogil
-cdef LaunchKernelEntry _launch_kernel = NULL
-cdef CtxGetCurrentEntry _ctx_get_current = NULL
-cdef CUcontext* _contexts = NULL
-cdef bint _entry_points_asked = False
-# The CUDA version whose ABI of the two entry points is asked for; neither has changed since.
-cdef int ENTRY_POINT_VERSION = 12000
-
-
-cdef int resolve_entry_points() except -1:
-    """The driver's cuLaunchKernel and cuCtxGetCurrent, and the primary contexts' table, for
-    launch()'s fast path; set once, after the first launch made the device's context ready."""
-    cdef void* launch_entry = NULL
-    cdef void* context_entry = NULL
-    cdef cydriver.CUdriverProcAddressQueryResult found
-    cdef unsigned long long flags = (
-        cydriver.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-        if os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip()
-        not in ("", "0")
-        else cydriver.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
-    global _launch_kernel, _ctx_get_current, _contexts, _entry_points_asked
-    _entry_points_asked = True  # once: where the driver has none, the fast path stays off
-    errors.check_driver(cydriver.cuGetProcAddress(b"cuLaunchKernel", &launch_entry,
-                                                  ENTRY_POINT_VERSION, flags, &found),
-                        b"cuGetProcAddress")
-    if found != cydriver.CU_GET_PROC_ADDRESS_SUCCESS:
-        return 0
-    errors.check_driver(cydriver.cuGetProcAddress(b"cuCtxGetCurrent", &context_entry,
-                                                  ENTRY_POINT_VERSION, flags, &found),
-                        b"cuGetProcAddress")
-    if found != cydriver.CU_GET_PROC_ADDRESS_SUCCESS:
-        return 0
-    _contexts = _device.primary_contexts()
-    _ctx_get_current = <CtxGetCurrentEntry>context_entry
-    _launch_kernel = <LaunchKernelEntry>launch_entry
-    return 0
+# The driver's entry points once they are asked for (after the first launch): the fast path of
+# launch() (Note [Driver entry points] in device.pyx).
+cdef _device.DriverEntryPoints* _driver = NULL
 
 
 cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned int block_x,
                 unsigned int shared_bytes, cudaStream_t stream, void** arguments) except -1 nogil:
-    cdef CUcontext current = NULL
-    # Each pointer is checked: another thread may be resolving them (resolve_entry_points).
-    if (_launch_kernel != NULL and _ctx_get_current != NULL and _contexts != NULL
-            and 0 <= device < _device.MAX_DEVICES):
-        if (_ctx_get_current(&current) == cydriver.CUDA_SUCCESS and current != NULL
-                and current == _contexts[device]):
-            return errors.check_driver(_launch_kernel(function, grid_x, 1, 1, block_x, 1, 1,
-                                                      shared_bytes, <CUstream>stream,
-                                                      arguments, NULL), b"cuLaunchKernel")
+    global _driver
+    if (_driver != NULL and _driver.launch_kernel != NULL
+            and _device.primary_context_current(_driver, device)):
+        return errors.check_driver(_driver.launch_kernel(function, grid_x, 1, 1, block_x, 1, 1,
+                                                         shared_bytes, <CUstream>stream,
+                                                         arguments, NULL), b"cuLaunchKernel")
     cdef _device.DeviceSwitch switch
     _device.enter_device(device, &switch)
     try:
@@ -570,7 +518,7 @@ cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned i
                             "cuLaunchKernel")
     finally:
         _device.exit_device(&switch)
-    if not _entry_points_asked:
+    if _driver == NULL:
         with gil:
-            resolve_entry_points()
+            _driver = _device.driver_entry_points()
     return 0

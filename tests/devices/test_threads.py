@@ -119,7 +119,7 @@ def test_one_visible_device_is_index_zero_in_every_thread():
 
 def test_launches_from_a_thread_with_another_context_current_leave_it_current():
     # A thread whose current context is not the device's primary one (a context the user made
-    # with cuCtxCreate) takes launch's slow path (Note [Launch fast path] in nvrtc.pyx): the
+    # with cuCtxCreate) takes launch's slow path (Note [Driver entry points] in device.pyx): the
     # launch runs in the primary context, and the user's context is current again afterwards.
     from cuda.bindings import driver
 
@@ -147,15 +147,20 @@ def test_launches_from_a_thread_with_another_context_current_leave_it_current():
     assert result == {"sum": 10000.0, "kept": True}
 
 
-def test_per_thread_default_stream_mode_orders_launches_and_copies_alike():
+def test_per_thread_default_stream_mode_orders_launches_replays_and_copies_alike():
     # With cuda-bindings' per-thread default stream (CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM
-    # =1), launch's entry points are asked for the same mode, so stream 0 is one stream for
-    # launches, copies and synchronisation alike (Note [Launch fast path]).
+    # =1), the driver's entry points are asked for the same mode, so stream 0 is one stream for
+    # launches, replays, copies and synchronisation alike (Note [Driver entry points]).
     output = run_fresh(
         "import tensorplay as tp\n"
         "x = tp.zeros(1 << 16, device='cuda')\n"
-        "for _ in range(200):\n"
+        "for _ in range(100):\n"
         "    x += 1\n"
+        "g = tp.cuda.CUDAGraph()\n"
+        "with tp.cuda.graph(g):\n"
+        "    x += 1\n"
+        "for _ in range(100):\n"
+        "    g.replay()\n"
         "print(x.cpu().numpy().min(), x.sum().item())\n",
         CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM="1")
     assert output.split() == ["200.0", str(200.0 * (1 << 16))]
