@@ -1,8 +1,5 @@
-from cuda.bindings.cydriver cimport CUresult
-from cuda.bindings.cyruntime cimport cudaError_t
-
-from cuda.bindings.cydriver cimport CUDA_SUCCESS
-from cuda.bindings.cyruntime cimport cudaSuccess
+from cuda.bindings.cydriver cimport CUDA_SUCCESS, CUresult
+from cuda.bindings.cyruntime cimport cudaError_t, cudaSuccess
 
 cdef int raise_cuda_error(int code, str call) except -1
 # The raise of check() and check_driver(), out of line: on every CUDA call of the runtime the
@@ -21,6 +18,7 @@ cdef inline int check_driver(CUresult code, const char* call) except -1 nogil:
     if code != CUDA_SUCCESS:
         return raise_driver_failure(code, call)
     return 0
+
 # Python-callable too: the Python layer (python/) raises it where a call needs a device.
 cpdef int raise_no_accelerator(str what) except -1
 cdef object out_of_memory_error(str message)

@@ -73,12 +73,14 @@ cdef inline bint primary_context_current(DriverEntryPoints* entries, int device)
     return (entries.ctx_get_current != NULL and 0 <= device < MAX_DEVICES
             and entries.ctx_get_current(&current) == cydriver.CUDA_SUCCESS and current != NULL
             and current == entries.primary_contexts[device])
+
 # Inline: on every CUDA call, where enter_device switched nothing (the usual case), a compare.
 cdef inline int exit_device(DeviceSwitch* saved) except -1 nogil:
     if saved.switched:
         saved.switched = False
         return errors.check_driver(cydriver.cuCtxSetCurrent(saved.previous), b"cuCtxSetCurrent")
     return 0
+
 cdef object device_object(int index)
 
 # Open graph captures of the process (device.pyx, Note [Calls during capture]). The graph code
