@@ -46,19 +46,22 @@ cdef class Node:
         """The saved tensors, checked: still held, awake, and unchanged since they were saved."""
         if self.released:
             raise RuntimeError(FREED_MESSAGE)
+        cdef TensorCore saved
         for value, version in zip(self.saved, self.saved_versions):
+            if not isinstance(value, TensorCore):
+                continue
+            saved = value
             # A saved tensor of a sleeping graph's pool (core.pxd, check_awake): the gradient
             # formulas would read unmapped memory.
-            if isinstance(value, TensorCore) and tensor.memory_asleep(<TensorCore>value):
-                tensor.refuse_asleep(value, b"backward()", b"a tensor saved for it by ",
+            if tensor.memory_asleep(saved):
+                tensor.refuse_asleep(saved, b"backward()", b"a tensor saved for it by ",
                                      self.c_name())
-            if isinstance(value, TensorCore) and (<TensorCore>value).version.value != version:
+            if saved.version.value != version:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified by "
-                    f"an inplace operation: [{(<TensorCore>value).dtype_object.name} tensor of "
-                    f"shape {list((<TensorCore>value).sizes)} on "
-                    f"{tensor.device_text((<TensorCore>value).device_index)}], saved by "
-                    f"{self.c_name()}, is at version {(<TensorCore>value).version.value}; "
+                    f"an inplace operation: [{saved.dtype_object.name} tensor of "
+                    f"shape {list(saved.sizes)} on {tensor.device_text(saved.device_index)}], "
+                    f"saved by {self.c_name()}, is at version {saved.version.value}; "
                     f"expected version {version} instead. Hint: modify a copy (clone()), or "
                     f"make the change before the operation that saved it.")
         return self.saved
