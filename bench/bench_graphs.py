@@ -17,9 +17,12 @@ on 32 floats), every library launching on a non-blocking stream of its own.
   (targets: tensorplay <= 0.35x PyTorch, <= 1.4x the C loop); then capture_end() (end the
   capture, instantiate) against theirs, no target. Against the C loop, which runs in a process
   of its own, tensorplay's split is also timed in a process of its own (a child that imports
-  tensorplay alone), so that neither side shares its process with the peers' libraries.
+  tensorplay alone), so that neither side shares its process with the peers' libraries; in
+  each trial the C program and that child run back to back pinned to one CPU, the next CPU
+  each trial (harness.baselines.pinned_on).
 Each figure is the median over interleaved trials (C, tensorplay, PyTorch, CuPy in turn).
 """
+import itertools
 import json
 import os
 import statistics
@@ -28,7 +31,8 @@ import sys
 import time
 
 from harness.baselines import (CUPY, OURS, RAW_C, TORCH, compare, import_peer, interleaved,
-                               main, prepared, raw_c_side, replay_ns, trials)
+                               main, pinned_on, prepared, raw_c_figures, raw_c_side, replay_ns,
+                               trials)
 
 SIZES = (1, 4, 16, 64, 256, 1024, 4096)
 REPLAY_TARGET = 1.1
@@ -257,12 +261,24 @@ print(json.dumps(split_medians(library, library.vector())))
 """
 
 
-def split_alone():
-    """tensorplay's split capture timed in a process of its own (ALONE_SPLIT)."""
+# The CPUs the split pairs take in turn.
+PAIR_CPUS = itertools.cycle(sorted(os.sched_getaffinity(0)))
+
+
+def split_pair():
+    """The C program's split and tensorplay's, each timed in a process of its own (ALONE_SPLIT),
+    back to back on the next CPU: tensorplay's figures, and the C program's under "raw"."""
+    cpu = next(PAIR_CPUS)
+    raw = raw_c_figures("raw_graph_launch.cu", (), cpu)
     child = subprocess.run([sys.executable, "-c", ALONE_SPLIT], capture_output=True, text=True,
-                           timeout=120, check=True)
+                           timeout=120, check=True, preexec_fn=pinned_on(cpu))
     launches, end = json.loads(child.stdout.strip().splitlines()[-1])
-    return {("launches alone", SPLIT_KERNELS): launches, ("end alone", SPLIT_KERNELS): end}
+    figures = {("launches alone", SPLIT_KERNELS): launches, ("end alone", SPLIT_KERNELS): end}
+    for kind, tag in (("launches under capture", "launches alone"),
+                      ("end capture and instantiate", "end alone")):
+        if (kind, SPLIT_KERNELS) in raw:
+            figures[("raw " + tag, SPLIT_KERNELS)] = raw[(kind, SPLIT_KERNELS)]
+    return figures
 
 
 def capture(quick, notes):
@@ -289,15 +305,18 @@ def capture(quick, notes):
 
     sides = {}
     for name, library in libraries(notes).items():
-        made = side(library, split_alone) if name == OURS else \
+        made = side(library, split_pair) if name == OURS else \
             prepared(name, lambda: side(library), notes)
         if made is not None:
             sides[name] = made
-    raw = c_side(notes, {"capture": None, "launches under capture": "launches alone",
-                         "end capture and instantiate": "end alone"})
+    raw = c_side(notes, {"capture": None})
     if raw is not None:
         sides[RAW_C] = raw
     figures = interleaved(sides, trials(quick), notes)
+    for tag in ("launches alone", "end alone"):  # split_pair's C figures go to the C column
+        paired = figures[OURS].pop(("raw " + tag, SPLIT_KERNELS), None)
+        if paired is not None and RAW_C in figures:
+            figures[RAW_C][(tag, SPLIT_KERNELS)] = paired
     records = []
     for kernels in SIZES:
         targets = {TORCH: CAPTURE_TARGET} if kernels == 1 else {}

@@ -170,8 +170,9 @@ def tf32_off(tp, torch):
     return text
 
 
-def raw_c_figures(source="raw_cuda.c", arguments=("2000",)):
-    """{(name, size): figure} from a C baseline in bench/raw/, or {} where nvcc is not available.
+def raw_c_figures(source="raw_cuda.c", arguments=("2000",), cpu=None):
+    """{(name, size): figure} from a C baseline in bench/raw/, or {} where nvcc is not available;
+    run on that one CPU where cpu is given (pinned_on).
 
     The program is built once per process, so a benchmark can run it between its own
     measurements (interleaved, so that a noisy spell of the machine hits both sides)."""
@@ -179,12 +180,23 @@ def raw_c_figures(source="raw_cuda.c", arguments=("2000",)):
     if binary is None:
         return {}
     output = subprocess.run([binary, *arguments], check=True, capture_output=True,
-                            text=True).stdout
+                            text=True, preexec_fn=pinned_on(cpu)).stdout
     figures = {}
     for line in output.splitlines():
         name, size, value = line.rsplit(" ", 2)
         figures[(name, int(size))] = float(value)
     return figures
+
+
+def pinned_on(cpu):
+    """A preexec_fn for subprocess that keeps the child on one CPU (None: no pinning).
+
+    The H200 machine's processes run in a fast or a slow state that holds for seconds on a
+    CPU (docs/design.md, "Benchmarks on the H200 machine"); two programs compared from their
+    own processes run back to back on one CPU, so that both meet the same state."""
+    if cpu is None:
+        return None
+    return lambda: os.sched_setaffinity(0, {cpu})
 
 
 @functools.cache

@@ -1,5 +1,6 @@
 from cuda.bindings cimport cydriver
-from cuda.bindings.cydriver cimport CUcontext, CUfunction, CUgraphExec, CUresult, CUstream
+from cuda.bindings.cydriver cimport (CUDA_KERNEL_NODE_PARAMS, CUcontext, CUfunction, CUgraphExec,
+                                     CUgraphNode, CUresult, CUstream, CUstreamCaptureStatus)
 
 from tensorplay._runtime.base cimport errors
 
@@ -59,11 +60,19 @@ ctypedef CUresult (*LaunchKernelEntry)(CUfunction, unsigned int, unsigned int, u
                                        unsigned int, unsigned int, unsigned int, unsigned int,
                                        CUstream, void**, void**) noexcept nogil
 ctypedef CUresult (*GraphLaunchEntry)(CUgraphExec, CUstream) noexcept nogil
+# And, for the eager launches through graphs (nvrtc.pyx, Note [Eager launches through graphs]),
+# cuGraphExecKernelNodeSetParams and cuStreamIsCapturing.
+ctypedef CUresult (*ExecKernelNodeSetParamsEntry)(CUgraphExec, CUgraphNode,
+                                                  const CUDA_KERNEL_NODE_PARAMS*) noexcept nogil
+ctypedef CUresult (*StreamIsCapturingEntry)(CUstream, CUstreamCaptureStatus*) noexcept nogil
 cdef struct DriverEntryPoints:
     CtxGetCurrentEntry ctx_get_current
     LaunchKernelEntry launch_kernel
     GraphLaunchEntry graph_launch
+    ExecKernelNodeSetParamsEntry exec_kernel_node_set_params
+    StreamIsCapturingEntry stream_is_capturing
     CUcontext* primary_contexts
+    bint per_thread_default_stream   # stream 0 is each thread's own default stream
 cdef DriverEntryPoints* driver_entry_points() except NULL
 
 # Whether device's primary context is current on this thread: enter_device's usual case, which

@@ -314,14 +314,21 @@ cdef DriverEntryPoints* driver_entry_points() except NULL:
     cdef unsigned long long flags
     if not _entry_points_asked:
         ensure_initialized()
+        _entry_points.per_thread_default_stream = \
+            os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip() \
+            not in ("", "0")
         flags = (cydriver.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-                 if os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip()
-                 not in ("", "0") else cydriver.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+                 if _entry_points.per_thread_default_stream
+                 else cydriver.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
         _entry_points.primary_contexts = _primary_contexts
         _entry_points.launch_kernel = <LaunchKernelEntry>_entry_point(b"cuLaunchKernel", flags)
         _entry_points.graph_launch = <GraphLaunchEntry>_entry_point(b"cuGraphLaunch", flags)
         _entry_points.ctx_get_current = <CtxGetCurrentEntry>_entry_point(b"cuCtxGetCurrent",
                                                                          flags)
+        _entry_points.exec_kernel_node_set_params = <ExecKernelNodeSetParamsEntry>_entry_point(
+            b"cuGraphExecKernelNodeSetParams", flags)
+        _entry_points.stream_is_capturing = <StreamIsCapturingEntry>_entry_point(
+            b"cuStreamIsCapturing", flags)
         _entry_points_asked = True
     return &_entry_points
 

@@ -44,10 +44,17 @@ from pathlib import Path
 
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memset
+from libcpp.unordered_map cimport unordered_map
+from libcpp.vector cimport vector
 
 from cuda.bindings cimport cydriver, cynvrtc, cyruntime
-from cuda.bindings.cydriver cimport (CUDA_ERROR_NOT_FOUND, CUfunction, CUkernel,
-                                     CUlibrary, CUresult, CUstream)
+from cuda.bindings.cydriver cimport (CU_STREAM_CAPTURE_MODE_RELAXED,
+                                     CU_STREAM_CAPTURE_STATUS_NONE, CU_STREAM_LEGACY,
+                                     CU_STREAM_PER_THREAD, CUDA_ERROR_NOT_FOUND,
+                                     CUDA_KERNEL_NODE_PARAMS, CUDA_SUCCESS, CUfunction, CUgraph,
+                                     CUgraphExec, CUgraphNode, CUkernel, CUlibrary, CUresult,
+                                     CUstream, CUstreamCaptureMode, CUstreamCaptureStatus)
 from cuda.bindings.cynvrtc cimport (NVRTC_ERROR_COMPILATION, NVRTC_SUCCESS, nvrtcProgram,
                                     nvrtcResult)
 from cuda.bindings.cyruntime cimport cudaStream_t
@@ -501,14 +508,170 @@ cdef object kernel_signature_of(uintptr_t handle):
 cdef _device.DriverEntryPoints* _driver = NULL
 
 
+cdef extern from "Python.h":
+    int PyGILState_Check() noexcept nogil
+
+
+# Note [Eager launches through graphs]
+# On the H200 machine this project is measured on, an eager cuLaunchKernel of a small kernel
+# costs the host about 3.5 us, while updating the arguments of a one-node executable graph
+# (cuGraphExecKernelNodeSetParams) and launching it (cuGraphLaunch) costs about 2.0-2.5 us;
+# the device runs the kernel no slower (docs/design.md, "Eager launches through graphs", has
+# the figures). So a launch outside any capture goes through an executable graph made for its
+# configuration, (function, stream, grid, block, shared memory), from that configuration's
+# second launch on. The driver's rules (CUDA Driver API, cuGraphExecKernelNodeSetParams and
+# cuGraphLaunch) and what was measured shape it:
+# - Only the arguments change between the launches of one executable: a new function, grid or
+#   block size costs as much as cuLaunchKernel or more, so each configuration has its own.
+# - A launch of an executable is ordered after that executable's earlier launches. Each one
+#   serves one stream, whose own order already implies that; a stream handle that CUDA reuses
+#   for a new stream after the old one is destroyed inherits the old one's executables, whose
+#   earlier launches are done or enqueued before any work of the new stream, so the order
+#   they add can delay that work but never deadlock it.
+# - Never on a capturing stream: cuGraphLaunch there is unsupported and invalidates the
+#   capture. Not while one of our captures is open (device.capture_open), nor where
+#   cuStreamIsCapturing says the stream captures (another library's capture) or cannot say
+#   (the legacy default stream while a blocking stream captures). Both calls are legal while
+#   another stream captures in global mode (seen on the H200), and the executables are made in
+#   relaxed mode, which allows that too.
+# - Graph objects are not thread-safe: only a thread holding the GIL uses the table below; a
+#   launch without the GIL goes through cuLaunchKernel.
+# - CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, and stream 0 where it is the per-thread default
+#   stream, name another stream on each thread: cuLaunchKernel.
+# - An executable takes about 100 KiB of device memory from the driver (outside the caching
+#   allocator's statistics) and 17-28 us to make: at most TENSORPLAY_EAGER_GRAPHS (128 unless
+#   set; 0 turns the path off) are made per process, like the kernels never freed, and at most
+#   EAGER_CONFIGURATIONS configurations are remembered per function. Past either, and where
+#   anything but the launch itself fails on this path, cuLaunchKernel runs the launch and
+#   reports its errors as before.
+cdef enum:
+    EAGER_CONFIGURATIONS = 16
+    DEFAULT_EAGER_GRAPHS = 128
+
+cdef struct EagerGraph:
+    CUstream stream
+    unsigned int grid_x
+    unsigned int block_x
+    unsigned int shared_bytes
+    bint refused            # making its executable failed: cuLaunchKernel from now on
+    CUgraph graph           # NULL until the configuration's second launch
+    CUgraphNode node
+    CUgraphExec executable
+
+# CUfunction address -> its configurations seen so far.
+cdef unordered_map[uintptr_t, vector[EagerGraph]] _eager_graphs
+cdef int _eager_limit = 0   # read with the entry points, at the first launch
+cdef int _eager_made = 0
+
+
+cdef int eager_graph_limit() except -1:
+    text = os.environ.get("TENSORPLAY_EAGER_GRAPHS", str(DEFAULT_EAGER_GRAPHS)).strip()
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = -1
+    if not 0 <= limit <= 1 << 20:
+        raise ValueError("TENSORPLAY_EAGER_GRAPHS must be the most executable graphs that eager "
+                         "kernel launches may make, a whole number from 0 (every launch through "
+                         f"cuLaunchKernel) to {1 << 20}, got {text!r}")
+    return limit
+
+
+cdef int made_executable(EagerGraph* entry, CUDA_KERNEL_NODE_PARAMS* params) except -1 nogil:
+    """entry's one-node graph and its executable, with params: 1, or 0 (entry refused) if the
+    driver refuses any step."""
+    global _eager_made
+    cdef CUgraph graph = NULL
+    cdef CUgraphNode node = NULL
+    cdef CUgraphExec executable = NULL
+    cdef CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED
+    entry.refused = True
+    if cydriver.cuThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS:
+        return 0
+    cdef bint made = (cydriver.cuGraphCreate(&graph, 0) == CUDA_SUCCESS
+                      and cydriver.cuGraphAddKernelNode(&node, graph, NULL, 0, params)
+                      == CUDA_SUCCESS
+                      and cydriver.cuGraphInstantiate(&executable, graph, 0) == CUDA_SUCCESS)
+    cydriver.cuThreadExchangeStreamCaptureMode(&mode)
+    if not made:
+        if graph != NULL:
+            cydriver.cuGraphDestroy(graph)
+        return 0
+    entry.refused = False
+    entry.graph = graph
+    entry.node = node
+    entry.executable = executable
+    _eager_made += 1
+    return 1
+
+
+cdef int launch_through_graph(CUfunction function, unsigned int grid_x, unsigned int block_x,
+                              unsigned int shared_bytes, CUstream stream,
+                              void** arguments) except -1 nogil:
+    """launch() through the configuration's executable graph (Note [Eager launches through
+    graphs]): 1 when launched, 0 for cuLaunchKernel to launch."""
+    cdef CUstreamCaptureStatus capturing
+    if (_driver.exec_kernel_node_set_params == NULL or _driver.stream_is_capturing == NULL
+            or _driver.graph_launch == NULL or not PyGILState_Check()
+            or _device.capture_open()
+            or <uintptr_t>stream == CU_STREAM_LEGACY or <uintptr_t>stream == CU_STREAM_PER_THREAD
+            or (stream == NULL and _driver.per_thread_default_stream)
+            or _driver.stream_is_capturing(stream, &capturing) != CUDA_SUCCESS
+            or capturing != CU_STREAM_CAPTURE_STATUS_NONE):
+        return 0
+    cdef vector[EagerGraph]* known = &_eager_graphs[<uintptr_t>function]
+    cdef EagerGraph* entry = NULL
+    cdef EagerGraph seen
+    cdef size_t i
+    for i in range(known.size()):
+        if (known[0][i].stream == stream and known[0][i].grid_x == grid_x
+                and known[0][i].block_x == block_x and known[0][i].shared_bytes == shared_bytes):
+            entry = &known[0][i]
+            break
+    if entry == NULL:  # a first launch: remembered, launched by cuLaunchKernel
+        if known.size() < EAGER_CONFIGURATIONS:
+            memset(&seen, 0, sizeof(seen))
+            seen.stream = stream
+            seen.grid_x = grid_x
+            seen.block_x = block_x
+            seen.shared_bytes = shared_bytes
+            known.push_back(seen)
+        return 0
+    if entry.refused:
+        return 0
+    cdef CUDA_KERNEL_NODE_PARAMS params
+    memset(&params, 0, sizeof(params))
+    params.func = function
+    params.gridDimX = grid_x
+    params.gridDimY = params.gridDimZ = 1
+    params.blockDimX = block_x
+    params.blockDimY = params.blockDimZ = 1
+    params.sharedMemBytes = shared_bytes
+    params.kernelParams = arguments
+    if entry.executable == NULL:
+        if _eager_made >= _eager_limit or not made_executable(entry, &params):
+            return 0
+    elif _driver.exec_kernel_node_set_params(entry.executable, entry.node, &params) != \
+            CUDA_SUCCESS:
+        return 0
+    errors.check_driver(_driver.graph_launch(entry.executable, stream), b"cuGraphLaunch")
+    return 1
+
+
 cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned int block_x,
                 unsigned int shared_bytes, cudaStream_t stream, void** arguments) except -1 nogil:
-    global _driver
+    global _driver, _eager_limit
     if (_driver != NULL and _driver.launch_kernel != NULL
             and _device.primary_context_current(_driver, device)):
+        if _eager_limit > 0 and launch_through_graph(function, grid_x, block_x, shared_bytes,
+                                                     <CUstream>stream, arguments):
+            return 0
         return errors.check_driver(_driver.launch_kernel(function, grid_x, 1, 1, block_x, 1, 1,
                                                          shared_bytes, <CUstream>stream,
                                                          arguments, NULL), b"cuLaunchKernel")
+    if _driver == NULL:  # read before anything is launched: a bad setting changes nothing
+        with gil:
+            _eager_limit = eager_graph_limit()
     cdef _device.DeviceSwitch switch
     _device.enter_device(device, &switch)
     try:
@@ -522,3 +685,9 @@ cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned i
         with gil:
             _driver = _device.driver_entry_points()
     return 0
+
+
+def eager_graphs_made():
+    """How many executable graphs eager launches have made in this process (Note [Eager
+    launches through graphs]): what the tests check the path by."""
+    return _eager_made
