@@ -191,9 +191,9 @@ def raw_c_figures(source="raw_cuda.c", arguments=("2000",), cpu=None):
 def pinned_on(cpu):
     """A preexec_fn for subprocess that keeps the child on one CPU (None: no pinning).
 
-    The H200 machine's processes run in a fast or a slow state that holds for seconds on a
-    CPU (docs/design.md, "Benchmarks on the H200 machine"); two programs compared from their
-    own processes run back to back on one CPU, so that both meet the same state."""
+    The H200 machine runs in a faster or a slower state that changes within seconds
+    (docs/design.md, "Performance report"); two programs compared from processes of their own
+    run back to back on one CPU, so that they are paired in time and place."""
     if cpu is None:
         return None
     return lambda: os.sched_setaffinity(0, {cpu})
