@@ -611,9 +611,11 @@ cdef int launch_through_graph(CUfunction function, unsigned int grid_x, unsigned
     """launch() through the configuration's executable graph (Note [Eager launches through
     graphs]): 1 when launched, 0 for cuLaunchKernel to launch."""
     cdef CUstreamCaptureStatus capturing
-    if (_driver.exec_kernel_node_set_params == NULL or _driver.stream_is_capturing == NULL
-            or _driver.graph_launch == NULL or not PyGILState_Check()
-            or _device.capture_open()
+    # Our own capture first: the cheapest test, and the one that holds for every launch
+    # under capture, where the launch itself is cheapest.
+    if (_device.capture_open() or _driver.exec_kernel_node_set_params == NULL
+            or _driver.stream_is_capturing == NULL or _driver.graph_launch == NULL
+            or not PyGILState_Check()
             or <uintptr_t>stream == CU_STREAM_LEGACY or <uintptr_t>stream == CU_STREAM_PER_THREAD
             or (stream == NULL and _driver.per_thread_default_stream)
             or _driver.stream_is_capturing(stream, &capturing) != CUDA_SUCCESS
