@@ -5,9 +5,6 @@ stream order and every capture stay as cuLaunchKernel would leave them: another 
 capture of the stream takes the kernels in (cuGraphLaunch there would invalidate it), a
 global-mode capture on another stream survives, threads and streams keep their order.
 """
-import os
-import subprocess
-import sys
 import threading
 
 import numpy
@@ -16,18 +13,13 @@ import pytest
 import tensorplay
 from tensorplay import cuda
 from tensorplay._runtime.kernels import nvrtc
+from tests.devices.test_threads import run_fresh  # asserts exit status 0, answers stdout
 
 pytestmark = pytest.mark.gpu
 
 
-def run_fresh(code, **environment):
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120, env={**os.environ, **environment})
-    return result
-
-
 def test_a_configuration_gets_its_graph_at_its_second_launch():
-    result = run_fresh(
+    output = run_fresh(
         "import tensorplay\n"
         "from tensorplay._runtime.kernels import nvrtc\n"
         "x = tensorplay.ones(1000, device='cuda')\n"
@@ -36,8 +28,7 @@ def test_a_configuration_gets_its_graph_at_its_second_launch():
         "    x += 1\n"
         "    made.append(nvrtc.eager_graphs_made())\n"
         "print(*made, x.sum().item())\n")
-    assert result.returncode == 0, result.stderr
-    first, *after, total = result.stdout.split()
+    first, *after, total = output.split()
     assert [int(count) - int(first) for count in after] == [0, 1, 1]
     assert total == "4000.0"
 
@@ -175,19 +166,18 @@ def test_threads_each_on_their_own_stream():
 
 
 def test_turned_off_every_launch_goes_through_cu_launch_kernel():
-    result = run_fresh(
+    output = run_fresh(
         "import tensorplay\n"
         "from tensorplay._runtime.kernels import nvrtc\n"
         "x = tensorplay.zeros(10, device='cuda')\n"
         "for _ in range(20): x += 1\n"
         "print(nvrtc.eager_graphs_made(), x.sum().item())\n",
         TENSORPLAY_EAGER_GRAPHS="0")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["0", "200.0"]
+    assert output.split() == ["0", "200.0"]
 
 
 def test_the_limit_caps_the_graphs_made():
-    result = run_fresh(
+    output = run_fresh(
         "import tensorplay\n"
         "from tensorplay._runtime.kernels import nvrtc\n"
         "total = 0.0\n"
@@ -197,13 +187,12 @@ def test_the_limit_caps_the_graphs_made():
         "    total += x.sum().item() / size\n"
         "print(nvrtc.eager_graphs_made(), total)\n",
         TENSORPLAY_EAGER_GRAPHS="2")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["2", "12.0"]
+    assert output.split() == ["2", "12.0"]
 
 
 @pytest.mark.parametrize("value", ["-1", "many", "1.5"])
 def test_a_bad_setting_is_refused_at_the_first_launch_and_after(value):
-    result = run_fresh(
+    output = run_fresh(
         "import tensorplay\n"
         "for attempt in range(2):\n"
         "    try:\n"
@@ -212,8 +201,7 @@ def test_a_bad_setting_is_refused_at_the_first_launch_and_after(value):
         "    except ValueError as error:\n"
         "        print(error)\n",
         TENSORPLAY_EAGER_GRAPHS=value)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    lines = output.splitlines()
     assert len(lines) == 2 and lines[0] == lines[1]
     assert lines[0].startswith("TENSORPLAY_EAGER_GRAPHS must be the most executable graphs")
     assert lines[0].endswith(f"got {value!r}")
