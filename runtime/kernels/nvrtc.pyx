@@ -560,7 +560,8 @@ cdef struct EagerGraph:
 
 # CUfunction address -> its configurations seen so far.
 cdef unordered_map[uintptr_t, vector[EagerGraph]] _eager_graphs
-cdef int _eager_limit = 0   # read with the entry points, at the first launch
+# Read with the entry points, at the first launch; 0 where the driver lacks one this path uses.
+cdef int _eager_limit = 0
 cdef int _eager_made = 0
 
 
@@ -613,9 +614,7 @@ cdef int launch_through_graph(CUfunction function, unsigned int grid_x, unsigned
     cdef CUstreamCaptureStatus capturing
     # Our own capture first: the cheapest test, and the one that holds for every launch
     # under capture, where the launch itself is cheapest.
-    if (_device.capture_open() or _driver.exec_kernel_node_set_params == NULL
-            or _driver.stream_is_capturing == NULL or _driver.graph_launch == NULL
-            or not PyGILState_Check()
+    if (_device.capture_open() or not PyGILState_Check()
             or <uintptr_t>stream == CU_STREAM_LEGACY or <uintptr_t>stream == CU_STREAM_PER_THREAD
             or (stream == NULL and _driver.per_thread_default_stream)
             or _driver.stream_is_capturing(stream, &capturing) != CUDA_SUCCESS
@@ -686,6 +685,9 @@ cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned i
     if _driver == NULL:
         with gil:
             _driver = _device.driver_entry_points()
+            if (_driver.exec_kernel_node_set_params == NULL
+                    or _driver.stream_is_capturing == NULL or _driver.graph_launch == NULL):
+                _eager_limit = 0  # a driver without these entry points: cuLaunchKernel only
     return 0
 
 
