@@ -54,7 +54,8 @@ from libc.string cimport memcpy, memset
 
 from cuda.bindings cimport cydriver, cyruntime
 from cuda.bindings.cydriver cimport (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                                     CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED,
+                                     CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE,
+                                     CU_LAUNCH_PARAM_END, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED,
                                      CUDA_KERNEL_NODE_PARAMS, CUDA_SUCCESS, CUcontext,
                                      CUfunction, CUgraph, CUgraphExec, CUgraphExecUpdateResultInfo,
                                      CUgraphNode, CUresult)
@@ -224,6 +225,20 @@ cdef int _read_graph(cudaGraph_t current, cudaGraph_t first, dict current_record
     return 0
 
 
+cdef const void* packed_buffer(void** extra, size_t* size) noexcept:
+    """The buffer of a kernel's parameters in an extra list (CU_LAUNCH_PARAM_BUFFER_POINTER, as
+    nvrtc.launch_packed gives it), with its size; NULL where there is none."""
+    cdef const void* buffer = NULL
+    cdef size_t index = 0
+    while extra != NULL and extra[index] != <void*>CU_LAUNCH_PARAM_END:
+        if extra[index] == <void*>CU_LAUNCH_PARAM_BUFFER_POINTER:
+            buffer = extra[index + 1]
+        elif extra[index] == <void*>CU_LAUNCH_PARAM_BUFFER_SIZE:
+            size[0] = (<size_t*>extra[index + 1])[0]
+        index += 2
+    return buffer
+
+
 cdef int _read_kernel(NodeRecord record) except -1:
     memset(&record.kernel, 0, sizeof(record.kernel))
     errors.check_driver(cydriver.cuGraphKernelNodeGetParams(record.node, &record.kernel),
@@ -237,9 +252,13 @@ cdef int _read_kernel(NodeRecord record) except -1:
     if signature is None:
         record.unknown = "tensorplay did not launch it, so the types of its parameters are unknown"
         return 0
+    cdef size_t buffer_size = 0
+    cdef const unsigned char* buffer = NULL
     if record.kernel.kernelParams == NULL:
-        record.unknown = "its arguments were given as one buffer (extra), not one by one"
-        return 0
+        buffer = <const unsigned char*>packed_buffer(record.kernel.extra, &buffer_size)
+        if buffer == NULL or buffer_size < signature.size:
+            record.unknown = "its arguments were given in a form the driver did not report"
+            return 0
     cdef CUfunction function = record.kernel.func
     if function == NULL:
         errors.check_driver(cydriver.cuKernelGetFunction(&function, record.kernel.kern),
@@ -265,8 +284,9 @@ cdef int _read_kernel(NodeRecord record) except -1:
     if record.arguments == NULL or record.argument_slots == NULL:
         raise MemoryError("cannot hold the arguments of a kernel node")
     for index, parameter in enumerate(signature.parameters):
-        memcpy(record.arguments + <size_t>parameter.offset, record.kernel.kernelParams[index],
-               <size_t>parameter.size)
+        memcpy(record.arguments + <size_t>parameter.offset,
+               <const void*>record.kernel.kernelParams[index] if buffer == NULL
+               else <const void*>(buffer + <size_t>parameter.offset), <size_t>parameter.size)
         record.argument_slots[index] = record.arguments + <size_t>parameter.offset
     record.kernel.kernelParams = record.argument_slots
     record.kernel.extra = NULL

@@ -109,9 +109,74 @@ cdef CUfunction elementwise_kernel(int device, ElementwiseKernel which,
             return function
     function = kernel(device, "elementwise", ELEMENTWISE_NAMES[<int>which],
                       scalar_typedef(dtype))
+    check_packed(function, which, dtype)
     if cached:
         _elementwise[device][<int>which][dtype.code] = function
     return function
+
+
+# The parameters of the quick paths' kernels, packed as their images lay them out (Note
+# [Packed parameters] in nvrtc.pyx): launched with the size up to the end of the last field.
+cdef struct PairParameters:     # binary and binary_vector4 (a, b, out, count, op)
+    uintptr_t a
+    uintptr_t b
+    uintptr_t out
+    int64_t count
+    int op
+
+cdef struct ScalarParameters:   # binary_scalar (a, scalar, out, count, op, reverse)
+    uintptr_t a
+    unsigned char scalar[8]     # an acc_t (put_accumulator): a float in its first 4 bytes
+    uintptr_t out
+    int64_t count
+    int op
+    int reverse
+
+cdef struct UnaryParameters:    # unary (a, out, count, op)
+    uintptr_t a
+    uintptr_t out
+    int64_t count
+    int op
+
+cdef enum:                      # the end of each one's last field (its sizeof rounds up)
+    PAIR_BYTES = 36
+    SCALAR_BYTES = 40
+    UNARY_BYTES = 28
+
+
+cdef inline size_t field_offset(const void* field, const void* start) noexcept:
+    return <size_t>(<const char*>field - <const char*>start)
+
+
+cdef int check_packed(CUfunction function, ElementwiseKernel which, DtypeCore dtype) except -1:
+    """A newly loaded kernel that a struct above packs: its layout checked against its image."""
+    cdef PairParameters pair
+    cdef ScalarParameters scalar
+    cdef UnaryParameters unary
+    cdef size_t offsets[6]
+    cdef size_t sizes[6]
+    cdef size_t count, end
+    if which == EW_BINARY or which == EW_BINARY_VECTOR4:
+        offsets[:5] = [0, field_offset(&pair.b, &pair), field_offset(&pair.out, &pair),
+                       field_offset(&pair.count, &pair), field_offset(&pair.op, &pair)]
+        sizes[:5] = [8, 8, 8, 8, 4]
+        count, end = 5, PAIR_BYTES
+    elif which == EW_BINARY_SCALAR:
+        offsets[:6] = [0, field_offset(&scalar.scalar, &scalar),
+                       field_offset(&scalar.out, &scalar), field_offset(&scalar.count, &scalar),
+                       field_offset(&scalar.op, &scalar), field_offset(&scalar.reverse, &scalar)]
+        # acc_t (common.cu): float for the floats of 4 bytes or fewer, else 8 bytes
+        sizes[:6] = [8, 4 if dtype.floating and dtype.itemsize < 8 else 8, 8, 8, 4, 4]
+        count, end = 6, SCALAR_BYTES
+    elif which == EW_UNARY:
+        offsets[:4] = [0, field_offset(&unary.out, &unary), field_offset(&unary.count, &unary),
+                       field_offset(&unary.op, &unary)]
+        sizes[:4] = [8, 8, 8, 4]
+        count, end = 4, UNARY_BYTES
+    else:
+        return 0
+    return kernels.check_packed_layout(function, ELEMENTWISE_NAMES[<int>which], offsets, sizes,
+                                       count, end)
 
 
 cdef inline unsigned int blocks_for(int64_t count) noexcept nogil:
@@ -214,14 +279,14 @@ cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t
     cdef bint vectorised = count % 4 == 0 and (a | b | out) % vector_bytes == 0
     cdef CUfunction function = elementwise_kernel(
         device, EW_BINARY_VECTOR4 if vectorised else EW_BINARY, dtype)
-    cdef int64_t items = count // 4 if vectorised else count
-    cdef void* arguments[5]
-    arguments[0] = &a
-    arguments[1] = &b
-    arguments[2] = &out
-    arguments[3] = &items
-    arguments[4] = &op
-    return kernels.launch(device, function, blocks_for(items), THREADS, 0, stream, arguments)
+    cdef PairParameters parameters
+    parameters.a = a
+    parameters.b = b
+    parameters.out = out
+    parameters.count = count // 4 if vectorised else count
+    parameters.op = op
+    return kernels.launch_packed(device, function, blocks_for(parameters.count), THREADS, 0,
+                                 stream, &parameters, PAIR_BYTES)
 
 
 cdef bint binary_rows(int device, DtypeCore dtype, uintptr_t a, uintptr_t row, uintptr_t out,
@@ -293,17 +358,15 @@ cdef int binary_scalar(int device, DtypeCore dtype, uintptr_t a, object scalar, 
     if count == 0:
         return 0
     cdef CUfunction function = elementwise_kernel(device, EW_BINARY_SCALAR, dtype)
-    cdef unsigned char scalar_bytes[8]
-    put_accumulator(scalar_bytes, dtype, scalar)
-    cdef int reverse_flag = reverse
-    cdef void* arguments[6]
-    arguments[0] = &a
-    arguments[1] = scalar_bytes
-    arguments[2] = &out
-    arguments[3] = &count
-    arguments[4] = &op
-    arguments[5] = &reverse_flag
-    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+    cdef ScalarParameters parameters
+    put_accumulator(parameters.scalar, dtype, scalar)
+    parameters.a = a
+    parameters.out = out
+    parameters.count = count
+    parameters.op = op
+    parameters.reverse = reverse
+    return kernels.launch_packed(device, function, blocks_for(count), THREADS, 0, stream,
+                                 &parameters, SCALAR_BYTES)
 
 
 cdef int compare(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
@@ -341,12 +404,13 @@ cdef int unary(int device, DtypeCore dtype, uintptr_t a, uintptr_t out, int64_t 
     if count == 0:
         return 0
     cdef CUfunction function = elementwise_kernel(device, EW_UNARY, dtype)
-    cdef void* arguments[4]
-    arguments[0] = &a
-    arguments[1] = &out
-    arguments[2] = &count
-    arguments[3] = &op
-    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+    cdef UnaryParameters parameters
+    parameters.a = a
+    parameters.out = out
+    parameters.count = count
+    parameters.op = op
+    return kernels.launch_packed(device, function, blocks_for(count), THREADS, 0, stream,
+                                 &parameters, UNARY_BYTES)
 
 
 cdef Layout layout_of(tuple sizes, tuple strides) except *:

@@ -25,3 +25,13 @@ cdef object kernel_signature_of(uintptr_t handle)
 # contexts] in device.pyx).
 cdef int launch(int device, CUfunction function, unsigned int grid_x, unsigned int block_x,
                 unsigned int shared_bytes, cudaStream_t stream, void** arguments) except -1 nogil
+# launch() of parameters packed in one buffer of size bytes, laid out as the kernel's image
+# lays them out (Note [Packed parameters] in nvrtc.pyx).
+cdef int launch_packed(int device, CUfunction function, unsigned int grid_x,
+                       unsigned int block_x, unsigned int shared_bytes, cudaStream_t stream,
+                       void* parameters, size_t size) except -1 nogil
+# Refuse (RuntimeError) a launch_packed struct whose fields, count of them at offsets with sizes,
+# are not function's parameters, or whose bytes to pass, end, are not where the last one ends;
+# name is the kernel's, for the message.
+cdef int check_packed_layout(CUfunction function, str name, const size_t* offsets,
+                             const size_t* sizes, size_t count, size_t end) except -1
