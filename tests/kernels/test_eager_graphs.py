@@ -75,8 +75,9 @@ def test_order_with_another_stream_is_kept():
 def test_another_librarys_capture_of_the_stream_takes_the_kernels_in():
     from cuda.bindings import runtime
     stream = cuda.Stream()
-    x = tensorplay.zeros(256, device="cuda")
     with cuda.stream(stream):
+        # Made on the stream that uses it: a stream of our own does not wait for the default one.
+        x = tensorplay.zeros(256, device="cuda")
         for _ in range(5):  # graphs made for this stream's x += 1
             x += 1
         stream.synchronize()
@@ -104,11 +105,13 @@ def test_another_librarys_capture_of_the_stream_takes_the_kernels_in():
 def test_a_global_capture_on_another_stream_survives_eager_launches():
     from cuda.bindings import runtime
     capturing = cuda.Stream()
-    y = tensorplay.zeros(64, device="cuda")
     with cuda.stream(capturing):
+        y = tensorplay.zeros(64, device="cuda")
         y += 1  # the kernel is loaded before the capture
-    capturing.synchronize()
     x = tensorplay.zeros(64, device="cuda")
+    # Done before the capture: the worker stream made during it does not wait for the default
+    # stream that zeroed x (non-blocking streams, as PyTorch's).
+    tensorplay.accelerator.synchronize()
     status, = runtime.cudaStreamBeginCapture(
         capturing.cuda_stream, runtime.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal)
     assert status == runtime.cudaError_t.cudaSuccess
