@@ -55,7 +55,8 @@ from libc.string cimport memcpy, memset
 from cuda.bindings cimport cydriver, cyruntime
 from cuda.bindings.cydriver cimport (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                      CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE,
-                                     CU_LAUNCH_PARAM_END, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED,
+                                     CU_LAUNCH_PARAM_END, CU_MEMORYTYPE_DEVICE,
+                                     CU_MEMORYTYPE_UNIFIED,
                                      CUDA_KERNEL_NODE_PARAMS, CUDA_SUCCESS, CUcontext,
                                      CUfunction, CUgraph, CUgraphExec, CUgraphExecUpdateResultInfo,
                                      CUgraphNode, CUresult)

@@ -49,13 +49,15 @@ from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
 
 from cuda.bindings cimport cydriver, cynvrtc, cyruntime
-from cuda.bindings.cydriver cimport (CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE,
-                                     CU_LAUNCH_PARAM_END, CU_STREAM_CAPTURE_MODE_RELAXED,
+from cuda.bindings.cydriver cimport (CU_LAUNCH_PARAM_BUFFER_POINTER,
+                                     CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END,
+                                     CU_STREAM_CAPTURE_MODE_RELAXED,
                                      CU_STREAM_CAPTURE_STATUS_NONE, CU_STREAM_LEGACY,
                                      CU_STREAM_PER_THREAD, CUDA_ERROR_INVALID_VALUE,
-                                     CUDA_ERROR_NOT_FOUND, CUDA_KERNEL_NODE_PARAMS, CUDA_SUCCESS, CUfunction, CUgraph,
-                                     CUgraphExec, CUgraphNode, CUkernel, CUlibrary, CUresult,
-                                     CUstream, CUstreamCaptureMode, CUstreamCaptureStatus)
+                                     CUDA_ERROR_NOT_FOUND, CUDA_KERNEL_NODE_PARAMS, CUDA_SUCCESS,
+                                     CUfunction, CUgraph, CUgraphExec, CUgraphNode, CUkernel,
+                                     CUlibrary, CUresult, CUstream, CUstreamCaptureMode,
+                                     CUstreamCaptureStatus)
 from cuda.bindings.cynvrtc cimport (NVRTC_ERROR_COMPILATION, NVRTC_SUCCESS, nvrtcProgram,
                                     nvrtcResult)
 from cuda.bindings.cyruntime cimport cudaStream_t
