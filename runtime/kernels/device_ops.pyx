@@ -279,12 +279,8 @@ cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t
     cdef bint vectorised = count % 4 == 0 and (a | b | out) % vector_bytes == 0
     cdef CUfunction function = elementwise_kernel(
         device, EW_BINARY_VECTOR4 if vectorised else EW_BINARY, dtype)
-    cdef PairParameters parameters
-    parameters.a = a
-    parameters.b = b
-    parameters.out = out
-    parameters.count = count // 4 if vectorised else count
-    parameters.op = op
+    cdef PairParameters parameters = PairParameters(
+        a=a, b=b, out=out, count=count // 4 if vectorised else count, op=op)
     return kernels.launch_packed(device, function, blocks_for(parameters.count), THREADS, 0,
                                  stream, &parameters, PAIR_BYTES)
 
@@ -404,11 +400,7 @@ cdef int unary(int device, DtypeCore dtype, uintptr_t a, uintptr_t out, int64_t 
     if count == 0:
         return 0
     cdef CUfunction function = elementwise_kernel(device, EW_UNARY, dtype)
-    cdef UnaryParameters parameters
-    parameters.a = a
-    parameters.out = out
-    parameters.count = count
-    parameters.op = op
+    cdef UnaryParameters parameters = UnaryParameters(a=a, out=out, count=count, op=op)
     return kernels.launch_packed(device, function, blocks_for(count), THREADS, 0, stream,
                                  &parameters, UNARY_BYTES)
 
