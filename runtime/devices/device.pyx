@@ -252,10 +252,12 @@ cdef int set_current_device(int index) except -1:
 # Note [One rule for contexts]
 # The driver API acts on the context current on the calling thread, and a thread has none
 # until something makes one current: the runtime API does that by itself at a thread's first
-# runtime call, the driver API never does. A kernel launched with no context current fails
-# with CUDA_ERROR_INVALID_CONTEXT, and one launched while another device's context is current
-# fails with CUDA_ERROR_INVALID_HANDLE. So every CUDA call made for a device goes through
-# enter_device/exit_device, which make that device's primary context (the one the runtime
+# runtime call, the driver API never does. A kernel launched on a default stream with no
+# context current fails with CUDA_ERROR_INVALID_CONTEXT, and one launched while another
+# context is current fails with CUDA_ERROR_INVALID_HANDLE; on a stream of the kernel's own
+# context it runs either way. So every CUDA call made for a device goes through
+# enter_device/exit_device (a kernel launch only where the driver refuses it: Note [Launches
+# without a context check] in nvrtc.pyx), which make that device's primary context (the one the runtime
 # uses too) current for the call and put back what was there. The check costs one
 # cuCtxGetCurrent (a thread-local read in libcuda) and a compare when the right context is
 # already current, which is the common case. It reads the context itself rather than a mirror

@@ -53,7 +53,8 @@ from cuda.bindings.cydriver cimport (CU_LAUNCH_PARAM_BUFFER_POINTER,
                                      CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END,
                                      CU_STREAM_CAPTURE_MODE_RELAXED,
                                      CU_STREAM_CAPTURE_STATUS_NONE, CU_STREAM_LEGACY,
-                                     CU_STREAM_PER_THREAD, CUDA_ERROR_INVALID_VALUE,
+                                     CU_STREAM_PER_THREAD, CUDA_ERROR_INVALID_CONTEXT,
+                                     CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE,
                                      CUDA_ERROR_NOT_FOUND, CUDA_KERNEL_NODE_PARAMS, CUDA_SUCCESS,
                                      CUfunction, CUgraph, CUgraphExec, CUgraphNode, CUkernel,
                                      CUlibrary, CUresult, CUstream, CUstreamCaptureMode,
@@ -615,9 +616,8 @@ cdef int launch_through_graph(CUfunction function, unsigned int grid_x, unsigned
     """launch() through the configuration's executable graph (Note [Eager launches through
     graphs]): 1 when launched, 0 for cuLaunchKernel to launch."""
     cdef CUstreamCaptureStatus capturing
-    # Our own capture first: the cheapest test, and the one that holds for every launch
-    # under capture, where the launch itself is cheapest.
-    if (_device.capture_open() or not PyGILState_Check()
+    # Our own captures are ruled out by launch_with, before it asks for the context.
+    if (not PyGILState_Check()
             or <uintptr_t>stream == CU_STREAM_LEGACY or <uintptr_t>stream == CU_STREAM_PER_THREAD
             or (stream == NULL and _driver.per_thread_default_stream)
             or _driver.stream_is_capturing(stream, &capturing) != CUDA_SUCCESS
@@ -663,20 +663,42 @@ cdef int launch_through_graph(CUfunction function, unsigned int grid_x, unsigned
     return 1
 
 
+# Note [Launches without a context check]
+# A CUfunction belongs to the context its module was loaded in, and so does every stream but
+# the default ones; the driver launches such a kernel on such a stream whatever context is
+# current on the thread, and refuses the launch, doing nothing, where it cannot tell the
+# context. Seen on the H200 with a kernel of the primary context (tests/devices/test_threads.py
+# keeps these cases): on a stream of that context, the launch runs with no context current and
+# with another context of the device current, under capture too, where it is captured; on the
+# legacy or per-thread default stream it fails with CUDA_ERROR_INVALID_CONTEXT (no context) or
+# CUDA_ERROR_INVALID_HANDLE (another context), having launched nothing. So the fast path
+# launches first and asks afterwards: only those two errors send the launch to enter_device,
+# which makes the device's primary context current for the call (Note [One rule for contexts]
+# in device.pyx) and launches again, reporting that launch's error. That saves the
+# cuCtxGetCurrent that every launch asked for before, about 20 ns of the 300 ns a launch under
+# capture costs the host (docs/design.md, "Packed kernel parameters").
 cdef inline int launch_with(int device, CUfunction function, unsigned int grid_x,
                             unsigned int block_x, unsigned int shared_bytes, cudaStream_t stream,
                             void** arguments, void** extra) except -1 nogil:
     """launch() and launch_packed(): the parameters as cuLaunchKernel takes them, one of
     arguments and extra NULL."""
     global _driver, _eager_limit
-    if (_driver != NULL and _driver.launch_kernel != NULL
-            and _device.primary_context_current(_driver, device)):
-        if _eager_limit > 0 and launch_through_graph(function, grid_x, block_x, shared_bytes,
-                                                     <CUstream>stream, arguments, extra):
+    cdef CUresult status
+    if _driver != NULL and _driver.launch_kernel != NULL:
+        # Our own capture first: the cheapest test, and the one that holds for every launch
+        # under capture, where the launch itself is cheapest.
+        if (_eager_limit > 0 and not _device.capture_open()
+                and _device.primary_context_current(_driver, device)
+                and launch_through_graph(function, grid_x, block_x, shared_bytes,
+                                         <CUstream>stream, arguments, extra)):
             return 0
-        return errors.check_driver(_driver.launch_kernel(function, grid_x, 1, 1, block_x, 1, 1,
-                                                         shared_bytes, <CUstream>stream,
-                                                         arguments, extra), b"cuLaunchKernel")
+        # Note [Launches without a context check]
+        status = _driver.launch_kernel(function, grid_x, 1, 1, block_x, 1, 1, shared_bytes,
+                                       <CUstream>stream, arguments, extra)
+        if status == CUDA_SUCCESS:
+            return 0
+        if status != CUDA_ERROR_INVALID_CONTEXT and status != CUDA_ERROR_INVALID_HANDLE:
+            return errors.check_driver(status, b"cuLaunchKernel")
     if _driver == NULL:  # read before anything is launched: a bad setting changes nothing
         with gil:
             _eager_limit = eager_graph_limit()

@@ -147,6 +147,55 @@ def test_launches_from_a_thread_with_another_context_current_leave_it_current():
     assert result == {"sum": 10000.0, "kept": True}
 
 
+@pytest.mark.parametrize("current", ["no context", "another context"])
+def test_launches_on_a_stream_of_their_context_run_whatever_context_is_current(current):
+    # Note [Launches without a context check] in nvrtc.pyx: on a stream of the primary context
+    # the fast path launches without asking which context is current, and the driver runs the
+    # kernel with none current or with one the user made, eagerly and under capture. The
+    # thread's context is left alone, which shows that no switch (enter_device) took place.
+    from cuda.bindings import driver
+
+    x = tensorplay.zeros(1000, device="cuda")
+    x += 1  # loaded in the primary context; the launch entry points are asked
+    stream = cuda.Stream()
+    accelerator.synchronize()
+    result = {}
+
+    def work():
+        nonlocal x
+        (error,) = driver.cuInit(0)
+        assert error == driver.CUresult.CUDA_SUCCESS
+        own = driver.CUcontext(0)
+        if current == "another context":
+            error, device = driver.cuDeviceGet(0)
+            error, own = driver.cuCtxCreate(None, 0, device)
+            assert error == driver.CUresult.CUDA_SUCCESS, error
+        try:
+            with cuda.stream(stream):
+                (error,) = driver.cuCtxSetCurrent(own)
+                for _ in range(3):
+                    x += 1
+                result["eager"] = int(driver.cuCtxGetCurrent()[1]) == int(own)
+                graph = cuda.CUDAGraph()
+                graph.capture_begin()
+                driver.cuCtxSetCurrent(own)  # the capture's runtime calls may have set one
+                for _ in range(2):
+                    x += 1
+                result["captured"] = int(driver.cuCtxGetCurrent()[1]) == int(own)
+                graph.capture_end()
+                graph.replay()
+                stream.synchronize()
+                result["values"] = sorted(set(x.tolist()))
+        finally:
+            if current == "another context":
+                driver.cuCtxDestroy(own)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert result == {"eager": True, "captured": True, "values": [6.0]}
+
+
 def test_per_thread_default_stream_mode_orders_launches_replays_and_copies_alike():
     # With cuda-bindings' per-thread default stream (CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM
     # =1), the driver's entry points are asked for the same mode, so stream 0 is one stream for
