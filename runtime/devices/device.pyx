@@ -257,8 +257,8 @@ cdef int set_current_device(int index) except -1:
 # context is current fails with CUDA_ERROR_INVALID_HANDLE; on a stream of the kernel's own
 # context it runs either way. So every CUDA call made for a device goes through
 # enter_device/exit_device (a kernel launch only where the driver refuses it: Note [Launches
-# without a context check] in nvrtc.pyx), which make that device's primary context (the one the runtime
-# uses too) current for the call and put back what was there. The check costs one
+# without a context check] in nvrtc.pyx), which make that device's primary context (the one
+# the runtime uses too) current for the call and put back what was there. The check costs one
 # cuCtxGetCurrent (a thread-local read in libcuda) and a compare when the right context is
 # already current, which is the common case. It reads the context itself rather than a mirror
 # of our own, so it stays right when other code on the thread (PyTorch, CuPy) switches device.
