@@ -119,7 +119,7 @@ cdef TensorCore wrap_cpu(object array, DtypeCore dtype)   # array holds dtype's 
 cdef object new_empty(tuple sizes, DtypeCore dtype, int device)   # device -1: cpu
 # new_empty(tensor.sizes, tensor.dtype_object, tensor.device_index) for a contiguous CUDA tensor.
 cdef TensorCore new_empty_like(TensorCore tensor)
-cdef bint is_contiguous(TensorCore tensor)
+cdef bint is_contiguous(TensorCore tensor) except -1
 cdef tuple contiguous_strides(tuple sizes)          # row-major, in elements
 # The bytes of a contiguous tensor of sizes, or -1 beyond 2**63 - 1.
 cdef int64_t contiguous_bytes(tuple sizes, int itemsize) except? -2

@@ -339,7 +339,7 @@ cdef PinnedStorage pinned_storage_under(object array):
     return None
 
 
-cdef bint is_contiguous(TensorCore tensor):
+cdef bint is_contiguous(TensorCore tensor) except -1:
     cdef int64_t expected = 1
     cdef int dim
     if tensor.element_count == 0:  # no element to be out of place, as PyTorch sees it

@@ -109,7 +109,7 @@ cdef TensorCore quick_binary(TensorCore tensor, object other, int op, bint rever
     cdef long long integer
     cdef int overflow = 0
     if (tensor.device_index == CPU or tensor.grad_required or dtype.code == CODE_BOOL
-            or (ops.dtype_rule(op) == ops.DTYPE_FLOATING and not dtype.floating)
+            or (not dtype.floating and ops.dtype_rule(op) == ops.DTYPE_FLOATING)
             or not is_contiguous(tensor)):
         return None
     if isinstance(other, TensorCore):
@@ -149,9 +149,20 @@ cdef TensorCore quick_binary(TensorCore tensor, object other, int op, bint rever
 
 
 cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint inplace, str name):
+    # The general path is a function of its own, so that the common case (Note [Quick paths])
+    # never sets up and tears down its large frame (binary() was 14 KB of machine code, about
+    # 60 instructions of which every quick call ran). Its own rebase branch calls it too:
+    # with a second caller, the C compiler no longer inlines it back here as a function called
+    # once.
     quick = quick_binary(tensor, other, op, reverse, inplace, name)
     if quick is not None:
         return quick
+    return general_binary(tensor, other, op, reverse, inplace, name)
+
+
+cdef object general_binary(TensorCore tensor, object other, int op, bint reverse, bint inplace,
+                           str name):
+    """binary() of what quick_binary does not take: checked, refused or computed here."""
     if isinstance(other, TensorCore) and \
             (<TensorCore>other).dtype_object is not tensor.dtype_object:
         return mixed_binary(tensor, other, op, reverse, inplace, name)
@@ -170,8 +181,9 @@ cdef object binary(TensorCore tensor, object other, int op, bint reverse, bint i
                                 f"{result_dtype.name} tensor)")
     if inplace and tracked(tensor, other):  # recorded: the result of a copy, copied in
         tensor.c_check_rebase(name)
-        return copies.rebased(tensor, binary(<TensorCore>copies.clone(tensor), other, op,
-                                             reverse, False, name))
+        # Straight to the general path: an operand requires grad, which quick_binary refuses.
+        return copies.rebased(tensor, general_binary(<TensorCore>copies.clone(tensor), other, op,
+                                                     reverse, False, name))
     if inplace and tensor.device_index != CPU:
         tensor.c_mark_modified(name, other)
     if tensor.device_index == CPU:
@@ -527,7 +539,7 @@ cdef object unary(TensorCore tensor, int op):
     cdef DtypeCore dtype = tensor.dtype_object
     cdef TensorCore output
     if (tensor.device_index != CPU and not tensor.grad_required and dtype.code != CODE_BOOL
-            and (ops.dtype_rule(op) != ops.DTYPE_FLOATING or dtype.floating)
+            and (dtype.floating or ops.dtype_rule(op) != ops.DTYPE_FLOATING)
             and is_contiguous(tensor)):  # Note [Quick paths]
         output = new_empty_like(tensor)
         device_ops.unary(tensor.device_index, dtype, tensor.data, output.data,
