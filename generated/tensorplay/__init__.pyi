@@ -1481,11 +1481,14 @@ class Tensor:
         """
 
     def __getitem__(self, key: Any) -> Tensor:
-        """A strided view selected by ints and slices, or the elements a boolean mask selects.
+        """A strided view selected by ints, slices, None and ..., or the elements a boolean mask selects.
 
         Args:
-            key: ints and slices with positive steps, one per leading dimension; or a bool tensor of
-                this tensor's leading shape (a mask), on its device or the CPU.
+            key: ints (negative ones count from the end), slices with positive steps, None or True
+                (a new dimension of one element), False (one of none) and one ... (every dimension
+                nothing else indexes), taken against the leading dimensions as PyTorch takes them; or a
+                bool tensor of this tensor's leading shape (a mask), on its device or the CPU. Integer
+                arrays and tensors (advanced indexing) are not taken.
 
         Returns:
             Tensor: a strided view; for a mask, a new tensor of the selected elements, shape
@@ -1497,8 +1500,16 @@ class Tensor:
         """Assign to the selected view, or to the elements a boolean mask selects.
 
         Args:
-            key: ints and slices, or a boolean mask as __getitem__ takes.
+            key: ints, slices, None, True/False and ..., or a boolean mask, as __getitem__ takes
+                them.
             value: a tensor or a Python scalar (for a mask, broadcasting to the selection's shape).
+        """
+
+    def __delitem__(self, key: Any) -> None:
+        """Refused with PyTorch's TypeError: a tensor's elements cannot be deleted.
+
+        Args:
+            key: any key.
         """
 
     def __len__(self) -> builtins.int:

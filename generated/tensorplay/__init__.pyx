@@ -1715,11 +1715,14 @@ cdef class Tensor(_core.TensorCore):
         self.c_record_stream(_stream.required_stream_arg(stream, 'stream'))
 
     def __getitem__(self, key):
-        """A strided view selected by ints and slices, or the elements a boolean mask selects.
+        """A strided view selected by ints, slices, None and ..., or the elements a boolean mask selects.
 
         Args:
-            key: ints and slices with positive steps, one per leading dimension; or a bool tensor of
-                this tensor's leading shape (a mask), on its device or the CPU.
+            key: ints (negative ones count from the end), slices with positive steps, None or True
+                (a new dimension of one element), False (one of none) and one ... (every dimension
+                nothing else indexes), taken against the leading dimensions as PyTorch takes them; or a
+                bool tensor of this tensor's leading shape (a mask), on its device or the CPU. Integer
+                arrays and tensors (advanced indexing) are not taken.
 
         Returns:
             Tensor: a strided view; for a mask, a new tensor of the selected elements, shape
@@ -1734,13 +1737,24 @@ cdef class Tensor(_core.TensorCore):
         """Assign to the selected view, or to the elements a boolean mask selects.
 
         Args:
-            key: ints and slices, or a boolean mask as __getitem__ takes.
+            key: ints, slices, None, True/False and ..., or a boolean mask, as __getitem__ takes
+                them.
             value: a tensor or a Python scalar (for a mask, broadcasting to the selection's shape).
         """
         _core.check_awake(self, b"Tensor.__setitem__()", NULL)
         _core.check_awake_value(key, b"Tensor.__setitem__()", b"key")
         _core.check_awake_value(value, b"Tensor.__setitem__()", b"value")
         _copies.setitem(self, key, value)
+
+    def __delitem__(self, key):
+        """Refused with PyTorch's TypeError: a tensor's elements cannot be deleted.
+
+        Args:
+            key: any key.
+        """
+        _core.check_awake(self, b"Tensor.__delitem__()", NULL)
+        _core.check_awake_value(key, b"Tensor.__delitem__()", b"key")
+        _copies.delitem(self, key)
 
     def __len__(self):
         """Size of the first dimension.

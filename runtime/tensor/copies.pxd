@@ -62,8 +62,10 @@ cdef object python_index(TensorCore tensor)
 # tensorplay.cat and tensorplay.stack: copies into views of a new tensor.
 cdef object cat(object tensors, object dim)
 cdef object stack(object tensors, object dim)
-# x[key]: a view for ints and slices (TensorCore.c_getitem), a new tensor for a boolean mask
-# (Note [Boolean masks]); x[key] = value likewise.
+# x[key]: a view for ints, slices, None and ... (TensorCore.c_getitem, Note [Basic indexing] in
+# core.pyx), a new tensor for a boolean mask (Note [Boolean masks]); x[key] = value likewise;
+# del x[key] refused.
 cdef object getitem(TensorCore tensor, object key)
 cdef object setitem(TensorCore tensor, object key, object value)
+cdef object delitem(TensorCore tensor, object key)
 cdef str repr_text(TensorCore tensor)

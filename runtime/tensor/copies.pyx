@@ -755,7 +755,12 @@ cdef object masked_setitem(TensorCore tensor, TensorCore mask, object value):
 cdef object getitem(TensorCore tensor, object key):
     if is_mask(key):
         return masked_getitem(tensor, key)
-    return tensor.c_getitem(key)
+    view = tensor.c_getitem(key)
+    # PyTorch takes a True or False in the key as a mask of one element (boolToIndexingTensor):
+    # its result is a copy, not a view. x[True] = value still writes x (setitem).
+    if any(isinstance(item, bool) for item in (key if isinstance(key, tuple) else (key,))):
+        return clone(<TensorCore>view)
+    return view
 
 
 cdef object setitem(TensorCore tensor, object key, object value):
@@ -791,6 +796,10 @@ cdef object setitem(TensorCore tensor, object key, object value):
     else:
         fill_(target, value)
     return None
+
+
+cdef object delitem(TensorCore tensor, object key):
+    raise TypeError("Tensor does not support deleting items")  # as PyTorch's
 
 
 cdef object rebased(TensorCore tensor, object result):

@@ -38,6 +38,7 @@ from tensorplay._runtime.tensor.arguments cimport np
 from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
 
 import math
+import operator
 import threading
 import warnings
 
@@ -241,6 +242,10 @@ cdef TensorCore wrap_cpu(object array, DtypeCore dtype):
     tensor.array = array
     tensor.sizes = tuple(array.shape)
     tensor.element_strides = tuple(stride // array.itemsize for stride in array.strides)
+    if array.size == 0 and not any(array.strides):
+        # numpy gives a new array of no element strides of 0; PyTorch's tensor has the
+        # contiguous ones, as a CUDA tensor here does.
+        tensor.element_strides = contiguous_strides(tensor.sizes)
     tensor.dtype_object = dtype
     tensor.device_index = CPU
     tensor.owner = array
@@ -668,42 +673,21 @@ cdef class TensorCore:
         return recorded(view, ops.OP_EXPAND, (self,)) if tracked(self) else view
 
     cdef object c_getitem(self, object key):
+        cdef int64_t offset
+        sizes, strides, offset, selected, inserted = index_layout(self, key)
         if self.device_index == CPU:
-            _check_index(key)
-            # The trailing Ellipsis keeps integer indexing a 0-d view instead of a numpy scalar.
-            view = wrap_cpu(self.array[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)],
-                            self.dtype_object)
-            return self.c_indexed(view, key)
-        if not isinstance(key, tuple):
-            key = (key,)
-        if len(key) > len(self.sizes):
-            raise IndexError(f"too many indices ({len(key)}) for a tensor of "
-                             f"{len(self.sizes)} dimensions")
-        sizes, strides = [], []
-        cdef int64_t offset = 0
-        for dim, index in enumerate(key):
-            size, stride = self.sizes[dim], self.element_strides[dim]
-            if isinstance(index, slice):
-                start, stop, step = index.indices(size)
-                if step <= 0:
-                    raise ValueError(f"slice step must be greater than zero, got {step}")
-                sizes.append(len(range(start, stop, step)))
-                # A dimension of one element (or none) never moves by its stride: keeping
-                # the tensor's own keeps a huge step from making one beyond 2**63.
-                strides.append(stride * step if sizes[-1] > 1 else stride)
-                offset += start * stride
-            elif isinstance(index, int) and not isinstance(index, bool):
-                if not -size <= index < size:
-                    raise IndexError(f"index {index} is out of range for dimension {dim} of "
-                                     f"size {size}")
-                offset += (index + size if index < 0 else index) * stride
-            else:
-                raise TypeError(f"indices must be ints or slices, got {type(index).__name__}")
-        sizes += self.sizes[len(key):]
-        strides += self.element_strides[len(key):]
-        view = wrap_device_memory(self.data + offset * self.dtype_object.itemsize, tuple(sizes),
-                                  tuple(strides), self.dtype_object, self.device_index,
-                                  self.owner)
+            # numpy selects the indexed dimensions (the trailing Ellipsis keeps integer indexing
+            # a 0-d view instead of a numpy scalar); the dimensions None, True and False insert
+            # take the strides index_layout gave them.
+            array = self.array[selected + (Ellipsis,)]
+            if any(inserted):
+                kept = iter(array.strides)
+                array = np().lib.stride_tricks.as_strided(
+                    array, sizes, [stride * array.itemsize if new else next(kept)
+                                   for stride, new in zip(strides, inserted)])
+            return self.c_indexed(wrap_cpu(array, self.dtype_object), key)
+        view = wrap_device_memory(self.data + offset * self.dtype_object.itemsize, sizes,
+                                  strides, self.dtype_object, self.device_index, self.owner)
         return self.c_indexed(view, key)
 
     cdef object c_indexed(self, TensorCore view, object key):
@@ -822,11 +806,79 @@ cdef class TensorCore:
         return None
 
 
-cdef int _check_index(object key) except -1:
-    for index in (key if isinstance(key, tuple) else (key,)):
-        if isinstance(index, slice):
-            if index.step is not None and index.step <= 0:
-                raise ValueError(f"slice step must be greater than zero, got {index.step}")
-        elif isinstance(index, bool) or not isinstance(index, int):
-            raise TypeError(f"indices must be ints or slices, got {type(index).__name__}")
-    return 0
+# Note [Basic indexing]
+# x[key] with ints, slices, None, True/False and one Ellipsis is a view, laid out as PyTorch's
+# applySlicing lays it out (aten/src/ATen/TensorIndexing.h): the items are taken left to right
+# against the dimensions not yet indexed; an int selects (its dimension goes, a negative one
+# counts from the end), a slice narrows with a positive step (PyTorch refuses the others), None
+# and True insert a dimension of one element whose stride is what unsqueeze() gives there (the
+# next dimension's size times its stride, 1 at the end), False inserts one of no element, and
+# the Ellipsis stands for every dimension no other item indexes. PyTorch reads a True or False as
+# a mask of one element, so x[key] with one is a copy of this view (copies.getitem); x[key] =
+# value writes through it. Anything else is an IndexError, as PyTorch's for the types it does
+# not take; a float slice bound is a TypeError, as Python's.
+
+
+cdef tuple index_layout(TensorCore tensor, object key):
+    """x[key]'s view (Note [Basic indexing]): (sizes, element strides, offset in elements, the
+    int and slice of each indexed dimension of tensor, and for each dimension of the view
+    whether the key inserted it)."""
+    items = key if isinstance(key, tuple) else (key,)
+    cdef Py_ssize_t ndim = len(tensor.sizes), indexed = 0, ellipses = 0
+    for item in items:
+        if item is Ellipsis:
+            ellipses += 1
+        elif isinstance(item, slice) or _is_int_index(item):
+            indexed += 1
+        elif item is not None and not isinstance(item, bool):
+            raise IndexError(f"only ints, slices (with positive steps), None, ... and True/False "
+                             f"index a tensor, or one bool tensor of its leading shape (a "
+                             f"mask); got {type(item).__name__} (indexing with integer arrays "
+                             "or tensors is not supported)")
+    if ellipses > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if indexed > ndim:
+        raise IndexError(f"too many indices ({indexed}) for a tensor of {ndim} dimensions")
+    sizes, strides = list(tensor.sizes), list(tensor.element_strides)
+    inserted = [False] * ndim
+    selected = []
+    cdef Py_ssize_t dim = 0     # of the view being built
+    cdef int64_t offset = 0
+    for item in items:
+        if item is Ellipsis:
+            selected += [slice(None)] * (ndim - indexed)
+            dim += ndim - indexed
+        elif item is None or isinstance(item, bool):
+            stride = sizes[dim] * strides[dim] if dim < len(sizes) else 1
+            sizes.insert(dim, 0 if item is False else 1)
+            strides.insert(dim, stride)
+            inserted.insert(dim, True)
+            dim += 1
+        elif isinstance(item, slice):
+            start, stop, step = item.indices(sizes[dim])
+            if step <= 0:
+                raise ValueError(f"slice step must be greater than zero, got {step}")
+            size = len(range(start, stop, step))
+            offset += start * strides[dim]
+            # A dimension of one element (or none) never moves by its stride: keeping the
+            # tensor's own keeps a huge step from making one beyond 2**63.
+            if size > 1:
+                strides[dim] *= step
+            sizes[dim] = size
+            selected.append(item)
+            dim += 1
+        else:
+            index, size = operator.index(item), sizes[dim]
+            if not -size <= index < size:
+                raise IndexError(f"index {index} is out of range for dimension {len(selected)} "
+                                 f"of size {size}")
+            offset += (index + size if index < 0 else index) * strides[dim]
+            del sizes[dim], strides[dim], inserted[dim]
+            selected.append(index)
+    return tuple(sizes), tuple(strides), offset, tuple(selected), inserted
+
+
+cdef bint _is_int_index(object item):
+    """An int index: a Python int or a numpy integer (not a bool, which inserts a dimension)."""
+    return (isinstance(item, int) and not isinstance(item, bool)) or \
+        isinstance(item, np().integer)
