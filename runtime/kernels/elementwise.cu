@@ -34,8 +34,8 @@ DIVIDE_FLOOR_FLOATING(float, fmodf, floorf, copysignf)
 DIVIDE_FLOOR_FLOATING(double, fmod, floor, copysign)
 
 // Powers: floats through the math library; integers by repeated squaring, where a negative
-// exponent gives 1 for a base of 1, +-1 for -1 and 0 otherwise, as PyTorch's CUDA kernels (the
-// CPU refuses it, as numpy does).
+// exponent gives 1 for a base of 1, +-1 for -1 and 0 otherwise, as PyTorch's kernels (and
+// integer_power in tensor/cpu.pyx, where numpy would refuse it).
 __device__ inline float power(float a, float b) { return powf(a, b); }
 __device__ inline double power(double a, double b) { return pow(a, b); }
 __device__ inline long long power(long long a, long long b) {

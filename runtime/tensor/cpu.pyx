@@ -48,8 +48,25 @@ cdef object cpu_binary(int op, object a, object b):
             return np().floor_divide(a, b)
     if op == ops.OP_RELU_BACKWARD:
         return np().where(np().asarray(b) <= 0, 0, a).astype(np().asarray(a).dtype)
+    if op == ops.OP_POW and np().result_type(a, b).kind in "iu":
+        return integer_power(a, b)
     with np().errstate(divide="ignore", invalid="ignore"):  # inf and nan, as PyTorch: silent
         return getattr(np(), ops.cpu_name(op))(a, b)
+
+
+cdef object integer_power(object a, object b):
+    """a ** b of integers as PyTorch computes it on both devices (and the kernel here does): a
+    negative exponent gives 1 for a base of 1, 1 or -1 for -1 (by the exponent's parity) and 0
+    for any other base, where numpy refuses it. (An int tensor to a negative Python int is
+    refused before, as PyTorch refuses it.)"""
+    dtype = np().result_type(a, b)
+    base, exponent = np().asarray(a), np().asarray(b)
+    negative = exponent < 0
+    if not np().any(negative):
+        return np().power(a, b)
+    powers = np().power(base, np().where(negative, 0, exponent))
+    inverse = np().where(base == 1, 1, np().where(base == -1, 1 - 2 * (exponent % 2), 0))
+    return np().where(negative, inverse, powers).astype(dtype)
 
 
 cdef object opmath(TensorCore tensor):

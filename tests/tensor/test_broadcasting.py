@@ -249,6 +249,20 @@ def test_pow_with_scalars_tensors_and_broadcasting(device):
         x.pow("2")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["int8", "int16", "int32", "int64"])
+def test_integer_tensor_exponents_below_zero_compute_as_pytorch(device, name):
+    # PyTorch's powi, on both its devices: a negative exponent gives 1 for a base of 1, 1 or -1
+    # by parity for -1, 0 otherwise (0 included); only a negative Python int is refused.
+    dtype = getattr(tp, name)
+    base = tp.tensor([2, 1, -1, -1, 0, 3, -2], dtype=dtype, device=device)
+    exponent = tp.tensor([-1, -2, -3, -2, -1, 2, 1], dtype=dtype, device=device)
+    assert (base ** exponent).tolist() == [0, 1, -1, 1, 0, 9, -2]
+    assert (7 ** exponent).tolist() == [0, 0, 0, 0, 0, 49, 7]
+    assert ((-1) ** exponent).tolist() == [-1, 1, -1, 1, -1, 1, -1]
+    assert (1 ** exponent).dtype is dtype
+
+
 MATMUL_SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)),
                  ((5, 2, 3), (5, 3, 4)), ((5, 2, 3), (3, 4)), ((2, 3), (5, 3, 4)),
                  ((1, 2, 3), (5, 3, 4)), ((5, 2, 3), (1, 3, 4)), ((5, 2, 3), (3,)),
