@@ -324,24 +324,24 @@ cdef object mixed_binary(TensorCore tensor, TensorCore other, int op, bint rever
 cdef object bool_binary(TensorCore tensor, object other, int op, bint reverse, bint inplace,
                         str name):
     """tensor (op) other for a bool tensor and a bool tensor or a Python scalar, by PyTorch's
-    type promotion: bool with bool stays bool for + and * (or, and), an int scalar makes
-    int64, a float scalar or true division float32; subtraction, rounded division and
-    bool ** bool tensor are refused as in PyTorch. Computed in int64 (or float32), so every
-    kernel it needs exists on both devices."""
+    type promotion: bool with bool stays bool for +, * (or, and) and ** a bool scalar, an int
+    scalar makes int64, a float scalar or true division float32; subtraction, rounded
+    division, bool ** a bool tensor and a bool base ** a bool tensor are refused as in
+    PyTorch. Computed in int64 (or float32), so every kernel it needs exists on both
+    devices."""
     check_operand(tensor, other, inplace, name, "the other operand", False)
     if op == ops.OP_SUB:  # NotImplementedError since PyTorch 2.14, RuntimeError before
         raise_bool_subtraction(name)
     boolean = isinstance(other, (bool, TensorCore))  # the other operand is bool too
     if op == ops.OP_DIV_TRUNC or op == ops.OP_DIV_FLOOR or (
-            op == ops.OP_POW and isinstance(other, TensorCore)):
+            op == ops.OP_POW and (isinstance(other, TensorCore) or reverse and boolean)):
         raise BoolNotImplementedError(f"{name}: not implemented for 'Bool' tensors (as in "
                                       "PyTorch); convert with .to(tensorplay.int64) first")
     if op == ops.OP_DIV or isinstance(other, float):
         compute = dtypes.named_dtype("float32")
     else:
         compute = dtypes.named_dtype("int64")
-    result_dtype = tensor.dtype_object if boolean and compute.name == "int64" and \
-        op != ops.OP_POW else compute
+    result_dtype = tensor.dtype_object if boolean and compute.name == "int64" else compute
     if inplace:
         check_cast(result_dtype, tensor.dtype_object, name)
     left = <TensorCore>copies.to(tensor, None, compute, False, False)

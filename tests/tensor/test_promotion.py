@@ -160,6 +160,17 @@ def test_subtraction_with_a_bool_tensor_is_refused_as_pytorch():
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_powers_of_bool_tensors_as_pytorch(device):
+    # bool ** a bool scalar stays bool; an int or float scalar promotes; a bool tensor exponent,
+    # or a bool base with a bool tensor exponent, is PyTorch's NotImplementedError.
+    a, ta = pair("bool", (2, 3), 11, device)
+    for scalar in (True, False, 2, 0, 2.5, -1):
+        assert_like_torch(lambda: a ** scalar, lambda: ta ** scalar, f"bool ** {scalar!r}")
+        assert_like_torch(lambda: scalar ** a, lambda: scalar ** ta, f"{scalar!r} ** bool")
+    assert_like_torch(lambda: a ** a, lambda: ta ** ta, "bool ** bool tensor")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_named_arithmetic_and_powers_promote_too(device):
     a, ta = pair("int32", (2, 3), 9, device)
     b, tb = pair("float64", (3,), 10, device)
