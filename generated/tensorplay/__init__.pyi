@@ -1395,6 +1395,30 @@ class Tensor:
             Tensor: the quotient.
         """
 
+    def floor_divide(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise floor division, as the // operator and div(rounding_mode="floor").
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: the quotient rounded down, of the operands' dtype.
+        """
+
+    def remainder(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise remainder of the floored division, as the % operator (Python's modulo).
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: the remainder, with the divisor's sign.
+        """
+
     def add_(self, other: Tensor | builtins.bool | builtins.int | builtins.float, *, alpha: builtins.int | builtins.float = 1) -> Tensor:
         """In-place add(); the result must keep this tensor's dtype.
 
@@ -1443,6 +1467,30 @@ class Tensor:
             rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
                 toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
                 division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def floor_divide_(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """In-place floor_divide(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def remainder_(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """In-place remainder(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
 
         Returns:
             Tensor: self.
@@ -1644,6 +1692,47 @@ class Tensor:
             Tensor: the result.
         """
 
+    def __floordiv__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise floor division, as torch.floor_divide.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result, of the operands' dtype (the quotient rounded down, as
+                div(rounding_mode="floor")).
+        """
+
+    def __rfloordiv__(self, other: builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise floor division, scalar first.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def __mod__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise remainder, as torch.remainder.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result, with the divisor's sign (Python's modulo), of the operands' dtype.
+        """
+
+    def __rmod__(self, other: builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise remainder, scalar first.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result.
+        """
+
     def __iadd__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """In-place elementwise sum.
 
@@ -1676,6 +1765,26 @@ class Tensor:
 
     def __itruediv__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """In-place elementwise true division (floating-point tensors).
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def __ifloordiv__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """In-place elementwise floor division.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def __imod__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """In-place elementwise remainder.
 
         Args:
             other: the other operand.

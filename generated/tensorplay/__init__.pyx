@@ -1608,6 +1608,36 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake_value(other, b"Tensor.div()", b"other")
         return _elementwise.div(self, other, rounding_mode)
 
+    def floor_divide(self, other):
+        """Elementwise floor division, as the // operator and div(rounding_mode="floor").
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: the quotient rounded down, of the operands' dtype.
+        """
+        _core.check_awake(self, b"Tensor.floor_divide()", NULL)
+        _core.check_awake_value(other, b"Tensor.floor_divide()", b"other")
+        return _elementwise.floordiv(self, other)
+
+    def remainder(self, other):
+        """Elementwise remainder of the floored division, as the % operator (Python's modulo).
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: the remainder, with the divisor's sign.
+        """
+        _core.check_awake(self, b"Tensor.remainder()", NULL)
+        _core.check_awake_value(other, b"Tensor.remainder()", b"other")
+        return _elementwise.mod(self, other)
+
     def add_(self, other, *, alpha=1):
         """In-place add(); the result must keep this tensor's dtype.
 
@@ -1672,6 +1702,36 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.div_()", NULL)
         _core.check_awake_value(other, b"Tensor.div_()", b"other")
         return _elementwise.div_(self, other, rounding_mode)
+
+    def floor_divide_(self, other):
+        """In-place floor_divide(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.floor_divide_()", NULL)
+        _core.check_awake_value(other, b"Tensor.floor_divide_()", b"other")
+        return _elementwise.ifloordiv(self, other)
+
+    def remainder_(self, other):
+        """In-place remainder(); the result must keep this tensor's dtype.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.remainder_()", NULL)
+        _core.check_awake_value(other, b"Tensor.remainder_()", b"other")
+        return _elementwise.imod(self, other)
 
     def clamp(self, min=None, max=None):
         """Elementwise clamp into [min, max]; at least one bound must be given.
@@ -1918,6 +1978,57 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.__rtruediv__()", NULL)
         return _elementwise.rtruediv(self, other)
 
+    def __floordiv__(self, other):
+        """Elementwise floor division, as torch.floor_divide.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result, of the operands' dtype (the quotient rounded down, as
+                div(rounding_mode="floor")).
+        """
+        _core.check_awake(self, b"Tensor.__floordiv__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__floordiv__()", b"other")
+        return _elementwise.floordiv(self, other)
+
+    def __rfloordiv__(self, other):
+        """Elementwise floor division, scalar first.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.__rfloordiv__()", NULL)
+        return _elementwise.rfloordiv(self, other)
+
+    def __mod__(self, other):
+        """Elementwise remainder, as torch.remainder.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result, with the divisor's sign (Python's modulo), of the operands' dtype.
+        """
+        _core.check_awake(self, b"Tensor.__mod__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__mod__()", b"other")
+        return _elementwise.mod(self, other)
+
+    def __rmod__(self, other):
+        """Elementwise remainder, scalar first.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.__rmod__()", NULL)
+        return _elementwise.rmod(self, other)
+
     def __iadd__(self, other):
         """In-place elementwise sum.
 
@@ -1969,6 +2080,32 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.__itruediv__()", NULL)
         _core.check_awake_value(other, b"Tensor.__itruediv__()", b"other")
         return _elementwise.itruediv(self, other)
+
+    def __ifloordiv__(self, other):
+        """In-place elementwise floor division.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.__ifloordiv__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__ifloordiv__()", b"other")
+        return _elementwise.ifloordiv(self, other)
+
+    def __imod__(self, other):
+        """In-place elementwise remainder.
+
+        Args:
+            other: the other operand.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.__imod__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__imod__()", b"other")
+        return _elementwise.imod(self, other)
 
     def __neg__(self):
         """Elementwise negation.

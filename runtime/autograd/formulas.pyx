@@ -68,6 +68,21 @@ def rounded_div_gradient(Node node, tuple grads):
     return tuple(zeros_of(meta) if meta is not None else None for meta in node.inputs_meta)
 
 
+def remainder_gradient(Node node, tuple grads):
+    # a % b = a - floor(a / b) * b, PyTorch's remainder backward: the dividend's gradient is g,
+    # the divisor's -g * floor(a / b). For a scalar % tensor (which PyTorch leaves without a
+    # derivative) the same rule gives the tensor's.
+    cdef TensorCore g = grads[0]
+    if node.state:  # scalar c % tensor x: d/dx = -floor(c / x)
+        x, c = node.saved
+        return (neg(mul(g, binary(x, c, ops.OP_DIV_FLOOR, True, False, "remainder"))), None)
+    if not wanted(node, 1):
+        return (g, None)
+    a, b = node.saved
+    return (g if wanted(node, 0) else None,
+            neg(mul(g, binary(a, b, ops.OP_DIV_FLOOR, False, False, "remainder"))))
+
+
 def pow_gradient(Node node, tuple grads):
     # PyTorch's pow_backward: the exponent's gradient is 0 where the exponent is 0 (also at a
     # zero base, where b * a ** (b - 1) would be nan); the base's is 0 where the base is 0 and
@@ -337,6 +352,7 @@ def select_dim_gradient(Node node, tuple grads):
 FORMULAS = {
     "add": add_gradient, "sub": sub_gradient, "mul": mul_gradient, "div": div_gradient,
     "rounded_div": rounded_div_gradient, "fill": fill_gradient, "pow": pow_gradient,
+    "remainder": remainder_gradient,
     "neg": neg_gradient,
     "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,

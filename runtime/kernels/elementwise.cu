@@ -6,8 +6,8 @@
 typedef typename accumulate<scalar_t>::type acc_t;
 
 // Division rounded toward zero and toward negative infinity: torch.div's rounding_mode "trunc"
-// and "floor". An integer divided by zero gives 0 rather than undefined behaviour (the CPU raises
-// ZeroDivisionError, as PyTorch's CPU kernels do).
+// and "floor" (and a // b). An integer divided by zero gives 0 rather than undefined behaviour
+// (the CPU raises ZeroDivisionError, as PyTorch's CPU kernels do).
 __device__ inline float divide_trunc(float a, float b) { return truncf(a / b); }
 __device__ inline double divide_trunc(double a, double b) { return trunc(a / b); }
 __device__ inline long long divide_trunc(long long a, long long b) { return b == 0 ? 0 : a / b; }
@@ -33,6 +33,23 @@ __device__ inline long long divide_floor(long long a, long long b) {
 DIVIDE_FLOOR_FLOATING(float, fmodf, floorf, copysignf)
 DIVIDE_FLOOR_FLOATING(double, fmod, floor, copysign)
 
+// a % b as Python and torch.remainder compute it: the remainder of the floored quotient, with
+// the divisor's sign (PyTorch's kernels: fmod, then + b where the signs differ). An integer
+// divisor of zero gives 0, as the divisions above (the CPU raises ZeroDivisionError).
+__device__ inline float floor_modulo(float a, float b) {
+    float r = fmodf(a, b);
+    return r != 0.0f && ((r < 0.0f) != (b < 0.0f)) ? r + b : r;
+}
+__device__ inline double floor_modulo(double a, double b) {
+    double r = fmod(a, b);
+    return r != 0.0 && ((r < 0.0) != (b < 0.0)) ? r + b : r;
+}
+__device__ inline long long floor_modulo(long long a, long long b) {
+    if (b == 0) return 0;
+    long long r = a % b;
+    return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+
 // Powers: floats through the math library; integers by repeated squaring, where a negative
 // exponent gives 1 for a base of 1, +-1 for -1 and 0 otherwise, as PyTorch's kernels (and
 // integer_power in tensor/cpu.pyx, where numpy would refuse it).
@@ -56,6 +73,7 @@ __device__ inline acc_t apply_binary(int op, acc_t a, acc_t b) {
         case OP_MUL: return a * b;
         case OP_DIV_TRUNC: return divide_trunc(a, b);
         case OP_DIV_FLOOR: return divide_floor(a, b);
+        case OP_REMAINDER: return floor_modulo(a, b);
         case OP_POW: return power(a, b);
         // PyTorch's threshold_backward: zero where the output is <= 0, so a NaN output
         // passes the gradient through.

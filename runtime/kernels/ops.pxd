@@ -10,7 +10,8 @@ cpdef enum Op:
     OP_MUL
     OP_DIV
     OP_DIV_TRUNC             # torch.div(rounding_mode="trunc")
-    OP_DIV_FLOOR             # torch.div(rounding_mode="floor")
+    OP_DIV_FLOOR             # torch.div(rounding_mode="floor"), a // b
+    OP_REMAINDER             # a % b, torch.remainder: the sign of the divisor
     OP_POW
     OP_RELU_BACKWARD         # gradient * (output > 0): PyTorch's threshold_backward(g, out, 0)
     # Comparisons (elementwise.cu, apply_compare).

@@ -27,6 +27,7 @@ ROWS = (
     # Rounded quotients are piecewise constant: their gradient is zero, as PyTorch's.
     (OP_DIV_TRUNC, KERNEL_BINARY, None, "rounded_div", DTYPE_SAME, False),
     (OP_DIV_FLOOR, KERNEL_BINARY, None, "rounded_div", DTYPE_SAME, False),
+    (OP_REMAINDER, KERNEL_BINARY, "remainder", "remainder", DTYPE_SAME, False),
     (OP_POW, KERNEL_BINARY, "power", "pow", DTYPE_SAME, False),
     # Only relu's gradient formula runs it, with grad mode off: it needs no gradient of its own.
     (OP_RELU_BACKWARD, KERNEL_BINARY, None, None, DTYPE_SAME, False),

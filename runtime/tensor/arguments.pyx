@@ -25,6 +25,11 @@ class IntegerPowerError(ValueError, RuntimeError):
     """An integer tensor to a negative integer power: a ValueError and PyTorch's RuntimeError."""
 
 
+class IntegerDivisionByZeroError(ZeroDivisionError, RuntimeError):
+    """An integer division by zero on the CPU: Python's ZeroDivisionError, as tensorplay has
+    always raised, and the RuntimeError PyTorch's CPU kernels raise ("ZeroDivisionError")."""
+
+
 class BoolNotImplementedError(TypeError, NotImplementedError):
     """An operation PyTorch does not implement for bool tensors: a TypeError, as tensorplay has
     always raised, and PyTorch's NotImplementedError (abs, rounded division; since PyTorch 2.14

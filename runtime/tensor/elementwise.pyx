@@ -326,14 +326,15 @@ cdef object bool_binary(TensorCore tensor, object other, int op, bint reverse, b
     """tensor (op) other for a bool tensor and a bool tensor or a Python scalar, by PyTorch's
     type promotion: bool with bool stays bool for +, * (or, and) and ** a bool scalar, an int
     scalar makes int64, a float scalar or true division float32; subtraction, rounded
-    division, bool ** a bool tensor and a bool base ** a bool tensor are refused as in
-    PyTorch. Computed in int64 (or float32), so every kernel it needs exists on both
-    devices."""
+    division and remainder of bool by bool, bool ** a bool tensor and a bool base ** a bool tensor are
+    refused as in PyTorch. Computed in int64 (or float32), so every kernel it needs exists on
+    both devices."""
     check_operand(tensor, other, inplace, name, "the other operand", False)
     if op == ops.OP_SUB:  # NotImplementedError since PyTorch 2.14, RuntimeError before
         raise_bool_subtraction(name)
     boolean = isinstance(other, (bool, TensorCore))  # the other operand is bool too
-    if op == ops.OP_DIV_TRUNC or op == ops.OP_DIV_FLOOR or (
+    if (op == ops.OP_DIV_TRUNC or op == ops.OP_DIV_FLOOR or op == ops.OP_REMAINDER) and \
+            boolean or (
             op == ops.OP_POW and (isinstance(other, TensorCore) or reverse and boolean)):
         raise BoolNotImplementedError(f"{name}: not implemented for 'Bool' tensors (as in "
                                       "PyTorch); convert with .to(tensorplay.int64) first")
@@ -375,6 +376,8 @@ cdef object binary_result(TensorCore tensor, object output, object other, int op
     elif op == ops.OP_POW:
         saved = (tensor, other) if not isinstance(other, TensorCore) and not reverse \
             else (tensor, other, (<TensorCore>output).c_detach())
+    elif op == ops.OP_REMAINDER:  # the quotient, for the divisor's gradient
+        saved = (tensor, other) if other_grad or reverse else ()
     else:
         saved = ()
     return recorded(output, op, (tensor, other), saved, reverse)
@@ -435,6 +438,32 @@ cdef object pow_operator(TensorCore tensor, object other):
 
 cdef object rpow(TensorCore tensor, object base):
     return binary(tensor, base, ops.OP_POW, True, False, "pow")
+
+
+# a // b is torch.floor_divide: div(rounding_mode="floor"), named so in errors.
+cdef object floordiv(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_DIV_FLOOR, False, False, "floor_divide")
+
+
+cdef object rfloordiv(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_DIV_FLOOR, True, False, "floor_divide")
+
+
+cdef object ifloordiv(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_DIV_FLOOR, False, True, "floor_divide_")
+
+
+# a % b is torch.remainder (Python's modulo: the sign of the divisor).
+cdef object mod(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_REMAINDER, False, False, "remainder")
+
+
+cdef object rmod(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_REMAINDER, True, False, "remainder")
+
+
+cdef object imod(TensorCore tensor, object other):
+    return binary(tensor, other, ops.OP_REMAINDER, False, True, "remainder_")
 
 
 cdef object iadd(TensorCore tensor, object other):

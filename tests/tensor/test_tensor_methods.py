@@ -351,7 +351,7 @@ def test_argument_errors_name_the_argument():
         (TypeError, "add: the other operand must be a tensor or a Python scalar, got str",
          lambda: f.add("1")),
         (TypeError, "div: not implemented for 'Bool' tensors",
-         lambda: tp.zeros(2, dtype=tp.bool).div(1, rounding_mode="floor")),
+         lambda: tp.zeros(2, dtype=tp.bool).div(True, rounding_mode="floor")),
         (TypeError, "where: condition must be a bool tensor .*, got a float32 tensor",
          lambda: tp.where(f, f, f)),
         (TypeError, "where: condition must be a bool tensor .*, got list",
