@@ -1733,6 +1733,66 @@ class Tensor:
             Tensor: the result.
         """
 
+    def __and__(self, other: Tensor | builtins.bool) -> Tensor:
+        """Elementwise and of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def __rand__(self, other: Tensor | builtins.bool) -> Tensor:
+        """Elementwise and, a Python bool first.
+
+        Args:
+            other: a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def __or__(self, other: Tensor | builtins.bool) -> Tensor:
+        """Elementwise or of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def __ror__(self, other: Tensor | builtins.bool) -> Tensor:
+        """Elementwise or, a Python bool first.
+
+        Args:
+            other: a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def __xor__(self, other: Tensor | builtins.bool) -> Tensor:
+        """Elementwise exclusive or of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def __rxor__(self, other: Tensor | builtins.bool) -> Tensor:
+        """Elementwise exclusive or, a Python bool first.
+
+        Args:
+            other: a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
     def __iadd__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
         """In-place elementwise sum.
 
@@ -1791,6 +1851,43 @@ class Tensor:
 
         Returns:
             Tensor: self.
+        """
+
+    def __iand__(self, other: Tensor | builtins.bool) -> Tensor:
+        """In-place elementwise and of a bool tensor.
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def __ior__(self, other: Tensor | builtins.bool) -> Tensor:
+        """In-place elementwise or of a bool tensor.
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def __ixor__(self, other: Tensor | builtins.bool) -> Tensor:
+        """In-place elementwise exclusive or of a bool tensor.
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def __invert__(self) -> Tensor:
+        """Elementwise not of a bool tensor (a mask); integer tensors are refused (no bitwise operations).
+
+        Returns:
+            Tensor: a bool tensor.
         """
 
     def __neg__(self) -> Tensor:

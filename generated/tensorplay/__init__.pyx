@@ -2029,6 +2029,84 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.__rmod__()", NULL)
         return _elementwise.rmod(self, other)
 
+    def __and__(self, other):
+        """Elementwise and of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.__and__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__and__()", b"other")
+        return _elementwise.logical_and(self, other)
+
+    def __rand__(self, other):
+        """Elementwise and, a Python bool first.
+
+        Args:
+            other: a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.__rand__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__rand__()", b"other")
+        return _elementwise.logical_and(self, other)
+
+    def __or__(self, other):
+        """Elementwise or of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.__or__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__or__()", b"other")
+        return _elementwise.logical_or(self, other)
+
+    def __ror__(self, other):
+        """Elementwise or, a Python bool first.
+
+        Args:
+            other: a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.__ror__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__ror__()", b"other")
+        return _elementwise.logical_or(self, other)
+
+    def __xor__(self, other):
+        """Elementwise exclusive or of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.__xor__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__xor__()", b"other")
+        return _elementwise.logical_xor(self, other)
+
+    def __rxor__(self, other):
+        """Elementwise exclusive or, a Python bool first.
+
+        Args:
+            other: a Python bool.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.__rxor__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__rxor__()", b"other")
+        return _elementwise.logical_xor(self, other)
+
     def __iadd__(self, other):
         """In-place elementwise sum.
 
@@ -2106,6 +2184,54 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.__imod__()", NULL)
         _core.check_awake_value(other, b"Tensor.__imod__()", b"other")
         return _elementwise.imod(self, other)
+
+    def __iand__(self, other):
+        """In-place elementwise and of a bool tensor.
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.__iand__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__iand__()", b"other")
+        return _elementwise.logical_iand(self, other)
+
+    def __ior__(self, other):
+        """In-place elementwise or of a bool tensor.
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.__ior__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__ior__()", b"other")
+        return _elementwise.logical_ior(self, other)
+
+    def __ixor__(self, other):
+        """In-place elementwise exclusive or of a bool tensor.
+
+        Args:
+            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.__ixor__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__ixor__()", b"other")
+        return _elementwise.logical_ixor(self, other)
+
+    def __invert__(self):
+        """Elementwise not of a bool tensor (a mask); integer tensors are refused (no bitwise operations).
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.__invert__()", NULL)
+        return _elementwise.invert(self)
 
     def __neg__(self):
         """Elementwise negation.

@@ -466,6 +466,60 @@ cdef object imod(TensorCore tensor, object other):
     return binary(tensor, other, ops.OP_REMAINDER, False, True, "remainder_")
 
 
+# Note [Mask logic]
+# ~, &, | and ^ of bool tensors (masks) and Python bools, as PyTorch's logical results on bool:
+# computed by the ops bool arithmetic already has (and is *, or is +, xor is !=, not is == False:
+# bool_binary keeps bool with bool), so no kernel of their own. PyTorch also takes them bitwise
+# on integer tensors; tensorplay refuses those with a TypeError that says so.
+cdef TensorCore mask_operand(TensorCore tensor, object other, str symbol):
+    if not (isinstance(other, bool) or (isinstance(other, TensorCore)
+                                        and (<TensorCore>other).dtype_object.code == CODE_BOOL)):
+        got = f"a {(<TensorCore>other).dtype_object.name} tensor" \
+            if isinstance(other, TensorCore) else type(other).__name__
+        raise TypeError(f"{symbol}: other must be a bool tensor or a Python bool, got {got} "
+                        "(tensorplay computes it on masks; bitwise operations on integers are "
+                        "not supported)")
+    if tensor.dtype_object.code != CODE_BOOL:
+        raise TypeError(f"{symbol}: this tensor is {tensor.dtype_object.name}; tensorplay "
+                        "computes it on bool tensors (masks) only (bitwise operations on "
+                        "integers are not supported)")
+    return tensor
+
+
+cdef object logical_and(TensorCore tensor, object other):
+    return binary(mask_operand(tensor, other, "&"), other, ops.OP_MUL, False, False, "and")
+
+
+cdef object logical_or(TensorCore tensor, object other):
+    return binary(mask_operand(tensor, other, "|"), other, ops.OP_ADD, False, False, "or")
+
+
+cdef object logical_xor(TensorCore tensor, object other):
+    return compare(mask_operand(tensor, other, "^"), other, ops.OP_NE)
+
+
+cdef object logical_iand(TensorCore tensor, object other):
+    return binary(mask_operand(tensor, other, "&="), other, ops.OP_MUL, False, True, "and")
+
+
+cdef object logical_ior(TensorCore tensor, object other):
+    return binary(mask_operand(tensor, other, "|="), other, ops.OP_ADD, False, True, "or")
+
+
+cdef object logical_ixor(TensorCore tensor, object other):
+    # Checked whole (the result keeps the tensor's shape) before the count and the copy.
+    check_operand(mask_operand(tensor, other, "^="), other, True, "xor", "the other operand",
+                  True)
+    result = compare(tensor, other, ops.OP_NE)
+    tensor.c_mark_modified("xor", other)
+    copy_into(tensor, <TensorCore>result, False)
+    return tensor
+
+
+cdef object invert(TensorCore tensor):
+    return compare(mask_operand(tensor, False, "~"), False, ops.OP_EQ)
+
+
 cdef object iadd(TensorCore tensor, object other):
     return binary(tensor, other, ops.OP_ADD, False, True, "add_")
 
