@@ -44,6 +44,8 @@ __all__ = [
     "argmin",
     "empty_like",
     "zeros_like",
+    "ones_like",
+    "full_like",
     "allclose",
     "set_float32_matmul_precision",
     "get_float32_matmul_precision",
@@ -498,6 +500,42 @@ def zeros_like(input: Tensor, *, dtype: dtype | None = None, device: _TensorDevi
 
     Returns:
         Tensor: a tensor of zeros.
+    """
+
+
+def ones_like(input: Tensor, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+    """A tensor of ones shaped like input.
+
+    Args:
+        input: the tensor whose shape (and by default dtype and device) to use.
+        dtype: the element type; None keeps input's.
+        device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
+
+    Returns:
+        Tensor: a tensor of ones.
+    """
+
+
+def full_like(input: Tensor, fill_value: builtins.bool | builtins.int | builtins.float, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+    """A tensor filled with fill_value, shaped like input (of input's dtype unless dtype is given).
+
+    Args:
+        input: the tensor whose shape (and by default dtype and device) to use.
+        fill_value: the value of every element.
+        dtype: the element type; None keeps input's.
+        device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
+
+    Returns:
+        Tensor: the filled tensor.
+
+    Raises:
+        ValueError: fill_value is a value the dtype cannot hold (an integer out of range or not
+            finite, a finite float beyond the largest of a floating dtype); bool takes its
+            truthiness.
     """
 
 

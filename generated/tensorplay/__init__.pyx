@@ -50,6 +50,8 @@ __all__ = [
     "argmin",
     "empty_like",
     "zeros_like",
+    "ones_like",
+    "full_like",
     "allclose",
     "set_float32_matmul_precision",
     "get_float32_matmul_precision",
@@ -548,6 +550,46 @@ def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
     """
     _core.check_awake_value(input, b"tensorplay.zeros_like()", b"input")
     return _factories.zeros_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+
+
+def ones_like(input, *, dtype=None, device=None, requires_grad=False):
+    """A tensor of ones shaped like input.
+
+    Args:
+        input: the tensor whose shape (and by default dtype and device) to use.
+        dtype: the element type; None keeps input's.
+        device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
+
+    Returns:
+        Tensor: a tensor of ones.
+    """
+    _core.check_awake_value(input, b"tensorplay.ones_like()", b"input")
+    return _factories.ones_like(input, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """A tensor filled with fill_value, shaped like input (of input's dtype unless dtype is given).
+
+    Args:
+        input: the tensor whose shape (and by default dtype and device) to use.
+        fill_value: the value of every element.
+        dtype: the element type; None keeps input's.
+        device: the device; None keeps input's.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
+
+    Returns:
+        Tensor: the filled tensor.
+
+    Raises:
+        ValueError: fill_value is a value the dtype cannot hold (an integer out of range or not
+            finite, a finite float beyond the largest of a floating dtype); bool takes its
+            truthiness.
+    """
+    _core.check_awake_value(input, b"tensorplay.full_like()", b"input")
+    return _factories.full_like(input, fill_value, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):

@@ -15,6 +15,9 @@ cdef object linspace(object start, object end, int64_t steps, object dtype, obje
 cdef object tensor(object data, object dtype, object device, bint requires_grad)
 cdef object empty_like(object input, object dtype, object device, bint requires_grad)
 cdef object zeros_like(object input, object dtype, object device, bint requires_grad)
+cdef object ones_like(object input, object dtype, object device, bint requires_grad)
+cdef object full_like(object input, object fill_value, object dtype, object device,
+                      bint requires_grad)
 cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1
 cdef object as_tensor(object data, object dtype, object device)
 # torch.from_numpy: a CPU tensor sharing ndarray's memory, refusing what cannot share.

@@ -430,6 +430,24 @@ cdef object zeros_like(object input, object dtype, object device, bint requires_
                           requires_grad)
 
 
+cdef object ones_like(object input, object dtype, object device, bint requires_grad):
+    return full_like(input, 1, dtype, device, requires_grad)
+
+
+cdef object full_like(object input, object fill_value, object dtype, object device,
+                      bint requires_grad):
+    # Every argument checked before anything is allocated; the dtype is input's unless given
+    # (PyTorch's full_like does not infer it from fill_value, as full does).
+    cdef TensorCore source = own_tensor_arg(input, "input")
+    if not is_scalar(fill_value):
+        raise TypeError(f"fill_value must be a bool, int or float, got "
+                        f"{type(fill_value).__name__}")
+    dtypes.check_scalar(fill_value, dtype_arg(dtype, source.dtype_object, "dtype"), "fill_value")
+    require_grad_arg(dtype, source.dtype_object, requires_grad)
+    return requiring_grad(fill_(<TensorCore>empty_like(input, dtype, device, False), fill_value),
+                          requires_grad)
+
+
 cdef bint allclose(object input, object other, double rtol, double atol, bint equal_nan) except -1:
     own_tensor_arg(input, "input")
     own_tensor_arg(other, "other")

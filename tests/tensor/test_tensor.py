@@ -62,6 +62,28 @@ def test_factories_and_description(device, name):
     assert like.shape == t.shape and like.dtype is t.dtype and like.device == t.device
     assert_matches(like, numpy.zeros((3, 4)), name)
     assert tp.empty_like(t, dtype=tp.float32).dtype is tp.float32
+    for like, value in ((tp.ones_like(t), 1), (tp.full_like(t, 1), 1), (tp.full_like(t, 0), 0)):
+        assert like.shape == t.shape and like.dtype is t.dtype and like.device == t.device
+        assert_matches(like, numpy.full((3, 4), value), name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_ones_like_and_full_like_as_pytorch(device):
+    # The dtype is input's unless given (not inferred from fill_value, unlike full()); values
+    # are checked against it before anything is allocated.
+    ints = tp.zeros(2, 3, dtype=tp.int32, device=device)
+    assert tp.full_like(ints, 2.5).tolist() == [[2, 2, 2]] * 2  # truncated, as PyTorch
+    halves = tp.full_like(ints, 2.5, dtype=tp.float32)
+    assert halves.dtype is tp.float32 and halves.tolist() == [[2.5] * 3] * 2
+    assert tp.ones_like(tp.zeros(2, device=device), requires_grad=True).requires_grad
+    with pytest.raises(ValueError, match="fill_value 1099511627776 does not fit int32"):
+        tp.full_like(ints, 2 ** 40)
+    with pytest.raises(TypeError, match="fill_value must be a bool, int or float, got str"):
+        tp.full_like(ints, "a")
+    with pytest.raises(TypeError, match="input must be a tensorplay Tensor"):
+        tp.ones_like([1])
+    with pytest.raises(RuntimeError, match="floating point and complex dtype can require"):
+        tp.ones_like(ints, requires_grad=True)
 
 
 @pytest.mark.parametrize("device", DEVICES)
