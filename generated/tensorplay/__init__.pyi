@@ -1297,6 +1297,28 @@ class Tensor:
             Tensor: the sums; int64 for integer and bool input.
         """
 
+    def any(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Whether some element over dim, or of all of them, is nonzero.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: a bool tensor: whether any element is nonzero (NaN counts), False of none.
+        """
+
+    def all(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Whether every element over dim, or of all of them, is nonzero.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: a bool tensor: whether every element is nonzero (NaN counts), True of none.
+        """
+
     def mean(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
         """Mean of the elements over dim, or of all of them (floating point).
 

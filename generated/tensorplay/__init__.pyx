@@ -1486,6 +1486,32 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.sum()", NULL)
         return _reduction.sum_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
+    def any(self, dim=None, keepdim=False):
+        """Whether some element over dim, or of all of them, is nonzero.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: a bool tensor: whether any element is nonzero (NaN counts), False of none.
+        """
+        _core.check_awake(self, b"Tensor.any()", NULL)
+        return _reduction.any_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+    def all(self, dim=None, keepdim=False):
+        """Whether every element over dim, or of all of them, is nonzero.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: a bool tensor: whether every element is nonzero (NaN counts), True of none.
+        """
+        _core.check_awake(self, b"Tensor.all()", NULL)
+        return _reduction.all_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
     def mean(self, dim=None, keepdim=False):
         """Mean of the elements over dim, or of all of them (floating point).
 

@@ -4,6 +4,8 @@ from tensorplay._runtime.tensor.core cimport TensorCore
 # Tensor methods and operators (api.yaml).
 cdef object sum_over(TensorCore tensor, object dim, bint keepdim)
 cdef object mean_over(TensorCore tensor, object dim, bint keepdim)
+cdef object any_over(TensorCore tensor, object dim, bint keepdim)
+cdef object all_over(TensorCore tensor, object dim, bint keepdim)
 cdef object maximum(TensorCore tensor)
 cdef object minimum(TensorCore tensor)
 # x.max(dim, keepdim) / x.min(...): a 0-d tensor for dim None, else (values, indices) as

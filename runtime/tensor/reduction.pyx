@@ -6,7 +6,7 @@ over dimensions), max / min over one dimension with their indices and argmax / a
 """
 from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.kernels cimport device_ops, ops
-from tensorplay._runtime.tensor cimport copies
+from tensorplay._runtime.tensor cimport copies, elementwise
 from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport np, reduced_dtype
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
@@ -61,6 +61,28 @@ cdef object mean_over(TensorCore tensor, object dim, bint keepdim):
     if tracked(tensor):
         return recorded(result, ops.OP_MEAN, (tensor,), (),
                         (reduced_dims(tensor, dim, "mean"), keepdim))
+    return result
+
+
+# any() and all(): whether some (every) element over dim is nonzero, as PyTorch's: a bool tensor,
+# uint8 for uint8 input (PyTorch keeps that legacy), NaN nonzero; of no element, any is False
+# and all True. Counted by the sum kernels over a comparison with 0, so they run, and capture,
+# wherever sum() does.
+cdef object any_over(TensorCore tensor, object dim, bint keepdim):
+    reduced_dims(tensor, dim, "any")  # checked before any work is queued
+    return truth_result(tensor, elementwise.gt(reduce_over(
+        <TensorCore>elementwise.ne(tensor, 0), dim, keepdim, False, "any"), 0))
+
+
+cdef object all_over(TensorCore tensor, object dim, bint keepdim):
+    reduced_dims(tensor, dim, "all")
+    return truth_result(tensor, elementwise.eq(reduce_over(
+        <TensorCore>elementwise.eq(tensor, 0), dim, keepdim, False, "all"), 0))
+
+
+cdef object truth_result(TensorCore tensor, object result):
+    if tensor.dtype_object.name == "uint8":
+        return copies.to(<TensorCore>result, None, tensor.dtype_object, False, False)
     return result
 
 

@@ -234,6 +234,25 @@ def test_reductions_over_all_dimensions_and_their_errors(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["bool", "uint8", "int32", "float16", "float32"])
+def test_any_and_all_over_dimensions(device, name):
+    # As PyTorch's: bool results (uint8 for uint8 input), NaN nonzero, any of nothing False and
+    # all of nothing True, dim an int or a tuple, keepdim.
+    x = tp.tensor([[0, 1, 3], [0, 0, 0]], device=device).to(getattr(tp, name))
+    truth = tp.uint8 if name == "uint8" else tp.bool
+    assert x.any().dtype is truth and x.any().tolist() == 1 and x.all().tolist() == 0
+    assert x.any(1).tolist() == [1, 0] and x.all(0).tolist() == [0, 0, 0]
+    assert x.any(dim=(0, 1), keepdim=True).tolist() == [[1]]
+    assert x.all(-1, keepdim=True).tolist() == [[0], [0]]
+    assert x[:0].any().tolist() == 0 and x[:0].all().tolist() == 1
+    if name.startswith("float"):
+        nan = tp.tensor([float("nan"), 1.0], device=device).to(getattr(tp, name))
+        assert nan.all().item() and not (nan == nan).all().item()
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        x.any(2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_pow_with_scalars_tensors_and_broadcasting(device):
     x = tp.tensor([[1.0, 2.0, 3.0]], device=device)
     assert (x ** 2).tolist() == [[1.0, 4.0, 9.0]] and x.pow(0.5).tolist()[0][0] == 1.0
