@@ -33,14 +33,16 @@ cdef object stored(object values, DtypeCore dtype):
 
 cdef object cpu_binary(int op, object a, object b):
     """a (op) b in numpy; a and b are arrays or Python scalars."""
+    cdef bint integers
     if op == ops.OP_DIV_TRUNC or op == ops.OP_DIV_FLOOR or op == ops.OP_REMAINDER:
-        if np().result_type(a, b).kind in "iu" and np().any(np().asarray(b) == 0):
+        integers = np().result_type(a, b).kind in "iu"
+        if integers and np().any(np().asarray(b) == 0):
             # PyTorch's CPU kernels raise too; numpy would give 0 with a warning.
             raise IntegerDivisionByZeroError(
                 f"{'remainder' if op == ops.OP_REMAINDER else 'div'}: integer division by zero "
                 "(the divisor has a zero): ZeroDivisionError, as PyTorch's CPU kernels raise")
     if op == ops.OP_DIV_TRUNC or op == ops.OP_DIV_FLOOR:
-        if np().result_type(a, b).kind in "iu":
+        if integers:
             quotient = np().floor_divide(a, b)
             if op == ops.OP_DIV_TRUNC:  # floor + 1 where inexact and the signs differ
                 quotient = quotient + ((np().remainder(a, b) != 0) & ((np().asarray(a) < 0) !=

@@ -326,9 +326,9 @@ cdef object bool_binary(TensorCore tensor, object other, int op, bint reverse, b
     """tensor (op) other for a bool tensor and a bool tensor or a Python scalar, by PyTorch's
     type promotion: bool with bool stays bool for +, * (or, and) and ** a bool scalar, an int
     scalar makes int64, a float scalar or true division float32; subtraction, rounded
-    division and remainder of bool by bool, bool ** a bool tensor and a bool base ** a bool tensor are
-    refused as in PyTorch. Computed in int64 (or float32), so every kernel it needs exists on
-    both devices."""
+    division and remainder of bool by bool, bool ** a bool tensor and a bool base ** a bool
+    tensor are refused as in PyTorch. Computed in int64 (or float32), so every kernel it needs
+    exists on both devices."""
     check_operand(tensor, other, inplace, name, "the other operand", False)
     if op == ops.OP_SUB:  # NotImplementedError since PyTorch 2.14, RuntimeError before
         raise_bool_subtraction(name)

@@ -42,11 +42,18 @@ cdef object ones(tuple size, object dtype, object device, bint requires_grad):
                           requires_grad)
 
 
-cdef object full(object size, object fill_value, object dtype, object device,
-                 bint requires_grad):
+cdef int check_fill_value_type(object fill_value) except -1:
+    """full()'s and full_like()'s fill_value is a bool, int or float (its range is checked
+    against the dtype, before anything is allocated)."""
     if not is_scalar(fill_value):
         raise TypeError(f"fill_value must be a bool, int or float, got "
                         f"{type(fill_value).__name__}")
+    return 0
+
+
+cdef object full(object size, object fill_value, object dtype, object device,
+                 bint requires_grad):
+    check_fill_value_type(fill_value)
     shape = size_arg(tuple(size) if isinstance(size, (tuple, list)) else (size,), "size")
     cdef DtypeCore chosen = dtype_arg(dtype, dtype_of_scalar(fill_value), "dtype")
     dtypes.check_scalar(fill_value, chosen, "fill_value")  # before anything is allocated
@@ -439,9 +446,7 @@ cdef object full_like(object input, object fill_value, object dtype, object devi
     # Every argument checked before anything is allocated; the dtype is input's unless given
     # (PyTorch's full_like does not infer it from fill_value, as full does).
     cdef TensorCore source = own_tensor_arg(input, "input")
-    if not is_scalar(fill_value):
-        raise TypeError(f"fill_value must be a bool, int or float, got "
-                        f"{type(fill_value).__name__}")
+    check_fill_value_type(fill_value)
     dtypes.check_scalar(fill_value, dtype_arg(dtype, source.dtype_object, "dtype"), "fill_value")
     require_grad_arg(dtype, source.dtype_object, requires_grad)
     return requiring_grad(fill_(<TensorCore>empty_like(input, dtype, device, False), fill_value),
