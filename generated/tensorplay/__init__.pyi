@@ -38,6 +38,21 @@ __all__ = [
     "matmul",
     "exp",
     "relu",
+    "neg",
+    "abs",
+    "sqrt",
+    "sin",
+    "cos",
+    "log",
+    "sigmoid",
+    "tanh",
+    "floor",
+    "ceil",
+    "trunc",
+    "round",
+    "clamp",
+    "sum",
+    "mean",
     "max",
     "min",
     "argmax",
@@ -413,6 +428,184 @@ def relu(input: Tensor) -> Tensor:
 
     Returns:
         Tensor: the result, of input's dtype.
+    """
+
+
+def neg(input: Tensor) -> Tensor:
+    """Elementwise negation, -input (not for bool tensors: use ~, as in PyTorch).
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype.
+    """
+
+
+def abs(input: Tensor) -> Tensor:
+    """Elementwise absolute value (not for bool tensors, as in PyTorch).
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype.
+    """
+
+
+def sqrt(input: Tensor) -> Tensor:
+    """Elementwise square root.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+
+
+def sin(input: Tensor) -> Tensor:
+    """Elementwise sine.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+
+
+def cos(input: Tensor) -> Tensor:
+    """Elementwise cosine.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+
+
+def log(input: Tensor) -> Tensor:
+    """Elementwise natural logarithm.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """Elementwise logistic sigmoid, 1 / (1 + exp(-input)).
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+
+
+def tanh(input: Tensor) -> Tensor:
+    """Elementwise hyperbolic tangent.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+
+
+def floor(input: Tensor) -> Tensor:
+    """Elementwise largest integer not above input; its gradient is zero.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
+            tensors).
+    """
+
+
+def ceil(input: Tensor) -> Tensor:
+    """Elementwise smallest integer not below input; its gradient is zero.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
+            tensors).
+    """
+
+
+def trunc(input: Tensor) -> Tensor:
+    """Elementwise input rounded toward zero; its gradient is zero.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
+            tensors).
+    """
+
+
+def round(input: Tensor, *, decimals: builtins.int = 0) -> Tensor:
+    """Elementwise input rounded to the nearest integer, a tie to the even one, as Tensor.round.
+
+    Args:
+        input: a tensor.
+        decimals: round to this many decimal places (negative: to tens, hundreds...); floating-
+            point input only unless 0.
+
+    Returns:
+        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
+            tensors).
+    """
+
+
+def clamp(input: Tensor, min: Tensor | builtins.bool | builtins.int | builtins.float | None = None, max: Tensor | builtins.bool | builtins.int | builtins.float | None = None) -> Tensor:
+    """Elementwise clamp into [min, max]; at least one bound must be given.
+
+    Args:
+        input: a tensor.
+        min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+            this one's, a Python scalar, or None.
+        max: the upper bound, likewise; where min > max the result is max.
+
+    Returns:
+        Tensor: min(max(input, min), max), as Tensor.clamp.
+    """
+
+
+def sum(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+    """Sum of the elements over dim, or of all of them, as Tensor.sum.
+
+    Args:
+        input: a tensor.
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: the sums; int64 for integer and bool input.
+    """
+
+
+def mean(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+    """Mean of the elements over dim, or of all of them, as Tensor.mean.
+
+    Args:
+        input: a floating-point tensor.
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: the means.
     """
 
 
@@ -1284,6 +1477,56 @@ class Tensor:
 
         Returns:
             Tensor: the result.
+        """
+
+    def sigmoid(self) -> Tensor:
+        """Elementwise logistic sigmoid, 1 / (1 + exp(-x)) (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def tanh(self) -> Tensor:
+        """Elementwise hyperbolic tangent (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def floor(self) -> Tensor:
+        """Elementwise largest integer not above x (not for bool tensors, as in PyTorch); its gradient is zero.
+
+        Returns:
+            Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
+        """
+
+    def ceil(self) -> Tensor:
+        """Elementwise smallest integer not below x (not for bool tensors, as in PyTorch); its gradient is zero.
+
+        Returns:
+            Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
+        """
+
+    def trunc(self) -> Tensor:
+        """Elementwise x rounded toward zero (not for bool tensors, as in PyTorch); its gradient is zero.
+
+        Returns:
+            Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
+        """
+
+    def round(self, *, decimals: builtins.int = 0) -> Tensor:
+        """Elementwise x rounded to the nearest integer, a tie to the even one (not for bool
+        tensors, as in PyTorch); its gradient is zero.
+
+        With decimals, PyTorch's round(x * 10**decimals) / 10**decimals (for negative decimals,
+        round(x / 10**-decimals) * 10**-decimals), each step rounded to the tensor's dtype.
+
+        Args:
+            decimals: round to this many decimal places (negative: to tens, hundreds...); floating-
+                point tensors only unless 0.
+
+        Returns:
+            Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
         """
 
     def sum(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:

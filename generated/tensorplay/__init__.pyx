@@ -44,6 +44,21 @@ __all__ = [
     "matmul",
     "exp",
     "relu",
+    "neg",
+    "abs",
+    "sqrt",
+    "sin",
+    "cos",
+    "log",
+    "sigmoid",
+    "tanh",
+    "floor",
+    "ceil",
+    "trunc",
+    "round",
+    "clamp",
+    "sum",
+    "mean",
     "max",
     "min",
     "argmax",
@@ -451,6 +466,216 @@ def relu(input):
     """
     _core.check_awake_value(input, b"tensorplay.relu()", b"input")
     return _elementwise.relu_function(input)
+
+
+def neg(input):
+    """Elementwise negation, -input (not for bool tensors: use ~, as in PyTorch).
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype.
+    """
+    _core.check_awake_value(input, b"tensorplay.neg()", b"input")
+    return _elementwise.neg_function(input)
+
+
+def abs(input):
+    """Elementwise absolute value (not for bool tensors, as in PyTorch).
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype.
+    """
+    _core.check_awake_value(input, b"tensorplay.abs()", b"input")
+    return _elementwise.absolute_function(input)
+
+
+def sqrt(input):
+    """Elementwise square root.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+    _core.check_awake_value(input, b"tensorplay.sqrt()", b"input")
+    return _elementwise.sqrt_function(input)
+
+
+def sin(input):
+    """Elementwise sine.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+    _core.check_awake_value(input, b"tensorplay.sin()", b"input")
+    return _elementwise.sin_function(input)
+
+
+def cos(input):
+    """Elementwise cosine.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+    _core.check_awake_value(input, b"tensorplay.cos()", b"input")
+    return _elementwise.cos_function(input)
+
+
+def log(input):
+    """Elementwise natural logarithm.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+    _core.check_awake_value(input, b"tensorplay.log()", b"input")
+    return _elementwise.log_function(input)
+
+
+def sigmoid(input):
+    """Elementwise logistic sigmoid, 1 / (1 + exp(-input)).
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+    _core.check_awake_value(input, b"tensorplay.sigmoid()", b"input")
+    return _elementwise.sigmoid_function(input)
+
+
+def tanh(input):
+    """Elementwise hyperbolic tangent.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+    _core.check_awake_value(input, b"tensorplay.tanh()", b"input")
+    return _elementwise.tanh_function(input)
+
+
+def floor(input):
+    """Elementwise largest integer not above input; its gradient is zero.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
+            tensors).
+    """
+    _core.check_awake_value(input, b"tensorplay.floor()", b"input")
+    return _elementwise.floor_function(input)
+
+
+def ceil(input):
+    """Elementwise smallest integer not below input; its gradient is zero.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
+            tensors).
+    """
+    _core.check_awake_value(input, b"tensorplay.ceil()", b"input")
+    return _elementwise.ceil_function(input)
+
+
+def trunc(input):
+    """Elementwise input rounded toward zero; its gradient is zero.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
+            tensors).
+    """
+    _core.check_awake_value(input, b"tensorplay.trunc()", b"input")
+    return _elementwise.trunc_function(input)
+
+
+def round(input, *, decimals=0):
+    """Elementwise input rounded to the nearest integer, a tie to the even one, as Tensor.round.
+
+    Args:
+        input: a tensor.
+        decimals: round to this many decimal places (negative: to tens, hundreds...); floating-
+            point input only unless 0.
+
+    Returns:
+        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
+            tensors).
+    """
+    _core.check_awake_value(input, b"tensorplay.round()", b"input")
+    return _elementwise.round_function(input, _errors.int_arg(decimals, 'decimals', -308, 308))
+
+
+def clamp(input, min=None, max=None):
+    """Elementwise clamp into [min, max]; at least one bound must be given.
+
+    Args:
+        input: a tensor.
+        min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+            this one's, a Python scalar, or None.
+        max: the upper bound, likewise; where min > max the result is max.
+
+    Returns:
+        Tensor: min(max(input, min), max), as Tensor.clamp.
+    """
+    _core.check_awake_value(input, b"tensorplay.clamp()", b"input")
+    _core.check_awake_value(min, b"tensorplay.clamp()", b"min")
+    _core.check_awake_value(max, b"tensorplay.clamp()", b"max")
+    return _elementwise.clamp_function(input, min, max)
+
+
+def sum(input, dim=None, keepdim=False):
+    """Sum of the elements over dim, or of all of them, as Tensor.sum.
+
+    Args:
+        input: a tensor.
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: the sums; int64 for integer and bool input.
+    """
+    _core.check_awake_value(input, b"tensorplay.sum()", b"input")
+    return _reduction.sum_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+
+def mean(input, dim=None, keepdim=False):
+    """Mean of the elements over dim, or of all of them, as Tensor.mean.
+
+    Args:
+        input: a floating-point tensor.
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: the means.
+    """
+    _core.check_awake_value(input, b"tensorplay.mean()", b"input")
+    return _reduction.mean_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
 
 def max(input, dim=None, keepdim=False):
@@ -1472,6 +1697,68 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.log()", NULL)
         return _elementwise.log(self)
+
+    def sigmoid(self):
+        """Elementwise logistic sigmoid, 1 / (1 + exp(-x)) (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.sigmoid()", NULL)
+        return _elementwise.sigmoid(self)
+
+    def tanh(self):
+        """Elementwise hyperbolic tangent (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.tanh()", NULL)
+        return _elementwise.tanh(self)
+
+    def floor(self):
+        """Elementwise largest integer not above x (not for bool tensors, as in PyTorch); its gradient is zero.
+
+        Returns:
+            Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
+        """
+        _core.check_awake(self, b"Tensor.floor()", NULL)
+        return _elementwise.floor(self)
+
+    def ceil(self):
+        """Elementwise smallest integer not below x (not for bool tensors, as in PyTorch); its gradient is zero.
+
+        Returns:
+            Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
+        """
+        _core.check_awake(self, b"Tensor.ceil()", NULL)
+        return _elementwise.ceil(self)
+
+    def trunc(self):
+        """Elementwise x rounded toward zero (not for bool tensors, as in PyTorch); its gradient is zero.
+
+        Returns:
+            Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
+        """
+        _core.check_awake(self, b"Tensor.trunc()", NULL)
+        return _elementwise.trunc(self)
+
+    def round(self, *, decimals=0):
+        """Elementwise x rounded to the nearest integer, a tie to the even one (not for bool
+        tensors, as in PyTorch); its gradient is zero.
+
+        With decimals, PyTorch's round(x * 10**decimals) / 10**decimals (for negative decimals,
+        round(x / 10**-decimals) * 10**-decimals), each step rounded to the tensor's dtype.
+
+        Args:
+            decimals: round to this many decimal places (negative: to tens, hundreds...); floating-
+                point tensors only unless 0.
+
+        Returns:
+            Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
+        """
+        _core.check_awake(self, b"Tensor.round()", NULL)
+        return _elementwise.round_(self, _errors.int_arg(decimals, 'decimals', -308, 308))
 
     def sum(self, dim=None, keepdim=False):
         """Sum of the elements over dim, or of all of them.

@@ -68,6 +68,11 @@ def rounded_div_gradient(Node node, tuple grads):
     return tuple(zeros_of(meta) if meta is not None else None for meta in node.inputs_meta)
 
 
+def rounding_gradient(Node node, tuple grads):
+    # floor, ceil, round and trunc: zero, as PyTorch's (zeros_like(grad)).
+    return (zeros_of(node.inputs_meta[0]),)
+
+
 def remainder_gradient(Node node, tuple grads):
     # a % b = a - floor(a / b) * b, PyTorch's remainder backward: the dividend's gradient is g,
     # the divisor's -g * floor(a / b). For a scalar % tensor (which PyTorch leaves without a
@@ -146,6 +151,18 @@ def sqrt_gradient(Node node, tuple grads):  # saved: the output
 
 def log_gradient(Node node, tuple grads):
     return (truediv(grads[0], node.saved[0]),)
+
+
+def sigmoid_gradient(Node node, tuple grads):  # saved: the output y
+    # PyTorch's sigmoid_backward: g * (1 - y) * y.
+    cdef TensorCore y = node.saved[0]
+    return (mul(mul(grads[0], binary(y, 1, ops.OP_SUB, True, False, "sigmoid backward")), y),)
+
+
+def tanh_gradient(Node node, tuple grads):  # saved: the output y
+    # PyTorch's tanh_backward: g * (1 - y * y).
+    cdef TensorCore y = node.saved[0]
+    return (mul(grads[0], binary(mul(y, y), 1, ops.OP_SUB, True, False, "tanh backward")),)
 
 
 cdef TensorCore spread(TensorCore g, tuple sizes, tuple dims, bint keepdim):
@@ -356,6 +373,8 @@ FORMULAS = {
     "neg": neg_gradient,
     "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
+    "sigmoid": sigmoid_gradient, "tanh": tanh_gradient, "floor": rounding_gradient,
+    "ceil": rounding_gradient, "round": rounding_gradient, "trunc": rounding_gradient,
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
     "select_dim": select_dim_gradient,
     "reshape": reshape_gradient,

@@ -561,6 +561,20 @@ class ReLUCore(ModuleCore):
         return tensor.own_tensor_arg(input, "ReLU: input").relu()
 
 
+class SigmoidCore(ModuleCore):
+    """1 / (1 + exp(-x)), elementwise."""
+
+    def c_forward(self, input):
+        return tensor.own_tensor_arg(input, "Sigmoid: input").sigmoid()
+
+
+class TanhCore(ModuleCore):
+    """tanh(x), elementwise."""
+
+    def c_forward(self, input):
+        return tensor.own_tensor_arg(input, "Tanh: input").tanh()
+
+
 class SequentialCore(ModuleCore):
     """Modules run one after the other, registered as children "0", "1", ..."""
 

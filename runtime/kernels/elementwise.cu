@@ -219,19 +219,32 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
     GRID_STRIDE_LOOP(i, count) { out[i] = apply_compare(op, load(a[i]), scalar); }
 }
 
-// Transcendentals in the accumulation type's own precision (sinf for float, sin for double);
-// integer tensors only reach OP_NEG, OP_ABS and OP_RELU (the host checks), so they go through
-// double.
-__device__ inline float transcendental(int op, float x) {
-    return op == OP_SIN ? sinf(x) : op == OP_COS ? cosf(x) : op == OP_EXP ? expf(x)
-         : op == OP_LOG ? logf(x) : sqrtf(x);
-}
-__device__ inline double transcendental(int op, double x) {
-    return op == OP_SIN ? sin(x) : op == OP_COS ? cos(x) : op == OP_EXP ? exp(x)
-         : op == OP_LOG ? log(x) : sqrt(x);
-}
-__device__ inline long long transcendental(int op, long long x) {
-    return (long long)transcendental(op, (double)x);
+// The floating functions, in the accumulation type's own precision (sinf for float, sin for
+// double). Integer tensors only reach OP_NEG, OP_ABS and OP_RELU (the host converts them to
+// float32 for the others, or copies them for rounding), so the long long form is never run;
+// it is there for apply_unary to compile for every scalar_t. sigmoid is PyTorch's
+// 1 / (1 + exp(-x)); round is rint, the nearest integer with ties to even, as PyTorch's
+// nearbyint.
+#define FLOATING_FUNCTION(F, SIN, COS, EXP, LOG, SQRT, TANH, FLOOR, CEIL, RINT, TRUNC)          \
+    __device__ inline F floating_function(int op, F x) {                                       \
+        switch (op) {                                                                          \
+            case OP_SIN: return SIN(x);                                                        \
+            case OP_COS: return COS(x);                                                        \
+            case OP_EXP: return EXP(x);                                                        \
+            case OP_LOG: return LOG(x);                                                        \
+            case OP_SIGMOID: return (F)1 / ((F)1 + EXP(-x));                                   \
+            case OP_TANH: return TANH(x);                                                      \
+            case OP_FLOOR: return FLOOR(x);                                                    \
+            case OP_CEIL: return CEIL(x);                                                      \
+            case OP_ROUND: return RINT(x);                                                     \
+            case OP_TRUNC: return TRUNC(x);                                                    \
+            default: return SQRT(x);                                                           \
+        }                                                                                      \
+    }
+FLOATING_FUNCTION(float, sinf, cosf, expf, logf, sqrtf, tanhf, floorf, ceilf, rintf, truncf)
+FLOATING_FUNCTION(double, sin, cos, exp, log, sqrt, tanh, floor, ceil, rint, trunc)
+__device__ inline long long floating_function(int op, long long x) {
+    return (long long)floating_function(op, (double)x);
 }
 
 __device__ inline acc_t apply_unary(int op, acc_t x) {
@@ -239,7 +252,7 @@ __device__ inline acc_t apply_unary(int op, acc_t x) {
         case OP_NEG: return -x;
         case OP_ABS: return x < (acc_t)0 ? -x : x;
         case OP_RELU: return x <= (acc_t)0 ? (acc_t)0 : x;  // NaN stays NaN, as PyTorch's
-        default: return transcendental(op, x);
+        default: return floating_function(op, x);
     }
 }
 

@@ -30,6 +30,12 @@ cpdef enum Op:
     OP_EXP
     OP_SQRT
     OP_LOG
+    OP_SIGMOID
+    OP_TANH
+    OP_FLOOR                 # floor, ceil, round (half to even) and trunc: floating only; an
+    OP_CEIL                  # integer tensor is its own result (a copy), as in PyTorch
+    OP_ROUND
+    OP_TRUNC
     # Reductions (reduce.cu, combine); a mean is a sum and a divisor.
     OP_SUM
     OP_MAX

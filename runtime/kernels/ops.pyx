@@ -45,6 +45,14 @@ ROWS = (
     (OP_EXP, KERNEL_UNARY, "exp", "exp", DTYPE_FLOATING, True),
     (OP_SQRT, KERNEL_UNARY, "sqrt", "sqrt", DTYPE_FLOATING, True),
     (OP_LOG, KERNEL_UNARY, "log", "log", DTYPE_FLOATING, False),
+    (OP_SIGMOID, KERNEL_UNARY, None, "sigmoid", DTYPE_FLOATING, True),
+    (OP_TANH, KERNEL_UNARY, "tanh", "tanh", DTYPE_FLOATING, True),
+    # Rounding is piecewise constant: its gradient is zero, as PyTorch's. round is to the
+    # nearest even integer at a tie (numpy's rint, CUDA's rint, PyTorch's nearbyint).
+    (OP_FLOOR, KERNEL_UNARY, "floor", "floor", DTYPE_SAME, False),
+    (OP_CEIL, KERNEL_UNARY, "ceil", "ceil", DTYPE_SAME, False),
+    (OP_ROUND, KERNEL_UNARY, "rint", "round", DTYPE_SAME, False),
+    (OP_TRUNC, KERNEL_UNARY, "trunc", "trunc", DTYPE_SAME, False),
     (OP_SUM, KERNEL_REDUCE, None, "sum", DTYPE_WIDE, False),
     (OP_MAX, KERNEL_REDUCE, None, "max", DTYPE_SAME, False),
     (OP_MIN, KERNEL_REDUCE, None, "min", DTYPE_SAME, False),

@@ -618,11 +618,15 @@ cdef object ge(TensorCore tensor, object other):
     return compare(tensor, other, ops.OP_GE)
 
 
+cdef inline bint rounds(int op) noexcept:
+    return op == ops.OP_FLOOR or op == ops.OP_CEIL or op == ops.OP_ROUND or op == ops.OP_TRUNC
+
+
 cdef object unary(TensorCore tensor, int op):
     cdef DtypeCore dtype = tensor.dtype_object
     cdef TensorCore output
     if (tensor.device_index != CPU and not tensor.grad_required and dtype.code != CODE_BOOL
-            and (dtype.floating or ops.dtype_rule(op) != ops.DTYPE_FLOATING)
+            and (dtype.floating or (ops.dtype_rule(op) != ops.DTYPE_FLOATING and not rounds(op)))
             and is_contiguous(tensor)):  # Note [Quick paths]
         output = new_empty_like(tensor)
         device_ops.unary(tensor.device_index, dtype, tensor.data, output.data,
@@ -638,10 +642,18 @@ cdef object unary(TensorCore tensor, int op):
             ": Negation, the `-` operator, on a bool tensor is not supported. If you are "
             "trying to invert a mask, use the `~` or `logical_not()` operator instead."
             if op == ops.OP_NEG else ""))
+    if rounds(op) and not tensor.dtype_object.floating:
+        return copies.clone(tensor)  # an integer is its own floor: a copy, as PyTorch's
     if tensor.device_index == CPU:
-        values = computable(tensor)
-        values = np().maximum(values, 0).astype(values.dtype) if op == ops.OP_RELU \
-            else getattr(np(), ops.cpu_name(op))(values)
+        with np().errstate(all="ignore"):  # inf and nan, as PyTorch: silent
+            if op == ops.OP_RELU:
+                values = computable(tensor)
+                values = np().maximum(values, 0).astype(values.dtype)
+            elif op == ops.OP_SIGMOID:  # in the kernel's precision, float32 for 16-bit floats
+                values = opmath(tensor)
+                values = values.dtype.type(1) / (values.dtype.type(1) + np().exp(-values))
+            else:
+                values = getattr(np(), ops.cpu_name(op))(computable(tensor))
         output = wrap_cpu(np().asarray(stored(values, tensor.dtype_object), order="C"),
                           tensor.dtype_object)
     else:
@@ -651,9 +663,9 @@ cdef object unary(TensorCore tensor, int op):
                          (<TensorCore>output).data, tensor.element_count, op,
                          current_stream(tensor.device_index))
     if tracked(tensor) and tensor.dtype_object.floating:
-        # What PyTorch saves: nothing for neg, the output (a detached alias, sharing its
-        # version counter) where the gradient is a function of it, else the input.
-        saved = () if op == ops.OP_NEG else (
+        # What PyTorch saves: nothing for neg and rounding, the output (a detached alias,
+        # sharing its version counter) where the gradient is a function of it, else the input.
+        saved = () if op == ops.OP_NEG or rounds(op) else (
             ((<TensorCore>output).c_detach(),) if ops.saves_output(op) else (tensor,))
         return recorded(output, op, (tensor,), saved)
     return output
@@ -691,12 +703,101 @@ cdef object relu_function(object input):
     return relu(own_tensor_arg(input, "input"))
 
 
+cdef object neg_function(object input):
+    return neg(own_tensor_arg(input, "input"))
+
+
+cdef object absolute_function(object input):
+    return absolute(own_tensor_arg(input, "input"))
+
+
+cdef object sin_function(object input):
+    return sin(own_tensor_arg(input, "input"))
+
+
+cdef object cos_function(object input):
+    return cos(own_tensor_arg(input, "input"))
+
+
+cdef object sqrt_function(object input):
+    return sqrt(own_tensor_arg(input, "input"))
+
+
+cdef object log_function(object input):
+    return log(own_tensor_arg(input, "input"))
+
+
+cdef object sigmoid_function(object input):
+    return sigmoid(own_tensor_arg(input, "input"))
+
+
+cdef object tanh_function(object input):
+    return tanh(own_tensor_arg(input, "input"))
+
+
+cdef object floor_function(object input):
+    return floor(own_tensor_arg(input, "input"))
+
+
+cdef object ceil_function(object input):
+    return ceil(own_tensor_arg(input, "input"))
+
+
+cdef object trunc_function(object input):
+    return trunc(own_tensor_arg(input, "input"))
+
+
+cdef object round_function(object input, int decimals):
+    return round_(own_tensor_arg(input, "input"), decimals)
+
+
+cdef object clamp_function(object input, object min, object max):
+    return clamp(own_tensor_arg(input, "input"), min, max)
+
+
 cdef object sqrt(TensorCore tensor):
     return unary(tensor, ops.OP_SQRT)
 
 
 cdef object log(TensorCore tensor):
     return unary(tensor, ops.OP_LOG)
+
+
+cdef object sigmoid(TensorCore tensor):
+    return unary(tensor, ops.OP_SIGMOID)
+
+
+cdef object tanh(TensorCore tensor):
+    return unary(tensor, ops.OP_TANH)
+
+
+cdef object floor(TensorCore tensor):
+    return unary(tensor, ops.OP_FLOOR)
+
+
+cdef object ceil(TensorCore tensor):
+    return unary(tensor, ops.OP_CEIL)
+
+
+cdef object trunc(TensorCore tensor):
+    return unary(tensor, ops.OP_TRUNC)
+
+
+cdef object round_(TensorCore tensor, int decimals):
+    """torch.round: to the nearest integer, ties to even; with decimals, PyTorch's
+    round(x * 10**d) / 10**d (round(x / 10**-d) * 10**-d for negative d), each step rounded
+    to the tensor's dtype as PyTorch's kernel rounds it. decimals is in [-308, 308] (the
+    wrapper's range check)."""
+    if decimals == 0:
+        return unary(tensor, ops.OP_ROUND)
+    if not tensor.dtype_object.floating:  # PyTorch: "round_cpu" not implemented for 'Long'
+        raise TypeError(f"round: decimals needs a floating-point tensor, got "
+                        f"{tensor.dtype_object.name} (without decimals, round() takes integer "
+                        "tensors too, as in PyTorch)")
+    scale = 10.0 ** abs(decimals)
+    if decimals > 0:
+        return truediv(unary(<TensorCore>mul(tensor, scale), ops.OP_ROUND), scale)
+    return mul(unary(<TensorCore>truediv(tensor, scale), ops.OP_ROUND), scale)
 
 
 # --------------------------------------------------------------------------------------------

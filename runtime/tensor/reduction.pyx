@@ -190,6 +190,14 @@ cdef object argmin_function(object input, object dim, bint keepdim):
     return argmin(own_tensor_arg(input, "input"), dim, keepdim)
 
 
+cdef object sum_function(object input, object dim, bint keepdim):
+    return sum_over(own_tensor_arg(input, "input"), dim, keepdim)
+
+
+cdef object mean_function(object input, object dim, bint keepdim):
+    return mean_over(own_tensor_arg(input, "input"), dim, keepdim)
+
+
 cdef tuple select_over(TensorCore tensor, object dim, bint keepdim, int op, str name,
                        bint with_values):
     """(values or None, int64 indices) of the max or min (op) over dim, as torch.max(dim) and
