@@ -1799,6 +1799,123 @@ class Tensor:
             Tensor: self.
         """
 
+    def bitwise_and(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """Elementwise and (&) of integer or bool tensors (logical for two bool operands), as torch.bitwise_and.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
+        """
+
+    def bitwise_and_(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """In-place bitwise_and(); the result must keep this tensor's dtype.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def bitwise_or(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """Elementwise or (|) of integer or bool tensors (logical for two bool operands), as torch.bitwise_or.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
+        """
+
+    def bitwise_or_(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """In-place bitwise_or(); the result must keep this tensor's dtype.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def bitwise_xor(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """Elementwise exclusive or (^) of integer or bool tensors (logical for two bool operands), as torch.bitwise_xor.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
+        """
+
+    def bitwise_xor_(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """In-place bitwise_xor(); the result must keep this tensor's dtype.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def bitwise_left_shift(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """Elementwise shift left (<<) of integers, as torch.bitwise_left_shift.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: of the dtype the operands promote to.
+        """
+
+    def bitwise_left_shift_(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """In-place bitwise_left_shift().
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def bitwise_right_shift(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """Elementwise arithmetic shift right (>>) of integers, as torch.bitwise_right_shift.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: of the dtype the operands promote to.
+        """
+
+    def bitwise_right_shift_(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """In-place bitwise_right_shift().
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def bitwise_not(self) -> Tensor:
+        """Elementwise not (~) of an integer or bool tensor, as torch.bitwise_not.
+
+        Returns:
+            Tensor: of this tensor's dtype.
+        """
+
     def clamp(self, min: Tensor | builtins.bool | builtins.int | builtins.float | None = None, max: Tensor | builtins.bool | builtins.int | builtins.float | None = None) -> Tensor:
         """Elementwise clamp into [min, max]; at least one bound must be given.
 
@@ -2036,64 +2153,109 @@ class Tensor:
             Tensor: the result.
         """
 
-    def __and__(self, other: Tensor | builtins.bool) -> Tensor:
-        """Elementwise and of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+    def __and__(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """Elementwise and: logical of bool tensors (masks), bitwise of integers.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
         """
 
-    def __rand__(self, other: Tensor | builtins.bool) -> Tensor:
-        """Elementwise and, a Python bool first.
+    def __rand__(self, other: builtins.bool | builtins.int) -> Tensor:
+        """Elementwise and, a Python int or bool first.
 
         Args:
-            other: a Python bool.
+            other: a Python int or bool.
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
         """
 
-    def __or__(self, other: Tensor | builtins.bool) -> Tensor:
-        """Elementwise or of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+    def __or__(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """Elementwise or: logical of bool tensors (masks), bitwise of integers.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
         """
 
-    def __ror__(self, other: Tensor | builtins.bool) -> Tensor:
-        """Elementwise or, a Python bool first.
+    def __ror__(self, other: builtins.bool | builtins.int) -> Tensor:
+        """Elementwise or, a Python int or bool first.
 
         Args:
-            other: a Python bool.
+            other: a Python int or bool.
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
         """
 
-    def __xor__(self, other: Tensor | builtins.bool) -> Tensor:
-        """Elementwise exclusive or of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+    def __xor__(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """Elementwise exclusive or: logical of bool tensors (masks), bitwise of integers.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
         """
 
-    def __rxor__(self, other: Tensor | builtins.bool) -> Tensor:
-        """Elementwise exclusive or, a Python bool first.
+    def __rxor__(self, other: builtins.bool | builtins.int) -> Tensor:
+        """Elementwise exclusive or, a Python int or bool first.
 
         Args:
-            other: a Python bool.
+            other: a Python int or bool.
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
+        """
+
+    def __lshift__(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """Elementwise shift left of integers: an amount that is negative or the dtype's width or more gives 0, as in PyTorch.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: of the dtype the operands promote to (int64 for a bool tensor and an int).
+        """
+
+    def __rlshift__(self, other: builtins.bool | builtins.int) -> Tensor:
+        """Elementwise shift left, a Python int shifted by this tensor's amounts.
+
+        Args:
+            other: a Python int (or bool), the value shifted.
+
+        Returns:
+            Tensor: of the dtype the operands promote to (int64 for a bool tensor and an int).
+        """
+
+    def __rshift__(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """Elementwise arithmetic shift right of integers (filling with the sign): an amount that is negative or the dtype's width or more gives the sign (0 or -1), as in PyTorch.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: of the dtype the operands promote to (int64 for a bool tensor and an int).
+        """
+
+    def __rrshift__(self, other: builtins.bool | builtins.int) -> Tensor:
+        """Elementwise shift right, a Python int shifted by this tensor's amounts.
+
+        Args:
+            other: a Python int (or bool), the value shifted.
+
+        Returns:
+            Tensor: of the dtype the operands promote to (int64 for a bool tensor and an int).
         """
 
     def __iadd__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
@@ -2156,41 +2318,66 @@ class Tensor:
             Tensor: self.
         """
 
-    def __iand__(self, other: Tensor | builtins.bool) -> Tensor:
-        """In-place elementwise and of a bool tensor.
+    def __iand__(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """In-place elementwise and; the result must keep this tensor's dtype.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
 
         Returns:
             Tensor: self.
         """
 
-    def __ior__(self, other: Tensor | builtins.bool) -> Tensor:
-        """In-place elementwise or of a bool tensor.
+    def __ior__(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """In-place elementwise or; the result must keep this tensor's dtype.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
 
         Returns:
             Tensor: self.
         """
 
-    def __ixor__(self, other: Tensor | builtins.bool) -> Tensor:
-        """In-place elementwise exclusive or of a bool tensor.
+    def __ixor__(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """In-place elementwise exclusive or; the result must keep this tensor's dtype.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def __ilshift__(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """In-place elementwise shift left.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def __irshift__(self, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+        """In-place elementwise shift right.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
 
         Returns:
             Tensor: self.
         """
 
     def __invert__(self) -> Tensor:
-        """Elementwise not of a bool tensor (a mask); integer tensors are refused (no bitwise operations).
+        """Elementwise not: logical of a bool tensor (a mask), bitwise of an integer one (floating-point tensors are refused, as in PyTorch).
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: of this tensor's dtype.
         """
 
     def __neg__(self) -> Tensor:

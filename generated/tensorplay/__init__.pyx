@@ -2088,6 +2088,155 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake_value(other, b"Tensor.remainder_()", b"other")
         return _elementwise.imod(self, other)
 
+    def bitwise_and(self, other):
+        """Elementwise and (&) of integer or bool tensors (logical for two bool operands), as torch.bitwise_and.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
+        """
+        _core.check_awake(self, b"Tensor.bitwise_and()", NULL)
+        _core.check_awake_value(other, b"Tensor.bitwise_and()", b"other")
+        return _elementwise.bitwise_and(self, other)
+
+    def bitwise_and_(self, other):
+        """In-place bitwise_and(); the result must keep this tensor's dtype.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.bitwise_and_()", NULL)
+        _core.check_awake_value(other, b"Tensor.bitwise_and_()", b"other")
+        return _elementwise.bitwise_and_(self, other)
+
+    def bitwise_or(self, other):
+        """Elementwise or (|) of integer or bool tensors (logical for two bool operands), as torch.bitwise_or.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
+        """
+        _core.check_awake(self, b"Tensor.bitwise_or()", NULL)
+        _core.check_awake_value(other, b"Tensor.bitwise_or()", b"other")
+        return _elementwise.bitwise_or(self, other)
+
+    def bitwise_or_(self, other):
+        """In-place bitwise_or(); the result must keep this tensor's dtype.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.bitwise_or_()", NULL)
+        _core.check_awake_value(other, b"Tensor.bitwise_or_()", b"other")
+        return _elementwise.bitwise_or_(self, other)
+
+    def bitwise_xor(self, other):
+        """Elementwise exclusive or (^) of integer or bool tensors (logical for two bool operands), as torch.bitwise_xor.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
+        """
+        _core.check_awake(self, b"Tensor.bitwise_xor()", NULL)
+        _core.check_awake_value(other, b"Tensor.bitwise_xor()", b"other")
+        return _elementwise.bitwise_xor(self, other)
+
+    def bitwise_xor_(self, other):
+        """In-place bitwise_xor(); the result must keep this tensor's dtype.
+
+        Args:
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.bitwise_xor_()", NULL)
+        _core.check_awake_value(other, b"Tensor.bitwise_xor_()", b"other")
+        return _elementwise.bitwise_xor_(self, other)
+
+    def bitwise_left_shift(self, other):
+        """Elementwise shift left (<<) of integers, as torch.bitwise_left_shift.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: of the dtype the operands promote to.
+        """
+        _core.check_awake(self, b"Tensor.bitwise_left_shift()", NULL)
+        _core.check_awake_value(other, b"Tensor.bitwise_left_shift()", b"other")
+        return _elementwise.left_shift(self, other)
+
+    def bitwise_left_shift_(self, other):
+        """In-place bitwise_left_shift().
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.bitwise_left_shift_()", NULL)
+        _core.check_awake_value(other, b"Tensor.bitwise_left_shift_()", b"other")
+        return _elementwise.left_shift_(self, other)
+
+    def bitwise_right_shift(self, other):
+        """Elementwise arithmetic shift right (>>) of integers, as torch.bitwise_right_shift.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: of the dtype the operands promote to.
+        """
+        _core.check_awake(self, b"Tensor.bitwise_right_shift()", NULL)
+        _core.check_awake_value(other, b"Tensor.bitwise_right_shift()", b"other")
+        return _elementwise.right_shift(self, other)
+
+    def bitwise_right_shift_(self, other):
+        """In-place bitwise_right_shift().
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.bitwise_right_shift_()", NULL)
+        _core.check_awake_value(other, b"Tensor.bitwise_right_shift_()", b"other")
+        return _elementwise.right_shift_(self, other)
+
+    def bitwise_not(self):
+        """Elementwise not (~) of an integer or bool tensor, as torch.bitwise_not.
+
+        Returns:
+            Tensor: of this tensor's dtype.
+        """
+        _core.check_awake(self, b"Tensor.bitwise_not()", NULL)
+        return _elementwise.invert(self)
+
     def clamp(self, min=None, max=None):
         """Elementwise clamp into [min, max]; at least one bound must be given.
 
@@ -2385,82 +2534,134 @@ cdef class Tensor(_core.TensorCore):
         return _elementwise.rmod(self, other)
 
     def __and__(self, other):
-        """Elementwise and of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+        """Elementwise and: logical of bool tensors (masks), bitwise of integers.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
         """
         _core.check_awake(self, b"Tensor.__and__()", NULL)
         _core.check_awake_value(other, b"Tensor.__and__()", b"other")
-        return _elementwise.logical_and(self, other)
+        return _elementwise.bitwise_and(self, other)
 
     def __rand__(self, other):
-        """Elementwise and, a Python bool first.
+        """Elementwise and, a Python int or bool first.
 
         Args:
-            other: a Python bool.
+            other: a Python int or bool.
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
         """
         _core.check_awake(self, b"Tensor.__rand__()", NULL)
-        _core.check_awake_value(other, b"Tensor.__rand__()", b"other")
-        return _elementwise.logical_and(self, other)
+        return _elementwise.bitwise_and(self, other)
 
     def __or__(self, other):
-        """Elementwise or of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+        """Elementwise or: logical of bool tensors (masks), bitwise of integers.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
         """
         _core.check_awake(self, b"Tensor.__or__()", NULL)
         _core.check_awake_value(other, b"Tensor.__or__()", b"other")
-        return _elementwise.logical_or(self, other)
+        return _elementwise.bitwise_or(self, other)
 
     def __ror__(self, other):
-        """Elementwise or, a Python bool first.
+        """Elementwise or, a Python int or bool first.
 
         Args:
-            other: a Python bool.
+            other: a Python int or bool.
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
         """
         _core.check_awake(self, b"Tensor.__ror__()", NULL)
-        _core.check_awake_value(other, b"Tensor.__ror__()", b"other")
-        return _elementwise.logical_or(self, other)
+        return _elementwise.bitwise_or(self, other)
 
     def __xor__(self, other):
-        """Elementwise exclusive or of bool tensors (masks) and Python bools; integer tensors are refused (no bitwise operations).
+        """Elementwise exclusive or: logical of bool tensors (masks), bitwise of integers.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
         """
         _core.check_awake(self, b"Tensor.__xor__()", NULL)
         _core.check_awake_value(other, b"Tensor.__xor__()", b"other")
-        return _elementwise.logical_xor(self, other)
+        return _elementwise.bitwise_xor(self, other)
 
     def __rxor__(self, other):
-        """Elementwise exclusive or, a Python bool first.
+        """Elementwise exclusive or, a Python int or bool first.
 
         Args:
-            other: a Python bool.
+            other: a Python int or bool.
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: bool for two bool operands, else of the dtype the operands promote to.
         """
         _core.check_awake(self, b"Tensor.__rxor__()", NULL)
-        _core.check_awake_value(other, b"Tensor.__rxor__()", b"other")
-        return _elementwise.logical_xor(self, other)
+        return _elementwise.bitwise_xor(self, other)
+
+    def __lshift__(self, other):
+        """Elementwise shift left of integers: an amount that is negative or the dtype's width or more gives 0, as in PyTorch.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: of the dtype the operands promote to (int64 for a bool tensor and an int).
+        """
+        _core.check_awake(self, b"Tensor.__lshift__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__lshift__()", b"other")
+        return _elementwise.left_shift(self, other)
+
+    def __rlshift__(self, other):
+        """Elementwise shift left, a Python int shifted by this tensor's amounts.
+
+        Args:
+            other: a Python int (or bool), the value shifted.
+
+        Returns:
+            Tensor: of the dtype the operands promote to (int64 for a bool tensor and an int).
+        """
+        _core.check_awake(self, b"Tensor.__rlshift__()", NULL)
+        return _elementwise.reflected_left_shift(self, other)
+
+    def __rshift__(self, other):
+        """Elementwise arithmetic shift right of integers (filling with the sign): an amount that is negative or the dtype's width or more gives the sign (0 or -1), as in PyTorch.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: of the dtype the operands promote to (int64 for a bool tensor and an int).
+        """
+        _core.check_awake(self, b"Tensor.__rshift__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__rshift__()", b"other")
+        return _elementwise.right_shift(self, other)
+
+    def __rrshift__(self, other):
+        """Elementwise shift right, a Python int shifted by this tensor's amounts.
+
+        Args:
+            other: a Python int (or bool), the value shifted.
+
+        Returns:
+            Tensor: of the dtype the operands promote to (int64 for a bool tensor and an int).
+        """
+        _core.check_awake(self, b"Tensor.__rrshift__()", NULL)
+        return _elementwise.reflected_right_shift(self, other)
 
     def __iadd__(self, other):
         """In-place elementwise sum.
@@ -2541,49 +2742,80 @@ cdef class Tensor(_core.TensorCore):
         return _elementwise.imod(self, other)
 
     def __iand__(self, other):
-        """In-place elementwise and of a bool tensor.
+        """In-place elementwise and; the result must keep this tensor's dtype.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
 
         Returns:
             Tensor: self.
         """
         _core.check_awake(self, b"Tensor.__iand__()", NULL)
         _core.check_awake_value(other, b"Tensor.__iand__()", b"other")
-        return _elementwise.logical_iand(self, other)
+        return _elementwise.bitwise_and_(self, other)
 
     def __ior__(self, other):
-        """In-place elementwise or of a bool tensor.
+        """In-place elementwise or; the result must keep this tensor's dtype.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
 
         Returns:
             Tensor: self.
         """
         _core.check_awake(self, b"Tensor.__ior__()", NULL)
         _core.check_awake_value(other, b"Tensor.__ior__()", b"other")
-        return _elementwise.logical_ior(self, other)
+        return _elementwise.bitwise_or_(self, other)
 
     def __ixor__(self, other):
-        """In-place elementwise exclusive or of a bool tensor.
+        """In-place elementwise exclusive or; the result must keep this tensor's dtype.
 
         Args:
-            other: a bool tensor whose shape broadcasts with this one's, or a Python bool.
+            other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+                or bool (floating-point operands are refused, as in PyTorch).
 
         Returns:
             Tensor: self.
         """
         _core.check_awake(self, b"Tensor.__ixor__()", NULL)
         _core.check_awake_value(other, b"Tensor.__ixor__()", b"other")
-        return _elementwise.logical_ixor(self, other)
+        return _elementwise.bitwise_xor_(self, other)
 
-    def __invert__(self):
-        """Elementwise not of a bool tensor (a mask); integer tensors are refused (no bitwise operations).
+    def __ilshift__(self, other):
+        """In-place elementwise shift left.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.__ilshift__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__ilshift__()", b"other")
+        return _elementwise.left_shift_(self, other)
+
+    def __irshift__(self, other):
+        """In-place elementwise shift right.
+
+        Args:
+            other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+                Python int (or bool).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.__irshift__()", NULL)
+        _core.check_awake_value(other, b"Tensor.__irshift__()", b"other")
+        return _elementwise.right_shift_(self, other)
+
+    def __invert__(self):
+        """Elementwise not: logical of a bool tensor (a mask), bitwise of an integer one (floating-point tensors are refused, as in PyTorch).
+
+        Returns:
+            Tensor: of this tensor's dtype.
         """
         _core.check_awake(self, b"Tensor.__invert__()", NULL)
         return _elementwise.invert(self)

@@ -66,6 +66,27 @@ __device__ inline long long power(long long a, long long b) {
     return result;
 }
 
+// Bitwise operations and shifts of integers, in the long long every integer dtype computes in
+// (its value sign- or zero-extended). The result is converted to the dtype, which keeps its low
+// bits, so 64-bit shift rules give PyTorch's for every width: PyTorch shifts left by a negative
+// amount or one of the dtype's width or more to 0, and right by such an amount to the sign
+// (0 for uint8). Floating operands never reach them (the host refuses them, as PyTorch); their
+// overloads are there for apply_binary and apply_unary to compile for every scalar_t.
+__device__ inline long long bitwise(int op, long long a, long long b) {
+    switch (op) {
+        case OP_BITWISE_AND: return a & b;
+        case OP_BITWISE_OR: return a | b;
+        case OP_BITWISE_XOR: return a ^ b;
+        case OP_LSHIFT: return (b < 0 || b >= 64) ? 0 : (long long)((unsigned long long)a << b);
+        default: return (b < 0 || b >= 64) ? a >> 63 : a >> b;
+    }
+}
+__device__ inline float bitwise(int, float a, float) { return a; }
+__device__ inline double bitwise(int, double a, double) { return a; }
+__device__ inline long long bitwise_not(long long x) { return ~x; }
+__device__ inline float bitwise_not(float x) { return x; }
+__device__ inline double bitwise_not(double x) { return x; }
+
 __device__ inline acc_t apply_binary(int op, acc_t a, acc_t b) {
     switch (op) {
         case OP_ADD: return a + b;
@@ -78,6 +99,11 @@ __device__ inline acc_t apply_binary(int op, acc_t a, acc_t b) {
         // PyTorch's threshold_backward: zero where the output is <= 0, so a NaN output
         // passes the gradient through.
         case OP_RELU_BACKWARD: return b <= (acc_t)0 ? (acc_t)0 : a;
+        case OP_BITWISE_AND:
+        case OP_BITWISE_OR:
+        case OP_BITWISE_XOR:
+        case OP_LSHIFT:
+        case OP_RSHIFT: return bitwise(op, a, b);
         default: return a / b;
     }
 }
@@ -220,11 +246,11 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
 }
 
 // The floating functions, in the accumulation type's own precision (sinf for float, sin for
-// double). Integer tensors only reach OP_NEG, OP_ABS and OP_RELU (the host converts them to
-// float32 for the others, or copies them for rounding), so the long long form is never run;
-// it is there for apply_unary to compile for every scalar_t. sigmoid is PyTorch's
-// 1 / (1 + exp(-x)); round is rint, the nearest integer with ties to even, as PyTorch's
-// nearbyint.
+// double). Integer tensors only reach OP_NEG, OP_BITWISE_NOT, OP_ABS and OP_RELU (the host
+// converts them to float32 for the others, or copies them for rounding), so the long long form
+// is never run; it is there for apply_unary to compile for every scalar_t. sigmoid is
+// PyTorch's 1 / (1 + exp(-x)); round is rint, the nearest integer with ties to even, as
+// PyTorch's nearbyint.
 #define FLOATING_FUNCTION(F, SIN, COS, EXP, LOG, SQRT, TANH, FLOOR, CEIL, RINT, TRUNC)          \
     __device__ inline F floating_function(int op, F x) {                                       \
         switch (op) {                                                                          \
@@ -250,6 +276,7 @@ __device__ inline long long floating_function(int op, long long x) {
 __device__ inline acc_t apply_unary(int op, acc_t x) {
     switch (op) {
         case OP_NEG: return -x;
+        case OP_BITWISE_NOT: return bitwise_not(x);
         case OP_ABS: return x < (acc_t)0 ? -x : x;
         case OP_RELU: return x <= (acc_t)0 ? (acc_t)0 : x;  // NaN stays NaN, as PyTorch's
         default: return floating_function(op, x);

@@ -14,6 +14,11 @@ cpdef enum Op:
     OP_REMAINDER             # a % b, torch.remainder: the sign of the divisor
     OP_POW
     OP_RELU_BACKWARD         # gradient * (output > 0): PyTorch's threshold_backward(g, out, 0)
+    OP_BITWISE_AND           # a & b of integers (bool masks: Note [Mask logic], elementwise.pyx)
+    OP_BITWISE_OR
+    OP_BITWISE_XOR
+    OP_LSHIFT                # a << b
+    OP_RSHIFT                # a >> b, filling with the sign
     # Comparisons (elementwise.cu, apply_compare).
     OP_EQ
     OP_NE
@@ -23,6 +28,7 @@ cpdef enum Op:
     OP_GE
     # Unary (elementwise.cu, apply_unary).
     OP_NEG
+    OP_BITWISE_NOT           # ~a of integers
     OP_ABS
     OP_RELU
     OP_SIN

@@ -31,6 +31,12 @@ ROWS = (
     (OP_POW, KERNEL_BINARY, "power", "pow", DTYPE_SAME, False),
     # Only relu's gradient formula runs it, with grad mode off: it needs no gradient of its own.
     (OP_RELU_BACKWARD, KERNEL_BINARY, None, None, DTYPE_SAME, False),
+    # Integers only (the host refuses floating operands, as PyTorch); integers have no gradient.
+    (OP_BITWISE_AND, KERNEL_BINARY, "bitwise_and", None, DTYPE_SAME, False),
+    (OP_BITWISE_OR, KERNEL_BINARY, "bitwise_or", None, DTYPE_SAME, False),
+    (OP_BITWISE_XOR, KERNEL_BINARY, "bitwise_xor", None, DTYPE_SAME, False),
+    (OP_LSHIFT, KERNEL_BINARY, None, None, DTYPE_SAME, False),
+    (OP_RSHIFT, KERNEL_BINARY, None, None, DTYPE_SAME, False),
     (OP_EQ, KERNEL_COMPARE, "equal", None, DTYPE_BOOL, False),
     (OP_NE, KERNEL_COMPARE, "not_equal", None, DTYPE_BOOL, False),
     (OP_LT, KERNEL_COMPARE, "less", None, DTYPE_BOOL, False),
@@ -38,6 +44,7 @@ ROWS = (
     (OP_GT, KERNEL_COMPARE, "greater", None, DTYPE_BOOL, False),
     (OP_GE, KERNEL_COMPARE, "greater_equal", None, DTYPE_BOOL, False),
     (OP_NEG, KERNEL_UNARY, "negative", "neg", DTYPE_SAME, False),
+    (OP_BITWISE_NOT, KERNEL_UNARY, "invert", None, DTYPE_SAME, False),
     (OP_ABS, KERNEL_UNARY, "abs", "abs", DTYPE_SAME, False),
     (OP_RELU, KERNEL_UNARY, None, "relu", DTYPE_SAME, True),  # max(x, 0) in x's dtype
     (OP_SIN, KERNEL_UNARY, "sin", "sin", DTYPE_FLOATING, False),

@@ -1,6 +1,6 @@
 # Arguments and results of tensor operations, checked before there is a tensor
 # (arguments.pyx). The error types (ShapeError, IntegerPowerError, BoolNotImplementedError,
-# DtypeError) are its Python classes.
+# FloatingNotImplementedError, DtypeError) are its Python classes.
 from libc.stdint cimport int64_t
 
 from tensorplay._runtime.base.dtypes cimport DtypeCore

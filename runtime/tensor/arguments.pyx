@@ -36,6 +36,12 @@ class BoolNotImplementedError(TypeError, NotImplementedError):
     also -, neg and relu, which raised RuntimeError before: NotImplementedError is one)."""
 
 
+class FloatingNotImplementedError(TypeError, NotImplementedError):
+    """An operation PyTorch does not implement for floating-point tensors (the bitwise
+    operations): a TypeError, as tensorplay raises for a dtype it refuses, and PyTorch's
+    NotImplementedError ("bitwise_and_cpu" not implemented for 'Float')."""
+
+
 class DtypeError(TypeError, RuntimeError):
     """A dtype an operation refuses where PyTorch raises a RuntimeError (mean() of integers):
     a TypeError, as tensorplay has always raised, and PyTorch's RuntimeError."""

@@ -56,6 +56,8 @@ cdef object cpu_binary(int op, object a, object b):
         return np().where(np().asarray(b) <= 0, 0, a).astype(np().asarray(a).dtype)
     if op == ops.OP_POW and np().result_type(a, b).kind in "iu":
         return integer_power(a, b)
+    if op == ops.OP_LSHIFT or op == ops.OP_RSHIFT:
+        return integer_shift(op, a, b)
     with np().errstate(divide="ignore", invalid="ignore"):  # inf and nan, as PyTorch: silent
         return getattr(np(), ops.cpu_name(op))(a, b)
 
@@ -73,6 +75,20 @@ cdef object integer_power(object a, object b):
     powers = np().power(base, np().where(negative, 0, exponent))
     inverse = np().where(base == 1, 1, np().where(base == -1, 1 - 2 * (exponent % 2), 0))
     return np().where(negative, inverse, powers).astype(dtype)
+
+
+cdef object integer_shift(int op, object a, object b):
+    """a << b and a >> b of integers as the kernels compute them (elementwise.cu, bitwise): in
+    int64, where a shift by a negative amount or by 64 or more gives 0 left and the sign right,
+    which the conversion to a narrower dtype makes PyTorch's rule for that dtype. (numpy shifts
+    in the operands' dtype, whose rules differ, and refuses a Python int outside it.)"""
+    value, amount = np().asarray(a, dtype=np().int64), np().asarray(b)
+    outside = (amount < 0) | (amount >= 64)
+    if op == ops.OP_LSHIFT:
+        shifted = np().left_shift(value.astype(np().uint64),
+                                  np().where(outside, 0, amount).astype(np().uint64))
+        return np().where(outside, 0, shifted.astype(np().int64))
+    return np().right_shift(value, np().where(outside, 63, amount).astype(np().int64))
 
 
 cdef object opmath(TensorCore tensor):

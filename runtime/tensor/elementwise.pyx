@@ -26,8 +26,9 @@ from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, broadcast_strides
 from tensorplay._runtime.tensor.cpu cimport computable, cpu_binary, cpu_result, opmath, stored
 from tensorplay._runtime.tensor.promotion cimport check_cast, result_type
 
-from tensorplay._runtime.tensor.arguments import (BoolNotImplementedError, IntegerPowerError,
-                                                  ShapeError)
+from tensorplay._runtime.tensor.arguments import (BoolNotImplementedError,
+                                                  FloatingNotImplementedError,
+                                                  IntegerPowerError, ShapeError)
 
 
 # --------------------------------------------------------------------------------------------
@@ -469,55 +470,113 @@ cdef object imod(TensorCore tensor, object other):
 # Note [Mask logic]
 # ~, &, | and ^ of bool tensors (masks) and Python bools, as PyTorch's logical results on bool:
 # computed by the ops bool arithmetic already has (and is *, or is +, xor is !=, not is == False:
-# bool_binary keeps bool with bool), so no kernel of their own. PyTorch also takes them bitwise
-# on integer tensors; tensorplay refuses those with a TypeError that says so.
-cdef TensorCore mask_operand(TensorCore tensor, object other, str symbol):
-    if not (isinstance(other, bool) or (isinstance(other, TensorCore)
-                                        and (<TensorCore>other).dtype_object.code == CODE_BOOL)):
+# bool_binary keeps bool with bool), so no kernel of their own.
+#
+# Note [Bitwise operations]
+# Every other operand of & | ^ ~ << >> is an integer (a bool tensor with an int is one, int64,
+# as in PyTorch): PyTorch's bitwise operations, by the arithmetic operators' type promotion,
+# through binary() and unary() to the kernels of OP_BITWISE_AND... OP_RSHIFT and
+# OP_BITWISE_NOT (elementwise.cu, bitwise: 64-bit rules that give PyTorch's shifts for every
+# width). Floating operands are refused as PyTorch refuses them ("bitwise_and_cpu" not
+# implemented for 'Float'), and so are shifts of bool by bool. Integers carry no gradient, so
+# nothing is recorded.
+cdef bint is_mask_pair(TensorCore tensor, object other):
+    return tensor.dtype_object.code == CODE_BOOL and (
+        isinstance(other, bool) or (isinstance(other, TensorCore) and
+                                    (<TensorCore>other).dtype_object.code == CODE_BOOL))
+
+
+cdef object bitwise(TensorCore tensor, object other, int op, bint reverse, bint inplace,
+                    str name):
+    """tensor (op) other for & | ^ << >> (Note [Mask logic], Note [Bitwise operations])."""
+    if not isinstance(other, TensorCore):  # a Python scalar that fits 64 bits, or refused
+        check_operand(tensor, other, inplace, name, "other", False)
+    if is_mask_pair(tensor, other):
+        if op == ops.OP_LSHIFT or op == ops.OP_RSHIFT:
+            raise BoolNotImplementedError(f"{name}: not implemented for 'Bool' tensors (as in "
+                                          "PyTorch); convert with .to(tensorplay.int64) first")
+        if op == ops.OP_BITWISE_XOR:
+            return mask_ixor(tensor, other) if inplace else compare(tensor, other, ops.OP_NE)
+        return binary(tensor, other, ops.OP_MUL if op == ops.OP_BITWISE_AND else ops.OP_ADD,
+                      False, inplace, name)
+    if isinstance(other, float) or (isinstance(other, TensorCore) and
+                                    (<TensorCore>other).dtype_object.floating):
         got = f"a {(<TensorCore>other).dtype_object.name} tensor" \
-            if isinstance(other, TensorCore) else type(other).__name__
-        raise TypeError(f"{symbol}: other must be a bool tensor or a Python bool, got {got} "
-                        "(tensorplay computes it on masks; bitwise operations on integers are "
-                        "not supported)")
-    if tensor.dtype_object.code != CODE_BOOL:
-        raise TypeError(f"{symbol}: this tensor is {tensor.dtype_object.name}; tensorplay "
-                        "computes it on bool tensors (masks) only (bitwise operations on "
-                        "integers are not supported)")
-    return tensor
+            if isinstance(other, TensorCore) else "a Python float"
+        raise FloatingNotImplementedError(
+            f"{name}: other must be an integer or bool tensor or a Python int or bool, got "
+            f"{got} (not implemented for floating-point operands, as in PyTorch)")
+    if tensor.dtype_object.floating:
+        raise FloatingNotImplementedError(
+            f"{name}: not implemented for {tensor.dtype_object.name} tensors, as in PyTorch; "
+            "bitwise operations take integer and bool tensors")
+    return binary(tensor, other, op, reverse, inplace, name)
 
 
-cdef object logical_and(TensorCore tensor, object other):
-    return binary(mask_operand(tensor, other, "&"), other, ops.OP_MUL, False, False, "and")
-
-
-cdef object logical_or(TensorCore tensor, object other):
-    return binary(mask_operand(tensor, other, "|"), other, ops.OP_ADD, False, False, "or")
-
-
-cdef object logical_xor(TensorCore tensor, object other):
-    return compare(mask_operand(tensor, other, "^"), other, ops.OP_NE)
-
-
-cdef object logical_iand(TensorCore tensor, object other):
-    return binary(mask_operand(tensor, other, "&="), other, ops.OP_MUL, False, True, "and")
-
-
-cdef object logical_ior(TensorCore tensor, object other):
-    return binary(mask_operand(tensor, other, "|="), other, ops.OP_ADD, False, True, "or")
-
-
-cdef object logical_ixor(TensorCore tensor, object other):
+cdef object mask_ixor(TensorCore tensor, object other):
     # Checked whole (the result keeps the tensor's shape) before the count and the copy.
-    check_operand(mask_operand(tensor, other, "^="), other, True, "xor", "the other operand",
-                  True)
+    check_operand(tensor, other, True, "xor", "the other operand", True)
     result = compare(tensor, other, ops.OP_NE)
     tensor.c_mark_modified("xor", other)
     copy_into(tensor, <TensorCore>result, False)
     return tensor
 
 
+cdef object bitwise_and(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_BITWISE_AND, False, False, "bitwise_and")
+
+
+cdef object bitwise_or(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_BITWISE_OR, False, False, "bitwise_or")
+
+
+cdef object bitwise_xor(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_BITWISE_XOR, False, False, "bitwise_xor")
+
+
+cdef object left_shift(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_LSHIFT, False, False, "bitwise_left_shift")
+
+
+cdef object right_shift(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_RSHIFT, False, False, "bitwise_right_shift")
+
+
+cdef object reflected_left_shift(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_LSHIFT, True, False, "bitwise_left_shift")
+
+
+cdef object reflected_right_shift(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_RSHIFT, True, False, "bitwise_right_shift")
+
+
+cdef object bitwise_and_(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_BITWISE_AND, False, True, "bitwise_and_")
+
+
+cdef object bitwise_or_(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_BITWISE_OR, False, True, "bitwise_or_")
+
+
+cdef object bitwise_xor_(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_BITWISE_XOR, False, True, "bitwise_xor_")
+
+
+cdef object left_shift_(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_LSHIFT, False, True, "bitwise_left_shift_")
+
+
+cdef object right_shift_(TensorCore tensor, object other):
+    return bitwise(tensor, other, ops.OP_RSHIFT, False, True, "bitwise_right_shift_")
+
+
 cdef object invert(TensorCore tensor):
-    return compare(mask_operand(tensor, False, "~"), False, ops.OP_EQ)
+    if tensor.dtype_object.code == CODE_BOOL:
+        return compare(tensor, False, ops.OP_EQ)
+    if tensor.dtype_object.floating:  # PyTorch's TypeError, in its words
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        f"tensors, got {tensor.dtype_object.name}")
+    return unary(tensor, ops.OP_BITWISE_NOT)
 
 
 cdef object iadd(TensorCore tensor, object other):

@@ -1,6 +1,6 @@
 """~, &, | and ^ of bool tensors and Python bools (elementwise.pyx, Note [Mask logic]), on the
-CPU and on CUDA (marked gpu): values, broadcasting, in-place forms and the refusal of integer
-(bitwise) operands; against PyTorch where it is installed."""
+CPU and on CUDA (marked gpu): values, broadcasting and in-place forms; against PyTorch where it
+is installed. Integer operands: test_bitwise.py."""
 import pytest
 
 import tensorplay as tp
@@ -42,16 +42,6 @@ def test_in_place_mask_logic(device):
     with pytest.raises(ValueError, match="doesn't match the broadcast shape"):
         a ^= tp.tensor([[True], [False]], device=device)
     assert a.tolist() == before
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_integer_operands_are_refused(device):
-    a = tp.tensor(A, device=device)
-    integers = tp.tensor([1, 0, 1, 0], device=device)
-    for operation in (lambda: ~integers, lambda: integers & 1, lambda: a & 1,
-                      lambda: a | integers, lambda: a ^ 1.0):
-        with pytest.raises(TypeError, match="bitwise operations on integers are not supported"):
-            operation()
 
 
 def test_against_pytorch():
