@@ -1276,6 +1276,71 @@ class Tensor:
                 name one dimension); a 0-d tensor gives one of shape (1,).
         """
 
+    def split(self, split_size_or_sections: builtins.int | list[builtins.int] | tuple[builtins.int, ...], dim: builtins.int = 0) -> tuple[Tensor, ...]:
+        """This tensor in consecutive pieces along dim, as views (torch.Tensor.split).
+
+        Args:
+            split_size_or_sections: the size of each piece (the last may be smaller), or the sizes
+                of all of them, which sum to the size of dim.
+            dim: the dimension to split along (negative counts from the end).
+
+        Returns:
+            tuple[Tensor, ...]: views of consecutive pieces along dim.
+        """
+
+    def chunk(self, chunks: builtins.int, dim: builtins.int = 0) -> tuple[Tensor, ...]:
+        """This tensor in at most chunks pieces of equal size along dim, as views (torch.Tensor.chunk).
+
+        Args:
+            chunks: how many pieces, at least 1: each of ceil(size / chunks) elements along dim but
+                the last, so there may be fewer.
+            dim: the dimension to split along (negative counts from the end).
+
+        Returns:
+            tuple[Tensor, ...]: views of consecutive pieces along dim.
+        """
+
+    def unbind(self, dim: builtins.int = 0) -> tuple[Tensor, ...]:
+        """Each slice of this tensor along dim, as views (torch.Tensor.unbind).
+
+        Args:
+            dim: the dimension removed (negative counts from the end).
+
+        Returns:
+            tuple[Tensor, ...]: one view per index of dim, without that dimension.
+        """
+
+    def repeat(self, *sizes: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+        """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).
+
+        Args:
+            *sizes: how many times to repeat along each dimension, as ints or one sequence; at least
+                as many as this tensor has dimensions (more add leading ones).
+
+        Returns:
+            Tensor: a new tensor, each size times its repeat.
+        """
+
+    def softmax(self, dim: builtins.int) -> Tensor:
+        """The softmax along dim, as tensorplay.nn.functional.softmax.
+
+        Args:
+            dim: the dimension that sums to 1 (negative counts from the end).
+
+        Returns:
+            Tensor: exp(self) / sum of exp(self) along dim.
+        """
+
+    def log_softmax(self, dim: builtins.int) -> Tensor:
+        """The logarithm of the softmax along dim, as tensorplay.nn.functional.log_softmax.
+
+        Args:
+            dim: the dimension normalised (negative counts from the end).
+
+        Returns:
+            Tensor: self - log(sum of exp(self) along dim).
+        """
+
     def size(self, dim: builtins.int | None = None) -> tuple[builtins.int, ...] | builtins.int:
         """The size of one dimension, or of all of them.
 
@@ -1571,6 +1636,34 @@ class Tensor:
 
         Returns:
             Tensor: the means.
+        """
+
+    def var(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, unbiased: builtins.bool | None = None, keepdim: builtins.bool = False, *, correction: builtins.int | builtins.float | None = None) -> Tensor:
+        """Variance of the elements over dim, or of all of them (floating point), as torch.var.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+            keepdim: keep each reduced dimension, with size 1.
+            correction: the divisor is N - correction (N the count of elements reduced); None for 1
+                (Bessel's correction). Not with unbiased.
+
+        Returns:
+            Tensor: the variances (inf or NaN where N - correction <= 0, with PyTorch's warning).
+        """
+
+    def std(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, unbiased: builtins.bool | None = None, keepdim: builtins.bool = False, *, correction: builtins.int | builtins.float | None = None) -> Tensor:
+        """Standard deviation of the elements over dim, or of all of them (floating point), as torch.std.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+            keepdim: keep each reduced dimension, with size 1.
+            correction: the divisor is N - correction (N the count of elements reduced); None for 1
+                (Bessel's correction). Not with unbiased.
+
+        Returns:
+            Tensor: the standard deviations, sqrt(var()).
         """
 
     def max(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
@@ -1936,6 +2029,30 @@ class Tensor:
             min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
                 this one's, a Python scalar, or None.
             max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def masked_fill(self, mask: Tensor, value: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """value where mask is True, this tensor's elements elsewhere (torch.Tensor.masked_fill); captured and differentiated as where().
+
+        Args:
+            mask: a bool tensor whose shape broadcasts with this one's, on this tensor's device.
+            value: a Python scalar this tensor's dtype can hold (a float into an integer tensor
+                truncates), or a 0-dimensional tensor.
+
+        Returns:
+            Tensor: of this tensor's dtype, of the shape this tensor and mask broadcast to.
+        """
+
+    def masked_fill_(self, mask: Tensor, value: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """In-place masked_fill(); mask must broadcast to this tensor's shape.
+
+        Args:
+            mask: a bool tensor whose shape broadcasts with this one's, on this tensor's device.
+            value: a Python scalar this tensor's dtype can hold (a float into an integer tensor
+                truncates), or a 0-dimensional tensor.
 
         Returns:
             Tensor: self.

@@ -1450,6 +1450,83 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.flatten()", NULL)
         return _copies.flatten(self, start_dim, end_dim)
 
+    def split(self, split_size_or_sections, dim=0):
+        """This tensor in consecutive pieces along dim, as views (torch.Tensor.split).
+
+        Args:
+            split_size_or_sections: the size of each piece (the last may be smaller), or the sizes
+                of all of them, which sum to the size of dim.
+            dim: the dimension to split along (negative counts from the end).
+
+        Returns:
+            tuple[Tensor, ...]: views of consecutive pieces along dim.
+        """
+        _core.check_awake(self, b"Tensor.split()", NULL)
+        return _copies.split(self, split_size_or_sections, dim)
+
+    def chunk(self, chunks, dim=0):
+        """This tensor in at most chunks pieces of equal size along dim, as views (torch.Tensor.chunk).
+
+        Args:
+            chunks: how many pieces, at least 1: each of ceil(size / chunks) elements along dim but
+                the last, so there may be fewer.
+            dim: the dimension to split along (negative counts from the end).
+
+        Returns:
+            tuple[Tensor, ...]: views of consecutive pieces along dim.
+        """
+        _core.check_awake(self, b"Tensor.chunk()", NULL)
+        return _copies.chunk(self, _errors.int_arg(chunks, 'chunks', 1, 9223372036854775807), dim)
+
+    def unbind(self, dim=0):
+        """Each slice of this tensor along dim, as views (torch.Tensor.unbind).
+
+        Args:
+            dim: the dimension removed (negative counts from the end).
+
+        Returns:
+            tuple[Tensor, ...]: one view per index of dim, without that dimension.
+        """
+        _core.check_awake(self, b"Tensor.unbind()", NULL)
+        return _copies.unbind(self, dim)
+
+    def repeat(self, *sizes):
+        """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).
+
+        Args:
+            *sizes: how many times to repeat along each dimension, as ints or one sequence; at least
+                as many as this tensor has dimensions (more add leading ones).
+
+        Returns:
+            Tensor: a new tensor, each size times its repeat.
+        """
+        _core.check_awake(self, b"Tensor.repeat()", NULL)
+        return _copies.repeat(self, sizes)
+
+    def softmax(self, dim):
+        """The softmax along dim, as tensorplay.nn.functional.softmax.
+
+        Args:
+            dim: the dimension that sums to 1 (negative counts from the end).
+
+        Returns:
+            Tensor: exp(self) / sum of exp(self) along dim.
+        """
+        _core.check_awake(self, b"Tensor.softmax()", NULL)
+        return _reduction.softmax(self, dim)
+
+    def log_softmax(self, dim):
+        """The logarithm of the softmax along dim, as tensorplay.nn.functional.log_softmax.
+
+        Args:
+            dim: the dimension normalised (negative counts from the end).
+
+        Returns:
+            Tensor: self - log(sum of exp(self) along dim).
+        """
+        _core.check_awake(self, b"Tensor.log_softmax()", NULL)
+        return _reduction.log_softmax(self, dim)
+
     def size(self, dim=None):
         """The size of one dimension, or of all of them.
 
@@ -1811,6 +1888,38 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.mean()", NULL)
         return _reduction.mean_over(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        """Variance of the elements over dim, or of all of them (floating point), as torch.var.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+            keepdim: keep each reduced dimension, with size 1.
+            correction: the divisor is N - correction (N the count of elements reduced); None for 1
+                (Bessel's correction). Not with unbiased.
+
+        Returns:
+            Tensor: the variances (inf or NaN where N - correction <= 0, with PyTorch's warning).
+        """
+        _core.check_awake(self, b"Tensor.var()", NULL)
+        return _reduction.var_over(self, dim, unbiased, _errors.bool_arg(keepdim, 'keepdim'), correction)
+
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        """Standard deviation of the elements over dim, or of all of them (floating point), as torch.std.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+            keepdim: keep each reduced dimension, with size 1.
+            correction: the divisor is N - correction (N the count of elements reduced); None for 1
+                (Bessel's correction). Not with unbiased.
+
+        Returns:
+            Tensor: the standard deviations, sqrt(var()).
+        """
+        _core.check_awake(self, b"Tensor.std()", NULL)
+        return _reduction.std_over(self, dim, unbiased, _errors.bool_arg(keepdim, 'keepdim'), correction)
 
     def max(self, dim=None, keepdim=False):
         """Largest element, or the largest of each slice along dim and where it is (NaN if any element is NaN).
@@ -2269,6 +2378,38 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake_value(min, b"Tensor.clamp_()", b"min")
         _core.check_awake_value(max, b"Tensor.clamp_()", b"max")
         return _elementwise.clamp_(self, min, max)
+
+    def masked_fill(self, mask, value):
+        """value where mask is True, this tensor's elements elsewhere (torch.Tensor.masked_fill); captured and differentiated as where().
+
+        Args:
+            mask: a bool tensor whose shape broadcasts with this one's, on this tensor's device.
+            value: a Python scalar this tensor's dtype can hold (a float into an integer tensor
+                truncates), or a 0-dimensional tensor.
+
+        Returns:
+            Tensor: of this tensor's dtype, of the shape this tensor and mask broadcast to.
+        """
+        _core.check_awake(self, b"Tensor.masked_fill()", NULL)
+        _core.check_awake_value(mask, b"Tensor.masked_fill()", b"mask")
+        _core.check_awake_value(value, b"Tensor.masked_fill()", b"value")
+        return _elementwise.masked_fill(self, mask, value)
+
+    def masked_fill_(self, mask, value):
+        """In-place masked_fill(); mask must broadcast to this tensor's shape.
+
+        Args:
+            mask: a bool tensor whose shape broadcasts with this one's, on this tensor's device.
+            value: a Python scalar this tensor's dtype can hold (a float into an integer tensor
+                truncates), or a 0-dimensional tensor.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.masked_fill_()", NULL)
+        _core.check_awake_value(mask, b"Tensor.masked_fill_()", b"mask")
+        _core.check_awake_value(value, b"Tensor.masked_fill_()", b"value")
+        return _elementwise.masked_fill_(self, mask, value)
 
     def record_stream(self, stream):
         """Keep this tensor's memory from reuse until the work queued so far on stream completes.

@@ -30,9 +30,8 @@ tensorplay.nn.functional's functions and the loss modules are built from recorde
 operations (subtraction, exp, log, sums, products with a one-hot mask), so autograd gives
 their gradients and a CUDA graph captures them like any other kernels (nothing reads the
 device on the host, except the bounds check of class indices on the CPU). log_softmax and
-softmax subtract each slice's own maximum along dim, detached, before exp, as PyTorch's
-kernels do, so no slice underflows however far below another's its values lie (a softmax does
-not change when its inputs are shifted, so the detached shift takes no gradient). cross_entropy picks each target's log-probability
+softmax are the tensor layer's (reduction.pyx), which the Tensor methods share: each slice
+shifted by its own maximum along dim, detached, before exp, as PyTorch's kernels do. cross_entropy picks each target's log-probability
 with a one-hot mask (arange == target) where PyTorch gathers; the sums are the same.
 """
 import collections
@@ -44,7 +43,7 @@ from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport errors, public
 from tensorplay._runtime.random cimport random_ops
 from tensorplay._runtime.tensor cimport (copies, core as tensor, elementwise, factories, linalg,
-                                         serialization)
+                                         reduction, serialization)
 from tensorplay._runtime.tensor.core cimport TensorCore
 from tensorplay._runtime.tensor cimport arguments
 from tensorplay._runtime.base.dtypes cimport DtypeCore, named_dtype
@@ -671,44 +670,12 @@ cdef object reduced(object losses, str reduction):
     return losses
 
 
-cdef int softmax_dim_arg(TensorCore input, object dim, str name) except -1:
-    """dim as a dimension of input (PyTorch's rules: negative counts from the end)."""
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
-    cdef int ndim = max(len(input.sizes), 1)
-    if not -ndim <= dim < ndim:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
-                         f"{ndim - 1}], but got {errors.shown(dim)}) (argument dim)")
-    return dim % ndim
-
-
-cdef object shifted(TensorCore input, int axis):
-    """input less each slice's maximum along axis, detached (Note [Functional forms])."""
-    if not input.dtype_object.floating:
-        raise TypeError(f"softmax needs a floating-point input, got {input.dtype_object.name}")
-    if input.element_count == 0:
-        return input
-    if not input.sizes:
-        return input - input.detach().max()
-    return input - input.detach().max(axis, True).values
-
-
 def log_softmax(input, dim):
-    cdef TensorCore x = tensor.own_tensor_arg(input, "log_softmax: input")
-    cdef int axis = softmax_dim_arg(x, dim, "log_softmax")
-    shift = shifted(x, axis)
-    if not x.sizes:
-        return shift - shift.exp().log()
-    return shift - shift.exp().sum(axis, True).log()
+    return reduction.log_softmax(tensor.own_tensor_arg(input, "log_softmax: input"), dim)
 
 
 def softmax(input, dim):
-    cdef TensorCore x = tensor.own_tensor_arg(input, "softmax: input")
-    cdef int axis = softmax_dim_arg(x, dim, "softmax")
-    exponentials = shifted(x, axis).exp()
-    if not x.sizes:
-        return exponentials / exponentials
-    return exponentials / exponentials.sum(axis, True)
+    return reduction.softmax(tensor.own_tensor_arg(input, "softmax: input"), dim)
 
 
 def mse_loss(input, target, reduction):

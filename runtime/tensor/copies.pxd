@@ -44,6 +44,10 @@ cdef object numpy_view(TensorCore tensor)
 cdef object item(TensorCore tensor)
 cdef object tolist(TensorCore tensor)
 cdef object reshape(TensorCore tensor, tuple shape)
+cdef tuple split(TensorCore tensor, object split_size_or_sections, object dim)
+cdef tuple chunk(TensorCore tensor, long long chunks, object dim)
+cdef tuple unbind(TensorCore tensor, object dim)
+cdef object repeat(TensorCore tensor, tuple repeats)
 cdef object flatten(TensorCore tensor, object start_dim, object end_dim)
 # The dtype conversions, as to(dtype): float(), double(), half(), bfloat16(), long(), int(),
 # bool().

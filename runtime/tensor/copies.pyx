@@ -20,7 +20,7 @@ from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.memory cimport host_allocator
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL, DtypeCore
 from tensorplay._runtime.tensor.arguments cimport (broadcast_shape, device_arg, dtype_arg,
-                                                   is_scalar, np)
+                                                   is_scalar, np, require_ints)
 from tensorplay._runtime.tensor.core cimport (CPU, PinnedStorage, TensorCore, broadcast_strides,
                                               check_device, contiguous_bytes,
                                               current_stream, device_text,
@@ -501,6 +501,67 @@ cdef object flatten(TensorCore tensor, object start_dim, object end_dim):
     for size in tensor.sizes[start:end + 1]:
         joined *= size
     return reshape(tensor, (tensor.sizes[:start] + (joined,) + tensor.sizes[end + 1:],))
+
+
+# split(), chunk() and unbind(): views of consecutive pieces along dim, as PyTorch's, each the
+# basic index of its piece (getitem), so each is recorded for autograd and none copies.
+cdef tuple split(TensorCore tensor, object split_size_or_sections, object dim):
+    cdef int axis = tensor.c_dim(dim, "dim")
+    length = tensor.sizes[axis]
+    if isinstance(split_size_or_sections, (tuple, list)):
+        sizes = tuple(split_size_or_sections)
+        require_ints(sizes, "split: split_size_or_sections")
+        if any(size < 0 for size in sizes) or sum(sizes) != length:
+            raise ShapeError(f"split_with_sizes expects split_sizes to sum exactly to {length} "
+                             f"(input tensor's size at dimension {axis}), but got "
+                             f"split_sizes={list(sizes)}")
+    else:
+        require_ints((split_size_or_sections,), "split: split_size_or_sections")
+        step = split_size_or_sections
+        if step < 0 or (step == 0 and length != 0) or step >= 1 << 63:
+            raise ValueError(f"split: split_size_or_sections must be a positive int below "
+                             f"2**63 (0 only for a dimension of size 0), got "
+                             f"{errors.shown(step)}")
+        sizes = tuple(min(step, length - start) for start in range(0, length, step)) \
+            if step else (0,)
+    pieces, start = [], 0
+    for size in sizes:
+        pieces.append(getitem(tensor, (slice(None),) * axis + (slice(start, start + size),)))
+        start += size
+    return tuple(pieces)
+
+
+cdef tuple chunk(TensorCore tensor, long long chunks, object dim):
+    # chunks is at least 1 (the wrapper's range check).
+    cdef int axis = tensor.c_dim(dim, "dim")
+    length = tensor.sizes[axis]
+    return split(tensor, -(-length // chunks) if length else 0, axis)
+
+
+cdef tuple unbind(TensorCore tensor, object dim):
+    cdef int axis = tensor.c_dim(dim, "dim")
+    return tuple(getitem(tensor, (slice(None),) * axis + (index,))
+                 for index in range(tensor.sizes[axis]))
+
+
+cdef object repeat(TensorCore tensor, tuple repeats):
+    """The tensor tiled repeats[d] times along each dimension d, as PyTorch's repeat(): the
+    sizes interleaved with ones, expanded to the repeats, then copied into their product's
+    shape, so it is recorded as a reshape, an expand and a copy."""
+    if len(repeats) == 1 and isinstance(repeats[0], (tuple, list)):
+        repeats = tuple(repeats[0])
+    require_ints(repeats, "repeat: sizes")
+    if len(repeats) < len(tensor.sizes):
+        raise ShapeError(f"Number of dimensions of repeat dims ({len(repeats)}) can not be "
+                         f"smaller than number of dimensions of tensor ({len(tensor.sizes)})")
+    if any(count < 0 for count in repeats):
+        raise ValueError(f"repeat: the repeats must not be negative, got {list(repeats)}")
+    sizes = (1,) * (len(repeats) - len(tensor.sizes)) + tensor.sizes
+    ones = tuple(value for size in sizes for value in (1, size))
+    grown = tuple(value for count, size in zip(repeats, sizes) for value in (count, size))
+    tiles = (<TensorCore>reshape(tensor, (ones,))).c_expand(grown)
+    return reshape(<TensorCore>clone(<TensorCore>tiles),
+                   (tuple(count * size for count, size in zip(repeats, sizes)),))
 
 
 cdef object as_dtype(TensorCore tensor, str name):

@@ -90,3 +90,5 @@ cdef object clamp_(TensorCore tensor, object min, object max)
 
 # tensorplay.where (api.yaml).
 cdef object where(object condition, object input, object other)
+cdef object masked_fill(TensorCore tensor, object mask, object value)
+cdef object masked_fill_(TensorCore tensor, object mask, object value)

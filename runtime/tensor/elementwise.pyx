@@ -19,7 +19,7 @@ from tensorplay._runtime.tensor.arguments cimport (broadcast_shape, division_op,
                                                    scalar_operand_arg)
 from tensorplay._runtime.tensor.copies cimport copy_into, copy_on_device
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, broadcast_strides, check_device,
-                                              check_device_and_dtype, current_stream,
+                                              check_device_and_dtype, current_stream, device_text,
                                               is_contiguous, new_empty, new_empty_like,
                                               own_tensor_arg, reads_directly, recorded, tracked,
                                               wrap_cpu)
@@ -1099,6 +1099,54 @@ cdef object finish(TensorCore tensor, TensorCore output, bint inplace):
         copy_on_device(tensor, output)
         return tensor
     return output
+
+
+# masked_fill(mask, value), as PyTorch's: value where mask is True, the tensor's own elements
+# elsewhere, in the tensor's dtype (a float into an integer tensor truncates, as PyTorch's; a
+# value the dtype cannot hold is refused, Note [Values that fit]). where() computes it, so it
+# captures wherever where() does, and its gradient is where's: the tensor's where mask is
+# False, a 0-d value tensor's the sum where it is True.
+cdef object masked_fill(TensorCore tensor, object mask, object value):
+    return where(mask, masked_fill_value(tensor, mask, value, "masked_fill"), tensor)
+
+
+cdef object masked_fill_(TensorCore tensor, object mask, object value):
+    filler = masked_fill_value(tensor, mask, value, "masked_fill_")
+    shape = broadcast_shape(tensor.sizes, (<TensorCore>mask).sizes, "masked_fill_")
+    if shape != tensor.sizes:
+        raise ShapeError(f"masked_fill_: output with shape {list(tensor.sizes)} doesn't match "
+                         f"the broadcast shape {list(shape)}")
+    return copies.copy_(tensor, where(mask, filler, tensor), False)
+
+
+cdef object masked_fill_value(TensorCore tensor, object mask, object value, str name):
+    """value as masked_fill fills it: a Python scalar converted to the tensor's dtype, or a 0-d
+    tensor of it on the tensor's device; mask checked to be a bool tensor."""
+    if is_scalar(value):
+        scalar_operand_arg(value, name, "value")
+    if not isinstance(mask, TensorCore) or (<TensorCore>mask).dtype_object.code != CODE_BOOL:
+        got = f"a {(<TensorCore>mask).dtype_object.name} tensor" \
+            if isinstance(mask, TensorCore) else type(mask).__name__
+        raise TypeError(f"{name}: mask must be a bool tensor (masked_fill only supports "
+                        f"boolean masks, as PyTorch), got {got}")
+    cdef DtypeCore dtype = tensor.dtype_object
+    if isinstance(value, TensorCore):
+        if (<TensorCore>value).sizes:
+            raise ShapeError(f"{name}: value must be a Python scalar or a 0-dimensional "
+                             f"tensor, got a tensor with {len((<TensorCore>value).sizes)} "
+                             "dimension(s)")
+        if (<TensorCore>value).device_index == CPU and tensor.device_index != CPU and \
+                not (<TensorCore>value).grad_required:
+            value = copies.item(<TensorCore>value)  # read on the host, as PyTorch's kernel
+        else:
+            return copies.to(<TensorCore>value, device_text(tensor.device_index), dtype, False,
+                             False)
+    if not is_scalar(value):
+        raise TypeError(f"{name}: value must be a bool, int or float or a 0-dimensional "
+                        f"tensor, got {type(value).__name__}")
+    dtypes.check_scalar(value, dtype, "value")
+    return bool(value) if dtype.code == CODE_BOOL else (
+        float(value) if dtype.floating else int(value))
 
 
 cdef object where(object condition, object input, object other):

@@ -4,8 +4,15 @@ from tensorplay._runtime.tensor.core cimport TensorCore
 # Tensor methods and operators (api.yaml).
 cdef object sum_over(TensorCore tensor, object dim, bint keepdim)
 cdef object mean_over(TensorCore tensor, object dim, bint keepdim)
+cdef object var_over(TensorCore tensor, object dim, object unbiased, bint keepdim,
+                     object correction)
+cdef object std_over(TensorCore tensor, object dim, object unbiased, bint keepdim,
+                     object correction)
 cdef object any_over(TensorCore tensor, object dim, bint keepdim)
 cdef object all_over(TensorCore tensor, object dim, bint keepdim)
+# softmax along dim (also tensorplay.nn.functional's).
+cdef object softmax(TensorCore tensor, object dim)
+cdef object log_softmax(TensorCore tensor, object dim)
 cdef object maximum(TensorCore tensor)
 cdef object minimum(TensorCore tensor)
 # x.max(dim, keepdim) / x.min(...): a 0-d tensor for dim None, else (values, indices) as
@@ -14,7 +21,7 @@ cdef object max_over(TensorCore tensor, object dim, bint keepdim)
 cdef object min_over(TensorCore tensor, object dim, bint keepdim)
 cdef object argmax(TensorCore tensor, object dim, bint keepdim)
 cdef object argmin(TensorCore tensor, object dim, bint keepdim)
-# tensorplay.max / min / argmax / argmin.
+# tensorplay.max / min / argmax / argmin / sum / mean.
 cdef object max_function(object input, object dim, bint keepdim)
 cdef object min_function(object input, object dim, bint keepdim)
 cdef object argmax_function(object input, object dim, bint keepdim)

@@ -8,7 +8,7 @@ from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.tensor cimport copies, elementwise
 from tensorplay._runtime.base.dtypes cimport DtypeCore
-from tensorplay._runtime.tensor.arguments cimport np, reduced_dtype
+from tensorplay._runtime.tensor.arguments cimport np, reduced_dtype, scalar_operand_arg
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
                                               own_tensor_arg, recorded, reshaped, tracked,
                                               wrap_cpu)
@@ -62,6 +62,97 @@ cdef object mean_over(TensorCore tensor, object dim, bint keepdim):
         return recorded(result, ops.OP_MEAN, (tensor,), (),
                         (reduced_dims(tensor, dim, "mean"), keepdim))
     return result
+
+
+# var() and std(), as PyTorch's: the sum of squared deviations from the mean over dim, divided
+# by N - correction (N the count of elements reduced; correction 1 by default, Bessel's, 0 with
+# unbiased=False); a divisor of 0 or less gives inf or NaN, with PyTorch's warning. Computed
+# from recorded operations (mean, subtraction, product, sum, division), so autograd gives the
+# gradient and a capture takes it wherever sum() and mean() go; two passes over the data
+# rather than PyTorch's Welford, which agree to rounding.
+cdef object var_over(TensorCore tensor, object dim, object unbiased, bint keepdim,
+                     object correction):
+    return variance(tensor, dim, unbiased, keepdim, correction, "var")
+
+
+cdef object std_over(TensorCore tensor, object dim, object unbiased, bint keepdim,
+                     object correction):
+    return elementwise.sqrt(variance(tensor, dim, unbiased, keepdim, correction, "std"))
+
+
+cdef object variance(TensorCore tensor, object dim, object unbiased, bint keepdim,
+                     object correction, str name):
+    if unbiased is not None and not isinstance(unbiased, bool):
+        raise TypeError(f"{name}: unbiased must be a bool or None, got "
+                        f"{type(unbiased).__name__}")
+    if correction is not None and (isinstance(correction, bool) or
+                                   not isinstance(correction, (int, float))):
+        raise TypeError(f"{name}: correction must be an int, a float or None, got "
+                        f"{type(correction).__name__}")
+    if correction is not None:
+        scalar_operand_arg(correction, name, "correction")
+    if unbiased is not None and correction is not None:
+        raise TypeError(f"{name}: give unbiased or correction, not both (as PyTorch)")
+    if not tensor.dtype_object.floating:  # PyTorch's words
+        raise DtypeError(f"{name}: std and var only support floating point and complex dtypes, "
+                         f"got {tensor.dtype_object.name}")
+    cdef tuple dims = reduced_dims(tensor, dim, name)
+    count = math.prod(tensor.sizes[d] for d in dims) if tensor.sizes else 1
+    subtracted = (0 if unbiased is False else 1) if correction is None else correction
+    divisor = max(count - subtracted, 0)
+    if divisor == 0:
+        import warnings
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly "
+                      "less than the reduction factor (input numel divided by output numel).",
+                      stacklevel=3)
+    deviations = elementwise.sub(tensor, mean_over(tensor, dims, True))
+    squares = sum_over(<TensorCore>elementwise.mul(deviations, deviations), dims, keepdim)
+    return elementwise.truediv(squares, float(divisor) if divisor else 0.0)
+
+
+# softmax() and log_softmax() along dim, for the Tensor methods and tensorplay.nn.functional
+# (autograd/nn.pyx, Note [Functional forms]): recorded operations, each slice shifted by its own
+# maximum along dim, detached, before exp, as PyTorch's kernels do, so that no slice underflows
+# however far below another's its values lie (the shift takes no gradient: a softmax does not
+# change when its inputs are shifted).
+cdef object softmax(TensorCore tensor, object dim):
+    cdef int axis = softmax_dim(tensor, dim, "softmax")
+    exponentials = elementwise.exp(shifted(tensor, axis))
+    if not tensor.sizes:
+        return elementwise.truediv(exponentials, exponentials)
+    return elementwise.truediv(exponentials, sum_over(<TensorCore>exponentials, axis, True))
+
+
+cdef object log_softmax(TensorCore tensor, object dim):
+    cdef int axis = softmax_dim(tensor, dim, "log_softmax")
+    shift = shifted(tensor, axis)
+    exponentials = elementwise.exp(shift)
+    if tensor.sizes:
+        exponentials = sum_over(<TensorCore>exponentials, axis, True)
+    return elementwise.sub(shift, elementwise.log(exponentials))
+
+
+cdef int softmax_dim(TensorCore tensor, object dim, str name) except -1:
+    """dim as a dimension of tensor (PyTorch's rules: negative counts from the end; a 0-d
+    tensor takes 0 or -1)."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
+    cdef int ndim = max(len(tensor.sizes), 1)
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
+                         f"{ndim - 1}], but got {errors.shown(dim)}) (argument dim)")
+    return dim % ndim
+
+
+cdef object shifted(TensorCore tensor, int axis):
+    """tensor less each slice's maximum along axis, detached."""
+    if not tensor.dtype_object.floating:
+        raise TypeError(f"softmax needs a floating-point input, got {tensor.dtype_object.name}")
+    if tensor.element_count == 0:
+        return tensor
+    if not tensor.sizes:
+        return elementwise.sub(tensor, max_over(tensor.c_detach(), None, False))
+    return elementwise.sub(tensor, max_over(tensor.c_detach(), axis, True)[0])
 
 
 # any() and all(): whether some (every) element over dim is nonzero, as PyTorch's: a bool tensor,
