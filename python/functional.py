@@ -7,7 +7,8 @@ import warnings
 import tensorplay
 from tensorplay._runtime.autograd.nn import (cross_entropy as _cross_entropy, dropout as _dropout,
                                              linear as _linear, log_softmax as _log_softmax,
-                                             mse_loss as _mse_loss, softmax as _softmax)
+                                             mse_loss as _mse_loss, nll_loss as _nll_loss,
+                                             softmax as _softmax)
 
 
 def _check_tensor(value, name):
@@ -75,3 +76,9 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
     _check_tensor(input, "input")
     _check_tensor(target, "target")
     return _cross_entropy(input, target, ignore_index, reduction, label_smoothing)
+
+
+def nll_loss(input, target, ignore_index=-100, reduction="mean"):
+    _check_tensor(input, "input")
+    _check_tensor(target, "target")
+    return _nll_loss(input, target, ignore_index, reduction)

@@ -1276,6 +1276,46 @@ class Tensor:
                 name one dimension); a 0-d tensor gives one of shape (1,).
         """
 
+    def view_as(self, other: Tensor) -> Tensor:
+        """A view in the shape of other; this tensor must be contiguous.
+
+        Args:
+            other: the tensor whose shape to take.
+
+        Returns:
+            Tensor: view(other.shape).
+        """
+
+    def reshape_as(self, other: Tensor) -> Tensor:
+        """This tensor in the shape of other.
+
+        Args:
+            other: the tensor whose shape to take.
+
+        Returns:
+            Tensor: reshape(other.shape): a view when possible, else a copy.
+        """
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        """A view of this tensor broadcast to the shape of other.
+
+        Args:
+            other: the tensor whose shape to take.
+
+        Returns:
+            Tensor: expand(other.shape), a view.
+        """
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """This tensor in the dtype of other (to(other.dtype)).
+
+        Args:
+            other: the tensor whose dtype to take.
+
+        Returns:
+            Tensor: this tensor when it has other's dtype, else a copy.
+        """
+
     def split(self, split_size_or_sections: builtins.int | list[builtins.int] | tuple[builtins.int, ...], dim: builtins.int = 0) -> tuple[Tensor, ...]:
         """This tensor in consecutive pieces along dim, as views (torch.Tensor.split).
 
@@ -2529,6 +2569,78 @@ class Tensor:
 
         Returns:
             Tensor: the result.
+        """
+
+    def eq(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise equality (==), as torch.eq.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def ne(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise inequality (!=), as torch.ne.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def lt(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise less-than (<), as torch.lt.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def le(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise less-or-equal (<=), as torch.le.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def gt(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise greater-than (>), as torch.gt.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def ge(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """Elementwise greater-or-equal (>=), as torch.ge.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
         """
 
     def __eq__(self, other: object) -> Tensor:  # type: ignore[override]

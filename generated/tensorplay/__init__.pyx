@@ -1450,6 +1450,58 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.flatten()", NULL)
         return _copies.flatten(self, start_dim, end_dim)
 
+    def view_as(self, other):
+        """A view in the shape of other; this tensor must be contiguous.
+
+        Args:
+            other: the tensor whose shape to take.
+
+        Returns:
+            Tensor: view(other.shape).
+        """
+        _core.check_awake(self, b"Tensor.view_as()", NULL)
+        _core.check_awake_value(other, b"Tensor.view_as()", b"other")
+        return _copies.view_as(self, other)
+
+    def reshape_as(self, other):
+        """This tensor in the shape of other.
+
+        Args:
+            other: the tensor whose shape to take.
+
+        Returns:
+            Tensor: reshape(other.shape): a view when possible, else a copy.
+        """
+        _core.check_awake(self, b"Tensor.reshape_as()", NULL)
+        _core.check_awake_value(other, b"Tensor.reshape_as()", b"other")
+        return _copies.reshape_as(self, other)
+
+    def expand_as(self, other):
+        """A view of this tensor broadcast to the shape of other.
+
+        Args:
+            other: the tensor whose shape to take.
+
+        Returns:
+            Tensor: expand(other.shape), a view.
+        """
+        _core.check_awake(self, b"Tensor.expand_as()", NULL)
+        _core.check_awake_value(other, b"Tensor.expand_as()", b"other")
+        return _copies.expand_as(self, other)
+
+    def type_as(self, other):
+        """This tensor in the dtype of other (to(other.dtype)).
+
+        Args:
+            other: the tensor whose dtype to take.
+
+        Returns:
+            Tensor: this tensor when it has other's dtype, else a copy.
+        """
+        _core.check_awake(self, b"Tensor.type_as()", NULL)
+        _core.check_awake_value(other, b"Tensor.type_as()", b"other")
+        return _copies.type_as(self, other)
+
     def split(self, split_size_or_sections, dim=0):
         """This tensor in consecutive pieces along dim, as views (torch.Tensor.split).
 
@@ -3003,6 +3055,96 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.__rpow__()", NULL)
         return _elementwise.rpow(self, other)
+
+    def eq(self, other):
+        """Elementwise equality (==), as torch.eq.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.eq()", NULL)
+        _core.check_awake_value(other, b"Tensor.eq()", b"other")
+        return _elementwise.eq(self, other)
+
+    def ne(self, other):
+        """Elementwise inequality (!=), as torch.ne.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.ne()", NULL)
+        _core.check_awake_value(other, b"Tensor.ne()", b"other")
+        return _elementwise.ne(self, other)
+
+    def lt(self, other):
+        """Elementwise less-than (<), as torch.lt.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.lt()", NULL)
+        _core.check_awake_value(other, b"Tensor.lt()", b"other")
+        return _elementwise.lt(self, other)
+
+    def le(self, other):
+        """Elementwise less-or-equal (<=), as torch.le.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.le()", NULL)
+        _core.check_awake_value(other, b"Tensor.le()", b"other")
+        return _elementwise.le(self, other)
+
+    def gt(self, other):
+        """Elementwise greater-than (>), as torch.gt.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.gt()", NULL)
+        _core.check_awake_value(other, b"Tensor.gt()", b"other")
+        return _elementwise.gt(self, other)
+
+    def ge(self, other):
+        """Elementwise greater-or-equal (>=), as torch.ge.
+
+        Args:
+            other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+                the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+                Python scalar.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.ge()", NULL)
+        _core.check_awake_value(other, b"Tensor.ge()", b"other")
+        return _elementwise.ge(self, other)
 
     def __eq__(self, other):
         """Elementwise equality.

@@ -744,10 +744,38 @@ def cross_entropy(input, target, ignore_index, reduction, label_smoothing):
         if reduction == "mean":
             return losses.sum() / (x.element_count // classes if classes else 1)
         return reduced(losses, reduction)
+    return picked_losses(logp, y, class_dim, ignore_index, reduction, label_smoothing,
+                         "cross_entropy")
+
+
+def nll_loss(input, target, ignore_index, reduction):
+    """PyTorch's nll_loss (without weight): -input at each target class index, input the
+    log-probabilities with the classes along dimension 1 (0 for an input of one dimension)."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "nll_loss: input")
+    cdef TensorCore y = tensor.own_tensor_arg(target, "nll_loss: target")
+    reduction_arg(reduction)
+    ignore_index_arg(ignore_index)
+    if not x.sizes:
+        raise ValueError("nll_loss: input must have at least 1 dimension (the classes), got a "
+                         "0-d tensor")
+    if not x.dtype_object.floating:
+        raise TypeError(f"nll_loss: input must be floating point (log-probabilities), got "
+                        f"{x.dtype_object.name}")
+    return picked_losses(x, y, 0 if len(x.sizes) == 1 else 1, ignore_index, reduction, 0.0,
+                         "nll_loss")
+
+
+cdef object picked_losses(TensorCore logp, TensorCore y, int class_dim, object ignore_index,
+                          str reduction, object label_smoothing, str name):
+    """-logp at each class index of y (nll_loss, and cross_entropy of class indices), with
+    label smoothing, ignore_index and the reduction."""
     if y.dtype_object.name != "int64":  # PyTorch's nll_loss takes Long indices only
-        raise RuntimeError(f"cross_entropy: target must hold class indices (int64) or class "
-                           f"probabilities (floating point), got {y.dtype_object.name}")
-    expected = x.sizes[:class_dim] + x.sizes[class_dim + 1:]
+        raise RuntimeError(f"{name}: target must hold class indices (int64)"
+                           + (" or class probabilities (floating point)"
+                              if name == "cross_entropy" else "")
+                           + f", got {y.dtype_object.name}")
+    classes = logp.sizes[class_dim]
+    expected = logp.sizes[:class_dim] + logp.sizes[class_dim + 1:]
     if y.sizes != expected:
         raise ValueError(f"Expected target size {list(expected)}, got {list(y.sizes)}")
     if y.device_index < 0:  # on a device the check would read the targets back (a sync)
@@ -755,11 +783,11 @@ def cross_entropy(input, target, ignore_index, reduction, label_smoothing):
             if value != ignore_index and not 0 <= value < classes:
                 raise IndexError(f"Target {value} is out of bounds.")
     # The classes last, one row per prediction, and the target picked by a one-hot mask.
-    if class_dim == 1 and len(x.sizes) > 2:
-        order = (0,) + tuple(range(2, len(x.sizes))) + (1,)
+    if class_dim == 1 and len(logp.sizes) > 2:
+        order = (0,) + tuple(range(2, len(logp.sizes))) + (1,)
         logp = logp.permute(*order)
-    one_hot = (class_indices(classes, y) == y.unsqueeze(-1)).to(dtype=x.dtype_object)
-    kept = (y != ignore_index).to(dtype=x.dtype_object)
+    one_hot = (class_indices(classes, y) == y.unsqueeze(-1)).to(dtype=logp.dtype_object)
+    kept = (y != ignore_index).to(dtype=logp.dtype_object)
     losses = -(logp * one_hot).sum(-1)
     if label_smoothing:
         losses = losses * (1 - label_smoothing) - logp.sum(-1) * (label_smoothing / classes)
@@ -799,6 +827,39 @@ class MSELossCore(ModuleCore):
 
     def c_extra_repr(self):
         return ""
+
+
+class NLLLossCore(ModuleCore):
+    """The negative log likelihood of log-probabilities at class indices (nll_loss)."""
+
+    def init(self, ignore_index, reduction):
+        ignore_index_arg(ignore_index)
+        reduction_arg(reduction)
+        ModuleCore.init(self)
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+
+    def c_forward(self, input, target):
+        return nll_loss(input, target, self.ignore_index, self.reduction)
+
+    def c_extra_repr(self):
+        return ""
+
+
+class FlattenCore(ModuleCore):
+    """Dimensions start_dim to end_dim joined into one (Tensor.flatten)."""
+
+    def init(self, start_dim, end_dim):  # ints (the wrapper's range checks)
+        ModuleCore.init(self)
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def c_forward(self, input):
+        return tensor.own_tensor_arg(input, "Flatten: input").flatten(self.start_dim,
+                                                                      self.end_dim)
+
+    def c_extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 class CrossEntropyLossCore(ModuleCore):

@@ -503,6 +503,24 @@ cdef object flatten(TensorCore tensor, object start_dim, object end_dim):
     return reshape(tensor, (tensor.sizes[:start] + (joined,) + tensor.sizes[end + 1:],))
 
 
+# view_as(), reshape_as(), expand_as() and type_as(): the forms of view(), reshape(), expand()
+# and to() that take their shape or dtype from another tensor, as PyTorch's.
+cdef object view_as(TensorCore tensor, object other):
+    return tensor.c_view((own_tensor_arg(other, "other").sizes,))
+
+
+cdef object reshape_as(TensorCore tensor, object other):
+    return reshape(tensor, (own_tensor_arg(other, "other").sizes,))
+
+
+cdef object expand_as(TensorCore tensor, object other):
+    return tensor.c_expand(own_tensor_arg(other, "other").sizes)
+
+
+cdef object type_as(TensorCore tensor, object other):
+    return to(tensor, None, own_tensor_arg(other, "other").dtype_object, False, False)
+
+
 # split(), chunk() and unbind(): views of consecutive pieces along dim, as PyTorch's, each the
 # basic index of its piece (getitem), so each is recorded for autograd and none copies.
 cdef tuple split(TensorCore tensor, object split_size_or_sections, object dim):

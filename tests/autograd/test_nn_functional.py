@@ -1,6 +1,6 @@
-"""tensorplay.nn.functional, nn.MSELoss and nn.CrossEntropyLoss against PyTorch's (CPU): values
-and gradients, every reduction, ignore_index, label smoothing, class probabilities, more than
-two dimensions, and the errors; pickling and copy.deepcopy of modules; marked gpu, the same on
+"""tensorplay.nn.functional, nn.MSELoss, nn.NLLLoss, nn.CrossEntropyLoss and nn.Flatten against
+PyTorch's (CPU): values and gradients, every reduction, ignore_index, label smoothing, class
+probabilities, more than two dimensions, and the errors; pickling and copy.deepcopy of modules; marked gpu, the same on
 a CUDA device and a training step with a loss and Adam captured into one CUDA graph."""
 import copy
 import pickle
@@ -131,6 +131,47 @@ def test_cross_entropy_over_more_dimensions_and_of_one_prediction(options):
                     lambda x: TF.cross_entropy(x, torch.tensor(2), **options), LOGITS[0])
 
 
+NLL_CASES = [case for case in CROSS_ENTROPY_CASES if "label_smoothing" not in case[0]]
+
+
+@pytest.mark.parametrize("options, target", NLL_CASES)
+def test_nll_loss_of_log_softmax_as_pytorchs(options, target):
+    # PyTorch's MNIST example: log_softmax, then nll_loss (what cross_entropy composes).
+    check_with_grad(lambda x: F.nll_loss(F.log_softmax(x, dim=1), tp.tensor(target), **options),
+                    lambda x: TF.nll_loss(TF.log_softmax(x, dim=1), torch.tensor(target),
+                                          **options), LOGITS)
+    check_with_grad(lambda x: nn.NLLLoss(**options)(x, tp.tensor(target)),
+                    lambda x: torch.nn.NLLLoss(**options)(x, torch.tensor(target)), LOGITS)
+
+
+def test_nll_loss_over_more_dimensions_and_its_errors():
+    logp = RNG.standard_normal((2, 3, 4))
+    target = RNG.integers(0, 3, (2, 4))
+    check_with_grad(lambda x: F.nll_loss(x, tp.tensor(target)),
+                    lambda x: TF.nll_loss(x, torch.tensor(target)), logp)
+    check_with_grad(lambda x: F.nll_loss(x, tp.tensor(1)),
+                    lambda x: TF.nll_loss(x, torch.tensor(1)), LOGITS[0])
+    x, theirs = tp.tensor(LOGITS), torch.tensor(LOGITS)
+    same_error(lambda: F.nll_loss(x, tp.tensor([0, 1, 2, 3, 4])),
+               lambda: TF.nll_loss(theirs, torch.tensor([0, 1, 2, 3, 4])))
+    with pytest.raises(ValueError, match="Expected target size"):
+        F.nll_loss(x, tp.tensor([0, 1]))
+    with pytest.raises(RuntimeError, match="class indices"):
+        F.nll_loss(x, tp.tensor([0.0] * 5, dtype=tp.float64))
+
+
+def test_flatten_module_as_pytorchs():
+    data = RNG.standard_normal((2, 3, 4))
+    for arguments in ((), (0,), (1, 2), (0, -2)):
+        ours = nn.Flatten(*arguments)(tp.tensor(data))
+        theirs = torch.nn.Flatten(*arguments)(torch.tensor(data))
+        assert tuple(ours.shape) == tuple(theirs.shape)
+        close(ours, theirs)
+    assert repr(nn.Flatten()) == repr(torch.nn.Flatten())
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 2))
+    assert tuple(model(tp.ones(5, 3, 4)).shape) == (5, 2)
+
+
 def test_cross_entropy_errors_as_pytorchs():
     x, theirs = tp.tensor(LOGITS), torch.tensor(LOGITS)
     same_error(lambda: F.cross_entropy(x, tp.tensor([0, 1, 2, 3, 4])),
@@ -222,6 +263,8 @@ def test_functional_on_a_cuda_device_as_on_the_cpu():
              (lambda x, y: F.mse_loss(x, y), (LOGITS, LOGITS[::-1].copy())),
              (lambda x: F.cross_entropy(x, tp.tensor([0, 3, 1, -100, 2], device=x.device),
                                         label_smoothing=0.1), (LOGITS,)),
+             (lambda x: F.nll_loss(x, tp.tensor([0, 3, -100, 1, 2], device=x.device)),
+              (LOGITS,)),
              (lambda x, w: F.linear(x, w).relu(), (LOGITS, LOGITS[:3].copy()))]
     for function, arrays in cases:
         results = []

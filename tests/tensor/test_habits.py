@@ -361,3 +361,26 @@ def test_square_of_integers_and_bools_matches_pytorch():
                               dtype=getattr(torch, dtype)).square()
         assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1], dtype
         numpy.testing.assert_array_equal(as_numpy(ours), as_numpy(theirs))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_comparison_methods_and_the_as_forms_match_pytorch(device):
+    # PyTorch's MNIST example counts its hits as pred.eq(target.view_as(pred)).sum().item().
+    scores = [[0.1, 2.0, -1.0], [3.0, 0.5, 0.2], [0.0, 0.1, 0.9]]
+    labels = [1, 0, 1]
+    ours = tp.tensor(scores, device=device).argmax(dim=1, keepdim=True)
+    theirs = torch.tensor(scores).argmax(dim=1, keepdim=True)
+    assert ours.eq(tp.tensor(labels, device=device).view_as(ours)).sum().item() == \
+        theirs.eq(torch.tensor(labels).view_as(theirs)).sum().item() == 2
+    a, b = [1.0, 2.0, 3.0], [3.0, 2.0, 1.0]
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        assert getattr(tp.tensor(a, device=device), name)(tp.tensor(b, device=device)).tolist() \
+            == getattr(torch.tensor(a), name)(torch.tensor(b)).tolist()
+        assert getattr(tp.tensor(a, device=device), name)(2).tolist() == \
+            getattr(torch.tensor(a), name)(2).tolist()
+    x = tp.arange(6, device=device)
+    assert tuple(x.reshape_as(tp.ones(2, 3)).shape) == (2, 3)
+    assert tuple(tp.ones(3, device=device).expand_as(tp.ones(4, 3)).shape) == (4, 3)
+    assert x.type_as(tp.ones(1)).dtype is tp.float32
+    with pytest.raises(TypeError, match="other"):
+        x.view_as([2, 3])

@@ -21,6 +21,7 @@ __all__ = [
     "log_softmax",
     "mse_loss",
     "cross_entropy",
+    "nll_loss",
 ]
 
 
@@ -114,4 +115,18 @@ def cross_entropy(input: Tensor, target: Tensor, *, ignore_index: int = -100, re
 
     Returns:
         Tensor: the loss, as nn.CrossEntropyLoss.
+    """
+
+
+def nll_loss(input: Tensor, target: Tensor, *, ignore_index: int = -100, reduction: str = 'mean') -> Tensor:
+    """The negative log likelihood of log-probabilities at class indices, as nn.NLLLoss.
+
+    Args:
+        input: log-probabilities (floating point), classes in dimension 1 (0 for one dimension).
+        target: class indices (int64), of input's shape without the class dimension.
+        ignore_index: a target index that counts for nothing.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.NLLLoss.
     """

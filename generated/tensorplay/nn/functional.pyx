@@ -21,6 +21,7 @@ __all__ = [
     "log_softmax",
     "mse_loss",
     "cross_entropy",
+    "nll_loss",
 ]
 
 
@@ -133,6 +134,23 @@ def cross_entropy(input, target, *, ignore_index=-100, reduction='mean', label_s
     _core.check_awake_value(input, b"tensorplay.nn.functional.cross_entropy()", b"input")
     _core.check_awake_value(target, b"tensorplay.nn.functional.cross_entropy()", b"target")
     return _functional.cross_entropy(input, target, ignore_index, _errors.str_arg(reduction, 'reduction'), _errors.float_arg(label_smoothing, 'label_smoothing'))
+
+
+def nll_loss(input, target, *, ignore_index=-100, reduction='mean'):
+    """The negative log likelihood of log-probabilities at class indices, as nn.NLLLoss.
+
+    Args:
+        input: log-probabilities (floating point), classes in dimension 1 (0 for one dimension).
+        target: class indices (int64), of input's shape without the class dimension.
+        ignore_index: a target index that counts for nothing.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.NLLLoss.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.nll_loss()", b"input")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.nll_loss()", b"target")
+    return _functional.nll_loss(input, target, ignore_index, _errors.str_arg(reduction, 'reduction'))
 
 # The Python layer's implementations (python/), imported last: they use the public package,
 # this module included, which is complete by now.
