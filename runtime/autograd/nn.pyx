@@ -554,10 +554,18 @@ class LinearCore(ModuleCore):
 
 
 class ReLUCore(ModuleCore):
-    """max(x, 0), elementwise."""
+    """max(x, 0), elementwise; with inplace, into the input (clamp_), as PyTorch's."""
+
+    def init(self, inplace):  # a bool (the wrapper's check)
+        ModuleCore.init(self)
+        self.inplace = inplace
 
     def c_forward(self, input):
-        return tensor.own_tensor_arg(input, "ReLU: input").relu()
+        cdef TensorCore x = tensor.own_tensor_arg(input, "ReLU: input")
+        return x.clamp_(0, None) if self.inplace else x.relu()
+
+    def c_extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class SigmoidCore(ModuleCore):
@@ -613,17 +621,21 @@ class SequentialCore(ModuleCore):
 class DropoutCore(ModuleCore):
     """While training, zero each element with probability p and scale the rest by 1 / (1 - p)."""
 
-    def init(self, p):
+    def init(self, p, inplace):  # inplace a bool (the wrapper's check)
         dropout_probability(p)
         ModuleCore.init(self)
         self.p = p
+        self.inplace = inplace
 
     def c_forward(self, input):
-        tensor.own_tensor_arg(input, "Dropout: input")
-        return dropout(input, self.p, self.training)
+        cdef TensorCore x = tensor.own_tensor_arg(input, "Dropout: input")
+        output = dropout(x, self.p, self.training)
+        if self.inplace and output is not x:  # as functional.dropout(inplace=True)
+            return x.copy_(output)
+        return output
 
     def c_extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 # --------------------------------------------------------------------------------------------

@@ -172,6 +172,22 @@ def test_flatten_module_as_pytorchs():
     assert tuple(model(tp.ones(5, 3, 4)).shape) == (5, 2)
 
 
+def test_in_place_relu_and_dropout_modules_as_pytorchs():
+    x, theirs = tp.tensor([-1.0, 2.0, -3.0]), torch.tensor([-1.0, 2.0, -3.0])
+    assert nn.ReLU(inplace=True)(x) is x and x.tolist() == torch.nn.ReLU(True)(theirs).tolist()
+    assert repr(nn.ReLU(inplace=True)) == repr(torch.nn.ReLU(inplace=True))
+    assert repr(nn.ReLU()) == repr(torch.nn.ReLU())
+    ones = tp.ones(1000)
+    dropped = nn.Dropout(0.5, inplace=True)(ones)
+    assert dropped is ones and set(ones.tolist()) <= {0.0, 2.0}
+    assert repr(nn.Dropout(0.25, inplace=True)) == repr(torch.nn.Dropout(0.25, inplace=True))
+    layer = nn.Dropout(0.5, inplace=True).eval()
+    kept = tp.ones(3)
+    assert layer(kept) is kept and kept.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(TypeError, match="inplace"):
+        nn.ReLU(inplace=1)
+
+
 def test_cross_entropy_errors_as_pytorchs():
     x, theirs = tp.tensor(LOGITS), torch.tensor(LOGITS)
     same_error(lambda: F.cross_entropy(x, tp.tensor([0, 1, 2, 3, 4])),

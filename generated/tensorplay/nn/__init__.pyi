@@ -415,7 +415,13 @@ class Linear(Module):
 
 
 class ReLU(Module):
-    """max(x, 0), elementwise."""
+    """max(x, 0), elementwise.
+
+    Args:
+        inplace: rectify input itself (clamp_) and return it.
+    """
+
+    def __init__(self, inplace: bool = False) -> None: ...
 
     def forward(self, input: Tensor) -> Tensor:
         """The rectified input.
@@ -516,9 +522,10 @@ class Dropout(Module):
 
     Args:
         p: the probability of an element being zeroed, from 0 to 1.
+        inplace: write the result into input (while training).
     """
 
-    def __init__(self, p: float = 0.5) -> None: ...
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None: ...
 
     def forward(self, input: Tensor) -> Tensor:
         """Drop elements of input at random.

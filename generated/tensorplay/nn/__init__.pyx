@@ -477,7 +477,14 @@ _public.register_class("LinearCore", Linear)
 
 
 class ReLU(_nn_classes.ReLUCore, Module):
-    """max(x, 0), elementwise."""
+    """max(x, 0), elementwise.
+
+    Args:
+        inplace: rectify input itself (clamp_) and return it.
+    """
+
+    def __init__(self, inplace=False):
+        self.init(_errors.bool_arg(inplace, 'inplace'))
 
     def forward(self, input):
         """The rectified input.
@@ -603,10 +610,11 @@ class Dropout(_nn_classes.DropoutCore, Module):
 
     Args:
         p: the probability of an element being zeroed, from 0 to 1.
+        inplace: write the result into input (while training).
     """
 
-    def __init__(self, p=0.5):
-        self.init(_errors.float_arg(p, 'p'))
+    def __init__(self, p=0.5, inplace=False):
+        self.init(_errors.float_arg(p, 'p'), _errors.bool_arg(inplace, 'inplace'))
 
     def forward(self, input):
         """Drop elements of input at random.
