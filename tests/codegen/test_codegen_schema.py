@@ -125,7 +125,7 @@ CASES = [
     ('impl module missing',
      'impl: device.device_count',
      'impl: devices.device_count',
-     ["api.yaml:20:11: impl of 'tensorplay.accelerator.device_count': no runtime module 'devices' (no runtime/**/devices.pxd) nor Python module (no python/devices.py); nearest runtime modules: device, device_ops; Python modules: distributed, functional, graphed_callables, init, report, torch_bridge"]),
+     ["api.yaml:20:11: impl of 'tensorplay.accelerator.device_count': no runtime module 'devices' (no runtime/**/devices.pxd) nor Python module (no python/devices.py); nearest runtime modules: device, device_ops; Python modules: distributed, functional, grad_clipping, graphed_callables, init, report, torch_bridge"]),
     ('impl function missing',
      'impl: device.device_count',
      'impl: device.device_counter',

@@ -14,6 +14,7 @@ from tensorplay import device
 from tensorplay import dtype
 from tensorplay.nn import init as init
 from tensorplay.nn import functional as functional
+from tensorplay.nn import utils as utils
 
 _TensorDeviceLike: TypeAlias = device | str | int | None
 
@@ -33,6 +34,7 @@ __all__ = [
     "CrossEntropyLoss",
     "init",
     "functional",
+    "utils",
 ]
 
 

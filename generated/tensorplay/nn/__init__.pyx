@@ -30,6 +30,7 @@ __all__ = [
     "CrossEntropyLoss",
     "init",
     "functional",
+    "utils",
 ]
 
 
@@ -774,3 +775,4 @@ _public.register_class("CrossEntropyLossCore", CrossEntropyLoss)
 
 from tensorplay.nn import init
 from tensorplay.nn import functional
+from tensorplay.nn import utils

@@ -2,11 +2,10 @@
 """The layers and losses of tensorplay.nn as functions, as PyTorch's torch.nn.functional.
 
 Each computes with recorded tensor operations, so autograd gives its gradient and a CUDA
-graph captures it. softmax and log_softmax shift by the largest element of the whole input
-(PyTorch's by each slice's): the same values, except that a slice whose values all lie far
-below another slice's largest (about 87 in float32) underflows (docs/design.md). PyTorch's
-deprecated size_average and reduce, the weight of cross_entropy and the dtype of softmax
-are not offered.
+graph captures it. softmax and log_softmax shift each slice by its own largest element
+along dim, as PyTorch's kernels do, so no slice underflows however far below another's its
+values lie. PyTorch's deprecated size_average and reduce, the weight of cross_entropy and
+nll_loss and the dtype of softmax are not offered.
 """
 import os
 from typing import Any, Callable, ContextManager, Literal, TypeAlias
