@@ -1276,6 +1276,78 @@ class Tensor:
                 name one dimension); a 0-d tensor gives one of shape (1,).
         """
 
+    def new_empty(self, *size: builtins.int | tuple[builtins.int, ...] | list[builtins.int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+        """A new tensor of the given shape, of this tensor's dtype and device unless given (torch.Tensor.new_empty).
+
+        Args:
+            *size: the shape, as ints or one sequence.
+            dtype: the element type; None for this tensor's.
+            device: the device; None for this tensor's.
+            requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+                only).
+
+        Returns:
+            Tensor: a new tensor of uninitialised values.
+        """
+
+    def new_zeros(self, *size: builtins.int | tuple[builtins.int, ...] | list[builtins.int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+        """A new tensor of zeros, of this tensor's dtype and device unless given (torch.Tensor.new_zeros).
+
+        Args:
+            *size: the shape, as ints or one sequence.
+            dtype: the element type; None for this tensor's.
+            device: the device; None for this tensor's.
+            requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+                only).
+
+        Returns:
+            Tensor: a new tensor of zeros.
+        """
+
+    def new_ones(self, *size: builtins.int | tuple[builtins.int, ...] | list[builtins.int], dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+        """A new tensor of ones, of this tensor's dtype and device unless given (torch.Tensor.new_ones).
+
+        Args:
+            *size: the shape, as ints or one sequence.
+            dtype: the element type; None for this tensor's.
+            device: the device; None for this tensor's.
+            requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+                only).
+
+        Returns:
+            Tensor: a new tensor of ones.
+        """
+
+    def new_full(self, size: tuple[builtins.int, ...] | list[builtins.int], fill_value: builtins.bool | builtins.int | builtins.float, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+        """A new tensor filled with fill_value, of this tensor's dtype and device unless given (torch.Tensor.new_full).
+
+        Args:
+            size: the shape, a sequence (an int is refused, as PyTorch refuses it).
+            fill_value: the value of every element, one the dtype can hold.
+            dtype: the element type; None for this tensor's.
+            device: the device; None for this tensor's.
+            requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+                only).
+
+        Returns:
+            Tensor: a new filled tensor.
+        """
+
+    def new_tensor(self, data: Any, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+        """A new tensor of data, of this tensor's dtype and device unless given (torch.Tensor.new_tensor).
+
+        Args:
+            data: what tensorplay.tensor() takes: a scalar, nested sequences, a numpy array or a
+                tensor (copied).
+            dtype: the element type; None for this tensor's.
+            device: the device; None for this tensor's.
+            requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+                only).
+
+        Returns:
+            Tensor: a new tensor holding a copy of data.
+        """
+
     def view_as(self, other: Tensor) -> Tensor:
         """A view in the shape of other; this tensor must be contiguous.
 
@@ -1582,6 +1654,35 @@ class Tensor:
 
         Returns:
             Tensor: the result.
+        """
+
+    def sign(self) -> Tensor:
+        """Elementwise sign, (x > 0) - (x < 0); its gradient is zero.
+
+        Returns:
+            Tensor: of this tensor's dtype: -1, 0 or 1 (0 for NaN and -0.0, as PyTorch's; a bool
+                tensor gives itself).
+        """
+
+    def isnan(self) -> Tensor:
+        """Elementwise whether x is NaN.
+
+        Returns:
+            Tensor: a bool tensor (all False for integer and bool tensors).
+        """
+
+    def isinf(self) -> Tensor:
+        """Elementwise whether x is positive or negative infinity.
+
+        Returns:
+            Tensor: a bool tensor (all False for integer and bool tensors).
+        """
+
+    def isfinite(self) -> Tensor:
+        """Elementwise whether x is neither NaN nor infinite.
+
+        Returns:
+            Tensor: a bool tensor (all True for integer and bool tensors).
         """
 
     def sigmoid(self) -> Tensor:
@@ -2064,6 +2165,30 @@ class Tensor:
 
     def clamp_(self, min: Tensor | builtins.bool | builtins.int | builtins.float | None = None, max: Tensor | builtins.bool | builtins.int | builtins.float | None = None) -> Tensor:
         """In-place clamp(); the result must keep this tensor's dtype.
+
+        Args:
+            min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+                this one's, a Python scalar, or None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def clip(self, min: Tensor | builtins.bool | builtins.int | builtins.float | None = None, max: Tensor | builtins.bool | builtins.int | builtins.float | None = None) -> Tensor:
+        """Another name of clamp(), as PyTorch's.
+
+        Args:
+            min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+                this one's, a Python scalar, or None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: as clamp().
+        """
+
+    def clip_(self, min: Tensor | builtins.bool | builtins.int | builtins.float | None = None, max: Tensor | builtins.bool | builtins.int | builtins.float | None = None) -> Tensor:
+        """Another name of clamp_(), as PyTorch's.
 
         Args:
             min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with

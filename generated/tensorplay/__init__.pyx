@@ -1450,6 +1450,89 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.flatten()", NULL)
         return _copies.flatten(self, start_dim, end_dim)
 
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        """A new tensor of the given shape, of this tensor's dtype and device unless given (torch.Tensor.new_empty).
+
+        Args:
+            *size: the shape, as ints or one sequence.
+            dtype: the element type; None for this tensor's.
+            device: the device; None for this tensor's.
+            requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+                only).
+
+        Returns:
+            Tensor: a new tensor of uninitialised values.
+        """
+        _core.check_awake(self, b"Tensor.new_empty()", NULL)
+        return _factories.new_empty_of(self, size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        """A new tensor of zeros, of this tensor's dtype and device unless given (torch.Tensor.new_zeros).
+
+        Args:
+            *size: the shape, as ints or one sequence.
+            dtype: the element type; None for this tensor's.
+            device: the device; None for this tensor's.
+            requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+                only).
+
+        Returns:
+            Tensor: a new tensor of zeros.
+        """
+        _core.check_awake(self, b"Tensor.new_zeros()", NULL)
+        return _factories.new_zeros_of(self, size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        """A new tensor of ones, of this tensor's dtype and device unless given (torch.Tensor.new_ones).
+
+        Args:
+            *size: the shape, as ints or one sequence.
+            dtype: the element type; None for this tensor's.
+            device: the device; None for this tensor's.
+            requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+                only).
+
+        Returns:
+            Tensor: a new tensor of ones.
+        """
+        _core.check_awake(self, b"Tensor.new_ones()", NULL)
+        return _factories.new_ones_of(self, size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+        """A new tensor filled with fill_value, of this tensor's dtype and device unless given (torch.Tensor.new_full).
+
+        Args:
+            size: the shape, a sequence (an int is refused, as PyTorch refuses it).
+            fill_value: the value of every element, one the dtype can hold.
+            dtype: the element type; None for this tensor's.
+            device: the device; None for this tensor's.
+            requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+                only).
+
+        Returns:
+            Tensor: a new filled tensor.
+        """
+        _core.check_awake(self, b"Tensor.new_full()", NULL)
+        return _factories.new_full_of(self, size, fill_value, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+        """A new tensor of data, of this tensor's dtype and device unless given (torch.Tensor.new_tensor).
+
+        Args:
+            data: what tensorplay.tensor() takes: a scalar, nested sequences, a numpy array or a
+                tensor (copied).
+            dtype: the element type; None for this tensor's.
+            device: the device; None for this tensor's.
+            requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+                only).
+
+        Returns:
+            Tensor: a new tensor holding a copy of data.
+        """
+        _core.check_awake(self, b"Tensor.new_tensor()", NULL)
+        _core.check_awake_value(data, b"Tensor.new_tensor()", b"data")
+        return _factories.new_tensor_of(self, data, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+
     def view_as(self, other):
         """A view in the shape of other; this tensor must be contiguous.
 
@@ -1826,6 +1909,43 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.log()", NULL)
         return _elementwise.log(self)
+
+    def sign(self):
+        """Elementwise sign, (x > 0) - (x < 0); its gradient is zero.
+
+        Returns:
+            Tensor: of this tensor's dtype: -1, 0 or 1 (0 for NaN and -0.0, as PyTorch's; a bool
+                tensor gives itself).
+        """
+        _core.check_awake(self, b"Tensor.sign()", NULL)
+        return _elementwise.sign(self)
+
+    def isnan(self):
+        """Elementwise whether x is NaN.
+
+        Returns:
+            Tensor: a bool tensor (all False for integer and bool tensors).
+        """
+        _core.check_awake(self, b"Tensor.isnan()", NULL)
+        return _elementwise.isnan(self)
+
+    def isinf(self):
+        """Elementwise whether x is positive or negative infinity.
+
+        Returns:
+            Tensor: a bool tensor (all False for integer and bool tensors).
+        """
+        _core.check_awake(self, b"Tensor.isinf()", NULL)
+        return _elementwise.isinf(self)
+
+    def isfinite(self):
+        """Elementwise whether x is neither NaN nor infinite.
+
+        Returns:
+            Tensor: a bool tensor (all True for integer and bool tensors).
+        """
+        _core.check_awake(self, b"Tensor.isfinite()", NULL)
+        return _elementwise.isfinite(self)
 
     def sigmoid(self):
         """Elementwise logistic sigmoid, 1 / (1 + exp(-x)) (floating point; integer and bool tensors give float32, as in PyTorch).
@@ -2429,6 +2549,38 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.clamp_()", NULL)
         _core.check_awake_value(min, b"Tensor.clamp_()", b"min")
         _core.check_awake_value(max, b"Tensor.clamp_()", b"max")
+        return _elementwise.clamp_(self, min, max)
+
+    def clip(self, min=None, max=None):
+        """Another name of clamp(), as PyTorch's.
+
+        Args:
+            min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+                this one's, a Python scalar, or None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: as clamp().
+        """
+        _core.check_awake(self, b"Tensor.clip()", NULL)
+        _core.check_awake_value(min, b"Tensor.clip()", b"min")
+        _core.check_awake_value(max, b"Tensor.clip()", b"max")
+        return _elementwise.clamp(self, min, max)
+
+    def clip_(self, min=None, max=None):
+        """Another name of clamp_(), as PyTorch's.
+
+        Args:
+            min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+                this one's, a Python scalar, or None.
+            max: the upper bound, likewise; where min > max the result is max.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.clip_()", NULL)
+        _core.check_awake_value(min, b"Tensor.clip_()", b"min")
+        _core.check_awake_value(max, b"Tensor.clip_()", b"max")
         return _elementwise.clamp_(self, min, max)
 
     def masked_fill(self, mask, value):

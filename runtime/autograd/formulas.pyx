@@ -68,8 +68,8 @@ def rounded_div_gradient(Node node, tuple grads):
     return tuple(zeros_of(meta) if meta is not None else None for meta in node.inputs_meta)
 
 
-def rounding_gradient(Node node, tuple grads):
-    # floor, ceil, round and trunc: zero, as PyTorch's (zeros_like(grad)).
+def zero_gradient(Node node, tuple grads):
+    # floor, ceil, round, trunc and sign: zero, as PyTorch's (zeros_like(grad)).
     return (zeros_of(node.inputs_meta[0]),)
 
 
@@ -373,8 +373,9 @@ FORMULAS = {
     "neg": neg_gradient,
     "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
-    "sigmoid": sigmoid_gradient, "tanh": tanh_gradient, "floor": rounding_gradient,
-    "ceil": rounding_gradient, "round": rounding_gradient, "trunc": rounding_gradient,
+    "sigmoid": sigmoid_gradient, "tanh": tanh_gradient, "floor": zero_gradient,
+    "ceil": zero_gradient, "round": zero_gradient, "trunc": zero_gradient,
+    "sign": zero_gradient,
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
     "select_dim": select_dim_gradient,
     "reshape": reshape_gradient,

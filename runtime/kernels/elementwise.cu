@@ -246,9 +246,9 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
 }
 
 // The floating functions, in the accumulation type's own precision (sinf for float, sin for
-// double). Integer tensors only reach OP_NEG, OP_BITWISE_NOT, OP_ABS and OP_RELU (the host
-// converts them to float32 for the others, or copies them for rounding), so the long long form
-// is never run; it is there for apply_unary to compile for every scalar_t. sigmoid is
+// double). Integer tensors only reach OP_NEG, OP_BITWISE_NOT, OP_ABS, OP_SIGN and OP_RELU (the
+// host converts them to float32 for the others, or copies them for rounding), so the long long
+// form is never run; it is there for apply_unary to compile for every scalar_t. sigmoid is
 // PyTorch's 1 / (1 + exp(-x)); round is rint, the nearest integer with ties to even, as
 // PyTorch's nearbyint.
 #define FLOATING_FUNCTION(F, SIN, COS, EXP, LOG, SQRT, TANH, FLOOR, CEIL, RINT, TRUNC)          \
@@ -278,6 +278,7 @@ __device__ inline acc_t apply_unary(int op, acc_t x) {
         case OP_NEG: return -x;
         case OP_BITWISE_NOT: return bitwise_not(x);
         case OP_ABS: return x < (acc_t)0 ? -x : x;
+        case OP_SIGN: return (acc_t)((x > (acc_t)0) - (x < (acc_t)0));
         case OP_RELU: return x <= (acc_t)0 ? (acc_t)0 : x;  // NaN stays NaN, as PyTorch's
         default: return floating_function(op, x);
     }

@@ -30,6 +30,7 @@ cpdef enum Op:
     OP_NEG
     OP_BITWISE_NOT           # ~a of integers
     OP_ABS
+    OP_SIGN                  # (x > 0) - (x < 0), as PyTorch's: 0 for NaN and -0.0
     OP_RELU
     OP_SIN
     OP_COS

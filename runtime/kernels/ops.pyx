@@ -46,6 +46,7 @@ ROWS = (
     (OP_NEG, KERNEL_UNARY, "negative", "neg", DTYPE_SAME, False),
     (OP_BITWISE_NOT, KERNEL_UNARY, "invert", None, DTYPE_SAME, False),
     (OP_ABS, KERNEL_UNARY, "abs", "abs", DTYPE_SAME, False),
+    (OP_SIGN, KERNEL_UNARY, None, "sign", DTYPE_SAME, False),
     (OP_RELU, KERNEL_UNARY, None, "relu", DTYPE_SAME, True),  # max(x, 0) in x's dtype
     (OP_SIN, KERNEL_UNARY, "sin", "sin", DTYPE_FLOATING, False),
     (OP_COS, KERNEL_UNARY, "cos", "cos", DTYPE_FLOATING, False),

@@ -681,6 +681,10 @@ cdef inline bint rounds(int op) noexcept:
     return op == ops.OP_FLOOR or op == ops.OP_CEIL or op == ops.OP_ROUND or op == ops.OP_TRUNC
 
 
+cdef inline bint piecewise_constant(int op) noexcept:  # a gradient of zero, nothing saved
+    return rounds(op) or op == ops.OP_SIGN
+
+
 cdef object unary(TensorCore tensor, int op):
     cdef DtypeCore dtype = tensor.dtype_object
     cdef TensorCore output
@@ -696,6 +700,8 @@ cdef object unary(TensorCore tensor, int op):
         # Integers and bools go to float32 first, as PyTorch promotes them.
         return unary(<TensorCore>copies.to(tensor, None, dtypes.named_dtype("float32"), False,
                                            False), op)
+    if tensor.dtype_object.name == "bool" and op == ops.OP_SIGN:
+        return copies.clone(tensor)  # a bool is its own sign, as PyTorch's
     if tensor.dtype_object.name == "bool":  # PyTorch's error types: see BoolNotImplementedError
         raise BoolNotImplementedError(f"{name}() is not supported on bool tensors" + (
             ": Negation, the `-` operator, on a bool tensor is not supported. If you are "
@@ -708,6 +714,9 @@ cdef object unary(TensorCore tensor, int op):
             if op == ops.OP_RELU:
                 values = computable(tensor)
                 values = np().maximum(values, 0).astype(values.dtype)
+            elif op == ops.OP_SIGN:  # numpy's sign keeps NaN and -0.0; PyTorch's gives 0
+                values = computable(tensor)
+                values = (values > 0).astype(np().int8) - (values < 0).astype(np().int8)
             elif op == ops.OP_SIGMOID:  # in the kernel's precision, float32 for 16-bit floats
                 values = opmath(tensor)
                 values = values.dtype.type(1) / (values.dtype.type(1) + np().exp(-values))
@@ -722,9 +731,9 @@ cdef object unary(TensorCore tensor, int op):
                          (<TensorCore>output).data, tensor.element_count, op,
                          current_stream(tensor.device_index))
     if tracked(tensor) and tensor.dtype_object.floating:
-        # What PyTorch saves: nothing for neg and rounding, the output (a detached alias,
+        # What PyTorch saves: nothing for neg, rounding and sign, the output (a detached alias,
         # sharing its version counter) where the gradient is a function of it, else the input.
-        saved = () if op == ops.OP_NEG or rounds(op) else (
+        saved = () if op == ops.OP_NEG or piecewise_constant(op) else (
             ((<TensorCore>output).c_detach(),) if ops.saves_output(op) else (tensor,))
         return recorded(output, op, (tensor,), saved)
     return output
@@ -820,6 +829,31 @@ cdef object sqrt(TensorCore tensor):
 
 cdef object log(TensorCore tensor):
     return unary(tensor, ops.OP_LOG)
+
+
+cdef object sign(TensorCore tensor):
+    return unary(tensor, ops.OP_SIGN)
+
+
+# isnan(), isinf() and isfinite(), as PyTorch's: bool tensors, from comparisons (NaN is the one
+# value unequal to itself; x - x is 0 only for a finite x); integers and bools are never NaN or
+# infinite.
+cdef object isnan(TensorCore tensor):
+    return compare(tensor, tensor, ops.OP_NE)
+
+
+cdef object isinf(TensorCore tensor):
+    if not tensor.dtype_object.floating:
+        return compare(tensor, tensor, ops.OP_NE)
+    return compare(<TensorCore>unary(tensor.c_detach(), ops.OP_ABS), float("inf"), ops.OP_EQ)
+
+
+cdef object isfinite(TensorCore tensor):
+    if not tensor.dtype_object.floating:
+        return compare(tensor, tensor, ops.OP_EQ)
+    detached = tensor.c_detach()
+    return compare(<TensorCore>binary(detached, detached, ops.OP_SUB, False, False, "isfinite"),
+                   0, ops.OP_EQ)
 
 
 cdef object sigmoid(TensorCore tensor):

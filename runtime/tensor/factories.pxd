@@ -25,3 +25,14 @@ cdef object from_numpy(object ndarray)
 # value as our tensor (ours, or a view through __cuda_array_interface__ or DLPack), or a
 # TypeError naming argument (argument[index] when index >= 0).
 cdef TensorCore tensor_arg(object value, str argument, Py_ssize_t index)
+# Tensor.new_*: the factories with the tensor's dtype and device where those are None.
+cdef object new_empty_of(TensorCore tensor, tuple size, object dtype, object device,
+                         bint requires_grad)
+cdef object new_zeros_of(TensorCore tensor, tuple size, object dtype, object device,
+                         bint requires_grad)
+cdef object new_ones_of(TensorCore tensor, tuple size, object dtype, object device,
+                        bint requires_grad)
+cdef object new_full_of(TensorCore tensor, object size, object fill_value, object dtype,
+                        object device, bint requires_grad)
+cdef object new_tensor_of(TensorCore like, object data, object dtype, object device,
+                          bint requires_grad)

@@ -13,8 +13,8 @@ from tensorplay._runtime.tensor.arguments cimport (BYTES_LIMIT, broadcast_shape,
                                                    dtype_arg, dtype_of_scalar, is_scalar, np,
                                                    require_grad_arg, size_arg)
 from tensorplay._runtime.tensor.copies cimport copied_to, fill_, host_values, to_named
-from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, new_empty, own_tensor_arg,
-                                              requiring_grad, wrap_cpu)
+from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, device_text, new_empty,
+                                              own_tensor_arg, requiring_grad, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport stored
 
 from tensorplay._runtime.base.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
@@ -516,3 +516,38 @@ cdef TensorCore shared_numpy(object array, str argument):
                         f"{array.dtype.type.__name__}. The only supported types are: float64, "
                         "float32, float16, int64, int32, int16, int8, uint8, and bool.")
     return wrap_cpu(array, dtype)
+
+
+# Tensor.new_empty(), new_zeros(), new_ones(), new_full() and new_tensor(), as PyTorch's: the
+# factories, with this tensor's dtype and device where dtype or device is None.
+cdef object new_empty_of(TensorCore tensor, tuple size, object dtype, object device,
+                         bint requires_grad):
+    return empty(size, tensor.dtype_object if dtype is None else dtype,
+                 device_text(tensor.device_index) if device is None else device, requires_grad)
+
+
+cdef object new_zeros_of(TensorCore tensor, tuple size, object dtype, object device,
+                         bint requires_grad):
+    return zeros(size, tensor.dtype_object if dtype is None else dtype,
+                 device_text(tensor.device_index) if device is None else device, requires_grad)
+
+
+cdef object new_ones_of(TensorCore tensor, tuple size, object dtype, object device,
+                        bint requires_grad):
+    return ones(size, tensor.dtype_object if dtype is None else dtype,
+                device_text(tensor.device_index) if device is None else device, requires_grad)
+
+
+cdef object new_full_of(TensorCore tensor, object size, object fill_value, object dtype,
+                        object device, bint requires_grad):
+    if not isinstance(size, (tuple, list)):  # PyTorch's new_full takes a sequence only
+        raise TypeError(f"new_full(): size must be a tuple or list of ints, got "
+                        f"{type(size).__name__}")
+    return full(size, fill_value, tensor.dtype_object if dtype is None else dtype,
+                device_text(tensor.device_index) if device is None else device, requires_grad)
+
+
+cdef object new_tensor_of(TensorCore like, object data, object dtype, object device,
+                          bint requires_grad):
+    return tensor(data, like.dtype_object if dtype is None else dtype,
+                  device_text(like.device_index) if device is None else device, requires_grad)

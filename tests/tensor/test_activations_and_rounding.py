@@ -1,6 +1,6 @@
-"""sigmoid, tanh, floor, ceil, round (with decimals) and trunc on the CPU and on CUDA (marked
-gpu): values against numpy, dtypes, gradients, the top-level and nn forms, the integer and bool
-rules, captures; against PyTorch where it is installed.
+"""sigmoid, tanh, floor, ceil, round (with decimals), trunc, sign and isnan/isinf/isfinite on the
+CPU and on CUDA (marked gpu): values against numpy, dtypes, gradients, the top-level and nn
+forms, the integer and bool rules, captures; against PyTorch where it is installed.
 
 After PyTorch's test/test_unary_ufuncs.py (TestUnaryUfuncs.test_reference_numerics_normal,
 _small, _large and _extremal: each op against its numpy reference over ordinary, tiny, huge and
@@ -215,3 +215,34 @@ def test_against_pytorch(device, dtype):
         assert str(result.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1]
         numpy.testing.assert_allclose(values(result), expected.double().numpy(), rtol=8e-3,
                                       atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS + ["int32", "uint8", "int64", "bool"])
+def test_sign_and_the_value_tests(device, dtype):
+    # PyTorch's sign is (x > 0) - (x < 0): 0 for NaN and -0.0 (numpy's keeps them); isnan,
+    # isinf and isfinite as numpy's, integers and bools never NaN or infinite.
+    if dtype in FLOATS:
+        data = [float("nan"), -0.0, 0.0, -2.5, 3.0, float("inf"), float("-inf")]
+    else:
+        data = [True, False] if dtype == "bool" else [0, 1, 7] if dtype == "uint8" else [-3, 0, 4]
+    x = tp.tensor(data, dtype=getattr(tp, dtype), device=device)
+    array = numpy.array(data, dtype=numpy.float64)
+    signs = x.sign()
+    assert signs.dtype is x.dtype
+    expected = (array > 0).astype(float) - (array < 0).astype(float)
+    assert values(signs).tolist() == expected.tolist()
+    assert x.isnan().tolist() == numpy.isnan(array).tolist()
+    assert x.isinf().tolist() == numpy.isinf(array).tolist()
+    assert x.isfinite().tolist() == numpy.isfinite(array).tolist()
+    for result in (x.isnan(), x.isinf(), x.isfinite()):
+        assert result.dtype is tp.bool
+
+
+def test_sign_gradient_is_zero():
+    x = tp.tensor([1.0, -2.0, 0.0], requires_grad=True)
+    y = x.sign()
+    assert y.grad_fn.name() == "SignBackward"
+    (y * 3).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0]
+    assert not x.isnan().requires_grad

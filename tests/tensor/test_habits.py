@@ -384,3 +384,23 @@ def test_comparison_methods_and_the_as_forms_match_pytorch(device):
     assert x.type_as(tp.ones(1)).dtype is tp.float32
     with pytest.raises(TypeError, match="other"):
         x.view_as([2, 3])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_new_factories_and_clip_match_pytorch(device):
+    ours = tp.ones(2, 3, dtype=tp.int32, device=device)
+    theirs = torch.ones(2, 3, dtype=torch.int32)
+    for make in (lambda t: t.new_zeros(2), lambda t: t.new_ones((1, 2)),
+                 lambda t: t.new_full((2,), 7), lambda t: t.new_tensor([1.7, -2.2]),
+                 lambda t: t.new_zeros(2, dtype=t.dtype), lambda t: t.new_empty(3).zero_()):
+        result, expected = make(ours), make(theirs)
+        assert result.tolist() == expected.tolist()
+        assert str(result.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1]
+        assert result.device == ours.device
+    assert ours.new_zeros(2, dtype=tp.float64).dtype is tp.float64
+    assert ours.new_ones(1, device="cpu").device == tp.device("cpu")
+    assert ours.new_zeros(2, dtype=tp.float32, requires_grad=True).requires_grad
+    x = [-3.0, 0.5, 5.0]
+    assert tp.tensor(x, device=device).clip(-1, 1).tolist() == torch.tensor(x).clip(-1, 1).tolist()
+    y = tp.tensor(x, device=device)
+    assert y.clip_(max=0) is y and y.tolist() == torch.tensor(x).clip_(max=0).tolist()
