@@ -29,6 +29,9 @@ __all__ = [
     "load",
     "empty",
     "zeros",
+    "is_tensor",
+    "numel",
+    "eye",
     "ones",
     "full",
     "arange",
@@ -275,6 +278,45 @@ def zeros(*size: builtins.int | tuple[builtins.int, ...] | list[builtins.int], d
 
     Returns:
         Tensor: a tensor of zeros.
+    """
+
+
+def is_tensor(obj: Any) -> builtins.bool:
+    """Whether obj is a tensorplay Tensor, as torch.is_tensor.
+
+    Args:
+        obj: any object.
+
+    Returns:
+        bool: whether obj is a tensorplay Tensor (a Parameter is one).
+    """
+
+
+def numel(input: Tensor) -> builtins.int:
+    """The number of elements of input, as Tensor.numel.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        int: the number of elements of input.
+    """
+
+
+def eye(n: builtins.int, m: builtins.int | None = None, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+    """The identity matrix (torch.eye), made on its device without a copy from the host, so a CUDA graph can capture it.
+
+    Args:
+        n: the number of rows, at least 0.
+        m: the number of columns, at least 0; None for n.
+        dtype: the element type; None for float32.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
+
+    Returns:
+        Tensor: a 2-D tensor with ones on the diagonal and zeros elsewhere.
     """
 
 
@@ -1431,6 +1473,17 @@ class Tensor:
 
         Returns:
             Tensor: a new tensor, each size times its repeat.
+        """
+
+    def logsumexp(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int], keepdim: builtins.bool = False) -> Tensor:
+        """The logarithm of the sum of exponentials over dim, computed without overflow (torch.logsumexp).
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end).
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: log(sum(exp(self))) over dim; float32 for integer and bool tensors.
         """
 
     def softmax(self, dim: builtins.int) -> Tensor:

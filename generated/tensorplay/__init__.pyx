@@ -35,6 +35,9 @@ __all__ = [
     "load",
     "empty",
     "zeros",
+    "is_tensor",
+    "numel",
+    "eye",
     "ones",
     "full",
     "arange",
@@ -298,6 +301,50 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
         Tensor: a tensor of zeros.
     """
     return _factories.zeros(size, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
+
+
+def is_tensor(obj):
+    """Whether obj is a tensorplay Tensor, as torch.is_tensor.
+
+    Args:
+        obj: any object.
+
+    Returns:
+        bool: whether obj is a tensorplay Tensor (a Parameter is one).
+    """
+    _core.check_awake_value(obj, b"tensorplay.is_tensor()", b"obj")
+    return _core.is_tensor(obj)
+
+
+def numel(input):
+    """The number of elements of input, as Tensor.numel.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        int: the number of elements of input.
+    """
+    _core.check_awake_value(input, b"tensorplay.numel()", b"input")
+    return _core.numel_of(input)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    """The identity matrix (torch.eye), made on its device without a copy from the host, so a CUDA graph can capture it.
+
+    Args:
+        n: the number of rows, at least 0.
+        m: the number of columns, at least 0; None for n.
+        dtype: the element type; None for float32.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
+
+    Returns:
+        Tensor: a 2-D tensor with ones on the diagonal and zeros elsewhere.
+    """
+    return _factories.eye(n, m, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
@@ -1637,6 +1684,19 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.repeat()", NULL)
         return _copies.repeat(self, sizes)
+
+    def logsumexp(self, dim, keepdim=False):
+        """The logarithm of the sum of exponentials over dim, computed without overflow (torch.logsumexp).
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end).
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: log(sum(exp(self))) over dim; float32 for integer and bool tensors.
+        """
+        _core.check_awake(self, b"Tensor.logsumexp()", NULL)
+        return _reduction.logsumexp(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def softmax(self, dim):
         """The softmax along dim, as tensorplay.nn.functional.softmax.

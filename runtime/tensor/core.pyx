@@ -436,6 +436,16 @@ cdef TensorCore own_tensor_arg(object value, str argument):
                     f"({errors.shown(value)})")
 
 
+cdef bint is_tensor(object obj):
+    """tensorplay.is_tensor: whether obj is a tensorplay Tensor (a Parameter is one)."""
+    return isinstance(obj, TensorCore)
+
+
+cdef int64_t numel_of(object input) except -1:
+    """tensorplay.numel: input's element count."""
+    return own_tensor_arg(input, "input").element_count
+
+
 # --------------------------------------------------------------------------------------------
 # The tensor
 

@@ -6,6 +6,7 @@ from tensorplay._runtime.tensor.core cimport TensorCore
 cdef object empty(tuple size, object dtype, object device, bint requires_grad)
 cdef object zeros(tuple size, object dtype, object device, bint requires_grad)
 cdef object ones(tuple size, object dtype, object device, bint requires_grad)
+cdef object eye(object n, object m, object dtype, object device, bint requires_grad)
 cdef object full(object size, object fill_value, object dtype, object device,
                  bint requires_grad)
 cdef object arange(object start, object end, object step, object dtype, object device,

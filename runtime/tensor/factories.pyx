@@ -14,10 +14,12 @@ from tensorplay._runtime.tensor.arguments cimport (BYTES_LIMIT, broadcast_shape,
                                                    require_grad_arg, size_arg)
 from tensorplay._runtime.tensor.copies cimport copied_to, fill_, host_values, to_named
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, device_text, new_empty,
-                                              own_tensor_arg, requiring_grad, wrap_cpu)
+                                              own_tensor_arg, requiring_grad, strided_view,
+                                              wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport stored
 
 from tensorplay._runtime.base.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
+from tensorplay._runtime.tensor.arguments import ShapeError
 
 import math
 
@@ -40,6 +42,26 @@ cdef object ones(tuple size, object dtype, object device, bint requires_grad):
     require_grad_arg(dtype, "float32", requires_grad)
     return requiring_grad(fill_(<TensorCore>empty(size, dtype, device, False), 1),
                           requires_grad)
+
+
+cdef object eye(object n, object m, object dtype, object device, bint requires_grad):
+    """The n x m identity, as torch.eye: zeros, then ones along the diagonal (a strided view,
+    step m + 1), so nothing is copied from the host and a capture takes it."""
+    require_grad_arg(dtype, "float32", requires_grad)
+    for name, value in (("n", n), ("m", m)):
+        if value is None and name == "m":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"eye: {name} must be an int, got {type(value).__name__}")
+        if value < 0:  # PyTorch's words, and its RuntimeError
+            raise ShapeError(f"{name} must be greater or equal to 0, got {value}")
+        if value >= 1 << 63:
+            raise ShapeError(f"eye: {name} must be below 2**63, got {errors.shown(value)}")
+    columns = n if m is None else m
+    result = <TensorCore>empty((n, columns), dtype, device, False)
+    fill_(result, 0)
+    fill_(<TensorCore>strided_view(result, (min(n, columns),), (columns + 1,)), 1)
+    return requiring_grad(result, requires_grad)
 
 
 cdef int check_fill_value_type(object fill_value) except -1:

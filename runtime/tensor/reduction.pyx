@@ -132,6 +132,33 @@ cdef object log_softmax(TensorCore tensor, object dim):
     return elementwise.sub(shift, elementwise.log(exponentials))
 
 
+cdef object logsumexp(TensorCore tensor, object dim, bint keepdim):
+    """log(sum(exp(x))) over dim, as torch.logsumexp: each slice shifted by its largest element
+    (detached; an infinite one shifts by 0, as PyTorch's, so that inf - inf makes no NaN),
+    then the shift added back. Integers and bools compute in float32."""
+    if dim is None:  # PyTorch's logsumexp takes no None
+        raise TypeError("logsumexp: dim must be an int or a tuple or list of ints, got None")
+    cdef tuple dims = reduced_dims(tensor, dim, "logsumexp")
+    if not tensor.dtype_object.floating:
+        tensor = <TensorCore>copies.to(tensor, None, dtypes.named_dtype("float32"), False, False)
+    if tensor.element_count == 0:
+        return elementwise.log(sum_over(<TensorCore>elementwise.exp(tensor), dims, keepdim))
+    shift = tensor.c_detach()
+    for axis in dims:
+        shift = max_over(<TensorCore>shift, axis, True)[0]
+    if not tensor.sizes:
+        shift = max_over(tensor.c_detach(), None, False)
+    shift = elementwise.masked_fill(<TensorCore>shift, elementwise.eq(
+        <TensorCore>elementwise.absolute(<TensorCore>shift), float("inf")), 0)
+    sums = sum_over(<TensorCore>elementwise.exp(elementwise.sub(tensor, shift)), dims, True)
+    result = elementwise.add(elementwise.log(sums), shift)
+    if keepdim:
+        return result
+    return copies.reshape(<TensorCore>result, (tuple(size for index, size in
+                                                     enumerate(tensor.sizes)
+                                                     if index not in dims),))
+
+
 cdef int softmax_dim(TensorCore tensor, object dim, str name) except -1:
     """dim as a dimension of tensor (PyTorch's rules: negative counts from the end; a 0-d
     tensor takes 0 or -1)."""

@@ -404,3 +404,39 @@ def test_new_factories_and_clip_match_pytorch(device):
     assert tp.tensor(x, device=device).clip(-1, 1).tolist() == torch.tensor(x).clip(-1, 1).tolist()
     y = tp.tensor(x, device=device)
     assert y.clip_(max=0) is y and y.tolist() == torch.tensor(x).clip_(max=0).tolist()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_eye_is_tensor_and_numel_match_pytorch(device):
+    for arguments in ((3,), (2, 4), (4, 2), (0,), (1, 0)):
+        assert tp.eye(*arguments, device=device).tolist() == torch.eye(*arguments).tolist()
+    assert tp.eye(2, dtype=tp.int64, device=device).tolist() == [[1, 0], [0, 1]]
+    assert tp.eye(2, dtype=tp.bool, device=device).tolist() == torch.eye(2, dtype=torch.bool).tolist()
+    assert tp.eye(3, device=device, requires_grad=True).requires_grad
+    same_error(lambda: tp.eye(-1), lambda: torch.eye(-1))
+    with pytest.raises(TypeError, match="n must be an int"):
+        tp.eye(2.5)
+    assert tp.is_tensor(tp.ones(1)) and tp.is_tensor(tp.nn.Parameter(tp.ones(1)))
+    assert not tp.is_tensor([1.0]) and not tp.is_tensor(torch.ones(1))
+    assert tp.numel(tp.ones(2, 3, device=device)) == torch.numel(torch.ones(2, 3)) == 6
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_logsumexp_matches_pytorch(device):
+    data = numpy.random.default_rng(5).normal(0, 30, (3, 4, 5))
+    inf = float("inf")
+    for dim, keepdim in ((1, False), (-1, True), ((0, 2), False), ([0, 1, 2], True)):
+        ours = tp.tensor(data.tolist(), device=device, requires_grad=True)
+        theirs = torch.tensor(data.tolist(), requires_grad=True)
+        result, expected = ours.logsumexp(dim, keepdim), theirs.logsumexp(dim, keepdim)
+        assert tuple(result.shape) == tuple(expected.shape)
+        numpy.testing.assert_allclose(as_numpy(result), expected.detach().numpy(), rtol=1e-5)
+        result.sum().backward()
+        expected.sum().backward()
+        numpy.testing.assert_allclose(as_numpy(ours.grad), theirs.grad.numpy(), rtol=1e-5,
+                                      atol=1e-7)
+    extremes = [[inf, 1.0], [-inf, -inf], [1e4, 1e4]]
+    assert tp.tensor(extremes, device=device).logsumexp(1).tolist() == \
+        torch.tensor(extremes).logsumexp(1).tolist()
+    assert tp.tensor([1, 2, 3], device=device).logsumexp(0).item() == pytest.approx(
+        torch.tensor([1, 2, 3]).logsumexp(0).item())

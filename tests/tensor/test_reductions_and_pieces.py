@@ -213,3 +213,19 @@ def test_against_pytorch(device):
                                       operation(theirs).double().numpy(), rtol=1e-5)
     assert values(ours.masked_fill(tp.tensor(mask, device=device), 0)).tolist() == \
         theirs.masked_fill(torch.tensor(mask), 0).double().tolist()
+
+
+@pytest.mark.gpu
+def test_eye_and_logsumexp_capture_and_replay(quiet_device):
+    # eye() makes its diagonal on the device (no copy from the host), so a capture takes it.
+    x = tp.tensor([[1.0, 2.0], [3.0, -1.0]], device="cuda")
+    graph = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(graph):
+        identity = tp.eye(2, 3, device="cuda")
+        sums = x.logsumexp(1) + identity.sum()
+    data = numpy.array([[0.5, 0.5], [10.0, -10.0]])
+    x.copy_(tp.tensor(data.tolist(), device="cuda"))
+    graph.replay()
+    assert identity.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    expected = numpy.log(numpy.exp(data).sum(1)) + 2
+    numpy.testing.assert_allclose(values(sums), expected, rtol=1e-5)
