@@ -1475,6 +1475,19 @@ class Tensor:
             Tensor: a new tensor, each size times its repeat.
         """
 
+    def norm(self, p: builtins.int | builtins.float | str = 'fro', dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """The p-norm of the elements over dim, or of all of them, as one vector (torch.Tensor.norm, torch.linalg.vector_norm; floating point). Its gradient at a norm of 0 is 0, as PyTorch's.
+
+        Args:
+            p: the order: a number (inf for the largest magnitude, -inf the smallest, 0 the count of
+                nonzero elements) or 'fro' (2).
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: the norms, of this tensor's dtype.
+        """
+
     def logsumexp(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int], keepdim: builtins.bool = False) -> Tensor:
         """The logarithm of the sum of exponentials over dim, computed without overflow (torch.logsumexp).
 

@@ -1685,6 +1685,21 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.repeat()", NULL)
         return _copies.repeat(self, sizes)
 
+    def norm(self, p='fro', dim=None, keepdim=False):
+        """The p-norm of the elements over dim, or of all of them, as one vector (torch.Tensor.norm, torch.linalg.vector_norm; floating point). Its gradient at a norm of 0 is 0, as PyTorch's.
+
+        Args:
+            p: the order: a number (inf for the largest magnitude, -inf the smallest, 0 the count of
+                nonzero elements) or 'fro' (2).
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: the norms, of this tensor's dtype.
+        """
+        _core.check_awake(self, b"Tensor.norm()", NULL)
+        return _reduction.norm(self, p, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
     def logsumexp(self, dim, keepdim=False):
         """The logarithm of the sum of exponentials over dim, computed without overflow (torch.logsumexp).
 

@@ -14,6 +14,7 @@ cdef object all_over(TensorCore tensor, object dim, bint keepdim)
 cdef object softmax(TensorCore tensor, object dim)
 cdef object log_softmax(TensorCore tensor, object dim)
 cdef object logsumexp(TensorCore tensor, object dim, bint keepdim)
+cdef object norm(TensorCore tensor, object p, object dim, bint keepdim)
 cdef object maximum(TensorCore tensor)
 cdef object minimum(TensorCore tensor)
 # x.max(dim, keepdim) / x.min(...): a 0-d tensor for dim None, else (values, indices) as

@@ -110,6 +110,60 @@ cdef object variance(TensorCore tensor, object dim, object unbiased, bint keepdi
     return elementwise.truediv(squares, float(divisor) if divisor else 0.0)
 
 
+# norm(), as PyTorch's Tensor.norm of a vector (torch.linalg.vector_norm): the p-norm of the
+# elements over dim, from recorded operations. The root of a sum that is 0, and for 0 < p < 1
+# the power of a 0, go through where() on both sides, so their gradient there is 0, as
+# PyTorch's, where the derivative's 0 * inf would make NaN.
+# An infinite p is the largest (smallest) magnitude: over every dimension its gradient splits
+# between ties, as PyTorch's; over some, max(dim)'s gives a tie's gradient to the first one
+# (PyTorch splits it there too: docs/design.md).
+cdef object norm(TensorCore tensor, object p, object dim, bint keepdim):
+    if isinstance(p, str):
+        if p != "fro":  # 'nuc' is a matrix norm, which this is not
+            raise ValueError(f"norm: p must be a number or 'fro', got {errors.shown(p)}")
+        p = 2
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(f"norm: p must be an int, a float or 'fro', got {errors.shown(p)}")
+    if p != p:
+        raise ValueError("norm: p must be a number, got nan")
+    scalar_operand_arg(p, "norm", "p")  # an int that fits 64 bits
+    if not tensor.dtype_object.floating:  # PyTorch's words
+        raise DtypeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
+                         f"input. Got {tensor.dtype_object.name}")
+    cdef tuple dims = reduced_dims(tensor, dim, "norm")
+    magnitudes = elementwise.absolute(tensor)
+    if p == math.inf or p == -math.inf:
+        if len(dims) == len(tensor.sizes):
+            whole = maximum(<TensorCore>magnitudes) if p > 0 else minimum(<TensorCore>magnitudes)
+            return copies.reshape(<TensorCore>whole, (tuple(1 for _ in tensor.sizes),)) \
+                if keepdim else whole
+        for axis in dims:
+            selected = max_over(<TensorCore>magnitudes, axis, True) if p > 0 else \
+                min_over(<TensorCore>magnitudes, axis, True)
+            magnitudes = selected[0]
+        return magnitudes if keepdim else copies.reshape(<TensorCore>magnitudes, (tuple(
+            size for index, size in enumerate(tensor.sizes) if index not in dims),))
+    if p == 0:  # the count of nonzero elements; its gradient is 0
+        return sum_over(<TensorCore>copies.to(<TensorCore>elementwise.ne(tensor, 0), None,
+                                              tensor.dtype_object, False, False), dims, keepdim)
+    if p == 1:
+        return sum_over(<TensorCore>magnitudes, dims, keepdim)
+    if p == 2:
+        powers = elementwise.mul(tensor, tensor)
+    elif p > 0:  # |x| ** p through where() at 0, whose derivative p * 0 ** (p - 1) is inf for p < 1
+        zeros = elementwise.eq(<TensorCore>magnitudes, 0)
+        powers = elementwise.where(zeros, 0.0, elementwise.power(
+            <TensorCore>elementwise.where(zeros, 1.0, magnitudes), p))
+    else:
+        powers = elementwise.power(<TensorCore>magnitudes, p)
+    sums = sum_over(<TensorCore>powers, dims, keepdim)
+    empty = elementwise.eq(<TensorCore>sums, 0)
+    safe = elementwise.where(empty, 1.0, sums)
+    root = elementwise.sqrt(<TensorCore>safe) if p == 2 else elementwise.power(
+        <TensorCore>safe, 1.0 / p)
+    return elementwise.where(empty, 0.0, root)
+
+
 # softmax() and log_softmax() along dim, for the Tensor methods and tensorplay.nn.functional
 # (autograd/nn.pyx, Note [Functional forms]): recorded operations, each slice shifted by its own
 # maximum along dim, detached, before exp, as PyTorch's kernels do, so that no slice underflows

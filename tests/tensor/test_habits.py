@@ -440,3 +440,30 @@ def test_logsumexp_matches_pytorch(device):
         torch.tensor(extremes).logsumexp(1).tolist()
     assert tp.tensor([1, 2, 3], device=device).logsumexp(0).item() == pytest.approx(
         torch.tensor([1, 2, 3]).logsumexp(0).item())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_norm_matches_pytorch(device):
+    # Tensor.norm as torch.linalg.vector_norm, a zero row and a zero element included: PyTorch's
+    # gradient at a norm of 0 (and, for 0 < p < 1, at an element of 0) is 0, not NaN.
+    data = numpy.random.default_rng(6).normal(0, 2, (3, 4))
+    data[1] = 0
+    data[0, 1] = 0
+    for p in ("fro", 2, 1, 3, 0.5, 0, float("inf"), float("-inf"), 2.5, -1):
+        for dim, keepdim in ((None, False), (None, True), (1, False), (0, True), ((0, 1), False)):
+            ours = tp.tensor(data.tolist(), device=device, requires_grad=True)
+            theirs = torch.tensor(data.tolist(), requires_grad=True)
+            result, expected = ours.norm(p, dim, keepdim), theirs.norm(p, dim, keepdim)
+            assert tuple(result.shape) == tuple(expected.shape), (p, dim, keepdim)
+            numpy.testing.assert_allclose(as_numpy(result), expected.detach().numpy(),
+                                          rtol=1e-5, err_msg=f"p={p} dim={dim}")
+            if p != "fro" and p <= 0:
+                continue
+            result.sum().backward()
+            expected.sum().backward()
+            numpy.testing.assert_allclose(as_numpy(ours.grad), theirs.grad.numpy(), rtol=1e-5,
+                                          atol=1e-7, err_msg=f"p={p} dim={dim}")
+    same_error(lambda: tp.tensor([1, 2]).norm(), lambda: torch.tensor([1, 2]).norm(),
+               "Expected a floating point")
+    with pytest.raises(ValueError, match="'fro'"):
+        tp.ones(2).norm("nuc")
