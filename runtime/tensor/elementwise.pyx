@@ -844,7 +844,7 @@ cdef object isnan(TensorCore tensor):
 
 cdef object isinf(TensorCore tensor):
     if not tensor.dtype_object.floating:
-        return compare(tensor, tensor, ops.OP_NE)
+        return isnan(tensor)  # all False
     return compare(<TensorCore>unary(tensor.c_detach(), ops.OP_ABS), float("inf"), ops.OP_EQ)
 
 

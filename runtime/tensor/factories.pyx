@@ -542,22 +542,27 @@ cdef TensorCore shared_numpy(object array, str argument):
 
 # Tensor.new_empty(), new_zeros(), new_ones(), new_full() and new_tensor(), as PyTorch's: the
 # factories, with this tensor's dtype and device where dtype or device is None.
+cdef object own_dtype(TensorCore like, object dtype):
+    return like.dtype_object if dtype is None else dtype
+
+
+cdef object own_device(TensorCore like, object device):
+    return device_text(like.device_index) if device is None else device
+
+
 cdef object new_empty_of(TensorCore tensor, tuple size, object dtype, object device,
                          bint requires_grad):
-    return empty(size, tensor.dtype_object if dtype is None else dtype,
-                 device_text(tensor.device_index) if device is None else device, requires_grad)
+    return empty(size, own_dtype(tensor, dtype), own_device(tensor, device), requires_grad)
 
 
 cdef object new_zeros_of(TensorCore tensor, tuple size, object dtype, object device,
                          bint requires_grad):
-    return zeros(size, tensor.dtype_object if dtype is None else dtype,
-                 device_text(tensor.device_index) if device is None else device, requires_grad)
+    return zeros(size, own_dtype(tensor, dtype), own_device(tensor, device), requires_grad)
 
 
 cdef object new_ones_of(TensorCore tensor, tuple size, object dtype, object device,
                         bint requires_grad):
-    return ones(size, tensor.dtype_object if dtype is None else dtype,
-                device_text(tensor.device_index) if device is None else device, requires_grad)
+    return ones(size, own_dtype(tensor, dtype), own_device(tensor, device), requires_grad)
 
 
 cdef object new_full_of(TensorCore tensor, object size, object fill_value, object dtype,
@@ -565,11 +570,10 @@ cdef object new_full_of(TensorCore tensor, object size, object fill_value, objec
     if not isinstance(size, (tuple, list)):  # PyTorch's new_full takes a sequence only
         raise TypeError(f"new_full(): size must be a tuple or list of ints, got "
                         f"{type(size).__name__}")
-    return full(size, fill_value, tensor.dtype_object if dtype is None else dtype,
-                device_text(tensor.device_index) if device is None else device, requires_grad)
+    return full(size, fill_value, own_dtype(tensor, dtype), own_device(tensor, device),
+                requires_grad)
 
 
 cdef object new_tensor_of(TensorCore like, object data, object dtype, object device,
                           bint requires_grad):
-    return tensor(data, like.dtype_object if dtype is None else dtype,
-                  device_text(like.device_index) if device is None else device, requires_grad)
+    return tensor(data, own_dtype(like, dtype), own_device(like, device), requires_grad)

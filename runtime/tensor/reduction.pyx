@@ -97,7 +97,7 @@ cdef object variance(TensorCore tensor, object dim, object unbiased, bint keepdi
         raise DtypeError(f"{name}: std and var only support floating point and complex dtypes, "
                          f"got {tensor.dtype_object.name}")
     cdef tuple dims = reduced_dims(tensor, dim, name)
-    count = math.prod(tensor.sizes[d] for d in dims) if tensor.sizes else 1
+    count = math.prod(tensor.sizes[d] for d in dims)
     subtracted = (0 if unbiased is False else 1) if correction is None else correction
     divisor = max(count - subtracted, 0)
     if divisor == 0:
@@ -134,15 +134,12 @@ cdef object norm(TensorCore tensor, object p, object dim, bint keepdim):
     magnitudes = elementwise.absolute(tensor)
     if p == math.inf or p == -math.inf:
         if len(dims) == len(tensor.sizes):
-            whole = maximum(<TensorCore>magnitudes) if p > 0 else minimum(<TensorCore>magnitudes)
-            return copies.reshape(<TensorCore>whole, (tuple(1 for _ in tensor.sizes),)) \
-                if keepdim else whole
-        for axis in dims:
-            selected = max_over(<TensorCore>magnitudes, axis, True) if p > 0 else \
-                min_over(<TensorCore>magnitudes, axis, True)
-            magnitudes = selected[0]
-        return magnitudes if keepdim else copies.reshape(<TensorCore>magnitudes, (tuple(
-            size for index, size in enumerate(tensor.sizes) if index not in dims),))
+            extreme = maximum(<TensorCore>magnitudes) if p > 0 else minimum(<TensorCore>magnitudes)
+        else:
+            extreme = extreme_over(<TensorCore>magnitudes, dims, p > 0)
+        shape = reduced_shape(tensor.sizes, dims, keepdim)
+        return extreme if (<TensorCore>extreme).sizes == shape else \
+            copies.reshape(<TensorCore>extreme, (shape,))
     if p == 0:  # the count of nonzero elements; its gradient is 0
         return sum_over(<TensorCore>copies.to(<TensorCore>elementwise.ne(tensor, 0), None,
                                               tensor.dtype_object, False, False), dims, keepdim)
@@ -197,20 +194,30 @@ cdef object logsumexp(TensorCore tensor, object dim, bint keepdim):
         tensor = <TensorCore>copies.to(tensor, None, dtypes.named_dtype("float32"), False, False)
     if tensor.element_count == 0:
         return elementwise.log(sum_over(<TensorCore>elementwise.exp(tensor), dims, keepdim))
-    shift = tensor.c_detach()
-    for axis in dims:
-        shift = max_over(<TensorCore>shift, axis, True)[0]
-    if not tensor.sizes:
-        shift = max_over(tensor.c_detach(), None, False)
+    shift = extreme_over(tensor.c_detach(), dims, True) if tensor.sizes else \
+        maximum(tensor.c_detach())
     shift = elementwise.masked_fill(<TensorCore>shift, elementwise.eq(
         <TensorCore>elementwise.absolute(<TensorCore>shift), float("inf")), 0)
     sums = sum_over(<TensorCore>elementwise.exp(elementwise.sub(tensor, shift)), dims, True)
     result = elementwise.add(elementwise.log(sums), shift)
+    return result if keepdim else copies.reshape(<TensorCore>result,
+                                                 (reduced_shape(tensor.sizes, dims, False),))
+
+
+cdef object extreme_over(TensorCore tensor, tuple dims, bint largest):
+    """The largest (smallest) element over dims, kept as dimensions of size 1: max(dim) or
+    min(dim) over each in turn."""
+    for axis in dims:
+        tensor = (max_over(tensor, axis, True) if largest else min_over(tensor, axis, True))[0]
+    return tensor
+
+
+cdef tuple reduced_shape(tuple sizes, tuple dims, bint keepdim):
+    """The shape a reduction over dims leaves: those dimensions of size 1 with keepdim, else
+    gone."""
     if keepdim:
-        return result
-    return copies.reshape(<TensorCore>result, (tuple(size for index, size in
-                                                     enumerate(tensor.sizes)
-                                                     if index not in dims),))
+        return tuple(1 if d in dims else size for d, size in enumerate(sizes))
+    return tuple(size for d, size in enumerate(sizes) if d not in dims)
 
 
 cdef int softmax_dim(TensorCore tensor, object dim, str name) except -1:
@@ -283,8 +290,7 @@ cdef object reduce_over(TensorCore tensor, object dim, bint keepdim, bint mean, 
     cdef tuple dims = reduced_dims(tensor, dim, name)
     cdef DtypeCore result_dtype = reduced_dtype(tensor.dtype_object,
                                                 ops.OP_MEAN if mean else ops.OP_SUM)
-    shape = tuple(1 if d in dims else size for d, size in enumerate(tensor.sizes)) if keepdim \
-        else tuple(size for d, size in enumerate(tensor.sizes) if d not in dims)
+    shape = reduced_shape(tensor.sizes, dims, keepdim)
     if len(dims) == len(tensor.sizes):  # the whole tensor: the two-launch reduction
         whole = <TensorCore>reduce_whole(tensor, ops.OP_SUM, mean, name)
         return reshaped(whole, shape)
