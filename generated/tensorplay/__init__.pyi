@@ -1801,6 +1801,131 @@ class Tensor:
             Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
         """
 
+    def exp_(self) -> Tensor:
+        """In-place exp(): the elements replaced by their exponentials (floating-point tensors: an integer or bool tensor cannot hold the result, as in PyTorch).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def log_(self) -> Tensor:
+        """In-place log() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def sqrt_(self) -> Tensor:
+        """In-place sqrt() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def sin_(self) -> Tensor:
+        """In-place sin() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def cos_(self) -> Tensor:
+        """In-place cos() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def sigmoid_(self) -> Tensor:
+        """In-place sigmoid() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def tanh_(self) -> Tensor:
+        """In-place tanh() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def abs_(self) -> Tensor:
+        """In-place abs() (not for bool tensors, as in PyTorch).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def neg_(self) -> Tensor:
+        """In-place neg() (not for bool tensors, as in PyTorch).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def relu_(self) -> Tensor:
+        """In-place relu().
+
+        Returns:
+            Tensor: self.
+        """
+
+    def sign_(self) -> Tensor:
+        """In-place sign().
+
+        Returns:
+            Tensor: self.
+        """
+
+    def floor_(self) -> Tensor:
+        """In-place floor() (not for bool tensors; an integer tensor is unchanged).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def ceil_(self) -> Tensor:
+        """In-place ceil() (not for bool tensors; an integer tensor is unchanged).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def trunc_(self) -> Tensor:
+        """In-place trunc() (not for bool tensors; an integer tensor is unchanged).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def round_(self, *, decimals: builtins.int = 0) -> Tensor:
+        """In-place round() (not for bool tensors; an integer tensor is unchanged, and takes no decimals).
+
+        Args:
+            decimals: as round()'s.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def pow_(self, exponent: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """In-place pow().
+
+        Args:
+            exponent: as pow()'s; the result must keep this tensor's dtype and shape.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def square_(self) -> Tensor:
+        """In-place square(), pow_(2).
+
+        Returns:
+            Tensor: self.
+        """
+
     def sum(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
         """Sum of the elements over dim, or of all of them.
 

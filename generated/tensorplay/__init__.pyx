@@ -2082,7 +2082,167 @@ cdef class Tensor(_core.TensorCore):
             Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
         """
         _core.check_awake(self, b"Tensor.round()", NULL)
+        return _elementwise.rounded(self, _errors.int_arg(decimals, 'decimals', -308, 308))
+
+    def exp_(self):
+        """In-place exp(): the elements replaced by their exponentials (floating-point tensors: an integer or bool tensor cannot hold the result, as in PyTorch).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.exp_()", NULL)
+        return _elementwise.exp_(self)
+
+    def log_(self):
+        """In-place log() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.log_()", NULL)
+        return _elementwise.log_(self)
+
+    def sqrt_(self):
+        """In-place sqrt() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.sqrt_()", NULL)
+        return _elementwise.sqrt_(self)
+
+    def sin_(self):
+        """In-place sin() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.sin_()", NULL)
+        return _elementwise.sin_(self)
+
+    def cos_(self):
+        """In-place cos() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.cos_()", NULL)
+        return _elementwise.cos_(self)
+
+    def sigmoid_(self):
+        """In-place sigmoid() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.sigmoid_()", NULL)
+        return _elementwise.sigmoid_(self)
+
+    def tanh_(self):
+        """In-place tanh() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.tanh_()", NULL)
+        return _elementwise.tanh_(self)
+
+    def abs_(self):
+        """In-place abs() (not for bool tensors, as in PyTorch).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.abs_()", NULL)
+        return _elementwise.absolute_(self)
+
+    def neg_(self):
+        """In-place neg() (not for bool tensors, as in PyTorch).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.neg_()", NULL)
+        return _elementwise.neg_(self)
+
+    def relu_(self):
+        """In-place relu().
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.relu_()", NULL)
+        return _elementwise.relu_(self)
+
+    def sign_(self):
+        """In-place sign().
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.sign_()", NULL)
+        return _elementwise.sign_(self)
+
+    def floor_(self):
+        """In-place floor() (not for bool tensors; an integer tensor is unchanged).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.floor_()", NULL)
+        return _elementwise.floor_(self)
+
+    def ceil_(self):
+        """In-place ceil() (not for bool tensors; an integer tensor is unchanged).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.ceil_()", NULL)
+        return _elementwise.ceil_(self)
+
+    def trunc_(self):
+        """In-place trunc() (not for bool tensors; an integer tensor is unchanged).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.trunc_()", NULL)
+        return _elementwise.trunc_(self)
+
+    def round_(self, *, decimals=0):
+        """In-place round() (not for bool tensors; an integer tensor is unchanged, and takes no decimals).
+
+        Args:
+            decimals: as round()'s.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.round_()", NULL)
         return _elementwise.round_(self, _errors.int_arg(decimals, 'decimals', -308, 308))
+
+    def pow_(self, exponent):
+        """In-place pow().
+
+        Args:
+            exponent: as pow()'s; the result must keep this tensor's dtype and shape.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.pow_()", NULL)
+        _core.check_awake_value(exponent, b"Tensor.pow_()", b"exponent")
+        return _elementwise.power_(self, exponent)
+
+    def square_(self):
+        """In-place square(), pow_(2).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.square_()", NULL)
+        return _elementwise.square_(self)
 
     def sum(self, dim=None, keepdim=False):
         """Sum of the elements over dim, or of all of them.

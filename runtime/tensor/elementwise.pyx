@@ -425,6 +425,17 @@ cdef object power(TensorCore tensor, object exponent):
     return binary(tensor, exponent, ops.OP_POW, False, False, "pow")
 
 
+cdef object power_(TensorCore tensor, object exponent):
+    if not isinstance(exponent, TensorCore) or \
+            (<TensorCore>exponent).dtype_object is tensor.dtype_object:
+        arithmetic_dtype(tensor, exponent, ops.OP_POW, True, "pow_", "exponent")
+    return binary(tensor, exponent, ops.OP_POW, False, True, "pow_")
+
+
+cdef object square_(TensorCore tensor):
+    return power_(tensor, 2)
+
+
 cdef object square(TensorCore tensor):
     # PyTorch's square is pow(x, 2), whose integer scalar promotes a bool tensor to int64.
     if tensor.dtype_object.code == CODE_BOOL:
@@ -816,7 +827,7 @@ cdef object trunc_function(object input):
 
 
 cdef object round_function(object input, int decimals):
-    return round_(own_tensor_arg(input, "input"), decimals)
+    return rounded(own_tensor_arg(input, "input"), decimals)
 
 
 cdef object clamp_function(object input, object min, object max):
@@ -876,7 +887,7 @@ cdef object trunc(TensorCore tensor):
     return unary(tensor, ops.OP_TRUNC)
 
 
-cdef object round_(TensorCore tensor, int decimals):
+cdef object rounded(TensorCore tensor, int decimals):
     """torch.round: to the nearest integer, ties to even; with decimals, PyTorch's
     round(x * 10**d) / 10**d (round(x / 10**-d) * 10**-d for negative d), each step rounded
     to the tensor's dtype as PyTorch's kernel rounds it. decimals is in [-308, 308] (the
@@ -891,6 +902,102 @@ cdef object round_(TensorCore tensor, int decimals):
     if decimals > 0:
         return truediv(unary(<TensorCore>mul(tensor, scale), ops.OP_ROUND), scale)
     return mul(unary(<TensorCore>truediv(tensor, scale), ops.OP_ROUND), scale)
+
+
+# Note [In-place unary functions]
+# exp_(), sqrt_(), sigmoid_()... as PyTorch's: the tensor's elements replaced by the function of
+# them, the tensor returned. The result keeps the tensor's dtype, so a function whose result is
+# floating point refuses an integer or bool tensor (PyTorch's "result type Float can't be cast
+# to the desired output type Long"), before computing anything. In the common case (Note [Quick
+# paths]) the kernel writes over its input, which is safe because each thread reads its
+# element before writing it, and nothing is allocated: under capture, no pool memory. Otherwise
+# the function is computed out of place and copied in by copy_(), which counts the version and
+# puts the tensor's new history on the tape (a leaf that requires grad is refused there). A
+# function whose gradient needs its input (sin, cos, log...) reads a copy of it, as PyTorch
+# saves the original self, since the copy overwrites the input.
+cdef object unary_(TensorCore tensor, int op):
+    cdef DtypeCore dtype = tensor.dtype_object
+    if (tensor.device_index != CPU and not tensor.grad_required and dtype.floating
+            and is_contiguous(tensor)):
+        # Counted first, as copy_() counts it; c_mark_modified's refusals cannot apply: the
+        # tensor neither requires grad nor is on the CPU (checked above).
+        tensor.version.value += 1
+        device_ops.unary(tensor.device_index, dtype, tensor.data, tensor.data,
+                         tensor.element_count, op, current_stream(tensor.device_index))
+        return tensor
+    if not dtype.floating and ops.dtype_rule(op) == ops.DTYPE_FLOATING:
+        check_cast(dtypes.named_dtype("float32"), dtype, ops.op_name(op) + "_")
+    return copies.copy_(tensor, unary(own_input(tensor, op), op), False)
+
+
+cdef TensorCore own_input(TensorCore tensor, int op):
+    """tensor, or a copy of it where unary(tensor, op) saves its input for the gradient."""
+    if (tracked(tensor) and tensor.dtype_object.floating and op != ops.OP_NEG
+            and not piecewise_constant(op) and not ops.saves_output(op)):
+        return copies.clone(tensor)
+    return tensor
+
+
+cdef object exp_(TensorCore tensor):
+    return unary_(tensor, ops.OP_EXP)
+
+
+cdef object log_(TensorCore tensor):
+    return unary_(tensor, ops.OP_LOG)
+
+
+cdef object sqrt_(TensorCore tensor):
+    return unary_(tensor, ops.OP_SQRT)
+
+
+cdef object sin_(TensorCore tensor):
+    return unary_(tensor, ops.OP_SIN)
+
+
+cdef object cos_(TensorCore tensor):
+    return unary_(tensor, ops.OP_COS)
+
+
+cdef object absolute_(TensorCore tensor):
+    return unary_(tensor, ops.OP_ABS)
+
+
+cdef object neg_(TensorCore tensor):
+    return unary_(tensor, ops.OP_NEG)
+
+
+cdef object relu_(TensorCore tensor):
+    return unary_(tensor, ops.OP_RELU)
+
+
+cdef object sigmoid_(TensorCore tensor):
+    return unary_(tensor, ops.OP_SIGMOID)
+
+
+cdef object tanh_(TensorCore tensor):
+    return unary_(tensor, ops.OP_TANH)
+
+
+cdef object sign_(TensorCore tensor):
+    return unary_(tensor, ops.OP_SIGN)
+
+
+cdef object floor_(TensorCore tensor):
+    return unary_(tensor, ops.OP_FLOOR)
+
+
+cdef object ceil_(TensorCore tensor):
+    return unary_(tensor, ops.OP_CEIL)
+
+
+cdef object trunc_(TensorCore tensor):
+    return unary_(tensor, ops.OP_TRUNC)
+
+
+cdef object round_(TensorCore tensor, int decimals):
+    if decimals == 0:
+        return unary_(tensor, ops.OP_ROUND)
+    return copies.copy_(tensor, rounded(tensor, decimals), False)
 
 
 # --------------------------------------------------------------------------------------------
