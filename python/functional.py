@@ -6,9 +6,9 @@ import warnings
 
 import tensorplay
 from tensorplay._runtime.autograd.nn import (cross_entropy as _cross_entropy, dropout as _dropout,
-                                             linear as _linear, log_softmax as _log_softmax,
-                                             mse_loss as _mse_loss, nll_loss as _nll_loss,
-                                             softmax as _softmax)
+                                             layer_norm as _layer_norm, linear as _linear,
+                                             log_softmax as _log_softmax, mse_loss as _mse_loss,
+                                             nll_loss as _nll_loss, softmax as _softmax)
 
 
 def _check_tensor(value, name):
@@ -45,6 +45,17 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if inplace and output is not input:
         return input.copy_(output)
     return output
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
+    _check_tensor(input, "input")
+    if not isinstance(normalized_shape, (tuple, list)):  # an int is nn.LayerNorm's alone
+        raise TypeError(f"layer_norm(): normalized_shape must be a tuple or list of ints, not "
+                        f"{type(normalized_shape).__name__}")
+    for value, name in ((weight, "weight"), (bias, "bias")):
+        if value is not None:
+            _check_tensor(value, name)
+    return _layer_norm(input, normalized_shape, weight, bias, eps)
 
 
 def _softmax_dim(input, dim, name):

@@ -46,6 +46,7 @@ from tensorplay._runtime.tensor cimport (copies, core as tensor, elementwise, fa
                                          reduction, serialization)
 from tensorplay._runtime.tensor.core cimport TensorCore
 from tensorplay._runtime.tensor cimport arguments
+from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
 from tensorplay._runtime.base.dtypes cimport DtypeCore, named_dtype
 
 # The longest name of a parameter, buffer or module (or prefix of names) accepted: longer text is
@@ -668,6 +669,61 @@ def dropout(input, p, training):
     return input * mask
 
 
+cdef tuple normalized_shape_arg(object normalized_shape):
+    """normalized_shape as a tuple of sizes: an int or a sequence of them, at least one."""
+    if isinstance(normalized_shape, bool) or \
+            not isinstance(normalized_shape, (int, tuple, list)):
+        raise TypeError(f"normalized_shape must be an int or a tuple or list of ints, got "
+                        f"{errors.shown(normalized_shape)}")
+    shape = arguments.size_arg((normalized_shape,), "normalized_shape")
+    if not shape:  # PyTorch's words
+        raise ShapeError("Expected normalized_shape to be at least 1-dimensional, i.e., "
+                         "containing at least one element, but got normalized_shape = []")
+    return shape
+
+
+def layer_norm(input, normalized_shape, weight, bias, eps):
+    """PyTorch's layer normalisation: over the last len(normalized_shape) dimensions,
+    (x - mean) / sqrt(var + eps) with the biased variance, times weight, plus bias. Recorded
+    operations (Note [Functional forms]); 16-bit floats are computed in float32 and the result
+    rounded once, as PyTorch's kernel accumulates them, and so are float32 parameters of a
+    16-bit input, the one mix PyTorch allows."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "layer_norm: input")
+    cdef tuple shape = normalized_shape_arg(normalized_shape)
+    cdef DtypeCore dtype = x.dtype_object
+    cdef Py_ssize_t count = len(shape), ndim = len(x.sizes)
+    if ndim < count or x.sizes[ndim - count:] != shape:
+        raise ShapeError(
+            f"Given normalized_shape={list(shape)}, expected input with shape "
+            f"[*, {', '.join(map(str, shape))}], but got input of size{list(x.sizes)}")
+    if not dtype.floating:  # PyTorch: "LayerNormKernelImpl" not implemented for 'Long'
+        raise DtypeError(f"layer_norm: input must be floating point, got {dtype.name}")
+    compute = named_dtype("float32") if dtype.itemsize < 4 else dtype
+    parameters = []
+    for name, value in (("weight", weight), ("bias", bias)):
+        if value is not None:
+            checked = tensor.own_tensor_arg(value, "layer_norm: " + name)
+            if checked.sizes != shape:
+                raise ShapeError(
+                    f"Expected {name} to be of same shape as normalized_shape, but got {name} "
+                    f"of shape {list(checked.sizes)} and normalized_shape = {list(shape)}")
+            if checked.dtype_object is not dtype and checked.dtype_object is not compute:
+                raise DtypeError(f"layer_norm: mixed dtype: expect {name} to have the "
+                                 f"input's dtype {dtype.name}, got {checked.dtype_object.name}")
+            tensor.check_device(x, checked, "layer_norm")
+            value = copies.to(checked, None, compute, False, False)
+        parameters.append(value)
+    dims = tuple(range(ndim - count, ndim))
+    values = copies.to(x, None, compute, False, False)
+    centred = values - values.mean(dims, keepdim=True)
+    output = centred / ((centred * centred).mean(dims, keepdim=True) + eps).sqrt()
+    if parameters[0] is not None:
+        output = output * parameters[0]
+    if parameters[1] is not None:
+        output = output + parameters[1]
+    return copies.to(<TensorCore>output, None, dtype, False, False)
+
+
 cdef int reduction_arg(object reduction) except -1:
     if reduction not in REDUCTIONS:  # PyTorch's _Reduction.get_enum
         raise ValueError(f"{str(reduction)[:100]} is not a valid value for reduction")
@@ -824,6 +880,40 @@ cdef object class_indices(object classes, TensorCore like):
         found = _CLASS_INDICES[key] = factories.arange(0, classes, 1, named_dtype("int64"),
                                                        device, False)
     return found
+
+
+class LayerNormCore(ModuleCore):
+    """layer_norm over the last dimensions, with a learned weight and bias of that shape."""
+
+    def init(self, normalized_shape, eps, elementwise_affine, bias, device, dtype):
+        # eps a float, elementwise_affine and bias bools (the wrapper's checks); an int
+        # normalized_shape is one dimension, as PyTorch's LayerNorm takes it.
+        shape = normalized_shape_arg(normalized_shape)
+        ModuleCore.init(self)
+        self.normalized_shape = shape
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        make = parameter_class()
+        # weight before bias, ones and zeros: PyTorch's order and reset_parameters().
+        if elementwise_affine:
+            self.weight = make(factories.ones((shape,), dtype, device, False), True)
+        else:
+            self.c_register_parameter("weight", None)
+        if elementwise_affine and bias:
+            self.bias = make(factories.zeros((shape,), dtype, device, False), True)
+        else:
+            self.c_register_parameter("bias", None)
+
+    def c_forward(self, input):
+        for name in ("weight", "bias"):
+            value = self.__dict__["_parameters"][name]
+            if value is not None:
+                tensor.check_awake(<TensorCore>value, b"LayerNorm.forward()", name.encode())
+        return layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def c_extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
 class MSELossCore(ModuleCore):

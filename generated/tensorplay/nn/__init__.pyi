@@ -28,6 +28,7 @@ __all__ = [
     "Tanh",
     "Sequential",
     "Dropout",
+    "LayerNorm",
     "MSELoss",
     "NLLLoss",
     "Flatten",
@@ -538,6 +539,33 @@ class Dropout(Module):
         Returns:
             Tensor: input with the dropped elements zeroed and the others scaled (input itself in
                 evaluation mode or with p = 0).
+        """
+
+
+class LayerNorm(Module):
+    """Layer normalisation (functional.layer_norm) over the last dimensions, whose sizes are
+    normalized_shape, with a learned elementwise weight (starting at ones) and bias (at zeros)
+    of that shape, as PyTorch's LayerNorm.
+
+    Args:
+        normalized_shape: the sizes of the last dimensions (an int for one).
+        eps: added to the variance before the square root.
+        elementwise_affine: learn a weight (and a bias, unless bias is False); False for none.
+        bias: learn a bias too (with elementwise_affine).
+        device: where the parameters live; None for the CPU.
+        dtype: the parameters' element type (floating point); None for float32.
+    """
+
+    def __init__(self, normalized_shape: int | list[int] | tuple[int, ...], eps: float = 1e-05, elementwise_affine: bool = True, bias: bool = True, *, device: _TensorDeviceLike = None, dtype: dtype | None = None) -> None: ...
+
+    def forward(self, input: Tensor) -> Tensor:
+        """The normalised, scaled and shifted input.
+
+        Args:
+            input: a floating-point tensor whose last dimensions are normalized_shape.
+
+        Returns:
+            Tensor: the normalised input, of its shape and dtype.
         """
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "Tanh",
     "Sequential",
     "Dropout",
+    "LayerNorm",
     "MSELoss",
     "NLLLoss",
     "Flatten",
@@ -632,6 +633,39 @@ class Dropout(_nn_classes.DropoutCore, Module):
 
 
 _public.register_class("DropoutCore", Dropout)
+
+
+class LayerNorm(_nn_classes.LayerNormCore, Module):
+    """Layer normalisation (functional.layer_norm) over the last dimensions, whose sizes are
+    normalized_shape, with a learned elementwise weight (starting at ones) and bias (at zeros)
+    of that shape, as PyTorch's LayerNorm.
+
+    Args:
+        normalized_shape: the sizes of the last dimensions (an int for one).
+        eps: added to the variance before the square root.
+        elementwise_affine: learn a weight (and a bias, unless bias is False); False for none.
+        bias: learn a bias too (with elementwise_affine).
+        device: where the parameters live; None for the CPU.
+        dtype: the parameters' element type (floating point); None for float32.
+    """
+
+    def __init__(self, normalized_shape, eps=1e-05, elementwise_affine=True, bias=True, *, device=None, dtype=None):
+        self.init(normalized_shape, _errors.float_arg(eps, 'eps'), _errors.bool_arg(elementwise_affine, 'elementwise_affine'), _errors.bool_arg(bias, 'bias'), device, dtype)
+
+    def forward(self, input):
+        """The normalised, scaled and shifted input.
+
+        Args:
+            input: a floating-point tensor whose last dimensions are normalized_shape.
+
+        Returns:
+            Tensor: the normalised input, of its shape and dtype.
+        """
+        _core.check_awake_value(input, b"LayerNorm.forward()", b"input")
+        return self.c_forward(input)
+
+
+_public.register_class("LayerNormCore", LayerNorm)
 
 
 class MSELoss(_nn_classes.MSELossCore, Module):

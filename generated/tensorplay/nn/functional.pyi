@@ -15,6 +15,7 @@ from tensorplay import Tensor
 __all__ = [
     "relu",
     "linear",
+    "layer_norm",
     "dropout",
     "softmax",
     "log_softmax",
@@ -46,6 +47,23 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
     Returns:
         Tensor: input @ weight.T + bias.
+    """
+
+
+def layer_norm(input: Tensor, normalized_shape: list[int] | tuple[int, ...], weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-05) -> Tensor:
+    """(input - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) dimensions, as nn.LayerNorm (the biased variance; 16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor whose last dimensions are normalized_shape.
+        normalized_shape: the sizes of the last dimensions, normalised together (at least one).
+        weight: of shape normalized_shape, multiplying the result; None for none. Of the input's
+            dtype, or float32 for a 16-bit input.
+        bias: of shape normalized_shape, added to the result; None for none. Of the input's
+            dtype, or float32 for a 16-bit input.
+        eps: added to the variance before the square root.
+
+    Returns:
+        Tensor: of the input's shape and dtype.
     """
 
 

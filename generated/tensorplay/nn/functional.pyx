@@ -15,6 +15,7 @@ from tensorplay._runtime.base cimport errors as _errors
 __all__ = [
     "relu",
     "linear",
+    "layer_norm",
     "dropout",
     "softmax",
     "log_softmax",
@@ -53,6 +54,27 @@ def linear(input, weight, bias=None):
     _core.check_awake_value(weight, b"tensorplay.nn.functional.linear()", b"weight")
     _core.check_awake_value(bias, b"tensorplay.nn.functional.linear()", b"bias")
     return _functional.linear(input, weight, bias)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
+    """(input - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) dimensions, as nn.LayerNorm (the biased variance; 16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor whose last dimensions are normalized_shape.
+        normalized_shape: the sizes of the last dimensions, normalised together (at least one).
+        weight: of shape normalized_shape, multiplying the result; None for none. Of the input's
+            dtype, or float32 for a 16-bit input.
+        bias: of shape normalized_shape, added to the result; None for none. Of the input's
+            dtype, or float32 for a 16-bit input.
+        eps: added to the variance before the square root.
+
+    Returns:
+        Tensor: of the input's shape and dtype.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.layer_norm()", b"input")
+    _core.check_awake_value(weight, b"tensorplay.nn.functional.layer_norm()", b"weight")
+    _core.check_awake_value(bias, b"tensorplay.nn.functional.layer_norm()", b"bias")
+    return _functional.layer_norm(input, normalized_shape, weight, bias, _errors.float_arg(eps, 'eps'))
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
