@@ -49,6 +49,7 @@ __all__ = [
     "log",
     "sigmoid",
     "tanh",
+    "erf",
     "floor",
     "ceil",
     "trunc",
@@ -552,6 +553,17 @@ def sigmoid(input: Tensor) -> Tensor:
 
 def tanh(input: Tensor) -> Tensor:
     """Elementwise hyperbolic tangent.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+
+
+def erf(input: Tensor) -> Tensor:
+    """Elementwise error function, 2 / sqrt(pi) times the integral of exp(-t * t) from 0 to input.
 
     Args:
         input: a tensor.
@@ -1765,6 +1777,13 @@ class Tensor:
             Tensor: the result.
         """
 
+    def erf(self) -> Tensor:
+        """Elementwise error function (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
     def floor(self) -> Tensor:
         """Elementwise largest integer not above x (not for bool tensors, as in PyTorch); its gradient is zero.
 
@@ -1845,6 +1864,13 @@ class Tensor:
 
     def tanh_(self) -> Tensor:
         """In-place tanh() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def erf_(self) -> Tensor:
+        """In-place erf() (floating-point tensors, as exp_()).
 
         Returns:
             Tensor: self.

@@ -55,6 +55,7 @@ __all__ = [
     "log",
     "sigmoid",
     "tanh",
+    "erf",
     "floor",
     "ceil",
     "trunc",
@@ -617,6 +618,19 @@ def tanh(input):
     """
     _core.check_awake_value(input, b"tensorplay.tanh()", b"input")
     return _elementwise.tanh_function(input)
+
+
+def erf(input):
+    """Elementwise error function, 2 / sqrt(pi) times the integral of exp(-t * t) from 0 to input.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+    _core.check_awake_value(input, b"tensorplay.erf()", b"input")
+    return _elementwise.erf_function(input)
 
 
 def floor(input):
@@ -2040,6 +2054,15 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.tanh()", NULL)
         return _elementwise.tanh(self)
 
+    def erf(self):
+        """Elementwise error function (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.erf()", NULL)
+        return _elementwise.erf(self)
+
     def floor(self):
         """Elementwise largest integer not above x (not for bool tensors, as in PyTorch); its gradient is zero.
 
@@ -2146,6 +2169,15 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.tanh_()", NULL)
         return _elementwise.tanh_(self)
+
+    def erf_(self):
+        """In-place erf() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.erf_()", NULL)
+        return _elementwise.erf_(self)
 
     def abs_(self):
         """In-place abs() (not for bool tensors, as in PyTorch).

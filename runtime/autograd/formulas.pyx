@@ -12,8 +12,9 @@ from tensorplay._runtime.tensor cimport copies
 from tensorplay._runtime.autograd.tape cimport Node
 from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
-from tensorplay._runtime.tensor.elementwise cimport (binary, cos, eq, ge, gt, log, lt, mul,
-                                                     neg, power, sin, sub, truediv, where)
+from tensorplay._runtime.tensor.elementwise cimport (binary, cos, eq, exp, ge, gt, log, lt,
+                                                     mul, neg, power, sin, sub, truediv,
+                                                     where)
 from tensorplay._runtime.tensor.factories cimport arange
 from tensorplay._runtime.tensor.linalg cimport matmul
 from tensorplay._runtime.tensor.reduction cimport maximum, minimum, sum_over
@@ -157,6 +158,12 @@ def sigmoid_gradient(Node node, tuple grads):  # saved: the output y
     # PyTorch's sigmoid_backward: g * (1 - y) * y.
     cdef TensorCore y = node.saved[0]
     return (mul(mul(grads[0], binary(y, 1, ops.OP_SUB, True, False, "sigmoid backward")), y),)
+
+
+def erf_gradient(Node node, tuple grads):
+    # PyTorch's: g * 2 / sqrt(pi) * exp(-x * x).
+    cdef TensorCore x = node.saved[0]
+    return (mul(grads[0], mul(exp(neg(mul(x, x))), 2 / math.sqrt(math.pi))),)
 
 
 def tanh_gradient(Node node, tuple grads):  # saved: the output y
@@ -373,7 +380,8 @@ FORMULAS = {
     "neg": neg_gradient,
     "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
-    "sigmoid": sigmoid_gradient, "tanh": tanh_gradient, "floor": zero_gradient,
+    "sigmoid": sigmoid_gradient, "tanh": tanh_gradient, "erf": erf_gradient,
+    "floor": zero_gradient,
     "ceil": zero_gradient, "round": zero_gradient, "trunc": zero_gradient,
     "sign": zero_gradient,
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,

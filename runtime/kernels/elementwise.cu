@@ -251,7 +251,7 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
 // form is never run; it is there for apply_unary to compile for every scalar_t. sigmoid is
 // PyTorch's 1 / (1 + exp(-x)); round is rint, the nearest integer with ties to even, as
 // PyTorch's nearbyint.
-#define FLOATING_FUNCTION(F, SIN, COS, EXP, LOG, SQRT, TANH, FLOOR, CEIL, RINT, TRUNC)          \
+#define FLOATING_FUNCTION(F, SIN, COS, EXP, LOG, SQRT, TANH, ERF, FLOOR, CEIL, RINT, TRUNC)     \
     __device__ inline F floating_function(int op, F x) {                                       \
         switch (op) {                                                                          \
             case OP_SIN: return SIN(x);                                                        \
@@ -260,6 +260,7 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
             case OP_LOG: return LOG(x);                                                        \
             case OP_SIGMOID: return (F)1 / ((F)1 + EXP(-x));                                   \
             case OP_TANH: return TANH(x);                                                      \
+            case OP_ERF: return ERF(x);                                                        \
             case OP_FLOOR: return FLOOR(x);                                                    \
             case OP_CEIL: return CEIL(x);                                                      \
             case OP_ROUND: return RINT(x);                                                     \
@@ -267,8 +268,8 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
             default: return SQRT(x);                                                           \
         }                                                                                      \
     }
-FLOATING_FUNCTION(float, sinf, cosf, expf, logf, sqrtf, tanhf, floorf, ceilf, rintf, truncf)
-FLOATING_FUNCTION(double, sin, cos, exp, log, sqrt, tanh, floor, ceil, rint, trunc)
+FLOATING_FUNCTION(float, sinf, cosf, expf, logf, sqrtf, tanhf, erff, floorf, ceilf, rintf, truncf)
+FLOATING_FUNCTION(double, sin, cos, exp, log, sqrt, tanh, erf, floor, ceil, rint, trunc)
 __device__ inline long long floating_function(int op, long long x) {
     return (long long)floating_function(op, (double)x);
 }

@@ -39,6 +39,7 @@ cpdef enum Op:
     OP_LOG
     OP_SIGMOID
     OP_TANH
+    OP_ERF                   # the error function, 2/sqrt(pi) * integral of exp(-t*t) to x
     OP_FLOOR                 # floor, ceil, round (half to even) and trunc: floating only; an
     OP_CEIL                  # integer tensor is its own result (a copy), as in PyTorch
     OP_ROUND

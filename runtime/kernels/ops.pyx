@@ -55,6 +55,7 @@ ROWS = (
     (OP_LOG, KERNEL_UNARY, "log", "log", DTYPE_FLOATING, False),
     (OP_SIGMOID, KERNEL_UNARY, None, "sigmoid", DTYPE_FLOATING, True),
     (OP_TANH, KERNEL_UNARY, "tanh", "tanh", DTYPE_FLOATING, True),
+    (OP_ERF, KERNEL_UNARY, None, "erf", DTYPE_FLOATING, False),
     # Rounding is piecewise constant: its gradient is zero, as PyTorch's. round is to the
     # nearest even integer at a tie (numpy's rint, CUDA's rint, PyTorch's nearbyint).
     (OP_FLOOR, KERNEL_UNARY, "floor", "floor", DTYPE_SAME, False),

@@ -6,6 +6,8 @@ of kernels/elementwise.cu, reading broadcast or strided operands in place; CPU t
 through numpy (cpu.pyx). In-place forms count the change on the version counter once every
 argument is checked (Note [Refused calls change nothing] in core.pyx).
 """
+import math
+
 from cpython.float cimport PyFloat_CheckExact
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from cuda.bindings.cyruntime cimport cudaStream_t
@@ -728,6 +730,9 @@ cdef object unary(TensorCore tensor, int op):
             elif op == ops.OP_SIGN:  # numpy's sign keeps NaN and -0.0; PyTorch's gives 0
                 values = computable(tensor)
                 values = (values > 0).astype(np().int8) - (values < 0).astype(np().int8)
+            elif op == ops.OP_ERF:  # numpy has none: math.erf of each, in the kernel's precision
+                values = opmath(tensor)
+                values = np().frompyfunc(math.erf, 1, 1)(values).astype(values.dtype)
             elif op == ops.OP_SIGMOID:  # in the kernel's precision, float32 for 16-bit floats
                 values = opmath(tensor)
                 values = values.dtype.type(1) / (values.dtype.type(1) + np().exp(-values))
@@ -814,6 +819,10 @@ cdef object tanh_function(object input):
     return tanh(own_tensor_arg(input, "input"))
 
 
+cdef object erf_function(object input):
+    return erf(own_tensor_arg(input, "input"))
+
+
 cdef object floor_function(object input):
     return floor(own_tensor_arg(input, "input"))
 
@@ -873,6 +882,10 @@ cdef object sigmoid(TensorCore tensor):
 
 cdef object tanh(TensorCore tensor):
     return unary(tensor, ops.OP_TANH)
+
+
+cdef object erf(TensorCore tensor):
+    return unary(tensor, ops.OP_ERF)
 
 
 cdef object floor(TensorCore tensor):
@@ -976,6 +989,10 @@ cdef object sigmoid_(TensorCore tensor):
 
 cdef object tanh_(TensorCore tensor):
     return unary_(tensor, ops.OP_TANH)
+
+
+cdef object erf_(TensorCore tensor):
+    return unary_(tensor, ops.OP_ERF)
 
 
 cdef object sign_(TensorCore tensor):

@@ -1,4 +1,4 @@
-"""sigmoid, tanh, floor, ceil, round (with decimals), trunc, sign and isnan/isinf/isfinite on the
+"""sigmoid, tanh, erf, floor, ceil, round (with decimals), trunc, sign and isnan/isinf/isfinite on the
 CPU and on CUDA (marked gpu): values against numpy, dtypes, gradients, the top-level and nn
 forms, the integer and bool rules, captures; against PyTorch where it is installed.
 
@@ -26,8 +26,12 @@ def expit(x):
         return 1.0 / (1.0 + numpy.exp(-x))
 
 
-REFERENCES = {"sigmoid": expit, "tanh": numpy.tanh, "floor": numpy.floor, "ceil": numpy.ceil,
-              "round": numpy.round, "trunc": numpy.trunc}
+def erf(x):
+    return numpy.frompyfunc(math.erf, 1, 1)(x).astype(numpy.float64)
+
+
+REFERENCES = {"sigmoid": expit, "tanh": numpy.tanh, "erf": erf, "floor": numpy.floor,
+              "ceil": numpy.ceil, "round": numpy.round, "trunc": numpy.trunc}
 TOLERANCE = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 1e-6, "float64": 1e-12}
 
 # test_reference_numerics' ranges: ordinary values, tiny ones, huge ones, then ties of round.
@@ -55,7 +59,7 @@ def test_reference_numerics(device, dtype, name):
     x = tp.tensor(data, dtype=getattr(tp, dtype), device=device)
     for result in (getattr(x, name)(), getattr(tp, name)(x)):
         assert result.dtype is x.dtype and result.device == x.device
-        tolerance = TOLERANCE[dtype] if name in ("sigmoid", "tanh") else 0
+        tolerance = TOLERANCE[dtype] if name in ("sigmoid", "tanh", "erf") else 0
         numpy.testing.assert_allclose(values(result), reference(name, data, dtype),
                                       rtol=tolerance, atol=tolerance)
     strided = tp.tensor([data, data], dtype=getattr(tp, dtype), device=device).t()
@@ -147,7 +151,8 @@ def test_gradients(device, dtype):
                        device=device)).sum().backward()
         weights = numpy.array([1.0, 2.0, 3.0, 4.0, 5.0])
         s = expit(numpy.array(data))
-        expected = {"sigmoid": s * (1 - s), "tanh": 1 - numpy.tanh(data) ** 2}.get(
+        expected = {"sigmoid": s * (1 - s), "tanh": 1 - numpy.tanh(data) ** 2,
+                    "erf": 2 / math.sqrt(math.pi) * numpy.exp(-numpy.square(data))}.get(
             name, numpy.zeros(5))
         numpy.testing.assert_allclose(values(x.grad), weights * expected, rtol=1e-6, atol=1e-7)
     x = tp.tensor(data, device=device, requires_grad=True)
@@ -190,12 +195,12 @@ def test_capture_and_replay(quiet_device):
     x = tp.tensor([-1.5, 0.5, 2.5], device="cuda")
     graph = tp.cuda.CUDAGraph()
     with tp.cuda.graph(graph):
-        outputs = (x.sigmoid(), x.tanh(), x.floor(), x.ceil(), x.round(), x.trunc(),
+        outputs = (x.sigmoid(), x.tanh(), x.erf(), x.floor(), x.ceil(), x.round(), x.trunc(),
                    x.round(decimals=1))
     x.copy_(tp.tensor([0.25, -2.5, 3.75], device="cuda"))
     graph.replay()
     data = numpy.array([0.25, -2.5, 3.75], dtype=numpy.float32)
-    expected = (expit(data), numpy.tanh(data), numpy.floor(data), numpy.ceil(data),
+    expected = (expit(data), numpy.tanh(data), erf(data), numpy.floor(data), numpy.ceil(data),
                 numpy.round(data), numpy.trunc(data), numpy.round(data, 1))
     for result, want in zip(outputs, expected):
         numpy.testing.assert_allclose(values(result), want, rtol=1e-6)

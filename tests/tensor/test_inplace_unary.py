@@ -23,7 +23,7 @@ import pytest
 import tensorplay as tp
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
-FLOATING = ["exp", "log", "sqrt", "sin", "cos", "sigmoid", "tanh"]
+FLOATING = ["exp", "log", "sqrt", "sin", "cos", "sigmoid", "tanh", "erf"]
 ANY_NUMBER = ["abs", "neg", "relu", "sign", "floor", "ceil", "trunc", "round", "square"]
 DATA = [0.25, 0.5, 1.5, 2.5, 3.0, 7.75]  # positive, so log and sqrt are defined
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-6, "float64": 1e-12}
@@ -119,7 +119,8 @@ GRADIENTS = {
     "exp": numpy.exp, "log": lambda v: 1 / v, "sqrt": lambda v: 0.5 / numpy.sqrt(v),
     "sin": numpy.cos, "cos": lambda v: -numpy.sin(v),
     "sigmoid": lambda v: numpy.exp(-v) / (1 + numpy.exp(-v)) ** 2,
-    "tanh": lambda v: 1 - numpy.tanh(v) ** 2, "abs": numpy.sign, "neg": lambda v: -numpy.ones_like(v),
+    "tanh": lambda v: 1 - numpy.tanh(v) ** 2,
+    "erf": lambda v: 2 / numpy.sqrt(numpy.pi) * numpy.exp(-v * v), "abs": numpy.sign, "neg": lambda v: -numpy.ones_like(v),
     "relu": lambda v: (v > 0).astype(v.dtype), "floor": numpy.zeros_like,
     "round": numpy.zeros_like, "sign": numpy.zeros_like, "square": lambda v: 2 * v,
 }
