@@ -179,10 +179,10 @@ def test_modifying_a_saved_tensor_is_caught(device):
 def test_capture_allocates_nothing_and_replays(quiet_device):
     x = tp.tensor(DATA, device="cuda")
     y = tp.empty(len(DATA), device="cuda")
-    tp.cuda.synchronize()
-    before = tp.cuda.memory_allocated()
+    tp.accelerator.synchronize()
+    before = tp.accelerator.memory.memory_allocated()
     x.sigmoid_().sqrt_()  # eager: written over x, nothing allocated
-    assert tp.cuda.memory_allocated() == before
+    assert tp.accelerator.memory.memory_allocated() == before
     graph = tp.cuda.CUDAGraph()
     with tp.cuda.graph(graph):
         y.copy_(x)
