@@ -6,7 +6,8 @@ import warnings
 
 import tensorplay
 from tensorplay._runtime.autograd.nn import (cross_entropy as _cross_entropy, dropout as _dropout,
-                                             layer_norm as _layer_norm, linear as _linear,
+                                             gelu as _gelu, layer_norm as _layer_norm,
+                                             linear as _linear,
                                              log_softmax as _log_softmax, mse_loss as _mse_loss,
                                              nll_loss as _nll_loss, softmax as _softmax)
 
@@ -27,6 +28,11 @@ def relu(input, inplace=False):
     if inplace:
         return input.clamp_(0, None)
     return input.relu()
+
+
+def gelu(input, approximate="none"):
+    _check_tensor(input, "input")
+    return _gelu(input, approximate)
 
 
 def linear(input, weight, bias=None):

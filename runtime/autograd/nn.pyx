@@ -576,6 +576,21 @@ class SigmoidCore(ModuleCore):
         return tensor.own_tensor_arg(input, "Sigmoid: input").sigmoid()
 
 
+class GELUCore(ModuleCore):
+    """x * Phi(x), elementwise (gelu), exact or by PyTorch's tanh approximation."""
+
+    def init(self, approximate):
+        approximation_arg(approximate)
+        ModuleCore.init(self)
+        self.approximate = approximate
+
+    def c_forward(self, input):
+        return gelu(input, self.approximate)
+
+    def c_extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
 class TanhCore(ModuleCore):
     """tanh(x), elementwise."""
 
@@ -667,6 +682,34 @@ def dropout(input, p, training):
     random_ops.bernoulli_(<TensorCore>mask, 1 - p, None)
     elementwise.imul(<TensorCore>mask, 1 / (1 - p))
     return input * mask
+
+
+cdef int approximation_arg(object approximate) except -1:
+    if approximate not in ("none", "tanh"):  # PyTorch's words
+        raise ValueError(f"approximate argument must be either none or tanh, got "
+                         f"{errors.shown(approximate)}")
+    return 0
+
+
+def gelu(input, approximate):
+    """PyTorch's GELU, x * Phi(x) with Phi the standard normal distribution function:
+    x / 2 * (1 + erf(x / sqrt(2))), or with approximate="tanh" PyTorch's
+    x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))). Recorded operations (Note
+    [Functional forms]); 16-bit floats are computed in float32 and rounded once, as PyTorch's
+    kernel computes them."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "gelu: input")
+    approximation_arg(approximate)
+    cdef DtypeCore dtype = x.dtype_object
+    if not dtype.floating:  # PyTorch: "GeluKernelImpl" not implemented for 'Long'
+        raise DtypeError(f"gelu: input must be floating point, got {dtype.name}")
+    values = copies.to(x, None, named_dtype("float32") if dtype.itemsize < 4 else dtype, False,
+                       False)
+    if approximate == "tanh":
+        inner = (values + values * values * values * 0.044715) * math.sqrt(2 / math.pi)
+        output = values * 0.5 * (inner.tanh() + 1)
+    else:
+        output = values * 0.5 * ((values * math.sqrt(0.5)).erf() + 1)
+    return copies.to(<TensorCore>output, None, dtype, False, False)
 
 
 cdef tuple normalized_shape_arg(object normalized_shape):

@@ -25,6 +25,7 @@ __all__ = [
     "Linear",
     "ReLU",
     "Sigmoid",
+    "GELU",
     "Tanh",
     "Sequential",
     "Dropout",
@@ -448,6 +449,26 @@ class Sigmoid(Module):
 
         Returns:
             Tensor: input.sigmoid().
+        """
+
+
+class GELU(Module):
+    """The Gaussian error linear unit x * Phi(x), elementwise (functional.gelu), exact or by PyTorch's tanh approximation.
+
+    Args:
+        approximate: "none" for the exact form, "tanh" for the approximation.
+    """
+
+    def __init__(self, approximate: str = 'none') -> None: ...
+
+    def forward(self, input: Tensor) -> Tensor:
+        """The GELU of input.
+
+        Args:
+            input: a floating-point tensor.
+
+        Returns:
+            Tensor: gelu(input), of its shape and dtype.
         """
 
 

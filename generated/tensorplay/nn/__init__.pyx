@@ -21,6 +21,7 @@ __all__ = [
     "Linear",
     "ReLU",
     "Sigmoid",
+    "GELU",
     "Tanh",
     "Sequential",
     "Dropout",
@@ -521,6 +522,32 @@ class Sigmoid(_nn_classes.SigmoidCore, Module):
 
 
 _public.register_class("SigmoidCore", Sigmoid)
+
+
+class GELU(_nn_classes.GELUCore, Module):
+    """The Gaussian error linear unit x * Phi(x), elementwise (functional.gelu), exact or by PyTorch's tanh approximation.
+
+    Args:
+        approximate: "none" for the exact form, "tanh" for the approximation.
+    """
+
+    def __init__(self, approximate='none'):
+        self.init(_errors.str_arg(approximate, 'approximate'))
+
+    def forward(self, input):
+        """The GELU of input.
+
+        Args:
+            input: a floating-point tensor.
+
+        Returns:
+            Tensor: gelu(input), of its shape and dtype.
+        """
+        _core.check_awake_value(input, b"GELU.forward()", b"input")
+        return self.c_forward(input)
+
+
+_public.register_class("GELUCore", GELU)
 
 
 class Tanh(_nn_classes.TanhCore, Module):

@@ -15,6 +15,7 @@ from tensorplay import Tensor
 __all__ = [
     "relu",
     "linear",
+    "gelu",
     "layer_norm",
     "dropout",
     "softmax",
@@ -47,6 +48,18 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
     Returns:
         Tensor: input @ weight.T + bias.
+    """
+
+
+def gelu(input: Tensor, approximate: str = 'none') -> Tensor:
+    """The Gaussian error linear unit x * Phi(x), Phi the standard normal distribution function, as nn.GELU (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor.
+        approximate: "none" for the exact x * Phi(x), "tanh" for PyTorch's tanh approximation.
+
+    Returns:
+        Tensor: of the input's shape and dtype.
     """
 
 

@@ -15,6 +15,7 @@ from tensorplay._runtime.base cimport errors as _errors
 __all__ = [
     "relu",
     "linear",
+    "gelu",
     "layer_norm",
     "dropout",
     "softmax",
@@ -54,6 +55,20 @@ def linear(input, weight, bias=None):
     _core.check_awake_value(weight, b"tensorplay.nn.functional.linear()", b"weight")
     _core.check_awake_value(bias, b"tensorplay.nn.functional.linear()", b"bias")
     return _functional.linear(input, weight, bias)
+
+
+def gelu(input, approximate='none'):
+    """The Gaussian error linear unit x * Phi(x), Phi the standard normal distribution function, as nn.GELU (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor.
+        approximate: "none" for the exact x * Phi(x), "tanh" for PyTorch's tanh approximation.
+
+    Returns:
+        Tensor: of the input's shape and dtype.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.gelu()", b"input")
+    return _functional.gelu(input, _errors.str_arg(approximate, 'approximate'))
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
