@@ -120,7 +120,8 @@ GRADIENTS = {
     "sin": numpy.cos, "cos": lambda v: -numpy.sin(v),
     "sigmoid": lambda v: numpy.exp(-v) / (1 + numpy.exp(-v)) ** 2,
     "tanh": lambda v: 1 - numpy.tanh(v) ** 2,
-    "erf": lambda v: 2 / numpy.sqrt(numpy.pi) * numpy.exp(-v * v), "abs": numpy.sign, "neg": lambda v: -numpy.ones_like(v),
+    "erf": lambda v: 2 / numpy.sqrt(numpy.pi) * numpy.exp(-v * v), "abs": numpy.sign,
+    "neg": lambda v: -numpy.ones_like(v),
     "relu": lambda v: (v > 0).astype(v.dtype), "floor": numpy.zeros_like,
     "round": numpy.zeros_like, "sign": numpy.zeros_like, "square": lambda v: 2 * v,
 }
