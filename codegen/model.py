@@ -53,7 +53,11 @@ Note [Schema rules]
   callable without ``returns`` returns None ("nothing."). A function that is another name for a
   function of its module (a deprecated spelling) says ``alias_of: <name>`` and takes that
   function's implementation, parameters, return and exceptions; it needs its own ``doc`` only to
-  say something else, and with ``deprecated:`` its doc starts "(Deprecated)".
+  say something else, and with ``deprecated:`` its doc starts "(Deprecated)". A function that is
+  a method of a class of its module with the instance first, as torch.add(input, other) is
+  input.add(other), says ``method_of: <Class>.<method>`` and takes the method's parameters
+  after ``input``, its return, exceptions and doc (its own ``doc`` may replace it); the wrapper
+  checks that input is an instance and calls the method, which checks the rest.
 - Docs fields: ``example:`` on a function, method or class is a doctest (``>>>`` lines, each
   a statement that compiles, with the output they print), a string for an example that runs on
   the CPU, or ``{code: ..., needs: cuda}`` for one that needs a CUDA device; a CPU example that
@@ -222,6 +226,9 @@ class Function:
     # Documentation only, outside the schema hash (normalise): the example and the schema line.
     example: Optional[Example] = None
     line: int = 0
+    # A module function that is a method of a class of its module, the instance first as
+    # `input` (method_of: Class.method): the class's name; impl_name is the method's.
+    method_of: str = ""
 
     @property
     def summary(self) -> str:
@@ -327,7 +334,7 @@ class Module:
 
     def runtime_modules(self) -> list[str]:
         """Runtime modules this module's wrappers cimport, sorted."""
-        used = {f.impl_module for f in self.functions if not f.python}
+        used = {f.impl_module for f in self.functions if not f.python and not f.method_of}
         # Python classes (and exceptions) are imported instead (python_runtime_modules).
         used |= {c.impl_module for c in self.classes if c.kind == "extension"}
         used |= {m.impl_module for c in self.classes for m in c.methods if m.impl_module}
@@ -967,6 +974,33 @@ class _Builder:
                         original.returns, deprecated, since, original.raises,
                         python=original.python, example=example, line=entry.location.line)
 
+    def mirror(self, entry: LocatedMap, scope: str, classes: dict[str, Class]) -> Function:
+        """A function that is a method of a class of the same module, the instance first as
+        `input` (method_of: Class.method), as torch.add is Tensor.add: it takes the method's
+        parameters, return, exceptions and doc (unless it says its own), and needs an example
+        of its own like any function."""
+        name = self.name(entry, f"item of {scope}", MODULE_RESERVED)
+        what = f"'{scope}.{name}'"
+        self.check_keys(entry, what, ("name", "method_of"), ("doc", "since", "example"))
+        target = entry["method_of"]
+        class_name, _, method_name = target.partition(".") if isinstance(target, str) else \
+            ("", "", "")
+        cls = classes.get(class_name)
+        method = next((m for m in cls.methods if m.name == method_name), None) if cls else None
+        if method is None or method.static or any(p.name == "input" for p in method.params):
+            self.error(entry.value_locations["method_of"],
+                       f"{what} is method_of {target!r}, which must be 'Class.method': a method "
+                       f"(not static, with no parameter named input) of a class that module "
+                       f"'{scope}' declares")
+            return Function(name, "", "", "", (), RETURNS_NOTHING, None, None)
+        instance = Param("input", parse_type(class_name, self.classes), "positional",
+                         f"a {class_name}: {name}(input, ...) is input.{method_name}(...).")
+        doc = self.text(entry, "doc", what) if "doc" in entry else method.doc
+        since = str(entry["since"]) if entry.get("since") is not None else method.since
+        return Function(name, "", method_name, doc, (instance,) + method.params, method.returns,
+                        None, since, method.raises, example=self.example(entry, what),
+                        line=entry.location.line, method_of=class_name)
+
     def module_function(self, entry: LocatedMap, what: str, params_valid: bool,
                         params: tuple[Param, ...]) -> tuple[str, str]:
         """A member's impl naming a module function that takes the instance first, checked."""
@@ -1347,10 +1381,19 @@ class _Builder:
         # Aliases take their target's declaration, so the targets are built first.
         originals = {item["name"]: item for item, _ in self.items(entry, "functions", what)
                      if isinstance(item, LocatedMap) and isinstance(item.get("name"), str)
-                     and "alias_of" not in item}
-        functions = collect("functions", lambda e: self.alias(e, name, originals)
-                            if "alias_of" in e else self.function(e, name, None))
+                     and "alias_of" not in item and "method_of" not in item}
+        # Classes first: a function may be one of their methods (method_of).
         classes = collect("classes", lambda e: self.klass(e, name))
+        by_name = {c.name: c for c in classes}
+
+        def function(e: LocatedMap) -> Function:
+            if "alias_of" in e:
+                return self.alias(e, name, originals)
+            if "method_of" in e:
+                return self.mirror(e, name, by_name)
+            return self.function(e, name, None)
+
+        functions = collect("functions", function)
         variables = collect("variables", lambda e: self.variable(e, name))
 
         def reexport(item: LocatedMap) -> Reexport:
@@ -1480,7 +1523,8 @@ def normalise(modules: tuple[Module, ...], bases: tuple[Base, ...] = ()) -> dict
                 if f.returns else None, "raises": [{"type": r.type, "doc": r.doc} for r in f.raises],
                 "deprecated": f.deprecated, "since": f.since,
                 **({"static": True} if f.static else {}),
-                **({"metadata": True} if f.metadata else {})}
+                **({"metadata": True} if f.metadata else {}),
+                **({"method_of": f.method_of} if f.method_of else {})}
 
     def prop(p: Property) -> dict:
         return {"name": p.name, "impl": p.impl_name, "type": p.type.display(), "doc": p.doc,

@@ -77,6 +77,14 @@ def call_arguments(params: Iterable[Param], first: str = "") -> str:
     return ", ".join(([first] if first else []) + [param.conversion_call() for param in params])
 
 
+def forwarded_arguments(params: Iterable[Param]) -> str:
+    """The parameters passed on to a method as the wrapper received them (a function that is
+    a method, model.Function.method_of): positionally, *args, or by keyword."""
+    return ", ".join(f"*{p.name}" if p.kind == "var_positional" else
+                     f"{p.name}={p.name}" if p.kind == "keyword_only" else p.name
+                     for p in params)
+
+
 def setter_argument(prop: Property) -> str:
     """The value a property setter passes on, checked by the property's type like a parameter."""
     return Param(prop.name, prop.type, "positional", prop.doc).conversion_call("value")
@@ -276,6 +284,7 @@ class Renderer:
         self.env.filters["described"] = described
         self.awake = AwakeChecks(api)
         self.env.globals.update(signature=signature, call_arguments=call_arguments,
+                                forwarded_arguments=forwarded_arguments,
                                 setter_argument=setter_argument, awake=self.awake,
                                 runtime_package=api.runtime_packages.__getitem__)
 

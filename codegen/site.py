@@ -240,6 +240,10 @@ class SiteRenderer:
     def impl_link(self, item: Union[Function, Class], owner: Optional[Class] = None) -> str:
         """The link to the runtime symbol that implements item (owner: the class of a method
         whose impl is a method of its core class)."""
+        if isinstance(item, Function) and item.method_of:  # the method's own source
+            cls = next(c for m in self.api.modules if item in m.functions for c in m.classes
+                       if c.name == item.method_of)
+            return self.impl_link(next(m for m in cls.methods if m.name == item.impl_name), cls)
         if isinstance(item, Class):
             path = self.runtime_file(item.impl_module)
             line = self.find_line(path, rf"^\s*(cdef\s+)?class\s+{item.impl_name}\b")

@@ -61,6 +61,48 @@ __all__ = [
     "min",
     "argmax",
     "argmin",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "remainder",
+    "floor_divide",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "transpose",
+    "unsqueeze",
+    "squeeze",
+    "flatten",
+    "t",
+    "chunk",
+    "unbind",
+    "clone",
+    "var",
+    "std",
+    "norm",
+    "logsumexp",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "sign",
+    "square",
+    "masked_fill",
+    "all",
+    "any",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "clip",
+    "softmax",
+    "log_softmax",
     "empty_like",
     "zeros_like",
     "ones_like",
@@ -443,12 +485,13 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product of two tensors.
 
     Args:
-        input: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
-            dimensions.
-        other: a tensor of 1 to 3 dimensions, of input's dtype and device.
+        input: a Tensor: matmul(input, ...) is input.matmul(...).
+        other: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
+            dimensions, of this tensor's dtype and device.
 
     Returns:
-        Tensor: the product, by PyTorch's rules (see Tensor.matmul).
+        Tensor: the product: a 0-d dot product of two 1-D tensors, (m, n) of 2-D ones, (batch,
+            m, n) when either is 3-D; a 1-D operand's dimension is removed.
     """
 
 
@@ -456,10 +499,10 @@ def exp(input: Tensor) -> Tensor:
     """Elementwise exponential.
 
     Args:
-        input: a tensor.
+        input: a Tensor: exp(input, ...) is input.exp(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
 
 
@@ -467,10 +510,10 @@ def relu(input: Tensor) -> Tensor:
     """Elementwise max(input, 0).
 
     Args:
-        input: a tensor.
+        input: a Tensor: relu(input, ...) is input.relu(...).
 
     Returns:
-        Tensor: the result, of input's dtype.
+        Tensor: the result.
     """
 
 
@@ -478,10 +521,10 @@ def neg(input: Tensor) -> Tensor:
     """Elementwise negation, -input (not for bool tensors: use ~, as in PyTorch).
 
     Args:
-        input: a tensor.
+        input: a Tensor: neg(input, ...) is input.neg(...).
 
     Returns:
-        Tensor: the result, of input's dtype.
+        Tensor: the result.
     """
 
 
@@ -489,10 +532,10 @@ def abs(input: Tensor) -> Tensor:
     """Elementwise absolute value (not for bool tensors, as in PyTorch).
 
     Args:
-        input: a tensor.
+        input: a Tensor: abs(input, ...) is input.abs(...).
 
     Returns:
-        Tensor: the result, of input's dtype.
+        Tensor: the result.
     """
 
 
@@ -500,10 +543,10 @@ def sqrt(input: Tensor) -> Tensor:
     """Elementwise square root.
 
     Args:
-        input: a tensor.
+        input: a Tensor: sqrt(input, ...) is input.sqrt(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
 
 
@@ -511,10 +554,10 @@ def sin(input: Tensor) -> Tensor:
     """Elementwise sine.
 
     Args:
-        input: a tensor.
+        input: a Tensor: sin(input, ...) is input.sin(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
 
 
@@ -522,10 +565,10 @@ def cos(input: Tensor) -> Tensor:
     """Elementwise cosine.
 
     Args:
-        input: a tensor.
+        input: a Tensor: cos(input, ...) is input.cos(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
 
 
@@ -533,10 +576,10 @@ def log(input: Tensor) -> Tensor:
     """Elementwise natural logarithm.
 
     Args:
-        input: a tensor.
+        input: a Tensor: log(input, ...) is input.log(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
 
 
@@ -544,10 +587,10 @@ def sigmoid(input: Tensor) -> Tensor:
     """Elementwise logistic sigmoid, 1 / (1 + exp(-input)).
 
     Args:
-        input: a tensor.
+        input: a Tensor: sigmoid(input, ...) is input.sigmoid(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
 
 
@@ -555,10 +598,10 @@ def tanh(input: Tensor) -> Tensor:
     """Elementwise hyperbolic tangent.
 
     Args:
-        input: a tensor.
+        input: a Tensor: tanh(input, ...) is input.tanh(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
 
 
@@ -566,10 +609,10 @@ def erf(input: Tensor) -> Tensor:
     """Elementwise error function, 2 / sqrt(pi) times the integral of exp(-t * t) from 0 to input.
 
     Args:
-        input: a tensor.
+        input: a Tensor: erf(input, ...) is input.erf(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
 
 
@@ -577,11 +620,10 @@ def floor(input: Tensor) -> Tensor:
     """Elementwise largest integer not above input; its gradient is zero.
 
     Args:
-        input: a tensor.
+        input: a Tensor: floor(input, ...) is input.floor(...).
 
     Returns:
-        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
-            tensors).
+        Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
     """
 
 
@@ -589,11 +631,10 @@ def ceil(input: Tensor) -> Tensor:
     """Elementwise smallest integer not below input; its gradient is zero.
 
     Args:
-        input: a tensor.
+        input: a Tensor: ceil(input, ...) is input.ceil(...).
 
     Returns:
-        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
-            tensors).
+        Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
     """
 
 
@@ -601,11 +642,10 @@ def trunc(input: Tensor) -> Tensor:
     """Elementwise input rounded toward zero; its gradient is zero.
 
     Args:
-        input: a tensor.
+        input: a Tensor: trunc(input, ...) is input.trunc(...).
 
     Returns:
-        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
-            tensors).
+        Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
     """
 
 
@@ -613,13 +653,12 @@ def round(input: Tensor, *, decimals: builtins.int = 0) -> Tensor:
     """Elementwise input rounded to the nearest integer, a tie to the even one, as Tensor.round.
 
     Args:
-        input: a tensor.
+        input: a Tensor: round(input, ...) is input.round(...).
         decimals: round to this many decimal places (negative: to tens, hundreds...); floating-
-            point input only unless 0.
+            point tensors only unless 0.
 
     Returns:
-        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
-            tensors).
+        Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
     """
 
 
@@ -627,13 +666,14 @@ def clamp(input: Tensor, min: Tensor | builtins.bool | builtins.int | builtins.f
     """Elementwise clamp into [min, max]; at least one bound must be given.
 
     Args:
-        input: a tensor.
+        input: a Tensor: clamp(input, ...) is input.clamp(...).
         min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
             this one's, a Python scalar, or None.
         max: the upper bound, likewise; where min > max the result is max.
 
     Returns:
-        Tensor: min(max(input, min), max), as Tensor.clamp.
+        Tensor: min(max(self, min), max); NaN stays NaN; float32 for an integer tensor with a
+            float bound.
     """
 
 
@@ -641,7 +681,7 @@ def sum(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[built
     """Sum of the elements over dim, or of all of them, as Tensor.sum.
 
     Args:
-        input: a tensor.
+        input: a Tensor: sum(input, ...) is input.sum(...).
         dim: the dimensions to reduce (negative ones count from the end); None for all.
         keepdim: keep each reduced dimension, with size 1.
 
@@ -654,7 +694,7 @@ def mean(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[buil
     """Mean of the elements over dim, or of all of them, as Tensor.mean.
 
     Args:
-        input: a floating-point tensor.
+        input: a Tensor: mean(input, ...) is input.mean(...).
         dim: the dimensions to reduce (negative ones count from the end); None for all.
         keepdim: keep each reduced dimension, with size 1.
 
@@ -670,13 +710,14 @@ def max(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool =
     the indices are int64.
 
     Args:
-        input: a tensor.
+        input: a Tensor: max(input, ...) is input.max(...).
         dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
         keepdim: keep each reduced dimension, with size 1.
 
     Returns:
-        Tensor | tuple[Tensor, Tensor]: see Tensor.max: a 0-d tensor, or with dim the named
-            tuple (values, indices).
+        Tensor | tuple[Tensor, Tensor]: without dim, a 0-d tensor; with dim, the named tuple
+            (values, indices) of torch.return_types.max, indices int64 (the first largest of each
+            slice, NaN before any number); keepdim needs a dim.
     """
 
 
@@ -684,13 +725,13 @@ def min(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool =
     """Smallest element, or the smallest of each slice along dim and its index.
 
     Args:
-        input: a tensor.
+        input: a Tensor: min(input, ...) is input.min(...).
         dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
         keepdim: keep each reduced dimension, with size 1.
 
     Returns:
-        Tensor | tuple[Tensor, Tensor]: see Tensor.min: a 0-d tensor, or with dim the named
-            tuple (values, indices).
+        Tensor | tuple[Tensor, Tensor]: as max(): a 0-d tensor, or the named tuple (values,
+            indices).
     """
 
 
@@ -698,12 +739,13 @@ def argmax(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.boo
     """Indices of the largest elements, of the flattened tensor without dim.
 
     Args:
-        input: a tensor, not bool.
+        input: a Tensor: argmax(input, ...) is input.argmax(...).
         dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
         keepdim: keep each reduced dimension, with size 1.
 
     Returns:
-        Tensor: see Tensor.argmax.
+        Tensor: int64 indices of the first largest element of each slice (NaN before any
+            number); with dim None, the index into the flattened tensor.
     """
 
 
@@ -711,12 +753,569 @@ def argmin(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.boo
     """Indices of the smallest elements, of the flattened tensor without dim.
 
     Args:
-        input: a tensor, not bool.
+        input: a Tensor: argmin(input, ...) is input.argmin(...).
         dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
         keepdim: keep each reduced dimension, with size 1.
 
     Returns:
-        Tensor: see Tensor.argmin.
+        Tensor: int64 indices of the first smallest element of each slice, as argmax().
+    """
+
+
+def add(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float, *, alpha: builtins.int | builtins.float = 1) -> Tensor:
+    """Elementwise sum input + alpha * other.
+
+    Args:
+        input: a Tensor: add(input, ...) is input.add(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+        alpha: the multiplier of other; a float needs a floating-point result.
+
+    Returns:
+        Tensor: self + alpha * other; float32 for an integer tensor with a float scalar.
+    """
+
+
+def sub(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float, *, alpha: builtins.int | builtins.float = 1) -> Tensor:
+    """Elementwise difference input - alpha * other.
+
+    Args:
+        input: a Tensor: sub(input, ...) is input.sub(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+        alpha: the multiplier of other; a float needs a floating-point result.
+
+    Returns:
+        Tensor: self - alpha * other; float32 for an integer tensor with a float scalar.
+    """
+
+
+def mul(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """Elementwise product.
+
+    Args:
+        input: a Tensor: mul(input, ...) is input.mul(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: the result; float32 for an integer tensor with a float scalar.
+    """
+
+
+def div(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float, *, rounding_mode: str | None = None) -> Tensor:
+    """Elementwise quotient, true or rounded by rounding_mode.
+
+    Args:
+        input: a Tensor: div(input, ...) is input.div(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+        rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
+            toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
+            division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
+
+    Returns:
+        Tensor: the quotient.
+    """
+
+
+def pow(input: Tensor, exponent: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """Elementwise power.
+
+    Args:
+        input: a Tensor: pow(input, ...) is input.pow(...).
+        exponent: a tensor on the same device (of any dtype: they promote) whose shape
+            broadcasts with this one's, or a Python scalar (an integer tensor refuses a negative
+            integer).
+
+    Returns:
+        Tensor: self ** exponent; float32 for an integer tensor with a float exponent.
+    """
+
+
+def remainder(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """Elementwise remainder, of the divisor's sign (Python's %).
+
+    Args:
+        input: a Tensor: remainder(input, ...) is input.remainder(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: the remainder, with the divisor's sign.
+    """
+
+
+def floor_divide(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """Elementwise quotient rounded down (Python's //).
+
+    Args:
+        input: a Tensor: floor_divide(input, ...) is input.floor_divide(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: the quotient rounded down, of the operands' dtype.
+    """
+
+
+def eq(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """Elementwise input == other.
+
+    Args:
+        input: a Tensor: eq(input, ...) is input.eq(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+
+
+def ne(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """Elementwise input != other.
+
+    Args:
+        input: a Tensor: ne(input, ...) is input.ne(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+
+
+def lt(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """Elementwise input < other.
+
+    Args:
+        input: a Tensor: lt(input, ...) is input.lt(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+
+
+def le(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """Elementwise input <= other.
+
+    Args:
+        input: a Tensor: le(input, ...) is input.le(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+
+
+def gt(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """Elementwise input > other.
+
+    Args:
+        input: a Tensor: gt(input, ...) is input.gt(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+
+
+def ge(input: Tensor, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """Elementwise input >= other.
+
+    Args:
+        input: a Tensor: ge(input, ...) is input.ge(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+
+
+def transpose(input: Tensor, dim0: builtins.int, dim1: builtins.int) -> Tensor:
+    """A view with dimensions dim0 and dim1 swapped.
+
+    Args:
+        input: a Tensor: transpose(input, ...) is input.transpose(...).
+        dim0: a dimension (negative counts from the end).
+        dim1: the dimension to swap it with.
+
+    Returns:
+        Tensor: a view sharing this tensor's memory.
+    """
+
+
+def unsqueeze(input: Tensor, dim: builtins.int) -> Tensor:
+    """A view with a dimension of size 1 inserted at dim.
+
+    Args:
+        input: a Tensor: unsqueeze(input, ...) is input.unsqueeze(...).
+        dim: where the new dimension goes, in [-ndim - 1, ndim].
+
+    Returns:
+        Tensor: a view with one more dimension.
+    """
+
+
+def squeeze(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None) -> Tensor:
+    """A view without dimensions of size 1 (or only dim).
+
+    Args:
+        input: a Tensor: squeeze(input, ...) is input.squeeze(...).
+        dim: the dimensions to remove where their size is 1 (negative ones count from the end);
+            None for every dimension of size 1.
+
+    Returns:
+        Tensor: a view without those dimensions of size 1.
+    """
+
+
+def flatten(input: Tensor, start_dim: builtins.int = 0, end_dim: builtins.int = -1) -> Tensor:
+    """The dimensions from start_dim to end_dim joined into one.
+
+    Args:
+        input: a Tensor: flatten(input, ...) is input.flatten(...).
+        start_dim: the first dimension to join.
+        end_dim: the last dimension to join, not before start_dim.
+
+    Returns:
+        Tensor: a view when possible, else a copy (this tensor itself when start_dim and end_dim
+            name one dimension); a 0-d tensor gives one of shape (1,).
+    """
+
+
+def t(input: Tensor) -> Tensor:
+    """The transpose of a tensor of at most 2 dimensions.
+
+    Args:
+        input: a Tensor: t(input, ...) is input.t(...).
+
+    Returns:
+        Tensor: a view; a tensor of fewer than 2 dimensions as it is.
+    """
+
+
+def chunk(input: Tensor, chunks: builtins.int, dim: builtins.int = 0) -> tuple[Tensor, ...]:
+    """The tensor cut into chunks views along dim.
+
+    Args:
+        input: a Tensor: chunk(input, ...) is input.chunk(...).
+        chunks: how many pieces, at least 1: each of ceil(size / chunks) elements along dim but
+            the last, so there may be fewer.
+        dim: the dimension to split along (negative counts from the end).
+
+    Returns:
+        tuple[Tensor, ...]: views of consecutive pieces along dim.
+    """
+
+
+def unbind(input: Tensor, dim: builtins.int = 0) -> tuple[Tensor, ...]:
+    """The slices along dim, as views without that dimension.
+
+    Args:
+        input: a Tensor: unbind(input, ...) is input.unbind(...).
+        dim: the dimension removed (negative counts from the end).
+
+    Returns:
+        tuple[Tensor, ...]: one view per index of dim, without that dimension.
+    """
+
+
+def clone(input: Tensor) -> Tensor:
+    """A copy, recorded for autograd.
+
+    Args:
+        input: a Tensor: clone(input, ...) is input.clone(...).
+
+    Returns:
+        Tensor: a contiguous copy.
+    """
+
+
+def var(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, unbiased: builtins.bool | None = None, keepdim: builtins.bool = False, *, correction: builtins.int | builtins.float | None = None) -> Tensor:
+    """Variance over dim, or of all the elements.
+
+    Args:
+        input: a Tensor: var(input, ...) is input.var(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+        keepdim: keep each reduced dimension, with size 1.
+        correction: the divisor is N - correction (N the count of elements reduced); None for 1
+            (Bessel's correction). Not with unbiased.
+
+    Returns:
+        Tensor: the variances (inf or NaN where N - correction <= 0, with PyTorch's warning).
+    """
+
+
+def std(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, unbiased: builtins.bool | None = None, keepdim: builtins.bool = False, *, correction: builtins.int | builtins.float | None = None) -> Tensor:
+    """Standard deviation over dim, or of all the elements.
+
+    Args:
+        input: a Tensor: std(input, ...) is input.std(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+        keepdim: keep each reduced dimension, with size 1.
+        correction: the divisor is N - correction (N the count of elements reduced); None for 1
+            (Bessel's correction). Not with unbiased.
+
+    Returns:
+        Tensor: the standard deviations, sqrt(var()).
+    """
+
+
+def norm(input: Tensor, p: builtins.int | builtins.float | str = 'fro', dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+    """Vector norm over dim, or of all the elements.
+
+    Args:
+        input: a Tensor: norm(input, ...) is input.norm(...).
+        p: the order: a number (inf for the largest magnitude, -inf the smallest, 0 the count of
+            nonzero elements) or 'fro' (2).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: the norms, of this tensor's dtype.
+    """
+
+
+def logsumexp(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int], keepdim: builtins.bool = False) -> Tensor:
+    """log(sum(exp(input))) over dim, computed without overflow.
+
+    Args:
+        input: a Tensor: logsumexp(input, ...) is input.logsumexp(...).
+        dim: the dimensions to reduce (negative ones count from the end).
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: log(sum(exp(self))) over dim; float32 for integer and bool tensors.
+    """
+
+
+def isnan(input: Tensor) -> Tensor:
+    """Elementwise whether input is NaN.
+
+    Args:
+        input: a Tensor: isnan(input, ...) is input.isnan(...).
+
+    Returns:
+        Tensor: a bool tensor (all False for integer and bool tensors).
+    """
+
+
+def isinf(input: Tensor) -> Tensor:
+    """Elementwise whether input is infinite.
+
+    Args:
+        input: a Tensor: isinf(input, ...) is input.isinf(...).
+
+    Returns:
+        Tensor: a bool tensor (all False for integer and bool tensors).
+    """
+
+
+def isfinite(input: Tensor) -> Tensor:
+    """Elementwise whether input is neither NaN nor infinite.
+
+    Args:
+        input: a Tensor: isfinite(input, ...) is input.isfinite(...).
+
+    Returns:
+        Tensor: a bool tensor (all True for integer and bool tensors).
+    """
+
+
+def sign(input: Tensor) -> Tensor:
+    """Elementwise sign, -1, 0 or 1.
+
+    Args:
+        input: a Tensor: sign(input, ...) is input.sign(...).
+
+    Returns:
+        Tensor: of this tensor's dtype: -1, 0 or 1 (0 for NaN and -0.0, as PyTorch's; a bool
+            tensor gives itself).
+    """
+
+
+def square(input: Tensor) -> Tensor:
+    """Elementwise square.
+
+    Args:
+        input: a Tensor: square(input, ...) is input.square(...).
+
+    Returns:
+        Tensor: the result; int64 for a bool tensor, as in PyTorch.
+    """
+
+
+def masked_fill(input: Tensor, mask: Tensor, value: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """input with value where mask is True.
+
+    Args:
+        input: a Tensor: masked_fill(input, ...) is input.masked_fill(...).
+        mask: a bool tensor whose shape broadcasts with this one's, on this tensor's device.
+        value: a Python scalar this tensor's dtype can hold (a float into an integer tensor
+            truncates), or a 0-dimensional tensor.
+
+    Returns:
+        Tensor: of this tensor's dtype, of the shape this tensor and mask broadcast to.
+    """
+
+
+def all(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+    """Whether every element (over dim, or of all) is nonzero.
+
+    Args:
+        input: a Tensor: all(input, ...) is input.all(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: a bool tensor: whether every element is nonzero (NaN counts), True of none.
+    """
+
+
+def any(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+    """Whether some element (over dim, or of all) is nonzero.
+
+    Args:
+        input: a Tensor: any(input, ...) is input.any(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: a bool tensor: whether any element is nonzero (NaN counts), False of none.
+    """
+
+
+def bitwise_and(input: Tensor, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+    """Elementwise input & other of integer or bool tensors.
+
+    Args:
+        input: a Tensor: bitwise_and(input, ...) is input.bitwise_and(...).
+        other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+            or bool.
+
+    Returns:
+        Tensor: bool for two bool operands, else of the dtype the operands promote to.
+    """
+
+
+def bitwise_or(input: Tensor, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+    """Elementwise input | other of integer or bool tensors.
+
+    Args:
+        input: a Tensor: bitwise_or(input, ...) is input.bitwise_or(...).
+        other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+            or bool.
+
+    Returns:
+        Tensor: bool for two bool operands, else of the dtype the operands promote to.
+    """
+
+
+def bitwise_xor(input: Tensor, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+    """Elementwise input ^ other of integer or bool tensors.
+
+    Args:
+        input: a Tensor: bitwise_xor(input, ...) is input.bitwise_xor(...).
+        other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+            or bool.
+
+    Returns:
+        Tensor: bool for two bool operands, else of the dtype the operands promote to.
+    """
+
+
+def bitwise_not(input: Tensor) -> Tensor:
+    """Elementwise ~input of an integer or bool tensor.
+
+    Args:
+        input: a Tensor: bitwise_not(input, ...) is input.bitwise_not(...).
+
+    Returns:
+        Tensor: of this tensor's dtype.
+    """
+
+
+def bitwise_left_shift(input: Tensor, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+    """Elementwise input << other of integer tensors.
+
+    Args:
+        input: a Tensor: bitwise_left_shift(input, ...) is input.bitwise_left_shift(...).
+        other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+            Python int (or bool).
+
+    Returns:
+        Tensor: of the dtype the operands promote to.
+    """
+
+
+def bitwise_right_shift(input: Tensor, other: Tensor | builtins.bool | builtins.int) -> Tensor:
+    """Elementwise input >> other of integer tensors.
+
+    Args:
+        input: a Tensor: bitwise_right_shift(input, ...) is input.bitwise_right_shift(...).
+        other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+            Python int (or bool).
+
+    Returns:
+        Tensor: of the dtype the operands promote to.
+    """
+
+
+def clip(input: Tensor, min: Tensor | builtins.bool | builtins.int | builtins.float | None = None, max: Tensor | builtins.bool | builtins.int | builtins.float | None = None) -> Tensor:
+    """Another name of clamp, as PyTorch's.
+
+    Args:
+        input: a Tensor: clip(input, ...) is input.clip(...).
+        min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+            this one's, a Python scalar, or None.
+        max: the upper bound, likewise; where min > max the result is max.
+
+    Returns:
+        Tensor: as clamp().
+    """
+
+
+def softmax(input: Tensor, dim: builtins.int) -> Tensor:
+    """exp(input) / sum(exp(input)) along dim.
+
+    Args:
+        input: a Tensor: softmax(input, ...) is input.softmax(...).
+        dim: the dimension that sums to 1 (negative counts from the end).
+
+    Returns:
+        Tensor: exp(self) / sum of exp(self) along dim.
+    """
+
+
+def log_softmax(input: Tensor, dim: builtins.int) -> Tensor:
+    """log(softmax(input)) along dim, computed without underflow.
+
+    Args:
+        input: a Tensor: log_softmax(input, ...) is input.log_softmax(...).
+        dim: the dimension normalised (negative counts from the end).
+
+    Returns:
+        Tensor: self - log(sum of exp(self) along dim).
     """
 
 

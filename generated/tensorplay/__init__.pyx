@@ -67,6 +67,48 @@ __all__ = [
     "min",
     "argmax",
     "argmin",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "remainder",
+    "floor_divide",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "transpose",
+    "unsqueeze",
+    "squeeze",
+    "flatten",
+    "t",
+    "chunk",
+    "unbind",
+    "clone",
+    "var",
+    "std",
+    "norm",
+    "logsumexp",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "sign",
+    "square",
+    "masked_fill",
+    "all",
+    "any",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "clip",
+    "softmax",
+    "log_softmax",
     "empty_like",
     "zeros_like",
     "ones_like",
@@ -478,265 +520,317 @@ def matmul(input, other):
     """Matrix product of two tensors.
 
     Args:
-        input: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
-            dimensions.
-        other: a tensor of 1 to 3 dimensions, of input's dtype and device.
+        input: a Tensor: matmul(input, ...) is input.matmul(...).
+        other: a floating-point tensor (float16, bfloat16, float32 or float64) of 1 to 3
+            dimensions, of this tensor's dtype and device.
 
     Returns:
-        Tensor: the product, by PyTorch's rules (see Tensor.matmul).
+        Tensor: the product: a 0-d dot product of two 1-D tensors, (m, n) of 2-D ones, (batch,
+            m, n) when either is 3-D; a 1-D operand's dimension is removed.
     """
-    _core.check_awake_value(input, b"tensorplay.matmul()", b"input")
-    _core.check_awake_value(other, b"tensorplay.matmul()", b"other")
-    return _linalg.matmul_function(input, other)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"matmul(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.matmul(other)
 
 
 def exp(input):
     """Elementwise exponential.
 
     Args:
-        input: a tensor.
+        input: a Tensor: exp(input, ...) is input.exp(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
-    _core.check_awake_value(input, b"tensorplay.exp()", b"input")
-    return _elementwise.exp_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"exp(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.exp()
 
 
 def relu(input):
     """Elementwise max(input, 0).
 
     Args:
-        input: a tensor.
+        input: a Tensor: relu(input, ...) is input.relu(...).
 
     Returns:
-        Tensor: the result, of input's dtype.
+        Tensor: the result.
     """
-    _core.check_awake_value(input, b"tensorplay.relu()", b"input")
-    return _elementwise.relu_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"relu(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.relu()
 
 
 def neg(input):
     """Elementwise negation, -input (not for bool tensors: use ~, as in PyTorch).
 
     Args:
-        input: a tensor.
+        input: a Tensor: neg(input, ...) is input.neg(...).
 
     Returns:
-        Tensor: the result, of input's dtype.
+        Tensor: the result.
     """
-    _core.check_awake_value(input, b"tensorplay.neg()", b"input")
-    return _elementwise.neg_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"neg(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.neg()
 
 
 def abs(input):
     """Elementwise absolute value (not for bool tensors, as in PyTorch).
 
     Args:
-        input: a tensor.
+        input: a Tensor: abs(input, ...) is input.abs(...).
 
     Returns:
-        Tensor: the result, of input's dtype.
+        Tensor: the result.
     """
-    _core.check_awake_value(input, b"tensorplay.abs()", b"input")
-    return _elementwise.absolute_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"abs(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.abs()
 
 
 def sqrt(input):
     """Elementwise square root.
 
     Args:
-        input: a tensor.
+        input: a Tensor: sqrt(input, ...) is input.sqrt(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
-    _core.check_awake_value(input, b"tensorplay.sqrt()", b"input")
-    return _elementwise.sqrt_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"sqrt(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.sqrt()
 
 
 def sin(input):
     """Elementwise sine.
 
     Args:
-        input: a tensor.
+        input: a Tensor: sin(input, ...) is input.sin(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
-    _core.check_awake_value(input, b"tensorplay.sin()", b"input")
-    return _elementwise.sin_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"sin(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.sin()
 
 
 def cos(input):
     """Elementwise cosine.
 
     Args:
-        input: a tensor.
+        input: a Tensor: cos(input, ...) is input.cos(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
-    _core.check_awake_value(input, b"tensorplay.cos()", b"input")
-    return _elementwise.cos_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"cos(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.cos()
 
 
 def log(input):
     """Elementwise natural logarithm.
 
     Args:
-        input: a tensor.
+        input: a Tensor: log(input, ...) is input.log(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
-    _core.check_awake_value(input, b"tensorplay.log()", b"input")
-    return _elementwise.log_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"log(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.log()
 
 
 def sigmoid(input):
     """Elementwise logistic sigmoid, 1 / (1 + exp(-input)).
 
     Args:
-        input: a tensor.
+        input: a Tensor: sigmoid(input, ...) is input.sigmoid(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
-    _core.check_awake_value(input, b"tensorplay.sigmoid()", b"input")
-    return _elementwise.sigmoid_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"sigmoid(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.sigmoid()
 
 
 def tanh(input):
     """Elementwise hyperbolic tangent.
 
     Args:
-        input: a tensor.
+        input: a Tensor: tanh(input, ...) is input.tanh(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
-    _core.check_awake_value(input, b"tensorplay.tanh()", b"input")
-    return _elementwise.tanh_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"tanh(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.tanh()
 
 
 def erf(input):
     """Elementwise error function, 2 / sqrt(pi) times the integral of exp(-t * t) from 0 to input.
 
     Args:
-        input: a tensor.
+        input: a Tensor: erf(input, ...) is input.erf(...).
 
     Returns:
-        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        Tensor: the result.
     """
-    _core.check_awake_value(input, b"tensorplay.erf()", b"input")
-    return _elementwise.erf_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"erf(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.erf()
 
 
 def floor(input):
     """Elementwise largest integer not above input; its gradient is zero.
 
     Args:
-        input: a tensor.
+        input: a Tensor: floor(input, ...) is input.floor(...).
 
     Returns:
-        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
-            tensors).
+        Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
     """
-    _core.check_awake_value(input, b"tensorplay.floor()", b"input")
-    return _elementwise.floor_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"floor(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.floor()
 
 
 def ceil(input):
     """Elementwise smallest integer not below input; its gradient is zero.
 
     Args:
-        input: a tensor.
+        input: a Tensor: ceil(input, ...) is input.ceil(...).
 
     Returns:
-        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
-            tensors).
+        Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
     """
-    _core.check_awake_value(input, b"tensorplay.ceil()", b"input")
-    return _elementwise.ceil_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"ceil(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.ceil()
 
 
 def trunc(input):
     """Elementwise input rounded toward zero; its gradient is zero.
 
     Args:
-        input: a tensor.
+        input: a Tensor: trunc(input, ...) is input.trunc(...).
 
     Returns:
-        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
-            tensors).
+        Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
     """
-    _core.check_awake_value(input, b"tensorplay.trunc()", b"input")
-    return _elementwise.trunc_function(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"trunc(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.trunc()
 
 
 def round(input, *, decimals=0):
     """Elementwise input rounded to the nearest integer, a tie to the even one, as Tensor.round.
 
     Args:
-        input: a tensor.
+        input: a Tensor: round(input, ...) is input.round(...).
         decimals: round to this many decimal places (negative: to tens, hundreds...); floating-
-            point input only unless 0.
+            point tensors only unless 0.
 
     Returns:
-        Tensor: the result, of input's dtype (a copy of an integer tensor; not for bool
-            tensors).
+        Tensor: the result, of this tensor's dtype (a copy of an integer tensor).
     """
-    _core.check_awake_value(input, b"tensorplay.round()", b"input")
-    return _elementwise.round_function(input, _errors.int_arg(decimals, 'decimals', -308, 308))
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"round(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.round(decimals=decimals)
 
 
 def clamp(input, min=None, max=None):
     """Elementwise clamp into [min, max]; at least one bound must be given.
 
     Args:
-        input: a tensor.
+        input: a Tensor: clamp(input, ...) is input.clamp(...).
         min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
             this one's, a Python scalar, or None.
         max: the upper bound, likewise; where min > max the result is max.
 
     Returns:
-        Tensor: min(max(input, min), max), as Tensor.clamp.
+        Tensor: min(max(self, min), max); NaN stays NaN; float32 for an integer tensor with a
+            float bound.
     """
-    _core.check_awake_value(input, b"tensorplay.clamp()", b"input")
-    _core.check_awake_value(min, b"tensorplay.clamp()", b"min")
-    _core.check_awake_value(max, b"tensorplay.clamp()", b"max")
-    return _elementwise.clamp_function(input, min, max)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"clamp(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.clamp(min, max)
 
 
 def sum(input, dim=None, keepdim=False):
     """Sum of the elements over dim, or of all of them, as Tensor.sum.
 
     Args:
-        input: a tensor.
+        input: a Tensor: sum(input, ...) is input.sum(...).
         dim: the dimensions to reduce (negative ones count from the end); None for all.
         keepdim: keep each reduced dimension, with size 1.
 
     Returns:
         Tensor: the sums; int64 for integer and bool input.
     """
-    _core.check_awake_value(input, b"tensorplay.sum()", b"input")
-    return _reduction.sum_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"sum(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.sum(dim, keepdim)
 
 
 def mean(input, dim=None, keepdim=False):
     """Mean of the elements over dim, or of all of them, as Tensor.mean.
 
     Args:
-        input: a floating-point tensor.
+        input: a Tensor: mean(input, ...) is input.mean(...).
         dim: the dimensions to reduce (negative ones count from the end); None for all.
         keepdim: keep each reduced dimension, with size 1.
 
     Returns:
         Tensor: the means.
     """
-    _core.check_awake_value(input, b"tensorplay.mean()", b"input")
-    return _reduction.mean_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"mean(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.mean(dim, keepdim)
 
 
 def max(input, dim=None, keepdim=False):
@@ -746,62 +840,843 @@ def max(input, dim=None, keepdim=False):
     the indices are int64.
 
     Args:
-        input: a tensor.
+        input: a Tensor: max(input, ...) is input.max(...).
         dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
         keepdim: keep each reduced dimension, with size 1.
 
     Returns:
-        Tensor | tuple[Tensor, Tensor]: see Tensor.max: a 0-d tensor, or with dim the named
-            tuple (values, indices).
+        Tensor | tuple[Tensor, Tensor]: without dim, a 0-d tensor; with dim, the named tuple
+            (values, indices) of torch.return_types.max, indices int64 (the first largest of each
+            slice, NaN before any number); keepdim needs a dim.
     """
-    _core.check_awake_value(input, b"tensorplay.max()", b"input")
-    return _reduction.max_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"max(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.max(dim, keepdim)
 
 
 def min(input, dim=None, keepdim=False):
     """Smallest element, or the smallest of each slice along dim and its index.
 
     Args:
-        input: a tensor.
+        input: a Tensor: min(input, ...) is input.min(...).
         dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
         keepdim: keep each reduced dimension, with size 1.
 
     Returns:
-        Tensor | tuple[Tensor, Tensor]: see Tensor.min: a 0-d tensor, or with dim the named
-            tuple (values, indices).
+        Tensor | tuple[Tensor, Tensor]: as max(): a 0-d tensor, or the named tuple (values,
+            indices).
     """
-    _core.check_awake_value(input, b"tensorplay.min()", b"input")
-    return _reduction.min_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"min(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.min(dim, keepdim)
 
 
 def argmax(input, dim=None, keepdim=False):
     """Indices of the largest elements, of the flattened tensor without dim.
 
     Args:
-        input: a tensor, not bool.
+        input: a Tensor: argmax(input, ...) is input.argmax(...).
         dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
         keepdim: keep each reduced dimension, with size 1.
 
     Returns:
-        Tensor: see Tensor.argmax.
+        Tensor: int64 indices of the first largest element of each slice (NaN before any
+            number); with dim None, the index into the flattened tensor.
     """
-    _core.check_awake_value(input, b"tensorplay.argmax()", b"input")
-    return _reduction.argmax_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"argmax(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.argmax(dim, keepdim)
 
 
 def argmin(input, dim=None, keepdim=False):
     """Indices of the smallest elements, of the flattened tensor without dim.
 
     Args:
-        input: a tensor, not bool.
+        input: a Tensor: argmin(input, ...) is input.argmin(...).
         dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
         keepdim: keep each reduced dimension, with size 1.
 
     Returns:
-        Tensor: see Tensor.argmin.
+        Tensor: int64 indices of the first smallest element of each slice, as argmax().
     """
-    _core.check_awake_value(input, b"tensorplay.argmin()", b"input")
-    return _reduction.argmin_function(input, dim, _errors.bool_arg(keepdim, 'keepdim'))
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"argmin(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.argmin(dim, keepdim)
+
+
+def add(input, other, *, alpha=1):
+    """Elementwise sum input + alpha * other.
+
+    Args:
+        input: a Tensor: add(input, ...) is input.add(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+        alpha: the multiplier of other; a float needs a floating-point result.
+
+    Returns:
+        Tensor: self + alpha * other; float32 for an integer tensor with a float scalar.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"add(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.add(other, alpha=alpha)
+
+
+def sub(input, other, *, alpha=1):
+    """Elementwise difference input - alpha * other.
+
+    Args:
+        input: a Tensor: sub(input, ...) is input.sub(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+        alpha: the multiplier of other; a float needs a floating-point result.
+
+    Returns:
+        Tensor: self - alpha * other; float32 for an integer tensor with a float scalar.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"sub(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.sub(other, alpha=alpha)
+
+
+def mul(input, other):
+    """Elementwise product.
+
+    Args:
+        input: a Tensor: mul(input, ...) is input.mul(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: the result; float32 for an integer tensor with a float scalar.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"mul(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.mul(other)
+
+
+def div(input, other, *, rounding_mode=None):
+    """Elementwise quotient, true or rounded by rounding_mode.
+
+    Args:
+        input: a Tensor: div(input, ...) is input.div(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+        rounding_mode: None for true division (float32 for integer operands); "trunc" rounds
+            toward zero and "floor" toward negative infinity, keeping integer dtypes (an integer
+            division by zero raises ZeroDivisionError on the CPU and gives 0 on CUDA).
+
+    Returns:
+        Tensor: the quotient.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"div(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.div(other, rounding_mode=rounding_mode)
+
+
+def pow(input, exponent):
+    """Elementwise power.
+
+    Args:
+        input: a Tensor: pow(input, ...) is input.pow(...).
+        exponent: a tensor on the same device (of any dtype: they promote) whose shape
+            broadcasts with this one's, or a Python scalar (an integer tensor refuses a negative
+            integer).
+
+    Returns:
+        Tensor: self ** exponent; float32 for an integer tensor with a float exponent.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"pow(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.pow(exponent)
+
+
+def remainder(input, other):
+    """Elementwise remainder, of the divisor's sign (Python's %).
+
+    Args:
+        input: a Tensor: remainder(input, ...) is input.remainder(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: the remainder, with the divisor's sign.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"remainder(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.remainder(other)
+
+
+def floor_divide(input, other):
+    """Elementwise quotient rounded down (Python's //).
+
+    Args:
+        input: a Tensor: floor_divide(input, ...) is input.floor_divide(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: the quotient rounded down, of the operands' dtype.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"floor_divide(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.floor_divide(other)
+
+
+def eq(input, other):
+    """Elementwise input == other.
+
+    Args:
+        input: a Tensor: eq(input, ...) is input.eq(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"eq(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.eq(other)
+
+
+def ne(input, other):
+    """Elementwise input != other.
+
+    Args:
+        input: a Tensor: ne(input, ...) is input.ne(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"ne(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.ne(other)
+
+
+def lt(input, other):
+    """Elementwise input < other.
+
+    Args:
+        input: a Tensor: lt(input, ...) is input.lt(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"lt(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.lt(other)
+
+
+def le(input, other):
+    """Elementwise input <= other.
+
+    Args:
+        input: a Tensor: le(input, ...) is input.le(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"le(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.le(other)
+
+
+def gt(input, other):
+    """Elementwise input > other.
+
+    Args:
+        input: a Tensor: gt(input, ...) is input.gt(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"gt(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.gt(other)
+
+
+def ge(input, other):
+    """Elementwise input >= other.
+
+    Args:
+        input: a Tensor: ge(input, ...) is input.ge(...).
+        other: a tensor on the same device whose shape broadcasts with this one's (of any dtype:
+            the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
+            Python scalar.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"ge(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.ge(other)
+
+
+def transpose(input, dim0, dim1):
+    """A view with dimensions dim0 and dim1 swapped.
+
+    Args:
+        input: a Tensor: transpose(input, ...) is input.transpose(...).
+        dim0: a dimension (negative counts from the end).
+        dim1: the dimension to swap it with.
+
+    Returns:
+        Tensor: a view sharing this tensor's memory.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"transpose(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.transpose(dim0, dim1)
+
+
+def unsqueeze(input, dim):
+    """A view with a dimension of size 1 inserted at dim.
+
+    Args:
+        input: a Tensor: unsqueeze(input, ...) is input.unsqueeze(...).
+        dim: where the new dimension goes, in [-ndim - 1, ndim].
+
+    Returns:
+        Tensor: a view with one more dimension.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"unsqueeze(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.unsqueeze(dim)
+
+
+def squeeze(input, dim=None):
+    """A view without dimensions of size 1 (or only dim).
+
+    Args:
+        input: a Tensor: squeeze(input, ...) is input.squeeze(...).
+        dim: the dimensions to remove where their size is 1 (negative ones count from the end);
+            None for every dimension of size 1.
+
+    Returns:
+        Tensor: a view without those dimensions of size 1.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"squeeze(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.squeeze(dim)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    """The dimensions from start_dim to end_dim joined into one.
+
+    Args:
+        input: a Tensor: flatten(input, ...) is input.flatten(...).
+        start_dim: the first dimension to join.
+        end_dim: the last dimension to join, not before start_dim.
+
+    Returns:
+        Tensor: a view when possible, else a copy (this tensor itself when start_dim and end_dim
+            name one dimension); a 0-d tensor gives one of shape (1,).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"flatten(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.flatten(start_dim, end_dim)
+
+
+def t(input):
+    """The transpose of a tensor of at most 2 dimensions.
+
+    Args:
+        input: a Tensor: t(input, ...) is input.t(...).
+
+    Returns:
+        Tensor: a view; a tensor of fewer than 2 dimensions as it is.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"t(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.t()
+
+
+def chunk(input, chunks, dim=0):
+    """The tensor cut into chunks views along dim.
+
+    Args:
+        input: a Tensor: chunk(input, ...) is input.chunk(...).
+        chunks: how many pieces, at least 1: each of ceil(size / chunks) elements along dim but
+            the last, so there may be fewer.
+        dim: the dimension to split along (negative counts from the end).
+
+    Returns:
+        tuple[Tensor, ...]: views of consecutive pieces along dim.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"chunk(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.chunk(chunks, dim)
+
+
+def unbind(input, dim=0):
+    """The slices along dim, as views without that dimension.
+
+    Args:
+        input: a Tensor: unbind(input, ...) is input.unbind(...).
+        dim: the dimension removed (negative counts from the end).
+
+    Returns:
+        tuple[Tensor, ...]: one view per index of dim, without that dimension.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"unbind(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.unbind(dim)
+
+
+def clone(input):
+    """A copy, recorded for autograd.
+
+    Args:
+        input: a Tensor: clone(input, ...) is input.clone(...).
+
+    Returns:
+        Tensor: a contiguous copy.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"clone(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.clone()
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance over dim, or of all the elements.
+
+    Args:
+        input: a Tensor: var(input, ...) is input.var(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+        keepdim: keep each reduced dimension, with size 1.
+        correction: the divisor is N - correction (N the count of elements reduced); None for 1
+            (Bessel's correction). Not with unbiased.
+
+    Returns:
+        Tensor: the variances (inf or NaN where N - correction <= 0, with PyTorch's warning).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"var(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.var(dim, unbiased, keepdim, correction=correction)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Standard deviation over dim, or of all the elements.
+
+    Args:
+        input: a Tensor: std(input, ...) is input.std(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+        keepdim: keep each reduced dimension, with size 1.
+        correction: the divisor is N - correction (N the count of elements reduced); None for 1
+            (Bessel's correction). Not with unbiased.
+
+    Returns:
+        Tensor: the standard deviations, sqrt(var()).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"std(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.std(dim, unbiased, keepdim, correction=correction)
+
+
+def norm(input, p='fro', dim=None, keepdim=False):
+    """Vector norm over dim, or of all the elements.
+
+    Args:
+        input: a Tensor: norm(input, ...) is input.norm(...).
+        p: the order: a number (inf for the largest magnitude, -inf the smallest, 0 the count of
+            nonzero elements) or 'fro' (2).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: the norms, of this tensor's dtype.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"norm(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.norm(p, dim, keepdim)
+
+
+def logsumexp(input, dim, keepdim=False):
+    """log(sum(exp(input))) over dim, computed without overflow.
+
+    Args:
+        input: a Tensor: logsumexp(input, ...) is input.logsumexp(...).
+        dim: the dimensions to reduce (negative ones count from the end).
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: log(sum(exp(self))) over dim; float32 for integer and bool tensors.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"logsumexp(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.logsumexp(dim, keepdim)
+
+
+def isnan(input):
+    """Elementwise whether input is NaN.
+
+    Args:
+        input: a Tensor: isnan(input, ...) is input.isnan(...).
+
+    Returns:
+        Tensor: a bool tensor (all False for integer and bool tensors).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"isnan(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.isnan()
+
+
+def isinf(input):
+    """Elementwise whether input is infinite.
+
+    Args:
+        input: a Tensor: isinf(input, ...) is input.isinf(...).
+
+    Returns:
+        Tensor: a bool tensor (all False for integer and bool tensors).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"isinf(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.isinf()
+
+
+def isfinite(input):
+    """Elementwise whether input is neither NaN nor infinite.
+
+    Args:
+        input: a Tensor: isfinite(input, ...) is input.isfinite(...).
+
+    Returns:
+        Tensor: a bool tensor (all True for integer and bool tensors).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"isfinite(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.isfinite()
+
+
+def sign(input):
+    """Elementwise sign, -1, 0 or 1.
+
+    Args:
+        input: a Tensor: sign(input, ...) is input.sign(...).
+
+    Returns:
+        Tensor: of this tensor's dtype: -1, 0 or 1 (0 for NaN and -0.0, as PyTorch's; a bool
+            tensor gives itself).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"sign(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.sign()
+
+
+def square(input):
+    """Elementwise square.
+
+    Args:
+        input: a Tensor: square(input, ...) is input.square(...).
+
+    Returns:
+        Tensor: the result; int64 for a bool tensor, as in PyTorch.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"square(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.square()
+
+
+def masked_fill(input, mask, value):
+    """input with value where mask is True.
+
+    Args:
+        input: a Tensor: masked_fill(input, ...) is input.masked_fill(...).
+        mask: a bool tensor whose shape broadcasts with this one's, on this tensor's device.
+        value: a Python scalar this tensor's dtype can hold (a float into an integer tensor
+            truncates), or a 0-dimensional tensor.
+
+    Returns:
+        Tensor: of this tensor's dtype, of the shape this tensor and mask broadcast to.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"masked_fill(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.masked_fill(mask, value)
+
+
+def all(input, dim=None, keepdim=False):
+    """Whether every element (over dim, or of all) is nonzero.
+
+    Args:
+        input: a Tensor: all(input, ...) is input.all(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: a bool tensor: whether every element is nonzero (NaN counts), True of none.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"all(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.all(dim, keepdim)
+
+
+def any(input, dim=None, keepdim=False):
+    """Whether some element (over dim, or of all) is nonzero.
+
+    Args:
+        input: a Tensor: any(input, ...) is input.any(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: a bool tensor: whether any element is nonzero (NaN counts), False of none.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"any(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.any(dim, keepdim)
+
+
+def bitwise_and(input, other):
+    """Elementwise input & other of integer or bool tensors.
+
+    Args:
+        input: a Tensor: bitwise_and(input, ...) is input.bitwise_and(...).
+        other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+            or bool.
+
+    Returns:
+        Tensor: bool for two bool operands, else of the dtype the operands promote to.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"bitwise_and(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.bitwise_and(other)
+
+
+def bitwise_or(input, other):
+    """Elementwise input | other of integer or bool tensors.
+
+    Args:
+        input: a Tensor: bitwise_or(input, ...) is input.bitwise_or(...).
+        other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+            or bool.
+
+    Returns:
+        Tensor: bool for two bool operands, else of the dtype the operands promote to.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"bitwise_or(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.bitwise_or(other)
+
+
+def bitwise_xor(input, other):
+    """Elementwise input ^ other of integer or bool tensors.
+
+    Args:
+        input: a Tensor: bitwise_xor(input, ...) is input.bitwise_xor(...).
+        other: an integer or bool tensor whose shape broadcasts with this one's, or a Python int
+            or bool.
+
+    Returns:
+        Tensor: bool for two bool operands, else of the dtype the operands promote to.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"bitwise_xor(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.bitwise_xor(other)
+
+
+def bitwise_not(input):
+    """Elementwise ~input of an integer or bool tensor.
+
+    Args:
+        input: a Tensor: bitwise_not(input, ...) is input.bitwise_not(...).
+
+    Returns:
+        Tensor: of this tensor's dtype.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"bitwise_not(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.bitwise_not()
+
+
+def bitwise_left_shift(input, other):
+    """Elementwise input << other of integer tensors.
+
+    Args:
+        input: a Tensor: bitwise_left_shift(input, ...) is input.bitwise_left_shift(...).
+        other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+            Python int (or bool).
+
+    Returns:
+        Tensor: of the dtype the operands promote to.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"bitwise_left_shift(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.bitwise_left_shift(other)
+
+
+def bitwise_right_shift(input, other):
+    """Elementwise input >> other of integer tensors.
+
+    Args:
+        input: a Tensor: bitwise_right_shift(input, ...) is input.bitwise_right_shift(...).
+        other: the shift amounts: an integer tensor whose shape broadcasts with this one's, or a
+            Python int (or bool).
+
+    Returns:
+        Tensor: of the dtype the operands promote to.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"bitwise_right_shift(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.bitwise_right_shift(other)
+
+
+def clip(input, min=None, max=None):
+    """Another name of clamp, as PyTorch's.
+
+    Args:
+        input: a Tensor: clip(input, ...) is input.clip(...).
+        min: the lower bound: a tensor of the same dtype and device whose shape broadcasts with
+            this one's, a Python scalar, or None.
+        max: the upper bound, likewise; where min > max the result is max.
+
+    Returns:
+        Tensor: as clamp().
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"clip(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.clip(min, max)
+
+
+def softmax(input, dim):
+    """exp(input) / sum(exp(input)) along dim.
+
+    Args:
+        input: a Tensor: softmax(input, ...) is input.softmax(...).
+        dim: the dimension that sums to 1 (negative counts from the end).
+
+    Returns:
+        Tensor: exp(self) / sum of exp(self) along dim.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"softmax(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.softmax(dim)
+
+
+def log_softmax(input, dim):
+    """log(softmax(input)) along dim, computed without underflow.
+
+    Args:
+        input: a Tensor: log_softmax(input, ...) is input.log_softmax(...).
+        dim: the dimension normalised (negative counts from the end).
+
+    Returns:
+        Tensor: self - log(sum of exp(self) along dim).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"log_softmax(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.log_softmax(dim)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):

@@ -23,8 +23,7 @@ from tensorplay._runtime.tensor.copies cimport copy_into, copy_on_device
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, broadcast_strides, check_device,
                                               check_device_and_dtype, current_stream, device_text,
                                               is_contiguous, new_empty, new_empty_like,
-                                              own_tensor_arg, reads_directly, recorded, tracked,
-                                              wrap_cpu)
+                                              reads_directly, recorded, tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, cpu_binary, cpu_result, opmath, stored
 from tensorplay._runtime.tensor.promotion cimport check_cast, result_type
 
@@ -779,68 +778,20 @@ cdef object exp(TensorCore tensor):
     return unary(tensor, ops.OP_EXP)
 
 
-cdef object exp_function(object input):
-    return exp(own_tensor_arg(input, "input"))
 
 
-cdef object relu_function(object input):
-    return relu(own_tensor_arg(input, "input"))
 
 
-cdef object neg_function(object input):
-    return neg(own_tensor_arg(input, "input"))
 
 
-cdef object absolute_function(object input):
-    return absolute(own_tensor_arg(input, "input"))
 
 
-cdef object sin_function(object input):
-    return sin(own_tensor_arg(input, "input"))
 
 
-cdef object cos_function(object input):
-    return cos(own_tensor_arg(input, "input"))
 
 
-cdef object sqrt_function(object input):
-    return sqrt(own_tensor_arg(input, "input"))
 
 
-cdef object log_function(object input):
-    return log(own_tensor_arg(input, "input"))
-
-
-cdef object sigmoid_function(object input):
-    return sigmoid(own_tensor_arg(input, "input"))
-
-
-cdef object tanh_function(object input):
-    return tanh(own_tensor_arg(input, "input"))
-
-
-cdef object erf_function(object input):
-    return erf(own_tensor_arg(input, "input"))
-
-
-cdef object floor_function(object input):
-    return floor(own_tensor_arg(input, "input"))
-
-
-cdef object ceil_function(object input):
-    return ceil(own_tensor_arg(input, "input"))
-
-
-cdef object trunc_function(object input):
-    return trunc(own_tensor_arg(input, "input"))
-
-
-cdef object round_function(object input, int decimals):
-    return rounded(own_tensor_arg(input, "input"), decimals)
-
-
-cdef object clamp_function(object input, object min, object max):
-    return clamp(own_tensor_arg(input, "input"), min, max)
 
 
 cdef object sqrt(TensorCore tensor):

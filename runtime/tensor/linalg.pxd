@@ -5,6 +5,5 @@ from tensorplay._runtime.tensor.core cimport TensorCore
 cdef object matmul(TensorCore tensor, object other)
 cdef object rmatmul(TensorCore tensor, object other)
 # tensorplay.matmul(input, other), input checked to be a tensor.
-cdef object matmul_function(object input, object other)
 cdef object set_float32_matmul_precision(int precision)
 cdef str get_float32_matmul_precision()

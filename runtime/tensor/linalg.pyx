@@ -20,8 +20,7 @@ from tensorplay._runtime.kernels.blas cimport (Float32Precision, MatmulDtype, Ma
 from tensorplay._runtime.tensor cimport copies
 from tensorplay._runtime.tensor.arguments cimport np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, check_device, current_stream,
-                                              new_empty, own_tensor_arg, recorded, tracked,
-                                              wrap_cpu)
+                                              new_empty, recorded, tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, stored
 
 from tensorplay._runtime.tensor.arguments import ShapeError
@@ -181,9 +180,6 @@ cdef object cpu_matmul(TensorCore tensor, TensorCore right, tuple shape):
     return wrap_cpu(np().asarray(stored(product, tensor.dtype_object), order="C"),
                     tensor.dtype_object)
 
-
-cdef object matmul_function(object input, object other):
-    return matmul(own_tensor_arg(input, "input"), other)
 
 
 cdef object rmatmul(TensorCore tensor, object other):

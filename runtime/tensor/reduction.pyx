@@ -10,8 +10,7 @@ from tensorplay._runtime.tensor cimport copies, elementwise
 from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport np, reduced_dtype, scalar_operand_arg
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
-                                              own_tensor_arg, recorded, reshaped, tracked,
-                                              wrap_cpu)
+                                              recorded, reshaped, tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, stored
 
 from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
@@ -352,28 +351,10 @@ cdef object argmin(TensorCore tensor, object dim, bint keepdim):
     return select_over(tensor, dim, keepdim, ops.OP_MIN, "argmin", False)[1]
 
 
-cdef object max_function(object input, object dim, bint keepdim):
-    return max_over(own_tensor_arg(input, "input"), dim, keepdim)
 
 
-cdef object min_function(object input, object dim, bint keepdim):
-    return min_over(own_tensor_arg(input, "input"), dim, keepdim)
 
 
-cdef object argmax_function(object input, object dim, bint keepdim):
-    return argmax(own_tensor_arg(input, "input"), dim, keepdim)
-
-
-cdef object argmin_function(object input, object dim, bint keepdim):
-    return argmin(own_tensor_arg(input, "input"), dim, keepdim)
-
-
-cdef object sum_function(object input, object dim, bint keepdim):
-    return sum_over(own_tensor_arg(input, "input"), dim, keepdim)
-
-
-cdef object mean_function(object input, object dim, bint keepdim):
-    return mean_over(own_tensor_arg(input, "input"), dim, keepdim)
 
 
 cdef tuple select_over(TensorCore tensor, object dim, bint keepdim, int op, str name,

@@ -111,3 +111,43 @@ def test_a_method_function_must_take_the_instance(runtime_dir):
 def test_the_wrapper_translates_with_cython(runtime_dir, root, tmp_path):
     _, wrapper, _ = render(runtime_dir, root)
     assert translates_with_cython(wrapper, runtime_dir, tmp_path)
+
+
+# A module function that is a method of a class of its module, the instance first as `input`
+# (method_of), as torch.add(input, other) is input.add(other).
+MIRRORS = textwrap.dedent("""\
+      functions:
+      - name: scaled
+        method_of: Thing.scaled
+        example: |
+          >>> 1
+          1
+      - {name: size, method_of: Thing.size, doc: The size of input.}
+    """)
+
+
+def test_a_function_may_be_a_method_with_the_instance_first(runtime_dir, root, tmp_path):
+    text = SCHEMA.replace("  classes:\n", textwrap.indent(MIRRORS, "  ") + "  classes:\n")
+    api, wrapper, stub = render(runtime_dir, root, text)
+    scaled, size = api.module("tensorplay").functions
+    thing = api.module("tensorplay").classes[0]
+    assert scaled.method_of == "Thing" and scaled.impl_name == "scaled"
+    assert [p.name for p in scaled.params] == ["input", "factor"]
+    assert scaled.params[1:] == thing.methods[1].params and scaled.doc == "Scaled."
+    assert scaled.returns == thing.methods[1].returns and size.doc == "The size of input."
+    assert "    if not isinstance(input, Thing):\n" in wrapper
+    assert "    return input.scaled(factor)\n" in wrapper
+    assert "def scaled(input: Thing, factor: float) -> Any:" in stub
+    assert translates_with_cython(wrapper, runtime_dir, tmp_path)
+
+
+@pytest.mark.parametrize("target", ["Thing.grow", "Nothing.size", "size"])
+def test_a_function_must_be_a_method_of_a_class_of_its_module(runtime_dir, target):
+    mirrors = textwrap.indent(MIRRORS.replace("Thing.size", target), "  ")
+    text = SCHEMA.replace("  classes:\n", mirrors + "  classes:\n")
+    with pytest.raises(SchemaError) as raised:
+        build_api(text, runtime_dir)
+    assert [str(d).split(": ", 1)[1] for d in raised.value.diagnostics] == [
+        f"'tensorplay.size' is method_of {target!r}, which must be 'Class.method': a method "
+        "(not static, with no parameter named input) of a class that module 'tensorplay' "
+        "declares"]
