@@ -697,6 +697,10 @@ cdef inline bint piecewise_constant(int op) noexcept:  # a gradient of zero, not
     return rounds(op) or op == ops.OP_SIGN
 
 
+cdef inline bint saves_input(int op) noexcept:  # for its gradient, as PyTorch's
+    return op != ops.OP_NEG and not piecewise_constant(op) and not ops.saves_output(op)
+
+
 cdef object unary(TensorCore tensor, int op):
     cdef DtypeCore dtype = tensor.dtype_object
     cdef TensorCore output
@@ -748,8 +752,8 @@ cdef object unary(TensorCore tensor, int op):
     if tracked(tensor) and tensor.dtype_object.floating:
         # What PyTorch saves: nothing for neg, rounding and sign, the output (a detached alias,
         # sharing its version counter) where the gradient is a function of it, else the input.
-        saved = () if op == ops.OP_NEG or piecewise_constant(op) else (
-            ((<TensorCore>output).c_detach(),) if ops.saves_output(op) else (tensor,))
+        saved = ((<TensorCore>output).c_detach(),) if ops.saves_output(op) else \
+            (tensor,) if saves_input(op) else ()
         return recorded(output, op, (tensor,), saved)
     return output
 
@@ -896,8 +900,7 @@ cdef object unary_(TensorCore tensor, int op):
 
 cdef TensorCore own_input(TensorCore tensor, int op):
     """tensor, or a copy of it where unary(tensor, op) saves its input for the gradient."""
-    if (tracked(tensor) and tensor.dtype_object.floating and op != ops.OP_NEG
-            and not piecewise_constant(op) and not ops.saves_output(op)):
+    if tracked(tensor) and tensor.dtype_object.floating and saves_input(op):
         return copies.clone(tensor)
     return tensor
 
