@@ -103,6 +103,9 @@ __all__ = [
     "clip",
     "softmax",
     "log_softmax",
+    "addcmul",
+    "addcdiv",
+    "lerp",
     "empty_like",
     "zeros_like",
     "ones_like",
@@ -1316,6 +1319,48 @@ def log_softmax(input: Tensor, dim: builtins.int) -> Tensor:
 
     Returns:
         Tensor: self - log(sum of exp(self) along dim).
+    """
+
+
+def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: builtins.int | builtins.float = 1) -> Tensor:
+    """Elementwise self + value * tensor1 * tensor2, as torch.addcmul.
+
+    Args:
+        input: a Tensor: addcmul(input, ...) is input.addcmul(...).
+        tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+        tensor2: likewise.
+        value: the scale of the product (an int for integer tensors).
+
+    Returns:
+        Tensor: self + value * tensor1 * tensor2, broadcast.
+    """
+
+
+def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: builtins.int | builtins.float = 1) -> Tensor:
+    """Elementwise self + value * tensor1 / tensor2, a true division (not of two integer tensors), as torch.addcdiv.
+
+    Args:
+        input: a Tensor: addcdiv(input, ...) is input.addcdiv(...).
+        tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+        tensor2: likewise.
+        value: the scale of the quotient.
+
+    Returns:
+        Tensor: self + value * tensor1 / tensor2, broadcast.
+    """
+
+
+def lerp(input: Tensor, end: Tensor, weight: Tensor | builtins.float) -> Tensor:
+    """Linear interpolation from this floating-point tensor toward end, as torch.lerp.
+
+    Args:
+        input: a Tensor: lerp(input, ...) is input.lerp(...).
+        end: a tensor of this tensor's dtype and device whose shape broadcasts with this one's.
+        weight: the fraction of the way to end: a float, or a tensor of this dtype that
+            broadcasts.
+
+    Returns:
+        Tensor: self + weight * (end - self), broadcast.
     """
 
 
@@ -2793,6 +2838,78 @@ class Tensor:
                 the result's promotes by PyTorch's rules, see docs/design.md, "Type promotion"), or a
                 Python scalar.
             alpha: the multiplier of other; a float needs a floating-point result.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def addcmul(self, tensor1: Tensor, tensor2: Tensor, *, value: builtins.int | builtins.float = 1) -> Tensor:
+        """Elementwise self + value * tensor1 * tensor2, as torch.addcmul.
+
+        Args:
+            tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+            tensor2: likewise.
+            value: the scale of the product (an int for integer tensors).
+
+        Returns:
+            Tensor: self + value * tensor1 * tensor2, broadcast.
+        """
+
+    def addcmul_(self, tensor1: Tensor, tensor2: Tensor, *, value: builtins.int | builtins.float = 1) -> Tensor:
+        """In-place addcmul(); the result must keep this tensor's shape and dtype.
+
+        Args:
+            tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+            tensor2: likewise.
+            value: the scale of the product (an int for integer tensors).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def addcdiv(self, tensor1: Tensor, tensor2: Tensor, *, value: builtins.int | builtins.float = 1) -> Tensor:
+        """Elementwise self + value * tensor1 / tensor2, a true division (not of two integer tensors), as torch.addcdiv.
+
+        Args:
+            tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+            tensor2: likewise.
+            value: the scale of the quotient.
+
+        Returns:
+            Tensor: self + value * tensor1 / tensor2, broadcast.
+        """
+
+    def addcdiv_(self, tensor1: Tensor, tensor2: Tensor, *, value: builtins.int | builtins.float = 1) -> Tensor:
+        """In-place addcdiv(); the result must keep this tensor's shape and dtype.
+
+        Args:
+            tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+            tensor2: likewise.
+            value: the scale of the quotient.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def lerp(self, end: Tensor, weight: Tensor | builtins.float) -> Tensor:
+        """Linear interpolation from this floating-point tensor toward end, as torch.lerp.
+
+        Args:
+            end: a tensor of this tensor's dtype and device whose shape broadcasts with this one's.
+            weight: the fraction of the way to end: a float, or a tensor of this dtype that
+                broadcasts.
+
+        Returns:
+            Tensor: self + weight * (end - self), broadcast.
+        """
+
+    def lerp_(self, end: Tensor, weight: Tensor | builtins.float) -> Tensor:
+        """In-place lerp(); the result must keep this tensor's shape.
+
+        Args:
+            end: a tensor of this tensor's dtype and device whose shape broadcasts with this one's.
+            weight: the fraction of the way to end: a float, or a tensor of this dtype that
+                broadcasts.
 
         Returns:
             Tensor: self.

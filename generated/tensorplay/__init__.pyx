@@ -109,6 +109,9 @@ __all__ = [
     "clip",
     "softmax",
     "log_softmax",
+    "addcmul",
+    "addcdiv",
+    "lerp",
     "empty_like",
     "zeros_like",
     "ones_like",
@@ -1677,6 +1680,63 @@ def log_softmax(input, dim):
         raise TypeError(f"log_softmax(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.log_softmax(dim)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """Elementwise self + value * tensor1 * tensor2, as torch.addcmul.
+
+    Args:
+        input: a Tensor: addcmul(input, ...) is input.addcmul(...).
+        tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+        tensor2: likewise.
+        value: the scale of the product (an int for integer tensors).
+
+    Returns:
+        Tensor: self + value * tensor1 * tensor2, broadcast.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"addcmul(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.addcmul(tensor1, tensor2, value=value)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """Elementwise self + value * tensor1 / tensor2, a true division (not of two integer tensors), as torch.addcdiv.
+
+    Args:
+        input: a Tensor: addcdiv(input, ...) is input.addcdiv(...).
+        tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+        tensor2: likewise.
+        value: the scale of the quotient.
+
+    Returns:
+        Tensor: self + value * tensor1 / tensor2, broadcast.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"addcdiv(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.addcdiv(tensor1, tensor2, value=value)
+
+
+def lerp(input, end, weight):
+    """Linear interpolation from this floating-point tensor toward end, as torch.lerp.
+
+    Args:
+        input: a Tensor: lerp(input, ...) is input.lerp(...).
+        end: a tensor of this tensor's dtype and device whose shape broadcasts with this one's.
+        weight: the fraction of the way to end: a float, or a tensor of this dtype that
+            broadcasts.
+
+    Returns:
+        Tensor: self + weight * (end - self), broadcast.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"lerp(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.lerp(end, weight)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -3447,6 +3507,102 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.sub_()", NULL)
         _core.check_awake_value(other, b"Tensor.sub_()", b"other")
         return _elementwise.sub_scaled_(self, other, alpha)
+
+    def addcmul(self, tensor1, tensor2, *, value=1):
+        """Elementwise self + value * tensor1 * tensor2, as torch.addcmul.
+
+        Args:
+            tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+            tensor2: likewise.
+            value: the scale of the product (an int for integer tensors).
+
+        Returns:
+            Tensor: self + value * tensor1 * tensor2, broadcast.
+        """
+        _core.check_awake(self, b"Tensor.addcmul()", NULL)
+        _core.check_awake_value(tensor1, b"Tensor.addcmul()", b"tensor1")
+        _core.check_awake_value(tensor2, b"Tensor.addcmul()", b"tensor2")
+        return _elementwise.addcmul(self, tensor1, tensor2, value)
+
+    def addcmul_(self, tensor1, tensor2, *, value=1):
+        """In-place addcmul(); the result must keep this tensor's shape and dtype.
+
+        Args:
+            tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+            tensor2: likewise.
+            value: the scale of the product (an int for integer tensors).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.addcmul_()", NULL)
+        _core.check_awake_value(tensor1, b"Tensor.addcmul_()", b"tensor1")
+        _core.check_awake_value(tensor2, b"Tensor.addcmul_()", b"tensor2")
+        return _elementwise.addcmul_(self, tensor1, tensor2, value)
+
+    def addcdiv(self, tensor1, tensor2, *, value=1):
+        """Elementwise self + value * tensor1 / tensor2, a true division (not of two integer tensors), as torch.addcdiv.
+
+        Args:
+            tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+            tensor2: likewise.
+            value: the scale of the quotient.
+
+        Returns:
+            Tensor: self + value * tensor1 / tensor2, broadcast.
+        """
+        _core.check_awake(self, b"Tensor.addcdiv()", NULL)
+        _core.check_awake_value(tensor1, b"Tensor.addcdiv()", b"tensor1")
+        _core.check_awake_value(tensor2, b"Tensor.addcdiv()", b"tensor2")
+        return _elementwise.addcdiv(self, tensor1, tensor2, value)
+
+    def addcdiv_(self, tensor1, tensor2, *, value=1):
+        """In-place addcdiv(); the result must keep this tensor's shape and dtype.
+
+        Args:
+            tensor1: a tensor on this tensor's device whose shape broadcasts with this one's.
+            tensor2: likewise.
+            value: the scale of the quotient.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.addcdiv_()", NULL)
+        _core.check_awake_value(tensor1, b"Tensor.addcdiv_()", b"tensor1")
+        _core.check_awake_value(tensor2, b"Tensor.addcdiv_()", b"tensor2")
+        return _elementwise.addcdiv_(self, tensor1, tensor2, value)
+
+    def lerp(self, end, weight):
+        """Linear interpolation from this floating-point tensor toward end, as torch.lerp.
+
+        Args:
+            end: a tensor of this tensor's dtype and device whose shape broadcasts with this one's.
+            weight: the fraction of the way to end: a float, or a tensor of this dtype that
+                broadcasts.
+
+        Returns:
+            Tensor: self + weight * (end - self), broadcast.
+        """
+        _core.check_awake(self, b"Tensor.lerp()", NULL)
+        _core.check_awake_value(end, b"Tensor.lerp()", b"end")
+        _core.check_awake_value(weight, b"Tensor.lerp()", b"weight")
+        return _elementwise.lerp(self, end, weight)
+
+    def lerp_(self, end, weight):
+        """In-place lerp(); the result must keep this tensor's shape.
+
+        Args:
+            end: a tensor of this tensor's dtype and device whose shape broadcasts with this one's.
+            weight: the fraction of the way to end: a float, or a tensor of this dtype that
+                broadcasts.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.lerp_()", NULL)
+        _core.check_awake_value(end, b"Tensor.lerp_()", b"end")
+        _core.check_awake_value(weight, b"Tensor.lerp_()", b"weight")
+        return _elementwise.lerp_(self, end, weight)
 
     def mul_(self, other):
         """In-place mul(); the result must keep this tensor's dtype.

@@ -12,7 +12,7 @@ from cpython.float cimport PyFloat_CheckExact
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from cuda.bindings.cyruntime cimport cudaStream_t
 
-from tensorplay._runtime.base cimport dtypes
+from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.tensor cimport copies
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL, DtypeCore
@@ -23,11 +23,12 @@ from tensorplay._runtime.tensor.copies cimport copy_into, copy_on_device
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, broadcast_strides, check_device,
                                               check_device_and_dtype, current_stream, device_text,
                                               is_contiguous, new_empty, new_empty_like,
-                                              reads_directly, recorded, tracked, wrap_cpu)
+                                              own_tensor_arg, reads_directly, recorded, tracked,
+                                              wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, cpu_binary, cpu_result, opmath, stored
 from tensorplay._runtime.tensor.promotion cimport check_cast, result_type
 
-from tensorplay._runtime.tensor.arguments import (BoolNotImplementedError,
+from tensorplay._runtime.tensor.arguments import (BoolNotImplementedError, DtypeError,
                                                   FloatingNotImplementedError,
                                                   IntegerPowerError, ShapeError)
 
@@ -1061,6 +1062,80 @@ cdef object scaled_result(TensorCore tensor, object output, object other, object
     if inplace or not tracked(tensor, other) or not (<TensorCore>output).dtype_object.floating:
         return output
     return recorded(output, ops.OP_ADD_SCALED, (tensor, other), (), scale)
+
+
+# Note [Compound updates]
+# addcmul, addcdiv and lerp, as PyTorch's, the updates of optimisers (Adam's addcmul_ and
+# addcdiv_, moving averages by lerp_): the product or quotient of tensor1 and tensor2, or the
+# step end - self (times a tensor weight), then add() with alpha=value (or the scalar weight),
+# so broadcasting, type promotion, the in-place rules (a result of the tensor's shape and dtype)
+# and autograd are add's. They run as two or three kernels where PyTorch's are one. A float
+# value with integer tensors is refused, as add() refuses a float alpha (PyTorch's addcmul
+# truncates the product instead).
+cdef object addcmul(TensorCore tensor, object tensor1, object tensor2, object value):
+    return compound(tensor, tensor1, tensor2, value, ops.OP_MUL, False)
+
+
+cdef object addcmul_(TensorCore tensor, object tensor1, object tensor2, object value):
+    return compound(tensor, tensor1, tensor2, value, ops.OP_MUL, True)
+
+
+cdef object addcdiv(TensorCore tensor, object tensor1, object tensor2, object value):
+    return compound(tensor, tensor1, tensor2, value, ops.OP_DIV, False)
+
+
+cdef object addcdiv_(TensorCore tensor, object tensor1, object tensor2, object value):
+    return compound(tensor, tensor1, tensor2, value, ops.OP_DIV, True)
+
+
+cdef object compound(TensorCore tensor, object tensor1, object tensor2, object value, int op,
+                     bint inplace):
+    name = ("addcmul" if op == ops.OP_MUL else "addcdiv") + ("_" if inplace else "")
+    cdef TensorCore first = own_tensor_arg(tensor1, "tensor1")
+    cdef TensorCore second = own_tensor_arg(tensor2, "tensor2")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: value must be an int or float, got {errors.shown(value)}")
+    if op == ops.OP_DIV and not first.dtype_object.floating and \
+            not second.dtype_object.floating:  # PyTorch's words
+        raise DtypeError("Integer division with addcdiv is no longer supported, and in a future "
+                         "release addcdiv will perform a true division of tensor1 and tensor2. "
+                         "Use (input + value * tensor1 / tensor2) with a floating-point tensor1 "
+                         "or tensor2.")
+    term = binary(first, second, op, False, False, name)
+    if isinstance(value, float) and not result_type(tensor, term).floating:
+        raise TypeError(f"{name}: value must be an int for {result_type(tensor, term).name} "
+                        f"tensors, got {value!r} (as add()'s alpha)")
+    return scaled(tensor, term, value, False, inplace)
+
+
+cdef object lerp(TensorCore tensor, object end, object weight):
+    return interpolated(tensor, end, weight, False)
+
+
+cdef object lerp_(TensorCore tensor, object end, object weight):
+    return interpolated(tensor, end, weight, True)
+
+
+cdef object interpolated(TensorCore tensor, object end, object weight, bint inplace):
+    """tensor + weight * (end - tensor) (Note [Compound updates])."""
+    name = "lerp_" if inplace else "lerp"
+    cdef TensorCore target = own_tensor_arg(end, "end")
+    cdef DtypeCore dtype = tensor.dtype_object
+    if not dtype.floating:  # PyTorch: "lerp_kernel_scalar" not implemented for 'Long'
+        raise DtypeError(f"{name}: needs a floating-point tensor, got {dtype.name}")
+    for argument, value in (("end", target), ("weight", weight)):
+        if isinstance(value, TensorCore) and (<TensorCore>value).dtype_object is not dtype:
+            raise DtypeError(f"expected dtype {dtype.name} for `{argument}` but got dtype "
+                             f"{(<TensorCore>value).dtype_object.name}")
+    if not isinstance(weight, TensorCore) and (isinstance(weight, bool)
+                                               or not isinstance(weight, (int, float))):
+        raise TypeError(f"{name}: weight must be a float or a tensor, got "
+                        f"{errors.shown(weight)}")
+    step = binary(target, tensor, ops.OP_SUB, False, False, name)
+    if isinstance(weight, TensorCore):
+        return scaled(tensor, binary(<TensorCore>step, weight, ops.OP_MUL, False, False, name),
+                      1, False, inplace)
+    return scaled(tensor, step, float(weight), False, inplace)
 
 
 cdef object div(TensorCore tensor, object other, object rounding_mode):
