@@ -106,6 +106,8 @@ __all__ = [
     "addcmul",
     "addcdiv",
     "lerp",
+    "maximum",
+    "minimum",
     "empty_like",
     "zeros_like",
     "ones_like",
@@ -1361,6 +1363,32 @@ def lerp(input: Tensor, end: Tensor, weight: Tensor | builtins.float) -> Tensor:
 
     Returns:
         Tensor: self + weight * (end - self), broadcast.
+    """
+
+
+def maximum(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise maximum of two tensors, as torch.maximum; a tie splits the gradient between them.
+
+    Args:
+        input: a Tensor: maximum(input, ...) is input.maximum(...).
+        other: a tensor on this tensor's device whose shape broadcasts with this one's (of any
+            dtype: they promote).
+
+    Returns:
+        Tensor: the larger of each pair, NaN where either is NaN.
+    """
+
+
+def minimum(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise minimum of two tensors, as torch.minimum; a tie splits the gradient between them.
+
+    Args:
+        input: a Tensor: minimum(input, ...) is input.minimum(...).
+        other: a tensor on this tensor's device whose shape broadcasts with this one's (of any
+            dtype: they promote).
+
+    Returns:
+        Tensor: the smaller of each pair, NaN where either is NaN.
     """
 
 
@@ -2913,6 +2941,28 @@ class Tensor:
 
         Returns:
             Tensor: self.
+        """
+
+    def maximum(self, other: Tensor) -> Tensor:
+        """Elementwise maximum of two tensors, as torch.maximum; a tie splits the gradient between them.
+
+        Args:
+            other: a tensor on this tensor's device whose shape broadcasts with this one's (of any
+                dtype: they promote).
+
+        Returns:
+            Tensor: the larger of each pair, NaN where either is NaN.
+        """
+
+    def minimum(self, other: Tensor) -> Tensor:
+        """Elementwise minimum of two tensors, as torch.minimum; a tie splits the gradient between them.
+
+        Args:
+            other: a tensor on this tensor's device whose shape broadcasts with this one's (of any
+                dtype: they promote).
+
+        Returns:
+            Tensor: the smaller of each pair, NaN where either is NaN.
         """
 
     def mul_(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:

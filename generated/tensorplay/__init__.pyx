@@ -112,6 +112,8 @@ __all__ = [
     "addcmul",
     "addcdiv",
     "lerp",
+    "maximum",
+    "minimum",
     "empty_like",
     "zeros_like",
     "ones_like",
@@ -1737,6 +1739,42 @@ def lerp(input, end, weight):
         raise TypeError(f"lerp(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.lerp(end, weight)
+
+
+def maximum(input, other):
+    """Elementwise maximum of two tensors, as torch.maximum; a tie splits the gradient between them.
+
+    Args:
+        input: a Tensor: maximum(input, ...) is input.maximum(...).
+        other: a tensor on this tensor's device whose shape broadcasts with this one's (of any
+            dtype: they promote).
+
+    Returns:
+        Tensor: the larger of each pair, NaN where either is NaN.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"maximum(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.maximum(other)
+
+
+def minimum(input, other):
+    """Elementwise minimum of two tensors, as torch.minimum; a tie splits the gradient between them.
+
+    Args:
+        input: a Tensor: minimum(input, ...) is input.minimum(...).
+        other: a tensor on this tensor's device whose shape broadcasts with this one's (of any
+            dtype: they promote).
+
+    Returns:
+        Tensor: the smaller of each pair, NaN where either is NaN.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"minimum(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.minimum(other)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -3603,6 +3641,34 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake_value(end, b"Tensor.lerp_()", b"end")
         _core.check_awake_value(weight, b"Tensor.lerp_()", b"weight")
         return _elementwise.lerp_(self, end, weight)
+
+    def maximum(self, other):
+        """Elementwise maximum of two tensors, as torch.maximum; a tie splits the gradient between them.
+
+        Args:
+            other: a tensor on this tensor's device whose shape broadcasts with this one's (of any
+                dtype: they promote).
+
+        Returns:
+            Tensor: the larger of each pair, NaN where either is NaN.
+        """
+        _core.check_awake(self, b"Tensor.maximum()", NULL)
+        _core.check_awake_value(other, b"Tensor.maximum()", b"other")
+        return _elementwise.maximum(self, other)
+
+    def minimum(self, other):
+        """Elementwise minimum of two tensors, as torch.minimum; a tie splits the gradient between them.
+
+        Args:
+            other: a tensor on this tensor's device whose shape broadcasts with this one's (of any
+                dtype: they promote).
+
+        Returns:
+            Tensor: the smaller of each pair, NaN where either is NaN.
+        """
+        _core.check_awake(self, b"Tensor.minimum()", NULL)
+        _core.check_awake_value(other, b"Tensor.minimum()", b"other")
+        return _elementwise.minimum(self, other)
 
     def mul_(self, other):
         """In-place mul(); the result must keep this tensor's dtype.

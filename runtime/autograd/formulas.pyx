@@ -302,6 +302,25 @@ def where_gradient(Node node, tuple grads):
             where(condition, 0, grads[0]) if wanted(node, 2) else None)
 
 
+def maximum_gradient(Node node, tuple grads):
+    return extreme_gradient_of(node, grads[0], True)
+
+
+def minimum_gradient(Node node, tuple grads):
+    return extreme_gradient_of(node, grads[0], False)
+
+
+cdef tuple extreme_gradient_of(Node node, TensorCore g, bint largest):
+    # PyTorch's max(self, other) and min(self, other) backward (derivatives.yaml): half the
+    # gradient to each operand where they tie, all of it to the one chosen, and where one is
+    # NaN (no comparison holds) all of it to both.
+    a, b = node.saved
+    shared = where(eq(a, b), mul(g, 0.5), g)
+    beaten_a, beaten_b = (lt(a, b), gt(a, b)) if largest else (gt(a, b), lt(a, b))
+    return (where(beaten_a, 0, shared) if wanted(node, 0) else None,
+            where(beaten_b, 0, shared) if wanted(node, 1) else None)
+
+
 def matmul_gradient(Node node, tuple grads):
     # Through the operands as matrices (a 1-D a as a row, a 1-D b as a column) and the gradient
     # with those dimensions restored: grad_a = g @ b^T, grad_b = a^T @ g, each at the broadcast
@@ -393,6 +412,7 @@ FORMULAS = {
     "clone": clone_gradient, "pin_memory": clone_gradient, "to": to_gradient,
     "add_scaled": add_scaled_gradient,
     "clamp": clamp_gradient, "where": where_gradient, "matmul": matmul_gradient,
+    "maximum": maximum_gradient, "minimum": minimum_gradient,
     "function": function_gradient,
 }
 

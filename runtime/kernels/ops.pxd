@@ -56,6 +56,8 @@ cpdef enum Op:
     OP_ADD_SCALED            # torch.add / torch.sub with alpha
     OP_CLAMP
     OP_WHERE
+    OP_MAXIMUM               # torch.maximum and minimum: where() of a comparison
+    OP_MINIMUM
     OP_FILL
     OP_CLONE
     OP_PIN_MEMORY

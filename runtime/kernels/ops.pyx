@@ -74,6 +74,9 @@ ROWS = (
     (OP_ADD_SCALED, KERNEL_NONE, None, "add_scaled", DTYPE_SAME, False),
     (OP_CLAMP, KERNEL_NONE, None, "clamp", DTYPE_SAME, False),
     (OP_WHERE, KERNEL_NONE, None, "where", DTYPE_SAME, False),
+    # A tie splits the gradient between the operands, as PyTorch's.
+    (OP_MAXIMUM, KERNEL_NONE, None, "maximum", DTYPE_SAME, False),
+    (OP_MINIMUM, KERNEL_NONE, None, "minimum", DTYPE_SAME, False),
     (OP_FILL, KERNEL_NONE, None, "fill", DTYPE_SAME, False),
     (OP_CLONE, KERNEL_NONE, None, "clone", DTYPE_SAME, False),
     (OP_PIN_MEMORY, KERNEL_NONE, None, "pin_memory", DTYPE_SAME, False),

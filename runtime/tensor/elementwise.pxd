@@ -105,5 +105,7 @@ cdef object clamp_(TensorCore tensor, object min, object max)
 
 # tensorplay.where (api.yaml).
 cdef object where(object condition, object input, object other)
+cdef object maximum(TensorCore tensor, object other)
+cdef object minimum(TensorCore tensor, object other)
 cdef object masked_fill(TensorCore tensor, object mask, object value)
 cdef object masked_fill_(TensorCore tensor, object mask, object value)

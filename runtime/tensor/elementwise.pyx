@@ -1336,6 +1336,31 @@ cdef object masked_fill_value(TensorCore tensor, object mask, object value, str 
         float(value) if dtype.floating else int(value))
 
 
+# maximum() and minimum(), as PyTorch's: elementwise, broadcast and promoted as where() does
+# them, NaN from either operand (a NaN tensor is picked by isnan, a NaN other because no
+# comparison with it holds); the gradient splits a tie between the operands (formulas.pyx).
+cdef object maximum(TensorCore tensor, object other):
+    return extreme_of(tensor, other, True)
+
+
+cdef object minimum(TensorCore tensor, object other):
+    return extreme_of(tensor, other, False)
+
+
+cdef object extreme_of(TensorCore tensor, object other, bint largest):
+    name = "maximum" if largest else "minimum"
+    cdef TensorCore second = own_tensor_arg(other, "other")
+    check_device(tensor, second, name)
+    pick = compare(tensor, second, ops.OP_GE if largest else ops.OP_LE)
+    if tensor.dtype_object.floating:
+        pick = bitwise_or(<TensorCore>pick, isnan(tensor))
+    output = where_values(pick, tensor, second)
+    if tracked(tensor, second) and (<TensorCore>output).dtype_object.floating:
+        return recorded(output, ops.OP_MAXIMUM if largest else ops.OP_MINIMUM,
+                        (tensor, second), (tensor, second))
+    return output
+
+
 cdef object where(object condition, object input, object other):
     output = where_values(condition, input, other)
     if isinstance(condition, TensorCore) and tracked(condition, input, other) and \
