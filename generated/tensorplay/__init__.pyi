@@ -131,6 +131,7 @@ __all__ = [
     "OutOfMemoryError",
     "no_grad",
     "enable_grad",
+    "set_grad_enabled",
     "Generator",
     "bool",
     "uint8",
@@ -4000,6 +4001,49 @@ class enable_grad:
     def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
         """Decorate function (or method): each call runs inside a new enable_grad() context;
         for a generator function, each step of its generator does (as PyTorch's decorators)."""
+
+
+class set_grad_enabled:
+    """Turn autograd on or off in this thread, as PyTorch's set_grad_enabled.
+
+    The mode is set when the object is made, so a plain call sets it until changed; used as
+    a block, the mode from before comes back at the end; used as a decorator, each call of
+    the function runs in the mode.
+
+    Args:
+        mode: True to record operations for autograd, False not to.
+    """
+
+    def __init__(self, mode: builtins.bool) -> None: ...
+
+    def __enter__(self) -> None:
+        """Nothing: the mode was set when the object was made."""
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any, /) -> None:
+        """Restore the grad mode from before the object was made.
+
+        Args:
+            exc_type: the exception type, if any.
+            exc_value: the exception, if any.
+            traceback: the traceback, if any.
+        """
+
+    def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorate function (the mode from before the object was made comes back at once).
+
+        Args:
+            function: the function to decorate.
+
+        Returns:
+            Callable: function, each call of it run with grad mode set to mode.
+        """
+
+    def __repr__(self) -> str:
+        """The object as text.
+
+        Returns:
+            str: tensorplay.set_grad_enabled(mode=...).
+        """
 
 
 class Generator:

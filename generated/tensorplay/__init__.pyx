@@ -137,6 +137,7 @@ __all__ = [
     "OutOfMemoryError",
     "no_grad",
     "enable_grad",
+    "set_grad_enabled",
     "Generator",
     "bool",
     "uint8",
@@ -5045,6 +5046,60 @@ class enable_grad(_engine_classes.EnableGradCore):
 
 
 _public.register_class("EnableGradCore", enable_grad)
+
+
+class set_grad_enabled(_engine_classes.SetGradEnabledCore):
+    """Turn autograd on or off in this thread, as PyTorch's set_grad_enabled.
+
+    The mode is set when the object is made, so a plain call sets it until changed; used as
+    a block, the mode from before comes back at the end; used as a decorator, each call of
+    the function runs in the mode.
+
+    Args:
+        mode: True to record operations for autograd, False not to.
+    """
+
+    def __init__(self, mode):
+        self.init(_errors.bool_arg(mode, 'mode'))
+
+    def __enter__(self):
+        """Nothing: the mode was set when the object was made."""
+        self.c_enter()
+
+    def __exit__(self, exc_type, exc_value, traceback, /):
+        """Restore the grad mode from before the object was made.
+
+        Args:
+            exc_type: the exception type, if any.
+            exc_value: the exception, if any.
+            traceback: the traceback, if any.
+        """
+        _core.check_awake_value(exc_type, b"set_grad_enabled.__exit__()", b"exc_type")
+        _core.check_awake_value(exc_value, b"set_grad_enabled.__exit__()", b"exc_value")
+        _core.check_awake_value(traceback, b"set_grad_enabled.__exit__()", b"traceback")
+        self.c_exit(exc_type, exc_value, traceback)
+
+    def __call__(self, function):
+        """Decorate function (the mode from before the object was made comes back at once).
+
+        Args:
+            function: the function to decorate.
+
+        Returns:
+            Callable: function, each call of it run with grad mode set to mode.
+        """
+        return self.c_call(function)
+
+    def __repr__(self):
+        """The object as text.
+
+        Returns:
+            str: tensorplay.set_grad_enabled(mode=...).
+        """
+        return self.c_repr()
+
+
+_public.register_class("SetGradEnabledCore", set_grad_enabled)
 
 
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns

@@ -124,6 +124,39 @@ class EnableGradCore(GradModeCore):
     inside = True
 
 
+class SetGradEnabledCore:
+    """set_grad_enabled(mode), as PyTorch's: the mode is set when the object is made, so a
+    plain call sets it for the thread; as a block, the mode from before comes back at its end;
+    as a decorator, the making is undone and each call of the function runs in the mode."""
+
+    def init(self, mode):  # a bool (the wrapper's check)
+        self.mode = mode
+        self.previous = tensor.grad_enabled()
+        tensor.set_grad_enabled(mode)
+
+    def c_enter(self):
+        return None  # set already, when made
+
+    def c_exit(self, exc_type, exc_value, traceback):
+        tensor.set_grad_enabled(self.previous)
+
+    def c_call(self, function):
+        tensor.set_grad_enabled(self.previous)  # made for the decorator only
+        if not callable(function):
+            raise TypeError(f"set_grad_enabled() decorates a function, got "
+                            f"{type(function).__name__}")
+        mode, cls = self.mode, type(self)
+
+        @functools.wraps(function)
+        def decorated(*args, **kwargs):
+            with cls(mode):
+                return function(*args, **kwargs)
+        return decorated
+
+    def c_repr(self):
+        return f"tensorplay.set_grad_enabled(mode={self.mode})"
+
+
 # --------------------------------------------------------------------------------------------
 # Running the tape backwards (Note [Tape])
 

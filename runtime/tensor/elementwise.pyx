@@ -1095,6 +1095,7 @@ cdef object compound(TensorCore tensor, object tensor1, object tensor2, object v
     cdef TensorCore second = own_tensor_arg(tensor2, "tensor2")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name}: value must be an int or float, got {errors.shown(value)}")
+    scalar_operand_arg(value, name, "value")
     if op == ops.OP_DIV and not first.dtype_object.floating and \
             not second.dtype_object.floating:  # PyTorch's words
         raise DtypeError("Integer division with addcdiv is no longer supported, and in a future "
@@ -1131,6 +1132,8 @@ cdef object interpolated(TensorCore tensor, object end, object weight, bint inpl
                                                or not isinstance(weight, (int, float))):
         raise TypeError(f"{name}: weight must be a float or a tensor, got "
                         f"{errors.shown(weight)}")
+    if not isinstance(weight, TensorCore):
+        scalar_operand_arg(weight, name, "weight")
     step = binary(target, tensor, ops.OP_SUB, False, False, name)
     if isinstance(weight, TensorCore):
         return scaled(tensor, binary(<TensorCore>step, weight, ops.OP_MUL, False, False, name),
