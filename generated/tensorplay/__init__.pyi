@@ -345,10 +345,10 @@ def numel(input: Tensor) -> builtins.int:
     """The number of elements of input, as Tensor.numel.
 
     Args:
-        input: a tensor.
+        input: a Tensor: numel(input, ...) is input.numel(...).
 
     Returns:
-        int: the number of elements of input.
+        int: the element count.
     """
 
 

@@ -369,13 +369,16 @@ def numel(input):
     """The number of elements of input, as Tensor.numel.
 
     Args:
-        input: a tensor.
+        input: a Tensor: numel(input, ...) is input.numel(...).
 
     Returns:
-        int: the number of elements of input.
+        int: the element count.
     """
-    _core.check_awake_value(input, b"tensorplay.numel()", b"input")
-    return _core.numel_of(input)
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"numel(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.numel()
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):

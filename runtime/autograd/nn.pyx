@@ -684,6 +684,12 @@ def dropout(input, p, training):
     return input * mask
 
 
+cdef DtypeCore computed_in(DtypeCore dtype):
+    """The dtype a layer computes a floating dtype in: float32 for the 16-bit floats, as
+    PyTorch's kernels accumulate them, else the dtype itself."""
+    return named_dtype("float32") if dtype.itemsize < 4 else dtype
+
+
 cdef int approximation_arg(object approximate) except -1:
     if approximate not in ("none", "tanh"):  # PyTorch's words
         raise ValueError(f"approximate argument must be either none or tanh, got "
@@ -702,8 +708,7 @@ def gelu(input, approximate):
     cdef DtypeCore dtype = x.dtype_object
     if not dtype.floating:  # PyTorch: "GeluKernelImpl" not implemented for 'Long'
         raise DtypeError(f"gelu: input must be floating point, got {dtype.name}")
-    values = copies.to(x, None, named_dtype("float32") if dtype.itemsize < 4 else dtype, False,
-                       False)
+    values = copies.to(x, None, computed_in(dtype), False, False)
     if approximate == "tanh":
         inner = (values + values * values * values * 0.044715) * math.sqrt(2 / math.pi)
         output = values * 0.5 * (inner.tanh() + 1)
@@ -741,7 +746,7 @@ def layer_norm(input, normalized_shape, weight, bias, eps):
             f"[*, {', '.join(map(str, shape))}], but got input of size{list(x.sizes)}")
     if not dtype.floating:  # PyTorch: "LayerNormKernelImpl" not implemented for 'Long'
         raise DtypeError(f"layer_norm: input must be floating point, got {dtype.name}")
-    compute = named_dtype("float32") if dtype.itemsize < 4 else dtype
+    cdef DtypeCore compute = computed_in(dtype)
     parameters = []
     for name, value in (("weight", weight), ("bias", bias)):
         if value is not None:

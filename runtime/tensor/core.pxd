@@ -142,9 +142,8 @@ cdef tuple broadcast_strides(TensorCore tensor, tuple sizes)
 cdef bint reads_directly(TensorCore tensor, tuple sizes)
 # value, which must be our tensor, or a TypeError naming argument.
 cdef TensorCore own_tensor_arg(object value, str argument)
-# tensorplay.is_tensor and tensorplay.numel.
+# tensorplay.is_tensor.
 cdef bint is_tensor(object obj)
-cdef int64_t numel_of(object input) except -1
 
 # Grad mode, per thread (engine.pyx: no_grad, enable_grad).
 cdef bint grad_enabled()

@@ -441,11 +441,6 @@ cdef bint is_tensor(object obj):
     return isinstance(obj, TensorCore)
 
 
-cdef int64_t numel_of(object input) except -1:
-    """tensorplay.numel: input's element count."""
-    return own_tensor_arg(input, "input").element_count
-
-
 # --------------------------------------------------------------------------------------------
 # The tensor
 

@@ -783,22 +783,6 @@ cdef object exp(TensorCore tensor):
     return unary(tensor, ops.OP_EXP)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 cdef object sqrt(TensorCore tensor):
     return unary(tensor, ops.OP_SQRT)
 
@@ -976,7 +960,6 @@ cdef object round_(TensorCore tensor, int decimals):
 # PyTorch's named arithmetic and clamp, under the operators' rules (binary)
 
 
-
 cdef object add_scaled(TensorCore tensor, object other, object alpha):
     return scaled(tensor, other, alpha, False, False)
 
@@ -1103,9 +1086,10 @@ cdef object compound(TensorCore tensor, object tensor1, object tensor2, object v
                          "Use (input + value * tensor1 / tensor2) with a floating-point tensor1 "
                          "or tensor2.")
     term = binary(first, second, op, False, False, name)
-    if isinstance(value, float) and not result_type(tensor, term).floating:
-        raise TypeError(f"{name}: value must be an int for {result_type(tensor, term).name} "
-                        f"tensors, got {value!r} (as add()'s alpha)")
+    cdef DtypeCore common = result_type(tensor, term)
+    if isinstance(value, float) and not common.floating:
+        raise TypeError(f"{name}: value must be an int for {common.name} tensors, got "
+                        f"{value!r} (as add()'s alpha)")
     return scaled(tensor, term, value, False, inplace)
 
 
@@ -1128,11 +1112,10 @@ cdef object interpolated(TensorCore tensor, object end, object weight, bint inpl
         if isinstance(value, TensorCore) and (<TensorCore>value).dtype_object is not dtype:
             raise DtypeError(f"expected dtype {dtype.name} for `{argument}` but got dtype "
                              f"{(<TensorCore>value).dtype_object.name}")
-    if not isinstance(weight, TensorCore) and (isinstance(weight, bool)
-                                               or not isinstance(weight, (int, float))):
-        raise TypeError(f"{name}: weight must be a float or a tensor, got "
-                        f"{errors.shown(weight)}")
     if not isinstance(weight, TensorCore):
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+            raise TypeError(f"{name}: weight must be a float or a tensor, got "
+                            f"{errors.shown(weight)}")
         scalar_operand_arg(weight, name, "weight")
     step = binary(target, tensor, ops.OP_SUB, False, False, name)
     if isinstance(weight, TensorCore):

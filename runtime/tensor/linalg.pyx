@@ -181,7 +181,6 @@ cdef object cpu_matmul(TensorCore tensor, TensorCore right, tuple shape):
                     tensor.dtype_object)
 
 
-
 cdef object rmatmul(TensorCore tensor, object other):
     if isinstance(other, TensorCore):
         return matmul(<TensorCore>other, tensor)

@@ -195,8 +195,7 @@ cdef object logsumexp(TensorCore tensor, object dim, bint keepdim):
         return elementwise.log(sum_over(<TensorCore>elementwise.exp(tensor), dims, keepdim))
     shift = extreme_over(tensor.c_detach(), dims, True) if tensor.sizes else \
         maximum(tensor.c_detach())
-    shift = elementwise.masked_fill(<TensorCore>shift, elementwise.eq(
-        <TensorCore>elementwise.absolute(<TensorCore>shift), float("inf")), 0)
+    shift = elementwise.masked_fill(<TensorCore>shift, elementwise.isinf(<TensorCore>shift), 0)
     sums = sum_over(<TensorCore>elementwise.exp(elementwise.sub(tensor, shift)), dims, True)
     result = elementwise.add(elementwise.log(sums), shift)
     return result if keepdim else copies.reshape(<TensorCore>result,
@@ -349,12 +348,6 @@ cdef object argmax(TensorCore tensor, object dim, bint keepdim):
 
 cdef object argmin(TensorCore tensor, object dim, bint keepdim):
     return select_over(tensor, dim, keepdim, ops.OP_MIN, "argmin", False)[1]
-
-
-
-
-
-
 
 
 cdef tuple select_over(TensorCore tensor, object dim, bint keepdim, int op, str name,
