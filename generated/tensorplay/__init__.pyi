@@ -50,6 +50,9 @@ __all__ = [
     "sigmoid",
     "tanh",
     "erf",
+    "log1p",
+    "expm1",
+    "rsqrt",
     "floor",
     "ceil",
     "trunc",
@@ -616,6 +619,39 @@ def erf(input: Tensor) -> Tensor:
 
     Args:
         input: a Tensor: erf(input, ...) is input.erf(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
+def log1p(input: Tensor) -> Tensor:
+    """Elementwise log(1 + input), accurate for input near 0.
+
+    Args:
+        input: a Tensor: log1p(input, ...) is input.log1p(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
+def expm1(input: Tensor) -> Tensor:
+    """Elementwise exp(input) - 1, accurate for input near 0.
+
+    Args:
+        input: a Tensor: expm1(input, ...) is input.expm1(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
+def rsqrt(input: Tensor) -> Tensor:
+    """Elementwise reciprocal of the square root, 1 / sqrt(input).
+
+    Args:
+        input: a Tensor: rsqrt(input, ...) is input.rsqrt(...).
 
     Returns:
         Tensor: the result.
@@ -2457,6 +2493,27 @@ class Tensor:
             Tensor: the result.
         """
 
+    def log1p(self) -> Tensor:
+        """Elementwise log(1 + x), accurate near 0 (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def expm1(self) -> Tensor:
+        """Elementwise exp(x) - 1, accurate near 0 (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def rsqrt(self) -> Tensor:
+        """Elementwise 1 / sqrt(x) (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
     def floor(self) -> Tensor:
         """Elementwise largest integer not above x (not for bool tensors, as in PyTorch); its gradient is zero.
 
@@ -2544,6 +2601,27 @@ class Tensor:
 
     def erf_(self) -> Tensor:
         """In-place erf() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def log1p_(self) -> Tensor:
+        """In-place log1p() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def expm1_(self) -> Tensor:
+        """In-place expm1() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def rsqrt_(self) -> Tensor:
+        """In-place rsqrt() (floating-point tensors, as exp_()).
 
         Returns:
             Tensor: self.

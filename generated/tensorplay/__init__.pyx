@@ -56,6 +56,9 @@ __all__ = [
     "sigmoid",
     "tanh",
     "erf",
+    "log1p",
+    "expm1",
+    "rsqrt",
     "floor",
     "ceil",
     "trunc",
@@ -718,6 +721,54 @@ def erf(input):
         raise TypeError(f"erf(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.erf()
+
+
+def log1p(input):
+    """Elementwise log(1 + input), accurate for input near 0.
+
+    Args:
+        input: a Tensor: log1p(input, ...) is input.log1p(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"log1p(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.log1p()
+
+
+def expm1(input):
+    """Elementwise exp(input) - 1, accurate for input near 0.
+
+    Args:
+        input: a Tensor: expm1(input, ...) is input.expm1(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"expm1(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.expm1()
+
+
+def rsqrt(input):
+    """Elementwise reciprocal of the square root, 1 / sqrt(input).
+
+    Args:
+        input: a Tensor: rsqrt(input, ...) is input.rsqrt(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"rsqrt(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.rsqrt()
 
 
 def floor(input):
@@ -3040,6 +3091,33 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.erf()", NULL)
         return _elementwise.erf(self)
 
+    def log1p(self):
+        """Elementwise log(1 + x), accurate near 0 (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.log1p()", NULL)
+        return _elementwise.log1p(self)
+
+    def expm1(self):
+        """Elementwise exp(x) - 1, accurate near 0 (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.expm1()", NULL)
+        return _elementwise.expm1(self)
+
+    def rsqrt(self):
+        """Elementwise 1 / sqrt(x) (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.rsqrt()", NULL)
+        return _elementwise.rsqrt(self)
+
     def floor(self):
         """Elementwise largest integer not above x (not for bool tensors, as in PyTorch); its gradient is zero.
 
@@ -3155,6 +3233,33 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.erf_()", NULL)
         return _elementwise.erf_(self)
+
+    def log1p_(self):
+        """In-place log1p() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.log1p_()", NULL)
+        return _elementwise.log1p_(self)
+
+    def expm1_(self):
+        """In-place expm1() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.expm1_()", NULL)
+        return _elementwise.expm1_(self)
+
+    def rsqrt_(self):
+        """In-place rsqrt() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.rsqrt_()", NULL)
+        return _elementwise.rsqrt_(self)
 
     def abs_(self):
         """In-place abs() (not for bool tensors, as in PyTorch).

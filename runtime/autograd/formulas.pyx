@@ -166,6 +166,24 @@ def erf_gradient(Node node, tuple grads):
     return (mul(grads[0], mul(exp(neg(mul(x, x))), 2 / math.sqrt(math.pi))),)
 
 
+def log1p_gradient(Node node, tuple grads):
+    # PyTorch's: g / (1 + x).
+    cdef TensorCore x = node.saved[0]
+    return (truediv(grads[0], binary(x, 1, ops.OP_ADD, False, False, "log1p backward")),)
+
+
+def expm1_gradient(Node node, tuple grads):  # saved: the output y
+    # PyTorch's: g * (y + 1).
+    cdef TensorCore y = node.saved[0]
+    return (mul(grads[0], binary(y, 1, ops.OP_ADD, False, False, "expm1 backward")),)
+
+
+def rsqrt_gradient(Node node, tuple grads):  # saved: the output y
+    # PyTorch's: -0.5 * g * y^3.
+    cdef TensorCore y = node.saved[0]
+    return (mul(grads[0], mul(mul(y, mul(y, y)), -0.5)),)
+
+
 def tanh_gradient(Node node, tuple grads):  # saved: the output y
     # PyTorch's tanh_backward: g * (1 - y * y).
     cdef TensorCore y = node.saved[0]
@@ -400,6 +418,7 @@ FORMULAS = {
     "abs": abs_gradient, "relu": relu_gradient, "sin": sin_gradient, "cos": cos_gradient,
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
     "sigmoid": sigmoid_gradient, "tanh": tanh_gradient, "erf": erf_gradient,
+    "log1p": log1p_gradient, "expm1": expm1_gradient, "rsqrt": rsqrt_gradient,
     "floor": zero_gradient,
     "ceil": zero_gradient, "round": zero_gradient, "trunc": zero_gradient,
     "sign": zero_gradient,

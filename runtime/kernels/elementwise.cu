@@ -250,8 +250,10 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
 // host converts them to float32 for the others, or copies them for rounding), so the long long
 // form is never run; it is there for apply_unary to compile for every scalar_t. sigmoid is
 // PyTorch's 1 / (1 + exp(-x)); round is rint, the nearest integer with ties to even, as
-// PyTorch's nearbyint.
-#define FLOATING_FUNCTION(F, SIN, COS, EXP, LOG, SQRT, TANH, ERF, FLOOR, CEIL, RINT, TRUNC)     \
+// PyTorch's nearbyint. log1p, expm1 and rsqrt are CUDA's own, exact near 0 where log(1 + x)
+// and exp(x) - 1 lose every digit, as PyTorch's kernels call them.
+#define FLOATING_FUNCTION(F, SIN, COS, EXP, LOG, SQRT, TANH, ERF, LOG1P, EXPM1, RSQRT, FLOOR,   \
+                          CEIL, RINT, TRUNC)                                                   \
     __device__ inline F floating_function(int op, F x) {                                       \
         switch (op) {                                                                          \
             case OP_SIN: return SIN(x);                                                        \
@@ -261,6 +263,9 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
             case OP_SIGMOID: return (F)1 / ((F)1 + EXP(-x));                                   \
             case OP_TANH: return TANH(x);                                                      \
             case OP_ERF: return ERF(x);                                                        \
+            case OP_LOG1P: return LOG1P(x);                                                    \
+            case OP_EXPM1: return EXPM1(x);                                                    \
+            case OP_RSQRT: return RSQRT(x);                                                    \
             case OP_FLOOR: return FLOOR(x);                                                    \
             case OP_CEIL: return CEIL(x);                                                      \
             case OP_ROUND: return RINT(x);                                                     \
@@ -268,8 +273,10 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
             default: return SQRT(x);                                                           \
         }                                                                                      \
     }
-FLOATING_FUNCTION(float, sinf, cosf, expf, logf, sqrtf, tanhf, erff, floorf, ceilf, rintf, truncf)
-FLOATING_FUNCTION(double, sin, cos, exp, log, sqrt, tanh, erf, floor, ceil, rint, trunc)
+FLOATING_FUNCTION(float, sinf, cosf, expf, logf, sqrtf, tanhf, erff, log1pf, expm1f, rsqrtf, floorf,
+                  ceilf, rintf, truncf)
+FLOATING_FUNCTION(double, sin, cos, exp, log, sqrt, tanh, erf, log1p, expm1, rsqrt, floor, ceil,
+                  rint, trunc)
 __device__ inline long long floating_function(int op, long long x) {
     return (long long)floating_function(op, (double)x);
 }

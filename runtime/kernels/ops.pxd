@@ -40,6 +40,9 @@ cpdef enum Op:
     OP_SIGMOID
     OP_TANH
     OP_ERF                   # the error function, 2/sqrt(pi) * integral of exp(-t*t) to x
+    OP_LOG1P                 # log(1 + x), exact near 0
+    OP_EXPM1                 # exp(x) - 1, exact near 0
+    OP_RSQRT                 # 1 / sqrt(x)
     OP_FLOOR                 # floor, ceil, round (half to even) and trunc: floating only; an
     OP_CEIL                  # integer tensor is its own result (a copy), as in PyTorch
     OP_ROUND

@@ -56,6 +56,9 @@ ROWS = (
     (OP_SIGMOID, KERNEL_UNARY, None, "sigmoid", DTYPE_FLOATING, True),
     (OP_TANH, KERNEL_UNARY, "tanh", "tanh", DTYPE_FLOATING, True),
     (OP_ERF, KERNEL_UNARY, None, "erf", DTYPE_FLOATING, False),
+    (OP_LOG1P, KERNEL_UNARY, "log1p", "log1p", DTYPE_FLOATING, False),
+    (OP_EXPM1, KERNEL_UNARY, "expm1", "expm1", DTYPE_FLOATING, True),
+    (OP_RSQRT, KERNEL_UNARY, None, "rsqrt", DTYPE_FLOATING, True),
     # Rounding is piecewise constant: its gradient is zero, as PyTorch's. round is to the
     # nearest even integer at a tie (numpy's rint, CUDA's rint, PyTorch's nearbyint).
     (OP_FLOOR, KERNEL_UNARY, "floor", "floor", DTYPE_SAME, False),

@@ -737,6 +737,9 @@ cdef object unary(TensorCore tensor, int op):
             elif op == ops.OP_ERF:  # numpy has none: math.erf of each, in the kernel's precision
                 values = opmath(tensor)
                 values = np().frompyfunc(math.erf, 1, 1)(values).astype(values.dtype)
+            elif op == ops.OP_RSQRT:  # in the kernel's precision, float32 for 16-bit floats
+                values = opmath(tensor)
+                values = values.dtype.type(1) / np().sqrt(values)
             elif op == ops.OP_SIGMOID:  # in the kernel's precision, float32 for 16-bit floats
                 values = opmath(tensor)
                 values = values.dtype.type(1) / (values.dtype.type(1) + np().exp(-values))
@@ -826,6 +829,18 @@ cdef object tanh(TensorCore tensor):
 
 cdef object erf(TensorCore tensor):
     return unary(tensor, ops.OP_ERF)
+
+
+cdef object log1p(TensorCore tensor):
+    return unary(tensor, ops.OP_LOG1P)
+
+
+cdef object expm1(TensorCore tensor):
+    return unary(tensor, ops.OP_EXPM1)
+
+
+cdef object rsqrt(TensorCore tensor):
+    return unary(tensor, ops.OP_RSQRT)
 
 
 cdef object floor(TensorCore tensor):
@@ -932,6 +947,18 @@ cdef object tanh_(TensorCore tensor):
 
 cdef object erf_(TensorCore tensor):
     return unary_(tensor, ops.OP_ERF)
+
+
+cdef object log1p_(TensorCore tensor):
+    return unary_(tensor, ops.OP_LOG1P)
+
+
+cdef object expm1_(TensorCore tensor):
+    return unary_(tensor, ops.OP_EXPM1)
+
+
+cdef object rsqrt_(TensorCore tensor):
+    return unary_(tensor, ops.OP_RSQRT)
 
 
 cdef object sign_(TensorCore tensor):

@@ -1,5 +1,5 @@
-"""In-place unary functions (exp_, log_, sqrt_, sin_, cos_, sigmoid_, tanh_, abs_, neg_, relu_,
-sign_, floor_, ceil_, trunc_, round_) and pow_/square_, on the CPU and on CUDA (marked gpu).
+"""In-place unary functions (exp_, log_, sqrt_, sin_, cos_, sigmoid_, tanh_, erf_, log1p_, expm1_,
+rsqrt_, abs_, neg_, relu_, sign_, floor_, ceil_, trunc_, round_) and pow_/square_, on the CPU and on CUDA (marked gpu).
 
 Ported from PyTorch's own tests:
 - test/test_ops.py, TestCommon.test_variant_consistency_eager: an op's in-place variant gives
@@ -23,7 +23,8 @@ import pytest
 import tensorplay as tp
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
-FLOATING = ["exp", "log", "sqrt", "sin", "cos", "sigmoid", "tanh", "erf"]
+FLOATING = ["exp", "log", "sqrt", "sin", "cos", "sigmoid", "tanh", "erf", "log1p", "expm1",
+            "rsqrt"]
 ANY_NUMBER = ["abs", "neg", "relu", "sign", "floor", "ceil", "trunc", "round", "square"]
 DATA = [0.25, 0.5, 1.5, 2.5, 3.0, 7.75]  # positive, so log and sqrt are defined
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-6, "float64": 1e-12}
@@ -121,6 +122,7 @@ GRADIENTS = {
     "sigmoid": lambda v: numpy.exp(-v) / (1 + numpy.exp(-v)) ** 2,
     "tanh": lambda v: 1 - numpy.tanh(v) ** 2,
     "erf": lambda v: 2 / numpy.sqrt(numpy.pi) * numpy.exp(-v * v), "abs": numpy.sign,
+    "log1p": lambda v: 1 / (1 + v), "expm1": numpy.exp, "rsqrt": lambda v: -0.5 * v ** -1.5,
     "neg": lambda v: -numpy.ones_like(v),
     "relu": lambda v: (v > 0).astype(v.dtype), "floor": numpy.zeros_like,
     "round": numpy.zeros_like, "sign": numpy.zeros_like, "square": lambda v: 2 * v,
