@@ -2,14 +2,16 @@
 torch.nn.functional. The arithmetic is the runtime's (runtime/autograd/nn.pyx, Note
 [Functional forms]), shared with the modules, so a function and its module give the same
 numbers; this module adds PyTorch's signatures and its implicit softmax dimension."""
-import warnings
-
 import tensorplay
 from tensorplay._runtime.autograd.nn import (cross_entropy as _cross_entropy, dropout as _dropout,
-                                             gelu as _gelu, layer_norm as _layer_norm,
-                                             linear as _linear,
-                                             log_softmax as _log_softmax, mse_loss as _mse_loss,
-                                             nll_loss as _nll_loss, softmax as _softmax)
+                                             elu as _elu, gelu as _gelu, hardtanh as _hardtanh,
+                                             implicit_dim as _implicit_dim,
+                                             layer_norm as _layer_norm,
+                                             leaky_relu as _leaky_relu, linear as _linear,
+                                             log_softmax as _log_softmax, mish as _mish,
+                                             mse_loss as _mse_loss, nll_loss as _nll_loss,
+                                             silu as _silu, softmax as _softmax,
+                                             softplus as _softplus)
 
 
 def _check_tensor(value, name):
@@ -28,6 +30,59 @@ def relu(input, inplace=False):
     if inplace:
         return input.clamp_(0, None)
     return input.relu()
+
+
+def _in_place(input, output, inplace):
+    return input.copy_(output) if inplace else output
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    _check_tensor(input, "input")
+    _check_bool(inplace, "inplace")
+    return _in_place(input, _leaky_relu(input, negative_slope), inplace)
+
+
+def silu(input, inplace=False):
+    _check_tensor(input, "input")
+    _check_bool(inplace, "inplace")
+    return _in_place(input, _silu(input), inplace)
+
+
+def mish(input, inplace=False):
+    _check_tensor(input, "input")
+    _check_bool(inplace, "inplace")
+    return _in_place(input, _mish(input), inplace)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    _check_tensor(input, "input")
+    _check_bool(inplace, "inplace")
+    return _in_place(input, _elu(input, alpha), inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    _check_tensor(input, "input")
+    return _softplus(input, beta, threshold)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    _check_tensor(input, "input")
+    _check_bool(inplace, "inplace")
+    return _in_place(input, _hardtanh(input, min_val, max_val), inplace)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def sigmoid(input):
+    _check_tensor(input, "input")
+    return input.sigmoid()
+
+
+def tanh(input):
+    _check_tensor(input, "input")
+    return input.tanh()
 
 
 def gelu(input, approximate="none"):
@@ -64,23 +119,14 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     return _layer_norm(input, normalized_shape, weight, bias, eps)
 
 
-def _softmax_dim(input, dim, name):
-    """PyTorch's implicit dimension (torch.nn.functional._get_softmax_dim), with its warning."""
-    if dim is not None:
-        return dim
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
-                  "to include dim=X as an argument.", stacklevel=3)
-    return 0 if input.dim() in (0, 1, 3) else 1
-
-
 def softmax(input, dim=None):
     _check_tensor(input, "input")
-    return _softmax(input, _softmax_dim(input, dim, "softmax"))
+    return _softmax(input, _implicit_dim(input, dim, "softmax", 2))
 
 
 def log_softmax(input, dim=None):
     _check_tensor(input, "input")
-    return _log_softmax(input, _softmax_dim(input, dim, "log_softmax"))
+    return _log_softmax(input, _implicit_dim(input, dim, "log_softmax", 2))
 
 
 def mse_loss(input, target, reduction="mean"):

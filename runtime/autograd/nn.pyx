@@ -52,6 +52,7 @@ from tensorplay._runtime.base.dtypes cimport DtypeCore, named_dtype
 # The longest name of a parameter, buffer or module (or prefix of names) accepted: longer text is
 # a mistake, refused by name rather than carried into every state_dict key.
 NAME_CHARACTERS = 4096
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 class IncompatibleKeys(collections.namedtuple("IncompatibleKeys",
                                               ["missing_keys", "unexpected_keys"])):
@@ -324,6 +325,20 @@ class ModuleCore:
 
     def c_zero_grad(self, set_to_none):
         autograd.zero_grads(self.c_parameters(True), set_to_none)
+
+    def c_requires_grad_(self, requires_grad):
+        for parameter in self.c_parameters(True):
+            parameter.requires_grad_(requires_grad)
+        return self
+
+    def c_apply(self, fn):
+        # Children first, then this module, as PyTorch's (each child's subtree in turn).
+        if not callable(fn):
+            raise TypeError(f"fn must be callable as fn(module), got {errors.shown(fn)}")
+        for module in list(self.c_children()):
+            module.apply(fn)
+        fn(self)
+        return self
 
     def c_to(self, device, dtype):
         # PyTorch's Module.to forms: to(device), to(dtype), to(device, dtype) and to(tensor),
@@ -598,40 +613,136 @@ class TanhCore(ModuleCore):
         return tensor.own_tensor_arg(input, "Tanh: input").tanh()
 
 
-class SequentialCore(ModuleCore):
-    """Modules run one after the other, registered as children "0", "1", ..."""
+class IdentityCore(ModuleCore):
+    """The input itself, as a placeholder layer; its arguments are ignored, as PyTorch's."""
 
-    def init(self, modules):
+    def init(self, args):
         ModuleCore.init(self)
-        for index, module in enumerate(modules):
-            if not isinstance(module, ModuleCore):
-                raise TypeError(f"Sequential: argument {index} must be a tensorplay.nn.Module, "
-                                f"got {errors.shown(module)}")
-        for index, module in enumerate(modules):
-            self.c_add_module(str(index), module)
 
     def c_forward(self, input):
-        for module in self.__dict__["_modules"].values():
-            input = module(input)
         return input
 
-    def c_len(self):
-        return len(self.__dict__["_modules"])
 
-    def c_iter(self):
-        return iter(self.__dict__["_modules"].values())
+def inplace_text(inplace):
+    return ", inplace=True" if inplace else ""
 
-    def c_getitem(self, index):
-        modules = list(self.__dict__["_modules"].values())
-        if isinstance(index, slice):
-            return type(self)(*modules[index])
-        if not isinstance(index, int) or isinstance(index, bool):
-            raise TypeError(f"Sequential indices must be integers or slices, got "
-                            f"{type(index).__name__}")
-        if not -len(modules) <= index < len(modules):
-            raise IndexError(f"index {index} is out of range for a Sequential of "
-                             f"{len(modules)} modules")
-        return modules[index]
+
+class LeakyReLUCore(ModuleCore):
+    """x where x > 0, negative_slope * x elsewhere."""
+
+    def init(self, negative_slope, inplace):
+        ModuleCore.init(self)
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def c_forward(self, input):
+        return in_place(input, leaky_relu(input, self.negative_slope), self.inplace)
+
+    def c_extra_repr(self):
+        return f"negative_slope={self.negative_slope}{inplace_text(self.inplace)}"
+
+
+class SiLUCore(ModuleCore):
+    """x * sigmoid(x), elementwise."""
+
+    def init(self, inplace):
+        ModuleCore.init(self)
+        self.inplace = inplace
+
+    def c_forward(self, input):
+        return in_place(input, silu(input), self.inplace)
+
+    def c_extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class MishCore(SiLUCore):
+    """x * tanh(softplus(x)), elementwise."""
+
+    def c_forward(self, input):
+        return in_place(input, mish(input), self.inplace)
+
+
+class ELUCore(ModuleCore):
+    """x where x > 0, alpha * (exp(x) - 1) elsewhere."""
+
+    def init(self, alpha, inplace):
+        ModuleCore.init(self)
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def c_forward(self, input):
+        return in_place(input, elu(input, self.alpha), self.inplace)
+
+    def c_extra_repr(self):
+        return f"alpha={self.alpha}{inplace_text(self.inplace)}"
+
+
+class SoftplusCore(ModuleCore):
+    """log(1 + exp(beta * x)) / beta, x itself where beta * x > threshold."""
+
+    def init(self, beta, threshold):
+        ModuleCore.init(self)
+        self.beta = beta
+        self.threshold = threshold
+
+    def c_forward(self, input):
+        return softplus(input, self.beta, self.threshold)
+
+    def c_extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class HardtanhCore(ModuleCore):
+    """x clamped into [min_val, max_val]."""
+
+    def init(self, min_val, max_val, inplace):
+        hardtanh_bounds(min_val, max_val)
+        ModuleCore.init(self)
+        self.min_val = min_val
+        self.max_val = max_val
+        self.inplace = inplace
+
+    def c_forward(self, input):
+        return in_place(input, hardtanh(input, self.min_val, self.max_val), self.inplace)
+
+    def c_extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}{inplace_text(self.inplace)}"
+
+
+class ReLU6Core(HardtanhCore):
+    """min(max(x, 0), 6): Hardtanh(0, 6)."""
+
+    def init(self, inplace):
+        HardtanhCore.init(self, 0.0, 6.0, inplace)
+
+    def c_extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class SoftmaxCore(ModuleCore):
+    """softmax along dim (PyTorch's implicit dimension, with its warning, for None)."""
+
+    def init(self, dim):
+        if dim is not None:
+            errors.int_arg(dim, "dim", INT64_MIN, INT64_MAX)
+        ModuleCore.init(self)
+        self.dim = dim
+
+    def c_forward(self, input):
+        x = tensor.own_tensor_arg(input, f"{type(self).__name__}: input")
+        return softmax(x, implicit_dim(x, self.dim, "softmax", 1))
+
+    def c_extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmaxCore(SoftmaxCore):
+    """log_softmax along dim (PyTorch's implicit dimension, with its warning, for None)."""
+
+    def c_forward(self, input):
+        x = tensor.own_tensor_arg(input, f"{type(self).__name__}: input")
+        return log_softmax(x, implicit_dim(x, self.dim, "log_softmax", 1))
 
 
 class DropoutCore(ModuleCore):
@@ -715,6 +826,95 @@ def gelu(input, approximate):
     else:
         output = values * 0.5 * ((values * math.sqrt(0.5)).erf() + 1)
     return copies.to(<TensorCore>output, None, dtype, False, False)
+
+
+# The activations of PyTorch's torch.nn.functional, each from recorded operations (Note
+# [Functional forms]). Where a branch of where() would overflow on the elements it does not
+# select (exp of a large x), its input is clamped first: the unselected branch still gets a
+# zero gradient, and zero times an infinite derivative would be NaN.
+
+
+cdef TensorCore floating_arg(object input, str name):
+    """input, a floating-point tensor (PyTorch's kernels of these activations take no other)."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, f"{name}: input")
+    if not x.dtype_object.floating:
+        raise DtypeError(f"{name}: input must be floating point, got {x.dtype_object.name}")
+    return x
+
+
+cdef object in_place(object input, object output, bint inplace):
+    """output, or (inplace) input with output copied into it, as PyTorch's in-place forms."""
+    return input.copy_(output) if inplace else output
+
+
+def leaky_relu(input, negative_slope):
+    """x where x > 0, negative_slope * x elsewhere (the gradient negative_slope at 0, as
+    PyTorch's)."""
+    cdef TensorCore x = floating_arg(input, "leaky_relu")
+    return elementwise.where(x > 0, x, x * negative_slope)
+
+
+def silu(input):
+    """x * sigmoid(x), computed in float32 for 16-bit floats, as PyTorch's kernel."""
+    cdef TensorCore x = floating_arg(input, "silu")
+    values = copies.to(x, None, computed_in(x.dtype_object), False, False)
+    return copies.to(<TensorCore>(values * values.sigmoid()), None, x.dtype_object, False, False)
+
+
+def mish(input):
+    """x * tanh(softplus(x)), computed in float32 for 16-bit floats, as PyTorch's kernel."""
+    cdef TensorCore x = floating_arg(input, "mish")
+    values = copies.to(x, None, computed_in(x.dtype_object), False, False)
+    output = values * (<TensorCore>softplus(values, 1.0, 20.0)).tanh()
+    return copies.to(<TensorCore>output, None, x.dtype_object, False, False)
+
+
+def elu(input, alpha):
+    """x where x > 0, alpha * (exp(x) - 1) elsewhere, in float32 for 16-bit floats."""
+    cdef TensorCore x = floating_arg(input, "elu")
+    values = copies.to(x, None, computed_in(x.dtype_object), False, False)
+    negative = values.clamp(None, 0).expm1() * alpha
+    output = elementwise.where(values > 0, values, negative)
+    return copies.to(<TensorCore>output, None, x.dtype_object, False, False)
+
+
+def softplus(input, beta, threshold):
+    """log1p(exp(beta * x)) / beta, and x where beta * x > threshold (PyTorch's switch to the
+    linear function), in float32 for 16-bit floats."""
+    cdef TensorCore x = floating_arg(input, "softplus")
+    values = copies.to(x, None, computed_in(x.dtype_object), False, False)
+    scaled = values * beta
+    curved = scaled.clamp(None, threshold).exp().log1p() / beta
+    output = elementwise.where(scaled > threshold, values, curved)
+    return copies.to(<TensorCore>output, None, x.dtype_object, False, False)
+
+
+cdef int hardtanh_bounds(object min_val, object max_val) except -1:
+    if not max_val > min_val:  # PyTorch asserts it
+        raise ValueError(f"hardtanh: max_val ({max_val}) must be greater than min_val "
+                         f"({min_val})")
+    return 0
+
+
+def hardtanh(input, min_val, max_val):
+    """input clamped into [min_val, max_val]; the gradient passes strictly inside only, as
+    PyTorch's hardtanh_backward (clamp's passes at the bounds too)."""
+    hardtanh_bounds(min_val, max_val)
+    cdef TensorCore x = tensor.own_tensor_arg(input, "hardtanh: input")
+    outside = (x <= min_val) | (x >= max_val)
+    return elementwise.where(outside, x.detach().clamp(min_val, max_val), x)
+
+
+def implicit_dim(input, dim, str name, int stacklevel):
+    """dim, or for None PyTorch's implicit softmax dimension (torch.nn.functional's
+    _get_softmax_dim: 0 for 0, 1 or 3 dimensions, else 1), with its deprecation warning.
+    stacklevel counts Python frames only: compiled (Cython) callers have none."""
+    if dim is not None:
+        return dim
+    import warnings
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                  "to include dim=X as an argument.", stacklevel=stacklevel)
+    return 0 if input.dim() in (0, 1, 3) else 1
 
 
 cdef tuple normalized_shape_arg(object normalized_shape):
@@ -811,7 +1011,7 @@ def mse_loss(input, target, reduction):
 cdef int ignore_index_arg(object ignore_index) except -1:
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
         raise TypeError(f"ignore_index must be an int, got {type(ignore_index).__name__}")
-    if not -(1 << 63) <= ignore_index < (1 << 63):
+    if not INT64_MIN <= ignore_index <= INT64_MAX:
         raise ValueError(f"ignore_index {errors.shown(ignore_index)} does not fit in int64")
     return 0
 

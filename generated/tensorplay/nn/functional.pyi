@@ -14,6 +14,15 @@ from tensorplay import Tensor
 
 __all__ = [
     "relu",
+    "leaky_relu",
+    "silu",
+    "mish",
+    "elu",
+    "softplus",
+    "hardtanh",
+    "relu6",
+    "sigmoid",
+    "tanh",
     "linear",
     "gelu",
     "layer_norm",
@@ -35,6 +44,120 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
 
     Returns:
         Tensor: max(input, 0), elementwise.
+    """
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """The leaky rectified input, as nn.LeakyReLU (the gradient at 0 is negative_slope, as PyTorch's).
+
+    Args:
+        input: a floating-point tensor.
+        negative_slope: the slope for negative inputs.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: x where x > 0, negative_slope * x elsewhere.
+    """
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """The sigmoid linear unit, as nn.SiLU (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: x * sigmoid(x).
+    """
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """The Mish activation, as nn.Mish (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: x * tanh(softplus(x)).
+    """
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """The exponential linear unit, as nn.ELU (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor.
+        alpha: the scale of the negative part.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: x where x > 0, alpha * (exp(x) - 1) elsewhere.
+    """
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """The softplus of input, as nn.Softplus (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor.
+        beta: the sharpness of the curve.
+        threshold: above it (of beta * x) the function is taken as linear.
+
+    Returns:
+        Tensor: log(1 + exp(beta * x)) / beta, and x where beta * x > threshold.
+    """
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """The clamped input, as nn.Hardtanh (the gradient passes strictly inside the bounds, as PyTorch's).
+
+    Args:
+        input: any tensor.
+        min_val: the lower bound.
+        max_val: the upper bound, above min_val.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: input clamped into [min_val, max_val].
+
+    Raises:
+        ValueError: max_val is not above min_val.
+    """
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """hardtanh(input, 0, 6), as nn.ReLU6.
+
+    Args:
+        input: any tensor.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: min(max(input, 0), 6).
+    """
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """The logistic sigmoid, as nn.Sigmoid.
+
+    Args:
+        input: any tensor (integer and bool tensors give float32, as in PyTorch).
+
+    Returns:
+        Tensor: input.sigmoid().
+    """
+
+
+def tanh(input: Tensor) -> Tensor:
+    """The hyperbolic tangent, as nn.Tanh.
+
+    Args:
+        input: any tensor (integer and bool tensors give float32, as in PyTorch).
+
+    Returns:
+        Tensor: input.tanh().
     """
 
 

@@ -14,6 +14,15 @@ from tensorplay._runtime.base cimport errors as _errors
 
 __all__ = [
     "relu",
+    "leaky_relu",
+    "silu",
+    "mish",
+    "elu",
+    "softplus",
+    "hardtanh",
+    "relu6",
+    "sigmoid",
+    "tanh",
     "linear",
     "gelu",
     "layer_norm",
@@ -38,6 +47,138 @@ def relu(input, inplace=False):
     """
     _core.check_awake_value(input, b"tensorplay.nn.functional.relu()", b"input")
     return _functional.relu(input, _errors.bool_arg(inplace, 'inplace'))
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """The leaky rectified input, as nn.LeakyReLU (the gradient at 0 is negative_slope, as PyTorch's).
+
+    Args:
+        input: a floating-point tensor.
+        negative_slope: the slope for negative inputs.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: x where x > 0, negative_slope * x elsewhere.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.leaky_relu()", b"input")
+    return _functional.leaky_relu(input, _errors.float_arg(negative_slope, 'negative_slope'), _errors.bool_arg(inplace, 'inplace'))
+
+
+def silu(input, inplace=False):
+    """The sigmoid linear unit, as nn.SiLU (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: x * sigmoid(x).
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.silu()", b"input")
+    return _functional.silu(input, _errors.bool_arg(inplace, 'inplace'))
+
+
+def mish(input, inplace=False):
+    """The Mish activation, as nn.Mish (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: x * tanh(softplus(x)).
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.mish()", b"input")
+    return _functional.mish(input, _errors.bool_arg(inplace, 'inplace'))
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """The exponential linear unit, as nn.ELU (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor.
+        alpha: the scale of the negative part.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: x where x > 0, alpha * (exp(x) - 1) elsewhere.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.elu()", b"input")
+    return _functional.elu(input, _errors.float_arg(alpha, 'alpha'), _errors.bool_arg(inplace, 'inplace'))
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """The softplus of input, as nn.Softplus (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor.
+        beta: the sharpness of the curve.
+        threshold: above it (of beta * x) the function is taken as linear.
+
+    Returns:
+        Tensor: log(1 + exp(beta * x)) / beta, and x where beta * x > threshold.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.softplus()", b"input")
+    return _functional.softplus(input, _errors.float_arg(beta, 'beta'), _errors.float_arg(threshold, 'threshold'))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """The clamped input, as nn.Hardtanh (the gradient passes strictly inside the bounds, as PyTorch's).
+
+    Args:
+        input: any tensor.
+        min_val: the lower bound.
+        max_val: the upper bound, above min_val.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: input clamped into [min_val, max_val].
+
+    Raises:
+        ValueError: max_val is not above min_val.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.hardtanh()", b"input")
+    return _functional.hardtanh(input, _errors.float_arg(min_val, 'min_val'), _errors.float_arg(max_val, 'max_val'), _errors.bool_arg(inplace, 'inplace'))
+
+
+def relu6(input, inplace=False):
+    """hardtanh(input, 0, 6), as nn.ReLU6.
+
+    Args:
+        input: any tensor.
+        inplace: write the result into input and return it.
+
+    Returns:
+        Tensor: min(max(input, 0), 6).
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.relu6()", b"input")
+    return _functional.relu6(input, _errors.bool_arg(inplace, 'inplace'))
+
+
+def sigmoid(input):
+    """The logistic sigmoid, as nn.Sigmoid.
+
+    Args:
+        input: any tensor (integer and bool tensors give float32, as in PyTorch).
+
+    Returns:
+        Tensor: input.sigmoid().
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.sigmoid()", b"input")
+    return _functional.sigmoid(input)
+
+
+def tanh(input):
+    """The hyperbolic tangent, as nn.Tanh.
+
+    Args:
+        input: any tensor (integer and bool tensors give float32, as in PyTorch).
+
+    Returns:
+        Tensor: input.tanh().
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.tanh()", b"input")
+    return _functional.tanh(input)
 
 
 def linear(input, weight, bias=None):
