@@ -3,15 +3,15 @@ torch.nn.functional. The arithmetic is the runtime's (runtime/autograd/nn.pyx, N
 [Functional forms]), shared with the modules, so a function and its module give the same
 numbers; this module adds PyTorch's signatures and its implicit softmax dimension."""
 import tensorplay
-from tensorplay._runtime.autograd.nn import (cross_entropy as _cross_entropy, dropout as _dropout,
-                                             elu as _elu, gelu as _gelu, hardtanh as _hardtanh,
-                                             implicit_dim as _implicit_dim,
-                                             layer_norm as _layer_norm,
-                                             leaky_relu as _leaky_relu, linear as _linear,
-                                             log_softmax as _log_softmax, mish as _mish,
-                                             mse_loss as _mse_loss, nll_loss as _nll_loss,
-                                             silu as _silu, softmax as _softmax,
-                                             softplus as _softplus)
+from tensorplay._runtime.autograd.nn import (
+    binary_cross_entropy as _binary_cross_entropy,
+    binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
+    cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, gelu as _gelu,
+    hardtanh as _hardtanh, huber_loss as _huber_loss, implicit_dim as _implicit_dim,
+    l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu,
+    linear as _linear, log_softmax as _log_softmax, mish as _mish, mse_loss as _mse_loss,
+    nll_loss as _nll_loss, normalize as _normalize, one_hot as _one_hot, silu as _silu,
+    smooth_l1_loss as _smooth_l1_loss, softmax as _softmax, softplus as _softplus)
 
 
 def _check_tensor(value, name):
@@ -121,18 +121,64 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
 
 def softmax(input, dim=None):
     _check_tensor(input, "input")
-    return _softmax(input, _implicit_dim(input, dim, "softmax", 2))
+    return _softmax(input, _implicit_dim(input, dim, "softmax"))
 
 
 def log_softmax(input, dim=None):
     _check_tensor(input, "input")
-    return _log_softmax(input, _implicit_dim(input, dim, "log_softmax", 2))
+    return _log_softmax(input, _implicit_dim(input, dim, "log_softmax"))
 
 
 def mse_loss(input, target, reduction="mean"):
     _check_tensor(input, "input")
     _check_tensor(target, "target")
     return _mse_loss(input, target, reduction)
+
+
+def l1_loss(input, target, reduction="mean"):
+    _check_tensor(input, "input")
+    _check_tensor(target, "target")
+    return _l1_loss(input, target, reduction)
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    _check_tensor(input, "input")
+    _check_tensor(target, "target")
+    return _smooth_l1_loss(input, target, reduction, beta)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    _check_tensor(input, "input")
+    _check_tensor(target, "target")
+    return _huber_loss(input, target, reduction, delta)
+
+
+def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+    _check_tensor(input, "input")
+    _check_tensor(target, "target")
+    if weight is not None:
+        _check_tensor(weight, "weight")
+    return _binary_cross_entropy(input, target, weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
+                                     pos_weight=None):
+    _check_tensor(input, "input")
+    _check_tensor(target, "target")
+    for value, name in ((weight, "weight"), (pos_weight, "pos_weight")):
+        if value is not None:
+            _check_tensor(value, name)
+    return _binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
+
+
+def one_hot(tensor, num_classes=-1):
+    _check_tensor(tensor, "tensor")
+    return _one_hot(tensor, num_classes)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    _check_tensor(input, "input")
+    return _normalize(input, p, dim, eps)
 
 
 def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):

@@ -12,9 +12,9 @@ from tensorplay._runtime.tensor cimport copies
 from tensorplay._runtime.autograd.tape cimport Node
 from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
-from tensorplay._runtime.tensor.elementwise cimport (binary, cos, eq, exp, ge, gt, log, lt,
-                                                     mul, neg, power, sin, sub, truediv,
-                                                     where)
+from tensorplay._runtime.tensor.elementwise cimport (absolute, binary, clamp, cos, eq, exp, ge,
+                                                     gt, log, log1p, lt, mul, neg, power,
+                                                     relu, sigmoid, sin, sub, truediv, where)
 from tensorplay._runtime.tensor.factories cimport arange
 from tensorplay._runtime.tensor.linalg cimport matmul
 from tensorplay._runtime.tensor.reduction cimport maximum, minimum, sum_over
@@ -320,6 +320,44 @@ def where_gradient(Node node, tuple grads):
             where(condition, 0, grads[0]) if wanted(node, 2) else None)
 
 
+# PyTorch's EPSILON of binary_cross_entropy_backward (aten/src/ATen/native/Loss.cpp): the
+# denominator x * (1 - x) is at least this, so an input of exactly 0 or 1 gives a finite
+# gradient (0 where the target equals it).
+BINARY_CROSS_ENTROPY_EPSILON = 1e-12
+
+
+def binary_cross_entropy_gradient(Node node, tuple grads):
+    # PyTorch's: input g * (x - y) / max(x * (1 - x), EPSILON); target g * (log1p(-x) - log(x)).
+    cdef TensorCore g = grads[0]
+    x, y = node.saved
+    denominator = clamp(mul(x, binary(x, 1, ops.OP_SUB, True, False, "bce backward")),
+                        BINARY_CROSS_ENTROPY_EPSILON, None)
+    return (mul(g, truediv(sub(x, y), denominator)) if wanted(node, 0) else None,
+            mul(g, sub(log1p(neg(x)), log(x))) if wanted(node, 1) else None)
+
+
+def binary_cross_entropy_with_logits_gradient(Node node, tuple grads):
+    # PyTorch's: input g * (sigmoid(x) - y), or with pos_weight p
+    # g * ((1 - y) - (1 + (p - 1) * y) * sigmoid(-x)); target g * -x, or
+    # g * (-x + (p - 1) * log(1 + exp(-x))). pos_weight gets no gradient, as in PyTorch.
+    cdef TensorCore g = grads[0]
+    x, y, pos_weight = node.saved
+    if pos_weight is None:
+        return (mul(g, sub(sigmoid(x), y)) if wanted(node, 0) else None,
+                mul(g, neg(x)) if wanted(node, 1) else None)
+    less_one = binary(pos_weight, 1, ops.OP_SUB, False, False, "bce backward")
+    log_weight = binary(mul(less_one, y), 1, ops.OP_ADD, False, False, "bce backward")
+    positive = binary(y, 1, ops.OP_SUB, True, False, "bce backward")  # 1 - y
+    return (mul(g, sub(positive, mul(log_weight, sigmoid(neg(x))))) if wanted(node, 0) else None,
+            mul(g, sub(mul(less_one, softplus_of_negative(x)), x)) if wanted(node, 1) else None)
+
+
+cdef object softplus_of_negative(TensorCore x):
+    # log(1 + exp(-x)) without overflow: log1p(exp(-|x|)) + max(-x, 0).
+    return binary(log1p(exp(neg(absolute(x)))), relu(neg(x)), ops.OP_ADD, False, False,
+                  "bce backward")
+
+
 def maximum_gradient(Node node, tuple grads):
     return extreme_gradient_of(node, grads[0], True)
 
@@ -419,6 +457,8 @@ FORMULAS = {
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
     "sigmoid": sigmoid_gradient, "tanh": tanh_gradient, "erf": erf_gradient,
     "log1p": log1p_gradient, "expm1": expm1_gradient, "rsqrt": rsqrt_gradient,
+    "binary_cross_entropy": binary_cross_entropy_gradient,
+    "binary_cross_entropy_with_logits": binary_cross_entropy_with_logits_gradient,
     "floor": zero_gradient,
     "ceil": zero_gradient, "round": zero_gradient, "trunc": zero_gradient,
     "sign": zero_gradient,

@@ -37,6 +37,7 @@ with a one-hot mask (arange == target) where PyTorch gathers; the sums are the s
 import collections
 import collections.abc
 import math
+import os
 
 from tensorplay._runtime.autograd cimport engine as autograd
 from tensorplay._runtime.devices cimport device as _device
@@ -48,6 +49,7 @@ from tensorplay._runtime.tensor.core cimport TensorCore
 from tensorplay._runtime.tensor cimport arguments
 from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
 from tensorplay._runtime.base.dtypes cimport DtypeCore, named_dtype
+from tensorplay._runtime.kernels cimport ops
 
 # The longest name of a parameter, buffer or module (or prefix of names) accepted: longer text is
 # a mistake, refused by name rather than carried into every state_dict key.
@@ -731,7 +733,7 @@ class SoftmaxCore(ModuleCore):
 
     def c_forward(self, input):
         x = tensor.own_tensor_arg(input, f"{type(self).__name__}: input")
-        return softmax(x, implicit_dim(x, self.dim, "softmax", 1))
+        return softmax(x, implicit_dim(x, self.dim, "softmax"))
 
     def c_extra_repr(self):
         return f"dim={self.dim}"
@@ -742,7 +744,7 @@ class LogSoftmaxCore(SoftmaxCore):
 
     def c_forward(self, input):
         x = tensor.own_tensor_arg(input, f"{type(self).__name__}: input")
-        return log_softmax(x, implicit_dim(x, self.dim, "log_softmax", 1))
+        return log_softmax(x, implicit_dim(x, self.dim, "log_softmax"))
 
 
 class DropoutCore(ModuleCore):
@@ -905,16 +907,32 @@ def hardtanh(input, min_val, max_val):
     return elementwise.where(outside, x.detach().clamp(min_val, max_val), x)
 
 
-def implicit_dim(input, dim, str name, int stacklevel):
+def implicit_dim(input, dim, str name):
     """dim, or for None PyTorch's implicit softmax dimension (torch.nn.functional's
-    _get_softmax_dim: 0 for 0, 1 or 3 dimensions, else 1), with its deprecation warning.
-    stacklevel counts Python frames only: compiled (Cython) callers have none."""
+    _get_softmax_dim: 0 for 0, 1 or 3 dimensions, else 1), with its deprecation warning."""
     if dim is not None:
         return dim
-    import warnings
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
-                  "to include dim=X as an argument.", stacklevel=stacklevel)
+    warn_caller(f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+                "include dim=X as an argument.")
     return 0 if input.dim() in (0, 1, 3) else 1
+
+
+# The directory of the tensorplay package: frames of its Python files are not the caller.
+PACKAGE_DIRECTORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+cdef int warn_caller(str message) except -1:
+    """A UserWarning attributed to the first frame outside tensorplay (the user's call),
+    however many of the package's Python frames lie between (compiled ones have none)."""
+    import sys
+    import warnings
+    frame = sys._getframe(0)  # the innermost Python frame: this module's code has none
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIRECTORY + os.sep):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, stacklevel=level)
+    return 0
 
 
 cdef tuple normalized_shape_arg(object normalized_shape):
@@ -994,18 +1012,146 @@ def softmax(input, dim):
     return reduction.softmax(tensor.own_tensor_arg(input, "softmax: input"), dim)
 
 
-def mse_loss(input, target, reduction):
-    """(input - target) ** 2, reduced; PyTorch's warning where the shapes differ."""
-    cdef TensorCore x = tensor.own_tensor_arg(input, "mse_loss: input")
-    cdef TensorCore y = tensor.own_tensor_arg(target, "mse_loss: target")
+cdef object difference(object input, object target, object reduction, str name):
+    """input - target of the regression losses, after their checks, with PyTorch's warning
+    where the shapes differ (they broadcast)."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, f"{name}: input")
+    cdef TensorCore y = tensor.own_tensor_arg(target, f"{name}: target")
     reduction_arg(reduction)
     if x.sizes != y.sizes:
-        import warnings
-        warnings.warn(f"Using a target size ({_size(y)}) that is different to the input size "
-                      f"({_size(x)}). This will likely lead to incorrect results due to "
-                      "broadcasting. Please ensure they have the same size.", stacklevel=3)
-    difference = x - y
-    return reduced(difference * difference, reduction)
+        warn_caller(f"Using a target size ({_size(y)}) that is different to the input size "
+                    f"({_size(x)}). This will likely lead to incorrect results due to "
+                    "broadcasting. Please ensure they have the same size.")
+    return x - y
+
+
+def mse_loss(input, target, reduction):
+    """(input - target) ** 2, reduced."""
+    error = difference(input, target, reduction, "mse_loss")
+    return reduced(error * error, reduction)
+
+
+def l1_loss(input, target, reduction):
+    """|input - target|, reduced (the gradient at 0 is 0, as PyTorch's sign)."""
+    return reduced(difference(input, target, reduction, "l1_loss").abs(), reduction)
+
+
+def smooth_l1_loss(input, target, reduction, beta):
+    """0.5 * d ** 2 / beta where d = |input - target| < beta, d - 0.5 * beta elsewhere;
+    l1_loss for beta 0."""
+    if beta < 0:  # PyTorch's check and message
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    distance = difference(input, target, reduction, "smooth_l1_loss").abs()
+    if beta == 0:
+        return reduced(distance, reduction)
+    losses = elementwise.where(distance < beta, distance * distance * (0.5 / beta),
+                               distance - 0.5 * beta)
+    return reduced(losses, reduction)
+
+
+def huber_loss(input, target, reduction, delta):
+    """0.5 * d ** 2 where d = |input - target| < delta, delta * (d - 0.5 * delta) elsewhere."""
+    if not delta > 0:  # PyTorch's check and message
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    distance = difference(input, target, reduction, "huber_loss").abs()
+    losses = elementwise.where(distance < delta, distance * distance * 0.5,
+                               (distance - 0.5 * delta) * delta)
+    return reduced(losses, reduction)
+
+
+cdef tuple probability_operands(object input, object target, object weight, object reduction,
+                                str name):
+    """(input, target) of the binary cross entropies, checked with weight and reduction."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, f"{name}: input")
+    cdef TensorCore y = tensor.own_tensor_arg(target, f"{name}: target")
+    reduction_arg(reduction)
+    if weight is not None:
+        tensor.own_tensor_arg(weight, f"{name}: weight")
+    if not x.dtype_object.floating:
+        raise DtypeError(f"{name}: input must be floating point, got {x.dtype_object.name}")
+    if y.dtype_object is not x.dtype_object:  # PyTorch: "Found dtype Long but expected Float"
+        raise DtypeError(f"{name}: target must have input's dtype {x.dtype_object.name}, got "
+                         f"{y.dtype_object.name}")
+    return x, y
+
+
+def binary_cross_entropy(input, target, weight, reduction):
+    """-(y * log(x) + (1 - y) * log(1 - x)) * weight, reduced, each log at least -100 (PyTorch's
+    clamp, so a probability of exactly 0 or 1 costs 100). One recorded node, whose gradient is
+    PyTorch's (formulas.pyx)."""
+    x, y = probability_operands(input, target, weight, reduction, "binary_cross_entropy")
+    if (<TensorCore>y).sizes != (<TensorCore>x).sizes:  # PyTorch's check and message
+        raise ValueError(f"Using a target size ({_size(y)}) that is different to the input "
+                         f"size ({_size(x)}) is deprecated. Please ensure they have the same "
+                         "size.")
+    if (<TensorCore>x).device_index < 0 and not ((x >= 0) & (x <= 1)).all().item():
+        # PyTorch's CPU check (NaN fails it too); on a device it would read the values back
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    cdef DtypeCore dtype = (<TensorCore>x).dtype_object
+    with autograd.no_grad_block():
+        probability = copies.to(<TensorCore>x, None, computed_in(dtype), False, False)
+        truth = copies.to(<TensorCore>y, None, computed_in(dtype), False, False)
+        losses = ((truth - 1) * (-probability).log1p().clamp(-100, None)
+                  - truth * probability.log().clamp(-100, None))
+        losses = copies.to(<TensorCore>losses, None, dtype, False, False)
+    if tensor.tracked(<TensorCore>x, y):
+        losses = tensor.recorded(losses, ops.OP_BINARY_CROSS_ENTROPY, (x, y), (x, y))
+    return reduced(losses if weight is None else losses * weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight):
+    """(1 - y) * x + (1 + (pos_weight - 1) * y) * log(1 + exp(-x)), times weight, reduced:
+    binary_cross_entropy of sigmoid(x), computed from the logits without overflow (log(1 +
+    exp(-x)) as log1p(exp(-|x|)) + max(-x, 0), as PyTorch's). One recorded node, whose gradient
+    is PyTorch's (formulas.pyx)."""
+    name = "binary_cross_entropy_with_logits"
+    x, y = probability_operands(input, target, weight, reduction, name)
+    if pos_weight is not None:
+        tensor.own_tensor_arg(pos_weight, f"{name}: pos_weight")
+    if (<TensorCore>y).sizes != (<TensorCore>x).sizes:  # PyTorch's check and message
+        raise ValueError(f"Target size ({_size(y)}) must be the same as input size "
+                         f"({_size(x)})")
+    cdef DtypeCore dtype = (<TensorCore>x).dtype_object
+    with autograd.no_grad_block():
+        logits = copies.to(<TensorCore>x, None, computed_in(dtype), False, False)
+        truth = copies.to(<TensorCore>y, None, computed_in(dtype), False, False)
+        softplus_of_negative = (-logits.abs()).exp().log1p() + (-logits).relu()
+        if pos_weight is not None:
+            softplus_of_negative = softplus_of_negative * ((pos_weight - 1) * truth + 1)
+        losses = (1 - truth) * logits + softplus_of_negative
+        losses = copies.to(<TensorCore>losses, None, dtype, False, False)
+    if tensor.tracked(<TensorCore>x, y):
+        losses = tensor.recorded(losses, ops.OP_BINARY_CROSS_ENTROPY_WITH_LOGITS, (x, y),
+                                 (x, y, pos_weight))
+    return reduced(losses if weight is None else losses * weight, reduction)
+
+
+def one_hot(input, num_classes):
+    """int64 ones where the last dimension's index equals input's value, as PyTorch's one_hot;
+    values checked on the CPU (on a device they would be read back; there a value out of
+    range gives a row of zeros)."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "one_hot: input")
+    if x.dtype_object.name != "int64":  # PyTorch's message
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        if not x.element_count:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = x.max().item() + 1  # read back, as PyTorch's
+    if x.device_index < 0 and x.element_count:
+        if x.min().item() < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if x.max().item() >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    return (x.unsqueeze(-1) == class_indices(num_classes, x)).to(dtype=x.dtype_object)
+
+
+def normalize(input, p, dim, eps):
+    """input / max(norm of input along dim, eps), as PyTorch's F.normalize."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "normalize: input")
+    if isinstance(dim, bool) or not isinstance(dim, (int, tuple, list)):  # None is not all
+        raise TypeError(f"normalize: dim must be an int or a tuple of ints, got "
+                        f"{errors.shown(dim)}")
+    return x / x.norm(p, dim, True).clamp(eps, None)
 
 
 cdef int ignore_index_arg(object ignore_index) except -1:
@@ -1210,6 +1356,83 @@ class FlattenCore(ModuleCore):
 
     def c_extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class L1LossCore(ModuleCore):
+    """The absolute error of input against target (l1_loss)."""
+
+    def init(self, reduction):
+        reduction_arg(reduction)
+        ModuleCore.init(self)
+        self.reduction = reduction
+
+    def c_forward(self, input, target):
+        return l1_loss(input, target, self.reduction)
+
+
+class SmoothL1LossCore(ModuleCore):
+    """The absolute error, squared below beta (smooth_l1_loss)."""
+
+    def init(self, reduction, beta):
+        reduction_arg(reduction)
+        if beta < 0:
+            raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+        ModuleCore.init(self)
+        self.reduction = reduction
+        self.beta = beta
+
+    def c_forward(self, input, target):
+        return smooth_l1_loss(input, target, self.reduction, self.beta)
+
+
+class HuberLossCore(ModuleCore):
+    """The squared error below delta, delta times the absolute error above (huber_loss)."""
+
+    def init(self, reduction, delta):
+        reduction_arg(reduction)
+        if not delta > 0:
+            raise RuntimeError("huber_loss does not support non-positive values for delta.")
+        ModuleCore.init(self)
+        self.reduction = reduction
+        self.delta = delta
+
+    def c_forward(self, input, target):
+        return huber_loss(input, target, self.reduction, self.delta)
+
+
+class BCELossCore(ModuleCore):
+    """The binary cross entropy of probabilities (binary_cross_entropy); weight a buffer."""
+
+    def init(self, weight, reduction):
+        if weight is not None:
+            tensor.own_tensor_arg(weight, "BCELoss: weight")
+        reduction_arg(reduction)
+        ModuleCore.init(self)
+        self.c_register_buffer("weight", weight)
+        self.reduction = reduction
+
+    def c_forward(self, input, target):
+        return binary_cross_entropy(input, target, self.weight, self.reduction)
+
+
+class BCEWithLogitsLossCore(ModuleCore):
+    """The binary cross entropy of logits (binary_cross_entropy_with_logits); weight and
+    pos_weight buffers."""
+
+    def init(self, weight, reduction, pos_weight):
+        if weight is not None:
+            tensor.own_tensor_arg(weight, "BCEWithLogitsLoss: weight")
+        if pos_weight is not None:
+            tensor.own_tensor_arg(pos_weight, "BCEWithLogitsLoss: pos_weight")
+        reduction_arg(reduction)
+        ModuleCore.init(self)
+        self.c_register_buffer("weight", weight)
+        self.c_register_buffer("pos_weight", pos_weight)
+        self.reduction = reduction
+
+    def c_forward(self, input, target):
+        return binary_cross_entropy_with_logits(input, target, self.weight, self.reduction,
+                                                self.pos_weight)
 
 
 class CrossEntropyLossCore(ModuleCore):

@@ -61,6 +61,8 @@ cpdef enum Op:
     OP_WHERE
     OP_MAXIMUM               # torch.maximum and minimum: where() of a comparison
     OP_MINIMUM
+    OP_BINARY_CROSS_ENTROPY  # nn's elementwise losses with PyTorch's own gradient formulas
+    OP_BINARY_CROSS_ENTROPY_WITH_LOGITS
     OP_FILL
     OP_CLONE
     OP_PIN_MEMORY

@@ -80,6 +80,12 @@ ROWS = (
     # A tie splits the gradient between the operands, as PyTorch's.
     (OP_MAXIMUM, KERNEL_NONE, None, "maximum", DTYPE_SAME, False),
     (OP_MINIMUM, KERNEL_NONE, None, "minimum", DTYPE_SAME, False),
+    # Computed from other operations (nn.pyx); recorded as one node so that the gradient is
+    # PyTorch's formula, guarded where the composition's would be 0 / 0 (an input of exactly 0
+    # or 1 to binary_cross_entropy).
+    (OP_BINARY_CROSS_ENTROPY, KERNEL_NONE, None, "binary_cross_entropy", DTYPE_SAME, False),
+    (OP_BINARY_CROSS_ENTROPY_WITH_LOGITS, KERNEL_NONE, None, "binary_cross_entropy_with_logits",
+     DTYPE_SAME, False),
     (OP_FILL, KERNEL_NONE, None, "fill", DTYPE_SAME, False),
     (OP_CLONE, KERNEL_NONE, None, "clone", DTYPE_SAME, False),
     (OP_PIN_MEMORY, KERNEL_NONE, None, "pin_memory", DTYPE_SAME, False),

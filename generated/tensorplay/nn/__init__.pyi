@@ -2,7 +2,8 @@
 """Neural-network building blocks: Modules that hold Parameters; the containers Sequential,
 ModuleList and ModuleDict; the layers Linear, LayerNorm, Flatten, Identity and Dropout; the
 activations ReLU, ReLU6, LeakyReLU, ELU, GELU, SiLU, Mish, Softplus, Hardtanh, Sigmoid,
-Tanh, Softmax and LogSoftmax; and the losses MSELoss, NLLLoss and CrossEntropyLoss.
+Tanh, Softmax and LogSoftmax; and the losses MSELoss, L1Loss, SmoothL1Loss, HuberLoss,
+BCELoss, BCEWithLogitsLoss, NLLLoss and CrossEntropyLoss.
 
 A Module registers the Parameters, buffers and Modules assigned to its attributes, in
 assignment order, which is the order of parameters() and state_dict() (PyTorch's).
@@ -44,6 +45,11 @@ __all__ = [
     "Dropout",
     "LayerNorm",
     "MSELoss",
+    "L1Loss",
+    "SmoothL1Loss",
+    "HuberLoss",
+    "BCELoss",
+    "BCEWithLogitsLoss",
     "NLLLoss",
     "Flatten",
     "CrossEntropyLoss",
@@ -1102,6 +1108,134 @@ class MSELoss(Module):
 
         Returns:
             Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+
+
+class L1Loss(Module):
+    """The absolute error of input against target, |input - target|, averaged or summed (PyTorch's L1Loss; functional.l1_loss).
+
+    A target of another shape broadcasts, with PyTorch's warning. PyTorch's deprecated
+    size_average and reduce are not offered.
+
+    Args:
+        reduction: none (the elementwise losses), mean or sum.
+    """
+
+    def __init__(self, *, reduction: str = 'mean') -> None: ...
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of input against target.
+
+        Args:
+            input: the prediction.
+            target: the values it should have, of input's shape.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+
+
+class SmoothL1Loss(Module):
+    """With d = |input - target|: 0.5 * d ** 2 / beta where d < beta, d - 0.5 * beta elsewhere, averaged or summed (PyTorch's SmoothL1Loss; functional.smooth_l1_loss); the L1 loss for beta 0.
+
+    A target of another shape broadcasts, with PyTorch's warning.
+
+    Args:
+        reduction: none (the elementwise losses), mean or sum.
+        beta: where the loss turns from quadratic to linear, at least 0.
+    """
+
+    def __init__(self, *, reduction: str = 'mean', beta: float = 1.0) -> None: ...
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of input against target.
+
+        Args:
+            input: the prediction.
+            target: the values it should have, of input's shape.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+
+
+class HuberLoss(Module):
+    """With d = |input - target|: 0.5 * d ** 2 where d < delta, delta * (d - 0.5 * delta) elsewhere, averaged or summed (PyTorch's HuberLoss; functional.huber_loss).
+
+    A target of another shape broadcasts, with PyTorch's warning.
+
+    Args:
+        reduction: none (the elementwise losses), mean or sum.
+        delta: where the loss turns from quadratic to linear, above 0.
+    """
+
+    def __init__(self, reduction: str = 'mean', delta: float = 1.0) -> None: ...
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of input against target.
+
+        Args:
+            input: the prediction.
+            target: the values it should have, of input's shape.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+
+
+class BCELoss(Module):
+    """The binary cross entropy of probabilities, -(target * log(input) + (1 - target) * log(1 - input)) * weight, averaged or summed (PyTorch's BCELoss; functional.binary_cross_entropy).
+
+    Each logarithm is at least -100, as PyTorch's, so a probability of exactly 0 or 1 costs
+    at most 100, and the gradient is PyTorch's formula (finite there). On the CPU an input
+    outside [0, 1] is refused with PyTorch's message; on a CUDA device it is not read back.
+    weight is registered as a buffer. For logits, BCEWithLogitsLoss is exact where sigmoid
+    then BCELoss rounds to 0 or 1.
+
+    Args:
+        weight: a rescaling weight of each element, broadcast to input's shape; None for none.
+        reduction: none (the elementwise losses), mean or sum.
+    """
+
+    def __init__(self, weight: Tensor | None = None, *, reduction: str = 'mean') -> None: ...
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of input against target.
+
+        Args:
+            input: probabilities in [0, 1], floating point.
+            target: the probabilities they should be (0 or 1 for labels), of input's shape and
+                dtype.
+
+        Returns:
+            Tensor: the loss: 0-d, or of input's shape with reduction none.
+        """
+
+
+class BCEWithLogitsLoss(Module):
+    """The binary cross entropy of sigmoid(input) against target, computed from the logits without overflow, (1 - y) * x + (1 + (pos_weight - 1) * y) * log(1 + exp(-x)), times weight, averaged or summed (PyTorch's BCEWithLogitsLoss; functional.binary_cross_entropy_with_logits).
+
+    Its gradient is PyTorch's, sigmoid(x) - y without pos_weight. weight and pos_weight are
+    registered as buffers; pos_weight gets no gradient, as in PyTorch.
+
+    Args:
+        weight: a rescaling weight of each element, broadcast to input's shape; None for none.
+        reduction: none (the elementwise losses), mean or sum.
+        pos_weight: the weight of the positive term of each class (the last dimension),
+            broadcast to input's shape; None for 1.
+    """
+
+    def __init__(self, weight: Tensor | None = None, *, reduction: str = 'mean', pos_weight: Tensor | None = None) -> None: ...
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of input against target.
+
+        Args:
+            input: logits, floating point.
+            target: the probabilities sigmoid(input) should be, of input's shape and dtype.
+
+        Returns:
+            Tensor: the loss: 0-d, or of input's shape with reduction none.
         """
 
 

@@ -30,6 +30,13 @@ __all__ = [
     "softmax",
     "log_softmax",
     "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "one_hot",
+    "normalize",
     "cross_entropy",
     "nll_loss",
 ]
@@ -252,6 +259,121 @@ def mse_loss(input: Tensor, target: Tensor, *, reduction: str = 'mean') -> Tenso
 
     Returns:
         Tensor: the loss, as nn.MSELoss.
+    """
+
+
+def l1_loss(input: Tensor, target: Tensor, *, reduction: str = 'mean') -> Tensor:
+    """The absolute error of input against target, as nn.L1Loss.
+
+    Args:
+        input: the prediction.
+        target: the values it should have.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.L1Loss.
+    """
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, *, reduction: str = 'mean', beta: float = 1.0) -> Tensor:
+    """The smooth L1 loss of input against target, as nn.SmoothL1Loss.
+
+    Args:
+        input: the prediction.
+        target: the values it should have.
+        reduction: none, mean or sum.
+        beta: where the loss turns from quadratic to linear, at least 0.
+
+    Returns:
+        Tensor: the loss, as nn.SmoothL1Loss.
+
+    Raises:
+        RuntimeError: beta is negative (PyTorch's message).
+    """
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = 'mean', delta: float = 1.0) -> Tensor:
+    """The Huber loss of input against target, as nn.HuberLoss.
+
+    Args:
+        input: the prediction.
+        target: the values it should have.
+        reduction: none, mean or sum.
+        delta: where the loss turns from quadratic to linear, above 0.
+
+    Returns:
+        Tensor: the loss, as nn.HuberLoss.
+
+    Raises:
+        RuntimeError: delta is not above 0 (PyTorch's message).
+    """
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *, reduction: str = 'mean') -> Tensor:
+    """The binary cross entropy of probabilities, as nn.BCELoss (each logarithm at least -100; PyTorch's gradient).
+
+    Args:
+        input: probabilities in [0, 1], floating point.
+        target: the probabilities they should be, of input's shape and dtype.
+        weight: a rescaling weight of each element, broadcast to input's shape; None for none.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.BCELoss.
+
+    Raises:
+        ValueError: target's shape is not input's (PyTorch's message).
+        RuntimeError: a CPU input has an element outside [0, 1] (PyTorch's message).
+    """
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None, *, reduction: str = 'mean', pos_weight: Tensor | None = None) -> Tensor:
+    """The binary cross entropy of sigmoid(input), computed from the logits without overflow, as nn.BCEWithLogitsLoss.
+
+    Args:
+        input: logits, floating point.
+        target: the probabilities sigmoid(input) should be, of input's shape and dtype.
+        weight: a rescaling weight of each element, broadcast to input's shape; None for none.
+        reduction: none, mean or sum.
+        pos_weight: the weight of the positive term of each class, broadcast to input's shape;
+            None for 1.
+
+    Returns:
+        Tensor: the loss, as nn.BCEWithLogitsLoss.
+
+    Raises:
+        ValueError: target's shape is not input's (PyTorch's message).
+    """
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """One-hot rows of class indices, as PyTorch's (on a CUDA device indices are not read back, and one out of range gives a row of zeros). Capturable after a first call with the same num_classes on the device.
+
+    Args:
+        tensor: class indices (int64).
+        num_classes: the number of classes; -1 for the largest index + 1 (read back to the
+            host).
+
+    Returns:
+        Tensor: int64, of tensor's shape and one more dimension of num_classes, 1 at each index.
+
+    Raises:
+        RuntimeError: tensor is not int64, or (on the CPU) holds a negative index or one not
+            below num_classes (PyTorch's messages).
+    """
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int | tuple[int, ...] | list[int] = 1, eps: float = 1e-12) -> Tensor:
+    """input divided by its p-norm along dim, as PyTorch's.
+
+    Args:
+        input: a floating-point tensor.
+        p: the order of the norm.
+        dim: the dimension(s) normalised.
+        eps: the smallest norm divided by (so a zero slice stays zero).
+
+    Returns:
+        Tensor: input / max(norm of input along dim, eps), of input's shape.
     """
 
 

@@ -30,6 +30,13 @@ __all__ = [
     "softmax",
     "log_softmax",
     "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "one_hot",
+    "normalize",
     "cross_entropy",
     "nll_loss",
 ]
@@ -292,6 +299,143 @@ def mse_loss(input, target, *, reduction='mean'):
     _core.check_awake_value(input, b"tensorplay.nn.functional.mse_loss()", b"input")
     _core.check_awake_value(target, b"tensorplay.nn.functional.mse_loss()", b"target")
     return _functional.mse_loss(input, target, _errors.str_arg(reduction, 'reduction'))
+
+
+def l1_loss(input, target, *, reduction='mean'):
+    """The absolute error of input against target, as nn.L1Loss.
+
+    Args:
+        input: the prediction.
+        target: the values it should have.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.L1Loss.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.l1_loss()", b"input")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.l1_loss()", b"target")
+    return _functional.l1_loss(input, target, _errors.str_arg(reduction, 'reduction'))
+
+
+def smooth_l1_loss(input, target, *, reduction='mean', beta=1.0):
+    """The smooth L1 loss of input against target, as nn.SmoothL1Loss.
+
+    Args:
+        input: the prediction.
+        target: the values it should have.
+        reduction: none, mean or sum.
+        beta: where the loss turns from quadratic to linear, at least 0.
+
+    Returns:
+        Tensor: the loss, as nn.SmoothL1Loss.
+
+    Raises:
+        RuntimeError: beta is negative (PyTorch's message).
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.smooth_l1_loss()", b"input")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.smooth_l1_loss()", b"target")
+    return _functional.smooth_l1_loss(input, target, _errors.str_arg(reduction, 'reduction'), _errors.float_arg(beta, 'beta'))
+
+
+def huber_loss(input, target, reduction='mean', delta=1.0):
+    """The Huber loss of input against target, as nn.HuberLoss.
+
+    Args:
+        input: the prediction.
+        target: the values it should have.
+        reduction: none, mean or sum.
+        delta: where the loss turns from quadratic to linear, above 0.
+
+    Returns:
+        Tensor: the loss, as nn.HuberLoss.
+
+    Raises:
+        RuntimeError: delta is not above 0 (PyTorch's message).
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.huber_loss()", b"input")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.huber_loss()", b"target")
+    return _functional.huber_loss(input, target, _errors.str_arg(reduction, 'reduction'), _errors.float_arg(delta, 'delta'))
+
+
+def binary_cross_entropy(input, target, weight=None, *, reduction='mean'):
+    """The binary cross entropy of probabilities, as nn.BCELoss (each logarithm at least -100; PyTorch's gradient).
+
+    Args:
+        input: probabilities in [0, 1], floating point.
+        target: the probabilities they should be, of input's shape and dtype.
+        weight: a rescaling weight of each element, broadcast to input's shape; None for none.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.BCELoss.
+
+    Raises:
+        ValueError: target's shape is not input's (PyTorch's message).
+        RuntimeError: a CPU input has an element outside [0, 1] (PyTorch's message).
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.binary_cross_entropy()", b"input")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.binary_cross_entropy()", b"target")
+    _core.check_awake_value(weight, b"tensorplay.nn.functional.binary_cross_entropy()", b"weight")
+    return _functional.binary_cross_entropy(input, target, weight, _errors.str_arg(reduction, 'reduction'))
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, *, reduction='mean', pos_weight=None):
+    """The binary cross entropy of sigmoid(input), computed from the logits without overflow, as nn.BCEWithLogitsLoss.
+
+    Args:
+        input: logits, floating point.
+        target: the probabilities sigmoid(input) should be, of input's shape and dtype.
+        weight: a rescaling weight of each element, broadcast to input's shape; None for none.
+        reduction: none, mean or sum.
+        pos_weight: the weight of the positive term of each class, broadcast to input's shape;
+            None for 1.
+
+    Returns:
+        Tensor: the loss, as nn.BCEWithLogitsLoss.
+
+    Raises:
+        ValueError: target's shape is not input's (PyTorch's message).
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.binary_cross_entropy_with_logits()", b"input")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.binary_cross_entropy_with_logits()", b"target")
+    _core.check_awake_value(weight, b"tensorplay.nn.functional.binary_cross_entropy_with_logits()", b"weight")
+    _core.check_awake_value(pos_weight, b"tensorplay.nn.functional.binary_cross_entropy_with_logits()", b"pos_weight")
+    return _functional.binary_cross_entropy_with_logits(input, target, weight, _errors.str_arg(reduction, 'reduction'), pos_weight)
+
+
+def one_hot(tensor, num_classes=-1):
+    """One-hot rows of class indices, as PyTorch's (on a CUDA device indices are not read back, and one out of range gives a row of zeros). Capturable after a first call with the same num_classes on the device.
+
+    Args:
+        tensor: class indices (int64).
+        num_classes: the number of classes; -1 for the largest index + 1 (read back to the
+            host).
+
+    Returns:
+        Tensor: int64, of tensor's shape and one more dimension of num_classes, 1 at each index.
+
+    Raises:
+        RuntimeError: tensor is not int64, or (on the CPU) holds a negative index or one not
+            below num_classes (PyTorch's messages).
+    """
+    _core.check_awake_value(tensor, b"tensorplay.nn.functional.one_hot()", b"tensor")
+    return _functional.one_hot(tensor, _errors.int_arg(num_classes, 'num_classes', -1, 9223372036854775807))
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """input divided by its p-norm along dim, as PyTorch's.
+
+    Args:
+        input: a floating-point tensor.
+        p: the order of the norm.
+        dim: the dimension(s) normalised.
+        eps: the smallest norm divided by (so a zero slice stays zero).
+
+    Returns:
+        Tensor: input / max(norm of input along dim, eps), of input's shape.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.normalize()", b"input")
+    return _functional.normalize(input, _errors.float_arg(p, 'p'), dim, _errors.float_arg(eps, 'eps'))
 
 
 def cross_entropy(input, target, *, ignore_index=-100, reduction='mean', label_smoothing=0.0):
