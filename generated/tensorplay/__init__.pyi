@@ -53,6 +53,15 @@ __all__ = [
     "log1p",
     "expm1",
     "rsqrt",
+    "tan",
+    "atan",
+    "asin",
+    "acos",
+    "sinh",
+    "cosh",
+    "log2",
+    "log10",
+    "exp2",
     "floor",
     "ceil",
     "trunc",
@@ -84,6 +93,28 @@ __all__ = [
     "t",
     "chunk",
     "unbind",
+    "mm",
+    "bmm",
+    "dot",
+    "outer",
+    "narrow",
+    "select",
+    "movedim",
+    "moveaxis",
+    "swapaxes",
+    "swapdims",
+    "unflatten",
+    "reciprocal",
+    "clamp_min",
+    "clamp_max",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
+    "tril",
+    "triu",
+    "is_floating_point",
+    "split",
     "clone",
     "var",
     "std",
@@ -658,6 +689,105 @@ def rsqrt(input: Tensor) -> Tensor:
     """
 
 
+def tan(input: Tensor) -> Tensor:
+    """Elementwise tangent.
+
+    Args:
+        input: a Tensor: tan(input, ...) is input.tan(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
+def atan(input: Tensor) -> Tensor:
+    """Elementwise arctangent, in radians.
+
+    Args:
+        input: a Tensor: atan(input, ...) is input.atan(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
+def asin(input: Tensor) -> Tensor:
+    """Elementwise arcsine, in radians (NaN outside [-1, 1]).
+
+    Args:
+        input: a Tensor: asin(input, ...) is input.asin(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
+def acos(input: Tensor) -> Tensor:
+    """Elementwise arccosine, in radians (NaN outside [-1, 1]).
+
+    Args:
+        input: a Tensor: acos(input, ...) is input.acos(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
+def sinh(input: Tensor) -> Tensor:
+    """Elementwise hyperbolic sine.
+
+    Args:
+        input: a Tensor: sinh(input, ...) is input.sinh(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
+def cosh(input: Tensor) -> Tensor:
+    """Elementwise hyperbolic cosine.
+
+    Args:
+        input: a Tensor: cosh(input, ...) is input.cosh(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
+def log2(input: Tensor) -> Tensor:
+    """Elementwise base-2 logarithm.
+
+    Args:
+        input: a Tensor: log2(input, ...) is input.log2(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
+def log10(input: Tensor) -> Tensor:
+    """Elementwise base-10 logarithm.
+
+    Args:
+        input: a Tensor: log10(input, ...) is input.log10(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
+def exp2(input: Tensor) -> Tensor:
+    """Elementwise 2 ** input.
+
+    Args:
+        input: a Tensor: exp2(input, ...) is input.exp2(...).
+
+    Returns:
+        Tensor: the result.
+    """
+
+
 def floor(input: Tensor) -> Tensor:
     """Elementwise largest integer not above input; its gradient is zero.
 
@@ -1077,6 +1207,312 @@ def unbind(input: Tensor, dim: builtins.int = 0) -> tuple[Tensor, ...]:
 
     Returns:
         tuple[Tensor, ...]: one view per index of dim, without that dimension.
+    """
+
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """The product of two matrices (torch.mm; matmul() restricted to 2-D operands).
+
+    Args:
+        input: a Tensor: mm(input, ...) is input.mm(...).
+        mat2: a matrix (2-D) of as many rows as this one has columns, of this tensor's dtype and
+            device.
+
+    Returns:
+        Tensor: the matrix product.
+
+    Raises:
+        ValueError: an operand is not 2-D, or the sizes do not match.
+    """
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """The products of two batches of matrices (torch.bmm; matmul() of 3-D operands of one batch size).
+
+    Args:
+        input: a Tensor: bmm(input, ...) is input.bmm(...).
+        mat2: a batch of matrices (3-D) of this batch's size, as many rows as these have
+            columns.
+
+    Returns:
+        Tensor: the batch of matrix products.
+
+    Raises:
+        ValueError: an operand is not 3-D, or the sizes do not match (bmm does not broadcast).
+    """
+
+
+def dot(input: Tensor, other: Tensor) -> Tensor:
+    """The dot product of two vectors (torch.dot).
+
+    Args:
+        input: a Tensor: dot(input, ...) is input.dot(...).
+        other: a 1-D tensor of this one's size and dtype.
+
+    Returns:
+        Tensor: the 0-d sum of the products.
+
+    Raises:
+        ValueError: an operand is not 1-D, or the sizes differ.
+        TypeError: the dtypes differ (PyTorch's message).
+    """
+
+
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """The outer product of two vectors (torch.outer).
+
+    Args:
+        input: a Tensor: outer(input, ...) is input.outer(...).
+        vec2: a 1-D tensor.
+
+    Returns:
+        Tensor: the matrix self[i] * vec2[j], of the promoted dtype.
+
+    Raises:
+        ValueError: an operand is not 1-D.
+    """
+
+
+def narrow(input: Tensor, dim: builtins.int, start: builtins.int, length: builtins.int) -> Tensor:
+    """A view of a range of indices along one dimension (torch.Tensor.narrow).
+
+    Args:
+        input: a Tensor: narrow(input, ...) is input.narrow(...).
+        dim: the dimension narrowed (negative counts from the end).
+        start: the first index kept (negative counts from the end).
+        length: how many indices are kept.
+
+    Returns:
+        Tensor: a view of indices start to start + length - 1 along dim.
+
+    Raises:
+        IndexError: start is out of range, or start + length exceeds the size of dim (PyTorch's
+            messages).
+    """
+
+
+def select(input: Tensor, dim: builtins.int, index: builtins.int) -> Tensor:
+    """A view of one index along a dimension, which it removes (self[..., index, ...]).
+
+    Args:
+        input: a Tensor: select(input, ...) is input.select(...).
+        dim: the dimension removed (negative counts from the end).
+        index: the index kept (negative counts from the end).
+
+    Returns:
+        Tensor: a view without dimension dim, at index along it.
+
+    Raises:
+        IndexError: index is out of range, or the tensor is 0-d.
+    """
+
+
+def movedim(input: Tensor, source: builtins.int | tuple[builtins.int, ...] | list[builtins.int], destination: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+    """A view with dimensions moved (torch.movedim); a permute().
+
+    Args:
+        input: a Tensor: movedim(input, ...) is input.movedim(...).
+        source: the dimensions moved (negative count from the end).
+        destination: where each goes, as many as source.
+
+    Returns:
+        Tensor: a view with the dimensions of source at destination, the others in their order.
+
+    Raises:
+        ValueError: source and destination differ in length or repeat a dimension.
+    """
+
+
+def moveaxis(input: Tensor, source: builtins.int | tuple[builtins.int, ...] | list[builtins.int], destination: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+    """Another name of movedim(), as numpy's and PyTorch's.
+
+    Args:
+        input: a Tensor: moveaxis(input, ...) is input.moveaxis(...).
+        source: the dimensions moved (negative count from the end).
+        destination: where each goes, as many as source.
+
+    Returns:
+        Tensor: as movedim().
+    """
+
+
+def swapaxes(input: Tensor, axis0: builtins.int, axis1: builtins.int) -> Tensor:
+    """Another name of transpose(), as numpy's and PyTorch's.
+
+    Args:
+        input: a Tensor: swapaxes(input, ...) is input.swapaxes(...).
+        axis0: a dimension (negative counts from the end).
+        axis1: the dimension to swap it with.
+
+    Returns:
+        Tensor: as transpose().
+    """
+
+
+def swapdims(input: Tensor, dim0: builtins.int, dim1: builtins.int) -> Tensor:
+    """Another name of transpose(), as PyTorch's.
+
+    Args:
+        input: a Tensor: swapdims(input, ...) is input.swapdims(...).
+        dim0: a dimension (negative counts from the end).
+        dim1: the dimension to swap it with.
+
+    Returns:
+        Tensor: as transpose().
+    """
+
+
+def unflatten(input: Tensor, dim: builtins.int, sizes: tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+    """One dimension split into several (torch.Tensor.unflatten; flatten() undone).
+
+    Args:
+        input: a Tensor: unflatten(input, ...) is input.unflatten(...).
+        dim: the dimension split (negative counts from the end).
+        sizes: the sizes it becomes, whose product is its size (one may be -1, inferred).
+
+    Returns:
+        Tensor: a view when possible, else a copy, with dim replaced by sizes.
+
+    Raises:
+        RuntimeError: sizes is empty or does not multiply up to the size of dim (PyTorch's
+            message).
+    """
+
+
+def reciprocal(input: Tensor) -> Tensor:
+    """Elementwise 1 / x.
+
+    Args:
+        input: a Tensor: reciprocal(input, ...) is input.reciprocal(...).
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+
+
+def clamp_min(input: Tensor, min: Tensor | builtins.int | builtins.float) -> Tensor:
+    """clamp(min=min), as PyTorch's.
+
+    Args:
+        input: a Tensor: clamp_min(input, ...) is input.clamp_min(...).
+        min: the lower bound, a number or a tensor that broadcasts.
+
+    Returns:
+        Tensor: max(self, min).
+    """
+
+
+def clamp_max(input: Tensor, max: Tensor | builtins.int | builtins.float) -> Tensor:
+    """clamp(max=max), as PyTorch's.
+
+    Args:
+        input: a Tensor: clamp_max(input, ...) is input.clamp_max(...).
+        max: the upper bound, a number or a tensor that broadcasts.
+
+    Returns:
+        Tensor: min(self, max).
+    """
+
+
+def logical_and(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise whether both are nonzero (torch.logical_and).
+
+    Args:
+        input: a Tensor: logical_and(input, ...) is input.logical_and(...).
+        other: a tensor that broadcasts with this one, of any dtype.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+
+
+def logical_or(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise whether either is nonzero (torch.logical_or).
+
+    Args:
+        input: a Tensor: logical_or(input, ...) is input.logical_or(...).
+        other: a tensor that broadcasts with this one, of any dtype.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+
+
+def logical_xor(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise whether exactly one is nonzero (torch.logical_xor).
+
+    Args:
+        input: a Tensor: logical_xor(input, ...) is input.logical_xor(...).
+        other: a tensor that broadcasts with this one, of any dtype.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+
+
+def logical_not(input: Tensor) -> Tensor:
+    """Elementwise whether x is zero (torch.logical_not).
+
+    Args:
+        input: a Tensor: logical_not(input, ...) is input.logical_not(...).
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+
+
+def tril(input: Tensor, diagonal: builtins.int = 0) -> Tensor:
+    """The lower triangle of each matrix (the last two dimensions), as torch.tril; the mask is made from the host, so call it before a capture.
+
+    Args:
+        input: a Tensor: tril(input, ...) is input.tril(...).
+        diagonal: the last diagonal kept: 0 the main one, above it positive, below negative.
+
+    Returns:
+        Tensor: a copy with the elements above that diagonal zero.
+
+    Raises:
+        RuntimeError: the tensor has fewer than 2 dimensions.
+    """
+
+
+def triu(input: Tensor, diagonal: builtins.int = 0) -> Tensor:
+    """The upper triangle of each matrix (the last two dimensions), as torch.triu; the mask is made from the host, so call it before a capture.
+
+    Args:
+        input: a Tensor: triu(input, ...) is input.triu(...).
+        diagonal: the first diagonal kept: 0 the main one, above it positive, below negative.
+
+    Returns:
+        Tensor: a copy with the elements below that diagonal zero.
+
+    Raises:
+        RuntimeError: the tensor has fewer than 2 dimensions.
+    """
+
+
+def is_floating_point(input: Tensor) -> builtins.bool:
+    """Whether this tensor holds floating-point numbers.
+
+    Args:
+        input: a Tensor: is_floating_point(input, ...) is input.is_floating_point(...).
+
+    Returns:
+        bool: whether the dtype is float16, bfloat16, float32 or float64.
+    """
+
+
+def split(input: Tensor, split_size_or_sections: builtins.int | list[builtins.int] | tuple[builtins.int, ...], dim: builtins.int = 0) -> tuple[Tensor, ...]:
+    """This tensor in consecutive pieces along dim, as views (torch.Tensor.split).
+
+    Args:
+        input: a Tensor: split(input, ...) is input.split(...).
+        split_size_or_sections: the size of each piece (the last may be smaller), or the sizes
+            of all of them, which sum to the size of dim.
+        dim: the dimension to split along (negative counts from the end).
+
+    Returns:
+        tuple[Tensor, ...]: views of consecutive pieces along dim.
     """
 
 
@@ -2185,6 +2621,297 @@ class Tensor:
             tuple[Tensor, ...]: one view per index of dim, without that dimension.
         """
 
+    def mm(self, mat2: Tensor) -> Tensor:
+        """The product of two matrices (torch.mm; matmul() restricted to 2-D operands).
+
+        Args:
+            mat2: a matrix (2-D) of as many rows as this one has columns, of this tensor's dtype and
+                device.
+
+        Returns:
+            Tensor: the matrix product.
+
+        Raises:
+            ValueError: an operand is not 2-D, or the sizes do not match.
+        """
+
+    def bmm(self, mat2: Tensor) -> Tensor:
+        """The products of two batches of matrices (torch.bmm; matmul() of 3-D operands of one batch size).
+
+        Args:
+            mat2: a batch of matrices (3-D) of this batch's size, as many rows as these have
+                columns.
+
+        Returns:
+            Tensor: the batch of matrix products.
+
+        Raises:
+            ValueError: an operand is not 3-D, or the sizes do not match (bmm does not broadcast).
+        """
+
+    def dot(self, other: Tensor) -> Tensor:
+        """The dot product of two vectors (torch.dot).
+
+        Args:
+            other: a 1-D tensor of this one's size and dtype.
+
+        Returns:
+            Tensor: the 0-d sum of the products.
+
+        Raises:
+            ValueError: an operand is not 1-D, or the sizes differ.
+            TypeError: the dtypes differ (PyTorch's message).
+        """
+
+    def outer(self, vec2: Tensor) -> Tensor:
+        """The outer product of two vectors (torch.outer).
+
+        Args:
+            vec2: a 1-D tensor.
+
+        Returns:
+            Tensor: the matrix self[i] * vec2[j], of the promoted dtype.
+
+        Raises:
+            ValueError: an operand is not 1-D.
+        """
+
+    def narrow(self, dim: builtins.int, start: builtins.int, length: builtins.int) -> Tensor:
+        """A view of a range of indices along one dimension (torch.Tensor.narrow).
+
+        Args:
+            dim: the dimension narrowed (negative counts from the end).
+            start: the first index kept (negative counts from the end).
+            length: how many indices are kept.
+
+        Returns:
+            Tensor: a view of indices start to start + length - 1 along dim.
+
+        Raises:
+            IndexError: start is out of range, or start + length exceeds the size of dim (PyTorch's
+                messages).
+        """
+
+    def select(self, dim: builtins.int, index: builtins.int) -> Tensor:
+        """A view of one index along a dimension, which it removes (self[..., index, ...]).
+
+        Args:
+            dim: the dimension removed (negative counts from the end).
+            index: the index kept (negative counts from the end).
+
+        Returns:
+            Tensor: a view without dimension dim, at index along it.
+
+        Raises:
+            IndexError: index is out of range, or the tensor is 0-d.
+        """
+
+    def movedim(self, source: builtins.int | tuple[builtins.int, ...] | list[builtins.int], destination: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+        """A view with dimensions moved (torch.movedim); a permute().
+
+        Args:
+            source: the dimensions moved (negative count from the end).
+            destination: where each goes, as many as source.
+
+        Returns:
+            Tensor: a view with the dimensions of source at destination, the others in their order.
+
+        Raises:
+            ValueError: source and destination differ in length or repeat a dimension.
+        """
+
+    def moveaxis(self, source: builtins.int | tuple[builtins.int, ...] | list[builtins.int], destination: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+        """Another name of movedim(), as numpy's and PyTorch's.
+
+        Args:
+            source: the dimensions moved (negative count from the end).
+            destination: where each goes, as many as source.
+
+        Returns:
+            Tensor: as movedim().
+        """
+
+    def swapaxes(self, axis0: builtins.int, axis1: builtins.int) -> Tensor:
+        """Another name of transpose(), as numpy's and PyTorch's.
+
+        Args:
+            axis0: a dimension (negative counts from the end).
+            axis1: the dimension to swap it with.
+
+        Returns:
+            Tensor: as transpose().
+        """
+
+    def swapdims(self, dim0: builtins.int, dim1: builtins.int) -> Tensor:
+        """Another name of transpose(), as PyTorch's.
+
+        Args:
+            dim0: a dimension (negative counts from the end).
+            dim1: the dimension to swap it with.
+
+        Returns:
+            Tensor: as transpose().
+        """
+
+    def unflatten(self, dim: builtins.int, sizes: tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+        """One dimension split into several (torch.Tensor.unflatten; flatten() undone).
+
+        Args:
+            dim: the dimension split (negative counts from the end).
+            sizes: the sizes it becomes, whose product is its size (one may be -1, inferred).
+
+        Returns:
+            Tensor: a view when possible, else a copy, with dim replaced by sizes.
+
+        Raises:
+            RuntimeError: sizes is empty or does not multiply up to the size of dim (PyTorch's
+                message).
+        """
+
+    def reciprocal(self) -> Tensor:
+        """Elementwise 1 / x.
+
+        Returns:
+            Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        """
+
+    def reciprocal_(self) -> Tensor:
+        """In-place reciprocal() (floating-point tensors).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def clamp_min(self, min: Tensor | builtins.int | builtins.float) -> Tensor:
+        """clamp(min=min), as PyTorch's.
+
+        Args:
+            min: the lower bound, a number or a tensor that broadcasts.
+
+        Returns:
+            Tensor: max(self, min).
+        """
+
+    def clamp_max(self, max: Tensor | builtins.int | builtins.float) -> Tensor:
+        """clamp(max=max), as PyTorch's.
+
+        Args:
+            max: the upper bound, a number or a tensor that broadcasts.
+
+        Returns:
+            Tensor: min(self, max).
+        """
+
+    def clamp_min_(self, min: Tensor | builtins.int | builtins.float) -> Tensor:
+        """In-place clamp_min().
+
+        Args:
+            min: the lower bound.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def clamp_max_(self, max: Tensor | builtins.int | builtins.float) -> Tensor:
+        """In-place clamp_max().
+
+        Args:
+            max: the upper bound.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def logical_and(self, other: Tensor) -> Tensor:
+        """Elementwise whether both are nonzero (torch.logical_and).
+
+        Args:
+            other: a tensor that broadcasts with this one, of any dtype.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def logical_or(self, other: Tensor) -> Tensor:
+        """Elementwise whether either is nonzero (torch.logical_or).
+
+        Args:
+            other: a tensor that broadcasts with this one, of any dtype.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def logical_xor(self, other: Tensor) -> Tensor:
+        """Elementwise whether exactly one is nonzero (torch.logical_xor).
+
+        Args:
+            other: a tensor that broadcasts with this one, of any dtype.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def logical_not(self) -> Tensor:
+        """Elementwise whether x is zero (torch.logical_not).
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+
+    def tril(self, diagonal: builtins.int = 0) -> Tensor:
+        """The lower triangle of each matrix (the last two dimensions), as torch.tril; the mask is made from the host, so call it before a capture.
+
+        Args:
+            diagonal: the last diagonal kept: 0 the main one, above it positive, below negative.
+
+        Returns:
+            Tensor: a copy with the elements above that diagonal zero.
+
+        Raises:
+            RuntimeError: the tensor has fewer than 2 dimensions.
+        """
+
+    def triu(self, diagonal: builtins.int = 0) -> Tensor:
+        """The upper triangle of each matrix (the last two dimensions), as torch.triu; the mask is made from the host, so call it before a capture.
+
+        Args:
+            diagonal: the first diagonal kept: 0 the main one, above it positive, below negative.
+
+        Returns:
+            Tensor: a copy with the elements below that diagonal zero.
+
+        Raises:
+            RuntimeError: the tensor has fewer than 2 dimensions.
+        """
+
+    def tril_(self, diagonal: builtins.int = 0) -> Tensor:
+        """In-place tril().
+
+        Args:
+            diagonal: the last diagonal kept.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def triu_(self, diagonal: builtins.int = 0) -> Tensor:
+        """In-place triu().
+
+        Args:
+            diagonal: the first diagonal kept.
+
+        Returns:
+            Tensor: self.
+        """
+
+    def is_floating_point(self) -> builtins.bool:
+        """Whether this tensor holds floating-point numbers.
+
+        Returns:
+            bool: whether the dtype is float16, bfloat16, float32 or float64.
+        """
+
     def repeat(self, *sizes: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
         """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).
 
@@ -2514,6 +3241,69 @@ class Tensor:
             Tensor: the result.
         """
 
+    def tan(self) -> Tensor:
+        """Elementwise tangent (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def atan(self) -> Tensor:
+        """Elementwise arctangent, in radians (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def asin(self) -> Tensor:
+        """Elementwise arcsine, in radians (NaN outside [-1, 1]) (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def acos(self) -> Tensor:
+        """Elementwise arccosine, in radians (NaN outside [-1, 1]) (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def sinh(self) -> Tensor:
+        """Elementwise hyperbolic sine (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def cosh(self) -> Tensor:
+        """Elementwise hyperbolic cosine (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def log2(self) -> Tensor:
+        """Elementwise base-2 logarithm (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def log10(self) -> Tensor:
+        """Elementwise base-10 logarithm (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
+    def exp2(self) -> Tensor:
+        """Elementwise 2 ** input (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+
     def floor(self) -> Tensor:
         """Elementwise largest integer not above x (not for bool tensors, as in PyTorch); its gradient is zero.
 
@@ -2622,6 +3412,69 @@ class Tensor:
 
     def rsqrt_(self) -> Tensor:
         """In-place rsqrt() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def tan_(self) -> Tensor:
+        """In-place tan() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def atan_(self) -> Tensor:
+        """In-place atan() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def asin_(self) -> Tensor:
+        """In-place asin() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def acos_(self) -> Tensor:
+        """In-place acos() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def sinh_(self) -> Tensor:
+        """In-place sinh() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def cosh_(self) -> Tensor:
+        """In-place cosh() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def log2_(self) -> Tensor:
+        """In-place log2() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def log10_(self) -> Tensor:
+        """In-place log10() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+
+    def exp2_(self) -> Tensor:
+        """In-place exp2() (floating-point tensors, as exp_()).
 
         Returns:
             Tensor: self.

@@ -59,6 +59,15 @@ __all__ = [
     "log1p",
     "expm1",
     "rsqrt",
+    "tan",
+    "atan",
+    "asin",
+    "acos",
+    "sinh",
+    "cosh",
+    "log2",
+    "log10",
+    "exp2",
     "floor",
     "ceil",
     "trunc",
@@ -90,6 +99,28 @@ __all__ = [
     "t",
     "chunk",
     "unbind",
+    "mm",
+    "bmm",
+    "dot",
+    "outer",
+    "narrow",
+    "select",
+    "movedim",
+    "moveaxis",
+    "swapaxes",
+    "swapdims",
+    "unflatten",
+    "reciprocal",
+    "clamp_min",
+    "clamp_max",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
+    "tril",
+    "triu",
+    "is_floating_point",
+    "split",
     "clone",
     "var",
     "std",
@@ -771,6 +802,150 @@ def rsqrt(input):
     return input.rsqrt()
 
 
+def tan(input):
+    """Elementwise tangent.
+
+    Args:
+        input: a Tensor: tan(input, ...) is input.tan(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"tan(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.tan()
+
+
+def atan(input):
+    """Elementwise arctangent, in radians.
+
+    Args:
+        input: a Tensor: atan(input, ...) is input.atan(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"atan(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.atan()
+
+
+def asin(input):
+    """Elementwise arcsine, in radians (NaN outside [-1, 1]).
+
+    Args:
+        input: a Tensor: asin(input, ...) is input.asin(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"asin(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.asin()
+
+
+def acos(input):
+    """Elementwise arccosine, in radians (NaN outside [-1, 1]).
+
+    Args:
+        input: a Tensor: acos(input, ...) is input.acos(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"acos(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.acos()
+
+
+def sinh(input):
+    """Elementwise hyperbolic sine.
+
+    Args:
+        input: a Tensor: sinh(input, ...) is input.sinh(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"sinh(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.sinh()
+
+
+def cosh(input):
+    """Elementwise hyperbolic cosine.
+
+    Args:
+        input: a Tensor: cosh(input, ...) is input.cosh(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"cosh(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.cosh()
+
+
+def log2(input):
+    """Elementwise base-2 logarithm.
+
+    Args:
+        input: a Tensor: log2(input, ...) is input.log2(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"log2(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.log2()
+
+
+def log10(input):
+    """Elementwise base-10 logarithm.
+
+    Args:
+        input: a Tensor: log10(input, ...) is input.log10(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"log10(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.log10()
+
+
+def exp2(input):
+    """Elementwise 2 ** input.
+
+    Args:
+        input: a Tensor: exp2(input, ...) is input.exp2(...).
+
+    Returns:
+        Tensor: the result.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"exp2(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.exp2()
+
+
 def floor(input):
     """Elementwise largest integer not above input; its gradient is zero.
 
@@ -1346,6 +1521,422 @@ def unbind(input, dim=0):
         raise TypeError(f"unbind(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.unbind(dim)
+
+
+def mm(input, mat2):
+    """The product of two matrices (torch.mm; matmul() restricted to 2-D operands).
+
+    Args:
+        input: a Tensor: mm(input, ...) is input.mm(...).
+        mat2: a matrix (2-D) of as many rows as this one has columns, of this tensor's dtype and
+            device.
+
+    Returns:
+        Tensor: the matrix product.
+
+    Raises:
+        ValueError: an operand is not 2-D, or the sizes do not match.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"mm(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.mm(mat2)
+
+
+def bmm(input, mat2):
+    """The products of two batches of matrices (torch.bmm; matmul() of 3-D operands of one batch size).
+
+    Args:
+        input: a Tensor: bmm(input, ...) is input.bmm(...).
+        mat2: a batch of matrices (3-D) of this batch's size, as many rows as these have
+            columns.
+
+    Returns:
+        Tensor: the batch of matrix products.
+
+    Raises:
+        ValueError: an operand is not 3-D, or the sizes do not match (bmm does not broadcast).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"bmm(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.bmm(mat2)
+
+
+def dot(input, other):
+    """The dot product of two vectors (torch.dot).
+
+    Args:
+        input: a Tensor: dot(input, ...) is input.dot(...).
+        other: a 1-D tensor of this one's size and dtype.
+
+    Returns:
+        Tensor: the 0-d sum of the products.
+
+    Raises:
+        ValueError: an operand is not 1-D, or the sizes differ.
+        TypeError: the dtypes differ (PyTorch's message).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"dot(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.dot(other)
+
+
+def outer(input, vec2):
+    """The outer product of two vectors (torch.outer).
+
+    Args:
+        input: a Tensor: outer(input, ...) is input.outer(...).
+        vec2: a 1-D tensor.
+
+    Returns:
+        Tensor: the matrix self[i] * vec2[j], of the promoted dtype.
+
+    Raises:
+        ValueError: an operand is not 1-D.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"outer(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.outer(vec2)
+
+
+def narrow(input, dim, start, length):
+    """A view of a range of indices along one dimension (torch.Tensor.narrow).
+
+    Args:
+        input: a Tensor: narrow(input, ...) is input.narrow(...).
+        dim: the dimension narrowed (negative counts from the end).
+        start: the first index kept (negative counts from the end).
+        length: how many indices are kept.
+
+    Returns:
+        Tensor: a view of indices start to start + length - 1 along dim.
+
+    Raises:
+        IndexError: start is out of range, or start + length exceeds the size of dim (PyTorch's
+            messages).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"narrow(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.narrow(dim, start, length)
+
+
+def select(input, dim, index):
+    """A view of one index along a dimension, which it removes (self[..., index, ...]).
+
+    Args:
+        input: a Tensor: select(input, ...) is input.select(...).
+        dim: the dimension removed (negative counts from the end).
+        index: the index kept (negative counts from the end).
+
+    Returns:
+        Tensor: a view without dimension dim, at index along it.
+
+    Raises:
+        IndexError: index is out of range, or the tensor is 0-d.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"select(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.select(dim, index)
+
+
+def movedim(input, source, destination):
+    """A view with dimensions moved (torch.movedim); a permute().
+
+    Args:
+        input: a Tensor: movedim(input, ...) is input.movedim(...).
+        source: the dimensions moved (negative count from the end).
+        destination: where each goes, as many as source.
+
+    Returns:
+        Tensor: a view with the dimensions of source at destination, the others in their order.
+
+    Raises:
+        ValueError: source and destination differ in length or repeat a dimension.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"movedim(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.movedim(source, destination)
+
+
+def moveaxis(input, source, destination):
+    """Another name of movedim(), as numpy's and PyTorch's.
+
+    Args:
+        input: a Tensor: moveaxis(input, ...) is input.moveaxis(...).
+        source: the dimensions moved (negative count from the end).
+        destination: where each goes, as many as source.
+
+    Returns:
+        Tensor: as movedim().
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"moveaxis(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.moveaxis(source, destination)
+
+
+def swapaxes(input, axis0, axis1):
+    """Another name of transpose(), as numpy's and PyTorch's.
+
+    Args:
+        input: a Tensor: swapaxes(input, ...) is input.swapaxes(...).
+        axis0: a dimension (negative counts from the end).
+        axis1: the dimension to swap it with.
+
+    Returns:
+        Tensor: as transpose().
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"swapaxes(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.swapaxes(axis0, axis1)
+
+
+def swapdims(input, dim0, dim1):
+    """Another name of transpose(), as PyTorch's.
+
+    Args:
+        input: a Tensor: swapdims(input, ...) is input.swapdims(...).
+        dim0: a dimension (negative counts from the end).
+        dim1: the dimension to swap it with.
+
+    Returns:
+        Tensor: as transpose().
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"swapdims(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.swapdims(dim0, dim1)
+
+
+def unflatten(input, dim, sizes):
+    """One dimension split into several (torch.Tensor.unflatten; flatten() undone).
+
+    Args:
+        input: a Tensor: unflatten(input, ...) is input.unflatten(...).
+        dim: the dimension split (negative counts from the end).
+        sizes: the sizes it becomes, whose product is its size (one may be -1, inferred).
+
+    Returns:
+        Tensor: a view when possible, else a copy, with dim replaced by sizes.
+
+    Raises:
+        RuntimeError: sizes is empty or does not multiply up to the size of dim (PyTorch's
+            message).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"unflatten(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.unflatten(dim, sizes)
+
+
+def reciprocal(input):
+    """Elementwise 1 / x.
+
+    Args:
+        input: a Tensor: reciprocal(input, ...) is input.reciprocal(...).
+
+    Returns:
+        Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"reciprocal(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.reciprocal()
+
+
+def clamp_min(input, min):
+    """clamp(min=min), as PyTorch's.
+
+    Args:
+        input: a Tensor: clamp_min(input, ...) is input.clamp_min(...).
+        min: the lower bound, a number or a tensor that broadcasts.
+
+    Returns:
+        Tensor: max(self, min).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"clamp_min(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.clamp_min(min)
+
+
+def clamp_max(input, max):
+    """clamp(max=max), as PyTorch's.
+
+    Args:
+        input: a Tensor: clamp_max(input, ...) is input.clamp_max(...).
+        max: the upper bound, a number or a tensor that broadcasts.
+
+    Returns:
+        Tensor: min(self, max).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"clamp_max(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.clamp_max(max)
+
+
+def logical_and(input, other):
+    """Elementwise whether both are nonzero (torch.logical_and).
+
+    Args:
+        input: a Tensor: logical_and(input, ...) is input.logical_and(...).
+        other: a tensor that broadcasts with this one, of any dtype.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"logical_and(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.logical_and(other)
+
+
+def logical_or(input, other):
+    """Elementwise whether either is nonzero (torch.logical_or).
+
+    Args:
+        input: a Tensor: logical_or(input, ...) is input.logical_or(...).
+        other: a tensor that broadcasts with this one, of any dtype.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"logical_or(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.logical_or(other)
+
+
+def logical_xor(input, other):
+    """Elementwise whether exactly one is nonzero (torch.logical_xor).
+
+    Args:
+        input: a Tensor: logical_xor(input, ...) is input.logical_xor(...).
+        other: a tensor that broadcasts with this one, of any dtype.
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"logical_xor(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.logical_xor(other)
+
+
+def logical_not(input):
+    """Elementwise whether x is zero (torch.logical_not).
+
+    Args:
+        input: a Tensor: logical_not(input, ...) is input.logical_not(...).
+
+    Returns:
+        Tensor: a bool tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"logical_not(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.logical_not()
+
+
+def tril(input, diagonal=0):
+    """The lower triangle of each matrix (the last two dimensions), as torch.tril; the mask is made from the host, so call it before a capture.
+
+    Args:
+        input: a Tensor: tril(input, ...) is input.tril(...).
+        diagonal: the last diagonal kept: 0 the main one, above it positive, below negative.
+
+    Returns:
+        Tensor: a copy with the elements above that diagonal zero.
+
+    Raises:
+        RuntimeError: the tensor has fewer than 2 dimensions.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"tril(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.tril(diagonal)
+
+
+def triu(input, diagonal=0):
+    """The upper triangle of each matrix (the last two dimensions), as torch.triu; the mask is made from the host, so call it before a capture.
+
+    Args:
+        input: a Tensor: triu(input, ...) is input.triu(...).
+        diagonal: the first diagonal kept: 0 the main one, above it positive, below negative.
+
+    Returns:
+        Tensor: a copy with the elements below that diagonal zero.
+
+    Raises:
+        RuntimeError: the tensor has fewer than 2 dimensions.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"triu(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.triu(diagonal)
+
+
+def is_floating_point(input):
+    """Whether this tensor holds floating-point numbers.
+
+    Args:
+        input: a Tensor: is_floating_point(input, ...) is input.is_floating_point(...).
+
+    Returns:
+        bool: whether the dtype is float16, bfloat16, float32 or float64.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_floating_point(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.is_floating_point()
+
+
+def split(input, split_size_or_sections, dim=0):
+    """This tensor in consecutive pieces along dim, as views (torch.Tensor.split).
+
+    Args:
+        input: a Tensor: split(input, ...) is input.split(...).
+        split_size_or_sections: the size of each piece (the last may be smaller), or the sizes
+            of all of them, which sum to the size of dim.
+        dim: the dimension to split along (negative counts from the end).
+
+    Returns:
+        tuple[Tensor, ...]: views of consecutive pieces along dim.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"split(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.split(split_size_or_sections, dim)
 
 
 def clone(input):
@@ -2714,6 +3305,357 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.unbind()", NULL)
         return _copies.unbind(self, dim)
 
+    def mm(self, mat2):
+        """The product of two matrices (torch.mm; matmul() restricted to 2-D operands).
+
+        Args:
+            mat2: a matrix (2-D) of as many rows as this one has columns, of this tensor's dtype and
+                device.
+
+        Returns:
+            Tensor: the matrix product.
+
+        Raises:
+            ValueError: an operand is not 2-D, or the sizes do not match.
+        """
+        _core.check_awake(self, b"Tensor.mm()", NULL)
+        _core.check_awake_value(mat2, b"Tensor.mm()", b"mat2")
+        return _linalg.mm(self, mat2)
+
+    def bmm(self, mat2):
+        """The products of two batches of matrices (torch.bmm; matmul() of 3-D operands of one batch size).
+
+        Args:
+            mat2: a batch of matrices (3-D) of this batch's size, as many rows as these have
+                columns.
+
+        Returns:
+            Tensor: the batch of matrix products.
+
+        Raises:
+            ValueError: an operand is not 3-D, or the sizes do not match (bmm does not broadcast).
+        """
+        _core.check_awake(self, b"Tensor.bmm()", NULL)
+        _core.check_awake_value(mat2, b"Tensor.bmm()", b"mat2")
+        return _linalg.bmm(self, mat2)
+
+    def dot(self, other):
+        """The dot product of two vectors (torch.dot).
+
+        Args:
+            other: a 1-D tensor of this one's size and dtype.
+
+        Returns:
+            Tensor: the 0-d sum of the products.
+
+        Raises:
+            ValueError: an operand is not 1-D, or the sizes differ.
+            TypeError: the dtypes differ (PyTorch's message).
+        """
+        _core.check_awake(self, b"Tensor.dot()", NULL)
+        _core.check_awake_value(other, b"Tensor.dot()", b"other")
+        return _linalg.dot(self, other)
+
+    def outer(self, vec2):
+        """The outer product of two vectors (torch.outer).
+
+        Args:
+            vec2: a 1-D tensor.
+
+        Returns:
+            Tensor: the matrix self[i] * vec2[j], of the promoted dtype.
+
+        Raises:
+            ValueError: an operand is not 1-D.
+        """
+        _core.check_awake(self, b"Tensor.outer()", NULL)
+        _core.check_awake_value(vec2, b"Tensor.outer()", b"vec2")
+        return _linalg.outer(self, vec2)
+
+    def narrow(self, dim, start, length):
+        """A view of a range of indices along one dimension (torch.Tensor.narrow).
+
+        Args:
+            dim: the dimension narrowed (negative counts from the end).
+            start: the first index kept (negative counts from the end).
+            length: how many indices are kept.
+
+        Returns:
+            Tensor: a view of indices start to start + length - 1 along dim.
+
+        Raises:
+            IndexError: start is out of range, or start + length exceeds the size of dim (PyTorch's
+                messages).
+        """
+        _core.check_awake(self, b"Tensor.narrow()", NULL)
+        return _copies.narrow(self, dim, _errors.int_arg(start, 'start', -9223372036854775808, 9223372036854775807), _errors.int_arg(length, 'length', 0, 9223372036854775807))
+
+    def select(self, dim, index):
+        """A view of one index along a dimension, which it removes (self[..., index, ...]).
+
+        Args:
+            dim: the dimension removed (negative counts from the end).
+            index: the index kept (negative counts from the end).
+
+        Returns:
+            Tensor: a view without dimension dim, at index along it.
+
+        Raises:
+            IndexError: index is out of range, or the tensor is 0-d.
+        """
+        _core.check_awake(self, b"Tensor.select()", NULL)
+        return _copies.select(self, dim, _errors.int_arg(index, 'index', -9223372036854775808, 9223372036854775807))
+
+    def movedim(self, source, destination):
+        """A view with dimensions moved (torch.movedim); a permute().
+
+        Args:
+            source: the dimensions moved (negative count from the end).
+            destination: where each goes, as many as source.
+
+        Returns:
+            Tensor: a view with the dimensions of source at destination, the others in their order.
+
+        Raises:
+            ValueError: source and destination differ in length or repeat a dimension.
+        """
+        _core.check_awake(self, b"Tensor.movedim()", NULL)
+        return _copies.movedim(self, source, destination)
+
+    def moveaxis(self, source, destination):
+        """Another name of movedim(), as numpy's and PyTorch's.
+
+        Args:
+            source: the dimensions moved (negative count from the end).
+            destination: where each goes, as many as source.
+
+        Returns:
+            Tensor: as movedim().
+        """
+        _core.check_awake(self, b"Tensor.moveaxis()", NULL)
+        return _copies.movedim(self, source, destination)
+
+    def swapaxes(self, axis0, axis1):
+        """Another name of transpose(), as numpy's and PyTorch's.
+
+        Args:
+            axis0: a dimension (negative counts from the end).
+            axis1: the dimension to swap it with.
+
+        Returns:
+            Tensor: as transpose().
+        """
+        return _copies.swapaxes(self, axis0, axis1)
+
+    def swapdims(self, dim0, dim1):
+        """Another name of transpose(), as PyTorch's.
+
+        Args:
+            dim0: a dimension (negative counts from the end).
+            dim1: the dimension to swap it with.
+
+        Returns:
+            Tensor: as transpose().
+        """
+        return self.c_transpose(dim0, dim1)
+
+    def unflatten(self, dim, sizes):
+        """One dimension split into several (torch.Tensor.unflatten; flatten() undone).
+
+        Args:
+            dim: the dimension split (negative counts from the end).
+            sizes: the sizes it becomes, whose product is its size (one may be -1, inferred).
+
+        Returns:
+            Tensor: a view when possible, else a copy, with dim replaced by sizes.
+
+        Raises:
+            RuntimeError: sizes is empty or does not multiply up to the size of dim (PyTorch's
+                message).
+        """
+        _core.check_awake(self, b"Tensor.unflatten()", NULL)
+        return _copies.unflatten(self, dim, sizes)
+
+    def reciprocal(self):
+        """Elementwise 1 / x.
+
+        Returns:
+            Tensor: the result; float32 for integer and bool tensors, as in PyTorch.
+        """
+        _core.check_awake(self, b"Tensor.reciprocal()", NULL)
+        return _elementwise.reciprocal(self)
+
+    def reciprocal_(self):
+        """In-place reciprocal() (floating-point tensors).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.reciprocal_()", NULL)
+        return _elementwise.reciprocal_(self)
+
+    def clamp_min(self, min):
+        """clamp(min=min), as PyTorch's.
+
+        Args:
+            min: the lower bound, a number or a tensor that broadcasts.
+
+        Returns:
+            Tensor: max(self, min).
+        """
+        _core.check_awake(self, b"Tensor.clamp_min()", NULL)
+        _core.check_awake_value(min, b"Tensor.clamp_min()", b"min")
+        return _elementwise.clamp_min(self, min)
+
+    def clamp_max(self, max):
+        """clamp(max=max), as PyTorch's.
+
+        Args:
+            max: the upper bound, a number or a tensor that broadcasts.
+
+        Returns:
+            Tensor: min(self, max).
+        """
+        _core.check_awake(self, b"Tensor.clamp_max()", NULL)
+        _core.check_awake_value(max, b"Tensor.clamp_max()", b"max")
+        return _elementwise.clamp_max(self, max)
+
+    def clamp_min_(self, min):
+        """In-place clamp_min().
+
+        Args:
+            min: the lower bound.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.clamp_min_()", NULL)
+        _core.check_awake_value(min, b"Tensor.clamp_min_()", b"min")
+        return _elementwise.clamp_min_(self, min)
+
+    def clamp_max_(self, max):
+        """In-place clamp_max().
+
+        Args:
+            max: the upper bound.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.clamp_max_()", NULL)
+        _core.check_awake_value(max, b"Tensor.clamp_max_()", b"max")
+        return _elementwise.clamp_max_(self, max)
+
+    def logical_and(self, other):
+        """Elementwise whether both are nonzero (torch.logical_and).
+
+        Args:
+            other: a tensor that broadcasts with this one, of any dtype.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.logical_and()", NULL)
+        _core.check_awake_value(other, b"Tensor.logical_and()", b"other")
+        return _elementwise.logical_and(self, other)
+
+    def logical_or(self, other):
+        """Elementwise whether either is nonzero (torch.logical_or).
+
+        Args:
+            other: a tensor that broadcasts with this one, of any dtype.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.logical_or()", NULL)
+        _core.check_awake_value(other, b"Tensor.logical_or()", b"other")
+        return _elementwise.logical_or(self, other)
+
+    def logical_xor(self, other):
+        """Elementwise whether exactly one is nonzero (torch.logical_xor).
+
+        Args:
+            other: a tensor that broadcasts with this one, of any dtype.
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.logical_xor()", NULL)
+        _core.check_awake_value(other, b"Tensor.logical_xor()", b"other")
+        return _elementwise.logical_xor(self, other)
+
+    def logical_not(self):
+        """Elementwise whether x is zero (torch.logical_not).
+
+        Returns:
+            Tensor: a bool tensor.
+        """
+        _core.check_awake(self, b"Tensor.logical_not()", NULL)
+        return _elementwise.logical_not(self)
+
+    def tril(self, diagonal=0):
+        """The lower triangle of each matrix (the last two dimensions), as torch.tril; the mask is made from the host, so call it before a capture.
+
+        Args:
+            diagonal: the last diagonal kept: 0 the main one, above it positive, below negative.
+
+        Returns:
+            Tensor: a copy with the elements above that diagonal zero.
+
+        Raises:
+            RuntimeError: the tensor has fewer than 2 dimensions.
+        """
+        _core.check_awake(self, b"Tensor.tril()", NULL)
+        return _factories.tril(self, _errors.int_arg(diagonal, 'diagonal', -9223372036854775808, 9223372036854775807))
+
+    def triu(self, diagonal=0):
+        """The upper triangle of each matrix (the last two dimensions), as torch.triu; the mask is made from the host, so call it before a capture.
+
+        Args:
+            diagonal: the first diagonal kept: 0 the main one, above it positive, below negative.
+
+        Returns:
+            Tensor: a copy with the elements below that diagonal zero.
+
+        Raises:
+            RuntimeError: the tensor has fewer than 2 dimensions.
+        """
+        _core.check_awake(self, b"Tensor.triu()", NULL)
+        return _factories.triu(self, _errors.int_arg(diagonal, 'diagonal', -9223372036854775808, 9223372036854775807))
+
+    def tril_(self, diagonal=0):
+        """In-place tril().
+
+        Args:
+            diagonal: the last diagonal kept.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.tril_()", NULL)
+        return _factories.tril_(self, _errors.int_arg(diagonal, 'diagonal', -9223372036854775808, 9223372036854775807))
+
+    def triu_(self, diagonal=0):
+        """In-place triu().
+
+        Args:
+            diagonal: the first diagonal kept.
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.triu_()", NULL)
+        return _factories.triu_(self, _errors.int_arg(diagonal, 'diagonal', -9223372036854775808, 9223372036854775807))
+
+    def is_floating_point(self):
+        """Whether this tensor holds floating-point numbers.
+
+        Returns:
+            bool: whether the dtype is float16, bfloat16, float32 or float64.
+        """
+        return self.c_is_floating_point()
+
     def repeat(self, *sizes):
         """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).
 
@@ -3118,6 +4060,87 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.rsqrt()", NULL)
         return _elementwise.rsqrt(self)
 
+    def tan(self):
+        """Elementwise tangent (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.tan()", NULL)
+        return _elementwise.tan(self)
+
+    def atan(self):
+        """Elementwise arctangent, in radians (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.atan()", NULL)
+        return _elementwise.atan(self)
+
+    def asin(self):
+        """Elementwise arcsine, in radians (NaN outside [-1, 1]) (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.asin()", NULL)
+        return _elementwise.asin(self)
+
+    def acos(self):
+        """Elementwise arccosine, in radians (NaN outside [-1, 1]) (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.acos()", NULL)
+        return _elementwise.acos(self)
+
+    def sinh(self):
+        """Elementwise hyperbolic sine (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.sinh()", NULL)
+        return _elementwise.sinh(self)
+
+    def cosh(self):
+        """Elementwise hyperbolic cosine (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.cosh()", NULL)
+        return _elementwise.cosh(self)
+
+    def log2(self):
+        """Elementwise base-2 logarithm (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.log2()", NULL)
+        return _elementwise.log2(self)
+
+    def log10(self):
+        """Elementwise base-10 logarithm (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.log10()", NULL)
+        return _elementwise.log10(self)
+
+    def exp2(self):
+        """Elementwise 2 ** input (floating point; integer and bool tensors give float32, as in PyTorch).
+
+        Returns:
+            Tensor: the result.
+        """
+        _core.check_awake(self, b"Tensor.exp2()", NULL)
+        return _elementwise.exp2(self)
+
     def floor(self):
         """Elementwise largest integer not above x (not for bool tensors, as in PyTorch); its gradient is zero.
 
@@ -3260,6 +4283,87 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.rsqrt_()", NULL)
         return _elementwise.rsqrt_(self)
+
+    def tan_(self):
+        """In-place tan() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.tan_()", NULL)
+        return _elementwise.tan_(self)
+
+    def atan_(self):
+        """In-place atan() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.atan_()", NULL)
+        return _elementwise.atan_(self)
+
+    def asin_(self):
+        """In-place asin() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.asin_()", NULL)
+        return _elementwise.asin_(self)
+
+    def acos_(self):
+        """In-place acos() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.acos_()", NULL)
+        return _elementwise.acos_(self)
+
+    def sinh_(self):
+        """In-place sinh() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.sinh_()", NULL)
+        return _elementwise.sinh_(self)
+
+    def cosh_(self):
+        """In-place cosh() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.cosh_()", NULL)
+        return _elementwise.cosh_(self)
+
+    def log2_(self):
+        """In-place log2() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.log2_()", NULL)
+        return _elementwise.log2_(self)
+
+    def log10_(self):
+        """In-place log10() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.log10_()", NULL)
+        return _elementwise.log10_(self)
+
+    def exp2_(self):
+        """In-place exp2() (floating-point tensors, as exp_()).
+
+        Returns:
+            Tensor: self.
+        """
+        _core.check_awake(self, b"Tensor.exp2_()", NULL)
+        return _elementwise.exp2_(self)
 
     def abs_(self):
         """In-place abs() (not for bool tensors, as in PyTorch).

@@ -12,9 +12,10 @@ from tensorplay._runtime.tensor cimport copies
 from tensorplay._runtime.autograd.tape cimport Node
 from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
-from tensorplay._runtime.tensor.elementwise cimport (absolute, binary, clamp, cos, eq, exp, ge,
-                                                     gt, log, log1p, lt, mul, neg, power,
-                                                     relu, sigmoid, sin, sub, truediv, where)
+from tensorplay._runtime.tensor.elementwise cimport (absolute, binary, clamp, cos, cosh, eq, exp,
+                                                     ge, gt, log, log1p, lt, mul, neg, power,
+                                                     relu, sigmoid, sin, sinh, sqrt, sub,
+                                                     truediv, where)
 from tensorplay._runtime.tensor.factories cimport arange
 from tensorplay._runtime.tensor.linalg cimport matmul
 from tensorplay._runtime.tensor.reduction cimport maximum, minimum, sum_over
@@ -182,6 +183,53 @@ def rsqrt_gradient(Node node, tuple grads):  # saved: the output y
     # PyTorch's: -0.5 * g * y^3.
     cdef TensorCore y = node.saved[0]
     return (mul(grads[0], mul(mul(y, mul(y, y)), -0.5)),)
+
+
+def tan_gradient(Node node, tuple grads):  # saved: the output y
+    # PyTorch's: g * (1 + y * y).
+    cdef TensorCore y = node.saved[0]
+    return (mul(grads[0], binary(mul(y, y), 1, ops.OP_ADD, False, False, "tan backward")),)
+
+
+def atan_gradient(Node node, tuple grads):
+    # PyTorch's: g / (1 + x * x).
+    cdef TensorCore x = node.saved[0]
+    return (truediv(grads[0], binary(mul(x, x), 1, ops.OP_ADD, False, False,
+                                     "atan backward")),)
+
+
+def asin_gradient(Node node, tuple grads):
+    # PyTorch's: g / sqrt(1 - x * x), and acos's its negative.
+    cdef TensorCore x = node.saved[0]
+    return (truediv(grads[0], sqrt(binary(mul(x, x), 1, ops.OP_SUB, True, False,
+                                          "asin backward"))),)
+
+
+def acos_gradient(Node node, tuple grads):
+    return (neg(asin_gradient(node, grads)[0]),)
+
+
+def sinh_gradient(Node node, tuple grads):
+    # PyTorch's: g * cosh(x), and cosh's g * sinh(x).
+    return (mul(grads[0], cosh(node.saved[0])),)
+
+
+def cosh_gradient(Node node, tuple grads):
+    return (mul(grads[0], sinh(node.saved[0])),)
+
+
+def log2_gradient(Node node, tuple grads):
+    # PyTorch's: g / (x * ln 2), and log10's g / (x * ln 10).
+    return (truediv(grads[0], mul(node.saved[0], math.log(2.0))),)
+
+
+def log10_gradient(Node node, tuple grads):
+    return (truediv(grads[0], mul(node.saved[0], math.log(10.0))),)
+
+
+def exp2_gradient(Node node, tuple grads):  # saved: the output y
+    # PyTorch's: g * y * ln 2.
+    return (mul(grads[0], mul(node.saved[0], math.log(2.0))),)
 
 
 def tanh_gradient(Node node, tuple grads):  # saved: the output y
@@ -457,6 +505,9 @@ FORMULAS = {
     "exp": exp_gradient, "sqrt": sqrt_gradient, "log": log_gradient, "sum": sum_gradient,
     "sigmoid": sigmoid_gradient, "tanh": tanh_gradient, "erf": erf_gradient,
     "log1p": log1p_gradient, "expm1": expm1_gradient, "rsqrt": rsqrt_gradient,
+    "tan": tan_gradient, "atan": atan_gradient, "asin": asin_gradient, "acos": acos_gradient,
+    "sinh": sinh_gradient, "cosh": cosh_gradient, "log2": log2_gradient,
+    "log10": log10_gradient, "exp2": exp2_gradient,
     "binary_cross_entropy": binary_cross_entropy_gradient,
     "binary_cross_entropy_with_logits": binary_cross_entropy_with_logits_gradient,
     "floor": zero_gradient,

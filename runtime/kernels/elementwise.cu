@@ -252,8 +252,9 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
 // PyTorch's 1 / (1 + exp(-x)); round is rint, the nearest integer with ties to even, as
 // PyTorch's nearbyint. log1p, expm1 and rsqrt are CUDA's own, exact near 0 where log(1 + x)
 // and exp(x) - 1 lose every digit, as PyTorch's kernels call them.
-#define FLOATING_FUNCTION(F, SIN, COS, EXP, LOG, SQRT, TANH, ERF, LOG1P, EXPM1, RSQRT, FLOOR,   \
-                          CEIL, RINT, TRUNC)                                                   \
+#define FLOATING_FUNCTION(F, SIN, COS, EXP, LOG, SQRT, TANH, ERF, LOG1P, EXPM1, RSQRT, TAN,    \
+                          ATAN, ASIN, ACOS, SINH, COSH, LOG2, LOG10, EXP2, FLOOR, CEIL, RINT,  \
+                          TRUNC)                                                               \
     __device__ inline F floating_function(int op, F x) {                                       \
         switch (op) {                                                                          \
             case OP_SIN: return SIN(x);                                                        \
@@ -266,6 +267,15 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
             case OP_LOG1P: return LOG1P(x);                                                    \
             case OP_EXPM1: return EXPM1(x);                                                    \
             case OP_RSQRT: return RSQRT(x);                                                    \
+            case OP_TAN: return TAN(x);                                                        \
+            case OP_ATAN: return ATAN(x);                                                      \
+            case OP_ASIN: return ASIN(x);                                                      \
+            case OP_ACOS: return ACOS(x);                                                      \
+            case OP_SINH: return SINH(x);                                                      \
+            case OP_COSH: return COSH(x);                                                      \
+            case OP_LOG2: return LOG2(x);                                                      \
+            case OP_LOG10: return LOG10(x);                                                    \
+            case OP_EXP2: return EXP2(x);                                                      \
             case OP_FLOOR: return FLOOR(x);                                                    \
             case OP_CEIL: return CEIL(x);                                                      \
             case OP_ROUND: return RINT(x);                                                     \
@@ -273,10 +283,11 @@ extern "C" __global__ void compare_scalar(const scalar_t* a, acc_t scalar, bool*
             default: return SQRT(x);                                                           \
         }                                                                                      \
     }
-FLOATING_FUNCTION(float, sinf, cosf, expf, logf, sqrtf, tanhf, erff, log1pf, expm1f, rsqrtf, floorf,
-                  ceilf, rintf, truncf)
-FLOATING_FUNCTION(double, sin, cos, exp, log, sqrt, tanh, erf, log1p, expm1, rsqrt, floor, ceil,
-                  rint, trunc)
+FLOATING_FUNCTION(float, sinf, cosf, expf, logf, sqrtf, tanhf, erff, log1pf, expm1f, rsqrtf, tanf,
+                  atanf, asinf, acosf, sinhf, coshf, log2f, log10f, exp2f, floorf, ceilf, rintf,
+                  truncf)
+FLOATING_FUNCTION(double, sin, cos, exp, log, sqrt, tanh, erf, log1p, expm1, rsqrt, tan, atan,
+                  asin, acos, sinh, cosh, log2, log10, exp2, floor, ceil, rint, trunc)
 __device__ inline long long floating_function(int op, long long x) {
     return (long long)floating_function(op, (double)x);
 }

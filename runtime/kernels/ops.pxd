@@ -43,6 +43,15 @@ cpdef enum Op:
     OP_LOG1P                 # log(1 + x), exact near 0
     OP_EXPM1                 # exp(x) - 1, exact near 0
     OP_RSQRT                 # 1 / sqrt(x)
+    OP_TAN
+    OP_ATAN
+    OP_ASIN
+    OP_ACOS
+    OP_SINH
+    OP_COSH
+    OP_LOG2
+    OP_LOG10
+    OP_EXP2
     OP_FLOOR                 # floor, ceil, round (half to even) and trunc: floating only; an
     OP_CEIL                  # integer tensor is its own result (a copy), as in PyTorch
     OP_ROUND

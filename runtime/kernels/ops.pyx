@@ -59,6 +59,15 @@ ROWS = (
     (OP_LOG1P, KERNEL_UNARY, "log1p", "log1p", DTYPE_FLOATING, False),
     (OP_EXPM1, KERNEL_UNARY, "expm1", "expm1", DTYPE_FLOATING, True),
     (OP_RSQRT, KERNEL_UNARY, None, "rsqrt", DTYPE_FLOATING, True),
+    (OP_TAN, KERNEL_UNARY, "tan", "tan", DTYPE_FLOATING, True),
+    (OP_ATAN, KERNEL_UNARY, "arctan", "atan", DTYPE_FLOATING, False),
+    (OP_ASIN, KERNEL_UNARY, "arcsin", "asin", DTYPE_FLOATING, False),
+    (OP_ACOS, KERNEL_UNARY, "arccos", "acos", DTYPE_FLOATING, False),
+    (OP_SINH, KERNEL_UNARY, "sinh", "sinh", DTYPE_FLOATING, False),
+    (OP_COSH, KERNEL_UNARY, "cosh", "cosh", DTYPE_FLOATING, False),
+    (OP_LOG2, KERNEL_UNARY, "log2", "log2", DTYPE_FLOATING, False),
+    (OP_LOG10, KERNEL_UNARY, "log10", "log10", DTYPE_FLOATING, False),
+    (OP_EXP2, KERNEL_UNARY, "exp2", "exp2", DTYPE_FLOATING, True),
     # Rounding is piecewise constant: its gradient is zero, as PyTorch's. round is to the
     # nearest even integer at a tie (numpy's rint, CUDA's rint, PyTorch's nearbyint).
     (OP_FLOOR, KERNEL_UNARY, "floor", "floor", DTYPE_SAME, False),

@@ -562,6 +562,83 @@ cdef tuple unbind(TensorCore tensor, object dim):
                  for index in range(tensor.sizes[axis]))
 
 
+# narrow(), select(), movedim() and unflatten(): views, as PyTorch's, made by basic indexing,
+# permute() and reshape(), so each is recorded for autograd and none copies (unflatten of a
+# tensor that no view can reshape copies, as reshape does).
+cdef object narrow(TensorCore tensor, object dim, long long start, long long length):
+    # PyTorch's checks and messages, in Python integers (start + length may pass 2**63)
+    cdef int axis = tensor.c_dim(dim, "dim")
+    size = tensor.sizes[axis]
+    first, count = start, length
+    if not -size <= first <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], "
+                         f"but got {first})")
+    if first < 0:
+        first += size
+    if first + count > size:
+        raise IndexError(f"start ({first}) + length ({count}) exceeds dimension size "
+                         f"({size}).")
+    return getitem(tensor, (slice(None),) * axis + (slice(first, first + count),))
+
+
+cdef object select(TensorCore tensor, object dim, long long index):
+    cdef int axis = tensor.c_dim(dim, "dim")
+    if not tensor.sizes:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    size = tensor.sizes[axis]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(tensor.sizes)} at dimension {axis}")
+    return getitem(tensor, (slice(None),) * axis + (index,))
+
+
+cdef object movedim(TensorCore tensor, object source, object destination):
+    sources = tuple(source) if isinstance(source, (tuple, list)) else (source,)
+    destinations = tuple(destination) if isinstance(destination, (tuple, list)) else \
+        (destination,)
+    require_ints(sources, "movedim: source")
+    require_ints(destinations, "movedim: destination")
+    if len(sources) != len(destinations):
+        raise ValueError(f"movedim: Invalid source or destination dims: source ({list(sources)} "
+                         f"dims) should contain the same number of dims as destination "
+                         f"({list(destinations)} dims)")
+    moved = [tensor.c_dim(dim, "source") for dim in sources]
+    placed = [tensor.c_dim(dim, "destination") for dim in destinations]
+    for dims, name in ((moved, "source"), (placed, "destination")):
+        if len(set(dims)) != len(dims):
+            raise ValueError(f"movedim: repeated dim in `{name}` ({list(dims)})")
+    order = [None] * len(tensor.sizes)
+    for dim, at in zip(moved, placed):
+        order[at] = dim
+    rest = iter(dim for dim in range(len(tensor.sizes)) if dim not in moved)
+    return tensor.c_permute(tuple(dim if dim is not None else next(rest) for dim in order))
+
+
+cdef object unflatten(TensorCore tensor, object dim, object sizes):
+    if not isinstance(sizes, (tuple, list)):
+        raise TypeError(f"unflatten: sizes must be a tuple or list of ints, got "
+                        f"{errors.shown(sizes)}")
+    sizes = tuple(sizes)
+    require_ints(sizes, "unflatten: sizes")
+    cdef int axis = tensor.c_dim(dim, "dim")
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    product = 1
+    for size in sizes:
+        product *= size
+    if -1 not in sizes and product != tensor.sizes[axis]:  # PyTorch's message
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the "
+                           f"size of dim {dim} ({tensor.sizes[axis]}) in the input tensor")
+    return tensor.reshape(tensor.sizes[:axis] + sizes + tensor.sizes[axis + 1:])
+
+
+cdef object swapaxes(TensorCore tensor, object axis0, object axis1):
+    # transpose() under numpy's names, which its errors name, both checked to be ints first
+    require_ints((axis0,), "swapaxes: axis0")
+    require_ints((axis1,), "swapaxes: axis1")
+    return tensor.c_transpose(tensor.c_dim(axis0, "axis0"), tensor.c_dim(axis1, "axis1"))
+
+
 cdef object repeat(TensorCore tensor, tuple repeats):
     """The tensor tiled repeats[d] times along each dimension d, as PyTorch's repeat(): the
     sizes interleaved with ones, expanded to the repeats, then copied into their product's

@@ -73,6 +73,7 @@ cdef class TensorCore:
     cdef object c_stride(self, object dim)
     cdef int c_dim(self, object dim, str argument=*) except -1
     cdef int64_t c_numel(self)
+    cdef bint c_is_floating_point(self)
     cdef int c_element_size(self)
     cdef int64_t c_nbytes(self)
     cdef object c_data_ptr(self)

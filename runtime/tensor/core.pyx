@@ -506,6 +506,9 @@ cdef class TensorCore:
     cdef int64_t c_numel(self):
         return self.element_count
 
+    cdef bint c_is_floating_point(self):
+        return self.dtype_object.floating
+
     cdef int c_element_size(self):
         return self.dtype_object.itemsize
 

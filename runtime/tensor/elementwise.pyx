@@ -843,6 +843,42 @@ cdef object rsqrt(TensorCore tensor):
     return unary(tensor, ops.OP_RSQRT)
 
 
+cdef object tan(TensorCore tensor):
+    return unary(tensor, ops.OP_TAN)
+
+
+cdef object atan(TensorCore tensor):
+    return unary(tensor, ops.OP_ATAN)
+
+
+cdef object asin(TensorCore tensor):
+    return unary(tensor, ops.OP_ASIN)
+
+
+cdef object acos(TensorCore tensor):
+    return unary(tensor, ops.OP_ACOS)
+
+
+cdef object sinh(TensorCore tensor):
+    return unary(tensor, ops.OP_SINH)
+
+
+cdef object cosh(TensorCore tensor):
+    return unary(tensor, ops.OP_COSH)
+
+
+cdef object log2(TensorCore tensor):
+    return unary(tensor, ops.OP_LOG2)
+
+
+cdef object log10(TensorCore tensor):
+    return unary(tensor, ops.OP_LOG10)
+
+
+cdef object exp2(TensorCore tensor):
+    return unary(tensor, ops.OP_EXP2)
+
+
 cdef object floor(TensorCore tensor):
     return unary(tensor, ops.OP_FLOOR)
 
@@ -959,6 +995,42 @@ cdef object expm1_(TensorCore tensor):
 
 cdef object rsqrt_(TensorCore tensor):
     return unary_(tensor, ops.OP_RSQRT)
+
+
+cdef object tan_(TensorCore tensor):
+    return unary_(tensor, ops.OP_TAN)
+
+
+cdef object atan_(TensorCore tensor):
+    return unary_(tensor, ops.OP_ATAN)
+
+
+cdef object asin_(TensorCore tensor):
+    return unary_(tensor, ops.OP_ASIN)
+
+
+cdef object acos_(TensorCore tensor):
+    return unary_(tensor, ops.OP_ACOS)
+
+
+cdef object sinh_(TensorCore tensor):
+    return unary_(tensor, ops.OP_SINH)
+
+
+cdef object cosh_(TensorCore tensor):
+    return unary_(tensor, ops.OP_COSH)
+
+
+cdef object log2_(TensorCore tensor):
+    return unary_(tensor, ops.OP_LOG2)
+
+
+cdef object log10_(TensorCore tensor):
+    return unary_(tensor, ops.OP_LOG10)
+
+
+cdef object exp2_(TensorCore tensor):
+    return unary_(tensor, ops.OP_EXP2)
 
 
 cdef object sign_(TensorCore tensor):
@@ -1436,3 +1508,60 @@ cdef object where_values(object condition, object input, object other):
     return output
 
 
+
+
+# clamp_min(), clamp_max() and their in-place forms: clamp() with one bound, as PyTorch's.
+cdef object clamp_min(TensorCore tensor, object min):
+    return clamp(tensor, bound_arg(min, "min"), None)
+
+
+cdef object clamp_max(TensorCore tensor, object max):
+    return clamp(tensor, None, bound_arg(max, "max"))
+
+
+cdef object clamp_min_(TensorCore tensor, object min):
+    return clamp_(tensor, bound_arg(min, "min"), None)
+
+
+cdef object clamp_max_(TensorCore tensor, object max):
+    return clamp_(tensor, None, bound_arg(max, "max"))
+
+
+cdef object bound_arg(object bound, str argument):
+    # the one bound these take is required, and a number or a tensor, as clamp()'s bounds
+    if bound is None or isinstance(bound, bool) or \
+            not isinstance(bound, (int, float, TensorCore)):
+        raise TypeError(f"{argument} must be a number or a tensor, got {errors.shown(bound)}")
+    return bound
+
+
+# reciprocal() is 1 / x, a float for integer tensors, as PyTorch's (and its gradient -g / x**2
+# is the division's).
+cdef object reciprocal(TensorCore tensor):
+    return binary(tensor, 1, ops.OP_DIV, True, False, "reciprocal")
+
+
+cdef object reciprocal_(TensorCore tensor):
+    return binary(tensor, 1, ops.OP_DIV, True, True, "reciprocal_")
+
+
+# The logical operations of PyTorch: bool results of the operands' truth (nonzero), of any
+# dtypes; other must be a tensor, as torch.logical_and's.
+cdef object truth(object value, str argument):
+    return ne(own_tensor_arg(value, argument), 0)
+
+
+cdef object logical_and(TensorCore tensor, object other):
+    return bitwise_and(<TensorCore>truth(tensor, "input"), truth(other, "other"))
+
+
+cdef object logical_or(TensorCore tensor, object other):
+    return bitwise_or(<TensorCore>truth(tensor, "input"), truth(other, "other"))
+
+
+cdef object logical_xor(TensorCore tensor, object other):
+    return ne(<TensorCore>truth(tensor, "input"), truth(other, "other"))
+
+
+cdef object logical_not(TensorCore tensor):
+    return eq(tensor, 0)

@@ -37,3 +37,7 @@ cdef object new_full_of(TensorCore tensor, object size, object fill_value, objec
                         object device, bint requires_grad)
 cdef object new_tensor_of(TensorCore like, object data, object dtype, object device,
                           bint requires_grad)
+cdef object tril(TensorCore tensor, long long diagonal)
+cdef object triu(TensorCore tensor, long long diagonal)
+cdef object tril_(TensorCore tensor, long long diagonal)
+cdef object triu_(TensorCore tensor, long long diagonal)

@@ -577,3 +577,34 @@ cdef object new_full_of(TensorCore tensor, object size, object fill_value, objec
 cdef object new_tensor_of(TensorCore like, object data, object dtype, object device,
                           bint requires_grad):
     return tensor(data, own_dtype(like, dtype), own_device(like, device), requires_grad)
+
+
+# tril() and triu(), as PyTorch's: the elements on and below (above) the diagonal-th diagonal of
+# each matrix (the last two dimensions), the others zero, through masked_fill, so autograd and
+# a capture take them as they take masked_fill; the mask compares aranges, made on the device
+# (copied from the host: a capture refuses it, so build masks before capturing).
+cdef object tril(TensorCore tensor, long long diagonal):
+    return tensor.masked_fill(outside_triangle(tensor, diagonal, True, "tril"), 0)
+
+
+cdef object triu(TensorCore tensor, long long diagonal):
+    return tensor.masked_fill(outside_triangle(tensor, diagonal, False, "triu"), 0)
+
+
+cdef object tril_(TensorCore tensor, long long diagonal):
+    return tensor.masked_fill_(outside_triangle(tensor, diagonal, True, "tril_"), 0)
+
+
+cdef object triu_(TensorCore tensor, long long diagonal):
+    return tensor.masked_fill_(outside_triangle(tensor, diagonal, False, "triu_"), 0)
+
+
+cdef object outside_triangle(TensorCore tensor, long long diagonal, bint lower, str name):
+    if len(tensor.sizes) < 2:  # PyTorch's message
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+    device = device_text(tensor.device_index)
+    int64 = dtypes.named_dtype("int64")
+    rows = arange(0, tensor.sizes[-2], 1, int64, device, False)
+    columns = arange(0, tensor.sizes[-1], 1, int64, device, False)
+    offset = columns - rows.unsqueeze(-1)  # column - row of each element
+    return offset > diagonal if lower else offset < diagonal

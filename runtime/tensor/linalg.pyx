@@ -20,10 +20,11 @@ from tensorplay._runtime.kernels.blas cimport (Float32Precision, MatmulDtype, Ma
 from tensorplay._runtime.tensor cimport copies
 from tensorplay._runtime.tensor.arguments cimport np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, check_device, current_stream,
-                                              new_empty, recorded, tracked, wrap_cpu)
+                                              new_empty, own_tensor_arg, recorded, tracked,
+                                              wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, stored
 
-from tensorplay._runtime.tensor.arguments import ShapeError
+from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
 
 # set_float32_matmul_precision's choices, in the schema's order (blas.pxd, Float32Precision).
 PRECISIONS = ("highest", "high", "medium")
@@ -185,3 +186,51 @@ cdef object rmatmul(TensorCore tensor, object other):
     if isinstance(other, TensorCore):
         return matmul(<TensorCore>other, tensor)
     raise TypeError(f"matmul: other must be a tensor, got {type(other).__name__}")
+
+
+# mm, bmm, dot and outer: matmul (or a broadcast product) of operands of the one shape each
+# takes, refusing others with PyTorch's messages, as torch.mm, bmm, dot and outer.
+cdef object mm(TensorCore tensor, object mat2):
+    cdef TensorCore other = own_tensor_arg(mat2, "mat2")
+    if len(tensor.sizes) != 2:
+        raise ShapeError(f"self must be a matrix, got {len(tensor.sizes)}-D")
+    if len(other.sizes) != 2:
+        raise ShapeError(f"mat2 must be a matrix, got {len(other.sizes)}-D")
+    return matmul(tensor, other)
+
+
+cdef object bmm(TensorCore tensor, object mat2):
+    cdef TensorCore other = own_tensor_arg(mat2, "mat2")
+    if len(tensor.sizes) != 3:
+        raise ShapeError(f"batch1 must be a 3D tensor, got {len(tensor.sizes)}-D")
+    if len(other.sizes) != 3:
+        raise ShapeError(f"batch2 must be a 3D tensor, got {len(other.sizes)}-D")
+    if other.sizes[:2] != (tensor.sizes[0], tensor.sizes[2]):  # no broadcasting in bmm
+        raise ShapeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                         f"[{tensor.sizes[0]}, {tensor.sizes[2]}] but got: "
+                         f"[{other.sizes[0]}, {other.sizes[1]}].")
+    return matmul(tensor, other)
+
+
+cdef object dot(TensorCore tensor, object other):
+    cdef TensorCore right = own_tensor_arg(other, "other")
+    if len(tensor.sizes) != 1 or len(right.sizes) != 1:
+        raise ShapeError(f"1D tensors expected, but got {len(tensor.sizes)}D and "
+                         f"{len(right.sizes)}D tensors")
+    if tensor.sizes != right.sizes:
+        raise ShapeError(f"inconsistent tensor size, expected tensor [{tensor.sizes[0]}] and "
+                         f"src [{right.sizes[0]}] to have the same number of elements, but "
+                         f"got {tensor.sizes[0]} and {right.sizes[0]} elements respectively")
+    if tensor.dtype_object is not right.dtype_object:
+        raise DtypeError(f"dot : expected both vectors to have same dtype, but found "
+                         f"{tensor.dtype_object.name} and {right.dtype_object.name}")
+    return matmul(tensor, right)
+
+
+cdef object outer(TensorCore tensor, object vec2):
+    cdef TensorCore right = own_tensor_arg(vec2, "vec2")
+    for value, name in ((tensor, "self"), (right, "vec2")):
+        if len((<TensorCore>value).sizes) != 1:
+            raise ShapeError(f"outer: Expected 1-D argument {name}, but got "
+                             f"{len((<TensorCore>value).sizes)}-D")
+    return tensor.c_unsqueeze(1) * right  # promoted as a product, as PyTorch's outer

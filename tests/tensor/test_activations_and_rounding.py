@@ -1,4 +1,5 @@
-"""sigmoid, tanh, erf, log1p, expm1, rsqrt, floor, ceil, round (with decimals), trunc, sign and isnan/isinf/isfinite on the
+"""sigmoid, tanh, erf, log1p, expm1, rsqrt, tan, atan, asin, acos, sinh, cosh, log2, log10, exp2,
+floor, ceil, round (with decimals), trunc, sign and isnan/isinf/isfinite on the
 CPU and on CUDA (marked gpu): values against numpy, dtypes, gradients, the top-level and nn
 forms, the integer and bool rules, captures; against PyTorch where it is installed.
 
@@ -36,7 +37,10 @@ def rsqrt(x):
 
 
 REFERENCES = {"sigmoid": expit, "tanh": numpy.tanh, "erf": erf, "log1p": numpy.log1p,
-              "expm1": numpy.expm1, "rsqrt": rsqrt, "floor": numpy.floor, "ceil": numpy.ceil,
+              "expm1": numpy.expm1, "rsqrt": rsqrt, "tan": numpy.tan, "atan": numpy.arctan,
+              "asin": numpy.arcsin, "acos": numpy.arccos, "sinh": numpy.sinh,
+              "cosh": numpy.cosh, "log2": numpy.log2, "log10": numpy.log10,
+              "exp2": numpy.exp2, "floor": numpy.floor, "ceil": numpy.ceil,
               "round": numpy.round, "trunc": numpy.trunc}
 ROUNDING = ("floor", "ceil", "round", "trunc")
 LARGEST = {"float16": 65504.0, "bfloat16": 3.3895e38, "float32": 3.4028e38,
@@ -165,11 +169,18 @@ def test_gradients(device, dtype):
                        device=device)).sum().backward()
         weights = numpy.array([1.0, 2.0, 3.0, 4.0, 5.0])
         s = expit(numpy.array(data))
-        expected = {"sigmoid": s * (1 - s), "tanh": 1 - numpy.tanh(data) ** 2,
-                    "erf": 2 / math.sqrt(math.pi) * numpy.exp(-numpy.square(data)),
-                    "log1p": 1 / (1 + numpy.array(data)), "expm1": numpy.exp(data),
-                    "rsqrt": -0.5 * rsqrt(numpy.array(data)) ** 3}.get(
-            name, numpy.zeros(5))
+        with numpy.errstate(divide="ignore", invalid="ignore"):  # 1 / 0 at x = 0: infinite
+            expected = {"sigmoid": s * (1 - s), "tanh": 1 - numpy.tanh(data) ** 2,
+                        "erf": 2 / math.sqrt(math.pi) * numpy.exp(-numpy.square(data)),
+                        "log1p": 1 / (1 + numpy.array(data)), "expm1": numpy.exp(data),
+                        "rsqrt": -0.5 * rsqrt(numpy.array(data)) ** 3,
+                        "tan": 1 + numpy.tan(data) ** 2, "atan": 1 / (1 + numpy.square(data)),
+                        "asin": rsqrt(1 - numpy.square(data)),
+                        "acos": -rsqrt(1 - numpy.square(data)), "sinh": numpy.cosh(data),
+                        "cosh": numpy.sinh(data), "log2": 1 / (numpy.array(data) * math.log(2)),
+                        "log10": 1 / (numpy.array(data) * math.log(10)),
+                        "exp2": numpy.exp2(data) * math.log(2)}.get(
+                name, numpy.zeros(5))
         numpy.testing.assert_allclose(values(x.grad), weights * expected, rtol=1e-6, atol=1e-7)
     x = tp.tensor(data, device=device, requires_grad=True)
     x.round(decimals=1).sum().backward()

@@ -1,5 +1,6 @@
 """In-place unary functions (exp_, log_, sqrt_, sin_, cos_, sigmoid_, tanh_, erf_, log1p_, expm1_,
-rsqrt_, abs_, neg_, relu_, sign_, floor_, ceil_, trunc_, round_) and pow_/square_, on the CPU and on CUDA (marked gpu).
+rsqrt_, tan_, atan_, asin_, acos_, sinh_, cosh_, log2_, log10_, exp2_, abs_, neg_, relu_,
+sign_, floor_, ceil_, trunc_, round_) and pow_/square_, on the CPU and on CUDA (marked gpu).
 
 Ported from PyTorch's own tests:
 - test/test_ops.py, TestCommon.test_variant_consistency_eager: an op's in-place variant gives
@@ -24,7 +25,7 @@ import tensorplay as tp
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 FLOATING = ["exp", "log", "sqrt", "sin", "cos", "sigmoid", "tanh", "erf", "log1p", "expm1",
-            "rsqrt"]
+            "rsqrt", "tan", "atan", "asin", "acos", "sinh", "cosh", "log2", "log10", "exp2"]
 ANY_NUMBER = ["abs", "neg", "relu", "sign", "floor", "ceil", "trunc", "round", "square"]
 DATA = [0.25, 0.5, 1.5, 2.5, 3.0, 7.75]  # positive, so log and sqrt are defined
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-6, "float64": 1e-12}
@@ -123,6 +124,9 @@ GRADIENTS = {
     "tanh": lambda v: 1 - numpy.tanh(v) ** 2,
     "erf": lambda v: 2 / numpy.sqrt(numpy.pi) * numpy.exp(-v * v), "abs": numpy.sign,
     "log1p": lambda v: 1 / (1 + v), "expm1": numpy.exp, "rsqrt": lambda v: -0.5 * v ** -1.5,
+    "tan": lambda v: 1 + numpy.tan(v) ** 2, "atan": lambda v: 1 / (1 + v * v),
+    "sinh": numpy.cosh, "cosh": numpy.sinh, "log2": lambda v: 1 / (v * numpy.log(2)),
+    "log10": lambda v: 1 / (v * numpy.log(10)), "exp2": lambda v: numpy.exp2(v) * numpy.log(2),
     "neg": lambda v: -numpy.ones_like(v),
     "relu": lambda v: (v > 0).astype(v.dtype), "floor": numpy.zeros_like,
     "round": numpy.zeros_like, "sign": numpy.zeros_like, "square": lambda v: 2 * v,
