@@ -447,10 +447,12 @@ COLD_MODULES = {
     "tensorplay._runtime.tensor.interop",       # DLPack and __cuda_array_interface__ imports
     "tensorplay._runtime.autograd.nn",          # Module bookkeeping (Python classes)
     "tensorplay._runtime.autograd.optim",
+    "tensorplay._runtime.autograd.lr_scheduler",  # schedulers: Python arithmetic per epoch
     "tensorplay._runtime.base.public",
     "tensorplay.autograd",
     "tensorplay.nn",
     "tensorplay.optim",
+    "tensorplay.optim.lr_scheduler",
     "tensorplay.accelerator.random",            # seeding and generator state
 }
 # Debug info (-g in Python's CFLAGS) costs a quarter of the compile time and is not shipped.

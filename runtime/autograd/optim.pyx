@@ -415,6 +415,13 @@ class OptimizerCore:
     def _loaded_entry(self, TensorCore param, dict values):
         pass
 
+    def __getstate__(self):
+        # A scheduler's wrapper of step() holds this optimiser (lr_scheduler.pyx, Note
+        # [Counted optimiser steps]): a copy or an unpickled optimiser takes its class's step()
+        # instead, as PyTorch's Optimizer.__getstate__ leaves the wrapper out.
+        return {key: value for key, value in self.__dict__.items()
+                if key not in ("step", "_opt_called")}
+
 
 class SGDCore(OptimizerCore):
     """Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight
