@@ -6,12 +6,12 @@ import tensorplay
 from tensorplay._runtime.autograd.nn import (
     binary_cross_entropy as _binary_cross_entropy,
     binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
-    cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, gelu as _gelu,
-    hardtanh as _hardtanh, huber_loss as _huber_loss, implicit_dim as _implicit_dim,
-    l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu,
-    linear as _linear, log_softmax as _log_softmax, mish as _mish, mse_loss as _mse_loss,
-    nll_loss as _nll_loss, normalize as _normalize, one_hot as _one_hot, silu as _silu,
-    smooth_l1_loss as _smooth_l1_loss, softmax as _softmax, softplus as _softplus)
+    cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, embedding as _embedding,
+    gelu as _gelu, hardtanh as _hardtanh, huber_loss as _huber_loss, implicit_dim as _implicit_dim,
+    l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu, linear as _linear,
+    log_softmax as _log_softmax, mish as _mish, mse_loss as _mse_loss, nll_loss as _nll_loss,
+    normalize as _normalize, one_hot as _one_hot, silu as _silu, smooth_l1_loss as _smooth_l1_loss,
+    softmax as _softmax, softplus as _softplus)
 
 
 def _check_tensor(value, name):
@@ -169,6 +169,12 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
         if value is not None:
             _check_tensor(value, name)
     return _binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
+
+
+def embedding(input, weight, padding_idx=None):
+    _check_tensor(input, "input")
+    _check_tensor(weight, "weight")
+    return _embedding(input, weight, padding_idx)
 
 
 def one_hot(tensor, num_classes=-1):

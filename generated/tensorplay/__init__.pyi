@@ -115,6 +115,7 @@ __all__ = [
     "triu",
     "is_floating_point",
     "split",
+    "index_select",
     "clone",
     "var",
     "std",
@@ -1516,6 +1517,27 @@ def split(input: Tensor, split_size_or_sections: builtins.int | list[builtins.in
     """
 
 
+def index_select(input: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
+    """The slices along dim that index names (torch.index_select), a gather that a CUDA graph captures; its gradient adds up where indices repeat. x[index] with an integer tensor is the same along the first dimension, wrapping negative indices.
+
+    Args:
+        input: a Tensor: index_select(input, ...) is input.index_select(...).
+        dim: the dimension selected along (negative counts from the end).
+        index: the indices (int64 or int32, from 0, at most one dimension), on this tensor's
+            device; they may repeat.
+
+    Returns:
+        Tensor: a new tensor of the slices along dim at index, in its order: dim has index's
+            length.
+
+    Raises:
+        IndexError: index has more than one dimension, or (on the CPU) an index is out of range
+            (PyTorch's "index out of range in self"); on a CUDA device an index out of range selects
+            zeros.
+        TypeError: index is not an int64 or int32 tensor.
+    """
+
+
 def clone(input: Tensor) -> Tensor:
     """A copy, recorded for autograd.
 
@@ -2910,6 +2932,25 @@ class Tensor:
 
         Returns:
             bool: whether the dtype is float16, bfloat16, float32 or float64.
+        """
+
+    def index_select(self, dim: builtins.int, index: Tensor) -> Tensor:
+        """The slices along dim that index names (torch.index_select), a gather that a CUDA graph captures; its gradient adds up where indices repeat. x[index] with an integer tensor is the same along the first dimension, wrapping negative indices.
+
+        Args:
+            dim: the dimension selected along (negative counts from the end).
+            index: the indices (int64 or int32, from 0, at most one dimension), on this tensor's
+                device; they may repeat.
+
+        Returns:
+            Tensor: a new tensor of the slices along dim at index, in its order: dim has index's
+                length.
+
+        Raises:
+            IndexError: index has more than one dimension, or (on the CPU) an index is out of range
+                (PyTorch's "index out of range in self"); on a CUDA device an index out of range selects
+                zeros.
+            TypeError: index is not an int64 or int32 tensor.
         """
 
     def repeat(self, *sizes: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:

@@ -121,6 +121,7 @@ __all__ = [
     "triu",
     "is_floating_point",
     "split",
+    "index_select",
     "clone",
     "var",
     "std",
@@ -1939,6 +1940,32 @@ def split(input, split_size_or_sections, dim=0):
     return input.split(split_size_or_sections, dim)
 
 
+def index_select(input, dim, index):
+    """The slices along dim that index names (torch.index_select), a gather that a CUDA graph captures; its gradient adds up where indices repeat. x[index] with an integer tensor is the same along the first dimension, wrapping negative indices.
+
+    Args:
+        input: a Tensor: index_select(input, ...) is input.index_select(...).
+        dim: the dimension selected along (negative counts from the end).
+        index: the indices (int64 or int32, from 0, at most one dimension), on this tensor's
+            device; they may repeat.
+
+    Returns:
+        Tensor: a new tensor of the slices along dim at index, in its order: dim has index's
+            length.
+
+    Raises:
+        IndexError: index has more than one dimension, or (on the CPU) an index is out of range
+            (PyTorch's "index out of range in self"); on a CUDA device an index out of range selects
+            zeros.
+        TypeError: index is not an int64 or int32 tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"index_select(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.index_select(dim, index)
+
+
 def clone(input):
     """A copy, recorded for autograd.
 
@@ -3655,6 +3682,28 @@ cdef class Tensor(_core.TensorCore):
             bool: whether the dtype is float16, bfloat16, float32 or float64.
         """
         return self.c_is_floating_point()
+
+    def index_select(self, dim, index):
+        """The slices along dim that index names (torch.index_select), a gather that a CUDA graph captures; its gradient adds up where indices repeat. x[index] with an integer tensor is the same along the first dimension, wrapping negative indices.
+
+        Args:
+            dim: the dimension selected along (negative counts from the end).
+            index: the indices (int64 or int32, from 0, at most one dimension), on this tensor's
+                device; they may repeat.
+
+        Returns:
+            Tensor: a new tensor of the slices along dim at index, in its order: dim has index's
+                length.
+
+        Raises:
+            IndexError: index has more than one dimension, or (on the CPU) an index is out of range
+                (PyTorch's "index out of range in self"); on a CUDA device an index out of range selects
+                zeros.
+            TypeError: index is not an int64 or int32 tensor.
+        """
+        _core.check_awake(self, b"Tensor.index_select()", NULL)
+        _core.check_awake_value(index, b"Tensor.index_select()", b"index")
+        return _copies.index_select(self, dim, index)
 
     def repeat(self, *sizes):
         """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).

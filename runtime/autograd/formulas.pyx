@@ -320,6 +320,14 @@ def getitem_gradient(Node node, tuple grads):
     return (whole,)
 
 
+def index_select_gradient(Node node, tuple grads):
+    # Each slice of g added into the slice it was selected from (saved: the int64 positions;
+    # state: the dimension), so repeated indices add up, as PyTorch's index_select_backward.
+    cdef TensorCore whole = zeros_of(node.inputs_meta[0])
+    copies.index_add_(whole, node.state, node.saved[0], copies.contiguous(grads[0]))
+    return (whole,)
+
+
 def setitem_gradient(Node node, tuple grads):
     # self[key] = value: the old values' gradient is g with the selection zeroed; the value's
     # is g's selection (sum_to reduces it where the value broadcast).
@@ -508,6 +516,7 @@ FORMULAS = {
     "tan": tan_gradient, "atan": atan_gradient, "asin": asin_gradient, "acos": acos_gradient,
     "sinh": sinh_gradient, "cosh": cosh_gradient, "log2": log2_gradient,
     "log10": log10_gradient, "exp2": exp2_gradient,
+    "index_select": index_select_gradient,
     "binary_cross_entropy": binary_cross_entropy_gradient,
     "binary_cross_entropy_with_logits": binary_cross_entropy_with_logits_gradient,
     "floor": zero_gradient,

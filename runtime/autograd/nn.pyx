@@ -615,6 +615,73 @@ class TanhCore(ModuleCore):
         return tensor.own_tensor_arg(input, "Tanh: input").tanh()
 
 
+cdef int padding_type(object padding_idx) except -1:
+    if padding_idx is not None:
+        errors.int_arg(padding_idx, "padding_idx", INT64_MIN, INT64_MAX)
+    return 0
+
+
+cdef object padding_arg(object padding_idx, object num_embeddings):
+    """padding_idx from 0 (a negative one counts from the end), as PyTorch's, or None."""
+    padding_type(padding_idx)
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:  # PyTorch's assertions
+        raise ValueError(f"padding_idx must be within num_embeddings, got {padding_idx} for "
+                         f"{num_embeddings} embeddings")
+    return padding_idx + num_embeddings if padding_idx < 0 else padding_idx
+
+
+class EmbeddingCore(ModuleCore):
+    """A table of num_embeddings vectors of embedding_dim, looked up by index (embedding)."""
+
+    def init(self, num_embeddings, embedding_dim, padding_idx, device, dtype):
+        padding = padding_arg(padding_idx, num_embeddings)
+        ModuleCore.init(self)
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.padding_idx = padding
+        self.weight = parameter_class()(factories.empty(((num_embeddings, embedding_dim),),
+                                                        dtype, device, False), True)
+        self.c_reset_parameters()
+
+    def c_reset_parameters(self):
+        # PyTorch's: N(0, 1), and the padding row zero.
+        with autograd.no_grad_block():
+            random_ops.normal_(<TensorCore>self.weight, 0.0, 1.0, None)
+            if self.padding_idx is not None:
+                copies.fill_(<TensorCore>self.weight[self.padding_idx], 0)
+
+    def c_forward(self, input):
+        tensor.check_awake(<TensorCore>self.weight, b"Embedding.forward()", b"weight")
+        return embedding(input, self.weight, self.padding_idx)
+
+    def c_extra_repr(self):
+        padding = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{padding}"
+
+
+def embedding(input, weight, padding_idx):
+    """weight's rows at input's indices, of shape input.shape + (embedding_dim,), as PyTorch's
+    F.embedding; the row at padding_idx gets no gradient."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "embedding: input")
+    cdef TensorCore w = tensor.own_tensor_arg(weight, "embedding: weight")
+    padding_type(padding_idx)
+    if len(w.sizes) != 2:
+        raise RuntimeError(f"'weight' must be 2-D, got {len(w.sizes)}-D")
+    padding = padding_arg(padding_idx, w.sizes[0])
+    if x.dtype_object.name not in ("int64", "int32"):  # PyTorch's message
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
+                           f"following scalar types: Long, Int; but got {x.dtype_object.name} "
+                           "instead")
+    flat = x.reshape((x.element_count,))
+    rows = copies.index_select(w, 0, flat)
+    if padding is not None and tensor.tracked(w):
+        # the padding row's value, detached: the same numbers, and no gradient to that row
+        rows = elementwise.where((flat == padding).unsqueeze(-1), rows.detach(), rows)
+    return rows.reshape(x.sizes + (w.sizes[1],))
+
+
 class IdentityCore(ModuleCore):
     """The input itself, as a placeholder layer; its arguments are ignored, as PyTorch's."""
 

@@ -87,3 +87,13 @@ cdef int promoted_binary_scalar(int device, int op, DtypeCore left, uintptr_t a,
 cdef int select_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
                     tuple kept_strides, int64_t length, int64_t stride, uintptr_t values,
                     uintptr_t indices, int op, cudaStream_t stream) except -1
+# Selection by index along the middle dimension of a contiguous (outer, size, inner) tensor:
+# index_select (index.cu) writes out (outer, index_count, inner) from source; index_add
+# (scatter.cu) adds source (outer, index_count, inner) into target, floating-point dtypes only. index holds
+# index_count int64 values; one outside [0, size) selects a zero and adds nothing.
+cdef int index_select(int device, DtypeCore dtype, uintptr_t source, uintptr_t index,
+                      uintptr_t out, int64_t outer, int64_t size, int64_t inner,
+                      int64_t index_count, cudaStream_t stream) except -1
+cdef int index_add(int device, DtypeCore dtype, uintptr_t source, uintptr_t index,
+                   uintptr_t target, int64_t outer, int64_t size, int64_t inner,
+                   int64_t index_count, cudaStream_t stream) except -1

@@ -732,3 +732,38 @@ cdef int select_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
     arguments[6] = &count
     arguments[7] = &op
     return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int index_select(int device, DtypeCore dtype, uintptr_t source, uintptr_t index,
+                      uintptr_t out, int64_t outer, int64_t size, int64_t inner,
+                      int64_t index_count, cudaStream_t stream) except -1:
+    return _index_kernel(device, dtype, "index", "index_select", source, index, out, outer,
+                         size, inner, index_count, stream)
+
+
+cdef int index_add(int device, DtypeCore dtype, uintptr_t source, uintptr_t index,
+                   uintptr_t target, int64_t outer, int64_t size, int64_t inner,
+                   int64_t index_count, cudaStream_t stream) except -1:
+    return _index_kernel(device, dtype, "scatter", "index_add", source, index, target, outer,
+                         size, inner, index_count, stream)
+
+
+cdef int _index_kernel(int device, DtypeCore dtype, str source_name, str function_name,
+                       uintptr_t source, uintptr_t index, uintptr_t other, int64_t outer,
+                       int64_t size, int64_t inner, int64_t index_count,
+                       cudaStream_t stream) except -1:
+    # the element count of an existing tensor (out, or source), so the product fits
+    cdef int64_t count = outer * index_count * inner
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, source_name, function_name,
+                                      f"typedef {dtype.kernel_type} scalar_t;\n")
+    cdef void* arguments[7]
+    arguments[0] = &source
+    arguments[1] = &index
+    arguments[2] = &other
+    arguments[3] = &outer
+    arguments[4] = &size
+    arguments[5] = &inner
+    arguments[6] = &index_count
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)

@@ -85,6 +85,7 @@ cpdef enum Op:
     OP_EXPAND
     OP_GETITEM
     OP_SETITEM
+    OP_INDEX_SELECT          # index_select and indexing by an integer tensor (index.cu)
     OP_FUNCTION              # an autograd.Function's forward
     OP_COUNT
 

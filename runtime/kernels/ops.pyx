@@ -107,6 +107,8 @@ ROWS = (
     (OP_EXPAND, KERNEL_NONE, None, "expand", DTYPE_SAME, False),
     (OP_GETITEM, KERNEL_NONE, None, "getitem", DTYPE_SAME, False),
     (OP_SETITEM, KERNEL_NONE, None, "setitem", DTYPE_SAME, False),
+    # Repeated indices add their gradients up (index_add), as PyTorch's.
+    (OP_INDEX_SELECT, KERNEL_NONE, None, "index_select", DTYPE_SAME, False),
     (OP_FUNCTION, KERNEL_NONE, None, "function", DTYPE_SAME, False),
 )
 

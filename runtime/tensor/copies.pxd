@@ -56,6 +56,10 @@ cdef object select(TensorCore tensor, object dim, long long index)
 cdef object movedim(TensorCore tensor, object source, object destination)
 cdef object unflatten(TensorCore tensor, object dim, object sizes)
 cdef object swapaxes(TensorCore tensor, object axis0, object axis1)
+# Selection by index (Note [Selection by index]): the rows of dim that index names, and the
+# sum of source's rows into target's (floating point; the gradient of a selection).
+cdef object index_select(TensorCore tensor, object dim, object index)
+cdef int index_add_(TensorCore target, int dim, TensorCore index, TensorCore source) except -1
 cdef object repeat(TensorCore tensor, tuple repeats)
 cdef object flatten(TensorCore tensor, object start_dim, object end_dim)
 # The dtype conversions, as to(dtype): float(), double(), half(), bfloat16(), long(), int(),

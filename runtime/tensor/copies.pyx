@@ -30,7 +30,7 @@ from tensorplay._runtime.tensor.core cimport (CPU, PinnedStorage, TensorCore, br
 from tensorplay._runtime.tensor.cpu cimport computable, stored
 from tensorplay._runtime.tensor.promotion cimport promote_types
 
-from tensorplay._runtime.tensor.arguments import ShapeError
+from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
 from tensorplay._runtime.tensor.tensor_repr import tensor_repr
 
 
@@ -908,9 +908,145 @@ cdef object masked_setitem(TensorCore tensor, TensorCore mask, object value):
     return None
 
 
+# Note [Selection by index]
+# index_select(dim, index) and indexing by one integer tensor or list (x[index], x[:, index]),
+# as PyTorch's, copy the slices along dim that index names: the result has index's shape in
+# place of dim. On the CPU numpy's take computes it, after the indices are checked (PyTorch's
+# IndexError "index out of range in self"). On a device it is index.cu's gather over a
+# contiguous copy, with no synchronisation, so a capture takes it; an index out of range
+# there selects zeros (PyTorch's kernel asserts on the device, which loses the context).
+# index_select takes indices from 0 (PyTorch's), x[index] wraps negative ones too (numpy's
+# rule, PyTorch's advanced indexing). The gradient adds each slice of the output's gradient
+# into the slice it came from (index_add_: index.cu's atomic adds, numpy's add.at), so
+# repeated indices add up.
+
+
+cdef TensorCore index_arg(TensorCore tensor, object index, str name, bint vector):
+    """index: an int32 or int64 tensor (of at most one dimension where vector is set), on
+    tensor's device."""
+    cdef TensorCore chosen = own_tensor_arg(index, "index")
+    if chosen.dtype_object.name not in ("int64", "int32"):
+        raise DtypeError(f"{name}(): Expected dtype int32/int64 for index, got "
+                         f"{chosen.dtype_object.name}")
+    if vector and len(chosen.sizes) > 1:
+        raise IndexError(f"{name}(): Index is supposed to be a vector, got "
+                         f"{len(chosen.sizes)} dimensions")
+    if chosen.device_index != tensor.device_index:
+        raise ValueError(f"{name}(): index is on {device_text(chosen.device_index)} and the "
+                         f"tensor on {device_text(tensor.device_index)}; they must be on one "
+                         "device")
+    return chosen
+
+
+cdef object index_select(TensorCore tensor, object dim, object index):
+    own_tensor_arg(index, "index")  # every argument's type before any value
+    cdef int axis = tensor.c_dim(dim, "dim")
+    cdef TensorCore chosen = index_arg(tensor, index, "index_select", True)
+    if not tensor.sizes:
+        raise IndexError("index_select(): the tensor is 0-d; select from one of at least one "
+                         "dimension")
+    return selected(tensor, axis, chosen, False)
+
+
+cdef object selected(TensorCore tensor, int axis, TensorCore index, bint wrap):
+    """The slices of tensor along axis at index (1-D or 0-d, checked), negative indices
+    counted from the end where wrap is set."""
+    size = tensor.sizes[axis]
+    count = index.element_count
+    shape = tensor.sizes[:axis] + (count,) + tensor.sizes[axis + 1:]
+    cdef TensorCore positions
+    if tensor.device_index == CPU:
+        indices = np().asarray(host_values(index), dtype=np().int64).reshape(count)
+        low = -size if wrap else 0
+        if count and (indices.min() < low or indices.max() >= size):
+            raise IndexError("index out of range in self")
+        if wrap:
+            indices = np().where(indices < 0, indices + size, indices)
+        positions = wrap_cpu(np().ascontiguousarray(indices), dtypes.named_dtype("int64"))
+        output = wrap_cpu(np().ascontiguousarray(np().take(tensor.array, indices, axis=axis)),
+                          tensor.dtype_object)
+    else:
+        positions = <TensorCore>to(index, None, dtypes.named_dtype("int64"), False, False)
+        if wrap:
+            positions = positions + (positions < 0) * size
+        positions = <TensorCore>contiguous(positions)
+        source = <TensorCore>contiguous(tensor)
+        output = new_empty(shape, tensor.dtype_object, tensor.device_index)
+        device_ops.index_select(tensor.device_index, tensor.dtype_object,
+                                (<TensorCore>source).data, positions.data,
+                                (<TensorCore>output).data, product(tensor.sizes[:axis]), size,
+                                product(tensor.sizes[axis + 1:]), count,
+                                current_stream(tensor.device_index))
+    if tracked(tensor):
+        return recorded(output, ops.OP_INDEX_SELECT, (tensor,), (positions,), axis)
+    return output
+
+
+cdef object product(tuple sizes):
+    result = 1
+    for size in sizes:
+        result *= size
+    return result
+
+
+cdef int index_add_(TensorCore target, int dim, TensorCore index, TensorCore source) except -1:
+    """target's slices along dim at index (int64, in range) += source's, in order; target
+    contiguous and floating point, source of target's dtype and device."""
+    if target.device_index == CPU:
+        # in float32 for the 16-bit floats (computable), rounded once when stored back
+        sums = np().array(computable(target), dtype=np().float32) \
+            if target.dtype_object.itemsize == 2 else target.array
+        np().add.at(sums, (slice(None),) * dim + (host_values(index),), computable(source))
+        if sums is not target.array:
+            target.array[...] = stored(sums, target.dtype_object)
+        return 0
+    source = <TensorCore>contiguous(source)
+    device_ops.index_add(target.device_index, target.dtype_object, source.data, index.data,
+                         target.data, product(target.sizes[:dim]), target.sizes[dim],
+                         product(target.sizes[dim + 1:]), index.element_count,
+                         current_stream(target.device_index))
+    return 0
+
+
+cdef tuple integer_index(TensorCore tensor, object key):
+    """(axis, index) where key selects by one integer tensor or list of ints at axis (every
+    other item a full slice), else None."""
+    items = key if isinstance(key, tuple) else (key,)
+    found = None
+    for axis, item in enumerate(items):
+        if isinstance(item, list) and item and all(isinstance(value, int) and
+                                                   not isinstance(value, bool) for value in item):
+            item = from_host_list(item, tensor.device_index)
+        if isinstance(item, TensorCore) and (<TensorCore>item).dtype_object.code != CODE_BOOL \
+                and not (<TensorCore>item).dtype_object.floating:
+            if found is not None:
+                return None
+            found = (axis, item)
+        elif not (isinstance(item, slice) and item == slice(None)):
+            return None
+    if found is None or len(items) > len(tensor.sizes):
+        return None
+    return found
+
+
+cdef object from_host_list(list values, int device):
+    host = wrap_cpu(np().array(values, dtype=np().int64), dtypes.named_dtype("int64"))
+    return host if device == CPU else to(<TensorCore>host, device_text(device), None, False,
+                                         False)
+
+
 cdef object getitem(TensorCore tensor, object key):
     if is_mask(key):
         return masked_getitem(tensor, key)
+    found = integer_index(tensor, key)
+    if found is not None:
+        axis, index = found
+        chosen = index_arg(tensor, index, "__getitem__", False)
+        if len(chosen.sizes) == 1:
+            return selected(tensor, axis, chosen, True)
+        rows = selected(tensor, axis, <TensorCore>chosen.reshape((chosen.element_count,)), True)
+        # index's shape in place of the dimension (none for a 0-d index, as an int)
+        return rows.reshape(tensor.sizes[:axis] + chosen.sizes + tensor.sizes[axis + 1:])
     view = tensor.c_getitem(key)
     # PyTorch takes a True or False in the key as a mask of one element (boolToIndexingTensor):
     # its result is a copy, not a view. x[True] = value still writes x (setitem).

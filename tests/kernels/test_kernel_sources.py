@@ -83,6 +83,18 @@ def test_random_kernels_compile_for_every_dtype(element):
         assert function in cubin
 
 
+@pytest.mark.parametrize("element", ELEMENT_TYPES)
+def test_index_select_compiles_for_every_dtype(element):
+    assert b"index_select" in compile_for_sm90("index", f"typedef {element} scalar_t;\n")
+
+
+@pytest.mark.parametrize("element", ["half_bits", "bfloat16_bits", "float", "double"])
+def test_index_add_compiles_for_every_floating_dtype(element):
+    # atomic adds: CUDA's for float and double, a compare-and-swap for the 16-bit floats
+    assert b"index_add" in compile_for_sm90("scatter", f"typedef {element} scalar_t;\n")
+
+
 def test_every_shipped_source_is_covered():
     assert set(kernels.kernel_source_names()) == {"common", "elementwise", "reduce", "copy",
-                                                  "selftest", "philox", "graphs", "staging"}
+                                                  "selftest", "philox", "graphs", "staging",
+                                                  "index", "scatter"}

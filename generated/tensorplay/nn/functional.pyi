@@ -35,6 +35,7 @@ __all__ = [
     "huber_loss",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "embedding",
     "one_hot",
     "normalize",
     "cross_entropy",
@@ -343,6 +344,23 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 
     Raises:
         ValueError: target's shape is not input's (PyTorch's message).
+    """
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """The rows of weight at input's indices, as nn.Embedding.
+
+    Args:
+        input: indices (int64 or int32) of any shape.
+        weight: the table, 2-D: one row per index.
+        padding_idx: an index whose row gets no gradient; None for none.
+
+    Returns:
+        Tensor: weight's rows at input, of shape input.shape + (weight.shape[1],).
+
+    Raises:
+        RuntimeError: input is not an integer tensor or weight is not 2-D (PyTorch's messages).
+        IndexError: a CPU index is out of range; on a CUDA device it gives zeros.
     """
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "huber_loss",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "embedding",
     "one_hot",
     "normalize",
     "cross_entropy",
@@ -401,6 +402,26 @@ def binary_cross_entropy_with_logits(input, target, weight=None, *, reduction='m
     _core.check_awake_value(weight, b"tensorplay.nn.functional.binary_cross_entropy_with_logits()", b"weight")
     _core.check_awake_value(pos_weight, b"tensorplay.nn.functional.binary_cross_entropy_with_logits()", b"pos_weight")
     return _functional.binary_cross_entropy_with_logits(input, target, weight, _errors.str_arg(reduction, 'reduction'), pos_weight)
+
+
+def embedding(input, weight, padding_idx=None):
+    """The rows of weight at input's indices, as nn.Embedding.
+
+    Args:
+        input: indices (int64 or int32) of any shape.
+        weight: the table, 2-D: one row per index.
+        padding_idx: an index whose row gets no gradient; None for none.
+
+    Returns:
+        Tensor: weight's rows at input, of shape input.shape + (weight.shape[1],).
+
+    Raises:
+        RuntimeError: input is not an integer tensor or weight is not 2-D (PyTorch's messages).
+        IndexError: a CPU index is out of range; on a CUDA device it gives zeros.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.embedding()", b"input")
+    _core.check_awake_value(weight, b"tensorplay.nn.functional.embedding()", b"weight")
+    return _functional.embedding(input, weight, padding_idx)
 
 
 def one_hot(tensor, num_classes=-1):

@@ -1,0 +1,151 @@
+"""index_select and indexing by an integer tensor or list (x[index], x[:, index]), on the CPU and
+on CUDA (marked gpu): values, gradients where indices repeat, every dtype, errors, captures.
+
+Ported from PyTorch's own tests:
+- test/test_torch.py TestTorch.test_index_select (every dtype, each dimension, an empty index,
+  int32 and int64 indices, a non-contiguous source) and the OpInfo entry of index_select in
+  torch/testing/_internal/common_methods_invocations.py (gradients, repeated indices);
+- test/test_indexing.py TestIndexing.test_int_indices, test_index_getitem_copy_bools_slices
+  and test_single_int / test_multiple_int ("x[[0, 2]]", "x[:, idx]", negative indices
+  wrapping, an index tensor of two dimensions giving its shape), and test_out_of_bound_index
+  ("index out of range" on the CPU);
+- CuPy's tests/cupy_tests/indexing_tests/test_indexing.py TestIndexing.test_take (the same
+  selection along an axis, against numpy.take).
+Values and gradients are compared with numpy and with PyTorch where torch is installed.
+"""
+import numpy
+import pytest
+
+import tensorplay as tp
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+          "float32", "float64"]
+FLOATS = ["float16", "bfloat16", "float32", "float64"]
+
+
+def values(tensor):
+    return numpy.array(tensor.detach().to(tp.float64).cpu().tolist(), dtype=numpy.float64)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_index_select_matches_numpy_take(device, dtype):
+    data = numpy.arange(2 * 5 * 3).reshape(2, 5, 3) % 7
+    x = tp.tensor(data.tolist(), device=device).to(getattr(tp, dtype))
+    expected_source = values(x)
+    for dim, index in ((0, [1, 0, 1]), (1, [4, 0, 0, 2]), (2, [2]), (-1, []), (1, 3)):
+        for index_dtype in (tp.int64, tp.int32):
+            chosen = tp.tensor(index, dtype=index_dtype, device=device)
+            result = x.index_select(dim, chosen)
+            assert result.dtype is x.dtype and result.device == x.device
+            expected = numpy.take(expected_source, numpy.array(index, dtype=numpy.int64)
+                                  .reshape(-1), axis=dim)
+            assert tuple(result.shape) == expected.shape
+            numpy.testing.assert_array_equal(values(result).reshape(expected.shape), expected)
+    strided = x.transpose(0, 2)  # a non-contiguous source
+    numpy.testing.assert_array_equal(
+        values(tp.index_select(strided, 1, tp.tensor([3, 1], device=device))),
+        numpy.take(expected_source.transpose(2, 1, 0), [3, 1], axis=1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gradient_adds_up_where_indices_repeat(device, dtype):
+    x = tp.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=getattr(tp, dtype),
+                  device=device, requires_grad=True)
+    index = tp.tensor([2, 0, 2, 2], device=device)
+    weights = tp.tensor([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0], [4.0, 40.0]],
+                        dtype=x.dtype, device=device)
+    (x.index_select(0, index) * weights).sum().backward()
+    assert values(x.grad).tolist() == [[2.0, 20.0], [0.0, 0.0], [8.0, 80.0]]
+    y = tp.tensor([[1.0, 2.0, 3.0]], dtype=x.dtype, device=device, requires_grad=True)
+    y[:, tp.tensor([1, 1, 0], device=device)].sum().backward()
+    assert values(y.grad).tolist() == [[1.0, 2.0, 0.0]]
+
+
+def test_against_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = numpy.random.default_rng(1)
+    data = rng.standard_normal((4, 6, 3))
+    for dim, index in ((0, [3, 3, 0]), (1, [5, 1, 1, 2, 0]), (2, [0, 2])):
+        ours = tp.tensor(data.tolist(), dtype=tp.float64, requires_grad=True)
+        theirs = torch.tensor(data, requires_grad=True)
+        mine = ours.index_select(dim, tp.tensor(index))
+        reference = theirs.index_select(dim, torch.tensor(index))
+        numpy.testing.assert_array_equal(values(mine), reference.detach().numpy())
+        (mine * mine).sum().backward()
+        (reference * reference).sum().backward()
+        numpy.testing.assert_allclose(values(ours.grad), theirs.grad.numpy(), rtol=1e-12)
+    for key in ([2, 0], [-1, 1, -4]):
+        numpy.testing.assert_array_equal(values(tp.tensor(data.tolist(), dtype=tp.float64)[key]),
+                                         torch.tensor(data)[key].numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_integer_tensor_indexing(device):
+    data = numpy.arange(12.0).reshape(3, 4)
+    x = tp.tensor(data.tolist(), device=device)
+    cases = [
+        (lambda v: v[tp.tensor([2, 0], device=device)], lambda a: a[[2, 0]]),
+        (lambda v: v[tp.tensor([-1, -3], device=device)], lambda a: a[[-1, -3]]),
+        (lambda v: v[[1, 1]], lambda a: a[[1, 1]]),
+        (lambda v: v[:, tp.tensor([3, 0, 3], device=device)], lambda a: a[:, [3, 0, 3]]),
+        (lambda v: v[tp.tensor([[0, 1], [2, 2]], device=device)],
+         lambda a: a[numpy.array([[0, 1], [2, 2]])]),
+        (lambda v: v[tp.tensor(1, device=device)], lambda a: a[1]),
+        (lambda v: v[tp.tensor([], dtype=tp.int64, device=device)], lambda a: a[[]]),
+    ]
+    for ours, reference in cases:
+        result, expected = ours(x), reference(data)
+        assert tuple(result.shape) == expected.shape
+        numpy.testing.assert_array_equal(values(result).reshape(expected.shape), expected)
+    result = x[tp.tensor([0], device=device)]
+    result.fill_(-1.0)  # a copy, as PyTorch's advanced indexing
+    assert values(x)[0, 0] == 0.0
+
+
+def test_refusals():
+    x = tp.zeros(3, 4)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        x.index_select(0, tp.tensor([3]))
+    with pytest.raises(IndexError, match="index out of range in self"):
+        x.index_select(1, tp.tensor([-1]))  # index_select takes indices from 0
+    with pytest.raises(IndexError, match="index out of range in self"):
+        x[tp.tensor([-4])]
+    with pytest.raises(IndexError, match="supposed to be a vector"):
+        x.index_select(0, tp.tensor([[0]]))
+    with pytest.raises(TypeError, match="int32/int64"):
+        x.index_select(0, tp.tensor([0.0]))
+    with pytest.raises(TypeError, match="index"):
+        x.index_select(0, [0])
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        x.index_select(2, tp.tensor([0]))
+    with pytest.raises(IndexError, match="0-d"):
+        tp.tensor(1.0).index_select(0, tp.tensor([0]))
+
+
+@pytest.mark.gpu
+def test_device_index_out_of_range_selects_zeros(quiet_device):
+    # PyTorch's kernel asserts on the device; ours writes zeros and the context lives on.
+    x = tp.tensor([[1.0, 2.0], [3.0, 4.0]], device="cuda")
+    assert x.index_select(0, tp.tensor([1, 7, -1], device="cuda")).tolist() == \
+        [[3.0, 4.0], [0.0, 0.0], [0.0, 0.0]]
+    assert (x + 1).tolist() == [[2.0, 3.0], [4.0, 5.0]]
+
+
+@pytest.mark.gpu
+def test_capture_replays_the_selection_and_its_gradient(quiet_device):
+    table = tp.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], device="cuda", requires_grad=True)
+    index = tp.tensor([2, 2, 0], device="cuda")
+    picked = table.index_select(0, index)  # warm-up, outside the capture
+    picked.sum().backward()
+    table.grad = None
+    graph = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(graph):
+        picked = table.index_select(0, index)
+        picked.sum().backward()
+    index.copy_(tp.tensor([1, 0, 1], device="cuda"))
+    graph.replay()
+    assert picked.tolist() == [[3.0, 4.0], [1.0, 2.0], [3.0, 4.0]]
+    assert table.grad.tolist() == [[1.0, 1.0], [2.0, 2.0], [0.0, 0.0]]
