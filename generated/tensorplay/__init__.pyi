@@ -151,6 +151,8 @@ __all__ = [
     "set_float32_matmul_precision",
     "get_float32_matmul_precision",
     "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "get_default_dtype",
     "where",
     "rand",
     "randn",
@@ -167,6 +169,7 @@ __all__ = [
     "no_grad",
     "enable_grad",
     "set_grad_enabled",
+    "inference_mode",
     "Generator",
     "bool",
     "uint8",
@@ -1991,6 +1994,22 @@ def is_grad_enabled() -> builtins.bool:
 
     Returns:
         bool: False inside no_grad(), else True.
+    """
+
+
+def is_inference_mode_enabled() -> builtins.bool:
+    """Whether this thread is in inference mode.
+
+    Returns:
+        bool: True inside inference_mode(), else False.
+    """
+
+
+def get_default_dtype() -> dtype:
+    """The dtype of floating-point numbers given without one (Python floats in tensor(), zeros() and the like), float32; set_default_dtype is not offered.
+
+    Returns:
+        dtype: tensorplay.float32.
     """
 
 
@@ -5015,6 +5034,52 @@ class set_grad_enabled:
 
         Returns:
             str: tensorplay.set_grad_enabled(mode=...).
+        """
+
+
+class inference_mode:
+    """Run a block (or a decorated function) for inference, as PyTorch's inference_mode: autograd
+    is off inside it (on for mode=False) and is_inference_mode_enabled() says mode.
+
+    PyTorch also marks the tensors made inside as inference tensors, which autograd refuses
+    later; here they are ordinary tensors that do not require grad, as under no_grad(), so
+    code written for PyTorch runs unchanged and code that PyTorch refuses runs too. Blocks
+    nest; the bare class decorates a function, as PyTorch's.
+
+    Args:
+        mode: True to enter inference mode, False to leave it inside an enclosing one (autograd
+            on).
+    """
+
+    def __init__(self, mode: builtins.bool = True) -> None: ...
+
+    def __enter__(self) -> None:
+        """Enter the mode, remembering the modes from before."""
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any, /) -> None:
+        """Restore the grad mode and the inference flag from before the block.
+
+        Args:
+            exc_type: the exception type, if any.
+            exc_value: the exception, if any.
+            traceback: the traceback, if any.
+        """
+
+    def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorate function.
+
+        Args:
+            function: the function to decorate.
+
+        Returns:
+            Callable: function, each call of it run in this mode.
+        """
+
+    def __repr__(self) -> str:
+        """The object as text.
+
+        Returns:
+            str: tensorplay.inference_mode(mode=...).
         """
 
 

@@ -157,6 +157,8 @@ __all__ = [
     "set_float32_matmul_precision",
     "get_float32_matmul_precision",
     "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "get_default_dtype",
     "where",
     "rand",
     "randn",
@@ -173,6 +175,7 @@ __all__ = [
     "no_grad",
     "enable_grad",
     "set_grad_enabled",
+    "inference_mode",
     "Generator",
     "bool",
     "uint8",
@@ -2569,6 +2572,24 @@ def is_grad_enabled():
         bool: False inside no_grad(), else True.
     """
     return _engine.is_grad_enabled()
+
+
+def is_inference_mode_enabled():
+    """Whether this thread is in inference mode.
+
+    Returns:
+        bool: True inside inference_mode(), else False.
+    """
+    return _engine.is_inference_mode_enabled()
+
+
+def get_default_dtype():
+    """The dtype of floating-point numbers given without one (Python floats in tensor(), zeros() and the like), float32; set_default_dtype is not offered.
+
+    Returns:
+        dtype: tensorplay.float32.
+    """
+    return _dtypes.get_default_dtype()
 
 
 def where(condition, input, other):
@@ -6361,6 +6382,63 @@ class set_grad_enabled(_engine_classes.SetGradEnabledCore):
 
 
 _public.register_class("SetGradEnabledCore", set_grad_enabled)
+
+
+class inference_mode(_engine_classes.InferenceModeCore):
+    """Run a block (or a decorated function) for inference, as PyTorch's inference_mode: autograd
+    is off inside it (on for mode=False) and is_inference_mode_enabled() says mode.
+
+    PyTorch also marks the tensors made inside as inference tensors, which autograd refuses
+    later; here they are ordinary tensors that do not require grad, as under no_grad(), so
+    code written for PyTorch runs unchanged and code that PyTorch refuses runs too. Blocks
+    nest; the bare class decorates a function, as PyTorch's.
+
+    Args:
+        mode: True to enter inference mode, False to leave it inside an enclosing one (autograd
+            on).
+    """
+
+    def __init__(self, mode=True):
+        self.init(_errors.bool_arg(mode, 'mode'))
+
+    def __enter__(self):
+        """Enter the mode, remembering the modes from before."""
+        self.c_enter()
+
+    def __exit__(self, exc_type, exc_value, traceback, /):
+        """Restore the grad mode and the inference flag from before the block.
+
+        Args:
+            exc_type: the exception type, if any.
+            exc_value: the exception, if any.
+            traceback: the traceback, if any.
+        """
+        _core.check_awake_value(exc_type, b"inference_mode.__exit__()", b"exc_type")
+        _core.check_awake_value(exc_value, b"inference_mode.__exit__()", b"exc_value")
+        _core.check_awake_value(traceback, b"inference_mode.__exit__()", b"traceback")
+        self.c_exit(exc_type, exc_value, traceback)
+
+    def __call__(self, function):
+        """Decorate function.
+
+        Args:
+            function: the function to decorate.
+
+        Returns:
+            Callable: function, each call of it run in this mode.
+        """
+        return self.c_call(function)
+
+    def __repr__(self):
+        """The object as text.
+
+        Returns:
+            str: tensorplay.inference_mode(mode=...).
+        """
+        return self.c_repr()
+
+
+_public.register_class("InferenceModeCore", inference_mode)
 
 
 # The docstring opens with the constructor's text signature ("--" ends it), which CPython turns

@@ -3,6 +3,7 @@
 from tensorplay._runtime.tensor.core cimport TensorCore
 
 cdef bint is_grad_enabled()
+cdef bint is_inference_mode_enabled()
 cdef object no_grad_block()          # a public no_grad() for a with-block
 cdef object zero_grads(object tensors, bint set_to_none)
 # Tensor.backward (api.yaml): accumulate output's gradient into the leaves' .grad.

@@ -49,6 +49,7 @@ optimisers update parameters under no_grad()) and on a view, since the tape cann
 history of the view's base and of its other views (PyTorch's CopySlices for views is not here).
 """
 import functools
+import threading
 
 from cpython.ref cimport Py_REFCNT
 
@@ -155,6 +156,55 @@ class SetGradEnabledCore:
 
     def c_repr(self):
         return f"tensorplay.set_grad_enabled(mode={self.mode})"
+
+
+# Whether this thread is inside an inference_mode(True) block (is_inference_mode_enabled()).
+_inference = threading.local()
+
+
+cdef bint is_inference_mode_enabled():
+    return getattr(_inference, "enabled", False)
+
+
+class InferenceModeCore:
+    """inference_mode(mode), as PyTorch's: grad mode off (on for mode=False) inside the block
+    or the decorated function, and the thread's inference flag set to mode. PyTorch also marks
+    the tensors made inside as inference tensors, which autograd then refuses; here they are
+    ordinary tensors that do not require grad, as under no_grad() (docs/design.md, "Where we
+    differ from the API reference")."""
+
+    def __new__(cls, mode=True):
+        if callable(mode) and not isinstance(mode, bool):  # @inference_mode, without a call
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def init(self, mode):  # a bool (the wrapper's check)
+        self.mode = mode
+        self.previous = []  # one entry per enclosing use of this object, so it may nest
+
+    def c_enter(self):
+        self.previous.append((tensor.grad_enabled(), is_inference_mode_enabled()))
+        tensor.set_grad_enabled(not self.mode)
+        _inference.enabled = self.mode
+
+    def c_exit(self, exc_type, exc_value, traceback):
+        grad_mode, _inference.enabled = self.previous.pop()
+        tensor.set_grad_enabled(grad_mode)
+
+    def c_call(self, function):
+        if not callable(function):
+            raise TypeError(f"inference_mode() decorates a function, got "
+                            f"{type(function).__name__}")
+        mode, cls = self.mode, type(self)
+
+        @functools.wraps(function)
+        def decorated(*args, **kwargs):
+            with cls(mode):
+                return function(*args, **kwargs)
+        return decorated
+
+    def c_repr(self):
+        return f"tensorplay.inference_mode(mode={self.mode})"
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ cdef class DtypeCore:
     cdef bint is_signed_value(self)
 
 cdef object named_dtype(str name)
+# float32: the dtype of floats given without one (tensorplay.get_default_dtype()).
+cdef object get_default_dtype()
 # The dtype a second name stands for, as PyTorch's aliases (tensorplay.float is float32).
 cdef object aliased_dtype(str alias)
 cdef list all_dtypes()
