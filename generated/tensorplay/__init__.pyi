@@ -9,6 +9,7 @@ from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay.autograd import Node
 from tensorplay.cuda import Stream
+from tensorplay.nn import RemovableHandle
 from tensorplay import accelerator as accelerator
 from tensorplay import autograd as autograd
 from tensorplay import cuda as cuda
@@ -2972,6 +2973,29 @@ class Tensor:
             TypeError: index is not an int64 or int32 tensor.
         """
 
+    def register_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Run hook on this tensor's gradient in every backward pass, as PyTorch's (a leaf's, summed over every use, before it is added to .grad).
+
+        Args:
+            hook: called as hook(grad) with this tensor's gradient in each backward pass; it returns
+                None, or a tensor of the gradient's shape that replaces it.
+
+        Returns:
+            RemovableHandle: a handle whose remove() unregisters the hook.
+
+        Raises:
+            RuntimeError: this tensor does not require grad (PyTorch's message), or (in a backward
+                pass) the hook returned something else than None or a tensor of the gradient's shape.
+            TypeError: hook is not callable.
+        """
+
+    def retain_grad(self) -> None:
+        """Keep the gradient of this non-leaf in its .grad at each backward pass, accumulated as a leaf's (a leaf keeps it anyway).
+
+        Raises:
+            RuntimeError: this tensor does not require grad (PyTorch's message).
+        """
+
     def repeat(self, *sizes: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
         """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).
 
@@ -4890,6 +4914,10 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: builtins.bool) -> None: ...
+
+    @property
+    def retains_grad(self) -> builtins.bool:
+        """Whether retain_grad() was called on this non-leaf."""
 
     @property
     def grad(self) -> Tensor | None:

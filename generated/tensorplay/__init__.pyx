@@ -3726,6 +3726,31 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake_value(index, b"Tensor.index_select()", b"index")
         return _copies.index_select(self, dim, index)
 
+    def register_hook(self, hook):
+        """Run hook on this tensor's gradient in every backward pass, as PyTorch's (a leaf's, summed over every use, before it is added to .grad).
+
+        Args:
+            hook: called as hook(grad) with this tensor's gradient in each backward pass; it returns
+                None, or a tensor of the gradient's shape that replaces it.
+
+        Returns:
+            RemovableHandle: a handle whose remove() unregisters the hook.
+
+        Raises:
+            RuntimeError: this tensor does not require grad (PyTorch's message), or (in a backward
+                pass) the hook returned something else than None or a tensor of the gradient's shape.
+            TypeError: hook is not callable.
+        """
+        return _engine.register_hook(self, hook)
+
+    def retain_grad(self):
+        """Keep the gradient of this non-leaf in its .grad at each backward pass, accumulated as a leaf's (a leaf keeps it anyway).
+
+        Raises:
+            RuntimeError: this tensor does not require grad (PyTorch's message).
+        """
+        _engine.retain_grad(self)
+
     def repeat(self, *sizes):
         """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).
 
@@ -6128,6 +6153,11 @@ cdef class Tensor(_core.TensorCore):
     @requires_grad.setter
     def requires_grad(self, value):
         self.c_set_requires_grad(_errors.bool_arg(value, 'requires_grad'))
+
+    @property
+    def retains_grad(self):
+        """Whether retain_grad() was called on this non-leaf."""
+        return _engine.retains_grad(self)
 
     @property
     def grad(self):

@@ -14,3 +14,9 @@ cdef object backward(object tensors, object grad_tensors, object retain_graph, b
 cdef object grad(object outputs, object inputs, object grad_outputs, object retain_graph,
                  bint create_graph, bint allow_unused)
 cdef object apply_function(tuple args)
+# Hooks on gradients (Note [Gradient hooks]): Tensor.register_hook, retain_grad, retains_grad,
+# and the handle a hook's registration returns (Module.register_forward_hook's too).
+cdef object register_hook(TensorCore tensor, object hook)
+cdef object retain_grad(TensorCore tensor)
+cdef bint retains_grad(TensorCore tensor)
+cdef object removable_handle(dict hooks, object key)

@@ -49,6 +49,7 @@ optimisers update parameters under no_grad()) and on a view, since the tape cann
 history of the view's base and of its other views (PyTorch's CopySlices for views is not here).
 """
 import functools
+import itertools
 import threading
 
 from cpython.ref cimport Py_REFCNT
@@ -252,6 +253,101 @@ cdef bint stealable(TensorCore leaf, TensorCore gradient):
             <size_t>(gradient.element_count * gradient.dtype_object.itemsize) == storage.nbytes)
 
 
+# Note [Gradient hooks]
+# Tensor.register_hook(hook) and retain_grad(), as PyTorch's. A hook runs on the gradient of
+# its tensor when the backward pass has it whole, and what it returns (a tensor) replaces it:
+# - on a non-leaf, the hooks are kept on the Node that computed it, for its output number, and
+#   run before that Node's formula reads the gradient (BackwardPass.run);
+# - on a leaf, they are kept on the tensor, and its gradient is summed over every path first
+#   (leaf_buffers) and then passed through them before it is accumulated into .grad, so each
+#   hook runs once per pass, as PyTorch's hooks before AccumulateGrad.
+# retain_grad() of a non-leaf gives it a .grad: the Node keeps a one-item list, shared with
+# the tensor (retained_grad), which the gradient fills after the hooks (PyTorch runs
+# retains_grad last too), accumulating over passes. The Node holds the list, not the tensor,
+# so the tensor's memory goes when the tensor does.
+_hook_keys = itertools.count()
+
+
+class RemovableHandleCore:
+    """Removes one hook from the dict that holds it."""
+
+    def __init__(self, hooks, key):
+        self._hooks = hooks
+        self._key = key
+
+    def c_remove(self):
+        self._hooks.pop(self._key, None)
+
+
+cdef object removable_handle(dict hooks, object key):
+    return public.public_class("RemovableHandleCore", RemovableHandleCore)(hooks, key)
+
+
+cdef object register_hook(TensorCore tensor, object hook):
+    if not callable(hook):
+        raise TypeError(f"hook must be callable as hook(grad), got {errors.shown(hook)}")
+    if not tensor.grad_required:  # PyTorch's message
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    cdef Node node
+    if tensor.grad_node is None:
+        if tensor.grad_hooks is None:
+            tensor.grad_hooks = {}
+        hooks = tensor.grad_hooks
+    else:
+        node = tensor.grad_node
+        if node.hooks is None:
+            node.hooks = {}
+        hooks = node.hooks.setdefault(tensor.output_number, {})
+    key = next(_hook_keys)
+    hooks[key] = hook
+    return removable_handle(hooks, key)
+
+
+cdef object retain_grad(TensorCore tensor):
+    if not tensor.grad_required:  # PyTorch's message
+        raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+    if tensor.grad_node is None or tensor.retained_grad is not None:
+        return None  # a leaf keeps its .grad anyway
+    cdef Node node = tensor.grad_node
+    tensor.retained_grad = [None]
+    if node.retained is None:
+        node.retained = {}
+    node.retained[tensor.output_number] = tensor.retained_grad
+    return None
+
+
+cdef bint retains_grad(TensorCore tensor):
+    return tensor.retained_grad is not None
+
+
+cdef object hooked(dict hooks, object gradient):
+    """gradient passed through hooks, in registration order."""
+    for hook in tuple(hooks.values()):  # a hook may remove itself
+        replaced = hook(gradient)
+        if replaced is not None:
+            if not isinstance(replaced, TensorCore) or \
+                    (<TensorCore>replaced).sizes != (<TensorCore>gradient).sizes:
+                raise RuntimeError(f"hook {errors.shown(hook)} returned "
+                                   f"{errors.shown(replaced)}; a hook returns None or a tensor "
+                                   f"of the gradient's shape {list((<TensorCore>gradient).sizes)}")
+            gradient = replaced
+    return gradient
+
+
+cdef int run_node_hooks(Node node, list grads) except -1:
+    """The hooks and retained gradients of node's outputs, on grads (Note [Gradient hooks])."""
+    for number in range(len(grads)):
+        if grads[number] is None:
+            continue
+        if node.hooks is not None and node.hooks.get(number):
+            grads[number] = hooked(node.hooks[number], grads[number])
+        if node.retained is not None and number in node.retained:
+            slot = node.retained[number]
+            slot[0] = copies.clone(<TensorCore>grads[number]) if slot[0] is None else \
+                elementwise.add(<TensorCore>slot[0], grads[number])
+    return 0
+
+
 cdef int accumulate_into_grad(TensorCore leaf, TensorCore gradient) except -1:
     """Add gradient into leaf.grad: taken or copied (contiguous) the first time, in place
     after. The caller holds gradient's only reference when a Node's formula made it."""
@@ -342,12 +438,14 @@ cdef class BackwardPass:
     cdef dict leaf_targets      # id(leaf input) -> its indices in inputs
     cdef dict node_targets      # (Node, output) of a computed input -> its indices in inputs
     cdef dict buffers           # Node -> the gradients of its outputs received so far
+    cdef dict leaf_buffers      # id(leaf with hooks) -> [leaf, its gradient summed so far]
 
     def __cinit__(self, tuple inputs, bint retain_graph):
         self.accumulate = inputs is None
         self.retain_graph = retain_graph
         self.results = [] if self.accumulate else [None] * len(inputs)
         self.leaf_targets, self.node_targets, self.buffers = {}, {}, {}
+        self.leaf_buffers = {}
         for index, value in enumerate(inputs or ()):
             if (<TensorCore>value).grad_node is None:
                 self.leaf_targets.setdefault(id(value), []).append(index)
@@ -359,16 +457,31 @@ cdef class BackwardPass:
     cdef int deliver(self, object edge, TensorCore gradient) except -1:
         """Pass gradient along edge: into a leaf, or into the Node's buffer."""
         if isinstance(edge, TensorCore):
-            if self.accumulate:
-                accumulate_into_grad(edge, gradient)
-            for index in self.leaf_targets.get(id(edge), ()):
-                self.results[index] = added(self.results[index], gradient)
-            return 0
+            if (<TensorCore>edge).grad_hooks:  # summed first, hooked once (finish_leaves)
+                entry = self.leaf_buffers.setdefault(id(edge), [edge, None])
+                entry[1] = added(entry[1], gradient)
+                return 0
+            return self.deliver_to_leaf(edge, gradient)
         node, number = edge
         slots = self.buffers.get(node)
         if slots is None:
             slots = self.buffers[node] = [None] * len((<Node>node).outputs_meta)
         slots[number] = added(slots[number], gradient)
+        return 0
+
+    cdef int deliver_to_leaf(self, TensorCore leaf, TensorCore gradient) except -1:
+        if self.accumulate:
+            accumulate_into_grad(leaf, gradient)
+        for index in self.leaf_targets.get(id(leaf), ()):
+            self.results[index] = added(self.results[index], gradient)
+        return 0
+
+    cdef int finish_leaves(self) except -1:
+        """The gradients of leaves with hooks, each through its hooks, then delivered."""
+        while self.leaf_buffers:
+            _, (leaf, gradient) = self.leaf_buffers.popitem()
+            gradient = hooked((<TensorCore>leaf).grad_hooks, gradient)
+            self.deliver_to_leaf(leaf, gradient)
         return 0
 
     cdef list run(self, tuple roots, tuple root_grads):
@@ -393,6 +506,8 @@ cdef class BackwardPass:
                 grads = self.buffers.pop(node, None)
                 if grads is None:
                     continue
+                if node.hooks is not None or node.retained is not None:
+                    run_node_hooks(node, grads)
                 for number in range(len(grads)):  # no loop variable left holding one
                     for index in self.node_targets.get((node, number), ()):
                         self.results[index] = grads[number]
@@ -404,7 +519,8 @@ cdef class BackwardPass:
                 else:
                     with context:
                         self.run_node(node, grads)
-            streams.finish()
+            streams.finish()  # the caller's stream waits for every Node's: then the leaves
+            self.finish_leaves()
         finally:
             tensor.set_grad_enabled(previous_mode)
         return self.results

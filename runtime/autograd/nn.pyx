@@ -114,17 +114,6 @@ def rebuild_parameter(values, dtype, device, requires_grad):
                              bool(requires_grad))
 
 
-class RemovableHandleCore:
-    """Removes one hook from the dict that holds it."""
-
-    def __init__(self, hooks, key):
-        self._hooks = hooks
-        self._key = key
-
-    def c_remove(self):
-        self._hooks.pop(self._key, None)
-
-
 cdef str child_name(str prefix, str name):
     return f"{prefix}.{name}" if prefix else name
 
@@ -488,7 +477,7 @@ class ModuleCore:
             hooks.update(rest)
         else:
             hooks[key] = entry
-        return public.public_class("RemovableHandleCore", RemovableHandleCore)(hooks, key)
+        return autograd.removable_handle(hooks, key)
 
     def c_call(self, args):
         try:

@@ -12,6 +12,8 @@ cdef class Node:
     cdef bint released                   # saved tensors dropped after a backward pass
     cdef object state                    # what else the gradient needs (dims, a scalar, ...)
     cdef object stream                   # the forward's stream (a CUDA operation), else None
+    cdef dict hooks                      # output number -> {key: hook} (register_hook), or None
+    cdef dict retained                   # output number -> the slot retain_grad() fills, or None
     cdef str c_name(self)
     cdef str c_repr(self)
     cdef tuple unpack(self)

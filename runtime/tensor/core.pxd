@@ -43,6 +43,10 @@ cdef class TensorCore:
     cdef object grad_node
     cdef int output_number
     cdef VersionCounter version
+    # Hooks on the gradient of a leaf ({key: hook}, register_hook), and the one-item list that
+    # holds the .grad of a non-leaf that retains it (retain_grad): None without either.
+    cdef dict grad_hooks
+    cdef list retained_grad
     # Whether this tensor is a view of another's memory (indexing, view, transpose, expand,
     # detach...): an in-place change of a view is not recorded for autograd.
     cdef bint is_view

@@ -729,6 +729,8 @@ cdef class TensorCore:
         return self
 
     cdef object c_grad(self):
+        if self.retained_grad is not None:  # a non-leaf that retains its grad
+            return self.retained_grad[0]
         return self.grad_value
 
     cdef object c_set_grad(self, object value):
@@ -747,7 +749,10 @@ cdef class TensorCore:
                                  f"'{list(self.sizes)}'. Please ensure that the gradient and "
                                  f"the tensor are the same size (assigned grad has data of a "
                                  f"different size)")
-        self.grad_value = value
+        if self.retained_grad is not None:
+            self.retained_grad[0] = value
+        else:
+            self.grad_value = value
         return None
 
     cdef object c_grad_fn(self):

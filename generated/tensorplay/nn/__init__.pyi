@@ -106,7 +106,7 @@ class Parameter(Tensor):
 
 
 class RemovableHandle:
-    """What register_forward_hook() returns, to remove the hook again."""
+    """What register_forward_hook() and Tensor.register_hook() return, to remove the hook again."""
 
     def remove(self) -> None:
         """Remove the hook; removing it again does nothing."""

@@ -15,6 +15,7 @@ from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.base cimport errors as _errors
 from tensorplay._runtime.base cimport public as _public
 from tensorplay._runtime.autograd import containers as _containers_classes
+from tensorplay._runtime.autograd import engine as _engine_classes
 from tensorplay._runtime.autograd import nn as _nn_classes
 from tensorplay import Tensor as _Tensor
 
@@ -115,8 +116,8 @@ class Parameter(_nn_classes.ParameterCore, _Tensor):
 _public.register_class("ParameterCore", Parameter)
 
 
-class RemovableHandle(_nn_classes.RemovableHandleCore):
-    """What register_forward_hook() returns, to remove the hook again."""
+class RemovableHandle(_engine_classes.RemovableHandleCore):
+    """What register_forward_hook() and Tensor.register_hook() return, to remove the hook again."""
 
     def remove(self):
         """Remove the hook; removing it again does nothing."""
