@@ -126,6 +126,18 @@ class EnableGradCore(GradModeCore):
     inside = True
 
 
+def run_each_call_in(cls, mode, function, str name):
+    """function decorated so that each call runs inside a new cls(mode) block."""
+    if not callable(function):
+        raise TypeError(f"{name}() decorates a function, got {type(function).__name__}")
+
+    @functools.wraps(function)
+    def decorated(*args, **kwargs):
+        with cls(mode):
+            return function(*args, **kwargs)
+    return decorated
+
+
 class SetGradEnabledCore:
     """set_grad_enabled(mode), as PyTorch's: the mode is set when the object is made, so a
     plain call sets it for the thread; as a block, the mode from before comes back at its end;
@@ -144,16 +156,7 @@ class SetGradEnabledCore:
 
     def c_call(self, function):
         tensor.set_grad_enabled(self.previous)  # made for the decorator only
-        if not callable(function):
-            raise TypeError(f"set_grad_enabled() decorates a function, got "
-                            f"{type(function).__name__}")
-        mode, cls = self.mode, type(self)
-
-        @functools.wraps(function)
-        def decorated(*args, **kwargs):
-            with cls(mode):
-                return function(*args, **kwargs)
-        return decorated
+        return run_each_call_in(type(self), self.mode, function, "set_grad_enabled")
 
     def c_repr(self):
         return f"tensorplay.set_grad_enabled(mode={self.mode})"
@@ -193,16 +196,7 @@ class InferenceModeCore:
         tensor.set_grad_enabled(grad_mode)
 
     def c_call(self, function):
-        if not callable(function):
-            raise TypeError(f"inference_mode() decorates a function, got "
-                            f"{type(function).__name__}")
-        mode, cls = self.mode, type(self)
-
-        @functools.wraps(function)
-        def decorated(*args, **kwargs):
-            with cls(mode):
-                return function(*args, **kwargs)
-        return decorated
+        return run_each_call_in(type(self), self.mode, function, "inference_mode")
 
     def c_repr(self):
         return f"tensorplay.inference_mode(mode={self.mode})"

@@ -681,7 +681,7 @@ class IdentityCore(ModuleCore):
         return input
 
 
-def inplace_text(inplace):
+cdef str inplace_text(bint inplace):
     return ", inplace=True" if inplace else ""
 
 

@@ -917,7 +917,7 @@ cdef object masked_setitem(TensorCore tensor, TensorCore mask, object value):
 # there selects zeros (PyTorch's kernel asserts on the device, which loses the context).
 # index_select takes indices from 0 (PyTorch's), x[index] wraps negative ones too (numpy's
 # rule, PyTorch's advanced indexing). The gradient adds each slice of the output's gradient
-# into the slice it came from (index_add_: index.cu's atomic adds, numpy's add.at), so
+# into the slice it came from (index_add_: scatter.cu's atomic adds, numpy's add.at), so
 # repeated indices add up.
 
 
@@ -1029,6 +1029,12 @@ cdef tuple integer_index(TensorCore tensor, object key):
     return found
 
 
+cdef bint holds_sequence(object key):
+    if isinstance(key, (TensorCore, list)):
+        return True
+    return isinstance(key, tuple) and any(isinstance(item, (TensorCore, list)) for item in key)
+
+
 cdef object from_host_list(list values, int device):
     host = wrap_cpu(np().array(values, dtype=np().int64), dtypes.named_dtype("int64"))
     return host if device == CPU else to(<TensorCore>host, device_text(device), None, False,
@@ -1038,7 +1044,8 @@ cdef object from_host_list(list values, int device):
 cdef object getitem(TensorCore tensor, object key):
     if is_mask(key):
         return masked_getitem(tensor, key)
-    found = integer_index(tensor, key)
+    # basic keys (ints, slices, None, ...) skip the search for an integer index
+    found = integer_index(tensor, key) if holds_sequence(key) else None
     if found is not None:
         axis, index = found
         chosen = index_arg(tensor, index, "__getitem__", False)
