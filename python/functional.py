@@ -8,10 +8,10 @@ from tensorplay._runtime.autograd.nn import (
     binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
     cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, embedding as _embedding,
     gelu as _gelu, hardtanh as _hardtanh, huber_loss as _huber_loss, implicit_dim as _implicit_dim,
-    l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu, linear as _linear,
-    log_softmax as _log_softmax, mish as _mish, mse_loss as _mse_loss, nll_loss as _nll_loss,
-    normalize as _normalize, one_hot as _one_hot, silu as _silu, smooth_l1_loss as _smooth_l1_loss,
-    softmax as _softmax, softplus as _softplus)
+    kl_div as _kl_div, l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu,
+    linear as _linear, log_softmax as _log_softmax, mish as _mish, mse_loss as _mse_loss,
+    nll_loss as _nll_loss, normalize as _normalize, one_hot as _one_hot, pad as _pad,
+    silu as _silu, smooth_l1_loss as _smooth_l1_loss, softmax as _softmax, softplus as _softplus)
 
 
 def _check_tensor(value, name):
@@ -175,6 +175,17 @@ def embedding(input, weight, padding_idx=None):
     _check_tensor(input, "input")
     _check_tensor(weight, "weight")
     return _embedding(input, weight, padding_idx)
+
+
+def kl_div(input, target, reduction="mean", log_target=False):
+    _check_tensor(input, "input")
+    _check_tensor(target, "target")
+    return _kl_div(input, target, reduction, log_target)
+
+
+def pad(input, pad, mode="constant", value=None):
+    _check_tensor(input, "input")
+    return _pad(input, pad, mode, 0 if value is None else value)
 
 
 def one_hot(tensor, num_classes=-1):

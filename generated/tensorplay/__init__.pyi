@@ -117,6 +117,11 @@ __all__ = [
     "is_floating_point",
     "split",
     "index_select",
+    "tile",
+    "isclose",
+    "count_nonzero",
+    "hstack",
+    "vstack",
     "clone",
     "var",
     "std",
@@ -1539,6 +1544,72 @@ def index_select(input: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
             (PyTorch's "index out of range in self"); on a CUDA device an index out of range selects
             zeros.
         TypeError: index is not an int64 or int32 tensor.
+    """
+
+
+def tile(input: Tensor, dims: tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+    """input tiled (torch.tile; Tensor.tile takes the repeats as separate ints too).
+
+    Args:
+        input: the tensor to tile.
+        dims: how many times to repeat along each dimension; fewer than the dimensions repeat
+            the last ones.
+
+    Returns:
+        Tensor: a new tensor, each size times its repeat.
+    """
+
+
+def isclose(input: Tensor, other: Tensor, rtol: builtins.float = 1e-05, atol: builtins.float = 1e-08, equal_nan: builtins.bool = False) -> Tensor:
+    """Elementwise whether this tensor is close to other (torch.isclose; allclose() is whether all are).
+
+    Args:
+        input: a Tensor: isclose(input, ...) is input.isclose(...).
+        other: a tensor of this one's dtype whose shape broadcasts with this one's.
+        rtol: relative tolerance, at least 0.
+        atol: absolute tolerance, at least 0.
+        equal_nan: whether NaNs in the same place are close.
+
+    Returns:
+        Tensor: a bool tensor: equal, or finitely apart by at most atol + rtol * |other|.
+
+    Raises:
+        TypeError: the dtypes differ.
+        ValueError: rtol or atol is negative (PyTorch's message).
+    """
+
+
+def count_nonzero(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None) -> Tensor:
+    """How many elements are not zero (torch.count_nonzero).
+
+    Args:
+        input: a Tensor: count_nonzero(input, ...) is input.count_nonzero(...).
+        dim: the dimensions to count over (negative count from the end); None for all.
+
+    Returns:
+        Tensor: int64 counts.
+    """
+
+
+def hstack(tensors: tuple[Tensor, ...] | list[Tensor]) -> Tensor:
+    """The tensors side by side (torch.hstack).
+
+    Args:
+        tensors: a non-empty sequence of tensors, as cat() takes them.
+
+    Returns:
+        Tensor: cat() along dimension 1, or 0 when every tensor has at most one dimension.
+    """
+
+
+def vstack(tensors: tuple[Tensor, ...] | list[Tensor]) -> Tensor:
+    """The tensors stacked as rows (torch.vstack).
+
+    Args:
+        tensors: a non-empty sequence of tensors; 0-d and 1-D ones count as rows.
+
+    Returns:
+        Tensor: cat() along dimension 0 of the tensors as at least 2-D.
     """
 
 
@@ -2994,6 +3065,44 @@ class Tensor:
 
         Raises:
             RuntimeError: this tensor does not require grad (PyTorch's message).
+        """
+
+    def tile(self, *dims: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+        """This tensor tiled (torch.Tensor.tile; repeat() with the repeats padded with leading ones).
+
+        Args:
+            *dims: how many times to repeat along each dimension, as ints or one sequence; fewer
+                than the dimensions repeat the last ones (leading ones are added).
+
+        Returns:
+            Tensor: a new tensor, each size times its repeat.
+        """
+
+    def isclose(self, other: Tensor, rtol: builtins.float = 1e-05, atol: builtins.float = 1e-08, equal_nan: builtins.bool = False) -> Tensor:
+        """Elementwise whether this tensor is close to other (torch.isclose; allclose() is whether all are).
+
+        Args:
+            other: a tensor of this one's dtype whose shape broadcasts with this one's.
+            rtol: relative tolerance, at least 0.
+            atol: absolute tolerance, at least 0.
+            equal_nan: whether NaNs in the same place are close.
+
+        Returns:
+            Tensor: a bool tensor: equal, or finitely apart by at most atol + rtol * |other|.
+
+        Raises:
+            TypeError: the dtypes differ.
+            ValueError: rtol or atol is negative (PyTorch's message).
+        """
+
+    def count_nonzero(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None) -> Tensor:
+        """How many elements are not zero (torch.count_nonzero).
+
+        Args:
+            dim: the dimensions to count over (negative count from the end); None for all.
+
+        Returns:
+            Tensor: int64 counts.
         """
 
     def repeat(self, *sizes: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:

@@ -122,6 +122,11 @@ __all__ = [
     "is_floating_point",
     "split",
     "index_select",
+    "tile",
+    "isclose",
+    "count_nonzero",
+    "hstack",
+    "vstack",
     "clone",
     "var",
     "std",
@@ -1969,6 +1974,88 @@ def index_select(input, dim, index):
     return input.index_select(dim, index)
 
 
+def tile(input, dims):
+    """input tiled (torch.tile; Tensor.tile takes the repeats as separate ints too).
+
+    Args:
+        input: the tensor to tile.
+        dims: how many times to repeat along each dimension; fewer than the dimensions repeat
+            the last ones.
+
+    Returns:
+        Tensor: a new tensor, each size times its repeat.
+    """
+    _core.check_awake_value(input, b"tensorplay.tile()", b"input")
+    return _copies.tile_of(input, dims)
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise whether this tensor is close to other (torch.isclose; allclose() is whether all are).
+
+    Args:
+        input: a Tensor: isclose(input, ...) is input.isclose(...).
+        other: a tensor of this one's dtype whose shape broadcasts with this one's.
+        rtol: relative tolerance, at least 0.
+        atol: absolute tolerance, at least 0.
+        equal_nan: whether NaNs in the same place are close.
+
+    Returns:
+        Tensor: a bool tensor: equal, or finitely apart by at most atol + rtol * |other|.
+
+    Raises:
+        TypeError: the dtypes differ.
+        ValueError: rtol or atol is negative (PyTorch's message).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"isclose(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.isclose(other, rtol, atol, equal_nan)
+
+
+def count_nonzero(input, dim=None):
+    """How many elements are not zero (torch.count_nonzero).
+
+    Args:
+        input: a Tensor: count_nonzero(input, ...) is input.count_nonzero(...).
+        dim: the dimensions to count over (negative count from the end); None for all.
+
+    Returns:
+        Tensor: int64 counts.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"count_nonzero(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.count_nonzero(dim)
+
+
+def hstack(tensors):
+    """The tensors side by side (torch.hstack).
+
+    Args:
+        tensors: a non-empty sequence of tensors, as cat() takes them.
+
+    Returns:
+        Tensor: cat() along dimension 1, or 0 when every tensor has at most one dimension.
+    """
+    _core.check_awake_each(tensors, b"tensorplay.hstack()", b"tensors")
+    return _copies.hstack(tensors)
+
+
+def vstack(tensors):
+    """The tensors stacked as rows (torch.vstack).
+
+    Args:
+        tensors: a non-empty sequence of tensors; 0-d and 1-D ones count as rows.
+
+    Returns:
+        Tensor: cat() along dimension 0 of the tensors as at least 2-D.
+    """
+    _core.check_awake_each(tensors, b"tensorplay.vstack()", b"tensors")
+    return _copies.vstack(tensors)
+
+
 def clone(input):
     """A copy, recorded for autograd.
 
@@ -3750,6 +3837,51 @@ cdef class Tensor(_core.TensorCore):
             RuntimeError: this tensor does not require grad (PyTorch's message).
         """
         _engine.retain_grad(self)
+
+    def tile(self, *dims):
+        """This tensor tiled (torch.Tensor.tile; repeat() with the repeats padded with leading ones).
+
+        Args:
+            *dims: how many times to repeat along each dimension, as ints or one sequence; fewer
+                than the dimensions repeat the last ones (leading ones are added).
+
+        Returns:
+            Tensor: a new tensor, each size times its repeat.
+        """
+        _core.check_awake(self, b"Tensor.tile()", NULL)
+        return _copies.tile(self, dims)
+
+    def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        """Elementwise whether this tensor is close to other (torch.isclose; allclose() is whether all are).
+
+        Args:
+            other: a tensor of this one's dtype whose shape broadcasts with this one's.
+            rtol: relative tolerance, at least 0.
+            atol: absolute tolerance, at least 0.
+            equal_nan: whether NaNs in the same place are close.
+
+        Returns:
+            Tensor: a bool tensor: equal, or finitely apart by at most atol + rtol * |other|.
+
+        Raises:
+            TypeError: the dtypes differ.
+            ValueError: rtol or atol is negative (PyTorch's message).
+        """
+        _core.check_awake(self, b"Tensor.isclose()", NULL)
+        _core.check_awake_value(other, b"Tensor.isclose()", b"other")
+        return _elementwise.isclose(self, other, _errors.float_arg(rtol, 'rtol'), _errors.float_arg(atol, 'atol'), _errors.bool_arg(equal_nan, 'equal_nan'))
+
+    def count_nonzero(self, dim=None):
+        """How many elements are not zero (torch.count_nonzero).
+
+        Args:
+            dim: the dimensions to count over (negative count from the end); None for all.
+
+        Returns:
+            Tensor: int64 counts.
+        """
+        _core.check_awake(self, b"Tensor.count_nonzero()", NULL)
+        return _reduction.count_nonzero(self, dim)
 
     def repeat(self, *sizes):
         """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).

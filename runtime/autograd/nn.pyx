@@ -41,7 +41,7 @@ import os
 
 from tensorplay._runtime.autograd cimport engine as autograd
 from tensorplay._runtime.devices cimport device as _device
-from tensorplay._runtime.base cimport errors, public
+from tensorplay._runtime.base cimport dtypes, errors, public
 from tensorplay._runtime.random cimport random_ops
 from tensorplay._runtime.tensor cimport (copies, core as tensor, elementwise, factories, linalg,
                                          reduction, serialization)
@@ -1182,6 +1182,76 @@ def binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weigh
     return reduced(losses if weight is None else losses * weight, reduction)
 
 
+KL_REDUCTIONS = ("none", "batchmean", "sum", "mean")
+
+
+def kl_div(input, target, reduction, log_target):
+    """target * (log(target) - input) pointwise (0 where target is 0, as xlogy), or with
+    log_target exp(target) * (target - input); reduced, batchmean dividing the sum by the
+    first dimension, as PyTorch's kl_div."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "kl_div: input")
+    cdef TensorCore y = tensor.own_tensor_arg(target, "kl_div: target")
+    if reduction not in KL_REDUCTIONS:
+        raise ValueError(f"{str(reduction)[:100]} is not a valid value for reduction")
+    if reduction == "mean":  # PyTorch's warning
+        warn_caller("reduction: 'mean' divides the total loss by both the batch size and the "
+                    "support size.'batchmean' divides only by the batch size, and aligns with "
+                    "the KL div math definition.'mean' will be changed to behave the same as "
+                    "'batchmean' in the next major release.")
+    if log_target:
+        losses = y.exp() * (y - x)
+    else:
+        # y * log(y) as xlogy: 0 where y is 0, the log taken of 1 there so that neither the
+        # value nor the gradient of the unselected branch is NaN
+        absent = y == 0
+        y_log_y = elementwise.where(absent, 0, y * elementwise.where(absent, 1, y).log())
+        losses = y_log_y - y * x
+    if reduction == "batchmean":
+        return losses.sum() / (x.sizes[0] if x.sizes else 1)
+    return reduced(losses, reduction)
+
+
+def pad(input, pad, mode, value):
+    """input with pad[2i] elements before and pad[2i + 1] after its last-but-i dimension, of
+    value (constant mode, PyTorch's default), or cropped where a pad is negative; the copy of
+    input is a recorded assignment, so the gradient reaches input."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "pad: input")
+    if not isinstance(pad, (tuple, list)):
+        raise TypeError(f"pad: pad must be a tuple or list of ints, got {errors.shown(pad)}")
+    pads = tuple(pad)
+    arguments.require_ints(pads, "pad: pad")
+    if not arguments.is_scalar(value):
+        raise TypeError(f"pad: value must be a bool, int or float, got {errors.shown(value)}")
+    for each in pads:
+        errors.int_arg(each, "pad", INT64_MIN, INT64_MAX)
+    dtypes.check_scalar(value, x.dtype_object, "value")
+    if mode != "constant":
+        raise ValueError(f"pad: mode {errors.shown(mode)} is not offered; 'constant' is (the "
+                         "reflect, replicate and circular modes have no kernels here)")
+    if len(pads) % 2:  # PyTorch's messages
+        raise ValueError(f"Padding length must be divisible by 2, got a pad of {len(pads)} "
+                         "items")
+    if len(pads) // 2 > len(x.sizes):
+        raise ValueError("Padding length too large")
+    shape, source, target = list(x.sizes), [slice(None)] * len(x.sizes), \
+        [slice(None)] * len(x.sizes)
+    for pair in range(len(pads) // 2):
+        dim = len(x.sizes) - 1 - pair
+        before, after = pads[2 * pair], pads[2 * pair + 1]
+        size = x.sizes[dim] + before + after
+        if size < 0:
+            raise ValueError(f"The input size {x.sizes[dim]}, plus negative padding {before} "
+                             f"and {after} resulted in a negative output size, which is "
+                             f"invalid. Check dimension {dim} of your input.")
+        shape[dim] = size
+        kept = x.sizes[dim] - max(-before, 0) - max(-after, 0)
+        source[dim] = slice(max(-before, 0), max(-before, 0) + max(kept, 0))
+        target[dim] = slice(max(before, 0), max(before, 0) + max(kept, 0))
+    output = x.new_full(tuple(shape), value)
+    output[tuple(target)] = x[tuple(source)]
+    return output
+
+
 def one_hot(input, num_classes):
     """int64 ones where the last dimension's index equals input's value, as PyTorch's one_hot;
     values checked on the CPU (on a device they would be read back; there a value out of
@@ -1489,6 +1559,20 @@ class BCEWithLogitsLossCore(ModuleCore):
     def c_forward(self, input, target):
         return binary_cross_entropy_with_logits(input, target, self.weight, self.reduction,
                                                 self.pos_weight)
+
+
+class KLDivLossCore(ModuleCore):
+    """The Kullback-Leibler divergence of target from input's distribution (kl_div)."""
+
+    def init(self, reduction, log_target):
+        if reduction not in KL_REDUCTIONS:
+            raise ValueError(f"{str(reduction)[:100]} is not a valid value for reduction")
+        ModuleCore.init(self)
+        self.reduction = reduction
+        self.log_target = log_target
+
+    def c_forward(self, input, target):
+        return kl_div(input, target, self.reduction, self.log_target)
 
 
 class CrossEntropyLossCore(ModuleCore):

@@ -79,6 +79,11 @@ cdef object python_index(TensorCore tensor)
 # tensorplay.cat and tensorplay.stack: copies into views of a new tensor.
 cdef object cat(object tensors, object dim)
 cdef object stack(object tensors, object dim)
+cdef object hstack(object tensors)
+cdef object vstack(object tensors)
+cdef object tile(TensorCore tensor, tuple dims)
+# torch.tile(input, dims): dims one sequence, as the function takes it
+cdef object tile_of(object input, object dims)
 # x[key]: a view for ints, slices, None and ... (TensorCore.c_getitem, Note [Basic indexing] in
 # core.pyx), a new tensor for a boolean mask (Note [Boolean masks]); x[key] = value likewise;
 # del x[key] refused.

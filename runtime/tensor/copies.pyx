@@ -639,6 +639,48 @@ cdef object swapaxes(TensorCore tensor, object axis0, object axis1):
     return tensor.c_transpose(tensor.c_dim(axis0, "axis0"), tensor.c_dim(axis1, "axis1"))
 
 
+# hstack() and vstack(), as numpy's and PyTorch's: cat() along the columns (the first
+# dimension for 1-D tensors) or along rows of tensors seen as at least 2-D.
+cdef object hstack(object tensors):
+    tensors = tensor_sequence_arg(tensors, "hstack")
+    one_dimensional = all(len((<TensorCore>each).sizes) <= 1 for each in tensors)
+    return cat([each.reshape((1,)) if not (<TensorCore>each).sizes else each
+                for each in tensors], 0 if one_dimensional else 1)
+
+
+cdef object vstack(object tensors):
+    tensors = tensor_sequence_arg(tensors, "vstack")
+    return cat([each.reshape((1, (<TensorCore>each).element_count))
+                if len((<TensorCore>each).sizes) < 2 else each for each in tensors], 0)
+
+
+cdef list tensor_sequence_arg(object tensors, str name):
+    if not isinstance(tensors, (tuple, list)) or not tensors:
+        raise TypeError(f"{name}: tensors must be a non-empty tuple or list of tensors, got "
+                        f"{errors.shown(tensors)}")
+    return [own_tensor_arg(each, f"{name}: tensors[{index}]")
+            for index, each in enumerate(tensors)]
+
+
+cdef object tile_of(object input, object dims):
+    cdef TensorCore tensor = own_tensor_arg(input, "input")
+    if not isinstance(dims, (tuple, list)):
+        raise TypeError(f"tile: dims must be a tuple or list of ints, got {errors.shown(dims)}")
+    return tile(tensor, tuple(dims))
+
+
+cdef object tile(TensorCore tensor, tuple dims):
+    """repeat() with the repeats padded with leading ones to the tensor's dimensions, as
+    PyTorch's tile (fewer repeats than dimensions repeat the last ones). dims: ints, or (the
+    method's arguments) one sequence of them."""
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    require_ints(dims, "tile: dims")
+    for each in dims:
+        errors.int_arg(each, "dims", 0, (1 << 63) - 1)
+    return repeat(tensor, (1,) * (len(tensor.sizes) - len(dims)) + dims)
+
+
 cdef object repeat(TensorCore tensor, tuple repeats):
     """The tensor tiled repeats[d] times along each dimension d, as PyTorch's repeat(): the
     sizes interleaved with ones, expanded to the repeats, then copied into their product's

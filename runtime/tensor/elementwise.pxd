@@ -136,6 +136,7 @@ cdef object logical_and(TensorCore tensor, object other)
 cdef object logical_or(TensorCore tensor, object other)
 cdef object logical_xor(TensorCore tensor, object other)
 cdef object logical_not(TensorCore tensor)
+cdef object isclose(TensorCore tensor, object other, double rtol, double atol, bint equal_nan)
 
 # tensorplay.where (api.yaml).
 cdef object where(object condition, object input, object other)

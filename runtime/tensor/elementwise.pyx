@@ -1565,3 +1565,26 @@ cdef object logical_xor(TensorCore tensor, object other):
 
 cdef object logical_not(TensorCore tensor):
     return eq(tensor, 0)
+
+
+cdef object isclose(TensorCore tensor, object other, double rtol, double atol, bint equal_nan):
+    """PyTorch's isclose: equal, or both NaN (with equal_nan), or finitely apart by at most
+    atol + rtol * |other|; integers compared in float64."""
+    cdef TensorCore b = own_tensor_arg(other, "other")
+    if b.dtype_object is not tensor.dtype_object:  # PyTorch refuses mixed dtypes
+        raise DtypeError(f"isclose: other's dtype {b.dtype_object.name} must be input's, "
+                         f"{tensor.dtype_object.name}")
+    for value, name in ((rtol, "rtol"), (atol, "atol")):
+        if not value >= 0:  # PyTorch's message
+            raise ValueError(f"{name} must be greater than or equal to zero, but got {value}")
+    close = eq(tensor, b)
+    if tensor.dtype_object.code == CODE_BOOL:
+        return close
+    cdef TensorCore a = tensor
+    if not tensor.dtype_object.floating:
+        a = <TensorCore>copies.to(tensor, None, dtypes.named_dtype("float64"), False, False)
+        b = <TensorCore>copies.to(b, None, dtypes.named_dtype("float64"), False, False)
+    elif equal_nan:
+        close = close | (isnan(a) & isnan(b))
+    error = (a - b).abs()
+    return close | (isfinite(<TensorCore>error) & (error <= (b.abs() * rtol + atol)))

@@ -24,3 +24,5 @@ cdef object min_over(TensorCore tensor, object dim, bint keepdim)
 cdef object argmax(TensorCore tensor, object dim, bint keepdim)
 cdef object argmin(TensorCore tensor, object dim, bint keepdim)
 # tensorplay.max / min / argmax / argmin / sum / mean.
+# How many elements are not zero, over dim (None: all), as int64 (torch.count_nonzero).
+cdef object count_nonzero(TensorCore tensor, object dim)

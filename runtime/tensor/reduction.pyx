@@ -402,3 +402,8 @@ cdef tuple select_over(TensorCore tensor, object dim, bint keepdim, int op, str 
         result = recorded(result, ops.OP_MAX_DIM if op == ops.OP_MAX else ops.OP_MIN_DIM,
                           (tensor,), (indices,), (d if sizes else 0, keepdim))
     return result, indices
+
+
+cdef object count_nonzero(TensorCore tensor, object dim):
+    nonzero = elementwise.ne(tensor, 0)
+    return nonzero.sum() if dim is None else nonzero.sum(dim)  # a sum of bools is int64

@@ -219,3 +219,37 @@ def test_capture_and_replay(quiet_device):
                 cpu_a.clamp_min(2.5), tp.logical_and(cpu_a > 2, cpu_b > 0))
     for output, want in zip(outputs, expected):
         numpy.testing.assert_allclose(values(output), values(want), rtol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_tile_stacks_isclose_and_count_nonzero_match_pytorch(device, torch):
+    data = [[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]]
+    ours, theirs = tp.tensor(data, device=device), torch.tensor(data)
+    for dims in ((2,), (2, 1), (1, 2, 2), [3]):
+        assert ours.tile(dims).tolist() == theirs.tile(dims).tolist()
+    assert tp.tile(ours, (2, 1)).tolist() == torch.tile(theirs, (2, 1)).tolist()
+    pieces = [[1, 2], [3, 4]]
+    ours_pieces = [tp.tensor(piece, device=device) for piece in pieces]
+    theirs_pieces = [torch.tensor(piece) for piece in pieces]
+    assert tp.hstack(ours_pieces).tolist() == torch.hstack(theirs_pieces).tolist()
+    assert tp.vstack(ours_pieces).tolist() == torch.vstack(theirs_pieces).tolist()
+    assert tp.hstack([ours, ours]).tolist() == torch.hstack([theirs, theirs]).tolist()
+    assert tp.vstack([ours, tp.tensor([7.0, 8.0, 9.0], device=device)]).tolist() == \
+        torch.vstack([theirs, torch.tensor([7.0, 8.0, 9.0])]).tolist()
+    for dim in (None, 0, 1, (0, 1)):
+        assert tp.count_nonzero(ours, dim).tolist() == torch.count_nonzero(theirs, dim).tolist()
+    a = [1.0, 2.0, float("nan"), float("inf"), -float("inf"), 1e-9, 100.0]
+    b = [1.0 + 1e-6, 2.001, float("nan"), float("inf"), float("inf"), 0.0, 100.001]
+    for options in ({}, {"equal_nan": True}, {"rtol": 1e-3, "atol": 0.0}):
+        assert tp.isclose(tp.tensor(a, device=device), tp.tensor(b, device=device),
+                          **options).tolist() == \
+            torch.isclose(torch.tensor(a), torch.tensor(b), **options).tolist()
+    ints = tp.tensor([1, 5, 9], device=device)
+    assert ints.isclose(tp.tensor([1, 6, 9], device=device), atol=1.0).tolist() == \
+        [True, True, True]
+    with pytest.raises(TypeError, match="dtype"):
+        tp.isclose(ours, tp.ones(2, 3, dtype=tp.float64, device=device))
+    with pytest.raises(ValueError, match="rtol must be greater than or equal to zero"):
+        tp.isclose(ours, ours, rtol=-1.0)
+    with pytest.raises(TypeError, match="non-empty"):
+        tp.hstack([])

@@ -5,7 +5,7 @@ ModuleList and ModuleDict; the layers Linear, Embedding, LayerNorm, Flatten, Ide
 Dropout; the
 activations ReLU, ReLU6, LeakyReLU, ELU, GELU, SiLU, Mish, Softplus, Hardtanh, Sigmoid,
 Tanh, Softmax and LogSoftmax; and the losses MSELoss, L1Loss, SmoothL1Loss, HuberLoss,
-BCELoss, BCEWithLogitsLoss, NLLLoss and CrossEntropyLoss.
+BCELoss, BCEWithLogitsLoss, KLDivLoss, NLLLoss and CrossEntropyLoss.
 
 A Module registers the Parameters, buffers and Modules assigned to its attributes, in
 assignment order, which is the order of parameters() and state_dict() (PyTorch's).
@@ -50,6 +50,7 @@ __all__ = [
     "HuberLoss",
     "BCELoss",
     "BCEWithLogitsLoss",
+    "KLDivLoss",
     "NLLLoss",
     "Flatten",
     "CrossEntropyLoss",
@@ -1550,6 +1551,40 @@ class BCEWithLogitsLoss(_nn_classes.BCEWithLogitsLossCore, Module):
 
 
 _public.register_class("BCEWithLogitsLossCore", BCEWithLogitsLoss)
+
+
+class KLDivLoss(_nn_classes.KLDivLossCore, Module):
+    """The Kullback-Leibler divergence of target from the distribution whose log-probabilities input holds, target * (log(target) - input) pointwise, reduced (PyTorch's KLDivLoss; functional.kl_div).
+
+    A target of 0 counts 0, as PyTorch's xlogy. reduction batchmean divides the sum by the
+    size of the first dimension, the mathematical KL divergence per sample; mean divides by
+    every element, with PyTorch's warning.
+
+    Args:
+        reduction: none, batchmean, sum or mean.
+        log_target: target holds log-probabilities too.
+    """
+
+    def __init__(self, *, reduction='mean', log_target=False):
+        self.init(_errors.str_arg(reduction, 'reduction'), _errors.bool_arg(log_target, 'log_target'))
+
+    def forward(self, input, target):
+        """The divergence of target from input.
+
+        Args:
+            input: log-probabilities.
+            target: probabilities (log-probabilities with log_target), of a shape that broadcasts
+                with input's.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+        _core.check_awake_value(input, b"KLDivLoss.forward()", b"input")
+        _core.check_awake_value(target, b"KLDivLoss.forward()", b"target")
+        return self.c_forward(input, target)
+
+
+_public.register_class("KLDivLossCore", KLDivLoss)
 
 
 class NLLLoss(_nn_classes.NLLLossCore, Module):

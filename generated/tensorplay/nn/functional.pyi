@@ -36,6 +36,8 @@ __all__ = [
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "embedding",
+    "kl_div",
+    "pad",
     "one_hot",
     "normalize",
     "cross_entropy",
@@ -361,6 +363,40 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
     Raises:
         RuntimeError: input is not an integer tensor or weight is not 2-D (PyTorch's messages).
         IndexError: a CPU index is out of range; on a CUDA device it gives zeros.
+    """
+
+
+def kl_div(input: Tensor, target: Tensor, *, reduction: str = 'mean', log_target: bool = False) -> Tensor:
+    """The Kullback-Leibler divergence of target from input's distribution, as nn.KLDivLoss.
+
+    Args:
+        input: log-probabilities.
+        target: probabilities (log-probabilities with log_target).
+        reduction: none, batchmean, sum or mean (with PyTorch's warning).
+        log_target: target holds log-probabilities too.
+
+    Returns:
+        Tensor: the loss, as nn.KLDivLoss.
+    """
+
+
+def pad(input: Tensor, pad: tuple[int, ...] | list[int], mode: str = 'constant', value: int | float | bool | None = None) -> Tensor:
+    """Pad a tensor with a constant (PyTorch's F.pad in its constant mode); captured and differentiated as an assignment.
+
+    Args:
+        input: any tensor.
+        pad: pairs (before, after) for the last dimension, then the one before it, ...; negative
+            ones crop.
+        mode: constant, the one mode offered.
+        value: the padding value, one input's dtype can hold; None for 0.
+
+    Returns:
+        Tensor: a new tensor: input in the middle, value around it.
+
+    Raises:
+        ValueError: pad has an odd length, more pairs than input has dimensions, or a size would
+            become negative (PyTorch's messages), or mode is not constant (reflect, replicate and
+            circular have no kernels here).
     """
 
 

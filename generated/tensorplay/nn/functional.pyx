@@ -36,6 +36,8 @@ __all__ = [
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "embedding",
+    "kl_div",
+    "pad",
     "one_hot",
     "normalize",
     "cross_entropy",
@@ -422,6 +424,45 @@ def embedding(input, weight, padding_idx=None):
     _core.check_awake_value(input, b"tensorplay.nn.functional.embedding()", b"input")
     _core.check_awake_value(weight, b"tensorplay.nn.functional.embedding()", b"weight")
     return _functional.embedding(input, weight, padding_idx)
+
+
+def kl_div(input, target, *, reduction='mean', log_target=False):
+    """The Kullback-Leibler divergence of target from input's distribution, as nn.KLDivLoss.
+
+    Args:
+        input: log-probabilities.
+        target: probabilities (log-probabilities with log_target).
+        reduction: none, batchmean, sum or mean (with PyTorch's warning).
+        log_target: target holds log-probabilities too.
+
+    Returns:
+        Tensor: the loss, as nn.KLDivLoss.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.kl_div()", b"input")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.kl_div()", b"target")
+    return _functional.kl_div(input, target, _errors.str_arg(reduction, 'reduction'), _errors.bool_arg(log_target, 'log_target'))
+
+
+def pad(input, pad, mode='constant', value=None):
+    """Pad a tensor with a constant (PyTorch's F.pad in its constant mode); captured and differentiated as an assignment.
+
+    Args:
+        input: any tensor.
+        pad: pairs (before, after) for the last dimension, then the one before it, ...; negative
+            ones crop.
+        mode: constant, the one mode offered.
+        value: the padding value, one input's dtype can hold; None for 0.
+
+    Returns:
+        Tensor: a new tensor: input in the middle, value around it.
+
+    Raises:
+        ValueError: pad has an odd length, more pairs than input has dimensions, or a size would
+            become negative (PyTorch's messages), or mode is not constant (reflect, replicate and
+            circular have no kernels here).
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.pad()", b"input")
+    return _functional.pad(input, pad, _errors.str_arg(mode, 'mode'), value)
 
 
 def one_hot(tensor, num_classes=-1):
