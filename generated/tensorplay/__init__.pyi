@@ -122,6 +122,8 @@ __all__ = [
     "count_nonzero",
     "hstack",
     "vstack",
+    "flip",
+    "roll",
     "clone",
     "var",
     "std",
@@ -1610,6 +1612,36 @@ def vstack(tensors: tuple[Tensor, ...] | list[Tensor]) -> Tensor:
 
     Returns:
         Tensor: cat() along dimension 0 of the tensors as at least 2-D.
+    """
+
+
+def flip(input: Tensor, dims: tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+    """input reversed along dims (torch.flip; Tensor.flip takes the dimensions as separate ints too).
+
+    Args:
+        input: the tensor to reverse.
+        dims: the dimensions to reverse (negative count from the end).
+
+    Returns:
+        Tensor: a new tensor with the order of those dimensions reversed.
+    """
+
+
+def roll(input: Tensor, shifts: builtins.int | tuple[builtins.int, ...] | list[builtins.int], dims: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None) -> Tensor:
+    """This tensor rolled along dims (torch.roll; a copy). It gathers with an index made from the host, so call it outside a capture.
+
+    Args:
+        input: a Tensor: roll(input, ...) is input.roll(...).
+        shifts: how far to shift along each of dims (negative: backwards); elements shifted past
+            the end come back at the start.
+        dims: the dimensions, as many as shifts; None rolls the flattened tensor and restores
+            its shape.
+
+    Returns:
+        Tensor: a new tensor, rolled.
+
+    Raises:
+        RuntimeError: shifts and dims differ in length (PyTorch's message).
     """
 
 
@@ -3103,6 +3135,35 @@ class Tensor:
 
         Returns:
             Tensor: int64 counts.
+        """
+
+    def flip(self, *dims: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
+        """This tensor reversed along dims (torch.flip; a copy). It gathers with an index made from the host, so call it outside a capture.
+
+        Args:
+            *dims: the dimensions to reverse (negative count from the end), as ints or one sequence.
+
+        Returns:
+            Tensor: a new tensor with the order of those dimensions reversed.
+
+        Raises:
+            RuntimeError: a dimension is given twice (PyTorch's message).
+        """
+
+    def roll(self, shifts: builtins.int | tuple[builtins.int, ...] | list[builtins.int], dims: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None) -> Tensor:
+        """This tensor rolled along dims (torch.roll; a copy). It gathers with an index made from the host, so call it outside a capture.
+
+        Args:
+            shifts: how far to shift along each of dims (negative: backwards); elements shifted past
+                the end come back at the start.
+            dims: the dimensions, as many as shifts; None rolls the flattened tensor and restores
+                its shape.
+
+        Returns:
+            Tensor: a new tensor, rolled.
+
+        Raises:
+            RuntimeError: shifts and dims differ in length (PyTorch's message).
         """
 
     def repeat(self, *sizes: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:

@@ -127,6 +127,8 @@ __all__ = [
     "count_nonzero",
     "hstack",
     "vstack",
+    "flip",
+    "roll",
     "clone",
     "var",
     "std",
@@ -2056,6 +2058,43 @@ def vstack(tensors):
     return _copies.vstack(tensors)
 
 
+def flip(input, dims):
+    """input reversed along dims (torch.flip; Tensor.flip takes the dimensions as separate ints too).
+
+    Args:
+        input: the tensor to reverse.
+        dims: the dimensions to reverse (negative count from the end).
+
+    Returns:
+        Tensor: a new tensor with the order of those dimensions reversed.
+    """
+    _core.check_awake_value(input, b"tensorplay.flip()", b"input")
+    return _factories.flip_of(input, dims)
+
+
+def roll(input, shifts, dims=None):
+    """This tensor rolled along dims (torch.roll; a copy). It gathers with an index made from the host, so call it outside a capture.
+
+    Args:
+        input: a Tensor: roll(input, ...) is input.roll(...).
+        shifts: how far to shift along each of dims (negative: backwards); elements shifted past
+            the end come back at the start.
+        dims: the dimensions, as many as shifts; None rolls the flattened tensor and restores
+            its shape.
+
+    Returns:
+        Tensor: a new tensor, rolled.
+
+    Raises:
+        RuntimeError: shifts and dims differ in length (PyTorch's message).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"roll(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.roll(shifts, dims)
+
+
 def clone(input):
     """A copy, recorded for autograd.
 
@@ -3882,6 +3921,39 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.count_nonzero()", NULL)
         return _reduction.count_nonzero(self, dim)
+
+    def flip(self, *dims):
+        """This tensor reversed along dims (torch.flip; a copy). It gathers with an index made from the host, so call it outside a capture.
+
+        Args:
+            *dims: the dimensions to reverse (negative count from the end), as ints or one sequence.
+
+        Returns:
+            Tensor: a new tensor with the order of those dimensions reversed.
+
+        Raises:
+            RuntimeError: a dimension is given twice (PyTorch's message).
+        """
+        _core.check_awake(self, b"Tensor.flip()", NULL)
+        return _factories.flip(self, dims)
+
+    def roll(self, shifts, dims=None):
+        """This tensor rolled along dims (torch.roll; a copy). It gathers with an index made from the host, so call it outside a capture.
+
+        Args:
+            shifts: how far to shift along each of dims (negative: backwards); elements shifted past
+                the end come back at the start.
+            dims: the dimensions, as many as shifts; None rolls the flattened tensor and restores
+                its shape.
+
+        Returns:
+            Tensor: a new tensor, rolled.
+
+        Raises:
+            RuntimeError: shifts and dims differ in length (PyTorch's message).
+        """
+        _core.check_awake(self, b"Tensor.roll()", NULL)
+        return _factories.roll(self, shifts, dims)
 
     def repeat(self, *sizes):
         """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).

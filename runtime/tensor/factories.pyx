@@ -12,7 +12,8 @@ from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport (BYTES_LIMIT, broadcast_shape, device_arg,
                                                    dtype_arg, dtype_of_scalar, is_scalar, np,
                                                    require_grad_arg, size_arg)
-from tensorplay._runtime.tensor.copies cimport copied_to, fill_, host_values, to_named
+from tensorplay._runtime.tensor.copies cimport (copied_to, fill_, host_values, index_select,
+                                                to_named)
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, device_text, new_empty,
                                               own_tensor_arg, requiring_grad, strided_view,
                                               wrap_cpu)
@@ -608,3 +609,62 @@ cdef object outside_triangle(TensorCore tensor, long long diagonal, bint lower, 
     columns = arange(0, tensor.sizes[-1], 1, int64, device, False)
     offset = columns - rows.unsqueeze(-1)  # column - row of each element
     return offset > diagonal if lower else offset < diagonal
+
+
+# flip() and roll(), as PyTorch's: copies, each dimension's elements gathered (index_select) in
+# the order of an index made with arange on the tensor's device, so autograd takes them as it
+# takes index_select; arange copies from the host, so a capture refuses them, as tril's masks.
+cdef object flip_of(object input, object dims):
+    cdef TensorCore tensor = own_tensor_arg(input, "input")
+    if not isinstance(dims, (tuple, list)):
+        raise TypeError(f"flip: dims must be a tuple or list of ints, got {errors.shown(dims)}")
+    return flip(tensor, tuple(dims))
+
+
+cdef object flip(TensorCore tensor, tuple dims):
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    if any(isinstance(dim, bool) or not isinstance(dim, int) for dim in dims):
+        raise TypeError(f"flip: dims must be ints, got {errors.shown(dims)}")
+    axes = [tensor.c_dim(dim, "dims") for dim in dims]
+    if len(set(axes)) != len(axes):  # PyTorch's message
+        raise RuntimeError(f"dims has duplicates, original flip dims size={len(axes)}, but "
+                           f"unique flip dims size={len(set(axes))}")
+    output = tensor
+    for axis in axes:
+        size = tensor.sizes[axis]
+        output = index_select(<TensorCore>output, axis, arange(size - 1, -1, -1,
+                                                               dtypes.named_dtype("int64"),
+                                                               device_text(tensor.device_index),
+                                                               False))
+    return output if axes else tensor.clone()
+
+
+cdef object roll(TensorCore tensor, object shifts, object dims):
+    shift_list = list(shifts) if isinstance(shifts, (tuple, list)) else [shifts]
+    dim_list = [] if dims is None else list(dims) if isinstance(dims, (tuple, list)) else [dims]
+    for values, name in ((shift_list, "shifts"), (dim_list, "dims")):
+        if any(isinstance(value, bool) or not isinstance(value, int) for value in values):
+            raise TypeError(f"roll: {name} must be ints, got {errors.shown(values)}")
+    for shift in shift_list:
+        errors.int_arg(shift, "shifts", -(1 << 63), (1 << 63) - 1)
+    if dims is None:
+        if len(shift_list) != 1:
+            raise RuntimeError(f"roll: with dims=None, shifts must be one int, got {shifts}")
+        flat = roll(<TensorCore>tensor.flatten(), shift_list[0], 0)
+        return flat.reshape(tensor.sizes)
+    if len(shift_list) != len(dim_list):  # PyTorch's message
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shift_list)}, "
+                           f"dims:{len(dim_list)}")
+    output = tensor
+    for shift, dim in zip(shift_list, dim_list):
+        axis = tensor.c_dim(dim, "dims")
+        size = tensor.sizes[axis]
+        if size == 0:
+            continue
+        # element i of the result is element (i - shift) mod size of the input
+        start = (-shift) % size
+        positions = arange(start, start + size, 1, dtypes.named_dtype("int64"),
+                           device_text(tensor.device_index), False) % size
+        output = index_select(<TensorCore>output, axis, positions)
+    return output if output is not tensor else tensor.clone()

@@ -253,3 +253,32 @@ def test_tile_stacks_isclose_and_count_nonzero_match_pytorch(device, torch):
         tp.isclose(ours, ours, rtol=-1.0)
     with pytest.raises(TypeError, match="non-empty"):
         tp.hstack([])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_flip_and_roll_match_pytorch(device, torch):
+    # After PyTorch's test/test_shape_ops.py TestShapeOps.test_flip (several dims, negative
+    # dims, the duplicate refusal) and test_roll (shifts over one and several dims, negative
+    # and oversized shifts, dims=None rolling the flattened tensor), with gradients.
+    data = numpy.arange(24.0).reshape(2, 3, 4)
+    cases = [lambda m, x: x.flip(0), lambda m, x: x.flip(-1, 1), lambda m, x: x.flip([0, 2]),
+             lambda m, x: m.flip(x, (0, 1, 2)), lambda m, x: x.roll(1), lambda m, x: x.roll(-7),
+             lambda m, x: x.roll(5, 2), lambda m, x: m.roll(x, (1, -2), (0, 2)),
+             lambda m, x: x.roll((4,), (1,))]
+    for case in cases:
+        ours = tp.tensor(data.tolist(), dtype=tp.float64, device=device, requires_grad=True)
+        theirs = torch.tensor(data, requires_grad=True)
+        mine, reference = case(tp, ours), case(torch, theirs)
+        assert values(mine).tolist() == reference.detach().numpy().tolist()
+        weights = numpy.arange(1.0, 25.0).reshape(2, 3, 4)
+        (mine * tp.tensor(weights.tolist(), dtype=tp.float64, device=device)).sum().backward()
+        (reference * torch.tensor(weights)).sum().backward()
+        assert values(ours.grad).tolist() == theirs.grad.numpy().tolist()
+    x = tp.tensor([[1, 2]], device=device)
+    with pytest.raises(RuntimeError, match="dims has duplicates"):
+        x.flip(0, -2)
+    with pytest.raises(RuntimeError, match="shifts and dimensions must align"):
+        x.roll((1, 2), 0)
+    with pytest.raises(TypeError, match="shifts"):
+        x.roll(1.5, 0)
+    assert x.flip().tolist() == [[1, 2]] and tp.roll(tp.zeros(0, device=device), 3).shape == (0,)
