@@ -11,7 +11,8 @@ from tensorplay._runtime.autograd.nn import (
     kl_div as _kl_div, l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu,
     linear as _linear, log_softmax as _log_softmax, mish as _mish, mse_loss as _mse_loss,
     nll_loss as _nll_loss, normalize as _normalize, one_hot as _one_hot, pad as _pad,
-    silu as _silu, smooth_l1_loss as _smooth_l1_loss, softmax as _softmax, softplus as _softplus)
+    rms_norm as _rms_norm, silu as _silu, smooth_l1_loss as _smooth_l1_loss, softmax as _softmax,
+    softplus as _softplus)
 
 
 def _check_tensor(value, name):
@@ -169,6 +170,16 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
         if value is not None:
             _check_tensor(value, name)
     return _binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    _check_tensor(input, "input")
+    if not isinstance(normalized_shape, (tuple, list)):  # an int is nn.RMSNorm's alone
+        raise TypeError(f"rms_norm(): normalized_shape must be a tuple or list of ints, not "
+                        f"{type(normalized_shape).__name__}")
+    if weight is not None:
+        _check_tensor(weight, "weight")
+    return _rms_norm(input, normalized_shape, weight, eps)
 
 
 def embedding(input, weight, padding_idx=None):

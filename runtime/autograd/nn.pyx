@@ -1012,38 +1012,74 @@ def layer_norm(input, normalized_shape, weight, bias, eps):
     16-bit input, the one mix PyTorch allows."""
     cdef TensorCore x = tensor.own_tensor_arg(input, "layer_norm: input")
     cdef tuple shape = normalized_shape_arg(normalized_shape)
-    cdef DtypeCore dtype = x.dtype_object
+    dims = normalized_dims(x, shape, "layer_norm")
+    cdef DtypeCore compute = computed_in(x.dtype_object)
+    scale = affine_parameter(x, weight, shape, compute, "weight", "layer_norm")
+    shift = affine_parameter(x, bias, shape, compute, "bias", "layer_norm")
+    values = copies.to(x, None, compute, False, False)
+    centred = values - values.mean(dims, keepdim=True)
+    output = centred / ((centred * centred).mean(dims, keepdim=True) + eps).sqrt()
+    if scale is not None:
+        output = output * scale
+    if shift is not None:
+        output = output + shift
+    return copies.to(<TensorCore>output, None, x.dtype_object, False, False)
+
+
+# The machine epsilon of each floating dtype (torch.finfo(dtype).eps): rms_norm's default eps.
+MACHINE_EPSILON = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23,
+                   "float64": 2.0 ** -52}
+
+
+def rms_norm(input, normalized_shape, weight, eps):
+    """PyTorch's RMS normalisation: over the last len(normalized_shape) dimensions,
+    x / sqrt(mean(x ** 2) + eps) times weight, eps the dtype's machine epsilon when None;
+    16-bit floats computed in float32, as layer_norm."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "rms_norm: input")
+    eps = optional_eps_arg(eps)
+    cdef tuple shape = normalized_shape_arg(normalized_shape)
+    dims = normalized_dims(x, shape, "rms_norm")
+    cdef DtypeCore compute = computed_in(x.dtype_object)
+    scale = affine_parameter(x, weight, shape, compute, "weight", "rms_norm")
+    values = copies.to(x, None, compute, False, False)
+    epsilon = MACHINE_EPSILON[x.dtype_object.name] if eps is None else eps
+    output = values * ((values * values).mean(dims, keepdim=True) + epsilon).rsqrt()
+    if scale is not None:
+        output = output * scale
+    return copies.to(<TensorCore>output, None, x.dtype_object, False, False)
+
+
+cdef object optional_eps_arg(object eps):
+    return None if eps is None else errors.float_arg(eps, "eps")
+
+
+cdef tuple normalized_dims(TensorCore x, tuple shape, str name):
+    """The last len(shape) dimensions of a floating-point x, whose sizes must be shape."""
     cdef Py_ssize_t count = len(shape), ndim = len(x.sizes)
     if ndim < count or x.sizes[ndim - count:] != shape:
         raise ShapeError(
             f"Given normalized_shape={list(shape)}, expected input with shape "
             f"[*, {', '.join(map(str, shape))}], but got input of size{list(x.sizes)}")
-    if not dtype.floating:  # PyTorch: "LayerNormKernelImpl" not implemented for 'Long'
-        raise DtypeError(f"layer_norm: input must be floating point, got {dtype.name}")
-    cdef DtypeCore compute = computed_in(dtype)
-    parameters = []
-    for name, value in (("weight", weight), ("bias", bias)):
-        if value is not None:
-            checked = tensor.own_tensor_arg(value, "layer_norm: " + name)
-            if checked.sizes != shape:
-                raise ShapeError(
-                    f"Expected {name} to be of same shape as normalized_shape, but got {name} "
-                    f"of shape {list(checked.sizes)} and normalized_shape = {list(shape)}")
-            if checked.dtype_object is not dtype and checked.dtype_object is not compute:
-                raise DtypeError(f"layer_norm: mixed dtype: expect {name} to have the "
-                                 f"input's dtype {dtype.name}, got {checked.dtype_object.name}")
-            tensor.check_device(x, checked, "layer_norm")
-            value = copies.to(checked, None, compute, False, False)
-        parameters.append(value)
-    dims = tuple(range(ndim - count, ndim))
-    values = copies.to(x, None, compute, False, False)
-    centred = values - values.mean(dims, keepdim=True)
-    output = centred / ((centred * centred).mean(dims, keepdim=True) + eps).sqrt()
-    if parameters[0] is not None:
-        output = output * parameters[0]
-    if parameters[1] is not None:
-        output = output + parameters[1]
-    return copies.to(<TensorCore>output, None, dtype, False, False)
+    if not x.dtype_object.floating:  # PyTorch: "LayerNormKernelImpl" not implemented for 'Long'
+        raise DtypeError(f"{name}: input must be floating point, got {x.dtype_object.name}")
+    return tuple(range(ndim - count, ndim))
+
+
+cdef object affine_parameter(TensorCore x, object value, tuple shape, DtypeCore compute,
+                             str name, str function):
+    """A normalisation's weight or bias (None: none), checked against x and shape, in compute."""
+    if value is None:
+        return None
+    checked = tensor.own_tensor_arg(value, f"{function}: {name}")
+    if checked.sizes != shape:
+        raise ShapeError(
+            f"Expected {name} to be of same shape as normalized_shape, but got {name} "
+            f"of shape {list(checked.sizes)} and normalized_shape = {list(shape)}")
+    if checked.dtype_object is not x.dtype_object and checked.dtype_object is not compute:
+        raise DtypeError(f"{function}: mixed dtype: expect {name} to have the input's dtype "
+                         f"{x.dtype_object.name}, got {checked.dtype_object.name}")
+    tensor.check_device(x, checked, function)
+    return copies.to(checked, None, compute, False, False)
 
 
 cdef int reduction_arg(object reduction) except -1:
@@ -1434,6 +1470,33 @@ class LayerNormCore(ModuleCore):
     def c_extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class RMSNormCore(ModuleCore):
+    """rms_norm over the last dimensions, with a learned weight of that shape."""
+
+    def init(self, normalized_shape, eps, elementwise_affine, device, dtype):
+        # elementwise_affine a bool (the wrapper's check); an int normalized_shape is one
+        # dimension, as PyTorch's RMSNorm takes it.
+        eps = optional_eps_arg(eps)
+        shape = normalized_shape_arg(normalized_shape)
+        ModuleCore.init(self)
+        self.normalized_shape = shape
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:  # ones: PyTorch's reset_parameters()
+            self.weight = parameter_class()(factories.ones((shape,), dtype, device, False), True)
+        else:
+            self.c_register_parameter("weight", None)
+
+    def c_forward(self, input):
+        if self.weight is not None:
+            tensor.check_awake(<TensorCore>self.weight, b"RMSNorm.forward()", b"weight")
+        return rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def c_extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
 
 
 class MSELossCore(ModuleCore):

@@ -26,6 +26,7 @@ __all__ = [
     "linear",
     "gelu",
     "layer_norm",
+    "rms_norm",
     "dropout",
     "softmax",
     "log_softmax",
@@ -207,6 +208,20 @@ def layer_norm(input: Tensor, normalized_shape: list[int] | tuple[int, ...], wei
         bias: of shape normalized_shape, added to the result; None for none. Of the input's
             dtype, or float32 for a 16-bit input.
         eps: added to the variance before the square root.
+
+    Returns:
+        Tensor: of the input's shape and dtype.
+    """
+
+
+def rms_norm(input: Tensor, normalized_shape: list[int] | tuple[int, ...], weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    """input / sqrt(mean(input ** 2) + eps) * weight over the last len(normalized_shape) dimensions, as nn.RMSNorm (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor whose last dimensions are normalized_shape.
+        normalized_shape: the sizes of the last dimensions, normalised together (at least one).
+        weight: of shape normalized_shape, multiplying the result; None for none.
+        eps: added to the mean square before the root; None for the dtype's machine epsilon.
 
     Returns:
         Tensor: of the input's shape and dtype.

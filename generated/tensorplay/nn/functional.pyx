@@ -26,6 +26,7 @@ __all__ = [
     "linear",
     "gelu",
     "layer_norm",
+    "rms_norm",
     "dropout",
     "softmax",
     "log_softmax",
@@ -241,6 +242,23 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     _core.check_awake_value(weight, b"tensorplay.nn.functional.layer_norm()", b"weight")
     _core.check_awake_value(bias, b"tensorplay.nn.functional.layer_norm()", b"bias")
     return _functional.layer_norm(input, normalized_shape, weight, bias, _errors.float_arg(eps, 'eps'))
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """input / sqrt(mean(input ** 2) + eps) * weight over the last len(normalized_shape) dimensions, as nn.RMSNorm (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor whose last dimensions are normalized_shape.
+        normalized_shape: the sizes of the last dimensions, normalised together (at least one).
+        weight: of shape normalized_shape, multiplying the result; None for none.
+        eps: added to the mean square before the root; None for the dtype's machine epsilon.
+
+    Returns:
+        Tensor: of the input's shape and dtype.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.rms_norm()", b"input")
+    _core.check_awake_value(weight, b"tensorplay.nn.functional.rms_norm()", b"weight")
+    return _functional.rms_norm(input, normalized_shape, weight, eps)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
