@@ -18,6 +18,8 @@ cdef object BYTES_LIMIT
 
 # A TypeError naming argument unless every item of values is an int (not a bool).
 cdef int require_ints(tuple values, str argument) except -1
+# value (a tuple or list) as a tuple; a TypeError naming argument for anything else
+cdef tuple sequence_arg(object value, str argument)
 # *size as ints, or one tuple/list of them (the factories' size argument), checked.
 cdef tuple size_arg(tuple size, str argument)
 # The shape a view or reshape of count elements asks for (*shape, as size_arg), at most one -1

@@ -111,6 +111,12 @@ cdef int require_ints(tuple values, str argument) except -1:
     return 0
 
 
+cdef tuple sequence_arg(object value, str argument):
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{argument} must be a tuple or list of ints, got {errors.shown(value)}")
+    return tuple(value)
+
+
 cdef tuple size_arg(tuple size, str argument):
     """*size as ints, or one tuple/list of them, as PyTorch's factories accept."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):

@@ -20,7 +20,7 @@ from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.memory cimport host_allocator
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL, DtypeCore
 from tensorplay._runtime.tensor.arguments cimport (broadcast_shape, device_arg, dtype_arg,
-                                                   is_scalar, np, require_ints)
+                                                   is_scalar, np, require_ints, sequence_arg)
 from tensorplay._runtime.tensor.core cimport (CPU, PinnedStorage, TensorCore, broadcast_strides,
                                               check_device, contiguous_bytes,
                                               current_stream, device_text,
@@ -663,10 +663,7 @@ cdef list tensor_sequence_arg(object tensors, str name):
 
 
 cdef object tile_of(object input, object dims):
-    cdef TensorCore tensor = own_tensor_arg(input, "input")
-    if not isinstance(dims, (tuple, list)):
-        raise TypeError(f"tile: dims must be a tuple or list of ints, got {errors.shown(dims)}")
-    return tile(tensor, tuple(dims))
+    return tile(own_tensor_arg(input, "input"), sequence_arg(dims, "tile: dims"))
 
 
 cdef object tile(TensorCore tensor, tuple dims):

@@ -11,7 +11,7 @@ from tensorplay._runtime.tensor cimport interop
 from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport (BYTES_LIMIT, broadcast_shape, device_arg,
                                                    dtype_arg, dtype_of_scalar, is_scalar, np,
-                                                   require_grad_arg, size_arg)
+                                                   require_grad_arg, sequence_arg, size_arg)
 from tensorplay._runtime.tensor.copies cimport (copied_to, fill_, host_values, index_select,
                                                 to_named)
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, device_text, new_empty,
@@ -615,10 +615,7 @@ cdef object outside_triangle(TensorCore tensor, long long diagonal, bint lower, 
 # the order of an index made with arange on the tensor's device, so autograd takes them as it
 # takes index_select; arange copies from the host, so a capture refuses them, as tril's masks.
 cdef object flip_of(object input, object dims):
-    cdef TensorCore tensor = own_tensor_arg(input, "input")
-    if not isinstance(dims, (tuple, list)):
-        raise TypeError(f"flip: dims must be a tuple or list of ints, got {errors.shown(dims)}")
-    return flip(tensor, tuple(dims))
+    return flip(own_tensor_arg(input, "input"), sequence_arg(dims, "flip: dims"))
 
 
 cdef object flip(TensorCore tensor, tuple dims):
