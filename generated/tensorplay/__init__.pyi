@@ -127,6 +127,8 @@ __all__ = [
     "clone",
     "var",
     "std",
+    "var_mean",
+    "std_mean",
     "norm",
     "logsumexp",
     "isnan",
@@ -1685,6 +1687,38 @@ def std(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[built
 
     Returns:
         Tensor: the standard deviations, sqrt(var()).
+    """
+
+
+def var_mean(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, unbiased: builtins.bool | None = None, keepdim: builtins.bool = False, *, correction: builtins.int | builtins.float | None = None) -> tuple[Tensor, Tensor]:
+    """The variance and the mean over dim together, as torch.var_mean.
+
+    Args:
+        input: a floating-point tensor.
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+        keepdim: keep each reduced dimension, with size 1.
+        correction: the divisor is N - correction; None for 1 (Bessel's correction). Not with
+            unbiased.
+
+    Returns:
+        tuple[Tensor, Tensor]: (input.var(...), input.mean(...)).
+    """
+
+
+def std_mean(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, unbiased: builtins.bool | None = None, keepdim: builtins.bool = False, *, correction: builtins.int | builtins.float | None = None) -> tuple[Tensor, Tensor]:
+    """The standard deviation and the mean over dim together, as torch.std_mean.
+
+    Args:
+        input: a floating-point tensor.
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+        keepdim: keep each reduced dimension, with size 1.
+        correction: the divisor is N - correction; None for 1 (Bessel's correction). Not with
+            unbiased.
+
+    Returns:
+        tuple[Tensor, Tensor]: (input.std(...), input.mean(...)).
     """
 
 

@@ -132,6 +132,8 @@ __all__ = [
     "clone",
     "var",
     "std",
+    "var_mean",
+    "std_mean",
     "norm",
     "logsumexp",
     "isnan",
@@ -2151,6 +2153,42 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         raise TypeError(f"std(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.std(dim, unbiased, keepdim, correction=correction)
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """The variance and the mean over dim together, as torch.var_mean.
+
+    Args:
+        input: a floating-point tensor.
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+        keepdim: keep each reduced dimension, with size 1.
+        correction: the divisor is N - correction; None for 1 (Bessel's correction). Not with
+            unbiased.
+
+    Returns:
+        tuple[Tensor, Tensor]: (input.var(...), input.mean(...)).
+    """
+    _core.check_awake_value(input, b"tensorplay.var_mean()", b"input")
+    return _reduction.var_mean(input, dim, unbiased, _errors.bool_arg(keepdim, 'keepdim'), correction)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """The standard deviation and the mean over dim together, as torch.std_mean.
+
+    Args:
+        input: a floating-point tensor.
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        unbiased: False divides by N rather than N - 1 (correction 0); None for the default.
+        keepdim: keep each reduced dimension, with size 1.
+        correction: the divisor is N - correction; None for 1 (Bessel's correction). Not with
+            unbiased.
+
+    Returns:
+        tuple[Tensor, Tensor]: (input.std(...), input.mean(...)).
+    """
+    _core.check_awake_value(input, b"tensorplay.std_mean()", b"input")
+    return _reduction.std_mean(input, dim, unbiased, _errors.bool_arg(keepdim, 'keepdim'), correction)
 
 
 def norm(input, p='fro', dim=None, keepdim=False):

@@ -26,3 +26,6 @@ cdef object argmin(TensorCore tensor, object dim, bint keepdim)
 # tensorplay.max / min / argmax / argmin / sum / mean.
 # How many elements are not zero, over dim (None: all), as int64 (torch.count_nonzero).
 cdef object count_nonzero(TensorCore tensor, object dim)
+# torch.var_mean and std_mean: (var_over(...), mean_over(...)) of input, checked a tensor.
+cdef tuple var_mean(object input, object dim, object unbiased, bint keepdim, object correction)
+cdef tuple std_mean(object input, object dim, object unbiased, bint keepdim, object correction)

@@ -10,7 +10,8 @@ from tensorplay._runtime.tensor cimport copies, elementwise
 from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport np, reduced_dtype, scalar_operand_arg
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
-                                              recorded, reshaped, tracked, wrap_cpu)
+                                              own_tensor_arg, recorded, reshaped, tracked,
+                                              wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, stored
 
 from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
@@ -407,3 +408,15 @@ cdef tuple select_over(TensorCore tensor, object dim, bint keepdim, int op, str 
 cdef object count_nonzero(TensorCore tensor, object dim):
     nonzero = elementwise.ne(tensor, 0)
     return nonzero.sum() if dim is None else nonzero.sum(dim)  # a sum of bools is int64
+
+
+cdef tuple var_mean(object input, object dim, object unbiased, bint keepdim, object correction):
+    cdef TensorCore tensor = own_tensor_arg(input, "input")
+    return (var_over(tensor, dim, unbiased, keepdim, correction),
+            mean_over(tensor, dim, keepdim))
+
+
+cdef tuple std_mean(object input, object dim, object unbiased, bint keepdim, object correction):
+    cdef TensorCore tensor = own_tensor_arg(input, "input")
+    return (std_over(tensor, dim, unbiased, keepdim, correction),
+            mean_over(tensor, dim, keepdim))

@@ -229,3 +229,28 @@ def test_eye_and_logsumexp_capture_and_replay(quiet_device):
     assert identity.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
     expected = numpy.log(numpy.exp(data).sum(1)) + 2
     numpy.testing.assert_allclose(values(sums), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_var_mean_and_std_mean_match_pytorch(device):
+    # After PyTorch's test/test_reductions.py TestReductions.test_var_mean_some_dims and
+    # test_std_mean_all_dims: the pair equals (var, mean) / (std, mean) for each dim, keepdim,
+    # unbiased and correction, with the gradients of both.
+    torch = pytest.importorskip("torch")
+    data = [[1.0, 5.0, 2.0], [0.5, 0.5, 4.0]]
+    for options in ({}, {"dim": 1}, {"dim": 0, "keepdim": True}, {"dim": 1, "correction": 0},
+                    {"dim": (0, 1), "unbiased": False}):
+        for name in ("var_mean", "std_mean"):
+            ours_input = tp.tensor(data, dtype=tp.float64, device=device, requires_grad=True)
+            theirs_input = torch.tensor(data, dtype=torch.float64, requires_grad=True)
+            ours = getattr(tp, name)(ours_input, **options)
+            theirs = getattr(torch, name)(theirs_input, **options)
+            for mine, reference in zip(ours, theirs):
+                numpy.testing.assert_allclose(numpy.array(mine.tolist()),
+                                              reference.detach().numpy(), rtol=1e-12)
+            (ours[0].sum() + ours[1].sum() * 2).backward()
+            (theirs[0].sum() + theirs[1].sum() * 2).backward()
+            numpy.testing.assert_allclose(numpy.array(ours_input.grad.tolist()),
+                                          theirs_input.grad.numpy(), rtol=1e-12, atol=1e-15)
+    with pytest.raises(TypeError, match="input"):
+        tp.var_mean([1.0, 2.0])
