@@ -157,6 +157,7 @@ __all__ = [
     "zeros_like",
     "ones_like",
     "full_like",
+    "equal",
     "allclose",
     "set_float32_matmul_precision",
     "get_float32_matmul_precision",
@@ -2094,6 +2095,18 @@ def full_like(input: Tensor, fill_value: builtins.bool | builtins.int | builtins
     """
 
 
+def equal(input: Tensor, other: Tensor) -> builtins.bool:
+    """Whether two tensors are equal (torch.equal); it reads the answer back to the host.
+
+    Args:
+        input: a tensor.
+        other: a tensor on the same device, of any dtype (compared as == promotes them).
+
+    Returns:
+        bool: whether both have the same shape and equal elements (NaN is unequal to itself).
+    """
+
+
 def allclose(input: Tensor, other: Tensor, rtol: builtins.float = 1e-05, atol: builtins.float = 1e-08, equal_nan: builtins.bool = False) -> builtins.bool:
     """Whether |input - other| <= atol + rtol * |other| holds everywhere.
 
@@ -2754,6 +2767,23 @@ class Tensor:
 
         Returns:
             Tensor: expand(other.shape), a view.
+        """
+
+    def type(self, dtype: dtype | str | None = None) -> str | Tensor:
+        """The legacy tensor type name, or this tensor converted to a type (torch.Tensor.type).
+
+        Args:
+            dtype: a dtype, or a legacy type name such as 'tensorplay.FloatTensor' or
+                'torch.cuda.LongTensor' (cuda moves the tensor to the current device); None to ask for
+                the name.
+
+        Returns:
+            str | Tensor: without dtype, the type name ('tensorplay.FloatTensor',
+                'tensorplay.cuda.FloatTensor'); with one, this tensor converted (itself when it is that
+                already).
+
+        Raises:
+            ValueError: dtype is a string that names no tensor type.
         """
 
     def type_as(self, other: Tensor) -> Tensor:

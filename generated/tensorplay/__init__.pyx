@@ -162,6 +162,7 @@ __all__ = [
     "zeros_like",
     "ones_like",
     "full_like",
+    "equal",
     "allclose",
     "set_float32_matmul_precision",
     "get_float32_matmul_precision",
@@ -2691,6 +2692,21 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
     return _factories.full_like(input, fill_value, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
+def equal(input, other):
+    """Whether two tensors are equal (torch.equal); it reads the answer back to the host.
+
+    Args:
+        input: a tensor.
+        other: a tensor on the same device, of any dtype (compared as == promotes them).
+
+    Returns:
+        bool: whether both have the same shape and equal elements (NaN is unequal to itself).
+    """
+    _core.check_awake_value(input, b"tensorplay.equal()", b"input")
+    _core.check_awake_value(other, b"tensorplay.equal()", b"other")
+    return _copies.equal(input, other)
+
+
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Whether |input - other| <= atol + rtol * |other| holds everywhere.
 
@@ -3463,6 +3479,25 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.expand_as()", NULL)
         _core.check_awake_value(other, b"Tensor.expand_as()", b"other")
         return _copies.expand_as(self, other)
+
+    def type(self, dtype=None):
+        """The legacy tensor type name, or this tensor converted to a type (torch.Tensor.type).
+
+        Args:
+            dtype: a dtype, or a legacy type name such as 'tensorplay.FloatTensor' or
+                'torch.cuda.LongTensor' (cuda moves the tensor to the current device); None to ask for
+                the name.
+
+        Returns:
+            str | Tensor: without dtype, the type name ('tensorplay.FloatTensor',
+                'tensorplay.cuda.FloatTensor'); with one, this tensor converted (itself when it is that
+                already).
+
+        Raises:
+            ValueError: dtype is a string that names no tensor type.
+        """
+        _core.check_awake(self, b"Tensor.type()", NULL)
+        return _copies.type_of(self, dtype)
 
     def type_as(self, other):
         """This tensor in the dtype of other (to(other.dtype)).

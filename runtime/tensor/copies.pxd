@@ -48,6 +48,10 @@ cdef object view_as(TensorCore tensor, object other)
 cdef object reshape_as(TensorCore tensor, object other)
 cdef object expand_as(TensorCore tensor, object other)
 cdef object type_as(TensorCore tensor, object other)
+# Tensor.type(): the legacy type name, or the tensor converted to a dtype or a type name.
+cdef object type_of(TensorCore tensor, object dtype)
+# torch.equal: same shape and equal elements (read back to the host).
+cdef bint equal(object input, object other) except -1
 cdef tuple split(TensorCore tensor, object split_size_or_sections, object dim)
 cdef tuple chunk(TensorCore tensor, long long chunks, object dim)
 cdef tuple unbind(TensorCore tensor, object dim)

@@ -521,6 +521,47 @@ cdef object type_as(TensorCore tensor, object other):
     return to(tensor, None, own_tensor_arg(other, "other").dtype_object, False, False)
 
 
+# PyTorch's legacy tensor type names (torch.FloatTensor...), by dtype name.
+TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+              "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
+              "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor",
+              "bool": "BoolTensor"}
+DTYPES_OF_TYPE_NAMES = {name: dtype for dtype, name in TYPE_NAMES.items()}
+
+
+cdef object type_of(TensorCore tensor, object dtype):
+    """Tensor.type(), as PyTorch's: without dtype the type name ("tensorplay.FloatTensor",
+    "tensorplay.cuda.FloatTensor"); with a dtype or a type name (tensorplay's or torch's, a
+    cuda one moving the tensor to the current device) the tensor converted, itself when it
+    is that already."""
+    if dtype is None:
+        where = "" if tensor.device_index == CPU else "cuda."
+        return f"tensorplay.{where}{TYPE_NAMES[tensor.dtype_object.name]}"
+    if isinstance(dtype, DtypeCore):
+        return to(tensor, None, dtype, False, False)
+    if isinstance(dtype, str):
+        for library in ("tensorplay.", "torch."):
+            if dtype.startswith(library):
+                rest = dtype[len(library):]
+                device = "cuda" if rest.startswith("cuda.") else "cpu"
+                name = rest[len("cuda."):] if device == "cuda" else rest
+                if name in DTYPES_OF_TYPE_NAMES:
+                    return to(tensor, device, dtypes.named_dtype(DTYPES_OF_TYPE_NAMES[name]),
+                              False, False)
+        raise ValueError(f"invalid type: {errors.shown(dtype)} (dtype must be a dtype, or a "
+                         "name such as 'tensorplay.FloatTensor' or 'torch.cuda.LongTensor')")
+    raise TypeError(f"dtype must be a tensorplay dtype, a type name or None, got "
+                    f"{errors.shown(dtype)}")
+
+
+cdef bint equal(object input, object other) except -1:
+    cdef TensorCore a = own_tensor_arg(input, "input")
+    cdef TensorCore b = own_tensor_arg(other, "other")
+    if a.sizes != b.sizes:  # no broadcasting, as PyTorch's
+        return False
+    return bool((a == b).all().item())  # promoted as ==; NaN is unequal to itself
+
+
 # split(), chunk() and unbind(): views of consecutive pieces along dim, as PyTorch's, each the
 # basic index of its piece (getitem), so each is recorded for autograd and none copies.
 cdef tuple split(TensorCore tensor, object split_size_or_sections, object dim):

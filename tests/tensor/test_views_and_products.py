@@ -282,3 +282,29 @@ def test_flip_and_roll_match_pytorch(device, torch):
     with pytest.raises(TypeError, match="shifts"):
         x.roll(1.5, 0)
     assert x.flip().tolist() == [[1, 2]] and tp.roll(tp.zeros(0, device=device), 3).shape == (0,)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_type_and_equal_match_pytorch(device, torch):
+    # After PyTorch's test/test_torch.py TestTorch.test_type (the legacy names, conversion by
+    # dtype and by name) and test_equal (shape mismatch, dtype promotion, NaN).
+    x = tp.ones(2, device=device)
+    prefix = "tensorplay.cuda." if device == "cuda" else "tensorplay."
+    for dtype, name in ((tp.float32, "FloatTensor"), (tp.float64, "DoubleTensor"),
+                        (tp.bfloat16, "BFloat16Tensor"), (tp.int64, "LongTensor"),
+                        (tp.uint8, "ByteTensor"), (tp.bool, "BoolTensor")):
+        converted = x.type(dtype)
+        assert converted.dtype is dtype and converted.type() == prefix + name
+        torch_name = torch.ones(2, dtype=getattr(torch, str(dtype).split(".")[-1])).type()
+        assert torch_name == "torch." + name
+    assert x.type(tp.float32) is x
+    assert x.type("torch.IntTensor").dtype is tp.int32
+    assert x.type("tensorplay.IntTensor").device.type == "cpu"
+    with pytest.raises(ValueError, match="invalid type"):
+        x.type("torch.NoSuchTensor")
+    with pytest.raises(TypeError, match="dtype"):
+        x.type(3)
+    for a, b in (([1, 2], [1.0, 2.0]), ([1, 2], [[1, 2]]), ([float("nan")], [float("nan")]),
+                 ([1.0, 2.0], [1.0, 2.5])):
+        assert tp.equal(tp.tensor(a, device=device), tp.tensor(b, device=device)) == \
+            torch.equal(torch.tensor(a), torch.tensor(b))
