@@ -1545,9 +1545,9 @@ def index_select(input: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
             length.
 
     Raises:
-        IndexError: index has more than one dimension, or (on the CPU) an index is out of range
-            (PyTorch's "index out of range in self"); on a CUDA device an index out of range selects
-            zeros.
+        IndexError: index has more than one dimension (or, for a 0-d tensor, more than one
+            element), or (on the CPU) an index is out of range (PyTorch's "index out of range in
+            self"); on a CUDA device an index out of range selects zeros.
         TypeError: index is not an int64 or int32 tensor.
     """
 
@@ -3134,9 +3134,9 @@ class Tensor:
                 length.
 
         Raises:
-            IndexError: index has more than one dimension, or (on the CPU) an index is out of range
-                (PyTorch's "index out of range in self"); on a CUDA device an index out of range selects
-                zeros.
+            IndexError: index has more than one dimension (or, for a 0-d tensor, more than one
+                element), or (on the CPU) an index is out of range (PyTorch's "index out of range in
+                self"); on a CUDA device an index out of range selects zeros.
             TypeError: index is not an int64 or int32 tensor.
         """
 

@@ -1967,9 +1967,9 @@ def index_select(input, dim, index):
             length.
 
     Raises:
-        IndexError: index has more than one dimension, or (on the CPU) an index is out of range
-            (PyTorch's "index out of range in self"); on a CUDA device an index out of range selects
-            zeros.
+        IndexError: index has more than one dimension (or, for a 0-d tensor, more than one
+            element), or (on the CPU) an index is out of range (PyTorch's "index out of range in
+            self"); on a CUDA device an index out of range selects zeros.
         TypeError: index is not an int64 or int32 tensor.
     """
     # The method checks the tensor and the arguments (awake memory included).
@@ -3916,9 +3916,9 @@ cdef class Tensor(_core.TensorCore):
                 length.
 
         Raises:
-            IndexError: index has more than one dimension, or (on the CPU) an index is out of range
-                (PyTorch's "index out of range in self"); on a CUDA device an index out of range selects
-                zeros.
+            IndexError: index has more than one dimension (or, for a 0-d tensor, more than one
+                element), or (on the CPU) an index is out of range (PyTorch's "index out of range in
+                self"); on a CUDA device an index out of range selects zeros.
             TypeError: index is not an int64 or int32 tensor.
         """
         _core.check_awake(self, b"Tensor.index_select()", NULL)

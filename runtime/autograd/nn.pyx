@@ -1128,11 +1128,22 @@ def l1_loss(input, target, reduction):
     return reduced(difference(input, target, reduction, "l1_loss").abs(), reduction)
 
 
+cdef int beta_arg(object beta) except -1:
+    if beta < 0:  # PyTorch's check and message
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    return 0
+
+
+cdef int delta_arg(object delta) except -1:
+    if not delta > 0:  # PyTorch's check and message
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    return 0
+
+
 def smooth_l1_loss(input, target, reduction, beta):
     """0.5 * d ** 2 / beta where d = |input - target| < beta, d - 0.5 * beta elsewhere;
     l1_loss for beta 0."""
-    if beta < 0:  # PyTorch's check and message
-        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    beta_arg(beta)
     distance = difference(input, target, reduction, "smooth_l1_loss").abs()
     if beta == 0:
         return reduced(distance, reduction)
@@ -1143,8 +1154,7 @@ def smooth_l1_loss(input, target, reduction, beta):
 
 def huber_loss(input, target, reduction, delta):
     """0.5 * d ** 2 where d = |input - target| < delta, delta * (d - 0.5 * delta) elsewhere."""
-    if not delta > 0:  # PyTorch's check and message
-        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    delta_arg(delta)
     distance = difference(input, target, reduction, "huber_loss").abs()
     losses = elementwise.where(distance < delta, distance * distance * 0.5,
                                (distance - 0.5 * delta) * delta)
@@ -1218,7 +1228,10 @@ def binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weigh
     return reduced(losses if weight is None else losses * weight, reduction)
 
 
-KL_REDUCTIONS = ("none", "batchmean", "sum", "mean")
+cdef int kl_reduction_arg(object reduction) except -1:
+    if reduction not in ("none", "batchmean", "sum", "mean"):  # PyTorch's message
+        raise ValueError(f"{str(reduction)[:100]} is not a valid value for reduction")
+    return 0
 
 
 def kl_div(input, target, reduction, log_target):
@@ -1227,8 +1240,7 @@ def kl_div(input, target, reduction, log_target):
     first dimension, as PyTorch's kl_div."""
     cdef TensorCore x = tensor.own_tensor_arg(input, "kl_div: input")
     cdef TensorCore y = tensor.own_tensor_arg(target, "kl_div: target")
-    if reduction not in KL_REDUCTIONS:
-        raise ValueError(f"{str(reduction)[:100]} is not a valid value for reduction")
+    kl_reduction_arg(reduction)
     if reduction == "mean":  # PyTorch's warning
         warn_caller("reduction: 'mean' divides the total loss by both the batch size and the "
                     "support size.'batchmean' divides only by the batch size, and aligns with "
@@ -1564,8 +1576,7 @@ class SmoothL1LossCore(ModuleCore):
 
     def init(self, reduction, beta):
         reduction_arg(reduction)
-        if beta < 0:
-            raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+        beta_arg(beta)
         ModuleCore.init(self)
         self.reduction = reduction
         self.beta = beta
@@ -1579,8 +1590,7 @@ class HuberLossCore(ModuleCore):
 
     def init(self, reduction, delta):
         reduction_arg(reduction)
-        if not delta > 0:
-            raise RuntimeError("huber_loss does not support non-positive values for delta.")
+        delta_arg(delta)
         ModuleCore.init(self)
         self.reduction = reduction
         self.delta = delta
@@ -1628,8 +1638,7 @@ class KLDivLossCore(ModuleCore):
     """The Kullback-Leibler divergence of target from input's distribution (kl_div)."""
 
     def init(self, reduction, log_target):
-        if reduction not in KL_REDUCTIONS:
-            raise ValueError(f"{str(reduction)[:100]} is not a valid value for reduction")
+        kl_reduction_arg(reduction)
         ModuleCore.init(self)
         self.reduction = reduction
         self.log_target = log_target

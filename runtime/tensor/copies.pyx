@@ -1022,9 +1022,12 @@ cdef object index_select(TensorCore tensor, object dim, object index):
     own_tensor_arg(index, "index")  # every argument's type before any value
     cdef int axis = tensor.c_dim(dim, "dim")
     cdef TensorCore chosen = index_arg(tensor, index, "index_select", True)
-    if not tensor.sizes:
-        raise IndexError("index_select(): the tensor is 0-d; select from one of at least one "
-                         "dimension")
+    if not tensor.sizes:  # a 0-d tensor as one of one element, as PyTorch's
+        if chosen.element_count != 1:
+            raise IndexError(f"index_select(): Index to scalar can have only 1 value, got "
+                             f"{chosen.element_count} value(s)")
+        return selected(<TensorCore>tensor.reshape((1,)), 0,
+                        <TensorCore>chosen.reshape((1,)), False).reshape(())
     return selected(tensor, axis, chosen, False)
 
 
@@ -1090,15 +1093,16 @@ cdef int index_add_(TensorCore target, int dim, TensorCore index, TensorCore sou
 
 cdef tuple integer_index(TensorCore tensor, object key):
     """(axis, index) where key selects by one integer tensor or list of ints at axis (every
-    other item a full slice), else None."""
+    other item a full slice), else None; a list is copied to the device once it is the one."""
     items = key if isinstance(key, tuple) else (key,)
     found = None
     for axis, item in enumerate(items):
-        if isinstance(item, list) and item and all(isinstance(value, int) and
-                                                   not isinstance(value, bool) for value in item):
-            item = from_host_list(item, tensor.device_index)
-        if isinstance(item, TensorCore) and (<TensorCore>item).dtype_object.code != CODE_BOOL \
-                and not (<TensorCore>item).dtype_object.floating:
+        integer_list = isinstance(item, list) and item and all(
+            isinstance(value, int) and not isinstance(value, bool) for value in item)
+        integer_tensor = isinstance(item, TensorCore) and \
+            (<TensorCore>item).dtype_object.code != CODE_BOOL and \
+            not (<TensorCore>item).dtype_object.floating
+        if integer_list or integer_tensor:
             if found is not None:
                 return None
             found = (axis, item)
@@ -1106,7 +1110,8 @@ cdef tuple integer_index(TensorCore tensor, object key):
             return None
     if found is None or len(items) > len(tensor.sizes):
         return None
-    return found
+    axis, item = found
+    return (axis, from_host_list(item, tensor.device_index)) if isinstance(item, list) else found
 
 
 cdef bint holds_sequence(object key):

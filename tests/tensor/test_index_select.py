@@ -121,8 +121,21 @@ def test_refusals():
         x.index_select(0, [0])
     with pytest.raises(IndexError, match="Dimension out of range"):
         x.index_select(2, tp.tensor([0]))
-    with pytest.raises(IndexError, match="0-d"):
-        tp.tensor(1.0).index_select(0, tp.tensor([0]))
+    with pytest.raises(IndexError, match="Index to scalar can have only 1 value"):
+        tp.tensor(1.0).index_select(0, tp.tensor([0, 0]))
+    with pytest.raises(IndexError, match="index out of range in self"):
+        tp.tensor(1.0).index_select(0, tp.tensor([1]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_0_d_tensor_selects_its_one_element(device):
+    # PyTorch's index_select of a scalar: an index of one element (0-d or 1-D) gives it back.
+    x = tp.tensor(5.0, device=device, requires_grad=True)
+    for index in (tp.tensor([0], device=device), tp.tensor(0, device=device)):
+        result = x.index_select(0, index)
+        assert result.shape == () and result.item() == 5.0
+    x.index_select(-1, tp.tensor([0], device=device)).backward()
+    assert x.grad.item() == 1.0
 
 
 @pytest.mark.gpu
