@@ -121,5 +121,7 @@ def test_capture_and_replay(quiet_device):
     x.copy_(tp.tensor([[3.0, 4.0]], device="cuda"))
     graph.replay()
     assert padded.tolist() == [[2.0, 3.0, 4.0, 2.0]]
-    expected = F.kl_div(x.cpu().log_softmax(1), p.cpu(), reduction="batchmean")
-    assert divergence.item() == pytest.approx(expected.item(), rel=1e-6)
+    # About 0.0024, a difference of terms near 0.03: float32's rounding of those terms is what
+    # the tolerance allows, relative to them rather than to the result.
+    expected = F.kl_div(x.cpu().double().log_softmax(1), p.cpu().double(), reduction="batchmean")
+    assert divergence.item() == pytest.approx(expected.item(), abs=1e-6)
