@@ -6,11 +6,13 @@ import tensorplay
 from tensorplay._runtime.autograd.nn import (
     binary_cross_entropy as _binary_cross_entropy,
     binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
+    cosine_similarity as _cosine_similarity,
     cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, embedding as _embedding,
     gelu as _gelu, hardtanh as _hardtanh, huber_loss as _huber_loss, implicit_dim as _implicit_dim,
     kl_div as _kl_div, l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu,
     linear as _linear, log_softmax as _log_softmax, mish as _mish, mse_loss as _mse_loss,
     nll_loss as _nll_loss, normalize as _normalize, one_hot as _one_hot, pad as _pad,
+    pairwise_distance as _pairwise_distance,
     rms_norm as _rms_norm, silu as _silu, smooth_l1_loss as _smooth_l1_loss, softmax as _softmax,
     softplus as _softplus)
 
@@ -207,6 +209,18 @@ def one_hot(tensor, num_classes=-1):
 def normalize(input, p=2.0, dim=1, eps=1e-12):
     _check_tensor(input, "input")
     return _normalize(input, p, dim, eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-08):
+    _check_tensor(x1, "x1")
+    _check_tensor(x2, "x2")
+    return _cosine_similarity(x1, x2, dim, eps)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
+    _check_tensor(x1, "x1")
+    _check_tensor(x2, "x2")
+    return _pairwise_distance(x1, x2, p, eps, keepdim)
 
 
 def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):

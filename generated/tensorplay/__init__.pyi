@@ -74,6 +74,8 @@ __all__ = [
     "min",
     "argmax",
     "argmin",
+    "amax",
+    "amin",
     "add",
     "sub",
     "mul",
@@ -946,6 +948,35 @@ def argmin(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.boo
 
     Returns:
         Tensor: int64 indices of the first smallest element of each slice, as argmax().
+    """
+
+
+def amax(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+    """Largest element over dim, or of all of them, as torch.amax.
+
+    Unlike max(dim), dim may name several dimensions, no indices are returned, and the
+    gradient is shared evenly among the elements equal to the result.
+
+    Args:
+        input: a Tensor: amax(input, ...) is input.amax(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: the largest elements, of this tensor's dtype (NaN where a NaN is reduced).
+    """
+
+
+def amin(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+    """Smallest element over dim, or of all of them, as torch.amin (see amax).
+
+    Args:
+        input: a Tensor: amin(input, ...) is input.amin(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: the smallest elements, as amax().
     """
 
 
@@ -3981,6 +4012,28 @@ class Tensor:
         Returns:
             Tensor: int64 indices of the first largest element of each slice (NaN before any
                 number); with dim None, the index into the flattened tensor.
+        """
+
+    def amax(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Largest element over dim (several dimensions at once; None or () for all), as torch.amax: no indices, and the gradient is shared evenly among the elements equal to the result.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: the largest elements, of this tensor's dtype (NaN where a NaN is reduced).
+        """
+
+    def amin(self, dim: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None, keepdim: builtins.bool = False) -> Tensor:
+        """Smallest element over dim, as amax().
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: the smallest elements, as amax().
         """
 
     def argmin(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor:

@@ -79,6 +79,8 @@ __all__ = [
     "min",
     "argmax",
     "argmin",
+    "amax",
+    "amin",
     "add",
     "sub",
     "mul",
@@ -1159,6 +1161,45 @@ def argmin(input, dim=None, keepdim=False):
         raise TypeError(f"argmin(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.argmin(dim, keepdim)
+
+
+def amax(input, dim=None, keepdim=False):
+    """Largest element over dim, or of all of them, as torch.amax.
+
+    Unlike max(dim), dim may name several dimensions, no indices are returned, and the
+    gradient is shared evenly among the elements equal to the result.
+
+    Args:
+        input: a Tensor: amax(input, ...) is input.amax(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: the largest elements, of this tensor's dtype (NaN where a NaN is reduced).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"amax(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.amax(dim, keepdim)
+
+
+def amin(input, dim=None, keepdim=False):
+    """Smallest element over dim, or of all of them, as torch.amin (see amax).
+
+    Args:
+        input: a Tensor: amin(input, ...) is input.amin(...).
+        dim: the dimensions to reduce (negative ones count from the end); None for all.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor: the smallest elements, as amax().
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"amin(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.amin(dim, keepdim)
 
 
 def add(input, other, *, alpha=1):
@@ -4960,6 +5001,32 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.argmax()", NULL)
         return _reduction.argmax(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+    def amax(self, dim=None, keepdim=False):
+        """Largest element over dim (several dimensions at once; None or () for all), as torch.amax: no indices, and the gradient is shared evenly among the elements equal to the result.
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: the largest elements, of this tensor's dtype (NaN where a NaN is reduced).
+        """
+        _core.check_awake(self, b"Tensor.amax()", NULL)
+        return _reduction.amax(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+    def amin(self, dim=None, keepdim=False):
+        """Smallest element over dim, as amax().
+
+        Args:
+            dim: the dimensions to reduce (negative ones count from the end); None for all.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor: the smallest elements, as amax().
+        """
+        _core.check_awake(self, b"Tensor.amin()", NULL)
+        return _reduction.amin(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def argmin(self, dim=None, keepdim=False):
         """Where the smallest elements are (not for bool tensors, as in PyTorch).

@@ -267,6 +267,16 @@ def extreme_gradient(Node node, tuple grads):
     return (truediv(mul(grads[0], mask), sum_over(mask, None, False)),)
 
 
+def extremes_over_gradient(Node node, tuple grads):
+    # PyTorch's amax / amin backward: shared evenly among the elements equal to the extreme of
+    # their slice (the result, saved with the reduced dimensions kept).
+    dims, keepdim = node.state
+    x, kept = node.saved
+    mask = copies.to(eq(x, kept), None, (<TensorCore>x).dtype_object, False, False)
+    g = grads[0] if keepdim else copies.reshape(grads[0], ((<TensorCore>kept).sizes,))
+    return (truediv(mul(g, mask), sum_over(mask, dims, True)),)
+
+
 def reshape_gradient(Node node, tuple grads):
     return (copies.reshape(grads[0], (node.inputs_meta[0][0],)),)
 
@@ -524,6 +534,7 @@ FORMULAS = {
     "sign": zero_gradient,
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
     "select_dim": select_dim_gradient,
+    "amax": extremes_over_gradient, "amin": extremes_over_gradient,
     "reshape": reshape_gradient,
     "transpose": transpose_gradient, "permute": permute_gradient, "cat": cat_gradient,
     "stack": stack_gradient, "expand": expand_gradient, "getitem": getitem_gradient,

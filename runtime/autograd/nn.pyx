@@ -44,7 +44,7 @@ from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport dtypes, errors, public
 from tensorplay._runtime.random cimport random_ops
 from tensorplay._runtime.tensor cimport (copies, core as tensor, elementwise, factories, linalg,
-                                         reduction, serialization)
+                                         promotion, reduction, serialization)
 from tensorplay._runtime.tensor.core cimport TensorCore
 from tensorplay._runtime.tensor cimport arguments
 from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
@@ -803,6 +803,32 @@ class LogSoftmaxCore(SoftmaxCore):
         return log_softmax(x, implicit_dim(x, self.dim, "log_softmax"))
 
 
+class CosineSimilarityCore(ModuleCore):
+    """cosine_similarity(x1, x2, dim, eps)."""
+
+    def init(self, dim, eps):
+        errors.int_arg(dim, "dim", INT64_MIN, INT64_MAX)
+        ModuleCore.init(self)
+        self.dim = dim
+        self.eps = eps
+
+    def c_forward(self, x1, x2):
+        return cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistanceCore(ModuleCore):
+    """pairwise_distance(x1, x2, p, eps, keepdim)."""
+
+    def init(self, p, eps, keepdim):
+        ModuleCore.init(self)
+        self.norm = p  # PyTorch's attribute names
+        self.eps = eps
+        self.keepdim = keepdim
+
+    def c_forward(self, x1, x2):
+        return pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
 class DropoutCore(ModuleCore):
     """While training, zero each element with probability p and scale the rest by 1 / (1 - p)."""
 
@@ -1326,6 +1352,41 @@ def normalize(input, p, dim, eps):
         raise TypeError(f"normalize: dim must be an int or a tuple of ints, got "
                         f"{errors.shown(dim)}")
     return x / x.norm(p, dim, True).clamp(eps, None)
+
+
+def cosine_similarity(x1, x2, dim, eps):
+    """PyTorch's (aten/src/ATen/native/Distance.cpp): the operands broadcast, each divided by
+    its 2-norm along dim, then their product summed along dim. Each norm is raised to eps with
+    no gradient through that clamp (PyTorch clamps a clone in place without grad), so a
+    gradient flows through the norm itself as PyTorch's does. Integer operands compute in the
+    common floating dtype, which must be floating point."""
+    cdef TensorCore a = tensor.own_tensor_arg(x1, "cosine_similarity: x1")
+    cdef TensorCore b = tensor.own_tensor_arg(x2, "cosine_similarity: x2")
+    errors.int_arg(dim, "dim", INT64_MIN, INT64_MAX)
+    cdef DtypeCore common = promotion.result_type(a, b)
+    if not common.floating:
+        raise DtypeError(f"cosine_similarity: expected common dtype to be floating point, yet "
+                         f"common dtype is {common.name}")
+    shape = arguments.broadcast_shape(a.sizes, b.sizes, "cosine_similarity")
+    operands = []
+    for operand in (a, b):
+        if not (<TensorCore>operand).dtype_object.floating:
+            operand = copies.to(<TensorCore>operand, None, common, False, False)
+        operands.append((<TensorCore>operand).c_expand(shape))
+    a, b = operands
+    norms = [copies.clone(<TensorCore>a.norm(2, dim, True)),
+             copies.clone(<TensorCore>b.norm(2, dim, True))]
+    with autograd.no_grad_block():
+        for norm in norms:
+            norm.clamp_(eps, None)
+    return ((a / norms[0]) * (b / norms[1])).sum(dim)
+
+
+def pairwise_distance(x1, x2, p, eps, keepdim):
+    """PyTorch's: the p-norm of x1 - x2 + eps along the last dimension of the two broadcast."""
+    cdef TensorCore a = tensor.own_tensor_arg(x1, "pairwise_distance: x1")
+    cdef TensorCore b = tensor.own_tensor_arg(x2, "pairwise_distance: x2")
+    return ((a - b) + eps).norm(p, max(len(a.sizes), len(b.sizes)) - 1, keepdim)
 
 
 cdef int ignore_index_arg(object ignore_index) except -1:

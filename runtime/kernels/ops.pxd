@@ -63,6 +63,8 @@ cpdef enum Op:
     OP_MEAN
     OP_MAX_DIM               # max(dim) and min(dim): values and indices (reduce.cu, select_dim)
     OP_MIN_DIM
+    OP_AMAX                  # amax and amin: extremes over dims, ties sharing the gradient
+    OP_AMIN
     # Operations with kernels of their own, or none.
     OP_MATMUL
     OP_ADD_SCALED            # torch.add / torch.sub with alpha

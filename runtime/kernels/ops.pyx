@@ -82,6 +82,8 @@ ROWS = (
     # value_selecting_reduction_backward).
     (OP_MAX_DIM, KERNEL_NONE, None, "select_dim", DTYPE_SAME, False),
     (OP_MIN_DIM, KERNEL_NONE, None, "select_dim", DTYPE_SAME, False),
+    (OP_AMAX, KERNEL_NONE, None, "amax", DTYPE_SAME, False),
+    (OP_AMIN, KERNEL_NONE, None, "amin", DTYPE_SAME, False),
     (OP_MATMUL, KERNEL_NONE, None, "matmul", DTYPE_SAME, False),
     (OP_ADD_SCALED, KERNEL_NONE, None, "add_scaled", DTYPE_SAME, False),
     (OP_CLAMP, KERNEL_NONE, None, "clamp", DTYPE_SAME, False),

@@ -21,6 +21,9 @@ cdef object minimum(TensorCore tensor)
 # torch.return_types.max; argmax / argmin: the int64 indices (dim None: of the flattened tensor).
 cdef object max_over(TensorCore tensor, object dim, bint keepdim)
 cdef object min_over(TensorCore tensor, object dim, bint keepdim)
+# torch.amax / amin: the extreme over dim (None or () for all), the gradient shared among ties.
+cdef object amax(TensorCore tensor, object dim, bint keepdim)
+cdef object amin(TensorCore tensor, object dim, bint keepdim)
 cdef object argmax(TensorCore tensor, object dim, bint keepdim)
 cdef object argmin(TensorCore tensor, object dim, bint keepdim)
 # tensorplay.max / min / argmax / argmin / sum / mean.

@@ -336,6 +336,37 @@ cdef object min_over(TensorCore tensor, object dim, bint keepdim):
     return min_result(*select_over(tensor, dim, keepdim, ops.OP_MIN, "min", True))
 
 
+cdef object amax(TensorCore tensor, object dim, bint keepdim):
+    return extreme_values(tensor, dim, keepdim, True)
+
+
+cdef object amin(TensorCore tensor, object dim, bint keepdim):
+    return extreme_values(tensor, dim, keepdim, False)
+
+
+cdef object extreme_values(TensorCore tensor, object dim, bint keepdim, bint largest):
+    """torch.amax / amin: the largest (smallest) element over dim (None or () for all), NaN if
+    any element reduced is NaN. Unlike max(dim), the gradient is shared evenly among the
+    elements equal to the result, as PyTorch's amax / amin backward."""
+    name = "amax" if largest else "amin"
+    cdef tuple dims = reduced_dims(tensor, dim, name)
+    for d in dims:
+        if tensor.sizes[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    cdef TensorCore source = tensor.c_detach()
+    if len(dims) == len(tensor.sizes):  # the whole tensor: the two-launch reduction
+        kept = maximum(source) if largest else minimum(source)
+        kept = reshaped(<TensorCore>kept, reduced_shape(tensor.sizes, dims, True))
+    else:
+        kept = extreme_over(source, dims, largest)
+    result = kept if keepdim else reshaped(<TensorCore>kept,
+                                           reduced_shape(tensor.sizes, dims, False))
+    if tracked(tensor) and tensor.dtype_object.floating:
+        return recorded(result, ops.OP_AMAX if largest else ops.OP_AMIN, (tensor,),
+                        (tensor, kept), (dims, keepdim))
+    return result
+
+
 cdef object no_keepdim(TensorCore tensor, bint keepdim, str name):
     # PyTorch's max() has no keepdim without a dim (a TypeError there too).
     if keepdim:

@@ -44,6 +44,8 @@ __all__ = [
     "ReLU6",
     "Softmax",
     "LogSoftmax",
+    "CosineSimilarity",
+    "PairwiseDistance",
     "Dropout",
     "LayerNorm",
     "RMSNorm",
@@ -1072,6 +1074,52 @@ class LogSoftmax(Module):
 
         Returns:
             Tensor: of the input's shape and dtype.
+        """
+
+
+class CosineSimilarity(Module):
+    """The cosine of the angle between x1 and x2 along dim (functional.cosine_similarity).
+
+    Args:
+        dim: the dimension along which the vectors lie.
+        eps: the smallest norm divided by.
+    """
+
+    def __init__(self, dim: int = 1, eps: float = 1e-08) -> None: ...
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        """The cosine similarity of x1 and x2.
+
+        Args:
+            x1: the first vectors.
+            x2: the second, of a shape that broadcasts with x1's.
+
+        Returns:
+            Tensor: the cosines, of the broadcast shape without dim.
+        """
+
+
+class PairwiseDistance(Module):
+    """The p-norm distance between the rows of x1 and x2 (functional.pairwise_distance).
+
+    Args:
+        p: the order of the norm.
+        eps: added to x1 - x2 before the norm, so that equal rows have a gradient.
+        keepdim: keep the last dimension, with size 1.
+    """
+
+    def __init__(self, p: float = 2.0, eps: float = 1e-06, keepdim: bool = False) -> None: ...
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        """The distance between x1 and x2.
+
+        Args:
+            x1: the first vectors, along the last dimension.
+            x2: the second, of a shape that broadcasts with x1's.
+
+        Returns:
+            Tensor: the distances, of the broadcast shape without its last dimension (unless
+                keepdim).
         """
 
 

@@ -42,6 +42,8 @@ __all__ = [
     "ReLU6",
     "Softmax",
     "LogSoftmax",
+    "CosineSimilarity",
+    "PairwiseDistance",
     "Dropout",
     "LayerNorm",
     "RMSNorm",
@@ -1289,6 +1291,66 @@ class LogSoftmax(_nn_classes.LogSoftmaxCore, Module):
 
 
 _public.register_class("LogSoftmaxCore", LogSoftmax)
+
+
+class CosineSimilarity(_nn_classes.CosineSimilarityCore, Module):
+    """The cosine of the angle between x1 and x2 along dim (functional.cosine_similarity).
+
+    Args:
+        dim: the dimension along which the vectors lie.
+        eps: the smallest norm divided by.
+    """
+
+    def __init__(self, dim=1, eps=1e-08):
+        self.init(dim, _errors.float_arg(eps, 'eps'))
+
+    def forward(self, x1, x2):
+        """The cosine similarity of x1 and x2.
+
+        Args:
+            x1: the first vectors.
+            x2: the second, of a shape that broadcasts with x1's.
+
+        Returns:
+            Tensor: the cosines, of the broadcast shape without dim.
+        """
+        _core.check_awake_value(x1, b"CosineSimilarity.forward()", b"x1")
+        _core.check_awake_value(x2, b"CosineSimilarity.forward()", b"x2")
+        return self.c_forward(x1, x2)
+
+
+_public.register_class("CosineSimilarityCore", CosineSimilarity)
+
+
+class PairwiseDistance(_nn_classes.PairwiseDistanceCore, Module):
+    """The p-norm distance between the rows of x1 and x2 (functional.pairwise_distance).
+
+    Args:
+        p: the order of the norm.
+        eps: added to x1 - x2 before the norm, so that equal rows have a gradient.
+        keepdim: keep the last dimension, with size 1.
+    """
+
+    def __init__(self, p=2.0, eps=1e-06, keepdim=False):
+        self.init(_errors.float_arg(p, 'p'), _errors.float_arg(eps, 'eps'), _errors.bool_arg(keepdim, 'keepdim'))
+
+    def forward(self, x1, x2):
+        """The distance between x1 and x2.
+
+        Args:
+            x1: the first vectors, along the last dimension.
+            x2: the second, of a shape that broadcasts with x1's.
+
+        Returns:
+            Tensor: the distances, of the broadcast shape without its last dimension (unless
+                keepdim).
+        """
+        _core.check_awake_value(x1, b"PairwiseDistance.forward()", b"x1")
+        _core.check_awake_value(x2, b"PairwiseDistance.forward()", b"x2")
+        return self.c_forward(x1, x2)
+
+
+_public.register_class("PairwiseDistanceCore", PairwiseDistance)
 
 
 class Dropout(_nn_classes.DropoutCore, Module):

@@ -41,6 +41,8 @@ __all__ = [
     "pad",
     "one_hot",
     "normalize",
+    "cosine_similarity",
+    "pairwise_distance",
     "cross_entropy",
     "nll_loss",
 ]
@@ -443,6 +445,36 @@ def normalize(input: Tensor, p: float = 2.0, dim: int | tuple[int, ...] | list[i
 
     Returns:
         Tensor: input / max(norm of input along dim, eps), of input's shape.
+    """
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-08) -> Tensor:
+    """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along dim, as PyTorch's (each operand normalised first, so the result stays within [-1, 1]; the clamp of each norm passes no gradient, as PyTorch's).
+
+    Args:
+        x1: the first vectors.
+        x2: the second, of a shape that broadcasts with x1's; the common dtype must be floating
+            point (integer operands are converted to it).
+        dim: the dimension along which the vectors lie.
+        eps: the smallest norm divided by.
+
+    Returns:
+        Tensor: the cosines, of the broadcast shape without dim.
+    """
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-06, keepdim: bool = False) -> Tensor:
+    """The p-norm distance between x1 and x2 along their last dimension, as PyTorch's.
+
+    Args:
+        x1: the first vectors, along the last dimension.
+        x2: the second, of a shape that broadcasts with x1's.
+        p: the order of the norm.
+        eps: added to x1 - x2 before the norm.
+        keepdim: keep the last dimension, with size 1.
+
+    Returns:
+        Tensor: norm(x1 - x2 + eps, p) along the last dimension of the broadcast shape.
     """
 
 

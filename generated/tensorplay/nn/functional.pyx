@@ -41,6 +41,8 @@ __all__ = [
     "pad",
     "one_hot",
     "normalize",
+    "cosine_similarity",
+    "pairwise_distance",
     "cross_entropy",
     "nll_loss",
 ]
@@ -516,6 +518,42 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
     """
     _core.check_awake_value(input, b"tensorplay.nn.functional.normalize()", b"input")
     return _functional.normalize(input, _errors.float_arg(p, 'p'), dim, _errors.float_arg(eps, 'eps'))
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-08):
+    """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along dim, as PyTorch's (each operand normalised first, so the result stays within [-1, 1]; the clamp of each norm passes no gradient, as PyTorch's).
+
+    Args:
+        x1: the first vectors.
+        x2: the second, of a shape that broadcasts with x1's; the common dtype must be floating
+            point (integer operands are converted to it).
+        dim: the dimension along which the vectors lie.
+        eps: the smallest norm divided by.
+
+    Returns:
+        Tensor: the cosines, of the broadcast shape without dim.
+    """
+    _core.check_awake_value(x1, b"tensorplay.nn.functional.cosine_similarity()", b"x1")
+    _core.check_awake_value(x2, b"tensorplay.nn.functional.cosine_similarity()", b"x2")
+    return _functional.cosine_similarity(x1, x2, dim, _errors.float_arg(eps, 'eps'))
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
+    """The p-norm distance between x1 and x2 along their last dimension, as PyTorch's.
+
+    Args:
+        x1: the first vectors, along the last dimension.
+        x2: the second, of a shape that broadcasts with x1's.
+        p: the order of the norm.
+        eps: added to x1 - x2 before the norm.
+        keepdim: keep the last dimension, with size 1.
+
+    Returns:
+        Tensor: norm(x1 - x2 + eps, p) along the last dimension of the broadcast shape.
+    """
+    _core.check_awake_value(x1, b"tensorplay.nn.functional.pairwise_distance()", b"x1")
+    _core.check_awake_value(x2, b"tensorplay.nn.functional.pairwise_distance()", b"x2")
+    return _functional.pairwise_distance(x1, x2, _errors.float_arg(p, 'p'), _errors.float_arg(eps, 'eps'), _errors.bool_arg(keepdim, 'keepdim'))
 
 
 def cross_entropy(input, target, *, ignore_index=-100, reduction='mean', label_smoothing=0.0):
