@@ -1,12 +1,15 @@
 # cython: language_level=3
-"""The containers of tensorplay.nn: Sequential, ModuleList and ModuleDict, as PyTorch's
-torch/nn/modules/container.py.
+"""The containers of tensorplay.nn: Sequential, ModuleList, ModuleDict, ParameterList and
+ParameterDict, as PyTorch's torch/nn/modules/container.py.
 
-Each holds its modules as its children (Note [Module attributes] in nn.pyx), so parameters(),
-state_dict(), to() and train() reach them as they reach any attribute's module, under the
-names PyTorch gives them: "0", "1", ... for Sequential and ModuleList (kept consecutive when
-one is inserted or deleted, so a state_dict saved after the change loads into a list built
-fresh), the keys for ModuleDict.
+Each holds its modules as its children, or its parameters as its parameters (Note [Module
+attributes] in nn.pyx), so parameters(), state_dict(), to() and train() reach them as they
+reach any attribute's, under the names PyTorch gives them: "0", "1", ... for Sequential,
+ModuleList and ParameterList (kept consecutive when one is inserted or deleted, so a
+state_dict saved after the change loads into a list built fresh), the keys for ModuleDict and
+ParameterDict. The parameter containers wrap a plain tensor as Parameter(tensor), as
+PyTorch's; unlike PyTorch's, they hold nothing else (PyTorch's keep other objects as plain
+attributes, which no parameters() or state_dict() sees).
 
 Note [Containers change whole or not at all]
 extend(), update(), __iadd__ and the constructors check every module (and every key) before
@@ -16,8 +19,9 @@ registers the modules before the bad one.
 import collections.abc
 import operator
 
-from tensorplay._runtime.base cimport errors
-from tensorplay._runtime.autograd.nn import ModuleCore
+from tensorplay._runtime.base cimport errors, public
+from tensorplay._runtime.tensor.core cimport TensorCore
+from tensorplay._runtime.autograd.nn import ModuleCore, ParameterCore
 
 
 cdef list checked_modules(object modules, str where):
@@ -33,8 +37,9 @@ cdef list checked_modules(object modules, str where):
     return modules
 
 
-cdef object position(object index, Py_ssize_t length, str container):
-    """index (an int, or anything with __index__) as a position in [0, length)."""
+cdef object position(object index, Py_ssize_t length, str container, str items="modules"):
+    """index (an int, or anything with __index__) as a position in [0, length) of a container
+    of that many items."""
     if isinstance(index, bool):
         raise TypeError(f"{container} indices must be integers or slices, got bool")
     try:
@@ -44,7 +49,7 @@ cdef object position(object index, Py_ssize_t length, str container):
                         f"{type(index).__name__}") from None
     if not -length <= index < length:
         raise IndexError(f"index {index} is out of range for a {container} of {length} "
-                         "modules")
+                         f"{items}")
     return index + length if index < 0 else index
 
 
@@ -151,6 +156,49 @@ class ModuleListCore(ModuleCore):
         return self.c_extend(other)
 
 
+ctypedef object (*ValueOf)(object value, str where)
+
+
+cdef object module_value(object value, str where):
+    checked_modules([value], where)
+    return value
+
+
+cdef list checked_pairs(object container, object items, str store, str kind, str what,
+                        ValueOf value_of):
+    """(key, value) of a mapping or an iterable of pairs for a dict container of kind, whose
+    store holds what it registers: every key checked as PyTorch checks a name (what names it),
+    every value made by value_of(value, where), which raises for one it refuses."""
+    if isinstance(items, collections.abc.Mapping) or isinstance(items, type(container)):
+        pairs = list(items.items())
+    elif isinstance(items, collections.abc.Iterable) and not isinstance(items, ModuleCore):
+        pairs = []
+        for index, pair in enumerate(items):
+            # PyTorch's messages for a sequence element that is not a pair
+            if not isinstance(pair, collections.abc.Iterable):
+                raise TypeError(f"{kind} update sequence element #{index} should be "
+                                f"Iterable; is {type(pair).__name__}")
+            pair = tuple(pair)
+            if len(pair) != 2:
+                raise ValueError(f"{kind} update sequence element #{index} has length "
+                                 f"{len(pair)}; 2 is required")
+            pairs.append(pair)
+    else:
+        raise TypeError(f"{kind}.update should be called with an iterable of key/value "
+                        f"pairs, but got {type(items).__name__}")
+    held = container.__dict__[store]
+    checked = []
+    for key, value in pairs:
+        if not isinstance(key, str):
+            raise TypeError(f"{kind} keys must be str, got {errors.shown(key)}")
+        if key == "" or "." in key:
+            raise KeyError(f"{what} name can't be empty or contain \".\", got {key!r}")
+        if hasattr(container, key) and key not in held:
+            raise KeyError(f"attribute '{key}' already exists")
+        checked.append((key, value_of(value, f"{kind}[{key!r}]")))
+    return checked
+
+
 class ModuleDictCore(ModuleCore):
     """Modules held in an ordered dict, registered as children under their keys."""
 
@@ -159,39 +207,10 @@ class ModuleDictCore(ModuleCore):
         if modules is not None:
             self.c_update(modules)
 
-    def _pairs(self, modules):
-        """(key, module) of a mapping or an iterable of pairs, every one checked."""
-        if isinstance(modules, collections.abc.Mapping) or isinstance(modules, ModuleDictCore):
-            pairs = list(modules.items())
-        elif isinstance(modules, collections.abc.Iterable) and not isinstance(modules, ModuleCore):
-            pairs = []
-            for index, pair in enumerate(modules):
-                # PyTorch's messages for a sequence element that is not a pair
-                if not isinstance(pair, collections.abc.Iterable):
-                    raise TypeError(f"ModuleDict update sequence element #{index} should be "
-                                    f"Iterable; is {type(pair).__name__}")
-                pair = tuple(pair)
-                if len(pair) != 2:
-                    raise ValueError(f"ModuleDict update sequence element #{index} has length "
-                                     f"{len(pair)}; 2 is required")
-                pairs.append(pair)
-        else:
-            raise TypeError("ModuleDict.update should be called with an iterable of key/value "
-                            f"pairs, but got {type(modules).__name__}")
-        children = self.__dict__["_modules"]
-        for key, module in pairs:
-            if not isinstance(key, str):
-                raise TypeError(f"ModuleDict keys must be str, got {errors.shown(key)}")
-            if key == "" or "." in key:
-                raise KeyError(f"module name can't be empty or contain \".\", got {key!r}")
-            if hasattr(self, key) and key not in children:
-                raise KeyError(f"attribute '{key}' already exists")
-            checked_modules([module], f"ModuleDict[{key!r}]")
-        return pairs
-
     def c_update(self, modules):
         children = self.__dict__["_modules"]
-        for key, module in self._pairs(modules):
+        for key, module in checked_pairs(self, modules, "_modules", "ModuleDict", "module",
+                                         module_value):
             children[key] = module
 
     def c_getitem(self, key):
@@ -226,3 +245,135 @@ class ModuleDictCore(ModuleCore):
 
     def c_values(self):
         return self.__dict__["_modules"].values()
+
+
+cdef object as_parameter(object value, str where):
+    """value as a Parameter: itself, or a plain tensor as Parameter(value), which requires
+    grad (so an integer tensor is refused, as PyTorch's Parameter refuses it)."""
+    if isinstance(value, ParameterCore):
+        return value
+    if isinstance(value, TensorCore):
+        return public.public_class("ParameterCore", ParameterCore)(value, True)
+    raise TypeError(f"{where} must be a tensorplay.nn.Parameter or a tensorplay.Tensor, got "
+                    f"{errors.shown(value)}")
+
+
+cdef list as_parameters(object values, str where):
+    if not isinstance(values, collections.abc.Iterable) or isinstance(values, TensorCore):
+        raise TypeError(f"{where} should be called with an iterable of tensors, but got "
+                        f"{type(values).__name__}")
+    return [as_parameter(value, f"{where}: element {index}")
+            for index, value in enumerate(values)]
+
+
+cdef str parameter_line(object key, TensorCore parameter, str kind):
+    # A line of PyTorch's ParameterList / ParameterDict extra_repr, which names the dtype, or
+    # the legacy type for a dict (torch.typename: "tensorplay.FloatTensor" here).
+    device = f" ({parameter.device})" if parameter.device.type == "cuda" else ""
+    sizes = "x".join(str(size) for size in parameter.sizes)
+    return f"  ({key}): Parameter containing: [{kind} of size {sizes}{device}]"
+
+
+class ParameterListCore(ModuleCore):
+    """Parameters held in a list, registered as parameters "0", "1", ..."""
+
+    def init(self, values):
+        listed = [] if values is None else as_parameters(values, "ParameterList")
+        ModuleCore.init(self)
+        self._renumber(listed)
+
+    def _renumber(self, list parameters):
+        held = self.__dict__["_parameters"]
+        held.clear()
+        for index, parameter in enumerate(parameters):
+            held[str(index)] = parameter
+
+    def _listed(self):
+        return list(self.__dict__["_parameters"].values())
+
+    def c_len(self):
+        return len(self.__dict__["_parameters"])
+
+    def c_iter(self):
+        return iter(self._listed())
+
+    def c_getitem(self, index):
+        parameters = self._listed()
+        if isinstance(index, slice):
+            return type(self)(parameters[index])
+        return parameters[position(index, len(parameters), "ParameterList", "parameters")]
+
+    def c_setitem(self, index, value):
+        at = position(index, self.c_len(), "ParameterList", "parameters")
+        self.__dict__["_parameters"][str(at)] = as_parameter(value, "ParameterList value")
+
+    def c_append(self, value):
+        parameter = as_parameter(value, "ParameterList.append: value")
+        self.__dict__["_parameters"][str(self.c_len())] = parameter
+        return self
+
+    def c_extend(self, values):
+        self._renumber(self._listed() + as_parameters(values, "ParameterList.extend"))
+        return self
+
+    def c_iadd(self, other):
+        return self.c_extend(other)
+
+    def c_extra_repr(self):
+        return "\n".join(parameter_line(index, parameter, str(parameter.dtype))
+                         for index, parameter in enumerate(self._listed()))
+
+
+class ParameterDictCore(ModuleCore):
+    """Parameters held in an ordered dict, registered as parameters under their keys."""
+
+    def init(self, parameters):
+        ModuleCore.init(self)
+        if parameters is not None:
+            self.c_update(parameters)
+
+    def c_update(self, parameters):
+        held = self.__dict__["_parameters"]
+        for key, parameter in checked_pairs(self, parameters, "_parameters", "ParameterDict",
+                                            "parameter", as_parameter):
+            held[key] = parameter
+
+    def c_getitem(self, key):
+        return self.__dict__["_parameters"][key]
+
+    def c_setitem(self, key, value):
+        self.c_update([(key, value)])
+
+    def c_delitem(self, key):
+        del self.__dict__["_parameters"][key]
+
+    def c_len(self):
+        return len(self.__dict__["_parameters"])
+
+    def c_iter(self):
+        return iter(list(self.__dict__["_parameters"]))
+
+    def c_contains(self, key):
+        return key in self.__dict__["_parameters"]
+
+    def c_get(self, key, default):
+        return self.__dict__["_parameters"].get(key, default)
+
+    def c_clear(self):
+        self.__dict__["_parameters"].clear()
+
+    def c_pop(self, key):
+        return self.__dict__["_parameters"].pop(key)
+
+    def c_keys(self):
+        return self.__dict__["_parameters"].keys()
+
+    def c_items(self):
+        return self.__dict__["_parameters"].items()
+
+    def c_values(self):
+        return self.__dict__["_parameters"].values()
+
+    def c_extra_repr(self):
+        return "\n".join(parameter_line(key, parameter, parameter.type())
+                         for key, parameter in self.__dict__["_parameters"].items())

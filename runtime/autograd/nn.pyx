@@ -499,13 +499,15 @@ class ModuleCore:
         return ""
 
     def c_repr(self):
+        # PyTorch's Module.__repr__: a one-line extra_repr without children stays on the
+        # first line; otherwise each line of it, then each child, on a line of its own.
         extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
         children = [f"({name}): " + repr(module).replace("\n", "\n  ")
                     for name, module in self.c_named_children()]
-        if not children:
+        if len(extra_lines) <= 1 and not children:
             return f"{type(self).__name__}({extra})"
-        lines = ([extra] if extra else []) + children
-        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(extra_lines + children) + "\n)"
 
 
 # --------------------------------------------------------------------------------------------
