@@ -23,7 +23,8 @@ WORKS_ON_CPU = [
     "reductions, matmul, numpy and DLPack interop",
     "autograd: backward(), autograd.grad(), autograd.Function, no_grad()",
     "tensorplay.nn (Module, containers, Linear, Embedding, activations, LayerNorm, Dropout, "
-    "losses) and tensorplay.optim (SGD, Adam, AdamW, learning-rate schedulers)",
+    "losses) and tensorplay.optim (SGD, Adam, AdamW, RMSprop, Adagrad, learning-rate "
+    "schedulers)",
     "random numbers (the same Philox streams as on a GPU) and NVRTC kernel compilation",
 ]
 GPU_ADDS = [

@@ -45,6 +45,22 @@ for SGD: a captured step refuses a parameter without state yet, and a group that
 capturable (PyTorch's RuntimeError). PyTorch refuses capturable=True for CPU parameters; here
 it runs (the same arithmetic on the CPU), which the CPU tests compare with the eager branch.
 
+RMSprop's capturable branch is the same design: its step count, which its update only counts,
+lives on the parameter's device with capturable=True, so every replay counts its step, and
+capturing a step whose group is not capturable is PyTorch's RuntimeError.
+
+Note [Capturable Adagrad]
+PyTorch's Adagrad keeps its step count on the CPU and reads it on the host for lr_decay's
+learning rate, lr / (1 + (step - 1) * lr_decay), so a captured step would repeat the rate and
+the count of the capture. Here the count (a 0-d float32 tensor, as PyTorch's) always lives on
+the parameter's device, and with lr_decay the rate is computed there by kernels from the
+count, in float64 as PyTorch's Python floats (the count is exact, so the rate is PyTorch's to
+the bit), then rounded to the parameter's dtype, as PyTorch's kernel rounds its scalar. The
+state ("step" and "sum") is made with the optimiser, as PyTorch's, and for a group added
+later when it is added, so a first step can be captured too, with no warm-up; every replay
+counts, decays and accumulates as an eager step would. A parameter the loaded state does not
+cover gets its step and sum reset in place.
+
 Note [Loaded in place]
 load_state_dict() copies each loaded tensor into the state tensor that holds the same key for
 the same parameter when shape, dtype and device match, where PyTorch's replaces the state with
@@ -65,10 +81,12 @@ from tensorplay._runtime.tensor cimport core as tensor, copies, elementwise, fac
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.tensor.core cimport TensorCore
 
-# How PyTorch's messages name each number of a group (torch/optim/sgd.py, adam.py).
+# How PyTorch's messages name each number of a group (torch/optim/sgd.py, adam.py,
+# rmsprop.py, adagrad.py).
 NUMBER_NAMES = {"lr": "learning rate", "momentum": "momentum value",
                 "dampening": "dampening value", "weight_decay": "weight_decay value",
-                "eps": "epsilon value"}
+                "eps": "epsilon value", "alpha": "alpha value", "lr_decay": "lr_decay value",
+                "initial_accumulator_value": "initial_accumulator_value value"}
 SGD_DEFAULTS = (("lr", 0.001), ("momentum", 0), ("dampening", 0), ("weight_decay", 0),
                 ("nesterov", False), ("maximize", False), ("foreach", None),
                 ("differentiable", False), ("fused", None))
@@ -76,6 +94,14 @@ ADAM_DEFAULTS = (("lr", 0.001), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weigh
                  ("amsgrad", False), ("maximize", False), ("foreach", None),
                  ("capturable", False), ("differentiable", False), ("fused", None),
                  ("decoupled_weight_decay", False))
+CAPTURABLE_DEVICE = "If capturable=True, params and state_steps must be on the same device"
+# PyTorch's keys in PyTorch's order, so that state_dict()'s groups read as torch's.
+RMSPROP_DEFAULTS = (("lr", 0.01), ("momentum", 0), ("alpha", 0.99), ("eps", 1e-08),
+                    ("centered", False), ("weight_decay", 0), ("capturable", False),
+                    ("foreach", None), ("maximize", False), ("differentiable", False))
+ADAGRAD_DEFAULTS = (("lr", 0.01), ("lr_decay", 0), ("eps", 1e-10), ("weight_decay", 0),
+                    ("initial_accumulator_value", 0), ("foreach", None), ("maximize", False),
+                    ("differentiable", False), ("fused", None))
 
 
 cdef object _hyperparameter(object value, str key, str what, str where):
@@ -119,9 +145,10 @@ cdef int _unoffered(dict group, str where) except -1:
     if group["differentiable"] is not False:
         raise ValueError(f"differentiable=True{where.replace('%s', 'differentiable')} is not "
                          "offered: a step runs under no_grad")
-    if group["fused"] not in (None, False):
-        raise ValueError(f"fused=True{where.replace('%s', 'fused')} is not offered (SGD's "
-                         "step of a contiguous CUDA parameter is one kernel already)")
+    if group.get("fused") not in (None, False):  # RMSprop has no fused
+        raise ValueError(f"fused=True{where.replace('%s', 'fused')} is not offered (a step is "
+                         "in-place kernels; SGD's of a contiguous CUDA parameter is one kernel "
+                         "already)")
     return 0
 
 
@@ -558,6 +585,48 @@ class SGDCore(OptimizerCore):
                 elementwise.sub_scaled_(<TensorCore>param, gradient, lr)
 
 
+cdef TensorCore _check_state(object entry, TensorCore param, str place, str name, tuple keys,
+                             str device_rule):
+    """The state of param before a step changes anything (Note [Checked steps]): a dict with
+    keys, each a tensor like param, and "step", a floating 0-d tensor in writable memory, on
+    param's device unless device_rule (the message where it is not) is empty; returns the
+    step tensor."""
+    if not isinstance(entry, dict):
+        raise TypeError(f"the state of {place} must be a dict, got {type(entry).__name__}")
+    for key in keys:
+        if key not in entry:
+            raise ValueError(f"the state of {place} has no {key!r}")
+        _check_like(entry[key], param, key, place, f"{name}.step()")
+    step_value = entry.get("step")
+    if not isinstance(step_value, TensorCore) or (<TensorCore>step_value).sizes != () or \
+            not (<TensorCore>step_value).dtype_object.floating:
+        raise ValueError(f"the step of {place} must be a floating 0-d tensor")
+    cdef TensorCore step_t = step_value
+    if device_rule and step_t.device_index != param.device_index:
+        raise ValueError(f"{device_rule} ({place})")
+    step_t.c_check_in_place(f"{name}.step()")
+    return step_t
+
+
+cdef object _loaded_step(TensorCore param, object value, str where, bint on_device):
+    """A loaded step count: a 0-d float32 tensor (a number, PyTorch's older format, too), on
+    param's device when on_device, else where it was (PyTorch's
+    _process_value_according_to_param_policy)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = factories.tensor(float(value), named_dtype("float32"), None, False)
+    if not isinstance(value, TensorCore) or (<TensorCore>value).sizes != ():
+        raise ValueError(f"{where} must be a 0-d tensor (the step count)")
+    return copies.to(value, _device_text(param) if on_device else None,
+                     named_dtype("float32"), False, True)
+
+
+cdef int _check_shape(TensorCore param, object value, str where) except -1:
+    if not isinstance(value, TensorCore) or (<TensorCore>value).sizes != param.sizes:
+        raise ValueError(f"{where} must be a tensor of the parameter's shape "
+                         f"{list(param.sizes)}")
+    return 0
+
+
 cdef tuple _betas(object betas, str where):
     if not isinstance(betas, (tuple, list)):
         raise TypeError(f"betas{where} must be a tuple of two floats, got "
@@ -584,7 +653,56 @@ cdef object _scalar_like(object value, TensorCore param):
     return copies.to(value, None, param.dtype_object, False, False)
 
 
-class AdamCore(OptimizerCore):
+class CountedCore(OptimizerCore):
+    """An optimiser whose state per parameter holds "step", a 0-d float32 step count, and
+    tensors like the parameter, made at its first eager step (PyTorch's _init_group): Adam,
+    AdamW, RMSprop and Adagrad. Where the subclass keeps the count on the parameter's device
+    (_on_device: capturable, or always for Adagrad), the step can be captured into a CUDA
+    graph (Note [Capturable Adam]). A subclass gives _state_keys (the tensors besides "step")
+    and _update (one parameter's step, after every check)."""
+
+    def c_step(self):
+        cdef TensorCore param
+        name = type(self).__name__
+        with autograd.no_grad_block():
+            planned, missing = [], []
+            for param, grad, number, index, settings in self._stepped(name):
+                on_device = self._on_device(settings)
+                place = _place(number, index)
+                capturing = _capturing(param)
+                if capturing and not on_device:
+                    raise RuntimeError(f"Attempting CUDA graph capture of step() for an "
+                                       f"instance of {name} but param_groups' capturable is "
+                                       "False.")
+                entry = self.state.get(param)
+                if not entry:
+                    if capturing:
+                        raise RuntimeError(
+                            f"{name}.step(): {place} has no state yet, and one made during a "
+                            "CUDA graph capture would be zeroed again on every replay; run "
+                            "one step() eagerly before the capture (PyTorch's warm-up)")
+                    missing.append((param, settings))
+                else:
+                    _check_state(entry, param, place, name, self._state_keys(settings),
+                                 self._device_rule() if on_device else "")
+                planned.append((param, grad, settings))
+            for param, settings in missing:  # eager only; PyTorch's _init_group
+                entry = {"step": factories.zeros((), named_dtype("float32"), _device_text(
+                    param) if self._on_device(settings) else "cpu", False)}
+                for key in self._state_keys(settings):
+                    entry[key] = self._new_state(param, key)
+                self.state[param] = entry
+            for param, grad, settings in planned:
+                self._update(param, grad, self.state[param], settings)
+
+    def _device_rule(self):
+        return CAPTURABLE_DEVICE
+
+    def _new_state(self, TensorCore param, str key):
+        return factories.zeros_like(param, None, None, False)
+
+
+class AdamCore(CountedCore):
     """Adam and AdamW (decoupled weight decay), PyTorch's update rule, with PyTorch's
     capturable step (Note [Capturable Adam])."""
 
@@ -611,70 +729,19 @@ class AdamCore(OptimizerCore):
 
     def _loaded(self, TensorCore param, dict group, str key, value, str where):
         if key == "step":  # PyTorch: float32, on the device when capturable, else as it is
-            if isinstance(value, numbers.Real) and not isinstance(value, bool):
-                value = factories.tensor(float(value), named_dtype("float32"), None, False)
-            if not isinstance(value, TensorCore) or (<TensorCore>value).sizes != ():
-                raise ValueError(f"{where} must be a 0-d tensor (the step count)")
-            device = _device_text(param) if group["capturable"] else None
-            return copies.to(value, device, named_dtype("float32"), False, True)
+            return _loaded_step(param, value, where, group["capturable"])
         if key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
-            if not isinstance(value, TensorCore) or (<TensorCore>value).sizes != param.sizes:
-                raise ValueError(f"{where} must be a tensor of the parameter's shape "
-                                 f"{list(param.sizes)}")
+            _check_shape(param, value, where)
         return OptimizerCore._loaded(self, param, group, key, value, where)
 
-    def c_step(self):
-        cdef TensorCore param, gradient, step_t
-        name = type(self).__name__
-        with autograd.no_grad_block():
-            planned, missing = [], []
-            for param, grad, number, index, settings in self._stepped(name):
-                amsgrad, capturable = settings[5], settings[7]
-                place = _place(number, index)
-                capturing = _capturing(param)
-                if capturing and not capturable:
-                    raise RuntimeError(f"Attempting CUDA graph capture of step() for an "
-                                       f"instance of {name} but param_groups' capturable is "
-                                       "False.")
-                entry = self.state.get(param)
-                if not entry:
-                    if capturing:
-                        raise RuntimeError(
-                            f"{name}.step(): {place} has no state yet, and one made during a "
-                            "CUDA graph capture would be zeroed again on every replay; run "
-                            "one step() eagerly before the capture (PyTorch's warm-up)")
-                    missing.append((param, amsgrad, capturable))
-                else:
-                    if not isinstance(entry, dict):
-                        raise TypeError(f"the state of {place} must be a dict, got "
-                                        f"{type(entry).__name__}")
-                    for key in ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if amsgrad
-                                                            else ()):
-                        if key not in entry:
-                            raise ValueError(f"the state of {place} has no {key!r}")
-                        _check_like(entry[key], param, key, place, f"{name}.step()")
-                    step_value = entry.get("step")
-                    if not isinstance(step_value, TensorCore) or \
-                            (<TensorCore>step_value).sizes != () or \
-                            not (<TensorCore>step_value).dtype_object.floating:
-                        raise ValueError(f"the step of {place} must be a floating 0-d tensor")
-                    step_t = step_value
-                    if capturable and step_t.device_index != param.device_index:
-                        raise ValueError(f"If capturable=True, params and state_steps must be "
-                                         f"on the same device ({place})")
-                    step_t.c_check_in_place(f"{name}.step()")
-                planned.append((param, grad, settings))
-            for param, amsgrad, capturable in missing:  # eager only; PyTorch's _init_group
-                entry = {"step": factories.zeros(
-                    (), named_dtype("float32"), _device_text(param) if capturable else "cpu",
-                    False),
-                    "exp_avg": factories.zeros_like(param, None, None, False),
-                    "exp_avg_sq": factories.zeros_like(param, None, None, False)}
-                if amsgrad:
-                    entry["max_exp_avg_sq"] = factories.zeros_like(param, None, None, False)
-                self.state[param] = entry
-            for param, gradient, settings in planned:
-                adam_step(param, gradient, self.state[param], settings)
+    def _on_device(self, tuple settings):
+        return settings[7]  # capturable
+
+    def _state_keys(self, tuple settings):
+        return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if settings[5] else ())
+
+    def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
+        adam_step(param, gradient, entry, settings)
 
 
 class AdamWCore(AdamCore):
@@ -728,4 +795,192 @@ cdef int adam_step(TensorCore param, TensorCore grad, dict entry, tuple settings
         denom = elementwise.truediv(elementwise.sqrt(second), bias_correction2 ** 0.5)
         elementwise.iadd(denom, eps)
         elementwise.sub_scaled_(param, elementwise.truediv(exp_avg, denom), step_size)
+    return 0
+
+
+class RMSpropCore(CountedCore):
+    """RMSprop (Hinton's lecture notes; centered as Graves, 2013), PyTorch's update rule, with
+    PyTorch's capturable step (the step count on the device; RMSprop's update does not read
+    it)."""
+
+    def init(self, params, lr, alpha, eps, weight_decay, momentum, centered, capturable,
+             foreach, maximize):
+        defaults = dict(RMSPROP_DEFAULTS)
+        defaults.update(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                        momentum=momentum, centered=centered, capturable=capturable,
+                        foreach=foreach, maximize=maximize)
+        self._settings(defaults, "")
+        self._setup(params, defaults)
+
+    def _settings(self, dict group, str where):
+        """(lr, alpha, eps, weight_decay, momentum, centered, maximize, capturable) of group,
+        checked in PyTorch's order (lr, eps, momentum, weight_decay, alpha); where holds %s
+        for the key."""
+        lr = _number(group, "lr", where)
+        eps = _number(group, "eps", where)
+        momentum = _number(group, "momentum", where)
+        weight_decay = _number(group, "weight_decay", where)
+        alpha = _number(group, "alpha", where)
+        flags = tuple(_flag(group, key, where) for key in ("centered", "maximize", "capturable"))
+        _unoffered(group, where)
+        return (lr, alpha, eps, weight_decay, momentum) + flags
+
+    def _on_device(self, tuple settings):
+        return settings[7]
+
+    def _state_keys(self, tuple settings):
+        # PyTorch's _init_group: the buffer with momentum > 0, the average with centered
+        return ("square_avg",) + (("momentum_buffer",) if settings[4] > 0 else ()) + \
+            (("grad_avg",) if settings[5] else ())
+
+    def _loaded(self, TensorCore param, dict group, str key, value, str where):
+        if key == "step":
+            return _loaded_step(param, value, where, group["capturable"])
+        if key in ("square_avg", "momentum_buffer", "grad_avg"):
+            _check_shape(param, value, where)
+        return OptimizerCore._loaded(self, param, group, key, value, where)
+
+    def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
+        rmsprop_step(param, gradient, entry, settings)
+
+
+cdef int rmsprop_step(TensorCore param, TensorCore grad, dict entry, tuple settings) except -1:
+    """torch/optim/rmsprop.py, _single_tensor_rmsprop, with the runtime's own in-place
+    operations (each a kernel a capture records)."""
+    lr, alpha, eps, weight_decay, momentum, centered, maximize, _ = settings
+    cdef TensorCore square_avg = entry["square_avg"], grad_avg
+    if maximize:
+        grad = elementwise.neg(grad)
+    elementwise.iadd(<TensorCore>entry["step"], 1)
+    if weight_decay:
+        grad = elementwise.add_scaled(grad, param, weight_decay)
+    elementwise.imul(square_avg, alpha)
+    # PyTorch's addcmul_ and addcdiv_ kernels round (value * tensor1) * tensor2 (or /): the
+    # same order here, so that the steps match PyTorch's to the last bits.
+    elementwise.iadd(square_avg, elementwise.mul(elementwise.mul(grad, 1 - alpha), grad))
+    if centered:
+        grad_avg = entry["grad_avg"]
+        _lerp_(grad_avg, grad, 1 - alpha)
+        avg = elementwise.sqrt_(elementwise.sub(square_avg, elementwise.mul(grad_avg,
+                                                                            grad_avg)))
+    else:
+        avg = elementwise.sqrt(square_avg)
+    elementwise.iadd(avg, eps)
+    if momentum > 0:
+        buffer = entry["momentum_buffer"]
+        elementwise.imul(buffer, momentum)
+        elementwise.iadd(buffer, elementwise.truediv(grad, avg))
+        elementwise.sub_scaled_(param, buffer, lr)
+    else:
+        elementwise.iadd(param, elementwise.truediv(elementwise.mul(grad, -lr), avg))
+    return 0
+
+
+cdef int _lerp_(TensorCore tensor, TensorCore end, double weight) except -1:
+    """tensor.lerp_(end, weight) rounded as PyTorch's kernel: tensor + weight * (end - tensor)
+    for a weight below 0.5, else end - (1 - weight) * (end - tensor)."""
+    if weight < 0.5:
+        elementwise.lerp_(tensor, end, weight)
+    else:
+        copies.copy_(tensor, elementwise.sub_scaled(end, elementwise.sub(end, tensor),
+                                                    1 - weight), False)
+    return 0
+
+
+class AdagradCore(CountedCore):
+    """Adagrad (Duchi et al., 2011), PyTorch's update rule. The state is made with the
+    optimiser, as PyTorch's, and the step count lives on the parameter's device, where
+    lr_decay's learning rate is computed from it (Note [Capturable Adagrad])."""
+
+    def init(self, params, lr, lr_decay, weight_decay, initial_accumulator_value, eps,
+             foreach, maximize):
+        defaults = dict(ADAGRAD_DEFAULTS)
+        defaults.update(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, eps=eps,
+                        foreach=foreach, maximize=maximize)
+        self._settings(defaults, "")
+        self._setup(params, defaults)
+
+    def _settings(self, dict group, str where):
+        """(lr, lr_decay, eps, weight_decay, maximize) of group, checked in PyTorch's order
+        (lr, lr_decay, weight_decay, initial_accumulator_value, eps); where holds %s for the
+        key."""
+        lr = _number(group, "lr", where)
+        lr_decay = _number(group, "lr_decay", where)
+        weight_decay = _number(group, "weight_decay", where)
+        _number(group, "initial_accumulator_value", where)
+        eps = _number(group, "eps", where)
+        maximize = _flag(group, "maximize", where)
+        _unoffered(group, where)
+        return (lr, lr_decay, eps, weight_decay, maximize)
+
+    def _added(self, dict group):
+        # PyTorch's constructor makes the state; here every group's, so that a first step
+        # can be captured too.
+        for param in group["params"]:
+            if param not in self.state:
+                self.state[param] = {
+                    "step": factories.zeros((), named_dtype("float32"), _device_text(param),
+                                            False),
+                    "sum": self._new_state(param, "sum")}
+
+    def _on_device(self, tuple settings):
+        return True
+
+    def _device_rule(self):
+        return "Adagrad keeps the step count on the parameter's device"
+
+    def _state_keys(self, tuple settings):
+        return ("sum",)
+
+    def _new_state(self, TensorCore param, str key):
+        # PyTorch's: the optimiser's initial_accumulator_value, whatever the group's says
+        return factories.full_like(param, _hyperparameter(
+            self.defaults["initial_accumulator_value"], "initial_accumulator_value",
+            NUMBER_NAMES["initial_accumulator_value"], ""), None, None, False)
+
+    def _loaded(self, TensorCore param, dict group, str key, value, str where):
+        if key == "step":
+            return _loaded_step(param, value, where, True)
+        if key == "sum":
+            _check_shape(param, value, where)
+        return OptimizerCore._loaded(self, param, group, key, value, where)
+
+    def _unloaded(self, TensorCore param):
+        # Starts again at its address, as PyTorch's fresh state would (Note [Loaded in place])
+        entry = self.state.get(param)
+        if isinstance(entry, dict) and isinstance(entry.get("step"), TensorCore) and \
+                isinstance(entry.get("sum"), TensorCore):
+            copies.fill_(<TensorCore>entry["step"], 0)
+            copies.copy_(<TensorCore>entry["sum"], self._new_state(param, "sum"), False)
+        else:
+            self.state.pop(param, None)
+
+    def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
+        adagrad_step(param, gradient, entry, settings)
+
+
+cdef int adagrad_step(TensorCore param, TensorCore grad, dict entry, tuple settings) except -1:
+    """torch/optim/adagrad.py, _single_tensor_adagrad (dense), with the runtime's own
+    operations; lr_decay's learning rate from the count on the device (Note [Capturable
+    Adagrad])."""
+    lr, lr_decay, eps, weight_decay, maximize = settings
+    cdef TensorCore step_t = entry["step"], state_sum = entry["sum"]
+    elementwise.iadd(step_t, 1)
+    if maximize:
+        grad = elementwise.neg(grad)
+    if weight_decay:
+        grad = elementwise.add_scaled(grad, param, weight_decay)
+    elementwise.iadd(state_sum, elementwise.mul(grad, grad))
+    std = elementwise.sqrt(state_sum)
+    elementwise.iadd(std, eps)
+    if lr_decay:
+        # -lr / (1 + (step - 1) * lr_decay), in float64 as PyTorch's Python floats
+        count = copies.to(step_t, None, named_dtype("float64"), False, False)
+        scale = elementwise.radd(elementwise.mul(elementwise.sub(count, 1), lr_decay), 1)
+        negative_lr = _scalar_like(elementwise.rtruediv(scale, -lr), param)
+    else:
+        negative_lr = -lr
+    # param.addcdiv_(grad, std, value=-clr) as PyTorch's CPU kernel rounds it
+    elementwise.iadd(param, elementwise.truediv(elementwise.mul(grad, negative_lr), std))
     return 0

@@ -11,6 +11,8 @@ __all__ = [
     "SGD",
     "Adam",
     "AdamW",
+    "RMSprop",
+    "Adagrad",
     "lr_scheduler",
 ]
 
@@ -301,6 +303,198 @@ class AdamW:
         captured step replays with the loaded state. The tensors are converted to each
         parameter's dtype and device (Adam's step count stays float32, on the parameter's
         device when capturable, else on the CPU). A parameter the loaded state does not cover
+        starts again, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
+                shapes, grouped alike (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not of state_dict()'s format.
+            ValueError: another number of groups, a group of another size (PyTorch's messages), a
+                refused setting or a state tensor of the wrong shape; nothing is loaded.
+        """
+
+
+class RMSprop:
+    """RMSprop (Hinton's lecture notes; centered, Graves 2013), by PyTorch's rule; weight_decay adds weight_decay * param to each gradient (L2).
+
+    With g = grad (-grad with maximize): v = alpha * v + (1 - alpha) * g * g; with
+    centered, a = alpha * a + (1 - alpha) * g and the denominator is sqrt(v - a * a) + eps,
+    else sqrt(v) + eps; with momentum, b = momentum * b + g / denominator and param -= lr *
+    b, else param -= lr * g / denominator. The state of each parameter ("step", a 0-d
+    float32 tensor that counts the steps, "square_avg", "momentum_buffer" with momentum > 0,
+    "grad_avg" with centered) is made at its first step, as PyTorch's.
+
+    With capturable=True the step count lives on the parameter's device (PyTorch's
+    capturable branch), so step() can be captured into a CUDA graph with the forward and
+    backward passes after one eager step (which makes the state), and every replay counts
+    its step and matches an eager step. A captured step keeps the settings it was captured
+    with. Capturing a step whose group is not capturable is PyTorch's RuntimeError. foreach
+    is accepted and changes nothing; differentiable is not offered. capturable=True runs on
+    the CPU too (PyTorch refuses it there). lr, alpha, eps, weight_decay or momentum
+    negative, NaN or infinite is a ValueError with PyTorch's message.
+
+    Args:
+        params: an iterable of the leaf tensors to optimise, or of dicts (parameter groups:
+            "params" and any settings of their own).
+        lr: the learning rate, finite and at least 0.
+        alpha: the smoothing constant of the running averages, finite and at least 0.
+        eps: added to the denominator, finite and at least 0.
+        weight_decay: the L2 penalty added to each gradient, finite and at least 0.
+        momentum: the momentum factor, finite and at least 0.
+        centered: normalise the gradient by an estimate of its variance (centered RMSprop).
+        capturable: keep the step count on the device, so that step() can be captured into a
+            CUDA graph.
+        foreach: accepted for PyTorch's signature; the step is the same either way.
+        maximize: maximise the objective instead.
+    """
+
+    def __init__(self, params: Any, lr: float = 0.01, alpha: float = 0.99, eps: float = 1e-08, weight_decay: float = 0, momentum: float = 0, centered: bool = False, capturable: bool = False, foreach: bool | None = None, maximize: bool = False) -> None: ...
+
+    def step(self) -> None:
+        """Update every parameter that has a grad, in place.
+
+        Raises:
+            TypeError: param_groups or the state holds something other than dicts of tensors and
+                numbers, or a parameter with a grad is not floating-point; nothing is updated.
+            ValueError: a group lacks a key, a setting is refused, a parameter is not a leaf or
+                appears twice, or its grad or state does not match it; nothing is updated.
+            RuntimeError: the step is captured into a CUDA graph while a group is not capturable, or
+                a parameter has no state yet (run one eager step first); nothing is updated.
+        """
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of the optimised parameters.
+
+        Args:
+            set_to_none: drop each grad (None) instead of filling it with zeros.
+        """
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own settings, as PyTorch's (the dict itself is appended, filled with the defaults).
+
+        Args:
+            param_group: a dict with "params" (a tensor or a list of tensors) and any settings of
+                this optimiser; the others are taken from defaults.
+
+        Raises:
+            TypeError: param_group is not a dict, its params are a set or hold something other than
+                tensors.
+            ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
+                a setting is refused as at construction; nothing is added.
+        """
+
+    def state_dict(self) -> dict[str, Any]:
+        """The optimiser's state and settings in PyTorch's format.
+
+        Returns:
+            dict[str, Any]: {"state": {index: {name: tensor}}, "param_groups": [group settings with
+                "params" as a list of indices]}, indices counting the parameters in the order of
+                param_groups; the tensors are the optimiser's own.
+        """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load the settings and the state of state_dict, copying each state tensor into this optimiser's own in place.
+
+        PyTorch's makes new state tensors; copying in place keeps their addresses, so a
+        captured step replays with the loaded state. The tensors are converted to each
+        parameter's dtype and device (the step count stays float32, on the parameter's device when capturable, else where it was). A parameter the loaded state does not cover
+        starts again, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
+                shapes, grouped alike (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not of state_dict()'s format.
+            ValueError: another number of groups, a group of another size (PyTorch's messages), a
+                refused setting or a state tensor of the wrong shape; nothing is loaded.
+        """
+
+
+class Adagrad:
+    """Adagrad (Duchi, Hazan and Singer, 2011), by PyTorch's rule; weight_decay adds weight_decay * param to each gradient (L2).
+
+    With g = grad (-grad with maximize) and t the step count: sum = sum + g * g, param -=
+    lr / (1 + (t - 1) * lr_decay) * g / (sqrt(sum) + eps). The state of each parameter
+    ("step", a 0-d float32 tensor, and "sum", filled with the optimiser's
+    initial_accumulator_value, as PyTorch's for every group) is made with the optimiser, or
+    when its group is added.
+
+    The step count lives on the parameter's device (PyTorch's stays on the CPU), and
+    lr_decay's learning rate is computed there from it, so step() can be captured into a
+    CUDA graph with the forward and backward passes, even the first step, and every replay
+    counts its step, decays the learning rate and accumulates as an eager step would. A
+    captured step keeps the settings it was captured with. foreach is accepted and changes
+    nothing; differentiable and fused are not offered. lr, lr_decay, weight_decay,
+    initial_accumulator_value or eps negative, NaN or infinite is a ValueError with
+    PyTorch's message.
+
+    Args:
+        params: an iterable of the leaf tensors to optimise, or of dicts (parameter groups:
+            "params" and any settings of their own).
+        lr: the learning rate, finite and at least 0.
+        lr_decay: the decay of the learning rate, lr / (1 + (t - 1) * lr_decay) at step t,
+            finite and at least 0.
+        weight_decay: the L2 penalty added to each gradient, finite and at least 0.
+        initial_accumulator_value: the starting value of each sum of squared gradients, finite
+            and at least 0.
+        eps: added to the denominator, finite and at least 0.
+        foreach: accepted for PyTorch's signature; the step is the same either way.
+        maximize: maximise the objective instead.
+    """
+
+    def __init__(self, params: Any, lr: float = 0.01, lr_decay: float = 0, weight_decay: float = 0, initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: bool | None = None, *, maximize: bool = False) -> None: ...
+
+    def step(self) -> None:
+        """Update every parameter that has a grad, in place.
+
+        Raises:
+            TypeError: param_groups or the state holds something other than dicts of tensors and
+                numbers, or a parameter with a grad is not floating-point; nothing is updated.
+            ValueError: a group lacks a key, a setting is refused, a parameter is not a leaf or
+                appears twice, or its grad or state does not match it; nothing is updated.
+            RuntimeError: the step is captured into a CUDA graph and a parameter has no state (it
+                was removed from state); nothing is updated.
+        """
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of the optimised parameters.
+
+        Args:
+            set_to_none: drop each grad (None) instead of filling it with zeros.
+        """
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own settings, as PyTorch's (the dict itself is appended, filled with the defaults).
+
+        Args:
+            param_group: a dict with "params" (a tensor or a list of tensors) and any settings of
+                this optimiser; the others are taken from defaults.
+
+        Raises:
+            TypeError: param_group is not a dict, its params are a set or hold something other than
+                tensors.
+            ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
+                a setting is refused as at construction; nothing is added.
+        """
+
+    def state_dict(self) -> dict[str, Any]:
+        """The optimiser's state and settings in PyTorch's format.
+
+        Returns:
+            dict[str, Any]: {"state": {index: {name: tensor}}, "param_groups": [group settings with
+                "params" as a list of indices]}, indices counting the parameters in the order of
+                param_groups; the tensors are the optimiser's own.
+        """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load the settings and the state of state_dict, copying each state tensor into this optimiser's own in place.
+
+        PyTorch's makes new state tensors; copying in place keeps their addresses, so a
+        captured step replays with the loaded state. The tensors are converted to each
+        parameter's dtype and device (the step count stays float32, on the parameter's device). A parameter the loaded state does not cover
         starts again, as PyTorch's.
 
         Args:

@@ -17,8 +17,10 @@ CosineAnnealingWarmRestarts are not offered yet.
 import os
 from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
+from tensorplay.optim import Adagrad
 from tensorplay.optim import Adam
 from tensorplay.optim import AdamW
+from tensorplay.optim import RMSprop
 from tensorplay.optim import SGD
 
 __all__ = [
@@ -52,7 +54,7 @@ class LRScheduler:
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad, last_epoch: int = -1) -> None: ...
 
     def step(self, epoch: int | None = None) -> None:
         """Move to the next epoch and set each group's lr to get_lr(); call it after optimizer.step().
@@ -130,7 +132,7 @@ class LambdaLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW, lr_lambda: Callable[..., Any] | list[Callable[..., Any]] | tuple[Callable[..., Any], ...], last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad, lr_lambda: Callable[..., Any] | list[Callable[..., Any]] | tuple[Callable[..., Any], ...], last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -176,7 +178,7 @@ class StepLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -205,7 +207,7 @@ class MultiStepLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW, milestones: Any, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad, milestones: Any, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -233,7 +235,7 @@ class ConstantLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW, factor: float = 0.3333333333333333, total_iters: int = 5, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad, factor: float = 0.3333333333333333, total_iters: int = 5, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -262,7 +264,7 @@ class LinearLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW, start_factor: float = 0.3333333333333333, end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad, start_factor: float = 0.3333333333333333, end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -287,7 +289,7 @@ class ExponentialLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW, gamma: float, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad, gamma: float, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -317,7 +319,7 @@ class CosineAnnealingLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
