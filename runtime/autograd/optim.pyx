@@ -585,12 +585,11 @@ class SGDCore(OptimizerCore):
                 elementwise.sub_scaled_(<TensorCore>param, gradient, lr)
 
 
-cdef TensorCore _check_state(object entry, TensorCore param, str place, str name, tuple keys,
-                             str device_rule):
+cdef int _check_state(object entry, TensorCore param, str place, str name, tuple keys,
+                      str device_rule) except -1:
     """The state of param before a step changes anything (Note [Checked steps]): a dict with
     keys, each a tensor like param, and "step", a floating 0-d tensor in writable memory, on
-    param's device unless device_rule (the message where it is not) is empty; returns the
-    step tensor."""
+    param's device unless device_rule (the message where it is not) is empty."""
     if not isinstance(entry, dict):
         raise TypeError(f"the state of {place} must be a dict, got {type(entry).__name__}")
     for key in keys:
@@ -605,7 +604,7 @@ cdef TensorCore _check_state(object entry, TensorCore param, str place, str name
     if device_rule and step_t.device_index != param.device_index:
         raise ValueError(f"{device_rule} ({place})")
     step_t.c_check_in_place(f"{name}.step()")
-    return step_t
+    return 0
 
 
 cdef object _loaded_step(TensorCore param, object value, str where, bint on_device):
