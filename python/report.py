@@ -25,6 +25,7 @@ WORKS_ON_CPU = [
     "tensorplay.nn (Module, containers, Linear, Embedding, activations, LayerNorm, Dropout, "
     "losses) and tensorplay.optim (SGD, Adam, AdamW, RMSprop, Adagrad, learning-rate "
     "schedulers)",
+    "tensorplay.utils.data: datasets, samplers and the DataLoader",
     "random numbers (the same Philox streams as on a GPU) and NVRTC kernel compilation",
 ]
 GPU_ADDS = [

@@ -17,6 +17,7 @@ from tensorplay import distributed as distributed
 from tensorplay import nn as nn
 from tensorplay import optim as optim
 from tensorplay import torch as torch
+from tensorplay import utils as utils
 
 _DeviceLike: TypeAlias = device | str | builtins.int | None
 _TensorDeviceLike: TypeAlias = device | str | builtins.int | None
@@ -207,6 +208,7 @@ __all__ = [
     "nn",
     "optim",
     "torch",
+    "utils",
 ]
 
 

@@ -212,6 +212,7 @@ __all__ = [
     "nn",
     "optim",
     "torch",
+    "utils",
 ]
 
 
@@ -7002,3 +7003,4 @@ from tensorplay import distributed
 from tensorplay import nn
 from tensorplay import optim
 from tensorplay import torch
+from tensorplay import utils

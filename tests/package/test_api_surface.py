@@ -129,7 +129,8 @@ def test_package_ships_stubs_and_py_typed():
     assert (package / "py.typed").is_file()
     for stub in ("__init__.pyi", "accelerator/__init__.pyi", "accelerator/memory.pyi",
                  "accelerator/random.pyi", "accelerator/graphs.pyi", "cuda/__init__.pyi",
-                 "cuda/graphs.pyi", "optim/__init__.pyi", "optim/lr_scheduler.pyi"):
+                 "cuda/graphs.pyi", "optim/__init__.pyi", "optim/lr_scheduler.pyi",
+                 "utils/__init__.pyi", "utils/data.pyi"):
         assert (package / stub).is_file(), stub
 
 
