@@ -13,7 +13,8 @@ from tensorplay._runtime.autograd.nn import (
     linear as _linear, log_softmax as _log_softmax, mish as _mish, mse_loss as _mse_loss,
     nll_loss as _nll_loss, normalize as _normalize, one_hot as _one_hot, pad as _pad,
     pairwise_distance as _pairwise_distance,
-    rms_norm as _rms_norm, silu as _silu, smooth_l1_loss as _smooth_l1_loss, softmax as _softmax,
+    rms_norm as _rms_norm, scaled_dot_product_attention as _scaled_dot_product_attention,
+    silu as _silu, smooth_l1_loss as _smooth_l1_loss, softmax as _softmax,
     softplus as _softplus)
 
 
@@ -182,6 +183,12 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     if weight is not None:
         _check_tensor(weight, "weight")
     return _rms_norm(input, normalized_shape, weight, eps)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                 enable_gqa):
+    return _scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
+                                         scale, enable_gqa)
 
 
 def embedding(input, weight, padding_idx=None):

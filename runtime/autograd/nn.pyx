@@ -40,7 +40,7 @@ import math
 import os
 
 from tensorplay._runtime.autograd cimport engine as autograd
-from tensorplay._runtime.devices cimport device as _device
+from tensorplay._runtime.devices cimport device as _device, stream as _stream
 from tensorplay._runtime.base cimport dtypes, errors, public
 from tensorplay._runtime.random cimport random_ops
 from tensorplay._runtime.tensor cimport (copies, core as tensor, elementwise, factories, linalg,
@@ -1511,6 +1511,437 @@ cdef object class_indices(object classes, TensorCore like):
         found = _CLASS_INDICES[key] = factories.arange(0, classes, 1, named_dtype("int64"),
                                                        device, False)
     return found
+
+
+# --------------------------------------------------------------------------------------------
+# Attention (docs/design.md, "tensorplay.nn")
+
+cdef object causal_allowed(object rows, object columns, TensorCore like):
+    """The (rows, columns) bool mask of PyTorch's is_causal, ones(L, S).tril(): position j is
+    allowed for query i where j <= i. A comparison of the cached index tensors (class_indices),
+    a device kernel that a capture takes; inside a capture those indices must exist already,
+    since arange copies from the host."""
+    if like.device_index >= 0 and _device.capture_open():
+        for count in (rows, columns):
+            if (count, like.device_index) not in _CLASS_INDICES and _device.stream_capturing(
+                    <void*>_stream.current_stream_handle(like.device_index), like.device_index):
+                raise RuntimeError(
+                    f"is_causal=True needs the causal mask of {rows} queries and {columns} keys "
+                    f"on cuda:{like.device_index}, whose index tensors are made from the host on "
+                    "the first such call outside a capture; run the same call once before "
+                    "capturing (the warm-up step). Nothing was captured for it")
+    return class_indices(columns, like) <= class_indices(rows, like).unsqueeze(-1)
+
+
+cdef TensorCore optional_tensor(object value, str argument):
+    return None if value is None else tensor.own_tensor_arg(value, argument)
+
+
+cdef tuple batch_shape(TensorCore q, TensorCore k, TensorCore v):
+    """The broadcast batch dimensions (all but the last two) of query, key and value."""
+    what = "scaled_dot_product_attention"
+    return arguments.broadcast_shape(arguments.broadcast_shape(q.sizes[:-2], k.sizes[:-2], what),
+                                     v.sizes[:-2], what)
+
+
+cdef object batched(TensorCore x, tuple batch):
+    """x broadcast to batch + its last two sizes, as one batch of matrices for matmul (which
+    takes 3 dimensions at most)."""
+    count = 1
+    for size in batch:
+        count *= size
+    return x.expand(*(batch + x.sizes[-2:])).reshape((count,) + x.sizes[-2:])
+
+
+cdef object repeated_heads(TensorCore x, object heads, str name):
+    """x with each head (dimension -3) repeated heads // x.size(-3) times in a row, PyTorch's
+    repeat_interleave(heads // x.size(-3), -3) of enable_gqa."""
+    own = x.sizes[-3]
+    if own == heads:
+        return x
+    if own == 0 or heads % own:
+        raise ShapeError(f"Number of heads in key and value must divide the number of heads in "
+                         f"query (enable_gqa=True): query has {heads} heads, {name} {own}")
+    front = x.sizes[:-3]
+    spread = x.unsqueeze(-3).expand(*(front + (own, heads // own) + x.sizes[-2:]))
+    return spread.reshape(front + (heads,) + x.sizes[-2:])
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                 enable_gqa):
+    """PyTorch's math reference of F.scaled_dot_product_attention: softmax(q @ k^T * scale
+    + bias) @ v, a bool mask allowing its True positions, a float mask added, is_causal the
+    lower triangle; a row with no position allowed gives zeros (PyTorch's _safe_softmax).
+    Recorded operations (Note [Functional forms]); 16-bit floats computed in float32."""
+    name = "scaled_dot_product_attention"
+    cdef TensorCore q = tensor.own_tensor_arg(query, f"{name}: query")
+    cdef TensorCore k = tensor.own_tensor_arg(key, f"{name}: key")
+    cdef TensorCore v = tensor.own_tensor_arg(value, f"{name}: value")
+    cdef TensorCore mask = optional_tensor(attn_mask, f"{name}: attn_mask")
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
+        raise TypeError(f"{name}: dropout_p must be a float, got {errors.shown(dropout_p)}")
+    if scale is not None:
+        errors.float_arg(scale, "scale")
+    errors.bool_arg(is_causal, "is_causal")
+    errors.bool_arg(enable_gqa, "enable_gqa")
+    dropout_probability(dropout_p)
+    if is_causal and mask is not None:  # PyTorch's message
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
+                         "when is_causal=True")
+    if len(q.sizes) < 2 or len(k.sizes) < 2 or len(v.sizes) < 2:
+        raise ShapeError(f"Expected query, key, and value to all be at least 2 dimensional, but "
+                         f"got query.dim: {len(q.sizes)} key.dim: {len(k.sizes)} and value.dim: "
+                         f"{len(v.sizes)} instead.")
+    cdef DtypeCore dtype = q.dtype_object
+    if k.dtype_object is not dtype or v.dtype_object is not dtype:
+        raise DtypeError(f"Expected query, key, and value to have the same dtype, but got "
+                         f"query.dtype: {dtype.name} key.dtype: {k.dtype_object.name} and "
+                         f"value.dtype: {v.dtype_object.name} instead.")
+    if not dtype.floating:
+        raise DtypeError(f"{name}: query, key and value must be floating point, got "
+                         f"{dtype.name}")
+    tensor.check_device(q, k, name)
+    tensor.check_device(q, v, name)
+    if mask is not None:
+        tensor.check_device(q, mask, name)
+        if mask.dtype_object.name not in ("bool", "float32", dtype.name):  # PyTorch's message
+            raise DtypeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                             f"dtype, but got attn_mask.dtype: {mask.dtype_object.name} and "
+                             f"query.dtype: {dtype.name} instead.")
+    if k.sizes[-1] != q.sizes[-1]:
+        raise ShapeError(f"{name}: key's last dimension must be query's embedding size "
+                         f"{q.sizes[-1]}, got key of shape {list(k.sizes)}")
+    if v.sizes[-2] != k.sizes[-2]:
+        raise ShapeError(f"{name}: value must have key's sequence length {k.sizes[-2]} (its "
+                         f"dimension -2), got value of shape {list(v.sizes)}")
+    if enable_gqa and min(len(q.sizes), len(k.sizes), len(v.sizes)) >= 3:
+        k = repeated_heads(k, q.sizes[-3], "key")
+        v = repeated_heads(v, q.sizes[-3], "value")
+    batch = batch_shape(q, k, v)
+    L, S = q.sizes[-2], k.sizes[-2]
+    scores_shape = batch + (L, S)
+    if mask is not None:
+        broadcast = arguments.broadcast_shape(scores_shape, mask.sizes, f"{name}: attn_mask")
+        if broadcast != scores_shape:  # PyTorch adds the mask in place
+            raise ShapeError(f"output with shape {list(scores_shape)} doesn't match the "
+                             f"broadcast shape {list(broadcast)}")
+    causal = causal_allowed(L, S, q) if is_causal else None
+    cdef DtypeCore compute = computed_in(dtype)
+    factor = 1 / math.sqrt(q.sizes[-1]) if scale is None else scale
+    cdef TensorCore qs = copies.to(<TensorCore>batched(q, batch), None, compute, False, False)
+    cdef TensorCore ks = copies.to(<TensorCore>batched(k, batch), None, compute, False, False)
+    cdef TensorCore vs = copies.to(<TensorCore>batched(v, batch), None, compute, False, False)
+    scores = (linalg.matmul(<TensorCore>qs, ks.transpose(-2, -1)) * factor).reshape(scores_shape)
+    if causal is not None:
+        scores = scores.masked_fill(causal.logical_not(), -math.inf)
+    if mask is not None:
+        if mask.dtype_object.name == "bool":
+            scores = scores.masked_fill(mask.logical_not(), -math.inf)
+        else:
+            scores = scores + copies.to(mask, None, compute, False, False)
+    # PyTorch's _safe_softmax: a row of -inf only gives zeros, and no gradient (softmax of it
+    # would be NaN, and so would its backward through where()'s unselected branch), so such
+    # rows are zeroed before and after.
+    blocked = (scores.detach() == -math.inf).all(-1, keepdim=True)
+    weights = softmax(scores.masked_fill(blocked, 0), -1).masked_fill(blocked, 0)
+    if dropout_p > 0:
+        weights = dropout(weights, dropout_p, True)
+    output = linalg.matmul(<TensorCore>weights.reshape(qs.sizes[:1] + (L, S)), vs)
+    output = output.reshape(batch + (L, vs.sizes[-1]))
+    return copies.to(<TensorCore>output, None, dtype, False, False)
+
+
+cdef int optional_dim_type(object value, str argument) except -1:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"{argument} must be an int or None, got {errors.shown(value)}")
+    return 0
+
+
+cdef object xavier_uniform(TensorCore weight):
+    """PyTorch's xavier_uniform_ of a 2-D weight: U(-b, b), b = sqrt(6 / (fan_in + fan_out))."""
+    bound = math.sqrt(6.0 / (weight.sizes[0] + weight.sizes[1]))
+    return random_ops.uniform_(weight, -bound, bound, None)
+
+
+class MultiheadAttentionCore(ModuleCore):
+    """PyTorch's MultiheadAttention: projections of query, key and value into num_heads heads,
+    scaled dot-product attention in each, and an output projection (out_proj, a Linear)."""
+
+    def init(self, embed_dim, num_heads, dropout, bias, add_bias_kv, add_zero_attn, kdim, vdim,
+             batch_first, device, dtype):
+        # embed_dim and num_heads ints from 1, dropout a float and the flags bools (the
+        # wrapper's checks); every other type before any value, before anything changes.
+        optional_dim_type(kdim, "kdim")
+        optional_dim_type(vdim, "vdim")
+        for value, argument in ((kdim, "kdim"), (vdim, "vdim")):
+            if value is not None:
+                errors.int_arg(value, argument, 1, INT64_MAX)
+        dropout_probability(dropout)
+        if embed_dim % num_heads:  # PyTorch's words (its AssertionError)
+            raise ValueError(f"embed_dim must be divisible by num_heads, got embed_dim="
+                             f"{embed_dim} and num_heads={num_heads}")
+        ModuleCore.init(self)
+        self.embed_dim = embed_dim
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        make = parameter_class()
+        # PyTorch's registration order, so that state_dict() keys come in its order.
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = make(factories.empty(((3 * embed_dim, embed_dim),), dtype,
+                                                       device, False), True)
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.c_register_parameter(name, None)
+        else:
+            for name, size in (("q_proj_weight", embed_dim), ("k_proj_weight", self.kdim),
+                               ("v_proj_weight", self.vdim)):
+                setattr(self, name, make(factories.empty(((embed_dim, size),), dtype, device,
+                                                         False), True))
+            self.c_register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = make(factories.empty(((3 * embed_dim,),), dtype, device, False),
+                                     True)
+        else:
+            self.c_register_parameter("in_proj_bias", None)
+        # PyTorch's NonDynamicallyQuantizableLinear is a Linear (its name only tells its
+        # quantisation tools to leave it alone): the same parameters and state_dict keys.
+        self.out_proj = public.public_class("LinearCore", LinearCore)(
+            embed_dim, embed_dim, bias, device=device, dtype=dtype)
+        if add_bias_kv:
+            self.bias_k = make(factories.empty(((1, 1, embed_dim),), dtype, device, False), True)
+            self.bias_v = make(factories.empty(((1, 1, embed_dim),), dtype, device, False), True)
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self.c_reset_parameters()
+
+    def c_reset_parameters(self):
+        # PyTorch's _reset_parameters: xavier_uniform_ of the input projections, zero biases,
+        # xavier_normal_ of bias_k and bias_v ((1, 1, E): both fans E, so std sqrt(1 / E)).
+        # out_proj.weight keeps the Linear's own initialisation, as in PyTorch.
+        with autograd.no_grad_block():
+            if self._qkv_same_embed_dim:
+                xavier_uniform(<TensorCore>self.in_proj_weight)
+            else:
+                for weight in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                    xavier_uniform(<TensorCore>weight)
+            if self.in_proj_bias is not None:
+                copies.zero_(<TensorCore>self.in_proj_bias)
+                copies.zero_(<TensorCore>self.out_proj.bias)
+            if self.bias_k is not None:
+                for each in (self.bias_k, self.bias_v):
+                    random_ops.normal_(<TensorCore>each, 0.0, math.sqrt(1.0 / self.embed_dim),
+                                       None)
+
+    def c_forward(self, query, key, value, key_padding_mask, need_weights, attn_mask,
+                  average_attn_weights, is_causal):
+        name = "MultiheadAttention"
+        cdef TensorCore q = tensor.own_tensor_arg(query, f"{name}: query")
+        cdef TensorCore k = tensor.own_tensor_arg(key, f"{name}: key")
+        cdef TensorCore v = tensor.own_tensor_arg(value, f"{name}: value")
+        cdef TensorCore padding = optional_tensor(key_padding_mask, f"{name}: key_padding_mask")
+        cdef TensorCore mask = optional_tensor(attn_mask, f"{name}: attn_mask")
+        for flag, argument in ((need_weights, "need_weights"),
+                               (average_attn_weights, "average_attn_weights"),
+                               (is_causal, "is_causal")):
+            errors.bool_arg(flag, argument)
+        cdef bytes argument_name
+        for parameter_name, parameter in self.c_named_parameters("", True):
+            argument_name = parameter_name.encode()
+            tensor.check_awake(<TensorCore>parameter, b"MultiheadAttention.forward()",
+                               argument_name)
+        return multi_head_attention(self, q, k, v, padding, need_weights, mask,
+                                    average_attn_weights, is_causal)
+
+
+cdef object float_mask(TensorCore mask, str name, DtypeCore dtype):
+    """PyTorch's _canonical_mask: a bool mask as 0 where False and -inf where True, in dtype;
+    a floating one as it is."""
+    if mask is None:
+        return None
+    if mask.dtype_object.name != "bool" and not mask.dtype_object.floating:
+        raise DtypeError(f"only bool and floating types of {name} are supported, got "
+                         f"{mask.dtype_object.name}")
+    if mask.dtype_object.floating:
+        return mask
+    return copies.to(mask, None, dtype, False, False).masked_fill(mask, -math.inf)
+
+
+cdef int mha_shape_check(TensorCore q, TensorCore k, TensorCore v, TensorCore padding,
+                         TensorCore mask, object num_heads) except -1:
+    """PyTorch's _mha_shape_check (its AssertionErrors are ShapeErrors here)."""
+    if len(q.sizes) == 3:
+        if len(k.sizes) != 3 or len(v.sizes) != 3:
+            raise ShapeError(f"For batched (3-D) `query`, expected `key` and `value` to be 3-D "
+                             f"but found {len(k.sizes)}-D and {len(v.sizes)}-D tensors "
+                             "respectively")
+        if padding is not None and len(padding.sizes) != 2:
+            raise ShapeError(f"For batched (3-D) `query`, expected `key_padding_mask` to be "
+                             f"`None` or 2-D but found {len(padding.sizes)}-D tensor instead")
+        if mask is not None and len(mask.sizes) not in (2, 3):
+            raise ShapeError(f"For batched (3-D) `query`, expected `attn_mask` to be `None`, "
+                             f"2-D or 3-D but found {len(mask.sizes)}-D tensor instead")
+    elif len(q.sizes) == 2:
+        if len(k.sizes) != 2 or len(v.sizes) != 2:
+            raise ShapeError(f"For unbatched (2-D) `query`, expected `key` and `value` to be "
+                             f"2-D but found {len(k.sizes)}-D and {len(v.sizes)}-D tensors "
+                             "respectively")
+        if padding is not None and len(padding.sizes) != 1:
+            raise ShapeError(f"For unbatched (2-D) `query`, expected `key_padding_mask` to be "
+                             f"`None` or 1-D but found {len(padding.sizes)}-D tensor instead")
+        if mask is not None:
+            if len(mask.sizes) not in (2, 3):
+                raise ShapeError(f"For unbatched (2-D) `query`, expected `attn_mask` to be "
+                                 f"`None`, 2-D or 3-D but found {len(mask.sizes)}-D tensor "
+                                 "instead")
+            expected = (num_heads, q.sizes[0], k.sizes[0])
+            if len(mask.sizes) == 3 and mask.sizes != expected:
+                raise ShapeError(f"Expected `attn_mask` shape to be {expected} but got "
+                                 f"{_size(mask)}")
+    else:
+        raise ShapeError(f"query should be unbatched 2D or batched 3D tensor but received "
+                         f"{len(q.sizes)}-D query tensor")
+    return 0
+
+
+cdef object multi_head_attention(object module, TensorCore query, TensorCore key,
+                                 TensorCore value, TensorCore padding, bint need_weights,
+                                 TensorCore mask, bint average_attn_weights, bint is_causal):
+    """PyTorch's MultiheadAttention.forward and F.multi_head_attention_forward (without its
+    fast path, whose numbers are the same), step by step."""
+    cdef DtypeCore dtype = query.dtype_object
+    mha_shape_check(query, key, value, padding, mask, module.num_heads)
+    if not dtype.floating:
+        raise DtypeError(f"MultiheadAttention: query must be floating point, got {dtype.name}")
+    if padding is not None and mask is not None and \
+            padding.dtype_object is not mask.dtype_object:
+        float_mask(padding, "key_padding_mask", dtype)
+        warn_caller("Support for mismatched key_padding_mask and attn_mask is deprecated. Use "
+                    "same type for both instead.")
+    padding_bias = float_mask(padding, "key_padding_mask", dtype)
+    batched = len(query.sizes) == 3
+    q, k, v = query, key, value
+    if module.batch_first and batched:
+        q, k, v = q.transpose(1, 0), k.transpose(1, 0), v.transpose(1, 0)
+    if not batched:
+        q, k, v = q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1)
+        if padding_bias is not None:
+            padding_bias = padding_bias.unsqueeze(0)
+    tgt_len, bsz, embed_dim = q.shape
+    heads, head_dim = module.num_heads, module.head_dim
+    if is_causal and mask is None:  # PyTorch's message
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the "
+                           "Transformer module method `generate_square_subsequent_mask` to "
+                           "create this mask.")
+    if is_causal and padding_bias is None and not need_weights:
+        bias = None  # the hint alone: scaled_dot_product_attention makes the causal mask
+    else:
+        bias = float_mask(mask, "attn_mask", dtype)
+        if padding_bias is not None:
+            is_causal = False
+    if embed_dim != module.embed_dim:
+        raise ShapeError(f"was expecting embedding dimension of {module.embed_dim}, but got "
+                         f"{embed_dim}")
+    if module._qkv_same_embed_dim:
+        if k.shape != v.shape:
+            raise ShapeError(f"key shape {_size(k)} does not match value shape {_size(v)}")
+        w_q, w_k, w_v = module.in_proj_weight.chunk(3)
+    else:
+        if k.shape[:2] != v.shape[:2]:
+            raise ShapeError(f"key's sequence and batch dims {tuple(k.shape[:2])} do not match "
+                             f"value's {tuple(v.shape[:2])}")
+        w_q, w_k, w_v = module.q_proj_weight, module.k_proj_weight, module.v_proj_weight
+    for x, w, argument in ((k, w_k, "key"), (v, w_v, "value")):
+        if x.shape[-1] != w.shape[1]:
+            raise ShapeError(f"MultiheadAttention: {argument} must have {w.shape[1]} features "
+                             f"(its last dimension), got {argument} of shape "
+                             f"{list(x.shape)}")
+    src_len = k.shape[0]
+    if bias is not None:
+        if bias.dim() == 2:
+            if tuple(bias.shape) != (tgt_len, src_len):
+                raise ShapeError(f"The shape of the 2D attn_mask is {_size(bias)}, but should "
+                                 f"be {(tgt_len, src_len)}.")
+            bias = bias.unsqueeze(0)
+        elif tuple(bias.shape) != (bsz * heads, tgt_len, src_len):
+            raise ShapeError(f"The shape of the 3D attn_mask is {_size(bias)}, but should be "
+                             f"{(bsz * heads, tgt_len, src_len)}.")
+    if padding_bias is not None:
+        # The key padding mask's size, after the extra key of add_bias_kv and add_zero_attn
+        # (PyTorch pads it along with the keys and checks it then).
+        extra = (module.bias_k is not None) + bool(module.add_zero_attn)
+        if tuple(padding_bias.shape) != (bsz, src_len):
+            dim = 0 if padding_bias.shape[0] != bsz else 1
+            raise ShapeError(f"Expected key_padded_mask.shape[{dim}] to be "
+                             f"{(bsz, src_len + extra)[dim]}, but got "
+                             f"{padding_bias.shape[dim] + (extra if dim else 0)}")
+    # Every argument checked: the computation.
+    if module.in_proj_bias is None:
+        b_q = b_k = b_v = None
+    else:
+        b_q, b_k, b_v = module.in_proj_bias.chunk(3)
+    q, k, v = linear(q, w_q, b_q), linear(k, w_k, b_k), linear(v, w_v, b_v)
+    if module.bias_k is not None:
+        k = copies.cat((k, module.bias_k.repeat(1, bsz, 1)), 0)
+        v = copies.cat((v, module.bias_v.repeat(1, bsz, 1)), 0)
+        if bias is not None:
+            bias = pad(bias, (0, 1), "constant", 0)
+        if padding_bias is not None:
+            padding_bias = pad(padding_bias, (0, 1), "constant", 0)
+    q = q.reshape((tgt_len, bsz * heads, head_dim)).transpose(0, 1)
+    k = k.reshape((k.shape[0], bsz * heads, head_dim)).transpose(0, 1)
+    v = v.reshape((v.shape[0], bsz * heads, head_dim)).transpose(0, 1)
+    if module.add_zero_attn:
+        zeros = k.new_full((bsz * heads, 1, head_dim), 0)  # a fill kernel, no host copy
+        k = copies.cat((k, zeros), 1)
+        v = copies.cat((v, zeros), 1)
+        if bias is not None:
+            bias = pad(bias, (0, 1), "constant", 0)
+        if padding_bias is not None:
+            padding_bias = pad(padding_bias, (0, 1), "constant", 0)
+    src_len = k.shape[1]
+    if padding_bias is not None:
+        padding_bias = padding_bias.reshape((bsz, 1, 1, src_len)).expand(
+            bsz, heads, 1, src_len).reshape((bsz * heads, 1, src_len))
+        bias = padding_bias if bias is None else bias + padding_bias
+    dropout_p = module.dropout if module.training else 0.0
+    if need_weights:
+        scores = linalg.matmul(<TensorCore>(q * math.sqrt(1.0 / head_dim)), k.transpose(-2, -1))
+        if bias is not None:
+            scores = scores + bias
+        weights = softmax(scores, -1)  # PyTorch's plain softmax here: a row all -inf is NaN
+        if dropout_p > 0:
+            weights = dropout(weights, dropout_p, True)
+        output = linalg.matmul(<TensorCore>weights, v).transpose(0, 1).reshape(
+            (tgt_len * bsz, embed_dim))
+        output = linear(output, module.out_proj.weight, module.out_proj.bias).reshape((tgt_len, bsz, embed_dim))
+        weights = weights.reshape((bsz, heads, tgt_len, src_len))
+        if average_attn_weights:
+            weights = weights.mean(1)
+        if not batched:
+            output, weights = output.squeeze(1), weights.squeeze(0)
+    else:
+        if bias is not None:
+            if bias.shape[0] == 1 and bias.dim() == 3:
+                bias = bias.unsqueeze(0)
+            else:
+                bias = bias.reshape((bsz, heads, bias.shape[1], src_len))
+        output = scaled_dot_product_attention(
+            q.reshape((bsz, heads, tgt_len, head_dim)), k.reshape((bsz, heads, src_len, head_dim)),
+            v.reshape((bsz, heads, src_len, head_dim)), bias, dropout_p, is_causal, None, False)
+        output = output.permute(2, 0, 1, 3).reshape((bsz * tgt_len, embed_dim))
+        output = linear(output, module.out_proj.weight, module.out_proj.bias).reshape(
+            (tgt_len, bsz, embed_dim))
+        weights = None
+        if not batched:
+            output = output.squeeze(1)
+    if module.batch_first and batched:
+        output = output.transpose(1, 0)
+    return output, weights
 
 
 class LayerNormCore(ModuleCore):

@@ -331,9 +331,10 @@ def make_samples(api, classes):
     # Parameters whose type does not say what a valid value is: where()'s condition is a bool
     # tensor, so that a fuzzed input or other is what gets judged; a registered attribute's
     # name must not be one of Module's methods (cpu), or the name is what gets refused; a
-    # selection (Tensor.__setitem__'s key) is an int, so that the value is what gets judged.
+    # selection (Tensor.__setitem__'s key) is an int, so that the value is what gets judged;
+    # MultiheadAttention's embed_dim is a multiple of num_heads (whose sample is 2).
     samples["by_name"] = {"condition": tensorplay.tensor([True, False]), "name": "registered",
-                          "key": 0}
+                          "key": 0, "embed_dim": 4}
     for module in api.modules:
         for cls in module.classes:
             if cls.name in samples or cls.kind == "exception":
@@ -349,6 +350,17 @@ def make_samples(api, classes):
                 # check their arguments before they need the device.
                 samples[cls.name] = target.__new__(target)
     return samples
+
+
+def by_name_fits(param, samples):
+    """Whether the sample kept for param's name applies: not to a Tensor parameter unless it
+    is a tensor (__setitem__'s key is an int, scaled_dot_product_attention's a Tensor)."""
+    import tensorplay
+
+    if param.name not in samples["by_name"]:
+        return False
+    return param.type.name != "Tensor" or isinstance(samples["by_name"][param.name],
+                                                     tensorplay.Tensor)
 
 
 def sample_of(expr, samples, position=0):
@@ -379,7 +391,7 @@ def arguments(params, fuzzed, value, samples, positional=False):
     for index, param in enumerate(params):
         chosen = value if param is fuzzed else (
             param.default if param.has_default else
-            samples["by_name"][param.name] if param.name in samples["by_name"] else
+            samples["by_name"][param.name] if by_name_fits(param, samples) else
             sample_of(param.type, samples, needed.index(param)))
         if param.kind == "var_positional":
             args.append(chosen)

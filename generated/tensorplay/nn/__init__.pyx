@@ -2,7 +2,8 @@
 # cython: language_level=3, binding=True, embedsignature=False, auto_pickle=False, autotestdict=False
 """Neural-network building blocks: Modules that hold Parameters; the containers Sequential,
 ModuleList, ModuleDict, ParameterList and ParameterDict; the layers Linear, Embedding,
-LayerNorm, RMSNorm, Flatten, Identity, Dropout, CosineSimilarity and PairwiseDistance; the
+MultiheadAttention, LayerNorm, RMSNorm, Flatten, Identity, Dropout, CosineSimilarity and
+PairwiseDistance; the
 activations ReLU, ReLU6, LeakyReLU, ELU, GELU, SiLU, Mish, Softplus, Hardtanh, Sigmoid,
 Tanh, Softmax and LogSoftmax; and the losses MSELoss, L1Loss, SmoothL1Loss, HuberLoss,
 BCELoss, BCEWithLogitsLoss, KLDivLoss, NLLLoss and CrossEntropyLoss.
@@ -23,6 +24,7 @@ __all__ = [
     "Parameter",
     "RemovableHandle",
     "Module",
+    "MultiheadAttention",
     "Linear",
     "ReLU",
     "Sigmoid",
@@ -493,6 +495,76 @@ class Module(_nn_classes.ModuleCore):
 
 
 _public.register_class("ModuleCore", Module)
+
+
+class MultiheadAttention(_nn_classes.MultiheadAttentionCore, Module):
+    """Attention over num_heads heads, as PyTorch's MultiheadAttention: query, key and value
+    projected (in_proj_weight and in_proj_bias, or q_proj_weight, k_proj_weight and
+    v_proj_weight when kdim or vdim differs from embed_dim), scaled dot-product attention in
+    each head, and the heads joined by out_proj, a Linear.
+
+    The parameters, their names, order and state_dict keys are PyTorch's, so a PyTorch
+    state_dict loads and gives the same outputs; the projections start as PyTorch's
+    xavier_uniform_, the biases zero, bias_k and bias_v as xavier_normal_. Built from
+    recorded operations, so autograd differentiates it and a CUDA graph captures it. Calling
+    the module passes arguments by position only; forward() takes them by name too.
+
+    Args:
+        embed_dim: the size of each query vector and of the output; a multiple of num_heads.
+        num_heads: the number of heads, each of embed_dim // num_heads features.
+        dropout: the dropout probability of the attention weights while training, from 0 to 1.
+        bias: whether the projections have biases (in_proj_bias and out_proj.bias).
+        add_bias_kv: append a learned key and value (bias_k, bias_v) to every sequence.
+        add_zero_attn: append a key and value of zeros to every sequence.
+        kdim: the features of key (at least 1); None for embed_dim.
+        vdim: the features of value (at least 1); None for embed_dim.
+        batch_first: batched inputs and output are (batch, sequence, features); False:
+            (sequence, batch, features).
+        device: where the parameters live; None for the CPU.
+        dtype: the parameters' element type (floating point); None for float32.
+    """
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False, kdim=None, vdim=None, batch_first=False, *, device=None, dtype=None):
+        self.init(_errors.int_arg(embed_dim, 'embed_dim', 1, 9223372036854775807), _errors.int_arg(num_heads, 'num_heads', 1, 9223372036854775807), _errors.float_arg(dropout, 'dropout'), _errors.bool_arg(bias, 'bias'), _errors.bool_arg(add_bias_kv, 'add_bias_kv'), _errors.bool_arg(add_zero_attn, 'add_zero_attn'), kdim, vdim, _errors.bool_arg(batch_first, 'batch_first'), device, dtype)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False):
+        """The attention of query over key and value.
+
+        Args:
+            query: of shape (L, embed_dim) unbatched, else (L, N, embed_dim), or (N, L, embed_dim)
+                with batch_first.
+            key: of shape (S, kdim), (S, N, kdim) or (N, S, kdim) likewise.
+            value: of shape (S, vdim), (S, N, vdim) or (N, S, vdim) likewise.
+            key_padding_mask: of shape (N, S) (or (S,) unbatched): True (bool) marks a key ignored,
+                a float is added; None for none.
+            need_weights: also return the attention weights.
+            attn_mask: of shape (L, S) or (N * num_heads, L, S): True (bool) marks a position not
+                attended, a float is added; None for none.
+            average_attn_weights: average the returned weights over the heads.
+            is_causal: a hint that attn_mask is the causal mask (it must be given, as in PyTorch).
+
+        Returns:
+            tuple[Tensor, Optional[Tensor]]: (output of query's shape with embed_dim features, the
+                weights of shape (N, L, S), or (N, num_heads, L, S) unaveraged, without N unbatched;
+                None when not need_weights).
+
+        Raises:
+            ValueError: shapes that do not fit, with PyTorch's messages (its AssertionErrors).
+            RuntimeError: is_causal without attn_mask (PyTorch's message).
+        """
+        _core.check_awake_value(query, b"MultiheadAttention.forward()", b"query")
+        _core.check_awake_value(key, b"MultiheadAttention.forward()", b"key")
+        _core.check_awake_value(value, b"MultiheadAttention.forward()", b"value")
+        _core.check_awake_value(key_padding_mask, b"MultiheadAttention.forward()", b"key_padding_mask")
+        _core.check_awake_value(attn_mask, b"MultiheadAttention.forward()", b"attn_mask")
+        return self.c_forward(query, key, value, key_padding_mask, _errors.bool_arg(need_weights, 'need_weights'), attn_mask, _errors.bool_arg(average_attn_weights, 'average_attn_weights'), _errors.bool_arg(is_causal, 'is_causal'))
+
+    def reset_parameters(self):
+        """Draw the projections again from PyTorch's initial distributions, with zero biases."""
+        self.c_reset_parameters()
+
+
+_public.register_class("MultiheadAttentionCore", MultiheadAttention)
 
 
 class Linear(_nn_classes.LinearCore, Module):

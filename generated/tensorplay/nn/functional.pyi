@@ -36,6 +36,7 @@ __all__ = [
     "huber_loss",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "scaled_dot_product_attention",
     "embedding",
     "kl_div",
     "pad",
@@ -363,6 +364,36 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 
     Raises:
         ValueError: target's shape is not input's (PyTorch's message).
+    """
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None, enable_gqa: bool = False) -> Tensor:
+    """Scaled dot-product attention by PyTorch's math reference, built from recorded operations (so differentiated by autograd and captured by a CUDA graph); 16-bit floats computed in float32.
+
+    Args:
+        query: of shape (..., L, E), floating point.
+        key: of shape (..., S, E), query's dtype and device.
+        value: of shape (..., S, Ev); the batch dimensions of the three broadcast.
+        attn_mask: broadcasting to (..., L, S): a bool mask allows its True positions, a float
+            one (float32 or query's dtype) is added to the scores; None for none.
+        dropout_p: the dropout probability of the attention weights, from 0 to 1 (always
+            applied, as PyTorch's).
+        is_causal: allow query i the keys j <= i only (the lower triangle, from the top left);
+            not with attn_mask.
+        scale: the factor of q @ k^T; None for 1 / sqrt(E).
+        enable_gqa: grouped-query attention: repeat each key and value head (dimension -3) so
+            that they have query's heads, a multiple of theirs.
+
+    Returns:
+        Tensor: softmax(query @ key^T * scale + mask) @ value, of shape (..., L, Ev); a query
+            that may see no key gives zeros.
+
+    Raises:
+        RuntimeError: attn_mask given with is_causal, dtypes that differ or shapes that do not
+            fit (PyTorch's messages); with is_causal on a capturing stream when the mask's index
+            tensors were not made before the capture.
+        ValueError: dropout_p outside [0, 1], or key and value heads that do not divide query's
+            with enable_gqa.
     """
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "huber_loss",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "scaled_dot_product_attention",
     "embedding",
     "kl_div",
     "pad",
@@ -424,6 +425,41 @@ def binary_cross_entropy_with_logits(input, target, weight=None, *, reduction='m
     _core.check_awake_value(weight, b"tensorplay.nn.functional.binary_cross_entropy_with_logits()", b"weight")
     _core.check_awake_value(pos_weight, b"tensorplay.nn.functional.binary_cross_entropy_with_logits()", b"pos_weight")
     return _functional.binary_cross_entropy_with_logits(input, target, weight, _errors.str_arg(reduction, 'reduction'), pos_weight)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    """Scaled dot-product attention by PyTorch's math reference, built from recorded operations (so differentiated by autograd and captured by a CUDA graph); 16-bit floats computed in float32.
+
+    Args:
+        query: of shape (..., L, E), floating point.
+        key: of shape (..., S, E), query's dtype and device.
+        value: of shape (..., S, Ev); the batch dimensions of the three broadcast.
+        attn_mask: broadcasting to (..., L, S): a bool mask allows its True positions, a float
+            one (float32 or query's dtype) is added to the scores; None for none.
+        dropout_p: the dropout probability of the attention weights, from 0 to 1 (always
+            applied, as PyTorch's).
+        is_causal: allow query i the keys j <= i only (the lower triangle, from the top left);
+            not with attn_mask.
+        scale: the factor of q @ k^T; None for 1 / sqrt(E).
+        enable_gqa: grouped-query attention: repeat each key and value head (dimension -3) so
+            that they have query's heads, a multiple of theirs.
+
+    Returns:
+        Tensor: softmax(query @ key^T * scale + mask) @ value, of shape (..., L, Ev); a query
+            that may see no key gives zeros.
+
+    Raises:
+        RuntimeError: attn_mask given with is_causal, dtypes that differ or shapes that do not
+            fit (PyTorch's messages); with is_causal on a capturing stream when the mask's index
+            tensors were not made before the capture.
+        ValueError: dropout_p outside [0, 1], or key and value heads that do not divide query's
+            with enable_gqa.
+    """
+    _core.check_awake_value(query, b"tensorplay.nn.functional.scaled_dot_product_attention()", b"query")
+    _core.check_awake_value(key, b"tensorplay.nn.functional.scaled_dot_product_attention()", b"key")
+    _core.check_awake_value(value, b"tensorplay.nn.functional.scaled_dot_product_attention()", b"value")
+    _core.check_awake_value(attn_mask, b"tensorplay.nn.functional.scaled_dot_product_attention()", b"attn_mask")
+    return _functional.scaled_dot_product_attention(query, key, value, attn_mask, _errors.float_arg(dropout_p, 'dropout_p'), _errors.bool_arg(is_causal, 'is_causal'), scale, _errors.bool_arg(enable_gqa, 'enable_gqa'))
 
 
 def embedding(input, weight, padding_idx=None):
