@@ -93,8 +93,10 @@ from .types import (ALSO_AS_OBJECT, CHOICE_C_TYPE, CHOICE_CONVERSION, PATH_TEXT_
                     integer_c_types, parse_type)
 
 SCHEMA_VERSION = 1
-PARAM_KINDS = ("positional", "positional_only", "var_positional", "keyword_only")
-KIND_ORDER = {"positional_only": 0, "positional": 1, "var_positional": 2, "keyword_only": 3}
+PARAM_KINDS = ("positional", "positional_only", "var_positional", "keyword_only", "var_keyword")
+KIND_ORDER = {"positional_only": 0, "positional": 1, "var_positional": 2, "keyword_only": 3,
+              "var_keyword": 4}
+VARIADIC = ("var_positional", "var_keyword")
 CLASS_KINDS = ("extension", "exception", "python")
 EXAMPLE_NEEDS = ("cpu", "cuda")
 # What in an example runs on a CUDA device: a tensor placed there, tensorplay.cuda's functions,
@@ -152,6 +154,8 @@ class Param:
             delivered = PATH_TEXT_C_TYPE
         elif self.kind == "var_positional":
             delivered = "tuple"
+        elif self.kind == "var_keyword":
+            delivered = "dict"
         else:
             delivered = self.type.c_type()
         return (delivered, "object") if delivered in ALSO_AS_OBJECT else (delivered,)
@@ -499,6 +503,8 @@ def delivery(param: Param) -> str:
                 f"{param.conversion.lstrip('_')}()")
     if param.kind == "var_positional":
         return "a var_positional parameter is passed as the tuple of its arguments"
+    if param.kind == "var_keyword":
+        return "a var_keyword parameter is passed as the dict of its arguments"
     return f"type '{param.type.display()}' is passed as given, for the runtime to check"
 
 
@@ -673,13 +679,13 @@ class _Builder:
                                                      default)
             self.conversion(param_entry, param_what,
                             Param(name, param_type, kind, doc, default, bounds, choices, path))
-            if kind == "var_positional" and default is not NO_DEFAULT:
+            if kind in VARIADIC and default is not NO_DEFAULT:
                 self.error(param_entry.value_locations["default"],
-                           f"{param_what} is var_positional and cannot have a default")
-            if kind == "var_positional" and "var_positional" in seen_kinds:
-                self.error(param_entry.location, f"{param_what}: only one var_positional "
+                           f"{param_what} is {kind} and cannot have a default")
+            if kind in VARIADIC and kind in seen_kinds:
+                self.error(param_entry.location, f"{param_what}: only one {kind} "
                                                  "parameter is allowed")
-            if kind not in ("keyword_only", "var_positional"):
+            if kind not in ("keyword_only",) + VARIADIC:
                 if seen_default and default is NO_DEFAULT:
                     self.error(param_entry.location, f"{param_what} has no default but "
                                                      "follows a parameter with one")

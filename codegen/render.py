@@ -56,6 +56,8 @@ def signature(params: Iterable[Param], *, annotate: str = "", self_param: bool =
         if param.kind == "var_positional":
             text = "*" + text
             star_written = True
+        elif param.kind == "var_keyword":
+            text = "**" + text
         if annotate == "stub":
             text += f": {param.type.annotation(shadowed)}"
         elif annotate == "reference":
@@ -77,10 +79,14 @@ def call_arguments(params: Iterable[Param], first: str = "") -> str:
     return ", ".join(([first] if first else []) + [param.conversion_call() for param in params])
 
 
+# How a variadic parameter is spelt in a signature, a docstring and a call that passes it on.
+STARS = {"var_positional": "*", "var_keyword": "**"}
+
+
 def forwarded_arguments(params: Iterable[Param]) -> str:
     """The parameters passed on to a method as the wrapper received them (a function that is
     a method, model.Function.method_of): positionally, *args, or by keyword."""
-    return ", ".join(f"*{p.name}" if p.kind == "var_positional" else
+    return ", ".join(STARS[p.kind] + p.name if p.kind in STARS else
                      f"{p.name}={p.name}" if p.kind == "keyword_only" else p.name
                      for p in params)
 
@@ -129,7 +135,7 @@ class AwakeChecks:
                 return bool(t.names() & self.holders)
             return t.name in ("|", "Optional") and any(map(nested, t.args))
 
-        if param.kind == "var_positional":
+        if param.kind in STARS:  # the tuple of *args or the dict of **kwargs, item by item
             return AWAKE_EACH if param.type.names() & self.holders else None
         if nested(param.type):
             return AWAKE_EACH
@@ -204,7 +210,7 @@ def described(item: Function | Class) -> str:
 
     if params:
         sections.append("Args:\n" + "\n".join(
-            entry(("*" if p.kind == "var_positional" else "") + p.name, p.doc) for p in params))
+            entry(STARS.get(p.kind, "") + p.name, p.doc) for p in params))
     if returns is not None and returns.type.name != "None":
         sections.append("Returns:\n" + entry(returns.type.display(), returns.doc))
     if raises:

@@ -467,8 +467,8 @@ class ModuleCore:
         key = self.__dict__["_next_hook"]
         object.__setattr__(self, "_next_hook", key + 1)
         hooks = self.__dict__["_forward_hooks"]
-        # with_kwargs: called as hook(module, args, kwargs, output), kwargs always {} since
-        # calling a module passes positional arguments only.
+        # with_kwargs: called as hook(module, args, kwargs, output), kwargs the call's keyword
+        # arguments, as PyTorch's.
         entry = (hook, with_kwargs)
         if prepend:  # first of all the hooks registered so far, as PyTorch's prepend=True
             rest = dict(hooks)
@@ -479,17 +479,17 @@ class ModuleCore:
             hooks[key] = entry
         return autograd.removable_handle(hooks, key)
 
-    def c_call(self, args):
+    def c_call(self, args, kwargs):
         try:
             forward = self.forward
         except AttributeError:
             raise TypeError(f"{type(self).__name__} must define forward(), which calling the "
                             "module runs") from None
-        output = forward(*args)
+        output = forward(*args, **kwargs)
         hooks = self.__dict__["_forward_hooks"]
         if hooks:  # most modules have none: no copy of the dict on every call
             for hook, with_kwargs in tuple(hooks.values()):  # a hook may remove itself
-                replaced = (hook(self, args, {}, output) if with_kwargs else
+                replaced = (hook(self, args, kwargs, output) if with_kwargs else
                             hook(self, args, output))
                 if replaced is not None:
                     output = replaced

@@ -90,6 +90,32 @@ def test_a_hook_with_kwargs_may_replace_the_output():
     assert layer(tp.tensor([-1.0, 2.0])).tolist() == [1.0, 3.0]
 
 
+def keyword_calls(library):
+    """A module called with keyword arguments, as PyTorch code calls them (PyTorch's
+    test_nn.py test_module_forward_kwargs-style cases): forward's keywords, a loss's input and
+    target by name, and a with_kwargs hook seeing them."""
+    class Masked(library.nn.Module):
+        def forward(self, x, mask=None, scale=1.0):
+            return x * scale if mask is None else x.masked_fill(mask, 0.0) * scale
+
+    model = Masked()
+    seen = []
+    model.register_forward_hook(lambda module, args, kwargs, output: seen.append(
+        (len(args), sorted(kwargs))), with_kwargs=True)
+    x = library.tensor([1.0, -2.0, 3.0])
+    mask = library.tensor([False, True, False])
+    values = [model(x).tolist(), model(x, mask=mask).tolist(),
+              model(x, scale=2.0, mask=mask).tolist(), model(x=x).tolist(),
+              library.nn.MSELoss()(input=x, target=x * 0).item()]
+    return values, seen
+
+
+def test_modules_take_keyword_arguments_as_pytorchs():
+    assert keyword_calls(tp) == keyword_calls(torch)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        nn.ReLU()(tp.ones(1), colour=1)
+
+
 def test_forward_hook_refuses_always_call_and_non_bool_flags():
     layer = nn.ReLU()
     with pytest.raises(TypeError, match="always_call"):  # not offered (docs/design.md)

@@ -91,8 +91,9 @@ def test_modules_of_other_layers_check_their_tensor_arguments(wrappers):
     assert "from tensorplay._runtime.tensor cimport core as _core" in nn
     assert checks(nn, "    def forward(self, input)") == [
         '_core.check_awake_value(input, b"Linear.forward()", b"input")']
-    assert checks(nn, "    def __call__(self, *args") == [
-        '_core.check_awake_each(args, b"Module.__call__()", b"args")']
+    assert checks(nn, "    def __call__(self, *args") == [  # **kwargs' values too
+        '_core.check_awake_each(args, b"Module.__call__()", b"args")',
+        '_core.check_awake_each(kwargs, b"Module.__call__()", b"kwargs")']
     # nn.Parameter is a tensor class (subclass_of Tensor): its own members check self.
     assert checks(nn, "    def __repr__(self)")[0] == \
         '_core.check_awake(self, b"Parameter.__repr__()", NULL)'

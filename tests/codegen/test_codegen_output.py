@@ -186,13 +186,15 @@ def test_docstrings_carry_args_returns_and_raises_sections_without_a_signature_l
         "memory_allocated", "memory", "memory_allocated", "Bytes in use.", (
             Param("device", TypeExpr("Device"), "positional", "the device; None for the "
                   "current one.", None),
-            Param("shape", TypeExpr("int"), "var_positional", "line one\nline two")),
+            Param("shape", TypeExpr("int"), "var_positional", "line one\nline two"),
+            Param("options", TypeExpr("Any"), "var_keyword", "the rest.")),
         Returns(TypeExpr("int"), "the byte count."), None, None,
         (Raises("ValueError", "device is below -1."),))
     assert described(function) == (
         "Bytes in use.\n\n"
         "Args:\n    device: the device; None for the current one.\n"
-        "    *shape: line one\n        line two\n\n"
+        "    *shape: line one\n        line two\n"
+        "    **options: the rest.\n\n"
         "Returns:\n    int: the byte count.\n\n"
         "Raises:\n    ValueError: device is below -1.")
     api = load_api(root / "api.yaml", root / "runtime")

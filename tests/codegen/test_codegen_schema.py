@@ -145,7 +145,7 @@ CASES = [
     ('bad parameter kind',
      '      default: null\n',
      '      default: null\n      kind: keyword\n',
-     ["api.yaml:29:13: kind of parameter 'device' of 'tensorplay.accelerator.synchronize' must be one of positional, positional_only, var_positional, keyword_only, got 'keyword'"]),
+     ["api.yaml:29:13: kind of parameter 'device' of 'tensorplay.accelerator.synchronize' must be one of positional, positional_only, var_positional, keyword_only, var_keyword, got 'keyword'"]),
     ('non-default after default',
      '    doc: Wait.\n',
      '    - {name: other, type: int, doc: other.}\n    doc: Wait.\n',
@@ -260,6 +260,21 @@ def test_parameter_kinds_must_follow_python_order(runtime_dir):
     assert errors_of(text, runtime_dir) == [
         "api.yaml:31:7: parameter 'late' of 'tensorplay.accelerator.synchronize' is "
         "positional but follows a keyword_only parameter"]
+
+
+def test_a_var_keyword_parameter_comes_last_once_and_without_a_default(runtime_dir):
+    text = VALID.replace("    doc: Wait.\n",
+                         "    - {name: options, type: Any, kind: var_keyword, doc: more.}\n"
+                         "    - {name: late, type: int, default: 0, doc: late.}\n"
+                         "    - {name: others, type: Any, kind: var_keyword, default: 1, "
+                         "doc: more.}\n    doc: Wait.\n")
+    messages = "\n".join(errors_of(text, runtime_dir))
+    assert "'late' of 'tensorplay.accelerator.synchronize' is positional but follows a " \
+           "var_keyword parameter" in messages
+    assert "'others' of 'tensorplay.accelerator.synchronize' is var_keyword and cannot have " \
+           "a default" in messages
+    assert "'others' of 'tensorplay.accelerator.synchronize': only one var_keyword " \
+           "parameter is allowed" in messages
 
 
 def test_three_planted_errors_give_three_located_messages(runtime_dir):

@@ -130,11 +130,12 @@ class Module:
 
     def __init__(self) -> None: ...
 
-    def __call__(self, *args: Any) -> Any:
-        """Run forward(*args), then each forward hook in registration order.
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run forward(*args, **kwargs), then each forward hook in registration order.
 
         Args:
-            *args: the arguments of forward().
+            *args: the positional arguments of forward().
+            **kwargs: its keyword arguments (model(x, mask=m)).
 
         Returns:
             Any: what forward() returned, or what a hook replaced it with.
@@ -406,8 +407,8 @@ class Module:
             hook: called as hook(module, args, output) after each forward(); a result other than
                 None replaces the output.
             prepend: run this hook before the hooks registered so far, instead of after them.
-            with_kwargs: call it as hook(module, args, kwargs, output); kwargs is always {}, since
-                calling a module takes positional arguments only.
+            with_kwargs: call it as hook(module, args, kwargs, output), kwargs the call's keyword
+                arguments; without, hook(module, args, output), as PyTorch's.
 
         Returns:
             RemovableHandle: a handle whose remove() unregisters the hook.
@@ -447,8 +448,7 @@ class MultiheadAttention(Module):
     The parameters, their names, order and state_dict keys are PyTorch's, so a PyTorch
     state_dict loads and gives the same outputs; the projections start as PyTorch's
     xavier_uniform_, the biases zero, bias_k and bias_v as xavier_normal_. Built from
-    recorded operations, so autograd differentiates it and a CUDA graph captures it. Calling
-    the module passes arguments by position only; forward() takes them by name too.
+    recorded operations, so autograd differentiates it and a CUDA graph captures it.
 
     Args:
         embed_dim: the size of each query vector and of the output; a multiple of num_heads.
