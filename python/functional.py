@@ -4,7 +4,7 @@ torch.nn.functional. The arithmetic is the runtime's (runtime/autograd/nn.pyx, N
 numbers; this module adds PyTorch's signatures and its implicit softmax dimension."""
 import tensorplay
 from tensorplay._runtime.autograd.nn import (
-    binary_cross_entropy as _binary_cross_entropy,
+    batch_norm as _batch_norm, binary_cross_entropy as _binary_cross_entropy,
     binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
     cosine_similarity as _cosine_similarity,
     cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, embedding as _embedding,
@@ -173,6 +173,16 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
         if value is not None:
             _check_tensor(value, name)
     return _binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-05):
+    _check_tensor(input, "input")
+    for value, name in ((running_mean, "running_mean"), (running_var, "running_var"),
+                        (weight, "weight"), (bias, "bias")):
+        if value is not None:
+            _check_tensor(value, name)
+    return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):

@@ -1110,6 +1110,123 @@ cdef object affine_parameter(TensorCore x, object value, tuple shape, DtypeCore 
     return copies.to(checked, None, compute, False, False)
 
 
+def batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
+    """PyTorch's batch normalisation over every dimension but the channels (the second):
+    (x - mean) / sqrt(var + eps) times weight, plus bias, per channel. Training uses the batch's
+    mean and biased variance and moves running_mean and running_var (when given) toward them by
+    momentum, the variance unbiased; otherwise the running statistics normalise. Recorded
+    operations (Note [Functional forms]); 16-bit floats are computed in float32."""
+    operands = batch_norm_operands(input, running_mean, running_var, weight, bias, training)
+    return batch_normalized(operands, training, momentum, eps)
+
+
+cdef tuple batch_norm_operands(object input, object running_mean, object running_var,
+                               object weight, object bias, bint training):
+    """The checked input and per-channel tensors (None where not given), before anything is
+    computed or changed: a module's forward() counts the batch only once they pass."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "batch_norm: input")
+    if len(x.sizes) < 2:
+        raise ShapeError(f"batch_norm: input must have at least 2 dimensions (N, C, *), got "
+                         f"{len(x.sizes)}")
+    if not x.dtype_object.floating:  # PyTorch: "batch_norm" not implemented for 'Long'
+        raise DtypeError(f"batch_norm: input must be floating point, got {x.dtype_object.name}")
+    if training:
+        if (running_mean is None) != (running_var is None):  # PyTorch's words
+            raise ValueError("running_mean and running_var must either both be None or neither "
+                             "be None")
+        # PyTorch's _verify_batch_size: the shape alone, nothing read from the device.
+        count = x.sizes[0] * math.prod(x.sizes[2:])
+        if count == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {x.sizes}")
+    else:
+        for name, value in (("running_mean", running_mean), ("running_var", running_var)):
+            if value is None:  # PyTorch's words
+                raise ValueError(f"{name} must be defined in evaluation mode")
+    cdef DtypeCore compute = computed_in(x.dtype_object)
+    return (x, compute) + tuple(
+        channel_operand(x, value, compute, name) for name, value in (
+            ("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+            ("bias", bias)))
+
+
+cdef object channel_operand(TensorCore x, object value, DtypeCore compute, str name):
+    """A per-channel tensor of batch_norm (None: not given): C elements in one dimension, of
+    x's dtype or (16-bit x) float32, on x's device."""
+    if value is None:
+        return None
+    checked = tensor.own_tensor_arg(value, f"batch_norm: {name}")
+    channels = x.sizes[1]
+    if checked.c_numel() != channels:  # PyTorch's words
+        raise ShapeError(f"{name} should contain {channels} elements not {checked.c_numel()}")
+    if len(checked.sizes) != 1:
+        raise ShapeError(f"batch_norm: {name} must be 1-dimensional, got shape "
+                         f"{list(checked.sizes)}")
+    if checked.dtype_object is not x.dtype_object and checked.dtype_object is not compute:
+        raise DtypeError(f"batch_norm: mixed dtype: expect {name} to have the input's dtype "
+                         f"{x.dtype_object.name}, got {checked.dtype_object.name}")
+    tensor.check_device(x, checked, "batch_norm")
+    return checked
+
+
+cdef object batch_normalized(tuple operands, bint training, object momentum, double eps):
+    """batch_norm of checked operands; momentum a float, or a 0-d tensor on the input's device
+    (BatchNorm's cumulative average, 1 / num_batches_tracked, never read on the host)."""
+    x, compute, running_mean, running_var, weight, bias = operands
+    cdef TensorCore input = <TensorCore>x
+    cdef Py_ssize_t ndim = len(input.sizes)
+    # Each per-channel tensor broadcasts as (1, C, 1, ...) against the input.
+    channel_shape = (1, input.sizes[1]) + (1,) * (ndim - 2)
+    dims = (0,) + tuple(range(2, ndim))
+    values = copies.to(input, None, compute, False, False)
+    if training and input.c_numel() == 0:
+        # An empty batch has no statistics (their NaN would reach the weight's gradient, as
+        # NaN times the empty sum): the output is empty, the gradients of weight and bias
+        # zeros and the running statistics stay, as PyTorch's kernels do.
+        centred, scale = values, None
+    elif training:
+        mean = values.mean(dims, keepdim=True)
+        centred = values - mean
+        variance = (centred * centred).mean(dims, keepdim=True)  # biased, as PyTorch's
+        scale = (variance + eps).rsqrt()
+        if running_mean is not None:
+            update_running_stats(running_mean, running_var, mean, variance,
+                                 input.c_numel() // input.sizes[1], momentum, compute)
+    else:
+        centred = values - per_channel(running_mean, compute, channel_shape)
+        scale = (per_channel(running_var, compute, channel_shape) + eps).rsqrt()
+    # The weight joins the per-channel scale first: one product over the input, not two.
+    if weight is not None:
+        weight = per_channel(weight, compute, channel_shape)
+        scale = weight if scale is None else scale * weight
+    output = centred if scale is None else centred * scale
+    if bias is not None:
+        output = output + per_channel(bias, compute, channel_shape)
+    return copies.to(<TensorCore>output, None, input.dtype_object, False, False)
+
+
+cdef object per_channel(object value, DtypeCore compute, tuple channel_shape):
+    """A per-channel tensor in compute, shaped to broadcast against the input."""
+    return copies.to(<TensorCore>value, None, compute, False, False).reshape(channel_shape)
+
+
+cdef int update_running_stats(object running_mean, object running_var, object mean,
+                              object variance, object count, object momentum,
+                              DtypeCore compute) except -1:
+    """running = (1 - momentum) * running + momentum * batch, in place, for the mean and the
+    unbiased variance (count values per channel, at least 2), as PyTorch's kernels; tensor
+    operations only, so a captured training step moves the statistics at every replay."""
+    with autograd.no_grad_block():
+        shape = (<TensorCore>running_mean).sizes
+        batch_mean = mean.detach().reshape(shape)
+        batch_var = variance.detach().reshape(shape) * (count / (count - 1))
+        keep = 1 - momentum
+        for running, batch in ((running_mean, batch_mean), (running_var, batch_var)):
+            current = copies.to(<TensorCore>running, None, compute, False, False)
+            copies.copy_(<TensorCore>running, current * keep + batch * momentum, False)
+    return 0
+
+
 cdef int reduction_arg(object reduction) except -1:
     if reduction not in REDUCTIONS:  # PyTorch's _Reduction.get_enum
         raise ValueError(f"{str(reduction)[:100]} is not a valid value for reduction")
@@ -2003,6 +2120,126 @@ class RMSNormCore(ModuleCore):
     def c_extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}")
+
+
+class BatchNormCore(ModuleCore):
+    """batch_norm over every dimension but the channels (the second), with a learned
+    per-channel weight and bias, and the running statistics in buffers, as PyTorch's
+    _BatchNorm; each subclass names the input dimensions it takes."""
+
+    _input_dims = ()       # the numbers of input dimensions taken
+    _expected_dims = ""    # how PyTorch's error names them
+
+    def init(self, num_features, eps, momentum, affine, track_running_stats, device, dtype,
+             bias):
+        # num_features a bounded int, eps a float, the flags bools (the wrapper's checks).
+        if momentum is not None:
+            momentum = errors.float_arg(momentum, "momentum")
+        _device.tensor_device_arg(device, "device")
+        element = arguments.dtype_arg(dtype, named_dtype("float32"), "dtype")
+        if not element.floating:
+            raise DtypeError(f"{type(self).__name__}: dtype must be floating point, got "
+                             f"{element.name}")
+        size = ((num_features,),)
+        # Made before the module changes, so that a failed allocation (a bad device) leaves
+        # nothing half-built.
+        weight = factories.ones(size, element, device, False) if affine else None
+        shift = factories.zeros(size, element, device, False) if affine and bias else None
+        if track_running_stats:
+            # PyTorch's buffers: zeros, ones and an int64 count of the training batches.
+            stats = (factories.zeros(size, element, device, False),
+                     factories.ones(size, element, device, False),
+                     factories.zeros(((),), named_dtype("int64"), device, False))
+        else:
+            stats = (None, None, None)
+        ModuleCore.init(self)
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        make = parameter_class()
+        # weight, bias, then the buffers: PyTorch's order of the state_dict.
+        for name, value in (("weight", weight), ("bias", shift)):
+            self.c_register_parameter(name, None if value is None else make(value, True))
+        for name, value in zip(("running_mean", "running_var", "num_batches_tracked"), stats):
+            self.c_register_buffer(name, value)
+
+    def c_reset_running_stats(self):
+        if self.track_running_stats:
+            with autograd.no_grad_block():
+                for name, fill in (("running_mean", 0), ("running_var", 1),
+                                   ("num_batches_tracked", 0)):
+                    value = self.__dict__["_buffers"][name]
+                    if value is not None:
+                        copies.fill_(<TensorCore>value, fill)
+
+    def c_reset_parameters(self):
+        self.c_reset_running_stats()
+        with autograd.no_grad_block():
+            for name, fill in (("weight", 1), ("bias", 0)):
+                value = self.__dict__["_parameters"][name]
+                if value is not None:
+                    copies.fill_(<TensorCore>value, fill)
+
+    def c_forward(self, input):
+        cdef TensorCore x = tensor.own_tensor_arg(input, f"{type(self).__name__}: input")
+        if len(x.sizes) not in self._input_dims:  # PyTorch's words
+            raise ShapeError(f"expected {self._expected_dims} input (got {len(x.sizes)}D "
+                             f"input)")
+        stores = (self.__dict__["_parameters"], self.__dict__["_buffers"])
+        for store in stores:
+            for name, value in store.items():
+                if value is not None:
+                    tensor.check_awake(<TensorCore>value, b"BatchNorm.forward()", name.encode())
+        running_mean, running_var = self.running_mean, self.running_var
+        counter = self.num_batches_tracked
+        training = self.training
+        # PyTorch's rules: the batch's statistics while training, or when there are no running
+        # ones; the running ones are moved only while training and tracking.
+        batch_statistics = training or (running_mean is None and running_var is None)
+        if training and not self.track_running_stats:
+            running_mean = running_var = None
+        operands = batch_norm_operands(x, running_mean, running_var, self.weight, self.bias,
+                                       batch_statistics)
+        momentum = 0.0 if self.momentum is None else self.momentum
+        if training and self.track_running_stats and counter is not None:
+            # Counted on the device, after every check: a capture replays the count and a
+            # refused call leaves it as it was.
+            with autograd.no_grad_block():
+                elementwise.iadd(<TensorCore>counter, 1)
+                if self.momentum is None:
+                    # The cumulative average: 1 / count as a tensor, where PyTorch reads the
+                    # count on the host (float(num_batches_tracked)), which a capture refuses.
+                    momentum = 1 / copies.to(<TensorCore>counter, None, operands[1], False,
+                                             False)
+        return batch_normalized(operands, batch_statistics, momentum, self.eps)
+
+    def c_extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1dCore(BatchNormCore):
+    """BatchNorm of (N, C) or (N, C, L) inputs."""
+
+    _input_dims = (2, 3)
+    _expected_dims = "2D or 3D"
+
+
+class BatchNorm2dCore(BatchNormCore):
+    """BatchNorm of (N, C, H, W) inputs."""
+
+    _input_dims = (4,)
+    _expected_dims = "4D"
+
+
+class BatchNorm3dCore(BatchNormCore):
+    """BatchNorm of (N, C, D, H, W) inputs."""
+
+    _input_dims = (5,)
+    _expected_dims = "5D"
 
 
 class MSELossCore(ModuleCore):

@@ -2,8 +2,8 @@
 # cython: language_level=3, binding=True, embedsignature=False, auto_pickle=False, autotestdict=False
 """Neural-network building blocks: Modules that hold Parameters; the containers Sequential,
 ModuleList, ModuleDict, ParameterList and ParameterDict; the layers Linear, Embedding,
-MultiheadAttention, LayerNorm, RMSNorm, Flatten, Identity, Dropout, CosineSimilarity and
-PairwiseDistance; the
+MultiheadAttention, LayerNorm, RMSNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Flatten,
+Identity, Dropout, CosineSimilarity and PairwiseDistance; the
 activations ReLU, ReLU6, LeakyReLU, ELU, GELU, SiLU, Mish, Softplus, Hardtanh, Sigmoid,
 Tanh, Softmax and LogSoftmax; and the losses MSELoss, L1Loss, SmoothL1Loss, HuberLoss,
 BCELoss, BCEWithLogitsLoss, KLDivLoss, NLLLoss and CrossEntropyLoss.
@@ -51,6 +51,9 @@ __all__ = [
     "Dropout",
     "LayerNorm",
     "RMSNorm",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
     "MSELoss",
     "L1Loss",
     "SmoothL1Loss",
@@ -1791,6 +1794,178 @@ class RMSNorm(_nn_classes.RMSNormCore, Module):
 
 
 _public.register_class("RMSNormCore", RMSNorm)
+
+
+class BatchNorm1d(_nn_classes.BatchNorm1dCore, Module):
+    """Batch normalisation (functional.batch_norm) of (N, C) or (N, C, L) inputs over every dimension but the
+    channels (C = num_features), with a learned per-channel weight (starting at ones) and bias
+    (at zeros), as PyTorch's BatchNorm1d.
+
+    While training, the batch's mean and biased variance normalise, and the buffers
+    running_mean and running_var move toward the batch's mean and unbiased variance by
+    momentum (in place, on the device, so a captured training step moves them at every
+    replay); num_batches_tracked counts the training batches. In eval mode the running
+    statistics normalise; with track_running_stats=False there are none and the batch's
+    statistics always do.
+
+    Args:
+        num_features: C, the number of channels (the input's second dimension).
+        eps: added to the variance before the square root.
+        momentum: the weight of each batch in the running statistics; None for their cumulative
+            average, 1 / num_batches_tracked (a tensor on the device, never read on the host).
+        affine: learn a weight and (unless bias is False) a bias; False for none.
+        track_running_stats: keep running_mean, running_var and num_batches_tracked buffers;
+            False for none (the batch's statistics in eval mode too).
+        device: where the parameters and buffers live; None for the CPU.
+        dtype: the parameters' and running statistics' element type (floating point); None for
+            float32.
+        bias: learn a bias too (with affine).
+    """
+
+    def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, *, device=None, dtype=None, bias=True):
+        self.init(_errors.int_arg(num_features, 'num_features', 0, 9223372036854775807), _errors.float_arg(eps, 'eps'), momentum, _errors.bool_arg(affine, 'affine'), _errors.bool_arg(track_running_stats, 'track_running_stats'), device, dtype, _errors.bool_arg(bias, 'bias'))
+
+    def forward(self, input):
+        """The normalised, scaled and shifted input; while training, the running statistics move too.
+
+        Args:
+            input: a floating-point (N, C) or (N, C, L) tensor with num_features channels.
+
+        Returns:
+            Tensor: the normalised input, of its shape and dtype.
+
+        Raises:
+            ValueError: input is not (N, C) or (N, C, L) (PyTorch's "expected ... input"), or
+                training with one value per channel ("Expected more than 1 value per channel when
+                training").
+        """
+        _core.check_awake_value(input, b"BatchNorm1d.forward()", b"input")
+        return self.c_forward(input)
+
+    def reset_running_stats(self):
+        """Set running_mean to zeros, running_var to ones and num_batches_tracked to 0 (in place)."""
+        self.c_reset_running_stats()
+
+    def reset_parameters(self):
+        """Reset the running statistics, and the weight to ones and the bias to zeros."""
+        self.c_reset_parameters()
+
+
+_public.register_class("BatchNorm1dCore", BatchNorm1d)
+
+
+class BatchNorm2d(_nn_classes.BatchNorm2dCore, Module):
+    """Batch normalisation (functional.batch_norm) of (N, C, H, W) inputs over every dimension but the
+    channels (C = num_features), with a learned per-channel weight (starting at ones) and bias
+    (at zeros), as PyTorch's BatchNorm2d.
+
+    While training, the batch's mean and biased variance normalise, and the buffers
+    running_mean and running_var move toward the batch's mean and unbiased variance by
+    momentum (in place, on the device, so a captured training step moves them at every
+    replay); num_batches_tracked counts the training batches. In eval mode the running
+    statistics normalise; with track_running_stats=False there are none and the batch's
+    statistics always do.
+
+    Args:
+        num_features: C, the number of channels (the input's second dimension).
+        eps: added to the variance before the square root.
+        momentum: the weight of each batch in the running statistics; None for their cumulative
+            average, 1 / num_batches_tracked (a tensor on the device, never read on the host).
+        affine: learn a weight and (unless bias is False) a bias; False for none.
+        track_running_stats: keep running_mean, running_var and num_batches_tracked buffers;
+            False for none (the batch's statistics in eval mode too).
+        device: where the parameters and buffers live; None for the CPU.
+        dtype: the parameters' and running statistics' element type (floating point); None for
+            float32.
+        bias: learn a bias too (with affine).
+    """
+
+    def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, *, device=None, dtype=None, bias=True):
+        self.init(_errors.int_arg(num_features, 'num_features', 0, 9223372036854775807), _errors.float_arg(eps, 'eps'), momentum, _errors.bool_arg(affine, 'affine'), _errors.bool_arg(track_running_stats, 'track_running_stats'), device, dtype, _errors.bool_arg(bias, 'bias'))
+
+    def forward(self, input):
+        """The normalised, scaled and shifted input; while training, the running statistics move too.
+
+        Args:
+            input: a floating-point (N, C, H, W) tensor with num_features channels.
+
+        Returns:
+            Tensor: the normalised input, of its shape and dtype.
+
+        Raises:
+            ValueError: input is not (N, C, H, W) (PyTorch's "expected ... input"), or training with
+                one value per channel ("Expected more than 1 value per channel when training").
+        """
+        _core.check_awake_value(input, b"BatchNorm2d.forward()", b"input")
+        return self.c_forward(input)
+
+    def reset_running_stats(self):
+        """Set running_mean to zeros, running_var to ones and num_batches_tracked to 0 (in place)."""
+        self.c_reset_running_stats()
+
+    def reset_parameters(self):
+        """Reset the running statistics, and the weight to ones and the bias to zeros."""
+        self.c_reset_parameters()
+
+
+_public.register_class("BatchNorm2dCore", BatchNorm2d)
+
+
+class BatchNorm3d(_nn_classes.BatchNorm3dCore, Module):
+    """Batch normalisation (functional.batch_norm) of (N, C, D, H, W) inputs over every dimension but the
+    channels (C = num_features), with a learned per-channel weight (starting at ones) and bias
+    (at zeros), as PyTorch's BatchNorm3d.
+
+    While training, the batch's mean and biased variance normalise, and the buffers
+    running_mean and running_var move toward the batch's mean and unbiased variance by
+    momentum (in place, on the device, so a captured training step moves them at every
+    replay); num_batches_tracked counts the training batches. In eval mode the running
+    statistics normalise; with track_running_stats=False there are none and the batch's
+    statistics always do.
+
+    Args:
+        num_features: C, the number of channels (the input's second dimension).
+        eps: added to the variance before the square root.
+        momentum: the weight of each batch in the running statistics; None for their cumulative
+            average, 1 / num_batches_tracked (a tensor on the device, never read on the host).
+        affine: learn a weight and (unless bias is False) a bias; False for none.
+        track_running_stats: keep running_mean, running_var and num_batches_tracked buffers;
+            False for none (the batch's statistics in eval mode too).
+        device: where the parameters and buffers live; None for the CPU.
+        dtype: the parameters' and running statistics' element type (floating point); None for
+            float32.
+        bias: learn a bias too (with affine).
+    """
+
+    def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, *, device=None, dtype=None, bias=True):
+        self.init(_errors.int_arg(num_features, 'num_features', 0, 9223372036854775807), _errors.float_arg(eps, 'eps'), momentum, _errors.bool_arg(affine, 'affine'), _errors.bool_arg(track_running_stats, 'track_running_stats'), device, dtype, _errors.bool_arg(bias, 'bias'))
+
+    def forward(self, input):
+        """The normalised, scaled and shifted input; while training, the running statistics move too.
+
+        Args:
+            input: a floating-point (N, C, D, H, W) tensor with num_features channels.
+
+        Returns:
+            Tensor: the normalised input, of its shape and dtype.
+
+        Raises:
+            ValueError: input is not (N, C, D, H, W) (PyTorch's "expected ... input"), or training
+                with one value per channel ("Expected more than 1 value per channel when training").
+        """
+        _core.check_awake_value(input, b"BatchNorm3d.forward()", b"input")
+        return self.c_forward(input)
+
+    def reset_running_stats(self):
+        """Set running_mean to zeros, running_var to ones and num_batches_tracked to 0 (in place)."""
+        self.c_reset_running_stats()
+
+    def reset_parameters(self):
+        """Reset the running statistics, and the weight to ones and the bias to zeros."""
+        self.c_reset_parameters()
+
+
+_public.register_class("BatchNorm3dCore", BatchNorm3d)
 
 
 class MSELoss(_nn_classes.MSELossCore, Module):

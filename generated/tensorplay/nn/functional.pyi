@@ -27,6 +27,7 @@ __all__ = [
     "gelu",
     "layer_norm",
     "rms_norm",
+    "batch_norm",
     "dropout",
     "softmax",
     "log_softmax",
@@ -228,6 +229,33 @@ def rms_norm(input: Tensor, normalized_shape: list[int] | tuple[int, ...], weigh
 
     Returns:
         Tensor: of the input's shape and dtype.
+    """
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-05) -> Tensor:
+    """(input - mean) / sqrt(var + eps) * weight + bias per channel (the second dimension), over every other dimension, as nn.BatchNorm1d, 2d and 3d (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor (N, C, *) of at least 2 dimensions; C is the channels.
+        running_mean: C running means: normalising in evaluation, moved in place while training;
+            None for none (training only).
+        running_var: C running variances, likewise (the unbiased variance enters them).
+        weight: C factors multiplying the result; None for none. Like the running statistics, of
+            the input's dtype, or float32 for a 16-bit input.
+        bias: C terms added to the result; None for none.
+        training: normalise with the batch's mean and biased variance (and move the running
+            statistics); False for the running statistics.
+        momentum: the weight of the batch in the running statistics: running = (1 - momentum) *
+            running + momentum * batch.
+        eps: added to the variance before the square root.
+
+    Returns:
+        Tensor: of the input's shape and dtype.
+
+    Raises:
+        ValueError: a running statistic is None in evaluation, only one is None while training,
+            a tensor has not C elements, or training with one value per channel (PyTorch's
+            messages).
     """
 
 
