@@ -383,37 +383,59 @@ def test_constructor_arguments_are_checked():
                                        "bias=True, track_running_stats=True)")
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("momentum", [0.1, None])
-def test_a_captured_training_step_moves_the_statistics_at_every_replay(quiet_device, momentum):
+def training_steps_against_pytorch(device, momentum, captured):
+    """Four training steps of BatchNorm1d against PyTorch's: the first eager (the warm-up that
+    makes the gradients), the others eager or (captured) replays of one captured step fed new
+    batches; each compared with PyTorch's output, gradients and buffers."""
     torch = pytest.importorskip("torch")
     rng = numpy.random.default_rng(3)
     batches = [rng.standard_normal((4, 3, 5)) * 3 + 2 for _ in range(4)]
-    norm = nn.BatchNorm1d(3, momentum=momentum, device="cuda")
+    upstream = rng.standard_normal((4, 3, 5))
+    norm = nn.BatchNorm1d(3, momentum=momentum, device=device)
     reference = torch.nn.BatchNorm1d(3, momentum=momentum)
-    x = tp.tensor(batches[0].tolist(), device="cuda", requires_grad=True)
-    expected = reference(torch.tensor(batches[0], dtype=torch.float32, requires_grad=True))
-    (norm(x) ** 2).sum().backward()  # warm-up: the gradients exist before the capture
-    (expected ** 2).sum().backward()
-    graph = tp.cuda.CUDAGraph()
-    with tp.cuda.graph(graph):
+    x = tp.tensor(batches[0].tolist(), device=device, requires_grad=True)
+    weights = tp.tensor(upstream.tolist(), device=device)
+
+    def step():
         output = norm(x)
-        (output ** 2).sum().backward()
-    # the capture itself moves nothing
-    assert norm.num_batches_tracked.item() == 1
+        (output * weights).sum().backward()
+        return output
+
+    output = step()
+    (reference(torch.tensor(batches[0], dtype=torch.float32)) * torch.tensor(
+        upstream)).sum().backward()
+    if captured:
+        graph = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(graph):
+            output = step()
+        assert norm.num_batches_tracked.item() == 1  # the capture itself moves nothing
     for data in batches[1:]:
         with tp.no_grad():
-            x.copy_(tp.tensor(data.tolist(), device="cuda"))
+            x.copy_(tp.tensor(data.tolist(), device=device))
             x.grad.zero_()
             norm.weight.grad.zero_()
-        graph.replay()
+        if captured:
+            graph.replay()
+        else:
+            output = step()
         t = torch.tensor(data, dtype=torch.float32, requires_grad=True)
         reference.weight.grad = None
         expected = reference(t)
-        (expected ** 2).sum().backward()
-        close(output, expected, rtol=1e-4, atol=1e-4)
-        close(x.grad, t.grad, rtol=1e-3, atol=1e-3)
-        close(norm.weight.grad, reference.weight.grad, rtol=1e-4, atol=1e-4)
+        (expected * torch.tensor(upstream)).sum().backward()
+        close(output, expected, rtol=1e-4, atol=1e-5)
+        close(x.grad, t.grad, rtol=1e-3, atol=1e-5)
+        close(norm.weight.grad, reference.weight.grad, rtol=1e-4, atol=1e-5)
         for key, buffer in reference.named_buffers():
             close(getattr(norm, key), buffer, rtol=1e-5, atol=1e-6)
     assert norm.num_batches_tracked.item() == 4
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_eager_training_steps_match_pytorch(momentum):
+    training_steps_against_pytorch("cpu", momentum, captured=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_a_captured_training_step_moves_the_statistics_at_every_replay(quiet_device, momentum):
+    training_steps_against_pytorch("cuda", momentum, captured=True)
