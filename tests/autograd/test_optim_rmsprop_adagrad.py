@@ -19,7 +19,7 @@ import pytest
 import tensorplay as tp
 from tensorplay import nn, optim
 
-from tests.autograd.training import eager_losses
+from tests.autograd.training import check_captured_steps_replay_as_eager
 
 torch = pytest.importorskip("torch")
 
@@ -376,19 +376,6 @@ def test_the_lr_schedulers_take_both():
         assert opt.param_groups[0]["lr"] == 0.5
 
 
-def regression_batches(count, device, seed=0):
-    rng = numpy.random.default_rng(seed)
-    truth = rng.standard_normal((8, 1))
-    for _ in range(count):
-        x = rng.standard_normal((32, 8))
-        yield (tp.tensor(x, dtype=tp.float32, device=device),
-               tp.tensor(x @ truth, dtype=tp.float32, device=device))
-
-
-def mse(prediction, target):
-    return ((prediction - target) ** 2).mean()
-
-
 GRAPHED = [("RMSprop", {"capturable": True}),
            ("RMSprop", {"capturable": True, "centered": True, "momentum": 0.5,
                         "weight_decay": 0.01}),
@@ -400,46 +387,8 @@ GRAPHED = [("RMSprop", {"capturable": True}),
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind, options", GRAPHED)
 def test_a_captured_training_step_replays_as_the_eager_steps(quiet_device, kind, options):
-    from tensorplay import cuda
-    tp.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)).to("cuda")
-    eager_model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)).to("cuda")
-    eager_model.load_state_dict(model.state_dict())
-    batches = list(regression_batches(30, "cuda"))
-
-    def make(parameters):
-        return getattr(optim, kind)(parameters, lr=0.01, **options)
-
-    eager_optimizer, optimizer = make(eager_model.parameters()), make(model.parameters())
-    expected_losses = eager_losses(eager_model, eager_optimizer, mse, batches)
-
-    # One eager step on a side stream makes the state and the grads (PyTorch's warm-up).
-    static_x, static_y = batches[0][0].clone(), batches[0][1].clone()
-    side = cuda.Stream()
-    side.wait_stream(cuda.current_stream())
-    with cuda.stream(side):
-        optimizer.zero_grad()
-        mse(model(static_x), static_y).backward()
-        optimizer.step()
-    cuda.current_stream().wait_stream(side)
-    graph_losses = [expected_losses[0]]
-    optimizer.zero_grad()
-    graph = cuda.CUDAGraph()
-    with cuda.graph(graph):
-        static_loss = mse(model(static_x), static_y)
-        static_loss.backward()
-        optimizer.step()
-    for x, y in batches[1:]:
-        static_x.copy_(x)
-        static_y.copy_(y)
-        graph.replay()
-        graph_losses.append(static_loss.item())
-    assert numpy.allclose(graph_losses, expected_losses, rtol=1e-4, atol=1e-6)
-    for param in model.parameters():
-        assert optimizer.state[param]["step"].item() == len(batches)
-        assert optimizer.state[param]["step"].is_cuda
-    for mine, theirs in zip(model.parameters(), eager_model.parameters()):
-        assert tp.allclose(mine, theirs, rtol=1e-4, atol=1e-6)
+    check_captured_steps_replay_as_eager(
+        lambda parameters: getattr(optim, kind)(parameters, lr=0.01, **options), 30)
 
 
 @pytest.mark.gpu
