@@ -14,6 +14,7 @@ KIND = {
     "positional_only": inspect.Parameter.POSITIONAL_ONLY,
     "var_positional": inspect.Parameter.VAR_POSITIONAL,
     "keyword_only": inspect.Parameter.KEYWORD_ONLY,
+    "var_keyword": inspect.Parameter.VAR_KEYWORD,
 }
 
 
