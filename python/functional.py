@@ -6,7 +6,7 @@ import tensorplay
 from tensorplay._runtime.autograd.nn import (
     batch_norm as _batch_norm, binary_cross_entropy as _binary_cross_entropy,
     binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
-    cosine_similarity as _cosine_similarity,
+    conv2d as _conv2d, cosine_similarity as _cosine_similarity,
     cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, embedding as _embedding,
     gelu as _gelu, hardtanh as _hardtanh, huber_loss as _huber_loss, implicit_dim as _implicit_dim,
     kl_div as _kl_div, l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu,
@@ -226,6 +226,14 @@ def one_hot(tensor, num_classes=-1):
 def normalize(input, p=2.0, dim=1, eps=1e-12):
     _check_tensor(input, "input")
     return _normalize(input, p, dim, eps)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    _check_tensor(input, "input")
+    _check_tensor(weight, "weight")
+    if bias is not None:
+        _check_tensor(bias, "bias")
+    return _conv2d(input, weight, bias, stride, padding, dilation, groups)
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-08):

@@ -831,6 +831,74 @@ class PairwiseDistanceCore(ModuleCore):
         return pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
+class Conv2dCore(ModuleCore):
+    """conv2d with a learned weight (out_channels, in_channels / groups, kH, kW) and bias, with
+    PyTorch's arguments, attributes, initialisation and repr."""
+
+    def init(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+             bias, padding_mode, device, dtype):
+        kernel = pair_arg(kernel_size, "kernel_size", 1)
+        strides = pair_arg(stride, "stride", 1)
+        if not isinstance(padding, str):
+            padding = pair_arg(padding, "padding", 0)
+        dilations = pair_arg(dilation, "dilation", 1)
+        if in_channels % groups:  # PyTorch's messages (groups >= 1: the wrapper's check)
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        if isinstance(padding, str):
+            conv_padding(padding, kernel, strides, dilations)
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError("padding_mode must be one of ['zeros', 'reflect', 'replicate', "
+                             f"'circular'], but got padding_mode={errors.shown(padding_mode)}")
+        if padding_mode != "zeros":
+            raise ValueError(f"padding_mode {padding_mode!r} is not offered; 'zeros' is (the "
+                             "other modes need F.pad's, which have no kernels here)")
+        ModuleCore.init(self)
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.padding = kernel, strides, padding
+        self.dilation, self.groups, self.padding_mode = dilations, groups, padding_mode
+        make = parameter_class()
+        self.weight = make(factories.empty(
+            ((out_channels, in_channels // groups) + kernel,), dtype, device, False), True)
+        if bias:
+            self.bias = make(factories.empty(((out_channels,),), dtype, device, False), True)
+        else:
+            self.c_register_parameter("bias", None)
+        self.c_reset_parameters()
+
+    def c_reset_parameters(self):
+        # PyTorch's: kaiming_uniform_(weight, a=sqrt(5)), U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+        # (LinearCore's reasoning), fan_in = in_channels / groups * kH * kW; the bias alike.
+        fan_in = self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1]
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        with autograd.no_grad_block():
+            random_ops.uniform_(<TensorCore>self.weight, -bound, bound, None)
+            if self.bias is not None:
+                random_ops.uniform_(<TensorCore>self.bias, -bound, bound, None)
+
+    def c_forward(self, input):
+        tensor.check_awake(<TensorCore>self.weight, b"Conv2d.forward()", b"weight")
+        if self.bias is not None:
+            tensor.check_awake(<TensorCore>self.bias, b"Conv2d.forward()", b"bias")
+        return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                      self.groups)
+
+    def c_extra_repr(self):
+        # PyTorch's _ConvNd.extra_repr: the arguments that differ from their defaults.
+        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+        if self.padding != (0, 0):
+            text += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        return text
+
+
 class DropoutCore(ModuleCore):
     """While training, zero each element with probability p and scale the rest by 1 / (1 - p)."""
 
@@ -1628,6 +1696,153 @@ cdef object class_indices(object classes, TensorCore like):
         found = _CLASS_INDICES[key] = factories.arange(0, classes, 1, named_dtype("int64"),
                                                        device, False)
     return found
+
+
+# --------------------------------------------------------------------------------------------
+# Convolution (docs/design.md, "tensorplay.nn")
+
+# Note [Convolution by gathered patches]
+# conv2d is im2col, as PyTorch's slow path computes it: the padded input is flattened per
+# sample, index_select gathers every kernel-sized patch into the columns of a (channels * kh *
+# kw, out_h * out_w) matrix, and one matrix product with the weight (cuBLASLt on a device) gives
+# every output channel at every position. The gather's gradient is index_select's (an
+# index_add), so autograd needs nothing of its own. The index of each patch element is
+# arithmetic on cached arange tensors (class_indices), device kernels that a capture takes;
+# inside a capture those aranges must exist already, since arange copies from the host, as for
+# attention's causal mask. Groups are gathered and multiplied one at a time.
+
+cdef tuple pair_arg(object value, str argument, long long low):
+    """An int or a tuple or list of two ints, each at least low, as (first, second)."""
+    pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or any(
+            isinstance(v, bool) or not isinstance(v, int) for v in pair):
+        raise TypeError(f"{argument} must be an int or a tuple of two ints, got "
+                        f"{errors.shown(value)}")
+    for each in pair:
+        errors.int_arg(each, argument, INT64_MIN, INT64_MAX)
+    if min(pair) < low:  # PyTorch's words
+        raise ValueError({1: f"non-positive {argument} is not supported",
+                          0: f"negative {argument} is not supported"}[low] +
+                         f" (got {errors.shown(value)})")
+    return tuple(pair)
+
+
+cdef tuple conv_padding(object padding, tuple kernel, tuple stride, tuple dilation):
+    """(top, bottom, left, right) of padding: ints, "valid" (none) or "same" (the output keeps
+    the input's size, the odd element after, as PyTorch's; stride 1 only)."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0, 0, 0)
+        if padding != "same":
+            raise ValueError(f"Invalid padding string {errors.shown(padding)}, should be one "
+                             "of {'valid', 'same'}")
+        if stride != (1, 1):
+            raise ValueError("padding='same' is not supported for strided convolutions")
+        sides = []
+        for size, spacing in zip(kernel, dilation):
+            total = spacing * (size - 1)
+            sides += [total // 2, total - total // 2]
+        return tuple(sides)
+    height, width = pair_arg(padding, "padding", 0)
+    return (height, height, width, width)
+
+
+cdef TensorCore patch_index(tuple counts, tuple sizes, TensorCore like):
+    """For a padded (channels, height, width) sample flattened, the flat position of element
+    (c, i, j) of every patch, as a (channels * kh * kw, out_h * out_w) int64 matrix; counts is
+    (channels, kh, kw, out_h, out_w) and sizes (height, width, stride_h, stride_w, dilation_h,
+    dilation_w)."""
+    channels, kh, kw, out_h, out_w = counts
+    height, width, stride_h, stride_w, dilation_h, dilation_w = sizes
+    if like.device_index >= 0 and _device.capture_open():
+        for count in counts:
+            if (count, like.device_index) not in _CLASS_INDICES and _device.stream_capturing(
+                    <void*>_stream.current_stream_handle(like.device_index), like.device_index):
+                raise RuntimeError(
+                    f"conv2d on cuda:{like.device_index} needs index tensors that are made from "
+                    "the host on the first call of this shape outside a capture; run the same "
+                    "call once before capturing (the warm-up step). Nothing was captured for it")
+    rows = (class_indices(kh, like) * dilation_h).reshape(kh, 1, 1, 1) + \
+        (class_indices(out_h, like) * stride_h).reshape(1, 1, out_h, 1)
+    columns = (class_indices(kw, like) * dilation_w).reshape(1, kw, 1, 1) + \
+        (class_indices(out_w, like) * stride_w).reshape(1, 1, 1, out_w)
+    within = rows * width + columns  # (kh, kw, out_h, out_w)
+    planes = (class_indices(channels, like) * (height * width)).reshape(channels, 1, 1, 1, 1)
+    return (planes + within.unsqueeze(0)).reshape(channels * kh * kw, out_h * out_w)
+
+
+def conv2d(input, weight, bias, stride, padding, dilation, groups):
+    """PyTorch's F.conv2d (Note [Convolution by gathered patches])."""
+    name = "conv2d"
+    cdef TensorCore x = tensor.own_tensor_arg(input, f"{name}: input")
+    cdef TensorCore w = tensor.own_tensor_arg(weight, f"{name}: weight")
+    cdef TensorCore b = optional_tensor(bias, f"{name}: bias")
+    if not isinstance(padding, str):
+        pair_arg(padding, "padding", 0)  # every argument's type before any value
+    strides = pair_arg(stride, "stride", 1)
+    dilations = pair_arg(dilation, "dilation", 1)
+    errors.int_arg(groups, "groups", INT64_MIN, INT64_MAX)
+    if groups <= 0:
+        raise ValueError(f"non-positive groups is not supported (got {groups})")
+    if len(x.sizes) not in (3, 4):  # PyTorch's message
+        raise ShapeError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
+                         f"input of size: {list(x.sizes)}")
+    if len(w.sizes) != 4:
+        raise ShapeError(f"{name}: weight must be 4-D (out_channels, in_channels / groups, kH, "
+                         f"kW), got shape {list(w.sizes)}")
+    cdef bint unbatched = len(x.sizes) == 3
+    if unbatched:
+        x = x.unsqueeze(0)
+    samples, channels, height, width = x.sizes
+    out_channels, group_channels, kh, kw = w.sizes
+    if group_channels * groups != channels:
+        raise ShapeError(f"Given groups={groups}, weight of size {list(w.sizes)}, expected "
+                         f"input{list(x.sizes)} to have {group_channels * groups} channels, but "
+                         f"got {channels} channels instead")
+    if out_channels % groups:
+        raise ShapeError(f"Given groups={groups}, expected weight to be divisible by {groups} at "
+                         f"dimension 0, but got weight of size {list(w.sizes)} instead")
+    if b is not None and b.sizes != (out_channels,):
+        raise ShapeError(f"Given weight of size {list(w.sizes)}, expected bias to be 1-dimensional "
+                         f"with {out_channels} elements, but got bias of size {list(b.sizes)} "
+                         "instead")
+    if w.dtype_object is not x.dtype_object or (b is not None and
+                                                b.dtype_object is not x.dtype_object):
+        raise DtypeError(f"{name}: Input type ({x.dtype_object.name}) and weight type "
+                         f"({w.dtype_object.name}) should be the same")
+    if not x.dtype_object.floating:
+        raise DtypeError(f"{name}: input must be floating point, got {x.dtype_object.name}")
+    tensor.check_device(x, w, name)
+    if b is not None:
+        tensor.check_device(x, b, name)
+    top, bottom, left, right = conv_padding(padding, (kh, kw), strides, dilations)
+    padded_h, padded_w = height + top + bottom, width + left + right
+    span_h, span_w = dilations[0] * (kh - 1) + 1, dilations[1] * (kw - 1) + 1
+    if span_h > padded_h or span_w > padded_w:  # PyTorch's message
+        raise ShapeError(f"Calculated padded input size per channel: ({padded_h} x {padded_w}). "
+                         f"Kernel size: ({span_h} x {span_w}). Kernel size can't be greater than "
+                         "actual input size")
+    out_h = (padded_h - span_h) // strides[0] + 1
+    out_w = (padded_w - span_w) // strides[1] + 1
+    if top or bottom or left or right:
+        x = pad(x, (left, right, top, bottom), "constant", 0)
+    flat = x.reshape(samples, channels * padded_h * padded_w)
+    index = patch_index((group_channels, kh, kw, out_h, out_w),
+                        (padded_h, padded_w) + strides + dilations, x)
+    per_group, plane = out_channels // groups, group_channels * padded_h * padded_w
+    outputs = []
+    for group in range(groups):
+        taken = index if group == 0 else index + group * plane
+        columns = flat.index_select(1, taken.reshape(-1)).reshape(
+            samples, group_channels * kh * kw, out_h * out_w)
+        kernels = w[group * per_group:(group + 1) * per_group].reshape(
+            per_group, group_channels * kh * kw)
+        outputs.append(linalg.matmul(<TensorCore>kernels, <TensorCore>columns))
+    output = outputs[0] if groups == 1 else copies.cat(outputs, 1)
+    if b is not None:
+        output = output + b.reshape(1, out_channels, 1)
+    output = output.reshape(samples, out_channels, out_h, out_w)
+    return output.squeeze(0) if unbatched else output
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ __all__ = [
     "pad",
     "one_hot",
     "normalize",
+    "conv2d",
     "cosine_similarity",
     "pairwise_distance",
     "cross_entropy",
@@ -504,6 +505,28 @@ def normalize(input: Tensor, p: float = 2.0, dim: int | tuple[int, ...] | list[i
 
     Returns:
         Tensor: input / max(norm of input along dim, eps), of input's shape.
+    """
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] | str = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1) -> Tensor:
+    """A 2-D convolution, as PyTorch's: every kernel-sized patch of the padded input is gathered
+    (index_select) and multiplied by the weight in one matrix product (cuBLASLt on a device),
+    so autograd gives the gradients and a CUDA graph captures it. On a device the index
+    tensors of a shape are made from the host on its first call, so a captured call needs one
+    eager call of the same shape first (the warm-up step).
+
+    Args:
+        input: a (N, C, H, W) or unbatched (C, H, W) floating-point tensor.
+        weight: the kernels, (out_channels, C / groups, kH, kW), of input's dtype and device.
+        bias: added to each output channel, (out_channels,); None for none.
+        stride: the step between positions, per dimension.
+        padding: zeros added on each side, per dimension, or 'valid' or 'same' (stride 1 only).
+        dilation: the spacing of the kernel's elements.
+        groups: the number of blocked groups of channels.
+
+    Returns:
+        Tensor: the convolution (a cross-correlation, as PyTorch's), (N, out_channels, H_out,
+            W_out) or unbatched.
     """
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "pad",
     "one_hot",
     "normalize",
+    "conv2d",
     "cosine_similarity",
     "pairwise_distance",
     "cross_entropy",
@@ -588,6 +589,32 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
     """
     _core.check_awake_value(input, b"tensorplay.nn.functional.normalize()", b"input")
     return _functional.normalize(input, _errors.float_arg(p, 'p'), dim, _errors.float_arg(eps, 'eps'))
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """A 2-D convolution, as PyTorch's: every kernel-sized patch of the padded input is gathered
+    (index_select) and multiplied by the weight in one matrix product (cuBLASLt on a device),
+    so autograd gives the gradients and a CUDA graph captures it. On a device the index
+    tensors of a shape are made from the host on its first call, so a captured call needs one
+    eager call of the same shape first (the warm-up step).
+
+    Args:
+        input: a (N, C, H, W) or unbatched (C, H, W) floating-point tensor.
+        weight: the kernels, (out_channels, C / groups, kH, kW), of input's dtype and device.
+        bias: added to each output channel, (out_channels,); None for none.
+        stride: the step between positions, per dimension.
+        padding: zeros added on each side, per dimension, or 'valid' or 'same' (stride 1 only).
+        dilation: the spacing of the kernel's elements.
+        groups: the number of blocked groups of channels.
+
+    Returns:
+        Tensor: the convolution (a cross-correlation, as PyTorch's), (N, out_channels, H_out,
+            W_out) or unbatched.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.conv2d()", b"input")
+    _core.check_awake_value(weight, b"tensorplay.nn.functional.conv2d()", b"weight")
+    _core.check_awake_value(bias, b"tensorplay.nn.functional.conv2d()", b"bias")
+    return _functional.conv2d(input, weight, bias, stride, padding, dilation, _errors.int_arg(groups, 'groups', 1, 9223372036854775807))
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-08):
