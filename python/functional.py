@@ -10,7 +10,8 @@ from tensorplay._runtime.autograd.nn import (
     cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, embedding as _embedding,
     gelu as _gelu, hardtanh as _hardtanh, huber_loss as _huber_loss, implicit_dim as _implicit_dim,
     kl_div as _kl_div, l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu,
-    linear as _linear, log_softmax as _log_softmax, mish as _mish, mse_loss as _mse_loss,
+    linear as _linear, log_softmax as _log_softmax, max_pool2d as _max_pool2d, mish as _mish,
+    mse_loss as _mse_loss,
     nll_loss as _nll_loss, normalize as _normalize, one_hot as _one_hot, pad as _pad,
     pairwise_distance as _pairwise_distance,
     rms_norm as _rms_norm, scaled_dot_product_attention as _scaled_dot_product_attention,
@@ -234,6 +235,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if bias is not None:
         _check_tensor(bias, "bias")
     return _conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    _check_tensor(input, "input")
+    return _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-08):

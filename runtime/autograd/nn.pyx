@@ -899,6 +899,33 @@ class Conv2dCore(ModuleCore):
         return text
 
 
+class MaxPool2dCore(ModuleCore):
+    """max_pool2d with PyTorch's arguments, attributes and repr."""
+
+    def init(self, kernel_size, stride, padding, dilation, return_indices, ceil_mode):
+        pair_arg(kernel_size, "kernel_size", 1)  # checked here, kept as given (PyTorch's)
+        if stride is not None:
+            pair_arg(stride, "stride", 1)
+        pair_arg(padding, "padding", 0)
+        pair_arg(dilation, "dilation", 1)
+        if return_indices:
+            raise ValueError("MaxPool2d: return_indices=True is not offered (the indices of "
+                             "the largest elements are not gathered back here); leave it False")
+        ModuleCore.init(self)
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def c_forward(self, input):
+        return max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                          self.ceil_mode, self.return_indices)
+
+    def c_extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
 class DropoutCore(ModuleCore):
     """While training, zero each element with probability p and scale the rest by 1 / (1 - p)."""
 
@@ -1843,6 +1870,58 @@ def conv2d(input, weight, bias, stride, padding, dilation, groups):
         output = output + b.reshape(1, out_channels, 1)
     output = output.reshape(samples, out_channels, out_h, out_w)
     return output.squeeze(0) if unbatched else output
+
+
+def max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+    """PyTorch's F.max_pool2d by gathered patches (Note [Convolution by gathered patches]):
+    each channel's windows of the input padded with -inf, and the largest of each, max(dim)'s
+    (the first largest, NaN before any number, the gradient to it, as PyTorch's kernels)."""
+    name = "max_pool2d"
+    cdef TensorCore x = tensor.own_tensor_arg(input, f"{name}: input")
+    kernel = pair_arg(kernel_size, "kernel_size", 1)
+    strides = kernel if stride is None or stride == () or stride == [] else \
+        pair_arg(stride, "stride", 1)
+    pads = pair_arg(padding, "padding", 0)
+    dilations = pair_arg(dilation, "dilation", 1)
+    errors.bool_arg(ceil_mode, "ceil_mode")
+    errors.bool_arg(return_indices, "return_indices")
+    if return_indices:
+        raise ValueError("max_pool2d: return_indices=True is not offered (the indices of the "
+                         "largest elements are not gathered back here); leave it False")
+    for size, spacing, each in zip(kernel, dilations, pads):
+        if each > (spacing * (size - 1) + 1) // 2:  # PyTorch's message
+            raise ValueError(f"pad should be at most half of effective kernel size, but got "
+                             f"pad={each}, kernel_size={size} and dilation={spacing}")
+    if len(x.sizes) not in (3, 4) or 0 in x.sizes[-3:]:
+        raise ShapeError(f"Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size "
+                         f"for input, but got: {list(x.sizes)}")
+    if not x.dtype_object.floating:
+        raise DtypeError(f"{name}: input must be floating point, got {x.dtype_object.name}")
+    leading, (height, width) = x.sizes[:-2], x.sizes[-2:]
+    counts = []
+    for size, step, each, spacing, extent in zip(kernel, strides, pads, dilations,
+                                                 (height, width)):
+        span = spacing * (size - 1) + 1
+        room = extent + 2 * each - span
+        outputs = (-(-room // step) if ceil_mode else room // step) + 1
+        if ceil_mode and (outputs - 1) * step >= extent + each:
+            outputs -= 1  # PyTorch's rule: the last window starts inside the input or its pad
+        if outputs < 1:
+            raise ShapeError(f"Given input size: ({x.sizes[-3]}x{height}x{width}). Calculated "
+                             f"output size: ({x.sizes[-3]}x{max(outputs, 0)}x...). Output size "
+                             "is too small")
+        # The padding after: the pad, and what the last ceil_mode window reaches past it.
+        counts.append((outputs, max(each, (outputs - 1) * step + span - extent - each)))
+    (out_h, after_h), (out_w, after_w) = counts
+    planes = math.prod(leading)
+    padded = pad(x.reshape(planes, 1, height, width), (pads[1], after_w, pads[0], after_h),
+                 "constant", -math.inf)
+    padded_h, padded_w = padded.sizes[-2:]
+    index = patch_index((1, kernel[0], kernel[1], out_h, out_w),
+                        (padded_h, padded_w) + strides + dilations, x)
+    windows = padded.reshape(planes, padded_h * padded_w).index_select(
+        1, index.reshape(-1)).reshape(planes, kernel[0] * kernel[1], out_h * out_w)
+    return windows.max(1)[0].reshape(leading + (out_h, out_w))
 
 
 # --------------------------------------------------------------------------------------------

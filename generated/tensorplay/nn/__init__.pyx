@@ -2,7 +2,7 @@
 # cython: language_level=3, binding=True, embedsignature=False, auto_pickle=False, autotestdict=False
 """Neural-network building blocks: Modules that hold Parameters; the containers Sequential,
 ModuleList, ModuleDict, ParameterList and ParameterDict; the layers Linear, Conv2d,
-Embedding, MultiheadAttention, LayerNorm, RMSNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Flatten,
+MaxPool2d, Embedding, MultiheadAttention, LayerNorm, RMSNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Flatten,
 Identity, Dropout, CosineSimilarity and PairwiseDistance; the
 activations ReLU, ReLU6, LeakyReLU, ELU, GELU, SiLU, Mish, Softplus, Hardtanh, Sigmoid,
 Tanh, Softmax and LogSoftmax; and the losses MSELoss, L1Loss, SmoothL1Loss, HuberLoss,
@@ -47,6 +47,7 @@ __all__ = [
     "Softmax",
     "LogSoftmax",
     "Conv2d",
+    "MaxPool2d",
     "CosineSimilarity",
     "PairwiseDistance",
     "Dropout",
@@ -1681,6 +1682,37 @@ class Conv2d(_nn_classes.Conv2dCore, Module):
 
 
 _public.register_class("Conv2dCore", Conv2d)
+
+
+class MaxPool2d(_nn_classes.MaxPool2dCore, Module):
+    """The largest element of each window of each channel (functional.max_pool2d).
+
+    Args:
+        kernel_size: the window's height and width (an int for both).
+        stride: the step between windows; None for kernel_size.
+        padding: -inf added on each side, at most half the window.
+        dilation: the spacing of the window's elements.
+        return_indices: True is refused (not offered yet).
+        ceil_mode: round the output size up, so that a last partial window counts.
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        self.init(kernel_size, stride, padding, dilation, _errors.bool_arg(return_indices, 'return_indices'), _errors.bool_arg(ceil_mode, 'ceil_mode'))
+
+    def forward(self, input):
+        """The max pooling of input.
+
+        Args:
+            input: a (N, C, H, W) or (C, H, W) floating-point tensor.
+
+        Returns:
+            Tensor: the pooled tensor, (N, C, H_out, W_out) or unbatched.
+        """
+        _core.check_awake_value(input, b"MaxPool2d.forward()", b"input")
+        return self.c_forward(input)
+
+
+_public.register_class("MaxPool2dCore", MaxPool2d)
 
 
 class CosineSimilarity(_nn_classes.CosineSimilarityCore, Module):

@@ -44,6 +44,7 @@ __all__ = [
     "one_hot",
     "normalize",
     "conv2d",
+    "max_pool2d",
     "cosine_similarity",
     "pairwise_distance",
     "cross_entropy",
@@ -527,6 +528,25 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: in
     Returns:
         Tensor: the convolution (a cross-correlation, as PyTorch's), (N, out_channels, H_out,
             W_out) or unbatched.
+    """
+
+
+def max_pool2d(input: Tensor, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None, padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, ...] = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
+    """2-D max pooling, as PyTorch's: the first largest element of each window (NaN if the window
+    holds one), whose gradient goes to that element. Windows are gathered as conv2d's patches
+    (index_select), so a captured call needs one eager call of the same shape first.
+
+    Args:
+        input: a (N, C, H, W) or (C, H, W) floating-point tensor.
+        kernel_size: the window's height and width (an int for both).
+        stride: the step between windows; None for kernel_size.
+        padding: -inf added on each side, at most half the window.
+        dilation: the spacing of the window's elements.
+        ceil_mode: round the output size up, so that a last partial window counts.
+        return_indices: True is refused (not offered yet).
+
+    Returns:
+        Tensor: the largest element of each window, (N, C, H_out, W_out) or unbatched.
     """
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "one_hot",
     "normalize",
     "conv2d",
+    "max_pool2d",
     "cosine_similarity",
     "pairwise_distance",
     "cross_entropy",
@@ -615,6 +616,27 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _core.check_awake_value(weight, b"tensorplay.nn.functional.conv2d()", b"weight")
     _core.check_awake_value(bias, b"tensorplay.nn.functional.conv2d()", b"bias")
     return _functional.conv2d(input, weight, bias, stride, padding, dilation, _errors.int_arg(groups, 'groups', 1, 9223372036854775807))
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """2-D max pooling, as PyTorch's: the first largest element of each window (NaN if the window
+    holds one), whose gradient goes to that element. Windows are gathered as conv2d's patches
+    (index_select), so a captured call needs one eager call of the same shape first.
+
+    Args:
+        input: a (N, C, H, W) or (C, H, W) floating-point tensor.
+        kernel_size: the window's height and width (an int for both).
+        stride: the step between windows; None for kernel_size.
+        padding: -inf added on each side, at most half the window.
+        dilation: the spacing of the window's elements.
+        ceil_mode: round the output size up, so that a last partial window counts.
+        return_indices: True is refused (not offered yet).
+
+    Returns:
+        Tensor: the largest element of each window, (N, C, H_out, W_out) or unbatched.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.max_pool2d()", b"input")
+    return _functional.max_pool2d(input, kernel_size, stride, padding, dilation, _errors.bool_arg(ceil_mode, 'ceil_mode'), _errors.bool_arg(return_indices, 'return_indices'))
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-08):
