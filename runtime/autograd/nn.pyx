@@ -1725,6 +1725,21 @@ cdef object class_indices(object classes, TensorCore like):
     return found
 
 
+cdef int require_indices(tuple counts, TensorCore like, str what) except -1:
+    """Refuse, inside a capture on like's stream, a call whose index tensors (class_indices of
+    each count) do not exist yet: arange copies from the host, which a capture refuses."""
+    if like.device_index < 0 or not _device.capture_open():
+        return 0
+    for count in counts:
+        if (count, like.device_index) not in _CLASS_INDICES and _device.stream_capturing(
+                <void*>_stream.current_stream_handle(like.device_index), like.device_index):
+            raise RuntimeError(
+                f"{what} on cuda:{like.device_index}, whose index tensors are made from the "
+                "host on the first such call outside a capture; run the same call once before "
+                "capturing (the warm-up step). Nothing was captured for it")
+    return 0
+
+
 # --------------------------------------------------------------------------------------------
 # Convolution (docs/design.md, "tensorplay.nn")
 
@@ -1781,14 +1796,7 @@ cdef TensorCore patch_index(tuple counts, tuple sizes, TensorCore like):
     dilation_w)."""
     channels, kh, kw, out_h, out_w = counts
     height, width, stride_h, stride_w, dilation_h, dilation_w = sizes
-    if like.device_index >= 0 and _device.capture_open():
-        for count in counts:
-            if (count, like.device_index) not in _CLASS_INDICES and _device.stream_capturing(
-                    <void*>_stream.current_stream_handle(like.device_index), like.device_index):
-                raise RuntimeError(
-                    f"conv2d on cuda:{like.device_index} needs index tensors that are made from "
-                    "the host on the first call of this shape outside a capture; run the same "
-                    "call once before capturing (the warm-up step). Nothing was captured for it")
+    require_indices(counts, like, "conv2d and max_pool2d of this shape need their patch indices")
     rows = (class_indices(kh, like) * dilation_h).reshape(kh, 1, 1, 1) + \
         (class_indices(out_h, like) * stride_h).reshape(1, 1, out_h, 1)
     columns = (class_indices(kw, like) * dilation_w).reshape(1, kw, 1, 1) + \
@@ -1932,15 +1940,8 @@ cdef object causal_allowed(object rows, object columns, TensorCore like):
     allowed for query i where j <= i. A comparison of the cached index tensors (class_indices),
     a device kernel that a capture takes; inside a capture those indices must exist already,
     since arange copies from the host."""
-    if like.device_index >= 0 and _device.capture_open():
-        for count in (rows, columns):
-            if (count, like.device_index) not in _CLASS_INDICES and _device.stream_capturing(
-                    <void*>_stream.current_stream_handle(like.device_index), like.device_index):
-                raise RuntimeError(
-                    f"is_causal=True needs the causal mask of {rows} queries and {columns} keys "
-                    f"on cuda:{like.device_index}, whose index tensors are made from the host on "
-                    "the first such call outside a capture; run the same call once before "
-                    "capturing (the warm-up step). Nothing was captured for it")
+    require_indices((rows, columns), like, f"is_causal=True needs the causal mask of {rows} "
+                    f"queries and {columns} keys")
     return class_indices(columns, like) <= class_indices(rows, like).unsqueeze(-1)
 
 
@@ -2329,7 +2330,8 @@ cdef object multi_head_attention(object module, TensorCore query, TensorCore key
             weights = dropout(weights, dropout_p, True)
         output = linalg.matmul(<TensorCore>weights, v).transpose(0, 1).reshape(
             (tgt_len * bsz, embed_dim))
-        output = linear(output, module.out_proj.weight, module.out_proj.bias).reshape((tgt_len, bsz, embed_dim))
+        output = linear(output, module.out_proj.weight, module.out_proj.bias).reshape(
+            (tgt_len, bsz, embed_dim))
         weights = weights.reshape((bsz, heads, tgt_len, src_len))
         if average_attn_weights:
             weights = weights.mean(1)
