@@ -413,15 +413,8 @@ cdef object _collate(object batch):
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, collections.abc.Mapping):
-        fields = {key: _collate([sample[key] for sample in batch]) for key in elem}
-        try:
-            if isinstance(elem, collections.abc.MutableMapping):
-                clone = copy.copy(elem)
-                clone.update(fields)
-                return clone
-            return elem_type(fields)
-        except TypeError:
-            return fields
+        return _rebuilt_mapping(elem, {key: _collate([sample[key] for sample in batch])
+                                       for key in elem})
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # a namedtuple
         return elem_type(*(_collate(samples) for samples in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence):
@@ -431,17 +424,34 @@ cdef object _collate(object batch):
         transposed = list(zip(*batch))
         if isinstance(elem, tuple):
             return [_collate(samples) for samples in transposed]  # a list, as PyTorch's
-        fields = [_collate(samples) for samples in transposed]
-        try:
-            if isinstance(elem, collections.abc.MutableSequence):
-                clone = copy.copy(elem)
-                for index, field in enumerate(fields):
-                    clone[index] = field
-                return clone
-            return elem_type(fields)
-        except TypeError:
-            return fields
+        return _rebuilt_sequence(elem, [_collate(samples) for samples in transposed])
     raise TypeError(COLLATE_ERROR.format(elem_type))
+
+
+cdef object _rebuilt_mapping(object original, dict fields):
+    """fields in original's mapping type, as PyTorch's collate and convert rebuild one: a copy
+    of a mutable mapping updated, else the type called on them, else the dict itself."""
+    try:
+        if isinstance(original, collections.abc.MutableMapping):
+            clone = copy.copy(original)
+            clone.update(fields)
+            return clone
+        return type(original)(fields)
+    except TypeError:
+        return fields
+
+
+cdef object _rebuilt_sequence(object original, list fields):
+    """fields in original's sequence type, likewise (a list where neither works)."""
+    try:
+        if isinstance(original, collections.abc.MutableSequence):
+            clone = copy.copy(original)
+            for index, field in enumerate(fields):
+                clone[index] = field
+            return clone
+        return type(original)(fields)
+    except TypeError:
+        return fields
 
 
 cdef object default_convert(object data):
@@ -456,30 +466,13 @@ cdef object default_convert(object data):
             return data
         return factories.as_tensor(data, None, None)
     if isinstance(data, collections.abc.Mapping):
-        fields = {key: default_convert(data[key]) for key in data}
-        try:
-            if isinstance(data, collections.abc.MutableMapping):
-                clone = copy.copy(data)
-                clone.update(fields)
-                return clone
-            return data_type(fields)
-        except TypeError:
-            return fields
+        return _rebuilt_mapping(data, {key: default_convert(data[key]) for key in data})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return data_type(*(default_convert(field) for field in data))
     if isinstance(data, tuple):
         return [default_convert(field) for field in data]  # a list, as PyTorch's
     if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
-        fields = [default_convert(field) for field in data]
-        try:
-            if isinstance(data, collections.abc.MutableSequence):
-                clone = copy.copy(data)
-                for index, field in enumerate(fields):
-                    clone[index] = field
-                return clone
-            return data_type(fields)
-        except TypeError:
-            return fields
+        return _rebuilt_sequence(data, [default_convert(field) for field in data])
     return data
 
 
