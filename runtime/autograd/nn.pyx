@@ -1751,7 +1751,9 @@ cdef int require_indices(tuple counts, TensorCore like, str what) except -1:
 # index_add), so autograd needs nothing of its own. The index of each patch element is
 # arithmetic on cached arange tensors (class_indices), device kernels that a capture takes;
 # inside a capture those aranges must exist already, since arange copies from the host, as for
-# attention's causal mask. Groups are gathered and multiplied one at a time.
+# attention's causal mask. Groups are gathered and multiplied one at a time. The index itself is
+# rebuilt on every call (a few small integer kernels), not cached: one built during a capture
+# lives in that graph's pool, which no process-wide cache may hold.
 
 cdef tuple pair_arg(object value, str argument, long long low):
     """An int or a tuple or list of two ints, each at least low, as (first, second)."""
