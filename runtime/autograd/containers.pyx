@@ -83,35 +83,47 @@ class SequentialCore(ModuleCore):
         return modules[position(index, len(modules), "Sequential")]
 
 
-class ModuleListCore(ModuleCore):
-    """Modules held in a list, registered as children "0", "1", ... (no forward of its own)."""
+class NumberedCore(ModuleCore):
+    """What ModuleList and ParameterList share: items held in the store that _store names
+    (children or parameters) under the names "0", "1", ..., kept consecutive, and read by
+    position. _container and _items name them in messages."""
 
-    def init(self, modules):
-        listed = [] if modules is None else checked_modules(modules, "ModuleList")
-        ModuleCore.init(self)
-        self._renumber(listed)
-
-    def _renumber(self, list modules):
-        """Register modules as the children "0", "1", ..., in place of the present ones."""
-        children = self.__dict__["_modules"]
-        children.clear()
-        for index, module in enumerate(modules):
-            children[str(index)] = module
+    def _renumber(self, list items):
+        """Register items as "0", "1", ..., in place of the present ones."""
+        held = self.__dict__[self._store]
+        held.clear()
+        for index, item in enumerate(items):
+            held[str(index)] = item
 
     def _listed(self):
-        return list(self.__dict__["_modules"].values())
+        return list(self.__dict__[self._store].values())
 
     def c_len(self):
-        return len(self.__dict__["_modules"])
+        return len(self.__dict__[self._store])
 
     def c_iter(self):
         return iter(self._listed())
 
     def c_getitem(self, index):
-        modules = self._listed()
+        items = self._listed()
         if isinstance(index, slice):
-            return type(self)(modules[index])
-        return modules[position(index, len(modules), "ModuleList")]
+            return type(self)(items[index])
+        return items[position(index, len(items), self._container, self._items)]
+
+    def c_iadd(self, other):
+        return self.c_extend(other)
+
+
+class ModuleListCore(NumberedCore):
+    """Modules held in a list, registered as children "0", "1", ... (no forward of its own)."""
+    _store = "_modules"
+    _container = "ModuleList"
+    _items = "modules"
+
+    def init(self, modules):
+        listed = [] if modules is None else checked_modules(modules, "ModuleList")
+        ModuleCore.init(self)
+        self._renumber(listed)
 
     def c_setitem(self, index, module):
         modules = self._listed()
@@ -151,9 +163,6 @@ class ModuleListCore(ModuleCore):
 
     def c_add(self, other):
         return type(self)(self._listed() + checked_modules(other, "ModuleList.__add__"))
-
-    def c_iadd(self, other):
-        return self.c_extend(other)
 
 
 ctypedef object (*ValueOf)(object value, str where)
@@ -274,34 +283,16 @@ cdef str parameter_line(object key, TensorCore parameter, str kind):
     return f"  ({key}): Parameter containing: [{kind} of size {sizes}{device}]"
 
 
-class ParameterListCore(ModuleCore):
+class ParameterListCore(NumberedCore):
     """Parameters held in a list, registered as parameters "0", "1", ..."""
+    _store = "_parameters"
+    _container = "ParameterList"
+    _items = "parameters"
 
     def init(self, values):
         listed = [] if values is None else as_parameters(values, "ParameterList")
         ModuleCore.init(self)
         self._renumber(listed)
-
-    def _renumber(self, list parameters):
-        held = self.__dict__["_parameters"]
-        held.clear()
-        for index, parameter in enumerate(parameters):
-            held[str(index)] = parameter
-
-    def _listed(self):
-        return list(self.__dict__["_parameters"].values())
-
-    def c_len(self):
-        return len(self.__dict__["_parameters"])
-
-    def c_iter(self):
-        return iter(self._listed())
-
-    def c_getitem(self, index):
-        parameters = self._listed()
-        if isinstance(index, slice):
-            return type(self)(parameters[index])
-        return parameters[position(index, len(parameters), "ParameterList", "parameters")]
 
     def c_setitem(self, index, value):
         at = position(index, self.c_len(), "ParameterList", "parameters")
@@ -315,9 +306,6 @@ class ParameterListCore(ModuleCore):
     def c_extend(self, values):
         self._renumber(self._listed() + as_parameters(values, "ParameterList.extend"))
         return self
-
-    def c_iadd(self, other):
-        return self.c_extend(other)
 
     def c_extra_repr(self):
         return "\n".join(parameter_line(index, parameter, str(parameter.dtype))
