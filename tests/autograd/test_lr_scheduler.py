@@ -37,6 +37,8 @@ from tensorplay.optim.lr_scheduler import (ConstantLR, CosineAnnealingLR, Expone
                                            LambdaLR, LinearLR, LRScheduler, MultiStepLR,
                                            StepLR)
 
+from tests.autograd.against_pytorch import same_error
+
 HOW_TO = r"how-to-adjust-learning-rate"
 EPOCH_DEPRECATION = "The epoch parameter in `scheduler.step()` was not necessary"
 
@@ -748,15 +750,6 @@ def test_composed_schedulers_as_pytorch(torch):
             scheduler.step()
         assert [group["lr"] for group in ours.param_groups] == \
             [group["lr"] for group in theirs.param_groups]
-
-
-def same_error(ours, theirs, length=None):
-    """Both raise one type; our message starts with PyTorch's (its first length characters)."""
-    with pytest.raises(Exception) as expected:
-        theirs()
-    with pytest.raises(type(expected.value)) as got:
-        ours()
-    assert str(got.value).startswith(str(expected.value)[:length]), (got.value, expected.value)
 
 
 @pytest.mark.parametrize("name, kwargs", [

@@ -19,6 +19,7 @@ import pytest
 import tensorplay as tp
 from tensorplay import nn, optim
 
+from tests.autograd.against_pytorch import same_error
 from tests.autograd.training import check_captured_steps_replay_as_eager
 
 torch = pytest.importorskip("torch")
@@ -189,14 +190,6 @@ def test_zero_grad(kind):
     assert param.grad is None
     opt.step()  # no grad: nothing changes, as PyTorch's
     assert param.tolist() == [1.0, 1.0]
-
-
-def same_error(ours, theirs):
-    with pytest.raises(Exception) as expected:
-        theirs()
-    with pytest.raises(type(expected.value)) as got:
-        ours()
-    assert str(got.value).startswith(str(expected.value)), (got.value, expected.value)
 
 
 # optim_error_inputs_func_rmsprop (momentum) and the constructor's other checks, in its order.
@@ -434,19 +427,3 @@ def test_steps_on_cuda_as_pytorchs_and_captured_replays_as_eager(quiet_device, k
     same_values([param.cpu() for param in graphed], theirs, tolerance=1e-12)
     for param in graphed:
         assert captured.state[param]["step"].item() == STEPS
-
-
-@pytest.mark.gpu
-def test_capturing_an_rmsprop_step_that_is_not_capturable_is_pytorchs_error(quiet_device):
-    from tensorplay import cuda
-    param = nn.Parameter(tp.ones(4, device="cuda"))
-    optimizer = optim.RMSprop([param])
-    param.grad = tp.ones(4, device="cuda")
-    optimizer.step()
-    graph = cuda.CUDAGraph()
-    with pytest.raises(RuntimeError, match="Attempting CUDA graph capture of step\\(\\) for an "
-                                           "instance of RMSprop but param_groups' capturable "
-                                           "is False"):
-        with cuda.graph(graph):
-            optimizer.step()
-    assert optimizer.state[param]["step"].item() == 1
