@@ -461,7 +461,7 @@ def full(size: builtins.int | tuple[builtins.int, ...] | list[builtins.int], fil
 
 
 def arange(start: builtins.int | builtins.float, end: builtins.int | builtins.float | None = None, step: builtins.int | builtins.float = 1, *, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
-    """Values from start to end (excluded) in steps of step.
+    """Values from start to end (excluded) in steps of step, numpy's values bit for bit; on a device a kernel computes them, so a CUDA graph captures it.
 
     Args:
         start: the first value, or the end when end is None.
@@ -1510,7 +1510,7 @@ def logical_not(input: Tensor) -> Tensor:
 
 
 def tril(input: Tensor, diagonal: builtins.int = 0) -> Tensor:
-    """The lower triangle of each matrix (the last two dimensions), as torch.tril; the mask is made from the host, so call it before a capture.
+    """The lower triangle of each matrix (the last two dimensions), as torch.tril; a CUDA graph captures it.
 
     Args:
         input: a Tensor: tril(input, ...) is input.tril(...).
@@ -1525,7 +1525,7 @@ def tril(input: Tensor, diagonal: builtins.int = 0) -> Tensor:
 
 
 def triu(input: Tensor, diagonal: builtins.int = 0) -> Tensor:
-    """The upper triangle of each matrix (the last two dimensions), as torch.triu; the mask is made from the host, so call it before a capture.
+    """The upper triangle of each matrix (the last two dimensions), as torch.triu; a CUDA graph captures it.
 
     Args:
         input: a Tensor: triu(input, ...) is input.triu(...).
@@ -1664,7 +1664,7 @@ def flip(input: Tensor, dims: tuple[builtins.int, ...] | list[builtins.int]) -> 
 
 
 def roll(input: Tensor, shifts: builtins.int | tuple[builtins.int, ...] | list[builtins.int], dims: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None) -> Tensor:
-    """This tensor rolled along dims (torch.roll; a copy). It gathers with an index made from the host, so call it outside a capture.
+    """This tensor rolled along dims (torch.roll; a copy). A CUDA graph captures it.
 
     Args:
         input: a Tensor: roll(input, ...) is input.roll(...).
@@ -3102,7 +3102,7 @@ class Tensor:
         """
 
     def tril(self, diagonal: builtins.int = 0) -> Tensor:
-        """The lower triangle of each matrix (the last two dimensions), as torch.tril; the mask is made from the host, so call it before a capture.
+        """The lower triangle of each matrix (the last two dimensions), as torch.tril; a CUDA graph captures it.
 
         Args:
             diagonal: the last diagonal kept: 0 the main one, above it positive, below negative.
@@ -3115,7 +3115,7 @@ class Tensor:
         """
 
     def triu(self, diagonal: builtins.int = 0) -> Tensor:
-        """The upper triangle of each matrix (the last two dimensions), as torch.triu; the mask is made from the host, so call it before a capture.
+        """The upper triangle of each matrix (the last two dimensions), as torch.triu; a CUDA graph captures it.
 
         Args:
             diagonal: the first diagonal kept: 0 the main one, above it positive, below negative.
@@ -3235,7 +3235,7 @@ class Tensor:
         """
 
     def flip(self, *dims: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
-        """This tensor reversed along dims (torch.flip; a copy). It gathers with an index made from the host, so call it outside a capture.
+        """This tensor reversed along dims (torch.flip; a copy). A CUDA graph captures it.
 
         Args:
             *dims: the dimensions to reverse (negative count from the end), as ints or one sequence.
@@ -3248,7 +3248,7 @@ class Tensor:
         """
 
     def roll(self, shifts: builtins.int | tuple[builtins.int, ...] | list[builtins.int], dims: builtins.int | tuple[builtins.int, ...] | list[builtins.int] | None = None) -> Tensor:
-        """This tensor rolled along dims (torch.roll; a copy). It gathers with an index made from the host, so call it outside a capture.
+        """This tensor rolled along dims (torch.roll; a copy). A CUDA graph captures it.
 
         Args:
             shifts: how far to shift along each of dims (negative: backwards); elements shifted past

@@ -491,7 +491,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
-    """Values from start to end (excluded) in steps of step.
+    """Values from start to end (excluded) in steps of step, numpy's values bit for bit; on a device a kernel computes them, so a CUDA graph captures it.
 
     Args:
         start: the first value, or the end when end is None.
@@ -1921,7 +1921,7 @@ def logical_not(input):
 
 
 def tril(input, diagonal=0):
-    """The lower triangle of each matrix (the last two dimensions), as torch.tril; the mask is made from the host, so call it before a capture.
+    """The lower triangle of each matrix (the last two dimensions), as torch.tril; a CUDA graph captures it.
 
     Args:
         input: a Tensor: tril(input, ...) is input.tril(...).
@@ -1941,7 +1941,7 @@ def tril(input, diagonal=0):
 
 
 def triu(input, diagonal=0):
-    """The upper triangle of each matrix (the last two dimensions), as torch.triu; the mask is made from the host, so call it before a capture.
+    """The upper triangle of each matrix (the last two dimensions), as torch.triu; a CUDA graph captures it.
 
     Args:
         input: a Tensor: triu(input, ...) is input.triu(...).
@@ -2118,7 +2118,7 @@ def flip(input, dims):
 
 
 def roll(input, shifts, dims=None):
-    """This tensor rolled along dims (torch.roll; a copy). It gathers with an index made from the host, so call it outside a capture.
+    """This tensor rolled along dims (torch.roll; a copy). A CUDA graph captures it.
 
     Args:
         input: a Tensor: roll(input, ...) is input.roll(...).
@@ -3884,7 +3884,7 @@ cdef class Tensor(_core.TensorCore):
         return _elementwise.logical_not(self)
 
     def tril(self, diagonal=0):
-        """The lower triangle of each matrix (the last two dimensions), as torch.tril; the mask is made from the host, so call it before a capture.
+        """The lower triangle of each matrix (the last two dimensions), as torch.tril; a CUDA graph captures it.
 
         Args:
             diagonal: the last diagonal kept: 0 the main one, above it positive, below negative.
@@ -3899,7 +3899,7 @@ cdef class Tensor(_core.TensorCore):
         return _factories.tril(self, _errors.int_arg(diagonal, 'diagonal', -9223372036854775808, 9223372036854775807))
 
     def triu(self, diagonal=0):
-        """The upper triangle of each matrix (the last two dimensions), as torch.triu; the mask is made from the host, so call it before a capture.
+        """The upper triangle of each matrix (the last two dimensions), as torch.triu; a CUDA graph captures it.
 
         Args:
             diagonal: the first diagonal kept: 0 the main one, above it positive, below negative.
@@ -4038,7 +4038,7 @@ cdef class Tensor(_core.TensorCore):
         return _reduction.count_nonzero(self, dim)
 
     def flip(self, *dims):
-        """This tensor reversed along dims (torch.flip; a copy). It gathers with an index made from the host, so call it outside a capture.
+        """This tensor reversed along dims (torch.flip; a copy). A CUDA graph captures it.
 
         Args:
             *dims: the dimensions to reverse (negative count from the end), as ints or one sequence.
@@ -4053,7 +4053,7 @@ cdef class Tensor(_core.TensorCore):
         return _factories.flip(self, dims)
 
     def roll(self, shifts, dims=None):
-        """This tensor rolled along dims (torch.roll; a copy). It gathers with an index made from the host, so call it outside a capture.
+        """This tensor rolled along dims (torch.roll; a copy). A CUDA graph captures it.
 
         Args:
             shifts: how far to shift along each of dims (negative: backwards); elements shifted past

@@ -39,6 +39,9 @@ import collections.abc
 import math
 import os
 
+from cuda.bindings cimport cyruntime
+from cuda.bindings.cyruntime cimport cudaStream_t
+
 from tensorplay._runtime.autograd cimport engine as autograd
 from tensorplay._runtime.devices cimport device as _device, stream as _stream
 from tensorplay._runtime.base cimport dtypes, errors, public
@@ -1708,36 +1711,30 @@ cdef object picked_losses(TensorCore logp, TensorCore y, int class_dim, object i
     return reduced(losses, reduction)
 
 
-# 0, 1, ..., classes - 1 on a device, made once per class count and device: arange copies its
-# values from the host, which a capture refuses (copies.pyx, Note [Host copies during
-# capture]), so the first cross_entropy of a class count on a device runs eagerly (the
-# warm-up step before a capture), and captures read this tensor after.
+# 0, 1, ..., classes - 1 on a device, made once per class count and device and kept
+# (cross_entropy's classes, conv2d's and max_pool2d's patches, attention's causal mask). One
+# made while a capture is open in the process is not kept: it may come from a graph's private
+# pool, freed with the graph, which no process-wide cache may hold. A kept one is waited for
+# once, so that any stream may read it later.
 _CLASS_INDICES = {}
 
 
 cdef object class_indices(object classes, TensorCore like):
+    cdef cudaStream_t stream
     key = (classes, like.device_index)
     found = _CLASS_INDICES.get(key)
-    if found is None:
-        device = "cpu" if like.device_index < 0 else f"cuda:{like.device_index}"
-        found = _CLASS_INDICES[key] = factories.arange(0, classes, 1, named_dtype("int64"),
-                                                       device, False)
+    if found is not None:
+        return found
+    device = "cpu" if like.device_index < 0 else f"cuda:{like.device_index}"
+    found = factories.arange(0, classes, 1, named_dtype("int64"), device, False)
+    if like.device_index < 0:
+        _CLASS_INDICES[key] = found
+    elif not _device.capture_open():
+        stream = _stream.current_stream_handle(like.device_index)
+        with nogil:
+            errors.check(cyruntime.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
+        _CLASS_INDICES[key] = found
     return found
-
-
-cdef int require_indices(tuple counts, TensorCore like, str what) except -1:
-    """Refuse, inside a capture on like's stream, a call whose index tensors (class_indices of
-    each count) do not exist yet: arange copies from the host, which a capture refuses."""
-    if like.device_index < 0 or not _device.capture_open():
-        return 0
-    for count in counts:
-        if (count, like.device_index) not in _CLASS_INDICES and _device.stream_capturing(
-                <void*>_stream.current_stream_handle(like.device_index), like.device_index):
-            raise RuntimeError(
-                f"{what} on cuda:{like.device_index}, whose index tensors are made from the "
-                "host on the first such call outside a capture; run the same call once before "
-                "capturing (the warm-up step). Nothing was captured for it")
-    return 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -1749,9 +1746,8 @@ cdef int require_indices(tuple counts, TensorCore like, str what) except -1:
 # kw, out_h * out_w) matrix, and one matrix product with the weight (cuBLASLt on a device) gives
 # every output channel at every position. The gather's gradient is index_select's (an
 # index_add), so autograd needs nothing of its own. The index of each patch element is
-# arithmetic on cached arange tensors (class_indices), device kernels that a capture takes;
-# inside a capture those aranges must exist already, since arange copies from the host, as for
-# attention's causal mask. Groups are gathered and multiplied one at a time. The index itself is
+# arithmetic on cached arange tensors (class_indices), device kernels that a capture takes.
+# Groups are gathered and multiplied one at a time. The index itself is
 # rebuilt on every call (a few small integer kernels), not cached: one built during a capture
 # lives in that graph's pool, which no process-wide cache may hold.
 
@@ -1798,7 +1794,6 @@ cdef TensorCore patch_index(tuple counts, tuple sizes, TensorCore like):
     dilation_w)."""
     channels, kh, kw, out_h, out_w = counts
     height, width, stride_h, stride_w, dilation_h, dilation_w = sizes
-    require_indices(counts, like, "conv2d and max_pool2d of this shape need their patch indices")
     rows = (class_indices(kh, like) * dilation_h).reshape(kh, 1, 1, 1) + \
         (class_indices(out_h, like) * stride_h).reshape(1, 1, out_h, 1)
     columns = (class_indices(kw, like) * dilation_w).reshape(1, kw, 1, 1) + \
@@ -1940,10 +1935,7 @@ def max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_
 cdef object causal_allowed(object rows, object columns, TensorCore like):
     """The (rows, columns) bool mask of PyTorch's is_causal, ones(L, S).tril(): position j is
     allowed for query i where j <= i. A comparison of the cached index tensors (class_indices),
-    a device kernel that a capture takes; inside a capture those indices must exist already,
-    since arange copies from the host."""
-    require_indices((rows, columns), like, f"is_causal=True needs the causal mask of {rows} "
-                    f"queries and {columns} keys")
+    a device kernel that a capture takes."""
     return class_indices(columns, like) <= class_indices(rows, like).unsqueeze(-1)
 
 

@@ -8,6 +8,9 @@ from tensorplay._runtime.base.dtypes cimport DtypeCore
 
 cdef int fill(int device, DtypeCore dtype, uintptr_t out, int64_t count, bytes value,
               cudaStream_t stream) except -1
+# arange()'s count values from start by step (ints: integer arithmetic; else numpy's doubles).
+cdef int arange(int device, DtypeCore dtype, uintptr_t out, int64_t count, object start,
+                object step, cudaStream_t stream) except -1
 cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,
                 int64_t count, int op, cudaStream_t stream) except -1
 # a (op) row, or row (op) a when reverse, of a contiguous a of count elements and a contiguous row

@@ -73,13 +73,15 @@ cdef enum ElementwiseKernel:
     EW_WHERE_STRIDED
     EW_SGD_STEP
     EW_BINARY_ROWS_VECTOR4
+    EW_ARANGE_INTEGRAL
+    EW_ARANGE_FLOATING
     EW_COUNT
 
 # Their names in elementwise.cu, in ElementwiseKernel's order.
 cdef tuple ELEMENTWISE_NAMES = (
     "fill", "binary", "binary_vector4", "binary_strided", "binary_scalar", "compare",
     "compare_strided", "compare_scalar", "unary", "add_scaled", "clamp", "clamp_strided", "where",
-    "where_strided", "sgd_step", "binary_rows_vector4")
+    "where_strided", "sgd_step", "binary_rows_vector4", "arange_integral", "arange_floating")
 if len(ELEMENTWISE_NAMES) != EW_COUNT:
     raise RuntimeError(f"device_ops.pyx names {len(ELEMENTWISE_NAMES)} elementwise kernels for "
                        f"the {EW_COUNT} of ElementwiseKernel")
@@ -269,6 +271,29 @@ cdef int fill(int device, DtypeCore dtype, uintptr_t out, int64_t count, bytes v
     arguments[1] = &count
     arguments[2] = value_bytes
     return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int arange(int device, DtypeCore dtype, uintptr_t out, int64_t count, object start,
+                object step, cudaStream_t stream) except -1:
+    if count == 0:
+        return 0
+    cdef long long integral_start, integral_step
+    cdef double first, second
+    cdef ElementwiseKernel which
+    cdef void* arguments[4]
+    arguments[0] = &out
+    arguments[1] = &count
+    if isinstance(start, int) and isinstance(step, int):
+        integral_start, integral_step = start, step
+        arguments[2], arguments[3] = &integral_start, &integral_step
+        which = EW_ARANGE_INTEGRAL
+    else:
+        # Python's arithmetic, as numpy's arange computes its second element.
+        first, second = float(start), float(start + step)
+        arguments[2], arguments[3] = &first, &second
+        which = EW_ARANGE_FLOATING
+    return kernels.launch(device, elementwise_kernel(device, which, dtype), blocks_for(count),
+                          THREADS, 0, stream, arguments)
 
 
 cdef int binary(int device, DtypeCore dtype, uintptr_t a, uintptr_t b, uintptr_t out,

@@ -130,6 +130,39 @@ extern "C" __global__ void fill(scalar_t* out, long long count, scalar_t value) 
     GRID_STRIDE_LOOP(i, count) { out[i] = value; }
 }
 
+// arange()'s values as numpy's arange fills them (factories.pyx, Note [Arange on the device]):
+// start + i * step in long long for integer arguments; for others, in double, element 1 given
+// (numpy stores start + step there) and element i start + i * (second - start), each operation
+// rounded once, as numpy's loop computes it. A double becomes a float16 in one rounding, as
+// numpy converts the CPU's values (common.cu's convert goes through float).
+template <typename T> __device__ inline T arange_value(double value) { return convert<T>(value); }
+template <> __device__ inline half_bits arange_value<half_bits>(double value) {
+    half_bits result;
+    asm("cvt.rn.f16.f64 %0, %1;" : "=h"(result.bits) : "d"(value));
+    return result;
+}
+
+//@ write out[count]
+//@ launch any
+//@ in-place no
+extern "C" __global__ void arange_integral(scalar_t* out, long long count, long long start,
+                                           long long step) {
+    GRID_STRIDE_LOOP(i, count) { out[i] = convert<scalar_t>(start + i * step); }
+}
+
+//@ write out[count]
+//@ launch any
+//@ in-place no
+extern "C" __global__ void arange_floating(scalar_t* out, long long count, double start,
+                                           double second) {
+    double delta = second - start;
+    GRID_STRIDE_LOOP(i, count) {
+        double value = i == 0 ? start
+                     : i == 1 ? second : __dadd_rn(start, __dmul_rn((double)i, delta));
+        out[i] = arange_value<scalar_t>(value);
+    }
+}
+
 //@ read a[count], b[count]
 //@ write out[count]
 //@ launch any

@@ -7,6 +7,7 @@ copy.
 from libc.stdint cimport int64_t
 
 from tensorplay._runtime.base cimport dtypes, errors
+from tensorplay._runtime.kernels cimport device_ops
 from tensorplay._runtime.tensor cimport interop
 from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport (BYTES_LIMIT, broadcast_shape, device_arg,
@@ -14,9 +15,9 @@ from tensorplay._runtime.tensor.arguments cimport (BYTES_LIMIT, broadcast_shape,
                                                    require_grad_arg, sequence_arg, size_arg)
 from tensorplay._runtime.tensor.copies cimport (copied_to, fill_, host_values, index_select,
                                                 to_named)
-from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, device_text, new_empty,
-                                              own_tensor_arg, requiring_grad, strided_view,
-                                              wrap_cpu)
+from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
+                                              new_empty, own_tensor_arg, requiring_grad,
+                                              strided_view, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport stored
 
 from tensorplay._runtime.base.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
@@ -113,9 +114,32 @@ cdef object arange(object start, object end, object step, object dtype, object d
         raise ValueError(f"arange({errors.shown(start)}, {errors.shown(end)}, "
                          f"{errors.shown(step)}) has about {span:.3g} elements, more than a "
                          "tensor can hold (2**63 - 1 bytes)")
-    values = np().arange(start, end, step, dtype=np().int64 if integral else np().float64)
-    return requiring_grad(from_numpy_values(values, chosen, target, "arange()'s values", True),
-                          requires_grad)
+    if target == CPU:
+        values = np().arange(start, end, step, dtype=np().int64 if integral else np().float64)
+        return requiring_grad(from_numpy_values(values, chosen, CPU, "arange()'s values", True),
+                              requires_grad)
+    # numpy's length (Note [Arange on the device]).
+    count = len(range(start, end, step)) if integral else max(0, math.ceil(span))
+    result = new_empty((count,), chosen, target)
+    device_ops.arange(target, chosen, (<TensorCore>result).data, count, start, step,
+                      current_stream(target))
+    return requiring_grad(result, requires_grad)
+
+
+# Note [Arange on the device]
+# A CUDA arange is computed by a kernel (elementwise.cu, arange_integral / arange_floating)
+# rather than copied from host memory, so that it is legal under graph capture, as PyTorch's
+# is: a copy from pageable host memory is not (CUDA Programming Guide, "Stream Capture";
+# tril, triu, flip, roll, conv2d's patches and attention's causal mask build their indices
+# with arange). Its values are those numpy computes for the CPU tensor, as the C of numpy's
+# arange fills them (numpy/_core/src/multiarray/arraytypes.c.src, @NAME@_fill): int64
+# arithmetic for integer arguments; otherwise element 0 is start, element 1 start + step (Python's
+# arithmetic), and element i start + i * delta in float64 with delta = element 1 - start, each
+# operation rounded once (the kernel's __dadd_rn / __dmul_rn forbid the fused multiply-add a
+# compiler would otherwise make). Each value is then converted to the dtype as the CPU result
+# is (a float64 rounded once to float16, as numpy rounds it; bfloat16 through float32, as
+# cpu.stored converts). The length is numpy's too: len(range(...)) for integers, the ceiling
+# of (end - start) / step otherwise.
 
 
 # Note [Linspace as PyTorch computes it]
@@ -583,7 +607,7 @@ cdef object new_tensor_of(TensorCore like, object data, object dtype, object dev
 # tril() and triu(), as PyTorch's: the elements on and below (above) the diagonal-th diagonal of
 # each matrix (the last two dimensions), the others zero, through masked_fill, so autograd and
 # a capture take them as they take masked_fill; the mask compares aranges, made on the device
-# (copied from the host: a capture refuses it, so build masks before capturing).
+# (Note [Arange on the device]).
 cdef object tril(TensorCore tensor, long long diagonal):
     return tensor.masked_fill(outside_triangle(tensor, diagonal, True, "tril"), 0)
 
@@ -613,7 +637,7 @@ cdef object outside_triangle(TensorCore tensor, long long diagonal, bint lower, 
 
 # flip() and roll(), as PyTorch's: copies, each dimension's elements gathered (index_select) in
 # the order of an index made with arange on the tensor's device, so autograd takes them as it
-# takes index_select; arange copies from the host, so a capture refuses them, as tril's masks.
+# takes index_select; a capture takes them too (Note [Arange on the device]).
 cdef object flip_of(object input, object dims):
     return flip(own_tensor_arg(input, "input"), sequence_arg(dims, "flip: dims"))
 

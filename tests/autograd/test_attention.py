@@ -432,19 +432,18 @@ def test_sdpa_and_mha_forward_and_backward_capture_and_replay_with_new_inputs(qu
 
 
 @pytest.mark.gpu
-def test_a_causal_mask_first_needed_inside_a_capture_is_refused_clearly(quiet_device):
-    q = tp.zeros(1, 2, 977, 4, device="cuda")     # a length no other test uses
-    k = tp.zeros(1, 2, 983, 4, device="cuda")
+def test_a_causal_mask_first_needed_inside_a_capture_is_captured(quiet_device):
+    rng = numpy.random.default_rng(8)
+    q = tp.tensor(rng.standard_normal((1, 2, 977, 4)), dtype=tp.float32,
+                  device="cuda")   # a length no other test uses
+    k = tp.tensor(rng.standard_normal((1, 2, 983, 4)), dtype=tp.float32, device="cuda")
     F.scaled_dot_product_attention(tp.zeros(1, 1, 2, 4, device="cuda"),
                                    tp.zeros(1, 1, 2, 4, device="cuda"),
                                    tp.zeros(1, 1, 2, 4, device="cuda"))   # kernels loaded
     graph = tp.cuda.CUDAGraph()
-    with pytest.raises(RuntimeError, match="run the same call once before capturing"):
-        with tp.cuda.graph(graph):
-            F.scaled_dot_product_attention(q, k, k, is_causal=True)
-    F.scaled_dot_product_attention(q, k, k, is_causal=True)   # eagerly: made and cached
-    graph = tp.cuda.CUDAGraph()
     with tp.cuda.graph(graph):
         output = F.scaled_dot_product_attention(q, k, k, is_causal=True)
     graph.replay()
+    eager = F.scaled_dot_product_attention(q, k, k, is_causal=True)
     assert tuple(output.shape) == (1, 2, 977, 4)
+    numpy.testing.assert_allclose(values(output), values(eager), rtol=1e-5, atol=1e-6)

@@ -133,7 +133,7 @@ def test_a_training_step_captures_after_a_warm_up_and_replays(quiet_device):
                                for k, v in model.state_dict().items()})
     rng = numpy.random.default_rng(3)
     static_x = tp.tensor(rng.standard_normal((2, 1, 6, 6)), dtype=tp.float32, device="cuda")
-    model(static_x).sum().backward()  # the warm-up: makes the patch indices of this shape
+    model(static_x).sum().backward()  # the warm-up, as PyTorch's documentation does it
     model.zero_grad(set_to_none=False)
     graph = tp.cuda.CUDAGraph()
     with tp.cuda.graph(graph):
@@ -154,12 +154,24 @@ def test_a_training_step_captures_after_a_warm_up_and_replays(quiet_device):
 
 
 @pytest.mark.gpu
-def test_a_shape_first_seen_inside_a_capture_is_refused_with_the_way_out(quiet_device):
-    # Sizes no other test uses, so that their index tensors are not cached yet.
-    x = tp.ones(1, 1, 60, 61, device="cuda")
+def test_a_shape_first_seen_inside_a_capture_is_captured_and_not_cached(quiet_device):
+    # Sizes no other test uses, so that their index tensors are made inside the capture (a
+    # device arange, as PyTorch's): from the graph's pool, so the process-wide cache must not
+    # keep them.
+    from tensorplay._runtime.autograd import nn as runtime_nn
+    x = tp.tensor(numpy.random.default_rng(5).standard_normal((1, 1, 60, 61)),
+                  dtype=tp.float32, device="cuda")
     weight = tp.ones(1, 1, 29, 23, device="cuda")
+    F.conv2d(tp.ones(1, 1, 3, 3, device="cuda"), tp.ones(1, 1, 1, 1, device="cuda"))  # loaded
+    kept = set(runtime_nn._CLASS_INDICES)
     graph = tp.cuda.CUDAGraph()
-    with pytest.raises(RuntimeError, match="run the same call once before capturing"):
-        with tp.cuda.graph(graph):
-            F.conv2d(x, weight)
-    assert F.conv2d(x, weight).shape == (1, 1, 32, 39)
+    with tp.cuda.graph(graph):
+        captured = F.conv2d(x, weight)
+    assert set(runtime_nn._CLASS_INDICES) == kept
+    graph.replay()
+    eager = F.conv2d(x, weight)
+    assert (29, 0) in runtime_nn._CLASS_INDICES  # made eagerly: kept
+    assert captured.shape == eager.shape == (1, 1, 32, 39)
+    numpy.testing.assert_allclose(values(captured), values(eager), rtol=1e-5, atol=1e-4)
+    graph.reset()
+    numpy.testing.assert_allclose(values(F.conv2d(x, weight)), values(eager), rtol=1e-5)

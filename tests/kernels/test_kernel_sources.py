@@ -25,7 +25,8 @@ def test_elementwise_kernels_compile_for_every_dtype(element):
     cubin = compile_for_sm90("elementwise", f"typedef {element} scalar_t;\n")
     for function in (b"fill", b"binary", b"binary_vector4", b"binary_strided", b"binary_scalar",
                      b"compare", b"compare_strided", b"compare_scalar", b"unary", b"add_scaled",
-                     b"clamp", b"clamp_strided", b"where", b"where_strided"):
+                     b"clamp", b"clamp_strided", b"where", b"where_strided", b"arange_integral",
+                     b"arange_floating"):
         assert function in cubin
 
 

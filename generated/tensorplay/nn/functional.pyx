@@ -486,8 +486,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
     Raises:
         RuntimeError: attn_mask given with is_causal, dtypes that differ or shapes that do not
-            fit (PyTorch's messages); with is_causal on a capturing stream when the mask's index
-            tensors were not made before the capture.
+            fit (PyTorch's messages).
         ValueError: dropout_p outside [0, 1], or key and value heads that do not divide query's
             with enable_gqa.
     """
@@ -558,7 +557,7 @@ def pad(input, pad, mode='constant', value=None):
 
 
 def one_hot(tensor, num_classes=-1):
-    """One-hot rows of class indices, as PyTorch's (on a CUDA device indices are not read back, and one out of range gives a row of zeros). Capturable after a first call with the same num_classes on the device.
+    """One-hot rows of class indices, as PyTorch's (on a CUDA device indices are not read back, and one out of range gives a row of zeros). A CUDA graph captures it.
 
     Args:
         tensor: class indices (int64).
@@ -595,9 +594,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """A 2-D convolution, as PyTorch's: every kernel-sized patch of the padded input is gathered
     (index_select) and multiplied by the weight in one matrix product (cuBLASLt on a device),
-    so autograd gives the gradients and a CUDA graph captures it. On a device the index
-    tensors of a shape are made from the host on its first call, so a captured call needs one
-    eager call of the same shape first (the warm-up step).
+    so autograd gives the gradients and a CUDA graph captures it.
 
     Args:
         input: a (N, C, H, W) or unbatched (C, H, W) floating-point tensor.
@@ -621,7 +618,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """2-D max pooling, as PyTorch's: the first largest element of each window (NaN if the window
     holds one), whose gradient goes to that element. Windows are gathered as conv2d's patches
-    (index_select), so a captured call needs one eager call of the same shape first.
+    (index_select), so a CUDA graph captures it.
 
     Args:
         input: a (N, C, H, W) or (C, H, W) floating-point tensor.
