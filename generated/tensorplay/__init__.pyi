@@ -127,6 +127,7 @@ __all__ = [
     "vstack",
     "flip",
     "roll",
+    "gather",
     "clone",
     "var",
     "std",
@@ -1678,6 +1679,24 @@ def roll(input: Tensor, shifts: builtins.int | tuple[builtins.int, ...] | list[b
 
     Raises:
         RuntimeError: shifts and dims differ in length (PyTorch's message).
+    """
+
+
+def gather(input: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
+    """Values gathered along dim at the indices of index (torch.gather). Its gradient adds into the positions read, repeated ones adding up; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: gather(input, ...) is input.gather(...).
+        dim: the dimension the indices select along (negative counts from the end).
+        index: int64 or int32 indices from 0, with as many dimensions as this tensor and no
+            larger than it along the others, on its device.
+
+    Returns:
+        Tensor: a new tensor of the index's shape: for dim 1, out[i][j] = self[i][index[i][j]].
+
+    Raises:
+        RuntimeError: the index's dimensions or sizes do not fit, or (on the CPU) an index is
+            out of range: PyTorch's messages; on a device an index out of range gives a zero.
     """
 
 
@@ -3261,6 +3280,22 @@ class Tensor:
 
         Raises:
             RuntimeError: shifts and dims differ in length (PyTorch's message).
+        """
+
+    def gather(self, dim: builtins.int, index: Tensor) -> Tensor:
+        """Values gathered along dim at the indices of index (torch.gather). Its gradient adds into the positions read, repeated ones adding up; a CUDA graph captures it.
+
+        Args:
+            dim: the dimension the indices select along (negative counts from the end).
+            index: int64 or int32 indices from 0, with as many dimensions as this tensor and no
+                larger than it along the others, on its device.
+
+        Returns:
+            Tensor: a new tensor of the index's shape: for dim 1, out[i][j] = self[i][index[i][j]].
+
+        Raises:
+            RuntimeError: the index's dimensions or sizes do not fit, or (on the CPU) an index is
+                out of range: PyTorch's messages; on a device an index out of range gives a zero.
         """
 
     def repeat(self, *sizes: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:

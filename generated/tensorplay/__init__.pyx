@@ -131,6 +131,7 @@ __all__ = [
     "vstack",
     "flip",
     "roll",
+    "gather",
     "clone",
     "var",
     "std",
@@ -2140,6 +2141,29 @@ def roll(input, shifts, dims=None):
     return input.roll(shifts, dims)
 
 
+def gather(input, dim, index):
+    """Values gathered along dim at the indices of index (torch.gather). Its gradient adds into the positions read, repeated ones adding up; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: gather(input, ...) is input.gather(...).
+        dim: the dimension the indices select along (negative counts from the end).
+        index: int64 or int32 indices from 0, with as many dimensions as this tensor and no
+            larger than it along the others, on its device.
+
+    Returns:
+        Tensor: a new tensor of the index's shape: for dim 1, out[i][j] = self[i][index[i][j]].
+
+    Raises:
+        RuntimeError: the index's dimensions or sizes do not fit, or (on the CPU) an index is
+            out of range: PyTorch's messages; on a device an index out of range gives a zero.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"gather(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.gather(dim, index)
+
+
 def clone(input):
     """A copy, recorded for autograd.
 
@@ -4069,6 +4093,25 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.roll()", NULL)
         return _factories.roll(self, shifts, dims)
+
+    def gather(self, dim, index):
+        """Values gathered along dim at the indices of index (torch.gather). Its gradient adds into the positions read, repeated ones adding up; a CUDA graph captures it.
+
+        Args:
+            dim: the dimension the indices select along (negative counts from the end).
+            index: int64 or int32 indices from 0, with as many dimensions as this tensor and no
+                larger than it along the others, on its device.
+
+        Returns:
+            Tensor: a new tensor of the index's shape: for dim 1, out[i][j] = self[i][index[i][j]].
+
+        Raises:
+            RuntimeError: the index's dimensions or sizes do not fit, or (on the CPU) an index is
+                out of range: PyTorch's messages; on a device an index out of range gives a zero.
+        """
+        _core.check_awake(self, b"Tensor.gather()", NULL)
+        _core.check_awake_value(index, b"Tensor.gather()", b"index")
+        return _factories.gather(self, dim, index)
 
     def repeat(self, *sizes):
         """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).

@@ -63,6 +63,9 @@ cdef object swapaxes(TensorCore tensor, object axis0, object axis1)
 # Selection by index (Note [Selection by index]): the rows of dim that index names, and the
 # sum of source's rows into target's (floating point; the gradient of a selection).
 cdef object index_select(TensorCore tensor, object dim, object index)
+# index as an int32 or int64 tensor (of at most one dimension where vector is set) on tensor's
+# device, refused otherwise with name's messages.
+cdef TensorCore index_arg(TensorCore tensor, object index, str name, bint vector)
 cdef int index_add_(TensorCore target, int dim, TensorCore index, TensorCore source) except -1
 cdef object repeat(TensorCore tensor, tuple repeats)
 cdef object flatten(TensorCore tensor, object start_dim, object end_dim)
