@@ -27,12 +27,12 @@ the public class, which the generated module registers (runtime/base/public.pyx)
 
 Note [Functional forms]
 tensorplay.nn.functional's functions and the loss modules are built from recorded tensor
-operations (subtraction, exp, log, sums, products with a one-hot mask), so autograd gives
+operations (subtraction, exp, log, sums, gathers), so autograd gives
 their gradients and a CUDA graph captures them like any other kernels (nothing reads the
 device on the host, except the bounds check of class indices on the CPU). log_softmax and
 softmax are the tensor layer's (reduction.pyx), which the Tensor methods share: each slice
-shifted by its own maximum along dim, detached, before exp, as PyTorch's kernels do. cross_entropy picks each target's log-probability
-with a one-hot mask (arange == target) where PyTorch gathers; the sums are the same.
+shifted by its own maximum along dim, detached, before exp, as PyTorch's kernels do.
+cross_entropy and nll_loss gather each target's log-probability, as PyTorch's.
 """
 import collections
 import collections.abc
@@ -1696,13 +1696,14 @@ cdef object picked_losses(TensorCore logp, TensorCore y, int class_dim, object i
         for value in set(y.detach().flatten().tolist()):
             if value != ignore_index and not 0 <= value < classes:
                 raise IndexError(f"Target {value} is out of bounds.")
-    # The classes last, one row per prediction, and the target picked by a one-hot mask.
+    # The classes last, one row per prediction, and each target's entry gathered (an ignored
+    # target reads class 0, multiplied by 0 below).
     if class_dim == 1 and len(logp.sizes) > 2:
         order = (0,) + tuple(range(2, len(logp.sizes))) + (1,)
         logp = logp.permute(*order)
-    one_hot = (class_indices(classes, y) == y.unsqueeze(-1)).to(dtype=logp.dtype_object)
-    kept = (y != ignore_index).to(dtype=logp.dtype_object)
-    losses = -(logp * one_hot).sum(-1)
+    ignored = y == ignore_index
+    kept = (~ignored).to(dtype=logp.dtype_object)
+    losses = -factories.gather(logp, -1, y.masked_fill(ignored, 0).unsqueeze(-1)).squeeze(-1)
     if label_smoothing:
         losses = losses * (1 - label_smoothing) - logp.sum(-1) * (label_smoothing / classes)
     losses = losses * kept
@@ -1712,7 +1713,7 @@ cdef object picked_losses(TensorCore logp, TensorCore y, int class_dim, object i
 
 
 # 0, 1, ..., classes - 1 on a device, made once per class count and device and kept
-# (cross_entropy's classes, conv2d's and max_pool2d's patches, attention's causal mask). One
+# (one_hot's classes, conv2d's and max_pool2d's patches, attention's causal mask). One
 # made while a capture is open in the process is not kept: it may come from a graph's private
 # pool, freed with the graph, which no process-wide cache may hold. A kept one is waited for
 # once, so that any stream may read it later.

@@ -137,6 +137,16 @@ def test_nll_loss_of_log_softmax_as_pytorchs(options, target):
                     lambda x: torch.nn.NLLLoss(**options)(x, torch.tensor(target)), LOGITS)
 
 
+def test_nll_loss_reads_only_the_targets_log_probability():
+    # PyTorch gathers the target's entry: an infinite log-probability of another class (a
+    # masked-out logit) leaves the loss and its gradient finite, as PyTorch's.
+    logp = numpy.array([[-0.5, -numpy.inf, -1.0], [-numpy.inf, -0.25, -2.0]])
+    check_with_grad(lambda x: F.nll_loss(x, tp.tensor([0, 1])),
+                    lambda x: TF.nll_loss(x, torch.tensor([0, 1])), logp)
+    loss = F.nll_loss(tp.tensor(logp), tp.tensor([2, 1]), reduction="none")
+    assert loss.tolist() == [1.0, 0.25]
+
+
 def test_nll_loss_over_more_dimensions_and_its_errors():
     logp = RNG.standard_normal((2, 3, 4))
     target = RNG.integers(0, 3, (2, 4))
