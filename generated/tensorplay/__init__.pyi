@@ -123,6 +123,7 @@ __all__ = [
     "tile",
     "isclose",
     "count_nonzero",
+    "einsum",
     "hstack",
     "vstack",
     "flip",
@@ -1627,6 +1628,27 @@ def count_nonzero(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | 
 
     Returns:
         Tensor: int64 counts.
+    """
+
+
+def einsum(equation: str, *operands: Tensor | tuple[Tensor, ...] | list[Tensor]) -> Tensor:
+    """Einstein summation, as torch.einsum. Operands are contracted left to right by matrix products (cuBLASLt on a device; integers by broadcast products), so autograd differentiates it and a CUDA graph captures it; a repeated subscript within an operand takes its diagonal.
+
+    Args:
+        equation: the subscripts of each operand, separated by commas, then optionally -> and
+            the output's; letters a-z and A-Z, and ... for the dimensions not named (broadcast).
+            Without ->, the output is the ellipsis and then the letters named once, sorted. Spaces
+            are ignored.
+        *operands: the tensors, one per term, as separate arguments or one sequence; of one
+            dtype (not bool) and on one device.
+
+    Returns:
+        Tensor: the sum of the products of the operands' elements over every subscript the
+            output does not name.
+
+    Raises:
+        RuntimeError: the equation is malformed, names more or fewer operands or dimensions than
+            given, or sizes that do not broadcast; the operands' dtypes differ (PyTorch's messages).
     """
 
 

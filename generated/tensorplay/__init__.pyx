@@ -11,6 +11,7 @@ from tensorplay._runtime.tensor cimport copies as _copies
 from tensorplay._runtime.tensor cimport core as _core
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport dtypes as _dtypes
+from tensorplay._runtime.tensor cimport einsum as _einsum
 from tensorplay._runtime.tensor cimport elementwise as _elementwise
 from tensorplay._runtime.autograd cimport engine as _engine
 from tensorplay._runtime.base cimport errors as _errors
@@ -127,6 +128,7 @@ __all__ = [
     "tile",
     "isclose",
     "count_nonzero",
+    "einsum",
     "hstack",
     "vstack",
     "flip",
@@ -2076,6 +2078,29 @@ def count_nonzero(input, dim=None):
         raise TypeError(f"count_nonzero(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.count_nonzero(dim)
+
+
+def einsum(equation, *operands):
+    """Einstein summation, as torch.einsum. Operands are contracted left to right by matrix products (cuBLASLt on a device; integers by broadcast products), so autograd differentiates it and a CUDA graph captures it; a repeated subscript within an operand takes its diagonal.
+
+    Args:
+        equation: the subscripts of each operand, separated by commas, then optionally -> and
+            the output's; letters a-z and A-Z, and ... for the dimensions not named (broadcast).
+            Without ->, the output is the ellipsis and then the letters named once, sorted. Spaces
+            are ignored.
+        *operands: the tensors, one per term, as separate arguments or one sequence; of one
+            dtype (not bool) and on one device.
+
+    Returns:
+        Tensor: the sum of the products of the operands' elements over every subscript the
+            output does not name.
+
+    Raises:
+        RuntimeError: the equation is malformed, names more or fewer operands or dimensions than
+            given, or sizes that do not broadcast; the operands' dtypes differ (PyTorch's messages).
+    """
+    _core.check_awake_each(operands, b"tensorplay.einsum()", b"operands")
+    return _einsum.einsum(_errors.str_arg(equation, 'equation'), operands)
 
 
 def hstack(tensors):
