@@ -73,7 +73,7 @@ cdef object einsum(object equation, tuple operands):
         operands = tuple(operands[0])  # einsum("ij,jk", [a, b]), as PyTorch's
     for index, operand in enumerate(operands):
         if not isinstance(operand, TensorCore):
-            raise TypeError(f"einsum(): operand {index} must be a tensor, got "
+            raise TypeError(f"einsum(): operands must be tensors, but operand {index} is a "
                             f"{type(operand).__name__} ({errors.shown(operand)})")
     if not operands:
         raise EquationError("einsum(): must specify the equation string and at least one "

@@ -381,10 +381,12 @@ def arguments(params, fuzzed, value, samples, positional=False):
     """Positional and keyword arguments: value for fuzzed, defaults or samples elsewhere.
 
     positional: pass every parameter that is not keyword-only by position (special methods
-    such as __add__ take no keywords).
+    such as __add__ take no keywords). So are those before a *args (einsum's equation), which
+    a keyword would give twice.
     """
     args, kwargs = [], {}
     needed = [p for p in params if p is fuzzed or not (p.has_default or p.kind == "var_keyword")]
+    positional = positional or any(p.kind == "var_positional" for p in params)
     by_position = ("positional_only", "var_positional") + (("positional",) if positional else ())
     last_positional = max((i for i, p in enumerate(params)
                            if p in needed and p.kind in by_position), default=-1)

@@ -147,7 +147,7 @@ def test_errors_are_pytorchs(equation, shapes, message):
 def test_argument_errors_name_what_is_wrong():
     with pytest.raises(ValueError, match="at least one operand"):
         tp.einsum("i")
-    with pytest.raises(TypeError, match="operand 1 must be a tensor, got list"):
+    with pytest.raises(TypeError, match="operands must be tensors, but operand 1 is a list"):
         tp.einsum("i,i", tp.ones(2), [1.0, 2.0])
     with pytest.raises(TypeError, match="equation must be a str"):
         tp.einsum(3, tp.ones(2))
