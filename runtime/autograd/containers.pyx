@@ -86,7 +86,12 @@ class SequentialCore(ModuleCore):
 class NumberedCore(ModuleCore):
     """What ModuleList and ParameterList share: items held in the store that _store names
     (children or parameters) under the names "0", "1", ..., kept consecutive, and read by
-    position. _container and _items name them in messages."""
+    position. _container and _items name them in messages, and _checked checks new items."""
+
+    def init(self, items):
+        listed = [] if items is None else self._checked(items, self._container)
+        ModuleCore.init(self)
+        self._renumber(listed)
 
     def _renumber(self, list items):
         """Register items as "0", "1", ..., in place of the present ones."""
@@ -120,10 +125,8 @@ class ModuleListCore(NumberedCore):
     _container = "ModuleList"
     _items = "modules"
 
-    def init(self, modules):
-        listed = [] if modules is None else checked_modules(modules, "ModuleList")
-        ModuleCore.init(self)
-        self._renumber(listed)
+    def _checked(self, modules, where):
+        return checked_modules(modules, where)
 
     def c_setitem(self, index, module):
         modules = self._listed()
@@ -289,10 +292,8 @@ class ParameterListCore(NumberedCore):
     _container = "ParameterList"
     _items = "parameters"
 
-    def init(self, values):
-        listed = [] if values is None else as_parameters(values, "ParameterList")
-        ModuleCore.init(self)
-        self._renumber(listed)
+    def _checked(self, values, where):
+        return as_parameters(values, where)
 
     def c_setitem(self, index, value):
         at = position(index, self.c_len(), "ParameterList", "parameters")
