@@ -698,7 +698,7 @@ cdef object gather(TensorCore tensor, object dim, object index):
     for at in range(len(source_sizes) - 2, -1, -1):
         strides[at] = strides[at + 1] * source_sizes[at + 1]
     shaped = chosen.reshape(index_sizes).to(int64)
-    positions = shaped * strides[axis]
+    positions = shaped * strides[axis] if strides[axis] != 1 else shaped
     for at, count in enumerate(index_sizes):
         if at != axis and count > 1:
             along = [1] * len(index_sizes)
