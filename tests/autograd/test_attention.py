@@ -412,7 +412,7 @@ def test_sdpa_and_mha_forward_and_backward_capture_and_replay_with_new_inputs(qu
     with tp.no_grad():
         x.copy_(tp.tensor(second.tolist(), device="cuda"))
     graph.replay()
-    tp.cuda.synchronize()
+    tp.accelerator.synchronize()
 
     reference_x = second.clone().requires_grad_(True)
     torch_padding = torch.tensor([[False] * 5, [False, False, False, True, True]])

@@ -126,6 +126,14 @@ def test_adagrad_steps_as_pytorchs(options, dtype):
         assert mine.state[param]["step"].item() == STEPS
 
 
+# PyTorch before 2.13 makes Adagrad's state in its constructor only, so its step fails
+# (KeyError 'sum') for a parameter added later or left out of a loaded state; ours follows 2.13.
+LAZY_ADAGRAD = pytest.mark.skipif(
+    bool(torch.optim.Adagrad([torch.nn.Parameter(torch.ones(1))]).state),
+    reason=f"PyTorch {torch.__version__} makes Adagrad's state in its constructor only")
+
+
+@LAZY_ADAGRAD
 def test_adagrad_makes_its_state_with_the_optimiser_as_pytorchs():
     ours, theirs, _ = pair(2)
     mine = optim.Adagrad(ours, initial_accumulator_value=0.25)
@@ -328,6 +336,7 @@ def test_load_state_dict_copies_into_the_state_in_place(kind, options):
     assert opt.state[param]["step"].item() == 2.0
 
 
+@LAZY_ADAGRAD
 def test_adagrad_state_that_a_load_does_not_cover_starts_again_in_place():
     ours, theirs, grads = pair(5)
     mine, reference = run(ours, theirs, grads[:2],
