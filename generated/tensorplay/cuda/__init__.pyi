@@ -8,6 +8,7 @@ from tensorplay.accelerator import current_stream as current_stream
 from tensorplay.accelerator import set_stream as set_stream
 from tensorplay.accelerator import is_available as is_available
 from tensorplay.accelerator import device_count as device_count
+from tensorplay.accelerator import synchronize as synchronize
 from tensorplay.cuda.graphs import CUDAGraph as CUDAGraph
 from tensorplay.cuda.graphs import graph as graph
 from tensorplay.cuda.graphs import graph_pool_handle as graph_pool_handle
@@ -35,6 +36,7 @@ __all__ = [
     "set_stream",
     "is_available",
     "device_count",
+    "synchronize",
     "CUDAGraph",
     "graph",
     "graph_pool_handle",

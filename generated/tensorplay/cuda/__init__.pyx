@@ -27,6 +27,7 @@ __all__ = [
     "set_stream",
     "is_available",
     "device_count",
+    "synchronize",
     "CUDAGraph",
     "graph",
     "graph_pool_handle",
@@ -450,6 +451,7 @@ from tensorplay.accelerator import current_stream
 from tensorplay.accelerator import set_stream
 from tensorplay.accelerator import is_available
 from tensorplay.accelerator import device_count
+from tensorplay.accelerator import synchronize
 from tensorplay.cuda.graphs import CUDAGraph
 from tensorplay.cuda.graphs import graph
 from tensorplay.cuda.graphs import graph_pool_handle
