@@ -523,6 +523,31 @@ cdef object converted(TensorCore value, object device, object dtype):
                      False)
 
 
+cdef int weight_and_bias(object module, tuple weight_shape, bint bias, object dtype,
+                         object device) except -1:
+    """A layer's weight parameter of weight_shape and its bias (weight_shape[0],), or a bias slot
+    left empty, then its reset_parameters(): Linear's and Conv2d's, as PyTorch's."""
+    make = parameter_class()
+    module.weight = make(factories.empty((weight_shape,), dtype, device, False), True)
+    if bias:
+        module.bias = make(factories.empty(((weight_shape[0],),), dtype, device, False), True)
+    else:
+        module.c_register_parameter("bias", None)
+    module.c_reset_parameters()
+    return 0
+
+
+cdef int uniform_by_fan_in(object module, object fan_in) except -1:
+    """module's weight and bias drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), without
+    recording: PyTorch's kaiming_uniform_(weight, a=sqrt(5)) for Linear and Conv2d."""
+    bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+    with autograd.no_grad_block():
+        random_ops.uniform_(<TensorCore>module.weight, -bound, bound, None)
+        if module.bias is not None:
+            random_ops.uniform_(<TensorCore>module.bias, -bound, bound, None)
+    return 0
+
+
 class LinearCore(ModuleCore):
     """y = x @ weight.T + bias, with PyTorch's shapes, order and initialisation."""
 
@@ -530,25 +555,14 @@ class LinearCore(ModuleCore):
         ModuleCore.init(self)
         self.in_features = in_features
         self.out_features = out_features
-        make = parameter_class()
         # weight before bias: the order of parameters() and state_dict(), as PyTorch's.
-        self.weight = make(factories.empty(((out_features, in_features),), dtype, device, False),
-                           True)
-        if bias:
-            self.bias = make(factories.empty(((out_features,),), dtype, device, False), True)
-        else:
-            self.c_register_parameter("bias", None)
-        self.c_reset_parameters()
+        weight_and_bias(self, (out_features, in_features), bias, dtype, device)
 
     def c_reset_parameters(self):
         # PyTorch's: kaiming_uniform_(weight, a=sqrt(5)) draws from U(-b, b) with
         # b = gain * sqrt(3 / fan_in) and gain = sqrt(2 / (1 + a**2)) = sqrt(1 / 3), so
         # b = 1 / sqrt(fan_in); the bias draws from the same range.
-        bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
-        with autograd.no_grad_block():
-            random_ops.uniform_(<TensorCore>self.weight, -bound, bound, None)
-            if self.bias is not None:
-                random_ops.uniform_(<TensorCore>self.bias, -bound, bound, None)
+        uniform_by_fan_in(self, self.in_features)
 
     def c_forward(self, input):
         cdef TensorCore x = tensor.own_tensor_arg(input, "Linear: input")
@@ -861,24 +875,13 @@ class Conv2dCore(ModuleCore):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding = kernel, strides, padding
         self.dilation, self.groups, self.padding_mode = dilations, groups, padding_mode
-        make = parameter_class()
-        self.weight = make(factories.empty(
-            ((out_channels, in_channels // groups) + kernel,), dtype, device, False), True)
-        if bias:
-            self.bias = make(factories.empty(((out_channels,),), dtype, device, False), True)
-        else:
-            self.c_register_parameter("bias", None)
-        self.c_reset_parameters()
+        weight_and_bias(self, (out_channels, in_channels // groups) + kernel, bias, dtype, device)
 
     def c_reset_parameters(self):
         # PyTorch's: kaiming_uniform_(weight, a=sqrt(5)), U(-1/sqrt(fan_in), 1/sqrt(fan_in))
         # (LinearCore's reasoning), fan_in = in_channels / groups * kH * kW; the bias alike.
-        fan_in = self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1]
-        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-        with autograd.no_grad_block():
-            random_ops.uniform_(<TensorCore>self.weight, -bound, bound, None)
-            if self.bias is not None:
-                random_ops.uniform_(<TensorCore>self.bias, -bound, bound, None)
+        uniform_by_fan_in(self, self.in_channels // self.groups * self.kernel_size[0] *
+                          self.kernel_size[1])
 
     def c_forward(self, input):
         tensor.check_awake(<TensorCore>self.weight, b"Conv2d.forward()", b"weight")
