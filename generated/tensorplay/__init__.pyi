@@ -129,6 +129,8 @@ __all__ = [
     "flip",
     "roll",
     "gather",
+    "scatter",
+    "scatter_add",
     "clone",
     "var",
     "std",
@@ -1719,6 +1721,49 @@ def gather(input: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
     Raises:
         RuntimeError: the index's dimensions or sizes do not fit, or (on the CPU) an index is
             out of range: PyTorch's messages; on a device an index out of range gives a zero.
+    """
+
+
+def scatter(input: Tensor, dim: builtins.int, index: Tensor, src: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+    """This tensor with src's values written at the positions index names along dim (torch.scatter). Where indices repeat, one of the values is kept, which one not fixed (as PyTorch). Autograd and a CUDA graph take it.
+
+    Args:
+        input: a Tensor: scatter(input, ...) is input.scatter(...).
+        dim: the dimension the indices address (negative counts from the end).
+        index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+            than it apart from dim, on its device.
+        src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+            smaller than it along any; its first elements along each dimension are the ones
+            scattered. Or a Python scalar (value), stored at every indexed position (a float into an
+            integer tensor truncates).
+
+    Returns:
+        Tensor: a copy of this tensor with, for dim 0, out[index[i][j]][j] = src[i][j].
+
+    Raises:
+        RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+            out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+    """
+
+
+def scatter_add(input: Tensor, dim: builtins.int, index: Tensor, src: Tensor) -> Tensor:
+    """This tensor with src's values added at the positions index names along dim (torch.scatter_add); repeated indices add up, in an order that is not fixed on a device (atomic additions, as PyTorch's). Autograd and a CUDA graph take it.
+
+    Args:
+        input: a Tensor: scatter_add(input, ...) is input.scatter_add(...).
+        dim: the dimension the indices address (negative counts from the end).
+        index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+            than it apart from dim, on its device.
+        src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+            smaller than it along any; its first elements along each dimension are the ones
+            scattered.
+
+    Returns:
+        Tensor: a copy of this tensor with, for dim 0, out[index[i][j]][j] += src[i][j].
+
+    Raises:
+        RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+            out of range: PyTorch's messages; on a device an index out of range scatters nothing.
     """
 
 
@@ -3318,6 +3363,84 @@ class Tensor:
         Raises:
             RuntimeError: the index's dimensions or sizes do not fit, or (on the CPU) an index is
                 out of range: PyTorch's messages; on a device an index out of range gives a zero.
+        """
+
+    def scatter(self, dim: builtins.int, index: Tensor, src: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """This tensor with src's values written at the positions index names along dim (torch.scatter). Where indices repeat, one of the values is kept, which one not fixed (as PyTorch). Autograd and a CUDA graph take it.
+
+        Args:
+            dim: the dimension the indices address (negative counts from the end).
+            index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+                than it apart from dim, on its device.
+            src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+                smaller than it along any; its first elements along each dimension are the ones
+                scattered. Or a Python scalar (value), stored at every indexed position (a float into an
+                integer tensor truncates).
+
+        Returns:
+            Tensor: a copy of this tensor with, for dim 0, out[index[i][j]][j] = src[i][j].
+
+        Raises:
+            RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+                out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+        """
+
+    def scatter_(self, dim: builtins.int, index: Tensor, src: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:
+        """In-place scatter().
+
+        Args:
+            dim: the dimension the indices address (negative counts from the end).
+            index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+                than it apart from dim, on its device.
+            src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+                smaller than it along any; its first elements along each dimension are the ones
+                scattered. Or a Python scalar (value), stored at every indexed position (a float into an
+                integer tensor truncates).
+
+        Returns:
+            Tensor: self.
+
+        Raises:
+            RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+                out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+        """
+
+    def scatter_add(self, dim: builtins.int, index: Tensor, src: Tensor) -> Tensor:
+        """This tensor with src's values added at the positions index names along dim (torch.scatter_add); repeated indices add up, in an order that is not fixed on a device (atomic additions, as PyTorch's). Autograd and a CUDA graph take it.
+
+        Args:
+            dim: the dimension the indices address (negative counts from the end).
+            index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+                than it apart from dim, on its device.
+            src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+                smaller than it along any; its first elements along each dimension are the ones
+                scattered.
+
+        Returns:
+            Tensor: a copy of this tensor with, for dim 0, out[index[i][j]][j] += src[i][j].
+
+        Raises:
+            RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+                out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+        """
+
+    def scatter_add_(self, dim: builtins.int, index: Tensor, src: Tensor) -> Tensor:
+        """In-place scatter_add().
+
+        Args:
+            dim: the dimension the indices address (negative counts from the end).
+            index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+                than it apart from dim, on its device.
+            src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+                smaller than it along any; its first elements along each dimension are the ones
+                scattered.
+
+        Returns:
+            Tensor: self.
+
+        Raises:
+            RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+                out of range: PyTorch's messages; on a device an index out of range scatters nothing.
         """
 
     def repeat(self, *sizes: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:

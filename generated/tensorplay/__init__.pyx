@@ -22,6 +22,7 @@ from tensorplay._runtime.base cimport public as _public
 from tensorplay._runtime.random cimport random_ops as _random_ops
 from tensorplay._runtime.tensor cimport reduction as _reduction
 from tensorplay._runtime.random cimport rng as _rng
+from tensorplay._runtime.tensor cimport scatter_gather as _scatter_gather
 from tensorplay._runtime.tensor cimport serialization as _serialization
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.autograd import engine as _engine_classes
@@ -134,6 +135,8 @@ __all__ = [
     "flip",
     "roll",
     "gather",
+    "scatter",
+    "scatter_add",
     "clone",
     "var",
     "std",
@@ -2189,6 +2192,59 @@ def gather(input, dim, index):
     return input.gather(dim, index)
 
 
+def scatter(input, dim, index, src):
+    """This tensor with src's values written at the positions index names along dim (torch.scatter). Where indices repeat, one of the values is kept, which one not fixed (as PyTorch). Autograd and a CUDA graph take it.
+
+    Args:
+        input: a Tensor: scatter(input, ...) is input.scatter(...).
+        dim: the dimension the indices address (negative counts from the end).
+        index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+            than it apart from dim, on its device.
+        src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+            smaller than it along any; its first elements along each dimension are the ones
+            scattered. Or a Python scalar (value), stored at every indexed position (a float into an
+            integer tensor truncates).
+
+    Returns:
+        Tensor: a copy of this tensor with, for dim 0, out[index[i][j]][j] = src[i][j].
+
+    Raises:
+        RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+            out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"scatter(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.scatter(dim, index, src)
+
+
+def scatter_add(input, dim, index, src):
+    """This tensor with src's values added at the positions index names along dim (torch.scatter_add); repeated indices add up, in an order that is not fixed on a device (atomic additions, as PyTorch's). Autograd and a CUDA graph take it.
+
+    Args:
+        input: a Tensor: scatter_add(input, ...) is input.scatter_add(...).
+        dim: the dimension the indices address (negative counts from the end).
+        index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+            than it apart from dim, on its device.
+        src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+            smaller than it along any; its first elements along each dimension are the ones
+            scattered.
+
+    Returns:
+        Tensor: a copy of this tensor with, for dim 0, out[index[i][j]][j] += src[i][j].
+
+    Raises:
+        RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+            out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"scatter_add(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.scatter_add(dim, index, src)
+
+
 def clone(input):
     """A copy, recorded for autograd.
 
@@ -4136,7 +4192,101 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.gather()", NULL)
         _core.check_awake_value(index, b"Tensor.gather()", b"index")
-        return _factories.gather(self, dim, index)
+        return _scatter_gather.gather(self, dim, index)
+
+    def scatter(self, dim, index, src):
+        """This tensor with src's values written at the positions index names along dim (torch.scatter). Where indices repeat, one of the values is kept, which one not fixed (as PyTorch). Autograd and a CUDA graph take it.
+
+        Args:
+            dim: the dimension the indices address (negative counts from the end).
+            index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+                than it apart from dim, on its device.
+            src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+                smaller than it along any; its first elements along each dimension are the ones
+                scattered. Or a Python scalar (value), stored at every indexed position (a float into an
+                integer tensor truncates).
+
+        Returns:
+            Tensor: a copy of this tensor with, for dim 0, out[index[i][j]][j] = src[i][j].
+
+        Raises:
+            RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+                out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+        """
+        _core.check_awake(self, b"Tensor.scatter()", NULL)
+        _core.check_awake_value(index, b"Tensor.scatter()", b"index")
+        _core.check_awake_value(src, b"Tensor.scatter()", b"src")
+        return _scatter_gather.scatter(self, dim, index, src)
+
+    def scatter_(self, dim, index, src):
+        """In-place scatter().
+
+        Args:
+            dim: the dimension the indices address (negative counts from the end).
+            index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+                than it apart from dim, on its device.
+            src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+                smaller than it along any; its first elements along each dimension are the ones
+                scattered. Or a Python scalar (value), stored at every indexed position (a float into an
+                integer tensor truncates).
+
+        Returns:
+            Tensor: self.
+
+        Raises:
+            RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+                out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+        """
+        _core.check_awake(self, b"Tensor.scatter_()", NULL)
+        _core.check_awake_value(index, b"Tensor.scatter_()", b"index")
+        _core.check_awake_value(src, b"Tensor.scatter_()", b"src")
+        return _scatter_gather.scatter_(self, dim, index, src)
+
+    def scatter_add(self, dim, index, src):
+        """This tensor with src's values added at the positions index names along dim (torch.scatter_add); repeated indices add up, in an order that is not fixed on a device (atomic additions, as PyTorch's). Autograd and a CUDA graph take it.
+
+        Args:
+            dim: the dimension the indices address (negative counts from the end).
+            index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+                than it apart from dim, on its device.
+            src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+                smaller than it along any; its first elements along each dimension are the ones
+                scattered.
+
+        Returns:
+            Tensor: a copy of this tensor with, for dim 0, out[index[i][j]][j] += src[i][j].
+
+        Raises:
+            RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+                out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+        """
+        _core.check_awake(self, b"Tensor.scatter_add()", NULL)
+        _core.check_awake_value(index, b"Tensor.scatter_add()", b"index")
+        _core.check_awake_value(src, b"Tensor.scatter_add()", b"src")
+        return _scatter_gather.scatter_add(self, dim, index, src)
+
+    def scatter_add_(self, dim, index, src):
+        """In-place scatter_add().
+
+        Args:
+            dim: the dimension the indices address (negative counts from the end).
+            index: int64 or int32 indices from 0, with as many dimensions as this tensor, no larger
+                than it apart from dim, on its device.
+            src: a tensor of this tensor's dtype and device, with as many dimensions as index and no
+                smaller than it along any; its first elements along each dimension are the ones
+                scattered.
+
+        Returns:
+            Tensor: self.
+
+        Raises:
+            RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
+                out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+        """
+        _core.check_awake(self, b"Tensor.scatter_add_()", NULL)
+        _core.check_awake_value(index, b"Tensor.scatter_add_()", b"index")
+        _core.check_awake_value(src, b"Tensor.scatter_add_()", b"src")
+        return _scatter_gather.scatter_add_(self, dim, index, src)
 
     def repeat(self, *sizes):
         """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).

@@ -8,7 +8,7 @@ resolved to its ops once, at import, which fails when the table and FORMULAS dif
 import math
 
 from tensorplay._runtime.kernels cimport ops
-from tensorplay._runtime.tensor cimport copies
+from tensorplay._runtime.tensor cimport copies, scatter_gather
 from tensorplay._runtime.autograd.tape cimport Node
 from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
@@ -338,6 +338,51 @@ def index_select_gradient(Node node, tuple grads):
     return (whole,)
 
 
+def gather_gradient(Node node, tuple grads):
+    # The gradient scatter-added into zeros of the input's shape (saved: the int64 index;
+    # state: the dimension), as PyTorch's gather_backward.
+    cdef TensorCore whole = zeros_of(node.inputs_meta[0])
+    scatter_gather.scatter_into(whole, node.state, node.saved[0], grads[0], True)
+    return (whole,)
+
+
+def scatter_gradient(Node node, tuple grads):
+    # self: the gradient, zero where src (or the value) was stored; src: the gradient at the
+    # positions it was stored to.
+    cdef TensorCore g = grads[0]
+    cdef TensorCore index = node.saved[0]
+    cdef TensorCore kept = None
+    if wanted(node, 0):
+        kept = <TensorCore>copies.clone(g)
+        scatter_gather.scatter_into(kept, node.state, index,
+                                    fill_(<TensorCore>new_empty((), g.dtype_object,
+                                                                g.device_index), 0), False)
+    if len(node.edges) == 1:
+        return (kept,)
+    return (kept, source_gradient(node, g) if wanted(node, 1) else None)
+
+
+def scatter_add_gradient(Node node, tuple grads):
+    return (grads[0], source_gradient(node, grads[0]) if wanted(node, 1) else None)
+
+
+cdef TensorCore source_gradient(Node node, TensorCore g):
+    """src's gradient of a scatter: g gathered at the index, in the leading corner of zeros of
+    src's shape where src is larger than the index (its other elements were not read; PyTorch's
+    engine refuses that case with a shape error)."""
+    cdef TensorCore index = node.saved[0]
+    cdef TensorCore gathered = scatter_gather.gathered(g, node.state, index)
+    if node.inputs_meta[1][0] == index.sizes:
+        return gathered
+    cdef TensorCore whole = zeros_of(node.inputs_meta[1])
+    sizes = index.sizes or (1,)  # 0-d tensors as ones of one element, as the scatter read them
+    cdef TensorCore corner = copies.reshape(whole, whole.sizes or (1,))
+    for dim, size in enumerate(sizes):
+        corner = copies.narrow(corner, dim, 0, size)
+    copies.copy_into(corner, copies.reshape(gathered, sizes), False)
+    return whole
+
+
 def setitem_gradient(Node node, tuple grads):
     # self[key] = value: the old values' gradient is g with the selection zeroed; the value's
     # is g's selection (sum_to reduces it where the value broadcast).
@@ -526,7 +571,8 @@ FORMULAS = {
     "tan": tan_gradient, "atan": atan_gradient, "asin": asin_gradient, "acos": acos_gradient,
     "sinh": sinh_gradient, "cosh": cosh_gradient, "log2": log2_gradient,
     "log10": log10_gradient, "exp2": exp2_gradient,
-    "index_select": index_select_gradient,
+    "index_select": index_select_gradient, "gather": gather_gradient,
+    "scatter": scatter_gradient, "scatter_add": scatter_add_gradient,
     "binary_cross_entropy": binary_cross_entropy_gradient,
     "binary_cross_entropy_with_logits": binary_cross_entropy_with_logits_gradient,
     "floor": zero_gradient,

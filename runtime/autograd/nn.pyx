@@ -47,7 +47,7 @@ from tensorplay._runtime.devices cimport device as _device, stream as _stream
 from tensorplay._runtime.base cimport dtypes, errors, public
 from tensorplay._runtime.random cimport random_ops
 from tensorplay._runtime.tensor cimport (copies, core as tensor, elementwise, factories, linalg,
-                                         promotion, reduction, serialization)
+                                         promotion, reduction, scatter_gather, serialization)
 from tensorplay._runtime.tensor.core cimport TensorCore
 from tensorplay._runtime.tensor cimport arguments
 from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
@@ -1706,7 +1706,8 @@ cdef object picked_losses(TensorCore logp, TensorCore y, int class_dim, object i
         logp = logp.permute(*order)
     ignored = y == ignore_index
     kept = (~ignored).to(dtype=logp.dtype_object)
-    losses = -factories.gather(logp, -1, y.masked_fill(ignored, 0).unsqueeze(-1)).squeeze(-1)
+    losses = -scatter_gather.gather(logp, -1,
+                                    y.masked_fill(ignored, 0).unsqueeze(-1)).squeeze(-1)
     if label_smoothing:
         losses = losses * (1 - label_smoothing) - logp.sum(-1) * (label_smoothing / classes)
     losses = losses * kept

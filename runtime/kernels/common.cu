@@ -83,6 +83,32 @@ __device__ inline long long strided_offset(long long linear, const Layout& layou
     return offset;
 }
 
+// For gather and the scatters (index.cu, scatter.cu): the coordinates of element n of a tensor
+// of the index's shape (index_layout.sizes), as three offsets: into the index (its strides),
+// into a tensor read at the same coordinates (with_layout's strides; its sizes are not read),
+// and into one addressed at them along every dimension but axis (along_layout's strides), which
+// the caller completes with the index's value times axis's stride.
+struct IndexedOffsets {
+    long long index;
+    long long with;
+    long long along;
+};
+
+__device__ inline IndexedOffsets indexed_offsets(long long n, const Layout& index_layout,
+                                                 const Layout& with_layout,
+                                                 const Layout& along_layout, int axis) {
+    IndexedOffsets offsets = {0, 0, 0};
+    for (int dim = index_layout.ndim - 1; dim >= 0; --dim) {
+        long long size = index_layout.sizes[dim];
+        long long coordinate = n % size;
+        n /= size;
+        offsets.index += coordinate * index_layout.strides[dim];
+        offsets.with += coordinate * with_layout.strides[dim];
+        if (dim != axis) offsets.along += coordinate * along_layout.strides[dim];
+    }
+    return offsets;
+}
+
 #define GRID_STRIDE_LOOP(index, count) \
     for (long long index = (long long)blockIdx.x * blockDim.x + threadIdx.x; index < (count); \
          index += (long long)blockDim.x * gridDim.x)

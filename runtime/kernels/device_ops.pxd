@@ -100,3 +100,16 @@ cdef int index_select(int device, DtypeCore dtype, uintptr_t source, uintptr_t i
 cdef int index_add(int device, DtypeCore dtype, uintptr_t source, uintptr_t index,
                    uintptr_t target, int64_t outer, int64_t size, int64_t inner,
                    int64_t index_count, cudaStream_t stream) except -1
+# gather (index.cu) writes out, contiguous and of the index's shape, from source along axis;
+# scatter (index.cu) stores, or with add set scatter_add (scatter.cu) adds, source into target
+# along axis. The index is int64 and of the source's and target's dimensions (sizes and strides
+# in elements); source_strides are the source's, read at the index's sizes. An index outside
+# [0, size) selects a zero, stores and adds nothing. add takes the dtypes index_add takes and
+# int32/int64.
+cdef int gather(int device, DtypeCore dtype, uintptr_t source, tuple source_sizes,
+                tuple source_strides, uintptr_t index, tuple index_sizes, tuple index_strides,
+                uintptr_t out, int axis, cudaStream_t stream) except -1
+cdef int scatter(int device, DtypeCore dtype, bint add, uintptr_t source, tuple source_strides,
+                 uintptr_t index, tuple index_sizes, tuple index_strides, uintptr_t target,
+                 tuple target_sizes, tuple target_strides, int axis,
+                 cudaStream_t stream) except -1

@@ -773,6 +773,50 @@ cdef int index_add(int device, DtypeCore dtype, uintptr_t source, uintptr_t inde
                          size, inner, index_count, stream)
 
 
+cdef int gather(int device, DtypeCore dtype, uintptr_t source, tuple source_sizes,
+                tuple source_strides, uintptr_t index, tuple index_sizes, tuple index_strides,
+                uintptr_t out, int axis, cudaStream_t stream) except -1:
+    cdef int64_t count = count_of(index_sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "index", "gather", scalar_typedef(dtype))
+    cdef Layout source_layout = layout_of(source_sizes, source_strides)
+    cdef Layout index_layout = layout_of(index_sizes, index_strides)
+    cdef void* arguments[7]
+    arguments[0] = &source
+    arguments[1] = &source_layout
+    arguments[2] = &index
+    arguments[3] = &index_layout
+    arguments[4] = &out
+    arguments[5] = &count
+    arguments[6] = &axis
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
+cdef int scatter(int device, DtypeCore dtype, bint add, uintptr_t source, tuple source_strides,
+                 uintptr_t index, tuple index_sizes, tuple index_strides, uintptr_t target,
+                 tuple target_sizes, tuple target_strides, int axis,
+                 cudaStream_t stream) except -1:
+    cdef int64_t count = count_of(index_sizes)
+    if count == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "scatter" if add else "index",
+                                      "scatter_add" if add else "scatter", scalar_typedef(dtype))
+    cdef Layout source_layout = layout_of(index_sizes, source_strides)
+    cdef Layout index_layout = layout_of(index_sizes, index_strides)
+    cdef Layout target_layout = layout_of(target_sizes, target_strides)
+    cdef void* arguments[8]
+    arguments[0] = &source
+    arguments[1] = &source_layout
+    arguments[2] = &index
+    arguments[3] = &index_layout
+    arguments[4] = &target
+    arguments[5] = &target_layout
+    arguments[6] = &count
+    arguments[7] = &axis
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
 cdef int _index_kernel(int device, DtypeCore dtype, str source_name, str function_name,
                        uintptr_t source, uintptr_t index, uintptr_t other, int64_t outer,
                        int64_t size, int64_t inner, int64_t index_count,

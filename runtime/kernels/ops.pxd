@@ -88,6 +88,9 @@ cpdef enum Op:
     OP_GETITEM
     OP_SETITEM
     OP_INDEX_SELECT          # index_select and indexing by an integer tensor (index.cu)
+    OP_GATHER                # gather, scatter and scatter_add along a dimension
+    OP_SCATTER               # (scatter_gather.pyx)
+    OP_SCATTER_ADD
     OP_FUNCTION              # an autograd.Function's forward
     OP_COUNT
 

@@ -111,6 +111,11 @@ ROWS = (
     (OP_SETITEM, KERNEL_NONE, None, "setitem", DTYPE_SAME, False),
     # Repeated indices add their gradients up (index_add), as PyTorch's.
     (OP_INDEX_SELECT, KERNEL_NONE, None, "index_select", DTYPE_SAME, False),
+    # PyTorch's formulas (derivatives.yaml): gather's gradient is scatter-added, so repeated
+    # indices add up; scatter's and scatter_add's src gets the gradient gathered at the index.
+    (OP_GATHER, KERNEL_NONE, None, "gather", DTYPE_SAME, False),
+    (OP_SCATTER, KERNEL_NONE, None, "scatter", DTYPE_SAME, False),
+    (OP_SCATTER_ADD, KERNEL_NONE, None, "scatter_add", DTYPE_SAME, False),
     (OP_FUNCTION, KERNEL_NONE, None, "function", DTYPE_SAME, False),
 )
 

@@ -41,10 +41,7 @@ cdef object tril(TensorCore tensor, long long diagonal)
 cdef object triu(TensorCore tensor, long long diagonal)
 cdef object tril_(TensorCore tensor, long long diagonal)
 cdef object triu_(TensorCore tensor, long long diagonal)
-# flip(), roll() and gather(): copies through index_select of index tensors made here
-# (factories.pyx).
+# flip() and roll(): copies through index_select of index tensors made here (factories.pyx).
 cdef object flip(TensorCore tensor, tuple dims)
 cdef object flip_of(object input, object dims)       # torch.flip(input, dims)
-cdef object gather(TensorCore tensor, object dim, object index)
-cdef object gather_of(object input, object dim, object index)   # torch.gather(input, dim, index)
 cdef object roll(TensorCore tensor, object shifts, object dims)

@@ -13,7 +13,7 @@ from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport (BYTES_LIMIT, broadcast_shape, device_arg,
                                                    dtype_arg, dtype_of_scalar, is_scalar, np,
                                                    require_grad_arg, sequence_arg, size_arg)
-from tensorplay._runtime.tensor.copies cimport (copied_to, fill_, host_values, index_arg,
+from tensorplay._runtime.tensor.copies cimport (copied_to, fill_, host_values,
                                                 index_select, to_named)
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
                                               new_empty, own_tensor_arg, requiring_grad,
@@ -659,56 +659,6 @@ cdef object flip(TensorCore tensor, tuple dims):
                                                                device_text(tensor.device_index),
                                                                False))
     return output if axes else tensor.clone()
-
-
-# gather(), as PyTorch's: for dim 1, out[i][j][k] = input[i][index[i][j][k]][k]. It is an
-# index_select of the flattened input at each element's flat position (the index times the
-# dimension's stride, plus the other coordinates' offsets: aranges broadcast over the index's
-# shape), so autograd takes it as index_select's (the gradient is added into the input's shape,
-# repeated indices adding up) and a capture takes it. CPU indices are checked (PyTorch's
-# message); on a device an index out of range gives a zero, as index_select's (PyTorch's kernel
-# asserts on the device, which loses the context).
-cdef object gather_of(object input, object dim, object index):
-    return gather(own_tensor_arg(input, "input"), dim, index)
-
-
-cdef object gather(TensorCore tensor, object dim, object index):
-    own_tensor_arg(index, "index")  # every argument's type before any value
-    cdef int axis = tensor.c_dim(dim, "dim")
-    cdef TensorCore chosen = index_arg(tensor, index, "gather", False)
-    source_sizes = tensor.sizes or (1,)  # a 0-d tensor as one of one element, as PyTorch's
-    index_sizes = chosen.sizes or (1,)
-    if len(source_sizes) != len(index_sizes):  # PyTorch's messages, from here on
-        raise ShapeError("Index tensor must have the same number of dimensions as input tensor")
-    for at, (have, wanted) in enumerate(zip(source_sizes, index_sizes)):
-        if at != axis and wanted > have:
-            raise ShapeError(f"Size does not match at dimension {at} expected index "
-                             f"{list(chosen.sizes)} to be no larger than self "
-                             f"{list(tensor.sizes)} apart from dimension {axis}")
-    size = source_sizes[axis]
-    if tensor.device_index == CPU and chosen.element_count:
-        values = np().asarray(host_values(chosen)).reshape(-1)
-        outside = np().flatnonzero((values < 0) | (values >= size))
-        if outside.size:
-            raise RuntimeError(f"index {values[outside[0]]} is out of bounds for dimension "
-                               f"{axis} with size {size}")
-    int64 = dtypes.named_dtype("int64")
-    device = device_text(tensor.device_index)
-    strides = [1] * len(source_sizes)
-    for at in range(len(source_sizes) - 2, -1, -1):
-        strides[at] = strides[at + 1] * source_sizes[at + 1]
-    shaped = chosen.reshape(index_sizes).to(int64)
-    positions = shaped * strides[axis] if strides[axis] != 1 else shaped
-    for at, count in enumerate(index_sizes):
-        if at != axis and count > 1:
-            along = [1] * len(index_sizes)
-            along[at] = count
-            positions = positions + (arange(0, count, 1, int64, device, False) *
-                                     strides[at]).reshape(tuple(along))
-    if tensor.device_index != CPU:
-        positions = positions.masked_fill((shaped < 0) | (shaped >= size), -1)
-    gathered = index_select(<TensorCore>tensor.reshape((-1,)), 0, positions.reshape((-1,)))
-    return gathered.reshape(chosen.sizes)
 
 
 cdef object roll(TensorCore tensor, object shifts, object dims):
