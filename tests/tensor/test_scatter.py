@@ -244,6 +244,8 @@ ERRORS = [  # (call, error, PyTorch's message)
      RuntimeError, "scatter(): Expected self.dtype to be equal to src.dtype"),
     (lambda lib: lib.zeros(3, 4).scatter(0, lib.tensor([[1.0]]), 1.0), RuntimeError,
      "scatter(): Expected dtype int32/int64 for index"),
+    # PyTorch 2.13's message; 2.11 says "scatter_add() received an invalid combination of
+    # arguments", so only the start is compared with torch (below)
     (lambda lib: lib.zeros(3, 4).scatter_add(0, lib.tensor([[1]]), 1.0), TypeError,
      "scatter_add(): argument 'src' (position 3) must be Tensor, not float"),
     (lambda lib: lib.zeros(3, requires_grad=True).scatter_(0, lib.tensor([1]), 2.0),
@@ -261,7 +263,8 @@ def test_errors_are_pytorchs(call, error, message):
     torch = pytest.importorskip("torch")
     with pytest.raises(error) as theirs:
         call(torch)
-    assert message in str(theirs.value)
+    assert (message[:len("scatter_add()")] if "position 3" in message else message) in \
+        str(theirs.value)
 
 
 def test_a_refused_in_place_call_changes_nothing():
