@@ -16,7 +16,6 @@ from tensorplay._runtime.tensor.elementwise cimport (absolute, binary, clamp, co
                                                      ge, gt, log, log1p, lt, mul, neg, power,
                                                      relu, sigmoid, sin, sinh, sqrt, sub,
                                                      truediv, where)
-from tensorplay._runtime.tensor.factories cimport arange
 from tensorplay._runtime.tensor.linalg cimport matmul
 from tensorplay._runtime.tensor.reduction cimport maximum, minimum, sum_over
 
@@ -545,18 +544,18 @@ def function_gradient(Node node, tuple grads):
 
 def select_dim_gradient(Node node, tuple grads):
     # max(dim) / min(dim), as PyTorch's value_selecting_reduction_backward: each slice's
-    # gradient goes to the element it selected (its saved index), zero elsewhere.
+    # gradient scattered to the element it selected (its saved int64 index), zero elsewhere.
     cdef TensorCore g = grads[0]
     cdef TensorCore indices = node.saved[0]
     dim, keepdim = node.state
-    sizes, dtype, device = node.inputs_meta[0]
+    sizes = node.inputs_meta[0][0]
     if not sizes:  # a 0-d tensor selects itself
         return (g,)
     kept = tuple(1 if index == dim else size for index, size in enumerate(sizes))
-    along = tuple(size if index == dim else 1 for index, size in enumerate(sizes))
-    positions = copies.reshape(<TensorCore>arange(0, sizes[dim], 1, None, device_text(device),
-                                                  False), along)
-    return (where(eq(positions, copies.reshape(indices, kept)), copies.reshape(g, kept), 0),)
+    cdef TensorCore whole = zeros_of(node.inputs_meta[0])
+    scatter_gather.scatter_into(whole, dim, copies.reshape(indices, kept),
+                                copies.reshape(g, kept), False)
+    return (whole,)
 
 
 FORMULAS = {
