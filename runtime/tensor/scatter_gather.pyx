@@ -82,13 +82,10 @@ cdef int check_in_range(TensorCore tensor, TensorCore index, int axis) except -1
     return 0
 
 
-cdef TensorCore checked_source(TensorCore tensor, TensorCore index, object src, str name):
-    """src (a tensor, or a Python scalar: a 0-d tensor of it) checked as PyTorch checks it: of
-    tensor's dtype and device, with the index's dimensions."""
-    if not isinstance(src, TensorCore):  # a value, checked against the dtype already
-        return <TensorCore>fill_(<TensorCore>new_empty((), tensor.dtype_object,
-                                                       tensor.device_index), src)
-    cdef TensorCore source = src
+cdef int check_source(TensorCore tensor, TensorCore index, TensorCore source,
+                      str name) except -1:
+    """src, a tensor, checked as PyTorch checks it: of tensor's dtype and device, with the
+    index's dimensions."""
     if source.device_index != tensor.device_index:
         raise ValueError(f"{name}(): src is on {device_text(source.device_index)} and the "
                          f"tensor on {device_text(tensor.device_index)}; they must be on "
@@ -97,7 +94,7 @@ cdef TensorCore checked_source(TensorCore tensor, TensorCore index, object src, 
         raise DtypeError("scatter(): Expected self.dtype to be equal to src.dtype")
     if index.element_count and len(sizes_of(source)) != len(sizes_of(index)):
         raise ShapeError("Index tensor must have the same number of dimensions as src tensor")
-    return source
+    return 0
 
 
 cdef int check_sizes(TensorCore tensor, int axis, TensorCore index, TensorCore source,
@@ -222,14 +219,18 @@ cdef object scattered(TensorCore tensor, object dim, object index, object src, b
         dtypes.check_scalar(src, tensor.dtype_object, "src")
     cdef int axis
     cdef TensorCore chosen = checked_index(tensor, dim, index, name.rstrip("_"), &axis)
-    cdef TensorCore source = checked_source(tensor, chosen, src, name)
-    check_sizes(tensor, axis, chosen, source if isinstance(src, TensorCore) else None, name)
+    cdef TensorCore source = src if isinstance(src, TensorCore) else None
+    if source is not None:
+        check_source(tensor, chosen, source, name)
+    check_sizes(tensor, axis, chosen, source, name)
     check_in_range(tensor, chosen, axis)
-    cdef TensorCore positions = int64_index(chosen)
-    cdef bint record = tracked(tensor, src if isinstance(src, TensorCore) else None)
-    cdef TensorCore output
+    cdef bint record = tracked(tensor, source)
     if in_place and record:
         tensor.c_check_rebase(name)
+    if source is None:  # a value (checked against the dtype above): a 0-d tensor of it
+        source = fill_(<TensorCore>new_empty((), tensor.dtype_object, tensor.device_index), src)
+    cdef TensorCore positions = int64_index(chosen)
+    cdef TensorCore output
     if in_place and not record and is_contiguous(tensor) and not shares_memory(tensor, source):
         tensor.c_mark_modified(name, src)
         scatter_into(tensor, axis, positions, source, add)

@@ -162,8 +162,10 @@ def test_reciprocal_and_one_sided_clamps(device, torch):
                  lambda t: t.clamp_max(0.25)):
         mine, reference = call(ours), call(theirs)
         numpy.testing.assert_array_equal(values(mine), reference.detach().numpy())
-    (ours.clamp_min(-0.5) * 3 + ours.clamp_max(0.25)).sum().backward()
-    (theirs.clamp_min(-0.5) * 3 + theirs.clamp_max(0.25)).sum().backward()
+    # Bounds no element equals: at a bound, PyTorch 2.14 takes the minimum-norm subgradient and
+    # tensorplay keeps 1 (docs/design.md, "Autograd"; test_autograd_against_torch.py checks it).
+    (ours.clamp_min(-0.6) * 3 + ours.clamp_max(0.3)).sum().backward()
+    (theirs.clamp_min(-0.6) * 3 + theirs.clamp_max(0.3)).sum().backward()
     assert values(ours.grad).tolist() == theirs.grad.tolist()
     assert tp.reciprocal(tp.tensor([2, 4], device=device)).dtype is tp.float32
     x = tp.tensor([2.0, 8.0], device=device)
