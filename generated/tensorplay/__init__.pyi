@@ -130,6 +130,8 @@ __all__ = [
     "roll",
     "gather",
     "scatter",
+    "index_add",
+    "index_copy",
     "scatter_add",
     "clone",
     "var",
@@ -1743,6 +1745,47 @@ def scatter(input: Tensor, dim: builtins.int, index: Tensor, src: Tensor | built
     Raises:
         RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
             out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+    """
+
+
+def index_add(input: Tensor, dim: builtins.int, index: Tensor, source: Tensor, *, alpha: builtins.int | builtins.float = 1) -> Tensor:
+    """This tensor with source's slices along dim added at the positions index names (torch.index_add); repeated positions add up, in an order that is not fixed on a device (scatter_add's kernel). Autograd and a CUDA graph take it.
+
+    Args:
+        input: a Tensor: index_add(input, ...) is input.index_add(...).
+        dim: the dimension along which slices are taken (negative counts from the end).
+        index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+            tensor's device.
+        source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+            one slice per index.
+        alpha: the multiplier of source; a float needs a floating-point tensor.
+
+    Returns:
+        Tensor: a copy of this tensor with, for dim 0, out[index[i]] += alpha * source[i].
+
+    Raises:
+        RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+            of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
+    """
+
+
+def index_copy(input: Tensor, dim: builtins.int, index: Tensor, source: Tensor) -> Tensor:
+    """This tensor with source's slices along dim copied to the positions index names (torch.index_copy); where positions repeat, which slice lands is not fixed (as PyTorch). Autograd and a CUDA graph take it.
+
+    Args:
+        input: a Tensor: index_copy(input, ...) is input.index_copy(...).
+        dim: the dimension along which slices are taken (negative counts from the end).
+        index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+            tensor's device.
+        source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+            one slice per index.
+
+    Returns:
+        Tensor: a copy of this tensor with, for dim 0, out[index[i]] = source[i].
+
+    Raises:
+        RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+            of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
     """
 
 
@@ -3441,6 +3484,80 @@ class Tensor:
         Raises:
             RuntimeError: the dimensions, sizes or dtypes do not fit, or (on the CPU) an index is
                 out of range: PyTorch's messages; on a device an index out of range scatters nothing.
+        """
+
+    def index_add(self, dim: builtins.int, index: Tensor, source: Tensor, *, alpha: builtins.int | builtins.float = 1) -> Tensor:
+        """This tensor with source's slices along dim added at the positions index names (torch.index_add); repeated positions add up, in an order that is not fixed on a device (scatter_add's kernel). Autograd and a CUDA graph take it.
+
+        Args:
+            dim: the dimension along which slices are taken (negative counts from the end).
+            index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+                tensor's device.
+            source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+                one slice per index.
+            alpha: the multiplier of source; a float needs a floating-point tensor.
+
+        Returns:
+            Tensor: a copy of this tensor with, for dim 0, out[index[i]] += alpha * source[i].
+
+        Raises:
+            RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+                of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
+        """
+
+    def index_add_(self, dim: builtins.int, index: Tensor, source: Tensor, *, alpha: builtins.int | builtins.float = 1) -> Tensor:
+        """In-place index_add().
+
+        Args:
+            dim: the dimension along which slices are taken (negative counts from the end).
+            index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+                tensor's device.
+            source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+                one slice per index.
+            alpha: the multiplier of source; a float needs a floating-point tensor.
+
+        Returns:
+            Tensor: self.
+
+        Raises:
+            RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+                of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
+        """
+
+    def index_copy(self, dim: builtins.int, index: Tensor, source: Tensor) -> Tensor:
+        """This tensor with source's slices along dim copied to the positions index names (torch.index_copy); where positions repeat, which slice lands is not fixed (as PyTorch). Autograd and a CUDA graph take it.
+
+        Args:
+            dim: the dimension along which slices are taken (negative counts from the end).
+            index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+                tensor's device.
+            source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+                one slice per index.
+
+        Returns:
+            Tensor: a copy of this tensor with, for dim 0, out[index[i]] = source[i].
+
+        Raises:
+            RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+                of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
+        """
+
+    def index_copy_(self, dim: builtins.int, index: Tensor, source: Tensor) -> Tensor:
+        """In-place index_copy().
+
+        Args:
+            dim: the dimension along which slices are taken (negative counts from the end).
+            index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+                tensor's device.
+            source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+                one slice per index.
+
+        Returns:
+            Tensor: self.
+
+        Raises:
+            RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+                of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
         """
 
     def repeat(self, *sizes: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:

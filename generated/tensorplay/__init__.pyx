@@ -136,6 +136,8 @@ __all__ = [
     "roll",
     "gather",
     "scatter",
+    "index_add",
+    "index_copy",
     "scatter_add",
     "clone",
     "var",
@@ -2219,6 +2221,57 @@ def scatter(input, dim, index, src):
     return input.scatter(dim, index, src)
 
 
+def index_add(input, dim, index, source, *, alpha=1):
+    """This tensor with source's slices along dim added at the positions index names (torch.index_add); repeated positions add up, in an order that is not fixed on a device (scatter_add's kernel). Autograd and a CUDA graph take it.
+
+    Args:
+        input: a Tensor: index_add(input, ...) is input.index_add(...).
+        dim: the dimension along which slices are taken (negative counts from the end).
+        index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+            tensor's device.
+        source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+            one slice per index.
+        alpha: the multiplier of source; a float needs a floating-point tensor.
+
+    Returns:
+        Tensor: a copy of this tensor with, for dim 0, out[index[i]] += alpha * source[i].
+
+    Raises:
+        RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+            of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"index_add(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.index_add(dim, index, source, alpha=alpha)
+
+
+def index_copy(input, dim, index, source):
+    """This tensor with source's slices along dim copied to the positions index names (torch.index_copy); where positions repeat, which slice lands is not fixed (as PyTorch). Autograd and a CUDA graph take it.
+
+    Args:
+        input: a Tensor: index_copy(input, ...) is input.index_copy(...).
+        dim: the dimension along which slices are taken (negative counts from the end).
+        index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+            tensor's device.
+        source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+            one slice per index.
+
+    Returns:
+        Tensor: a copy of this tensor with, for dim 0, out[index[i]] = source[i].
+
+    Raises:
+        RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+            of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"index_copy(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.index_copy(dim, index, source)
+
+
 def scatter_add(input, dim, index, src):
     """This tensor with src's values added at the positions index names along dim (torch.scatter_add); repeated indices add up, in an order that is not fixed on a device (atomic additions, as PyTorch's). Autograd and a CUDA graph take it.
 
@@ -4287,6 +4340,96 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake_value(index, b"Tensor.scatter_add_()", b"index")
         _core.check_awake_value(src, b"Tensor.scatter_add_()", b"src")
         return _scatter_gather.scatter_add_(self, dim, index, src)
+
+    def index_add(self, dim, index, source, *, alpha=1):
+        """This tensor with source's slices along dim added at the positions index names (torch.index_add); repeated positions add up, in an order that is not fixed on a device (scatter_add's kernel). Autograd and a CUDA graph take it.
+
+        Args:
+            dim: the dimension along which slices are taken (negative counts from the end).
+            index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+                tensor's device.
+            source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+                one slice per index.
+            alpha: the multiplier of source; a float needs a floating-point tensor.
+
+        Returns:
+            Tensor: a copy of this tensor with, for dim 0, out[index[i]] += alpha * source[i].
+
+        Raises:
+            RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+                of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
+        """
+        _core.check_awake(self, b"Tensor.index_add()", NULL)
+        _core.check_awake_value(index, b"Tensor.index_add()", b"index")
+        _core.check_awake_value(source, b"Tensor.index_add()", b"source")
+        return _scatter_gather.index_add(self, dim, index, source, alpha)
+
+    def index_add_(self, dim, index, source, *, alpha=1):
+        """In-place index_add().
+
+        Args:
+            dim: the dimension along which slices are taken (negative counts from the end).
+            index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+                tensor's device.
+            source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+                one slice per index.
+            alpha: the multiplier of source; a float needs a floating-point tensor.
+
+        Returns:
+            Tensor: self.
+
+        Raises:
+            RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+                of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
+        """
+        _core.check_awake(self, b"Tensor.index_add_()", NULL)
+        _core.check_awake_value(index, b"Tensor.index_add_()", b"index")
+        _core.check_awake_value(source, b"Tensor.index_add_()", b"source")
+        return _scatter_gather.index_add_(self, dim, index, source, alpha)
+
+    def index_copy(self, dim, index, source):
+        """This tensor with source's slices along dim copied to the positions index names (torch.index_copy); where positions repeat, which slice lands is not fixed (as PyTorch). Autograd and a CUDA graph take it.
+
+        Args:
+            dim: the dimension along which slices are taken (negative counts from the end).
+            index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+                tensor's device.
+            source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+                one slice per index.
+
+        Returns:
+            Tensor: a copy of this tensor with, for dim 0, out[index[i]] = source[i].
+
+        Raises:
+            RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+                of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
+        """
+        _core.check_awake(self, b"Tensor.index_copy()", NULL)
+        _core.check_awake_value(index, b"Tensor.index_copy()", b"index")
+        _core.check_awake_value(source, b"Tensor.index_copy()", b"source")
+        return _scatter_gather.index_copy(self, dim, index, source)
+
+    def index_copy_(self, dim, index, source):
+        """In-place index_copy().
+
+        Args:
+            dim: the dimension along which slices are taken (negative counts from the end).
+            index: a vector of int64 or int32 positions along dim, one per slice of source, on this
+                tensor's device.
+            source: a tensor of this tensor's dtype, device and shape but along dim, where it has
+                one slice per index.
+
+        Returns:
+            Tensor: self.
+
+        Raises:
+            RuntimeError: the shapes, counts or dtypes do not fit, or (on the CPU) an index is out
+                of range: PyTorch's messages; on a device an index out of range adds or copies nothing.
+        """
+        _core.check_awake(self, b"Tensor.index_copy_()", NULL)
+        _core.check_awake_value(index, b"Tensor.index_copy_()", b"index")
+        _core.check_awake_value(source, b"Tensor.index_copy_()", b"source")
+        return _scatter_gather.index_copy_(self, dim, index, source)
 
     def repeat(self, *sizes):
         """This tensor tiled along each dimension (torch.Tensor.repeat; a copy, not a view).

@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""gather() and the scatters (api.yaml: tensorplay.gather, scatter, scatter_add and the Tensor
-methods, in place or not), as PyTorch's.
+"""gather() and the scatters (api.yaml: tensorplay.gather, scatter, scatter_add, index_add,
+index_copy and the Tensor methods, in place or not), as PyTorch's.
 
 Note [Gather and scatter]
 For dim 1 of 3-D tensors (every other dim alike):
@@ -21,6 +21,9 @@ first and a CUDA graph captures it. Where indices repeat, scatter_ keeps one of 
 one not fixed, and scatter_add_ adds them all up in an order that is not fixed (atomic additions,
 as PyTorch's CUDA kernels). The narrow integers and bool have no atomic addition: they are added
 in int64 and converted back, which wraps as the narrow addition does.
+index_add_ and index_copy_ add and copy whole slices of source along dim at the positions a
+vector index names: they are scatter_add_ and scatter_ with the index viewed along dim and
+expanded (strides 0) to source's shape, so they share the kernels, the gradients and the capture.
 Gradients are PyTorch's (derivatives.yaml): gather's is the gradient scatter-added into zeros of
 the input's shape; scatter's is the gradient with the scattered positions zeroed for self and
 the gradient gathered at the index for src; scatter_add's is the gradient for self and the same
@@ -292,3 +295,79 @@ cdef int scatter_into(TensorCore target, int axis, TensorCore index, TensorCore 
                        current_stream(target.device_index))
     return 0
 
+
+
+# --------------------------------------------------------------------------------------------
+# index_add and index_copy
+
+
+cdef object index_add_of(object input, object dim, object index, object source, object alpha):
+    return index_add(own_tensor_arg(input, "input"), dim, index, source, alpha)
+
+
+cdef object index_copy_of(object input, object dim, object index, object source):
+    return index_copy(own_tensor_arg(input, "input"), dim, index, source)
+
+
+cdef object index_add(TensorCore tensor, object dim, object index, object source, object alpha):
+    return along_slices(tensor, dim, index, source, alpha, True, False, "index_add")
+
+
+cdef object index_add_(TensorCore tensor, object dim, object index, object source,
+                       object alpha):
+    return along_slices(tensor, dim, index, source, alpha, True, True, "index_add_")
+
+
+cdef object index_copy(TensorCore tensor, object dim, object index, object source):
+    return along_slices(tensor, dim, index, source, 1, False, False, "index_copy")
+
+
+cdef object index_copy_(TensorCore tensor, object dim, object index, object source):
+    return along_slices(tensor, dim, index, source, 1, False, True, "index_copy_")
+
+
+cdef object along_slices(TensorCore tensor, object dim, object index, object source,
+                         object alpha, bint add, bint in_place, str name):
+    """source's slices along dim added (copied) into tensor's at the positions of the vector
+    index (Note [Gather and scatter]), checked with PyTorch's messages."""
+    own_tensor_arg(index, "index")  # every argument's type before any value
+    cdef TensorCore slices = own_tensor_arg(source, "source")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise TypeError(f"{name}(): alpha must be an int or float, got {type(alpha).__name__}")
+    if isinstance(alpha, float) and not tensor.dtype_object.floating:
+        raise TypeError(f"{name}(): alpha must be an int for a {tensor.dtype_object.name} "
+                        f"tensor, got {alpha!r} (a float alpha needs a floating-point tensor)")
+    dtypes.check_scalar(alpha, tensor.dtype_object, "alpha")
+    cdef int axis = tensor.c_dim(dim, "dim")
+    cdef TensorCore chosen = index_arg(tensor, index, f"{name.rstrip('_')}_", True)
+    if slices.device_index != tensor.device_index:
+        raise ValueError(f"{name}(): source is on {device_text(slices.device_index)} and the "
+                         f"tensor on {device_text(tensor.device_index)}; they must be on one "
+                         "device")
+    if slices.dtype_object is not tensor.dtype_object:  # PyTorch's messages, from here on
+        raise DtypeError(f"{name.rstrip('_')}_(): self ({tensor.dtype_object.name}) and source "
+                         f"({slices.dtype_object.name}) must have the same scalar type")
+    own, given = sizes_of(tensor), sizes_of(slices)
+    if len(tensor.sizes) != len(slices.sizes) or any(at != axis and have != wanted
+                                     for at, (have, wanted) in enumerate(zip(own, given))):
+        raise ShapeError("source tensor shape must match self tensor shape, excluding the "
+                         f"specified dimension. Got self.shape = {list(tensor.sizes)} "
+                         f"source.shape = {list(slices.sizes)}")
+    if chosen.element_count != given[axis] and add:
+        raise ShapeError(f"index_add_(): Number of indices ({chosen.element_count}) should be "
+                         f"equal to source.size(dim): ({given[axis]}), for dim: {axis}")
+    if chosen.element_count != given[axis]:
+        raise IndexError(f"index_copy_(): Number of indices ({chosen.element_count}) should be "
+                         f"equal to source.size(dim) ({given[axis]})")
+    try:
+        check_in_range(tensor, chosen, axis)
+    except RuntimeError as error:
+        if add:
+            raise
+        raise IndexError(f"index_copy_(): {error}") from None  # PyTorch's IndexError
+    along = [1] * len(own)
+    along[axis] = chosen.element_count
+    expanded = int64_index(chosen).reshape(tuple(along)).expand(given)
+    if alpha != 1:
+        slices = slices * alpha
+    return scattered(tensor, axis, expanded, slices, add, in_place, name)
