@@ -17,6 +17,7 @@ import numpy
 import pytest
 
 import tensorplay as tp
+from tests.tensor.pytorch_errors import raises_as_pytorch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
@@ -181,13 +182,7 @@ ERRORS = [  # (call, error, PyTorch's message)
 
 @pytest.mark.parametrize("call, error, message", ERRORS)
 def test_errors_are_pytorchs(call, error, message):
-    with pytest.raises(error) as raised:
-        call(tp)
-    assert message in str(raised.value)
-    torch = pytest.importorskip("torch")
-    with pytest.raises(error) as theirs:
-        call(torch)
-    assert message in str(theirs.value)
+    raises_as_pytorch(call, error, message)
 
 
 def test_dtype_and_alpha_errors_name_the_argument():

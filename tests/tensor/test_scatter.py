@@ -18,6 +18,7 @@ import numpy
 import pytest
 
 import tensorplay as tp
+from tests.tensor.pytorch_errors import raises_as_pytorch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
@@ -257,14 +258,8 @@ ERRORS = [  # (call, error, PyTorch's message)
 
 @pytest.mark.parametrize("call, error, message", ERRORS)
 def test_errors_are_pytorchs(call, error, message):
-    with pytest.raises(error) as raised:
-        call(tp)
-    assert message in str(raised.value)
-    torch = pytest.importorskip("torch")
-    with pytest.raises(error) as theirs:
-        call(torch)
-    assert (message[:len("scatter_add()")] if "position 3" in message else message) in \
-        str(theirs.value)
+    raises_as_pytorch(call, error, message,
+                      "scatter_add()" if "position 3" in message else None)
 
 
 def test_a_refused_in_place_call_changes_nothing():
