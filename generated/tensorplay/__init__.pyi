@@ -1758,7 +1758,8 @@ def index_add(input: Tensor, dim: builtins.int, index: Tensor, source: Tensor, *
             tensor's device.
         source: a tensor of this tensor's dtype, device and shape but along dim, where it has
             one slice per index.
-        alpha: the multiplier of source; a float needs a floating-point tensor.
+        alpha: the multiplier of source (a float is truncated for an integer tensor, as PyTorch
+            converts it).
 
     Returns:
         Tensor: a copy of this tensor with, for dim 0, out[index[i]] += alpha * source[i].
@@ -3495,7 +3496,8 @@ class Tensor:
                 tensor's device.
             source: a tensor of this tensor's dtype, device and shape but along dim, where it has
                 one slice per index.
-            alpha: the multiplier of source; a float needs a floating-point tensor.
+            alpha: the multiplier of source (a float is truncated for an integer tensor, as PyTorch
+                converts it).
 
         Returns:
             Tensor: a copy of this tensor with, for dim 0, out[index[i]] += alpha * source[i].
@@ -3514,7 +3516,8 @@ class Tensor:
                 tensor's device.
             source: a tensor of this tensor's dtype, device and shape but along dim, where it has
                 one slice per index.
-            alpha: the multiplier of source; a float needs a floating-point tensor.
+            alpha: the multiplier of source (a float is truncated for an integer tensor, as PyTorch
+                converts it).
 
         Returns:
             Tensor: self.

@@ -2231,7 +2231,8 @@ def index_add(input, dim, index, source, *, alpha=1):
             tensor's device.
         source: a tensor of this tensor's dtype, device and shape but along dim, where it has
             one slice per index.
-        alpha: the multiplier of source; a float needs a floating-point tensor.
+        alpha: the multiplier of source (a float is truncated for an integer tensor, as PyTorch
+            converts it).
 
     Returns:
         Tensor: a copy of this tensor with, for dim 0, out[index[i]] += alpha * source[i].
@@ -4350,7 +4351,8 @@ cdef class Tensor(_core.TensorCore):
                 tensor's device.
             source: a tensor of this tensor's dtype, device and shape but along dim, where it has
                 one slice per index.
-            alpha: the multiplier of source; a float needs a floating-point tensor.
+            alpha: the multiplier of source (a float is truncated for an integer tensor, as PyTorch
+                converts it).
 
         Returns:
             Tensor: a copy of this tensor with, for dim 0, out[index[i]] += alpha * source[i].
@@ -4373,7 +4375,8 @@ cdef class Tensor(_core.TensorCore):
                 tensor's device.
             source: a tensor of this tensor's dtype, device and shape but along dim, where it has
                 one slice per index.
-            alpha: the multiplier of source; a float needs a floating-point tensor.
+            alpha: the multiplier of source (a float is truncated for an integer tensor, as PyTorch
+                converts it).
 
         Returns:
             Tensor: self.

@@ -334,10 +334,9 @@ cdef object along_slices(TensorCore tensor, object dim, object index, object sou
     cdef TensorCore slices = own_tensor_arg(source, "source")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
         raise TypeError(f"{name}(): alpha must be an int or float, got {type(alpha).__name__}")
-    if isinstance(alpha, float) and not tensor.dtype_object.floating:
-        raise TypeError(f"{name}(): alpha must be an int for a {tensor.dtype_object.name} "
-                        f"tensor, got {alpha!r} (a float alpha needs a floating-point tensor)")
     dtypes.check_scalar(alpha, tensor.dtype_object, "alpha")
+    if isinstance(alpha, float) and not tensor.dtype_object.floating:
+        alpha = int(alpha)  # PyTorch converts alpha to the tensor's dtype, truncating
     cdef int axis = tensor.c_dim(dim, "dim")
     cdef TensorCore chosen = index_arg(tensor, index, f"{name.rstrip('_')}_", True)
     if slices.device_index != tensor.device_index:

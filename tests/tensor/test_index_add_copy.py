@@ -185,14 +185,18 @@ def test_errors_are_pytorchs(call, error, message):
     raises_as_pytorch(call, error, message)
 
 
-def test_dtype_and_alpha_errors_name_the_argument():
+def test_dtype_and_alpha_are_checked():
     x = tp.zeros(3, 4)
     with pytest.raises(RuntimeError, match=r"self \(float32\) and source \(float64\) must have "
                                            "the same scalar type"):
         x.index_add(0, tp.tensor([0, 1]), tp.ones(2, 4, dtype=tp.float64))
-    with pytest.raises(TypeError, match="alpha must be an int for a int64 tensor"):
+    # A float alpha of an integer tensor is truncated, as PyTorch converts it to the dtype.
+    assert tp.zeros(3, dtype=tp.int64).index_add(0, tp.tensor([0, 0]),
+                                                 tp.ones(2, dtype=tp.int64),
+                                                 alpha=-2.5).tolist() == [-4, 0, 0]
+    with pytest.raises(ValueError, match="alpha nan cannot be stored in int64"):
         tp.zeros(3, dtype=tp.int64).index_add(0, tp.tensor([0]), tp.ones(1, dtype=tp.int64),
-                                              alpha=2.5)
+                                              alpha=float("nan"))
     with pytest.raises(TypeError, match="alpha must be an int or float"):
         x.index_add(0, tp.tensor([0, 1]), tp.ones(2, 4), alpha="2")
     assert x.tolist() == [[0.0] * 4] * 3
