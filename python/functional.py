@@ -6,7 +6,7 @@ import tensorplay
 from tensorplay._runtime.autograd.nn import (
     batch_norm as _batch_norm, binary_cross_entropy as _binary_cross_entropy,
     binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
-    conv2d as _conv2d, cosine_similarity as _cosine_similarity,
+    conv1d as _conv1d, conv2d as _conv2d, cosine_similarity as _cosine_similarity,
     cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, embedding as _embedding,
     gelu as _gelu, hardtanh as _hardtanh, huber_loss as _huber_loss, implicit_dim as _implicit_dim,
     kl_div as _kl_div, l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu,
@@ -229,12 +229,21 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
     return _normalize(input, p, dim, eps)
 
 
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    _check_convolution(input, weight, bias)
+    return _conv1d(input, weight, bias, stride, padding, dilation, groups)
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    _check_convolution(input, weight, bias)
+    return _conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def _check_convolution(input, weight, bias):
     _check_tensor(input, "input")
     _check_tensor(weight, "weight")
     if bias is not None:
         _check_tensor(bias, "bias")
-    return _conv2d(input, weight, bias, stride, padding, dilation, groups)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,

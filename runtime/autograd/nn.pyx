@@ -848,23 +848,26 @@ class PairwiseDistanceCore(ModuleCore):
         return pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
-class Conv2dCore(ModuleCore):
-    """conv2d with a learned weight (out_channels, in_channels / groups, kH, kW) and bias, with
-    PyTorch's arguments, attributes, initialisation and repr."""
+class ConvolutionCore(ModuleCore):
+    """conv1d or conv2d (SPATIAL dimensions) with a learned weight (out_channels, in_channels /
+    groups, *kernel_size) and bias, with PyTorch's arguments, attributes, initialisation and
+    repr (its _ConvNd); a subclass names SPATIAL."""
 
     def init(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
              bias, padding_mode, device, dtype):
-        kernel = pair_arg(kernel_size, "kernel_size", 1)
-        strides = pair_arg(stride, "stride", 1)
+        count = self.SPATIAL
+        kernel = spatial_arg(kernel_size, "kernel_size", 1, count)
+        strides = spatial_arg(stride, "stride", 1, count)
         if not isinstance(padding, str):
-            padding = pair_arg(padding, "padding", 0)
-        dilations = pair_arg(dilation, "dilation", 1)
+            padding = spatial_arg(padding, "padding", 0, count)
+        dilations = spatial_arg(dilation, "dilation", 1, count)
         if in_channels % groups:  # PyTorch's messages (groups >= 1: the wrapper's check)
             raise ValueError("in_channels must be divisible by groups")
         if out_channels % groups:
             raise ValueError("out_channels must be divisible by groups")
         if isinstance(padding, str):
-            conv_padding(padding, kernel, strides, dilations)
+            conv_padding(padding, (1,) * (2 - count) + kernel, (1,) * (2 - count) + strides,
+                         (1,) * (2 - count) + dilations)
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
             raise ValueError("padding_mode must be one of ['zeros', 'reflect', 'replicate', "
                              f"'circular'], but got padding_mode={errors.shown(padding_mode)}")
@@ -879,30 +882,44 @@ class Conv2dCore(ModuleCore):
 
     def c_reset_parameters(self):
         # PyTorch's: kaiming_uniform_(weight, a=sqrt(5)), U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-        # (LinearCore's reasoning), fan_in = in_channels / groups * kH * kW; the bias alike.
-        uniform_by_fan_in(self, self.in_channels // self.groups * self.kernel_size[0] *
-                          self.kernel_size[1])
+        # (LinearCore's reasoning), fan_in = in_channels / groups * the kernel's elements; the
+        # bias alike.
+        fan_in = self.in_channels // self.groups
+        for size in self.kernel_size:
+            fan_in *= size
+        uniform_by_fan_in(self, fan_in)
 
     def c_forward(self, input):
-        tensor.check_awake(<TensorCore>self.weight, b"Conv2d.forward()", b"weight")
+        operation = f"Conv{self.SPATIAL}d.forward()".encode()
+        tensor.check_awake(<TensorCore>self.weight, operation, b"weight")
         if self.bias is not None:
-            tensor.check_awake(<TensorCore>self.bias, b"Conv2d.forward()", b"bias")
-        return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                      self.groups)
+            tensor.check_awake(<TensorCore>self.bias, operation, b"bias")
+        return convolution(input, self.weight, self.bias, self.stride, self.padding,
+                           self.dilation, self.groups, self.SPATIAL)
 
     def c_extra_repr(self):
         # PyTorch's _ConvNd.extra_repr: the arguments that differ from their defaults.
         text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if self.padding != (0,) * self.SPATIAL:
             text += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.dilation != (1,) * self.SPATIAL:
             text += f", dilation={self.dilation}"
         if self.groups != 1:
             text += f", groups={self.groups}"
         if self.bias is None:
             text += ", bias=False"
         return text
+
+
+class Conv1dCore(ConvolutionCore):
+    """conv1d with a learned weight (out_channels, in_channels / groups, kW) and bias."""
+    SPATIAL = 1
+
+
+class Conv2dCore(ConvolutionCore):
+    """conv2d with a learned weight (out_channels, in_channels / groups, kH, kW) and bias."""
+    SPATIAL = 2
 
 
 class MaxPool2dCore(ModuleCore):
@@ -1758,10 +1775,16 @@ cdef object class_indices(object classes, TensorCore like):
 
 cdef tuple pair_arg(object value, str argument, long long low):
     """An int or a tuple or list of two ints, each at least low, as (first, second)."""
-    pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else value
-    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or any(
+    return spatial_arg(value, argument, low, 2)
+
+
+cdef tuple spatial_arg(object value, str argument, long long low, int count):
+    """An int or a tuple or list of count ints, each at least low, as a tuple of count."""
+    pair = (value,) * count if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(pair, (tuple, list)) or len(pair) != count or any(
             isinstance(v, bool) or not isinstance(v, int) for v in pair):
-        raise TypeError(f"{argument} must be an int or a tuple of two ints, got "
+        ints = "one int" if count == 1 else "two ints"
+        raise TypeError(f"{argument} must be an int or a tuple of {ints}, got "
                         f"{errors.shown(value)}")
     for each in pair:
         errors.int_arg(each, argument, INT64_MIN, INT64_MAX)
@@ -1808,30 +1831,44 @@ cdef TensorCore patch_index(tuple counts, tuple sizes, TensorCore like):
     return (planes + within.unsqueeze(0)).reshape(channels * kh * kw, out_h * out_w)
 
 
+def conv1d(input, weight, bias, stride, padding, dilation, groups):
+    """PyTorch's F.conv1d: conv2d's of the input and weight with a height of one (Note
+    [Convolution by gathered patches])."""
+    return convolution(input, weight, bias, stride, padding, dilation, groups, 1)
+
+
 def conv2d(input, weight, bias, stride, padding, dilation, groups):
     """PyTorch's F.conv2d (Note [Convolution by gathered patches])."""
-    name = "conv2d"
+    return convolution(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+cdef object convolution(object input, object weight, object bias, object stride,
+                        object padding, object dilation, object groups, int spatial):
+    """conv1d (spatial 1) or conv2d (spatial 2), checked with PyTorch's messages in the
+    caller's shapes; a 1-D convolution is computed as a 2-D one of height one."""
+    name = f"conv{spatial}d"
     cdef TensorCore x = tensor.own_tensor_arg(input, f"{name}: input")
     cdef TensorCore w = tensor.own_tensor_arg(weight, f"{name}: weight")
     cdef TensorCore b = optional_tensor(bias, f"{name}: bias")
     if not isinstance(padding, str):
-        pair_arg(padding, "padding", 0)  # every argument's type before any value
-    strides = pair_arg(stride, "stride", 1)
-    dilations = pair_arg(dilation, "dilation", 1)
+        spatial_arg(padding, "padding", 0, spatial)  # every argument's type before any value
+    strides = spatial_arg(stride, "stride", 1, spatial)
+    dilations = spatial_arg(dilation, "dilation", 1, spatial)
     errors.int_arg(groups, "groups", INT64_MIN, INT64_MAX)
     if groups <= 0:
         raise ValueError(f"non-positive groups is not supported (got {groups})")
-    if len(x.sizes) not in (3, 4):  # PyTorch's message
-        raise ShapeError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
-                         f"input of size: {list(x.sizes)}")
-    if len(w.sizes) != 4:
-        raise ShapeError(f"{name}: weight must be 4-D (out_channels, in_channels / groups, kH, "
-                         f"kW), got shape {list(w.sizes)}")
-    cdef bint unbatched = len(x.sizes) == 3
+    if len(x.sizes) not in (spatial + 1, spatial + 2):  # PyTorch's message
+        raise ShapeError(f"Expected {spatial + 1}D (unbatched) or {spatial + 2}D (batched) input "
+                         f"to {name}, but got input of size: {list(x.sizes)}")
+    if len(w.sizes) != spatial + 2:
+        kernel_names = "kW" if spatial == 1 else "kH, kW"
+        raise ShapeError(f"{name}: weight must be {spatial + 2}-D (out_channels, in_channels / "
+                         f"groups, {kernel_names}), got shape {list(w.sizes)}")
+    cdef bint unbatched = len(x.sizes) == spatial + 1
     if unbatched:
         x = x.unsqueeze(0)
-    samples, channels, height, width = x.sizes
-    out_channels, group_channels, kh, kw = w.sizes
+    channels = x.sizes[1]
+    out_channels, group_channels = w.sizes[0], w.sizes[1]
     if group_channels * groups != channels:
         raise ShapeError(f"Given groups={groups}, weight of size {list(w.sizes)}, expected "
                          f"input{list(x.sizes)} to have {group_channels * groups} channels, but "
@@ -1852,13 +1889,22 @@ def conv2d(input, weight, bias, stride, padding, dilation, groups):
     tensor.check_device(x, w, name)
     if b is not None:
         tensor.check_device(x, b, name)
+    if spatial == 1:  # a height of one: no padding, stride or dilation along it
+        x, w = x.unsqueeze(2), w.unsqueeze(2)
+        if not isinstance(padding, str):
+            padding = (0,) + spatial_arg(padding, "padding", 0, 1)
+        strides, dilations = (1,) + strides, (1,) + dilations
+    samples, channels, height, width = x.sizes
+    kh, kw = w.sizes[2], w.sizes[3]
     top, bottom, left, right = conv_padding(padding, (kh, kw), strides, dilations)
     padded_h, padded_w = height + top + bottom, width + left + right
     span_h, span_w = dilations[0] * (kh - 1) + 1, dilations[1] * (kw - 1) + 1
     if span_h > padded_h or span_w > padded_w:  # PyTorch's message
-        raise ShapeError(f"Calculated padded input size per channel: ({padded_h} x {padded_w}). "
-                         f"Kernel size: ({span_h} x {span_w}). Kernel size can't be greater than "
-                         "actual input size")
+        raise ShapeError(
+            f"Calculated padded input size per channel: ({padded_w}). Kernel size: ({span_w}). "
+            "Kernel size can't be greater than actual input size" if spatial == 1 else
+            f"Calculated padded input size per channel: ({padded_h} x {padded_w}). Kernel size: "
+            f"({span_h} x {span_w}). Kernel size can't be greater than actual input size")
     out_h = (padded_h - span_h) // strides[0] + 1
     out_w = (padded_w - span_w) // strides[1] + 1
     if top or bottom or left or right:
@@ -1879,6 +1925,8 @@ def conv2d(input, weight, bias, stride, padding, dilation, groups):
     if b is not None:
         output = output + b.reshape(1, out_channels, 1)
     output = output.reshape(samples, out_channels, out_h, out_w)
+    if spatial == 1:
+        output = output.squeeze(2)
     return output.squeeze(0) if unbatched else output
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "pad",
     "one_hot",
     "normalize",
+    "conv1d",
     "conv2d",
     "max_pool2d",
     "cosine_similarity",
@@ -505,6 +506,25 @@ def normalize(input: Tensor, p: float = 2.0, dim: int | tuple[int, ...] | list[i
 
     Returns:
         Tensor: input / max(norm of input along dim, eps), of input's shape.
+    """
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] | str = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1) -> Tensor:
+    """A 1-D convolution, as PyTorch's: conv2d's of the input and kernels with a height of one,
+    so autograd gives the gradients and a CUDA graph captures it.
+
+    Args:
+        input: a (N, C, L) or unbatched (C, L) floating-point tensor.
+        weight: the kernels, (out_channels, C / groups, kW), of input's dtype and device.
+        bias: added to each output channel, (out_channels,); None for none.
+        stride: the step between positions (an int or a tuple of one).
+        padding: zeros added on each side, or 'valid' or 'same' (stride 1 only).
+        dilation: the spacing of the kernel's elements.
+        groups: the number of blocked groups of channels.
+
+    Returns:
+        Tensor: the convolution (a cross-correlation, as PyTorch's), (N, out_channels, L_out) or
+            unbatched.
     """
 
 

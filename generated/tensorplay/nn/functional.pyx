@@ -43,6 +43,7 @@ __all__ = [
     "pad",
     "one_hot",
     "normalize",
+    "conv1d",
     "conv2d",
     "max_pool2d",
     "cosine_similarity",
@@ -589,6 +590,29 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
     """
     _core.check_awake_value(input, b"tensorplay.nn.functional.normalize()", b"input")
     return _functional.normalize(input, _errors.float_arg(p, 'p'), dim, _errors.float_arg(eps, 'eps'))
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """A 1-D convolution, as PyTorch's: conv2d's of the input and kernels with a height of one,
+    so autograd gives the gradients and a CUDA graph captures it.
+
+    Args:
+        input: a (N, C, L) or unbatched (C, L) floating-point tensor.
+        weight: the kernels, (out_channels, C / groups, kW), of input's dtype and device.
+        bias: added to each output channel, (out_channels,); None for none.
+        stride: the step between positions (an int or a tuple of one).
+        padding: zeros added on each side, or 'valid' or 'same' (stride 1 only).
+        dilation: the spacing of the kernel's elements.
+        groups: the number of blocked groups of channels.
+
+    Returns:
+        Tensor: the convolution (a cross-correlation, as PyTorch's), (N, out_channels, L_out) or
+            unbatched.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.conv1d()", b"input")
+    _core.check_awake_value(weight, b"tensorplay.nn.functional.conv1d()", b"weight")
+    _core.check_awake_value(bias, b"tensorplay.nn.functional.conv1d()", b"bias")
+    return _functional.conv1d(input, weight, bias, stride, padding, dilation, _errors.int_arg(groups, 'groups', 1, 9223372036854775807))
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
