@@ -4,7 +4,8 @@ torch.nn.functional. The arithmetic is the runtime's (runtime/autograd/nn.pyx, N
 numbers; this module adds PyTorch's signatures and its implicit softmax dimension."""
 import tensorplay
 from tensorplay._runtime.autograd.nn import (
-    batch_norm as _batch_norm, binary_cross_entropy as _binary_cross_entropy,
+    avg_pool2d as _avg_pool2d, batch_norm as _batch_norm,
+    binary_cross_entropy as _binary_cross_entropy,
     binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
     conv1d as _conv1d, conv2d as _conv2d, cosine_similarity as _cosine_similarity,
     cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, embedding as _embedding,
@@ -250,6 +251,13 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                return_indices=False):
     _check_tensor(input, "input")
     return _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    _check_tensor(input, "input")
+    return _avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override)
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-08):

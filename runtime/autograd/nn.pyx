@@ -926,10 +926,7 @@ class MaxPool2dCore(ModuleCore):
     """max_pool2d with PyTorch's arguments, attributes and repr."""
 
     def init(self, kernel_size, stride, padding, dilation, return_indices, ceil_mode):
-        pair_arg(kernel_size, "kernel_size", 1)  # checked here, kept as given (PyTorch's)
-        if stride is not None:
-            pair_arg(stride, "stride", 1)
-        pair_arg(padding, "padding", 0)
+        pool_arguments(kernel_size, stride, padding)  # checked here, kept as given (PyTorch's)
         pair_arg(dilation, "dilation", 1)
         if return_indices:
             raise ValueError("MaxPool2d: return_indices=True is not offered (the indices of "
@@ -947,6 +944,27 @@ class MaxPool2dCore(ModuleCore):
     def c_extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2dCore(ModuleCore):
+    """avg_pool2d with PyTorch's arguments, attributes and repr."""
+
+    def init(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+             divisor_override):
+        pool_arguments(kernel_size, stride, padding)  # checked here, kept as given (PyTorch's)
+        divisor_arg(divisor_override)
+        ModuleCore.init(self)
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+    def c_forward(self, input):
+        return avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                          self.count_include_pad, self.divisor_override)
+
+    def c_extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class DropoutCore(ModuleCore):
@@ -1936,18 +1954,74 @@ def max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_
     (the first largest, NaN before any number, the gradient to it, as PyTorch's kernels)."""
     name = "max_pool2d"
     cdef TensorCore x = tensor.own_tensor_arg(input, f"{name}: input")
-    kernel = pair_arg(kernel_size, "kernel_size", 1)
-    strides = kernel if stride is None or stride == () or stride == [] else \
-        pair_arg(stride, "stride", 1)
-    pads = pair_arg(padding, "padding", 0)
+    kernel, strides, pads = pool_arguments(kernel_size, stride, padding)
     dilations = pair_arg(dilation, "dilation", 1)
     errors.bool_arg(ceil_mode, "ceil_mode")
     errors.bool_arg(return_indices, "return_indices")
     if return_indices:
         raise ValueError("max_pool2d: return_indices=True is not offered (the indices of the "
                          "largest elements are not gathered back here); leave it False")
+    geometry = pool_geometry(x, name, kernel, strides, pads, dilations, ceil_mode)
+    windows = pooled_windows(x, -math.inf, kernel, strides, dilations, geometry)
+    return windows.max(1)[0].reshape(x.sizes[:-2] + geometry[0])
+
+
+def avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+               divisor_override):
+    """PyTorch's F.avg_pool2d by gathered patches: each window's sum over the input padded with
+    zeros, divided by divisor_override or by how many of its elements count (those of the input
+    and, with count_include_pad, of the padding; never those a ceil_mode window reaches past
+    the padding), which the same gather of a mask of ones counts on the device."""
+    name = "avg_pool2d"
+    cdef TensorCore x = tensor.own_tensor_arg(input, f"{name}: input")
+    kernel, strides, pads = pool_arguments(kernel_size, stride, padding)
+    errors.bool_arg(ceil_mode, "ceil_mode")
+    errors.bool_arg(count_include_pad, "count_include_pad")
+    divisor_arg(divisor_override)
+    geometry = pool_geometry(x, name, kernel, strides, pads, (1, 1), ceil_mode)
+    sums = pooled_windows(x, 0, kernel, strides, (1, 1), geometry).sum(1)
+    if divisor_override is not None:
+        return (sums / divisor_override).reshape(x.sizes[:-2] + geometry[0])
+    counted = factories.ones((1, 1) + x.sizes[-2:], x.dtype_object,
+                             tensor.device_text(x.device_index), False)
+    if count_include_pad:  # the padding counts, what a ceil_mode window reaches past it not
+        (top, left), (bottom, right) = geometry[1], geometry[2]
+        counted = pad(pad(counted, (left, left, top, top), "constant", 1),
+                      (0, right - left, 0, bottom - top), "constant", 0)
+        geometry = (geometry[0], (0, 0), (0, 0))
+    divisors = pooled_windows(counted, 0, kernel, strides, (1, 1), geometry).sum(1)
+    return (sums / divisors).reshape(x.sizes[:-2] + geometry[0])
+
+
+cdef int divisor_arg(object divisor_override) except -1:
+    """None, or an int other than 0 (PyTorch's message)."""
+    if divisor_override is not None:
+        errors.int_arg(divisor_override, "divisor_override", INT64_MIN, INT64_MAX)
+        if divisor_override == 0:
+            raise ValueError("divisor must be not zero")
+    return 0
+
+
+cdef tuple pool_arguments(object kernel_size, object stride, object padding):
+    """(kernel, strides, pads) of a 2-D pooling, as pairs: each an int, a pair or a tuple of
+    one (for both), as PyTorch's poolings take them; stride None (or empty) is the kernel's."""
+    kernel = pair_arg(one_for_both(kernel_size), "kernel_size", 1)
+    strides = kernel if stride is None or stride == () or stride == [] else \
+        pair_arg(one_for_both(stride), "stride", 1)
+    return kernel, strides, pair_arg(one_for_both(padding), "padding", 0)
+
+
+cdef object one_for_both(object value):
+    return value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+
+
+cdef tuple pool_geometry(TensorCore x, str name, tuple kernel, tuple strides, tuple pads,
+                         tuple dilations, bint ceil_mode):
+    """((out_h, out_w), the padding before (top, left), after (bottom, right)) of a 2-D pooling
+    of x, checked with PyTorch's messages: the padding after is the pad and what the last
+    ceil_mode window reaches past it."""
     for size, spacing, each in zip(kernel, dilations, pads):
-        if each > (spacing * (size - 1) + 1) // 2:  # PyTorch's message
+        if each > (spacing * (size - 1) + 1) // 2:  # PyTorch's messages
             raise ValueError(f"pad should be at most half of effective kernel size, but got "
                              f"pad={each}, kernel_size={size} and dilation={spacing}")
     if len(x.sizes) not in (3, 4) or 0 in x.sizes[-3:]:
@@ -1955,7 +2029,7 @@ def max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_
                          f"for input, but got: {list(x.sizes)}")
     if not x.dtype_object.floating:
         raise DtypeError(f"{name}: input must be floating point, got {x.dtype_object.name}")
-    leading, (height, width) = x.sizes[:-2], x.sizes[-2:]
+    height, width = x.sizes[-2:]
     counts = []
     for size, step, each, spacing, extent in zip(kernel, strides, pads, dilations,
                                                  (height, width)):
@@ -1968,18 +2042,27 @@ def max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_
             raise ShapeError(f"Given input size: ({x.sizes[-3]}x{height}x{width}). Calculated "
                              f"output size: ({x.sizes[-3]}x{max(outputs, 0)}x...). Output size "
                              "is too small")
-        # The padding after: the pad, and what the last ceil_mode window reaches past it.
         counts.append((outputs, max(each, (outputs - 1) * step + span - extent - each)))
     (out_h, after_h), (out_w, after_w) = counts
-    planes = math.prod(leading)
-    padded = pad(x.reshape(planes, 1, height, width), (pads[1], after_w, pads[0], after_h),
-                 "constant", -math.inf)
+    return ((out_h, out_w), pads, (after_h, after_w))
+
+
+cdef object pooled_windows(TensorCore x, object filler, tuple kernel, tuple strides,
+                           tuple dilations, tuple geometry):
+    """Every window of each plane of x (its last two dimensions) padded with filler as geometry
+    says (pool_geometry), as a (planes, kh * kw, out_h * out_w) tensor gathered by index_select
+    (Note [Convolution by gathered patches])."""
+    (out_h, out_w), (top, left), (bottom, right) = geometry
+    height, width = x.sizes[-2:]
+    planes = math.prod(x.sizes[:-2])
+    padded = x.reshape(planes, 1, height, width)
+    if top or left or bottom or right:
+        padded = pad(padded, (left, right, top, bottom), "constant", filler)
     padded_h, padded_w = padded.sizes[-2:]
     index = patch_index((1, kernel[0], kernel[1], out_h, out_w),
                         (padded_h, padded_w) + strides + dilations, x)
-    windows = padded.reshape(planes, padded_h * padded_w).index_select(
+    return padded.reshape(planes, padded_h * padded_w).index_select(
         1, index.reshape(-1)).reshape(planes, kernel[0] * kernel[1], out_h * out_w)
-    return windows.max(1)[0].reshape(leading + (out_h, out_w))
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 # cython: language_level=3, binding=True, embedsignature=False, auto_pickle=False, autotestdict=False
 """Neural-network building blocks: Modules that hold Parameters; the containers Sequential,
 ModuleList, ModuleDict, ParameterList and ParameterDict; the layers Linear, Conv1d, Conv2d,
-MaxPool2d, Embedding, MultiheadAttention, LayerNorm, RMSNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Flatten,
+MaxPool2d, AvgPool2d, Embedding, MultiheadAttention, LayerNorm, RMSNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Flatten,
 Identity, Dropout, CosineSimilarity and PairwiseDistance; the
 activations ReLU, ReLU6, LeakyReLU, ELU, GELU, SiLU, Mish, Softplus, Hardtanh, Sigmoid,
 Tanh, Softmax and LogSoftmax; and the losses MSELoss, L1Loss, SmoothL1Loss, HuberLoss,
@@ -48,6 +48,7 @@ __all__ = [
     "LogSoftmax",
     "Conv1d",
     "Conv2d",
+    "AvgPool2d",
     "MaxPool2d",
     "CosineSimilarity",
     "PairwiseDistance",
@@ -1727,6 +1728,37 @@ class Conv2d(_nn_classes.Conv2dCore, Module):
 
 
 _public.register_class("Conv2dCore", Conv2d)
+
+
+class AvgPool2d(_nn_classes.AvgPool2dCore, Module):
+    """The mean of each window of each channel (functional.avg_pool2d).
+
+    Args:
+        kernel_size: the window's height and width (an int for both).
+        stride: the step between windows; None for kernel_size.
+        padding: zeros added on each side, at most half the window.
+        ceil_mode: round the output size up, so that a last partial window counts.
+        count_include_pad: whether the padding's zeros count in each window's divisor.
+        divisor_override: the divisor of every window instead of its element count (not 0).
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+        self.init(kernel_size, stride, padding, _errors.bool_arg(ceil_mode, 'ceil_mode'), _errors.bool_arg(count_include_pad, 'count_include_pad'), divisor_override)
+
+    def forward(self, input):
+        """The average pooling of input.
+
+        Args:
+            input: a (N, C, H, W) or (C, H, W) floating-point tensor.
+
+        Returns:
+            Tensor: the pooled tensor, (N, C, H_out, W_out) or unbatched.
+        """
+        _core.check_awake_value(input, b"AvgPool2d.forward()", b"input")
+        return self.c_forward(input)
+
+
+_public.register_class("AvgPool2dCore", AvgPool2d)
 
 
 class MaxPool2d(_nn_classes.MaxPool2dCore, Module):

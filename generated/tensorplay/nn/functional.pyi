@@ -45,6 +45,7 @@ __all__ = [
     "normalize",
     "conv1d",
     "conv2d",
+    "avg_pool2d",
     "max_pool2d",
     "cosine_similarity",
     "pairwise_distance",
@@ -545,6 +546,27 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: in
     Returns:
         Tensor: the convolution (a cross-correlation, as PyTorch's), (N, out_channels, H_out,
             W_out) or unbatched.
+    """
+
+
+def avg_pool2d(input: Tensor, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None, padding: int | tuple[int, ...] = 0, ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """2-D average pooling, as PyTorch's: each window's sum over the zero-padded input divided by
+    the elements that count (those of the input, and of the padding with count_include_pad;
+    never those a ceil_mode window reaches past the padding) or by divisor_override. Windows
+    are gathered as conv2d's patches (index_select), so autograd gives the gradient and a CUDA
+    graph captures it.
+
+    Args:
+        input: a (N, C, H, W) or (C, H, W) floating-point tensor.
+        kernel_size: the window's height and width (an int for both).
+        stride: the step between windows; None for kernel_size.
+        padding: zeros added on each side, at most half the window.
+        ceil_mode: round the output size up, so that a last partial window counts.
+        count_include_pad: whether the padding's zeros count in each window's divisor.
+        divisor_override: the divisor of every window instead of its element count (not 0).
+
+    Returns:
+        Tensor: the mean of each window, (N, C, H_out, W_out) or unbatched.
     """
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "normalize",
     "conv1d",
     "conv2d",
+    "avg_pool2d",
     "max_pool2d",
     "cosine_similarity",
     "pairwise_distance",
@@ -637,6 +638,29 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _core.check_awake_value(weight, b"tensorplay.nn.functional.conv2d()", b"weight")
     _core.check_awake_value(bias, b"tensorplay.nn.functional.conv2d()", b"bias")
     return _functional.conv2d(input, weight, bias, stride, padding, dilation, _errors.int_arg(groups, 'groups', 1, 9223372036854775807))
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """2-D average pooling, as PyTorch's: each window's sum over the zero-padded input divided by
+    the elements that count (those of the input, and of the padding with count_include_pad;
+    never those a ceil_mode window reaches past the padding) or by divisor_override. Windows
+    are gathered as conv2d's patches (index_select), so autograd gives the gradient and a CUDA
+    graph captures it.
+
+    Args:
+        input: a (N, C, H, W) or (C, H, W) floating-point tensor.
+        kernel_size: the window's height and width (an int for both).
+        stride: the step between windows; None for kernel_size.
+        padding: zeros added on each side, at most half the window.
+        ceil_mode: round the output size up, so that a last partial window counts.
+        count_include_pad: whether the padding's zeros count in each window's divisor.
+        divisor_override: the divisor of every window instead of its element count (not 0).
+
+    Returns:
+        Tensor: the mean of each window, (N, C, H_out, W_out) or unbatched.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.avg_pool2d()", b"input")
+    return _functional.avg_pool2d(input, kernel_size, stride, padding, _errors.bool_arg(ceil_mode, 'ceil_mode'), _errors.bool_arg(count_include_pad, 'count_include_pad'), divisor_override)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
