@@ -848,6 +848,10 @@ class PairwiseDistanceCore(ModuleCore):
         return pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
+# What check_awake names for each convolution module's forward, made once rather than per call.
+CONVOLUTION_FORWARD = {1: b"Conv1d.forward()", 2: b"Conv2d.forward()"}
+
+
 class ConvolutionCore(ModuleCore):
     """conv1d or conv2d (SPATIAL dimensions) with a learned weight (out_channels, in_channels /
     groups, *kernel_size) and bias, with PyTorch's arguments, attributes, initialisation and
@@ -890,7 +894,7 @@ class ConvolutionCore(ModuleCore):
         uniform_by_fan_in(self, fan_in)
 
     def c_forward(self, input):
-        operation = f"Conv{self.SPATIAL}d.forward()".encode()
+        operation = CONVOLUTION_FORWARD[self.SPATIAL]
         tensor.check_awake(<TensorCore>self.weight, operation, b"weight")
         if self.bias is not None:
             tensor.check_awake(<TensorCore>self.bias, operation, b"bias")

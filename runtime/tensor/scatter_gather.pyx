@@ -272,14 +272,15 @@ cdef int scatter_into(TensorCore target, int axis, TensorCore index, TensorCore 
                                 positions, source_values(source, source.array, index_sizes),
                                 axis)
             return 0
-        # numpy's add.at adds repeated indices up; bfloat16 in float32 (computable), rounded
-        # once when stored back
-        sums = np().array(computable(target)).reshape(sizes_of(target))
+        # numpy's add.at adds repeated indices up, into target's own array (a view: target is
+        # contiguous); bfloat16 into float32 values (computable), rounded once when stored back
+        sums = computable(target).reshape(sizes_of(target))
         coordinates = list(np().indices(index_sizes, sparse=True))
         coordinates[axis] = positions
         np().add.at(within(sums, index_sizes, axis), tuple(coordinates),
                     source_values(source, computable(source), index_sizes))
-        target.array[...] = stored(sums.reshape(target.sizes), target.dtype_object)
+        if target.dtype_object.name == "bfloat16":
+            target.array[...] = stored(sums.reshape(target.sizes), target.dtype_object)
         return 0
     if add and target.dtype_object.name not in ATOMIC_ADDITIONS:
         int64 = dtypes.named_dtype("int64")
