@@ -129,6 +129,8 @@ __all__ = [
     "flip",
     "roll",
     "gather",
+    "cumsum",
+    "cumprod",
     "scatter",
     "index_add",
     "index_copy",
@@ -1723,6 +1725,40 @@ def gather(input: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
     Raises:
         RuntimeError: the index's dimensions or sizes do not fit, or (on the CPU) an index is
             out of range: PyTorch's messages; on a device an index out of range gives a zero.
+    """
+
+
+def cumsum(input: Tensor, dim: builtins.int, *, dtype: dtype | None = None) -> Tensor:
+    """The cumulative sum along dim (torch.cumsum), accumulated in float32 for 16-bit floats and int64 for integers (an integer sum wraps). Its gradient is the gradient summed from the other end; autograd and a CUDA graph take it.
+
+    Args:
+        input: a Tensor: cumsum(input, ...) is input.cumsum(...).
+        dim: the dimension to sum along (negative counts from the end).
+        dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+            a floating dtype and gives int64 for integer and bool tensors.
+
+    Returns:
+        Tensor: a new tensor of this one's shape: for dim 0, out[i] = self[0] + ... + self[i].
+
+    Raises:
+        NotImplementedError: dtype is bool (PyTorch's kernels have no bool result).
+    """
+
+
+def cumprod(input: Tensor, dim: builtins.int, *, dtype: dtype | None = None) -> Tensor:
+    """The cumulative product along dim (torch.cumprod), accumulated as cumsum(). Its gradient is PyTorch's, zeros in the input included, computed on the device without reading anything back, so a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: cumprod(input, ...) is input.cumprod(...).
+        dim: the dimension to multiply along (negative counts from the end).
+        dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+            a floating dtype and gives int64 for integer and bool tensors.
+
+    Returns:
+        Tensor: a new tensor of this one's shape: for dim 0, out[i] = self[0] * ... * self[i].
+
+    Raises:
+        NotImplementedError: dtype is bool (PyTorch's kernels have no bool result).
     """
 
 
@@ -3407,6 +3443,66 @@ class Tensor:
         Raises:
             RuntimeError: the index's dimensions or sizes do not fit, or (on the CPU) an index is
                 out of range: PyTorch's messages; on a device an index out of range gives a zero.
+        """
+
+    def cumsum(self, dim: builtins.int, *, dtype: dtype | None = None) -> Tensor:
+        """The cumulative sum along dim (torch.cumsum), accumulated in float32 for 16-bit floats and int64 for integers (an integer sum wraps). Its gradient is the gradient summed from the other end; autograd and a CUDA graph take it.
+
+        Args:
+            dim: the dimension to sum along (negative counts from the end).
+            dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+                a floating dtype and gives int64 for integer and bool tensors.
+
+        Returns:
+            Tensor: a new tensor of this one's shape: for dim 0, out[i] = self[0] + ... + self[i].
+
+        Raises:
+            NotImplementedError: dtype is bool (PyTorch's kernels have no bool result).
+        """
+
+    def cumprod(self, dim: builtins.int, *, dtype: dtype | None = None) -> Tensor:
+        """The cumulative product along dim (torch.cumprod), accumulated as cumsum(). Its gradient is PyTorch's, zeros in the input included, computed on the device without reading anything back, so a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to multiply along (negative counts from the end).
+            dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+                a floating dtype and gives int64 for integer and bool tensors.
+
+        Returns:
+            Tensor: a new tensor of this one's shape: for dim 0, out[i] = self[0] * ... * self[i].
+
+        Raises:
+            NotImplementedError: dtype is bool (PyTorch's kernels have no bool result).
+        """
+
+    def cumsum_(self, dim: builtins.int, *, dtype: dtype | None = None) -> Tensor:
+        """In-place cumsum().
+
+        Args:
+            dim: the dimension to sum along (negative counts from the end).
+            dtype: this tensor's dtype or None (another one is PyTorch's RuntimeError).
+
+        Returns:
+            Tensor: self, holding its cumulative sums in its own dtype.
+
+        Raises:
+            RuntimeError: dtype is not this tensor's (PyTorch's message).
+            NotImplementedError: the tensor is bool, as in PyTorch.
+        """
+
+    def cumprod_(self, dim: builtins.int, *, dtype: dtype | None = None) -> Tensor:
+        """In-place cumprod().
+
+        Args:
+            dim: the dimension to multiply along (negative counts from the end).
+            dtype: this tensor's dtype or None (another one is PyTorch's RuntimeError).
+
+        Returns:
+            Tensor: self, holding its cumulative products in its own dtype.
+
+        Raises:
+            RuntimeError: dtype is not this tensor's (PyTorch's message).
+            NotImplementedError: the tensor is bool, as in PyTorch.
         """
 
     def scatter(self, dim: builtins.int, index: Tensor, src: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:

@@ -22,6 +22,7 @@ from tensorplay._runtime.base cimport public as _public
 from tensorplay._runtime.random cimport random_ops as _random_ops
 from tensorplay._runtime.tensor cimport reduction as _reduction
 from tensorplay._runtime.random cimport rng as _rng
+from tensorplay._runtime.tensor cimport scan as _scan
 from tensorplay._runtime.tensor cimport scatter_gather as _scatter_gather
 from tensorplay._runtime.tensor cimport serialization as _serialization
 from tensorplay._runtime.devices cimport stream as _stream
@@ -135,6 +136,8 @@ __all__ = [
     "flip",
     "roll",
     "gather",
+    "cumsum",
+    "cumprod",
     "scatter",
     "index_add",
     "index_copy",
@@ -2194,6 +2197,50 @@ def gather(input, dim, index):
     return input.gather(dim, index)
 
 
+def cumsum(input, dim, *, dtype=None):
+    """The cumulative sum along dim (torch.cumsum), accumulated in float32 for 16-bit floats and int64 for integers (an integer sum wraps). Its gradient is the gradient summed from the other end; autograd and a CUDA graph take it.
+
+    Args:
+        input: a Tensor: cumsum(input, ...) is input.cumsum(...).
+        dim: the dimension to sum along (negative counts from the end).
+        dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+            a floating dtype and gives int64 for integer and bool tensors.
+
+    Returns:
+        Tensor: a new tensor of this one's shape: for dim 0, out[i] = self[0] + ... + self[i].
+
+    Raises:
+        NotImplementedError: dtype is bool (PyTorch's kernels have no bool result).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"cumsum(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.cumsum(dim, dtype=dtype)
+
+
+def cumprod(input, dim, *, dtype=None):
+    """The cumulative product along dim (torch.cumprod), accumulated as cumsum(). Its gradient is PyTorch's, zeros in the input included, computed on the device without reading anything back, so a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: cumprod(input, ...) is input.cumprod(...).
+        dim: the dimension to multiply along (negative counts from the end).
+        dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+            a floating dtype and gives int64 for integer and bool tensors.
+
+    Returns:
+        Tensor: a new tensor of this one's shape: for dim 0, out[i] = self[0] * ... * self[i].
+
+    Raises:
+        NotImplementedError: dtype is bool (PyTorch's kernels have no bool result).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"cumprod(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.cumprod(dim, dtype=dtype)
+
+
 def scatter(input, dim, index, src):
     """This tensor with src's values written at the positions index names along dim (torch.scatter). Where indices repeat, one of the values is kept, which one not fixed (as PyTorch). Autograd and a CUDA graph take it.
 
@@ -4247,6 +4294,74 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.gather()", NULL)
         _core.check_awake_value(index, b"Tensor.gather()", b"index")
         return _scatter_gather.gather(self, dim, index)
+
+    def cumsum(self, dim, *, dtype=None):
+        """The cumulative sum along dim (torch.cumsum), accumulated in float32 for 16-bit floats and int64 for integers (an integer sum wraps). Its gradient is the gradient summed from the other end; autograd and a CUDA graph take it.
+
+        Args:
+            dim: the dimension to sum along (negative counts from the end).
+            dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+                a floating dtype and gives int64 for integer and bool tensors.
+
+        Returns:
+            Tensor: a new tensor of this one's shape: for dim 0, out[i] = self[0] + ... + self[i].
+
+        Raises:
+            NotImplementedError: dtype is bool (PyTorch's kernels have no bool result).
+        """
+        _core.check_awake(self, b"Tensor.cumsum()", NULL)
+        return _scan.cumsum(self, dim, dtype)
+
+    def cumprod(self, dim, *, dtype=None):
+        """The cumulative product along dim (torch.cumprod), accumulated as cumsum(). Its gradient is PyTorch's, zeros in the input included, computed on the device without reading anything back, so a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to multiply along (negative counts from the end).
+            dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+                a floating dtype and gives int64 for integer and bool tensors.
+
+        Returns:
+            Tensor: a new tensor of this one's shape: for dim 0, out[i] = self[0] * ... * self[i].
+
+        Raises:
+            NotImplementedError: dtype is bool (PyTorch's kernels have no bool result).
+        """
+        _core.check_awake(self, b"Tensor.cumprod()", NULL)
+        return _scan.cumprod(self, dim, dtype)
+
+    def cumsum_(self, dim, *, dtype=None):
+        """In-place cumsum().
+
+        Args:
+            dim: the dimension to sum along (negative counts from the end).
+            dtype: this tensor's dtype or None (another one is PyTorch's RuntimeError).
+
+        Returns:
+            Tensor: self, holding its cumulative sums in its own dtype.
+
+        Raises:
+            RuntimeError: dtype is not this tensor's (PyTorch's message).
+            NotImplementedError: the tensor is bool, as in PyTorch.
+        """
+        _core.check_awake(self, b"Tensor.cumsum_()", NULL)
+        return _scan.cumsum_(self, dim, dtype)
+
+    def cumprod_(self, dim, *, dtype=None):
+        """In-place cumprod().
+
+        Args:
+            dim: the dimension to multiply along (negative counts from the end).
+            dtype: this tensor's dtype or None (another one is PyTorch's RuntimeError).
+
+        Returns:
+            Tensor: self, holding its cumulative products in its own dtype.
+
+        Raises:
+            RuntimeError: dtype is not this tensor's (PyTorch's message).
+            NotImplementedError: the tensor is bool, as in PyTorch.
+        """
+        _core.check_awake(self, b"Tensor.cumprod_()", NULL)
+        return _scan.cumprod_(self, dim, dtype)
 
     def scatter(self, dim, index, src):
         """This tensor with src's values written at the positions index names along dim (torch.scatter). Where indices repeat, one of the values is kept, which one not fixed (as PyTorch). Autograd and a CUDA graph take it.

@@ -8,7 +8,7 @@ resolved to its ops once, at import, which fails when the table and FORMULAS dif
 import math
 
 from tensorplay._runtime.kernels cimport ops
-from tensorplay._runtime.tensor cimport copies, scatter_gather
+from tensorplay._runtime.tensor cimport copies, scan, scatter_gather
 from tensorplay._runtime.autograd.tape cimport Node
 from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
@@ -365,6 +365,14 @@ def scatter_add_gradient(Node node, tuple grads):
     return (grads[0], source_gradient(node, grads[0]) if wanted(node, 1) else None)
 
 
+def cumsum_gradient(Node node, tuple grads):
+    return (scan.cumsum_gradient(grads[0], node.state),)
+
+
+def cumprod_gradient(Node node, tuple grads):
+    return (scan.cumprod_gradient(grads[0], node.saved[0], node.state),)
+
+
 cdef TensorCore source_gradient(Node node, TensorCore g):
     """src's gradient of a scatter: g gathered at the index, in the leading corner of zeros of
     src's shape where src is larger than the index (its other elements were not read; PyTorch's
@@ -572,6 +580,7 @@ FORMULAS = {
     "log10": log10_gradient, "exp2": exp2_gradient,
     "index_select": index_select_gradient, "gather": gather_gradient,
     "scatter": scatter_gradient, "scatter_add": scatter_add_gradient,
+    "cumsum": cumsum_gradient, "cumprod": cumprod_gradient,
     "binary_cross_entropy": binary_cross_entropy_gradient,
     "binary_cross_entropy_with_logits": binary_cross_entropy_with_logits_gradient,
     "floor": zero_gradient,

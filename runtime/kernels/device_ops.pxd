@@ -90,6 +90,14 @@ cdef int promoted_binary_scalar(int device, int op, DtypeCore left, uintptr_t a,
 cdef int select_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
                     tuple kept_strides, int64_t length, int64_t stride, uintptr_t values,
                     uintptr_t indices, int op, cudaStream_t stream) except -1
+# The cumulative sum (product set: product) of a along one dimension of length elements apart by
+# stride, for each index of kept_sizes (a's strides), into out (out_kept_strides and out_stride
+# its strides), each from the dimension's end with reverse set; result is out's dtype (scan.cu).
+# out may be a itself, with the same strides.
+cdef int scan_dim(int device, DtypeCore dtype, DtypeCore result, uintptr_t a, tuple kept_sizes,
+                  tuple kept_strides, int64_t length, int64_t stride, uintptr_t out,
+                  tuple out_kept_strides, int64_t out_stride, bint product, bint reverse,
+                  cudaStream_t stream) except -1
 # Selection by index along the middle dimension of a contiguous (outer, size, inner) tensor:
 # index_select (index.cu) writes out (outer, index_count, inner) from source; index_add
 # (scatter.cu) adds source (outer, index_count, inner) into target, floating-point dtypes only. index holds

@@ -759,6 +759,35 @@ cdef int select_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
     return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
 
 
+cdef int scan_dim(int device, DtypeCore dtype, DtypeCore result, uintptr_t a, tuple kept_sizes,
+                  tuple kept_strides, int64_t length, int64_t stride, uintptr_t out,
+                  tuple out_kept_strides, int64_t out_stride, bint product, bint reverse,
+                  cudaStream_t stream) except -1:
+    cdef int64_t rows = count_of(kept_sizes)
+    if rows == 0 or length == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "scan", "scan_dim",
+                                      f"typedef {dtype.kernel_type} scalar_t;\n"
+                                      f"typedef {result.kernel_type} result_t;\n")
+    cdef Layout kept = layout_of(kept_sizes, kept_strides)
+    cdef Layout out_kept = layout_of(kept_sizes, out_kept_strides)
+    cdef int product_flag = product, reverse_flag = reverse
+    cdef void* arguments[10]
+    arguments[0] = &a
+    arguments[1] = &kept
+    arguments[2] = &length
+    arguments[3] = &stride
+    arguments[4] = &out
+    arguments[5] = &out_kept
+    arguments[6] = &out_stride
+    arguments[7] = &rows
+    arguments[8] = &product_flag
+    arguments[9] = &reverse_flag
+    # A warp of 32 lanes per row (scan.cu).
+    return kernels.launch(device, function, blocks_for(rows * 32), THREADS, 0, stream,
+                          arguments)
+
+
 cdef int index_select(int device, DtypeCore dtype, uintptr_t source, uintptr_t index,
                       uintptr_t out, int64_t outer, int64_t size, int64_t inner,
                       int64_t index_count, cudaStream_t stream) except -1:

@@ -91,6 +91,8 @@ cpdef enum Op:
     OP_GATHER                # gather, scatter and scatter_add along a dimension
     OP_SCATTER               # (scatter_gather.pyx)
     OP_SCATTER_ADD
+    OP_CUMSUM                # cumulative sums and products along a dimension (scan.pyx)
+    OP_CUMPROD
     OP_FUNCTION              # an autograd.Function's forward
     OP_COUNT
 

@@ -116,6 +116,10 @@ ROWS = (
     (OP_GATHER, KERNEL_NONE, None, "gather", DTYPE_SAME, False),
     (OP_SCATTER, KERNEL_NONE, None, "scatter", DTYPE_SAME, False),
     (OP_SCATTER_ADD, KERNEL_NONE, None, "scatter_add", DTYPE_SAME, False),
+    # PyTorch's formulas: cumsum's gradient is the gradient summed from the other end; cumprod's
+    # is its zero-safe formula (scan.pyx, Note [Cumulative sums and products]).
+    (OP_CUMSUM, KERNEL_NONE, None, "cumsum", DTYPE_WIDE, False),
+    (OP_CUMPROD, KERNEL_NONE, None, "cumprod", DTYPE_WIDE, False),
     (OP_FUNCTION, KERNEL_NONE, None, "function", DTYPE_SAME, False),
 )
 

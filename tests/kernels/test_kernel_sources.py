@@ -95,7 +95,16 @@ def test_index_add_compiles_for_every_floating_dtype(element):
     assert b"index_add" in compile_for_sm90("scatter", f"typedef {element} scalar_t;\n")
 
 
+@pytest.mark.parametrize("element", ELEMENT_TYPES)
+def test_scan_compiles_for_every_dtype(element):
+    # cumsum/cumprod: shuffles of every accumulation type (float, double, long long), into the
+    # input's type or int64
+    for result in (element, "long long"):
+        assert b"scan_dim" in compile_for_sm90(
+            "scan", f"typedef {element} scalar_t;\ntypedef {result} result_t;\n")
+
+
 def test_every_shipped_source_is_covered():
     assert set(kernels.kernel_source_names()) == {"common", "elementwise", "reduce", "copy",
                                                   "selftest", "philox", "graphs", "staging",
-                                                  "index", "scatter"}
+                                                  "index", "scatter", "scan"}

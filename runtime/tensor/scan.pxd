@@ -1,0 +1,10 @@
+# cumsum() and cumprod() (scan.pyx, Note [Cumulative sums and products]).
+from tensorplay._runtime.tensor.core cimport TensorCore
+
+cdef object cumsum(TensorCore tensor, object dim, object dtype)
+cdef object cumprod(TensorCore tensor, object dim, object dtype)
+cdef object cumsum_(TensorCore tensor, object dim, object dtype)
+cdef object cumprod_(TensorCore tensor, object dim, object dtype)
+# The gradients (formulas.pyx): cumsum's, and cumprod's of x saved unchanged.
+cdef object cumsum_gradient(TensorCore grad, int axis)
+cdef object cumprod_gradient(TensorCore grad, TensorCore x, int axis)

@@ -1,0 +1,194 @@
+# cython: language_level=3
+"""cumsum() and cumprod() (api.yaml: tensorplay.cumsum, cumprod and the Tensor methods, in place
+or not), as PyTorch's.
+
+Note [Cumulative sums and products]
+out[..., r, ...] is the sum (product) of the input's elements at positions 0..r along dim. The
+result has the input's dtype, or int64 for integer and bool input (PyTorch's rule), or the dtype
+asked for, to which the input is converted first; a bool dtype is refused, as PyTorch's kernels
+have none. A 0-d tensor is its own sum. The in-place forms keep the tensor's dtype and refuse
+another one with PyTorch's message.
+On a device one kernel (scan.cu, scan_dim) reads the input through its strides and writes the
+result, a warp of 32 lanes per row, accumulating in the kernels' accumulation types (float for
+16-bit floats, int64 for integers: an int32 sum wraps as int64's converted back, as PyTorch's).
+On the CPU numpy computes it in the same types, so both devices round alike. Nothing is read
+back to the host, so a CUDA graph captures every form, and their gradients.
+Gradients are PyTorch's (derivatives.yaml, FunctionsManual.cpp): cumsum's is the gradient summed
+from the end (the kernel's reverse scan).
+cumprod's is sum_{j >= k} grad[j] * out[j] / x[k] where the slice has no zero before k; at its
+first zero z1 the product of x before z1 times sum_{z1 <= j < z2} grad[j] * prod(x[z1+1..j])
+(z2 the second zero or the end); after z1, zero. PyTorch asks the host whether any element is
+zero to pick the cheap formula; that read would break a capture, so here the zero-safe one runs
+always, as masks computed on the device (cumulative counts of zeros).
+"""
+from tensorplay._runtime.base cimport dtypes
+from tensorplay._runtime.base.dtypes cimport CODE_BOOL, DtypeCore
+from tensorplay._runtime.kernels cimport device_ops, ops
+from tensorplay._runtime.tensor cimport copies
+from tensorplay._runtime.tensor.arguments cimport dtype_arg, np
+from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, is_contiguous,
+                                              new_empty, recorded, tracked,
+                                              wrap_cpu)
+from tensorplay._runtime.tensor.cpu cimport computable, stored
+from tensorplay._runtime.tensor.elementwise cimport (add, bitwise_and, eq, invert, mul,
+                                                     truediv, where)
+from tensorplay._runtime.tensor.reduction cimport sum_over
+
+from tensorplay._runtime.tensor.arguments import BoolNotImplementedError
+
+
+# --------------------------------------------------------------------------------------------
+# The public forms
+
+
+cdef object cumsum(TensorCore tensor, object dim, object dtype):
+    return cumulative(tensor, dim, dtype, False, "cumsum")
+
+
+cdef object cumprod(TensorCore tensor, object dim, object dtype):
+    return cumulative(tensor, dim, dtype, True, "cumprod")
+
+
+cdef object cumsum_(TensorCore tensor, object dim, object dtype):
+    return cumulative_(tensor, dim, dtype, False, "cumsum_")
+
+
+cdef object cumprod_(TensorCore tensor, object dim, object dtype):
+    return cumulative_(tensor, dim, dtype, True, "cumprod_")
+
+
+cdef DtypeCore result_dtype(TensorCore tensor, DtypeCore chosen, str name):
+    if chosen is None:
+        return tensor.dtype_object if tensor.dtype_object.floating else \
+            dtypes.named_dtype("int64")
+    if chosen.code == CODE_BOOL:
+        refuse_bool(name)
+    return chosen
+
+
+cdef int refuse_bool(str name) except -1:
+    # PyTorch's kernels have no bool result ("cumsum_out_cpu" not implemented for 'Bool').
+    raise BoolNotImplementedError(f"{name}: not implemented for 'Bool' results, as in PyTorch; "
+                                  "a bool tensor's sums are int64 (leave dtype None), or "
+                                  "convert it with .to(tensorplay.int64) first")
+
+
+cdef object cumulative(TensorCore tensor, object dim, object dtype, bint product, str name):
+    # Every argument checked before anything is computed, the types first.
+    cdef DtypeCore chosen = dtype_arg(dtype, None, "dtype")
+    cdef int axis = tensor.c_dim(dim)
+    cdef DtypeCore target = result_dtype(tensor, chosen, name)
+    if chosen is not None and chosen is not tensor.dtype_object:
+        # Converted first, as PyTorch's (a float sum asked for as int64 sums truncated
+        # elements; float32 asked for as float64 accumulates in double), and recorded, so that
+        # the gradient is converted back.
+        tensor = copies.to(tensor, None, chosen, False, False)
+    return recorded_scan(tensor, axis, product, target)
+
+
+cdef object cumulative_(TensorCore tensor, object dim, object dtype, bint product, str name):
+    cdef DtypeCore chosen = dtype_arg(dtype, None, "dtype")
+    cdef int axis = tensor.c_dim(dim)
+    if chosen is not None and chosen is not tensor.dtype_object:  # PyTorch's message
+        raise RuntimeError(f"Bad in-place call: input tensor dtype {tensor.dtype_object.name} "
+                           f"and output tensor dtype {chosen.name} should match")
+    if tensor.dtype_object.code == CODE_BOOL:
+        refuse_bool(name)
+    if tensor.device_index != CPU and not tensor.grad_required and is_contiguous(tensor):
+        # Written over in one launch (scan.cu reads each element before writing it), nothing
+        # allocated; counted first, as copy_() counts it (c_mark_modified's refusals need a
+        # tensor that requires grad or lives on the CPU).
+        tensor.version.value += 1
+        launch_scan(tensor, axis, product, False, tensor)
+        return tensor
+    # cumprod's gradient reads its input, which the copy below overwrites: a copy of it.
+    source = copies.clone(tensor) if product and tracked(tensor) else tensor
+    return copies.copy_(tensor, recorded_scan(source, axis, product,
+                                              tensor.dtype_object), False)
+
+
+# --------------------------------------------------------------------------------------------
+# The scan and its record
+
+
+cdef object recorded_scan(TensorCore tensor, int axis, bint product, DtypeCore target):
+    """The scan of tensor along axis into target (off the tape), recorded where autograd
+    tracks tensor (then target is its dtype, floating point)."""
+    result = scanned(tensor, axis, product, False, target)
+    if tracked(tensor) and target.floating:
+        return recorded(result, ops.OP_CUMPROD if product else ops.OP_CUMSUM, (tensor,),
+                        (tensor,) if product else (), axis)
+    return result
+
+
+cdef TensorCore scanned(TensorCore tensor, int axis, bint product, bint reverse,
+                        DtypeCore target):
+    """A new contiguous tensor of target's dtype: the cumulative sum (product) of tensor along
+    axis, from its end where reverse is set."""
+    if tensor.device_index != CPU:
+        output = new_empty(tensor.sizes, target, tensor.device_index)
+        launch_scan(tensor, axis, product, reverse, <TensorCore>output)
+        return output
+    # numpy in the kernels' accumulation types (Note above).
+    accumulation = (np().float64 if target.itemsize == 8 else np().float32) \
+        if target.floating else np().int64
+    values = np().asarray(computable(tensor)).astype(accumulation).reshape(tensor.sizes or (1,))
+    if reverse:
+        values = np().flip(values, axis)
+    values = np().cumprod(values, axis) if product else np().cumsum(values, axis)
+    if reverse:
+        values = np().flip(values, axis)
+    return wrap_cpu(np().ascontiguousarray(stored(values, target)).reshape(tensor.sizes),
+                    target)
+
+
+cdef int launch_scan(TensorCore tensor, int axis, bint product, bint reverse,
+                     TensorCore output) except -1:
+    """scan.cu's scan_dim from tensor into output (a device tensor of its shape)."""
+    if not tensor.sizes:  # a 0-d tensor: one row of one element
+        return device_ops.scan_dim(tensor.device_index, tensor.dtype_object,
+                                   output.dtype_object, tensor.data, (), (), 1, 0, output.data,
+                                   (), 0, product, reverse, current_stream(tensor.device_index))
+    kept = tuple(size for dim, size in enumerate(tensor.sizes) if dim != axis)
+    return device_ops.scan_dim(
+        tensor.device_index, tensor.dtype_object, output.dtype_object, tensor.data, kept,
+        tuple(stride for dim, stride in enumerate(tensor.element_strides) if dim != axis),
+        tensor.sizes[axis], tensor.element_strides[axis], output.data,
+        tuple(stride for dim, stride in enumerate(output.element_strides) if dim != axis),
+        output.element_strides[axis], product, reverse, current_stream(tensor.device_index))
+
+
+# --------------------------------------------------------------------------------------------
+# Gradients (formulas.pyx calls these)
+
+
+cdef object cumsum_gradient(TensorCore grad, int axis):
+    return scanned(grad, axis, False, True, grad.dtype_object)
+
+
+cdef object cumprod_gradient(TensorCore grad, TensorCore x, int axis):
+    """x's gradient of cumprod(x) along axis (Note above), x saved unchanged."""
+    if x.element_count <= 1 or x.sizes[axis] == 1:  # a 0-d x has one element
+        return grad
+    cdef long long length = x.sizes[axis]
+    dtype = x.dtype_object
+    is_zero = eq(x, 0)
+    zeros_so_far = scanned(<TensorCore>is_zero, axis, False, False,
+                                 dtypes.named_dtype("int64"))
+    before = eq(<TensorCore>zeros_so_far, 0)                  # k < z1
+    in_first_run = eq(<TensorCore>zeros_so_far, 1)            # z1 <= k < z2
+    at_first = bitwise_and(<TensorCore>is_zero, in_first_run)  # k == z1
+    after_first = bitwise_and(<TensorCore>in_first_run, invert(<TensorCore>is_zero))
+    # k < z1: the sum from the end of grad * out, divided by x (nonzero there)
+    out = scanned(x, axis, True, False, dtype)
+    weighted = where(before, mul(grad, out), 0.0)
+    summed = scanned(<TensorCore>weighted, axis, False, True, dtype)
+    early = where(before, truediv(<TensorCore>summed, where(before, x, 1.0)), 0.0)
+    # k == z1: prod(x before z1) * sum over [z1, z2) of grad * prod(x in (z1, j])
+    products = scanned(<TensorCore>where(after_first, x, 1.0), axis, True, False, dtype)
+    run = sum_over(<TensorCore>mul(<TensorCore>where(in_first_run, grad, 0.0), products), axis,
+                   True)
+    prefix = scanned(<TensorCore>where(before, x, 1.0), axis, True, False, dtype)
+    prefix = copies.narrow(<TensorCore>prefix, axis, length - 1, 1)
+    first = where(at_first, mul(<TensorCore>prefix, run), 0.0)
+    return add(<TensorCore>early, first)
