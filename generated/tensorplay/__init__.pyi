@@ -131,6 +131,9 @@ __all__ = [
     "gather",
     "cumsum",
     "cumprod",
+    "sort",
+    "argsort",
+    "topk",
     "scatter",
     "index_add",
     "index_copy",
@@ -1759,6 +1762,56 @@ def cumprod(input: Tensor, dim: builtins.int, *, dtype: dtype | None = None) -> 
 
     Raises:
         NotImplementedError: dtype is bool (PyTorch's kernels have no bool result).
+    """
+
+
+def sort(input: Tensor, dim: builtins.int = -1, descending: builtins.bool = False, *, stable: builtins.bool = False) -> tuple[Tensor, Tensor]:
+    """The slices along dim sorted (torch.sort). NaN counts as larger than every number; equal values keep their order (a stable sort) whether or not stable asks for it. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: sort(input, ...) is input.sort(...).
+        dim: the dimension to sort along (negative counts from the end).
+        descending: largest first (NaN first), instead of smallest first (NaN last).
+        stable: keep equal elements in their order: they always are, so False changes nothing.
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.sort: the
+            sorted values, of this tensor's dtype, and the int64 position along dim each came from.
+    """
+
+
+def argsort(input: Tensor, dim: builtins.int = -1, descending: builtins.bool = False, *, stable: builtins.bool = False) -> Tensor:
+    """Where the sorted elements come from (torch.argsort), in sort()'s order.
+
+    Args:
+        input: a Tensor: argsort(input, ...) is input.argsort(...).
+        dim: the dimension to sort along (negative counts from the end).
+        descending: largest first (NaN first), instead of smallest first (NaN last).
+        stable: keep equal elements in their order: they always are, so False changes nothing.
+
+    Returns:
+        Tensor: int64 positions along dim that sort each slice: sort(...).indices.
+    """
+
+
+def topk(input: Tensor, k: builtins.int, dim: builtins.int | None = None, largest: builtins.bool = True, sorted: builtins.bool = True) -> tuple[Tensor, Tensor]:
+    """The k largest (or smallest) elements along dim and their positions (torch.topk), as sort() computes them and keeps the first k. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: topk(input, ...) is input.topk(...).
+        k: how many elements to keep, 0 to the size of dim.
+        dim: the dimension to select along (negative counts from the end); None for the last.
+        largest: the largest elements (NaN first among them), or the smallest.
+        sorted: accepted for PyTorch's signature: the k elements always come sorted, largest (or
+            smallest) first.
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.topk,
+            each with k elements along dim.
+
+    Raises:
+        RuntimeError: k is outside 0 to the size of dim, or the tensor is bool (PyTorch's
+            messages).
     """
 
 
@@ -3503,6 +3556,50 @@ class Tensor:
         Raises:
             RuntimeError: dtype is not this tensor's (PyTorch's message).
             NotImplementedError: the tensor is bool, as in PyTorch.
+        """
+
+    def sort(self, dim: builtins.int = -1, descending: builtins.bool = False, *, stable: builtins.bool = False) -> tuple[Tensor, Tensor]:
+        """The slices along dim sorted (torch.sort). NaN counts as larger than every number; equal values keep their order (a stable sort) whether or not stable asks for it. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to sort along (negative counts from the end).
+            descending: largest first (NaN first), instead of smallest first (NaN last).
+            stable: keep equal elements in their order: they always are, so False changes nothing.
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.sort: the
+                sorted values, of this tensor's dtype, and the int64 position along dim each came from.
+        """
+
+    def argsort(self, dim: builtins.int = -1, descending: builtins.bool = False, *, stable: builtins.bool = False) -> Tensor:
+        """Where the sorted elements come from (torch.argsort), in sort()'s order.
+
+        Args:
+            dim: the dimension to sort along (negative counts from the end).
+            descending: largest first (NaN first), instead of smallest first (NaN last).
+            stable: keep equal elements in their order: they always are, so False changes nothing.
+
+        Returns:
+            Tensor: int64 positions along dim that sort each slice: sort(...).indices.
+        """
+
+    def topk(self, k: builtins.int, dim: builtins.int | None = None, largest: builtins.bool = True, sorted: builtins.bool = True) -> tuple[Tensor, Tensor]:
+        """The k largest (or smallest) elements along dim and their positions (torch.topk), as sort() computes them and keeps the first k. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+        Args:
+            k: how many elements to keep, 0 to the size of dim.
+            dim: the dimension to select along (negative counts from the end); None for the last.
+            largest: the largest elements (NaN first among them), or the smallest.
+            sorted: accepted for PyTorch's signature: the k elements always come sorted, largest (or
+                smallest) first.
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.topk,
+                each with k elements along dim.
+
+        Raises:
+            RuntimeError: k is outside 0 to the size of dim, or the tensor is bool (PyTorch's
+                messages).
         """
 
     def scatter(self, dim: builtins.int, index: Tensor, src: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:

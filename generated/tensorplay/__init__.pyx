@@ -25,6 +25,7 @@ from tensorplay._runtime.random cimport rng as _rng
 from tensorplay._runtime.tensor cimport scan as _scan
 from tensorplay._runtime.tensor cimport scatter_gather as _scatter_gather
 from tensorplay._runtime.tensor cimport serialization as _serialization
+from tensorplay._runtime.tensor cimport sort as _sort
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.autograd import engine as _engine_classes
 from tensorplay._runtime.base import errors as _errors_classes
@@ -138,6 +139,9 @@ __all__ = [
     "gather",
     "cumsum",
     "cumprod",
+    "sort",
+    "argsort",
+    "topk",
     "scatter",
     "index_add",
     "index_copy",
@@ -2239,6 +2243,71 @@ def cumprod(input, dim, *, dtype=None):
         raise TypeError(f"cumprod(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.cumprod(dim, dtype=dtype)
+
+
+def sort(input, dim=-1, descending=False, *, stable=False):
+    """The slices along dim sorted (torch.sort). NaN counts as larger than every number; equal values keep their order (a stable sort) whether or not stable asks for it. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: sort(input, ...) is input.sort(...).
+        dim: the dimension to sort along (negative counts from the end).
+        descending: largest first (NaN first), instead of smallest first (NaN last).
+        stable: keep equal elements in their order: they always are, so False changes nothing.
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.sort: the
+            sorted values, of this tensor's dtype, and the int64 position along dim each came from.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"sort(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.sort(dim, descending, stable=stable)
+
+
+def argsort(input, dim=-1, descending=False, *, stable=False):
+    """Where the sorted elements come from (torch.argsort), in sort()'s order.
+
+    Args:
+        input: a Tensor: argsort(input, ...) is input.argsort(...).
+        dim: the dimension to sort along (negative counts from the end).
+        descending: largest first (NaN first), instead of smallest first (NaN last).
+        stable: keep equal elements in their order: they always are, so False changes nothing.
+
+    Returns:
+        Tensor: int64 positions along dim that sort each slice: sort(...).indices.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"argsort(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.argsort(dim, descending, stable=stable)
+
+
+def topk(input, k, dim=None, largest=True, sorted=True):
+    """The k largest (or smallest) elements along dim and their positions (torch.topk), as sort() computes them and keeps the first k. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: topk(input, ...) is input.topk(...).
+        k: how many elements to keep, 0 to the size of dim.
+        dim: the dimension to select along (negative counts from the end); None for the last.
+        largest: the largest elements (NaN first among them), or the smallest.
+        sorted: accepted for PyTorch's signature: the k elements always come sorted, largest (or
+            smallest) first.
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.topk,
+            each with k elements along dim.
+
+    Raises:
+        RuntimeError: k is outside 0 to the size of dim, or the tensor is bool (PyTorch's
+            messages).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"topk(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.topk(k, dim, largest, sorted)
 
 
 def scatter(input, dim, index, src):
@@ -4362,6 +4431,56 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.cumprod_()", NULL)
         return _scan.cumprod_(self, dim, dtype)
+
+    def sort(self, dim=-1, descending=False, *, stable=False):
+        """The slices along dim sorted (torch.sort). NaN counts as larger than every number; equal values keep their order (a stable sort) whether or not stable asks for it. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to sort along (negative counts from the end).
+            descending: largest first (NaN first), instead of smallest first (NaN last).
+            stable: keep equal elements in their order: they always are, so False changes nothing.
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.sort: the
+                sorted values, of this tensor's dtype, and the int64 position along dim each came from.
+        """
+        _core.check_awake(self, b"Tensor.sort()", NULL)
+        return _sort.sort(self, dim, _errors.bool_arg(descending, 'descending'), _errors.bool_arg(stable, 'stable'))
+
+    def argsort(self, dim=-1, descending=False, *, stable=False):
+        """Where the sorted elements come from (torch.argsort), in sort()'s order.
+
+        Args:
+            dim: the dimension to sort along (negative counts from the end).
+            descending: largest first (NaN first), instead of smallest first (NaN last).
+            stable: keep equal elements in their order: they always are, so False changes nothing.
+
+        Returns:
+            Tensor: int64 positions along dim that sort each slice: sort(...).indices.
+        """
+        _core.check_awake(self, b"Tensor.argsort()", NULL)
+        return _sort.argsort(self, dim, _errors.bool_arg(descending, 'descending'), _errors.bool_arg(stable, 'stable'))
+
+    def topk(self, k, dim=None, largest=True, sorted=True):
+        """The k largest (or smallest) elements along dim and their positions (torch.topk), as sort() computes them and keeps the first k. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+        Args:
+            k: how many elements to keep, 0 to the size of dim.
+            dim: the dimension to select along (negative counts from the end); None for the last.
+            largest: the largest elements (NaN first among them), or the smallest.
+            sorted: accepted for PyTorch's signature: the k elements always come sorted, largest (or
+                smallest) first.
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.topk,
+                each with k elements along dim.
+
+        Raises:
+            RuntimeError: k is outside 0 to the size of dim, or the tensor is bool (PyTorch's
+                messages).
+        """
+        _core.check_awake(self, b"Tensor.topk()", NULL)
+        return _sort.topk(self, _errors.int_arg(k, 'k', -9223372036854775808, 9223372036854775807), dim, _errors.bool_arg(largest, 'largest'), _errors.bool_arg(sorted, 'sorted'))
 
     def scatter(self, dim, index, src):
         """This tensor with src's values written at the positions index names along dim (torch.scatter). Where indices repeat, one of the values is kept, which one not fixed (as PyTorch). Autograd and a CUDA graph take it.

@@ -98,6 +98,14 @@ cdef int scan_dim(int device, DtypeCore dtype, DtypeCore result, uintptr_t a, tu
                   tuple kept_strides, int64_t length, int64_t stride, uintptr_t out,
                   tuple out_kept_strides, int64_t out_stride, bint product, bint reverse,
                   cudaStream_t stream) except -1
+# a sorted along one dimension of length elements apart by stride, for each index of kept_sizes
+# (a's strides), into values and their positions into int64 indices (both with out_kept_strides
+# and out_stride): ascending, or descending, NaN largest, equal elements in their order
+# (sort.cu).
+cdef int sort_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
+                  tuple kept_strides, int64_t length, int64_t stride, uintptr_t values,
+                  uintptr_t indices, tuple out_kept_strides, int64_t out_stride,
+                  bint descending, cudaStream_t stream) except -1
 # Selection by index along the middle dimension of a contiguous (outer, size, inner) tensor:
 # index_select (index.cu) writes out (outer, index_count, inner) from source; index_add
 # (scatter.cu) adds source (outer, index_count, inner) into target, floating-point dtypes only. index holds

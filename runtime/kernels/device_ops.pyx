@@ -788,6 +788,37 @@ cdef int scan_dim(int device, DtypeCore dtype, DtypeCore result, uintptr_t a, tu
                           arguments)
 
 
+cdef int sort_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
+                  tuple kept_strides, int64_t length, int64_t stride, uintptr_t values,
+                  uintptr_t indices, tuple out_kept_strides, int64_t out_stride,
+                  bint descending, cudaStream_t stream) except -1:
+    cdef int64_t rows = count_of(kept_sizes)
+    if rows == 0 or length == 0:
+        return 0
+    cdef CUfunction function = kernel(device, "sort", "sort_dim", scalar_typedef(dtype))
+    cdef Layout kept = layout_of(kept_sizes, kept_strides)
+    cdef Layout out_kept = layout_of(kept_sizes, out_kept_strides)
+    cdef int descending_flag = descending
+    cdef void* arguments[10]
+    arguments[0] = &a
+    arguments[1] = &kept
+    arguments[2] = &length
+    arguments[3] = &stride
+    arguments[4] = &values
+    arguments[5] = &indices
+    arguments[6] = &out_kept
+    arguments[7] = &out_stride
+    arguments[8] = &rows
+    arguments[9] = &descending_flag
+    # A block per row, a thread per comparator of a step up to 1024 (sort.cu).
+    cdef unsigned int threads = 32
+    while threads < 1024 and 2 * <int64_t>threads < length:
+        threads *= 2
+    return kernels.launch(device, function,
+                          <unsigned int>(rows if rows < MAX_BLOCKS else MAX_BLOCKS), threads, 0,
+                          stream, arguments)
+
+
 cdef int index_select(int device, DtypeCore dtype, uintptr_t source, uintptr_t index,
                       uintptr_t out, int64_t outer, int64_t size, int64_t inner,
                       int64_t index_count, cudaStream_t stream) except -1:

@@ -104,7 +104,12 @@ def test_scan_compiles_for_every_dtype(element):
             "scan", f"typedef {element} scalar_t;\ntypedef {result} result_t;\n")
 
 
+@pytest.mark.parametrize("element", ELEMENT_TYPES)
+def test_sort_compiles_for_every_dtype(element):
+    assert b"sort_dim" in compile_for_sm90("sort", f"typedef {element} scalar_t;\n")
+
+
 def test_every_shipped_source_is_covered():
     assert set(kernels.kernel_source_names()) == {"common", "elementwise", "reduce", "copy",
                                                   "selftest", "philox", "graphs", "staging",
-                                                  "index", "scatter", "scan"}
+                                                  "index", "scatter", "scan", "sort"}
