@@ -92,7 +92,8 @@ cdef int select_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
                     uintptr_t indices, int op, cudaStream_t stream) except -1
 # The cumulative sum (product set: product) of a along one dimension of length elements apart by
 # stride, for each index of kept_sizes (a's strides), into out (out_kept_strides and out_stride
-# its strides), each from the dimension's end with reverse set; result is out's dtype (scan.cu).
+# its strides), each from the dimension's end with reverse set; result is out's dtype (scan.cu:
+# scan_dim, a warp per row, or scan_dim_blocks, a block per row, for few long rows).
 # out may be a itself, with the same strides.
 cdef int scan_dim(int device, DtypeCore dtype, DtypeCore result, uintptr_t a, tuple kept_sizes,
                   tuple kept_strides, int64_t length, int64_t stride, uintptr_t out,

@@ -766,7 +766,9 @@ cdef int scan_dim(int device, DtypeCore dtype, DtypeCore result, uintptr_t a, tu
     cdef int64_t rows = count_of(kept_sizes)
     if rows == 0 or length == 0:
         return 0
-    cdef CUfunction function = kernel(device, "scan", "scan_dim",
+    # Few long rows get a block each (1024 threads), the others a warp each (scan.cu).
+    cdef bint blocks = length >= 1024 and rows <= 1024
+    cdef CUfunction function = kernel(device, "scan", "scan_dim_blocks" if blocks else "scan_dim",
                                       f"typedef {dtype.kernel_type} scalar_t;\n"
                                       f"typedef {result.kernel_type} result_t;\n")
     cdef Layout kept = layout_of(kept_sizes, kept_strides)
@@ -783,7 +785,8 @@ cdef int scan_dim(int device, DtypeCore dtype, DtypeCore result, uintptr_t a, tu
     arguments[7] = &rows
     arguments[8] = &product_flag
     arguments[9] = &reverse_flag
-    # A warp of 32 lanes per row (scan.cu).
+    if blocks:
+        return kernels.launch(device, function, <unsigned int>rows, 1024, 0, stream, arguments)
     return kernels.launch(device, function, blocks_for(rows * 32), THREADS, 0, stream,
                           arguments)
 

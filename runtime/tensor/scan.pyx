@@ -8,8 +8,9 @@ result has the input's dtype, or int64 for integer and bool input (PyTorch's rul
 asked for, to which the input is converted first; a bool dtype is refused, as PyTorch's kernels
 have none. A 0-d tensor is its own sum. The in-place forms keep the tensor's dtype and refuse
 another one with PyTorch's message.
-On a device one kernel (scan.cu, scan_dim) reads the input through its strides and writes the
-result, a warp of 32 lanes per row, accumulating in the kernels' accumulation types (float for
+On a device one kernel (scan.cu) reads the input through its strides and writes the result, a
+warp of 32 lanes per row (scan_dim), or for a few long rows a block of 1024 threads per row
+(scan_dim_blocks), accumulating in the kernels' accumulation types (float for
 16-bit floats, int64 for integers: an int32 sum wraps as int64's converted back, as PyTorch's).
 On the CPU numpy computes it in the same types, so both devices round alike. Nothing is read
 back to the host, so a CUDA graph captures every form, and their gradients.
