@@ -10,10 +10,10 @@ PyTorch's: last ascending, first descending and first among topk's largest. Equa
 their order (a stable sort), whatever `stable` asks: PyTorch allows any order without it, and
 one order on both devices makes results reproducible.
 On a device one kernel sorts (sort.cu, sort_dim): a block per slice runs a bitonic network over
-(value, position) pairs in the output itself, reading the input through its strides, so nothing
-is read back and a CUDA graph captures it. Its cost grows as n log^2 n per slice on one
-block, fine for the lengths of a vocabulary or a batch; PyTorch's radix sort is faster on one
-very long slice. topk sorts the whole slice and keeps k: no selection kernel of its own. On the
+(value, position) pairs, in shared memory 2048 elements at a time and in the output itself for
+the steps between them, reading the input through its strides, so nothing is read back and a
+CUDA graph captures it. Its cost grows as n log^2 n per slice on one block: PyTorch's radix
+sort is faster, most on few long slices. topk sorts the whole slice and keeps k: no selection kernel of its own. On the
 CPU numpy's stable argsort computes the same order.
 The gradient of the values is gather's (they are the input gathered at the positions): the
 gradient scatter-added into zeros of the input's shape, as PyTorch's sort and topk backward.
