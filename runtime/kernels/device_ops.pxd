@@ -102,7 +102,7 @@ cdef int scan_dim(int device, DtypeCore dtype, DtypeCore result, uintptr_t a, tu
 # a sorted along one dimension of length elements apart by stride, for each index of kept_sizes
 # (a's strides), into values and their positions into int64 indices (both with out_kept_strides
 # and out_stride): ascending, or descending, NaN largest, equal elements in their order
-# (sort.cu).
+# (sort.cu: one launch for slices of SORT_CHUNK elements or fewer, more for longer ones).
 cdef int sort_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
                   tuple kept_strides, int64_t length, int64_t stride, uintptr_t values,
                   uintptr_t indices, tuple out_kept_strides, int64_t out_stride,

@@ -22,7 +22,7 @@ from cuda.bindings.cyruntime cimport cudaStream_t
 from tensorplay._runtime.devices.device cimport MAX_DEVICES
 from tensorplay._runtime.memory cimport allocator
 from tensorplay._runtime.kernels cimport nvrtc as kernels, ops
-from tensorplay._runtime.kernels.nvrtc cimport MAX_DIMS, THREADS
+from tensorplay._runtime.kernels.nvrtc cimport MAX_DIMS, SORT_CHUNK, THREADS
 from tensorplay._runtime.kernels.nvrtc import read_kernel_source
 from tensorplay._runtime.base.dtypes cimport DTYPE_COUNT, DtypeCore
 from tensorplay._runtime.base.dtypes import float32_to_bfloat16_bits
@@ -798,11 +798,25 @@ cdef int sort_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
     cdef int64_t rows = count_of(kept_sizes)
     if rows == 0 or length == 0:
         return 0
-    cdef CUfunction function = kernel(device, "sort", "sort_dim", scalar_typedef(dtype))
+    typedefs = scalar_typedef(dtype)
     cdef Layout kept = layout_of(kept_sizes, kept_strides)
     cdef Layout out_kept = layout_of(kept_sizes, out_kept_strides)
     cdef int descending_flag = descending
-    cdef void* arguments[10]
+    # The network's stages (sort.cu): chunks of SORT_CHUNK sorted, then each larger stage's
+    # steps that span chunks, one launch each, and the rest of it chunk by chunk.
+    cdef int64_t padded = 1, chunk, size, half, pairs
+    cdef int pairs_log2 = 0
+    while padded < length:
+        padded *= 2
+        pairs_log2 += 1
+    pairs_log2 -= 1
+    pairs = padded // 2
+    chunk = padded if padded < SORT_CHUNK else SORT_CHUNK
+    cdef int64_t chunk_blocks = rows * ((length + chunk - 1) // chunk)
+    cdef unsigned int grid = <unsigned int>(chunk_blocks if chunk_blocks < MAX_BLOCKS
+                                            else MAX_BLOCKS)
+    cdef unsigned int threads = <unsigned int>(chunk // 2 if chunk >= 64 else 32)
+    cdef void* arguments[11]
     arguments[0] = &a
     arguments[1] = &kept
     arguments[2] = &length
@@ -813,13 +827,41 @@ cdef int sort_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
     arguments[7] = &out_stride
     arguments[8] = &rows
     arguments[9] = &descending_flag
-    # A block per row, a thread per comparator of a step up to 1024 (sort.cu).
-    cdef unsigned int threads = 32
-    while threads < 1024 and 2 * <int64_t>threads < length:
-        threads *= 2
-    return kernels.launch(device, function,
-                          <unsigned int>(rows if rows < MAX_BLOCKS else MAX_BLOCKS), threads, 0,
-                          stream, arguments)
+    kernels.launch(device, kernel(device, "sort", "sort_chunks", typedefs), grid, threads, 0,
+                   stream, arguments)
+    cdef CUfunction step = NULL, merge = NULL
+    size = 2 * chunk
+    while size <= padded:
+        if step == NULL:
+            step = kernel(device, "sort", "sort_merge_step", typedefs)
+            merge = kernel(device, "sort", "sort_merge_chunks", typedefs)
+        half = size // 2
+        while half >= chunk:
+            arguments[0] = &values
+            arguments[1] = &indices
+            arguments[2] = &out_kept
+            arguments[3] = &out_stride
+            arguments[4] = &length
+            arguments[5] = &rows
+            arguments[6] = &pairs
+            arguments[7] = &pairs_log2
+            arguments[8] = &size
+            arguments[9] = &half
+            arguments[10] = &descending_flag
+            kernels.launch(device, step, blocks_for(rows * pairs), THREADS, 0, stream,
+                           arguments)
+            half //= 2
+        arguments[0] = &values
+        arguments[1] = &indices
+        arguments[2] = &out_kept
+        arguments[3] = &out_stride
+        arguments[4] = &length
+        arguments[5] = &rows
+        arguments[6] = &size
+        arguments[7] = &descending_flag
+        kernels.launch(device, merge, grid, threads, 0, stream, arguments)
+        size *= 2
+    return 0
 
 
 cdef int index_select(int device, DtypeCore dtype, uintptr_t source, uintptr_t index,

@@ -11,6 +11,7 @@ cdef enum:
     THREADS = 256            # threads per block of the elementwise, reduction and random kernels
     MAX_DIMS = 8             # dimensions of a strided Layout (common.cu, device_ops.pyx)
     STAGED_COPIES = 32       # pairs one stage_copies launch moves (staging.cu, staging.pyx)
+    SORT_CHUNK = 2048        # elements one block sorts in shared memory (sort.cu, device_ops.pyx)
 
 cdef CUfunction get_kernel(int device, str source_name, str function_name, str prelude) except NULL
 # Blocks of block_x threads of function that the whole device runs at once: the grid of a

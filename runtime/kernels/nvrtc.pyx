@@ -234,7 +234,7 @@ def read_kernel_source(str name):
 # The constants of nvrtc.pxd and the op codes kernels read (ops.pyx, Note [Op table]), in front
 # of every source.
 KERNEL_CONSTANTS = (("THREADS", THREADS), ("MAX_DIMS", MAX_DIMS),
-                    ("STAGED_COPIES", STAGED_COPIES)) + OP_CONSTANTS
+                    ("STAGED_COPIES", STAGED_COPIES), ("SORT_CHUNK", SORT_CHUNK)) + OP_CONSTANTS
 CONSTANTS_PRELUDE = "".join(f"#define {name} {value}\n" for name, value in KERNEL_CONSTANTS)
 
 

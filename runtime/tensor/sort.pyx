@@ -9,11 +9,12 @@ largest (or smallest) values and their positions. NaN counts as larger than ever
 PyTorch's: last ascending, first descending and first among topk's largest. Equal values keep
 their order (a stable sort), whatever `stable` asks: PyTorch allows any order without it, and
 one order on both devices makes results reproducible.
-On a device one kernel sorts (sort.cu, sort_dim): a block per slice runs a bitonic network over
-(value, position) pairs, in shared memory 2048 elements at a time and in the output itself for
-the steps between them, reading the input through its strides, so nothing is read back and a
-CUDA graph captures it. Its cost grows as n log^2 n per slice on one block: PyTorch's radix
-sort is faster, most on few long slices. topk sorts the whole slice and keeps k: no selection kernel of its own. On the
+On a device sort.cu runs a bitonic network over (value, position) pairs, reading the input
+through its strides: one launch sorts slices of up to 2048 elements in shared memory, a block
+each; a longer slice is sorted in chunks of 2048 and merged by a launch per step that spans
+chunks (each over every slice, so the whole device works on one slice) and one per stage for
+the rest, chunk by chunk. Nothing is read back, so a CUDA graph captures it. The network costs
+n log^2 n: PyTorch's radix sort is faster on long slices. topk sorts the whole slice and keeps k: no selection kernel of its own. On the
 CPU numpy's stable argsort computes the same order.
 The gradient of the values is gather's (they are the input gathered at the positions): the
 gradient scatter-added into zeros of the input's shape, as PyTorch's sort and topk backward.
