@@ -97,7 +97,7 @@ def test_pytorch_sort_with_nans(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_pytorch_stable_sort(device):
     """test_stable_sort: [0, 1] repeated; equal values keep their order, both directions."""
-    for size in (5, 256, 1000):
+    for size in (5, 256, 1000, 1500):  # 3000 elements: longer than a chunk
         x = tp.tensor([0, 1] * size, device=device)
         _, indices = x.sort(stable=True)
         assert indices.tolist() == list(range(0, 2 * size, 2)) + list(range(1, 2 * size, 2))
