@@ -134,6 +134,7 @@ __all__ = [
     "sort",
     "argsort",
     "topk",
+    "multinomial",
     "scatter",
     "index_add",
     "index_copy",
@@ -1812,6 +1813,26 @@ def topk(input: Tensor, k: builtins.int, dim: builtins.int | None = None, larges
     Raises:
         RuntimeError: k is outside 0 to the size of dim, or the tensor is bool (PyTorch's
             messages).
+    """
+
+
+def multinomial(input: Tensor, num_samples: builtins.int, replacement: builtins.bool = False, *, generator: Generator | None = None) -> Tensor:
+    """Categories drawn with these non-negative weights (torch.multinomial), each row on its own; without replacement PyTorch's exponential race (the largest weights divided by exponential draws), with replacement the cumulative sums. Nothing is read back on a device, so a CUDA graph captures a draw and draws anew at each replay.
+
+    Args:
+        input: a Tensor: multinomial(input, ...) is input.multinomial(...).
+        num_samples: how many categories to draw per row, at least 1 (at most the categories
+            without replacement).
+        replacement: draw with replacement.
+        generator: the generator to draw from; None for the default generator of the device.
+
+    Returns:
+        Tensor: int64 category indices: (num_samples,) for a vector of weights, (rows,
+            num_samples) for a matrix.
+
+    Raises:
+        RuntimeError: not 1-D or 2-D, not floating point, num_samples out of range, or (on the
+            CPU) a weight negative, infinite or NaN or a row summing to 0: PyTorch's messages.
     """
 
 
@@ -3600,6 +3621,24 @@ class Tensor:
         Raises:
             RuntimeError: k is outside 0 to the size of dim, or the tensor is bool (PyTorch's
                 messages).
+        """
+
+    def multinomial(self, num_samples: builtins.int, replacement: builtins.bool = False, *, generator: Generator | None = None) -> Tensor:
+        """Categories drawn with these non-negative weights (torch.multinomial), each row on its own; without replacement PyTorch's exponential race (the largest weights divided by exponential draws), with replacement the cumulative sums. Nothing is read back on a device, so a CUDA graph captures a draw and draws anew at each replay.
+
+        Args:
+            num_samples: how many categories to draw per row, at least 1 (at most the categories
+                without replacement).
+            replacement: draw with replacement.
+            generator: the generator to draw from; None for the default generator of the device.
+
+        Returns:
+            Tensor: int64 category indices: (num_samples,) for a vector of weights, (rows,
+                num_samples) for a matrix.
+
+        Raises:
+            RuntimeError: not 1-D or 2-D, not floating point, num_samples out of range, or (on the
+                CPU) a weight negative, infinite or NaN or a row summing to 0: PyTorch's messages.
         """
 
     def scatter(self, dim: builtins.int, index: Tensor, src: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:

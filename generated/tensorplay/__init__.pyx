@@ -142,6 +142,7 @@ __all__ = [
     "sort",
     "argsort",
     "topk",
+    "multinomial",
     "scatter",
     "index_add",
     "index_copy",
@@ -2308,6 +2309,31 @@ def topk(input, k, dim=None, largest=True, sorted=True):
         raise TypeError(f"topk(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.topk(k, dim, largest, sorted)
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """Categories drawn with these non-negative weights (torch.multinomial), each row on its own; without replacement PyTorch's exponential race (the largest weights divided by exponential draws), with replacement the cumulative sums. Nothing is read back on a device, so a CUDA graph captures a draw and draws anew at each replay.
+
+    Args:
+        input: a Tensor: multinomial(input, ...) is input.multinomial(...).
+        num_samples: how many categories to draw per row, at least 1 (at most the categories
+            without replacement).
+        replacement: draw with replacement.
+        generator: the generator to draw from; None for the default generator of the device.
+
+    Returns:
+        Tensor: int64 category indices: (num_samples,) for a vector of weights, (rows,
+            num_samples) for a matrix.
+
+    Raises:
+        RuntimeError: not 1-D or 2-D, not floating point, num_samples out of range, or (on the
+            CPU) a weight negative, infinite or NaN or a row summing to 0: PyTorch's messages.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"multinomial(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.multinomial(num_samples, replacement, generator=generator)
 
 
 def scatter(input, dim, index, src):
@@ -4481,6 +4507,26 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.topk()", NULL)
         return _sort.topk(self, _errors.int_arg(k, 'k', -9223372036854775808, 9223372036854775807), dim, _errors.bool_arg(largest, 'largest'), _errors.bool_arg(sorted, 'sorted'))
+
+    def multinomial(self, num_samples, replacement=False, *, generator=None):
+        """Categories drawn with these non-negative weights (torch.multinomial), each row on its own; without replacement PyTorch's exponential race (the largest weights divided by exponential draws), with replacement the cumulative sums. Nothing is read back on a device, so a CUDA graph captures a draw and draws anew at each replay.
+
+        Args:
+            num_samples: how many categories to draw per row, at least 1 (at most the categories
+                without replacement).
+            replacement: draw with replacement.
+            generator: the generator to draw from; None for the default generator of the device.
+
+        Returns:
+            Tensor: int64 category indices: (num_samples,) for a vector of weights, (rows,
+                num_samples) for a matrix.
+
+        Raises:
+            RuntimeError: not 1-D or 2-D, not floating point, num_samples out of range, or (on the
+                CPU) a weight negative, infinite or NaN or a row summing to 0: PyTorch's messages.
+        """
+        _core.check_awake(self, b"Tensor.multinomial()", NULL)
+        return _random_ops.multinomial(self, _errors.int_arg(num_samples, 'num_samples', -9223372036854775808, 9223372036854775807), _errors.bool_arg(replacement, 'replacement'), generator)
 
     def scatter(self, dim, index, src):
         """This tensor with src's values written at the positions index names along dim (torch.scatter). Where indices repeat, one of the values is kept, which one not fixed (as PyTorch). Autograd and a CUDA graph take it.

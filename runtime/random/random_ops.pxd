@@ -15,3 +15,7 @@ cdef object rand_like(object input, object generator, object dtype, object devic
                       bint requires_grad)
 cdef object randn_like(object input, object generator, object dtype, object device,
                        bint requires_grad)
+
+# tensorplay.multinomial / Tensor.multinomial (Note [Multinomial sampling]): int64 categories.
+cdef object multinomial(TensorCore input, long long num_samples, bint replacement,
+                        object generator)

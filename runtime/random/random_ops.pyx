@@ -16,7 +16,8 @@ from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.kernels cimport nvrtc as kernels
 from tensorplay._runtime.random cimport rng
-from tensorplay._runtime.tensor cimport arguments, copies, core as tensor
+from tensorplay._runtime.tensor cimport (arguments, copies, core as tensor, elementwise,
+                                         reduction, scan, sort)
 from tensorplay._runtime.kernels.nvrtc cimport THREADS
 from tensorplay._runtime.devices cimport stream as _stream
 from tensorplay._runtime.base.dtypes cimport DtypeCore
@@ -353,3 +354,73 @@ cdef object rand_like(object input, object generator, object dtype, object devic
 cdef object randn_like(object input, object generator, object dtype, object device,
                        bint requires_grad):
     return _random_like(input, generator, dtype, device, NORMAL, "randn_like()", requires_grad)
+
+
+# --------------------------------------------------------------------------------------------
+# Sampling (api.yaml: tensorplay.multinomial and Tensor.multinomial)
+
+# Note [Multinomial sampling]
+# torch.multinomial's rules and messages, and its algorithms, of other operations here so that
+# nothing is read back and a CUDA graph captures a draw (its numbers from the generator's
+# capture-safe state, as rand's):
+# - without replacement, and for one sample with replacement, the exponential race PyTorch's
+#   CUDA kernel runs: each category's probability divided by an exponential draw, the largest
+#   num_samples of those keys (sort.pyx's topk); a zero probability gets a key below every other,
+#   so it is drawn only once the others are (PyTorch's order: the first such categories);
+# - with replacement, each draw a uniform number times the row's sum, placed in the cumulative
+#   sums (scan.pyx's cumsum): the first category whose sum passes it.
+# Probabilities are read on the CPU and refused there as PyTorch refuses them (inf, NaN, negative,
+# a row summing to 0); on a device they are not read back, and such rows draw unspecified
+# categories (PyTorch's kernel asserts on the device).
+cdef object multinomial(TensorCore input, long long num_samples, bint replacement,
+                        object generator):
+    sizes = input.sizes
+    if len(sizes) not in (1, 2):  # PyTorch's messages, from here on
+        raise RuntimeError(f"prob_dist must be 1 or 2 dim (got {len(sizes)})")
+    if not input.dtype_object.floating:
+        raise RuntimeError("multinomial only supports floating-point dtypes for input, got: "
+                           f"{input.dtype_object.name}")
+    if num_samples <= 0:
+        raise RuntimeError(f"cannot sample n_sample <= 0 samples (num_samples={num_samples})")
+    categories = sizes[-1]
+    if not replacement and num_samples > categories:
+        raise RuntimeError(f"cannot sample n_sample > prob_dist.size(-1) samples without "
+                           f"replacement (num_samples={num_samples}, {categories} categories)")
+    if categories > 2 ** 24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
+    cdef GeneratorCore source = rng.generator_for(generator, input.device_index)
+    if input.device_index < 0:
+        _check_probabilities(input)
+    cdef DtypeCore real = input.dtype_object if input.dtype_object.itemsize == 8 else \
+        dtypes.named_dtype("float32")
+    rows = copies.to(input.c_detach(), None, real, False, False)
+    rows = copies.reshape(<TensorCore>rows, (-1, categories))
+    if not replacement or num_samples == 1:
+        noise = _fill_from(tensor.new_empty((<TensorCore>rows).sizes, real, input.device_index),
+                           UNIFORM, source, 0.0, 1.0, 1.0, 0, 0)
+        waits = elementwise.neg(<TensorCore>elementwise.log1p(<TensorCore>elementwise.neg(noise)))
+        keys = elementwise.where(elementwise.gt(<TensorCore>rows, 0),
+                                 elementwise.truediv(<TensorCore>rows, waits), -1.0)
+        drawn = sort.topk(<TensorCore>keys, num_samples, -1, True, True)[1]
+    else:
+        sums = scan.cumsum(<TensorCore>rows, -1, None)
+        total = copies.narrow(<TensorCore>sums, -1, categories - 1, 1)
+        noise = _fill_from(tensor.new_empty(((<TensorCore>rows).sizes[0], num_samples), real,
+                                            input.device_index),
+                           UNIFORM, source, 0.0, 1.0, 1.0, 0, 0)
+        targets = elementwise.mul(<TensorCore>noise, total)
+        passed = elementwise.le(<TensorCore>copies.reshape(<TensorCore>sums, (-1, 1, categories)),
+                                copies.reshape(<TensorCore>targets, (-1, num_samples, 1)))
+        drawn = elementwise.clamp(<TensorCore>reduction.sum_over(<TensorCore>passed, -1, False),
+                                  None, categories - 1)
+    return copies.reshape(<TensorCore>drawn, (num_samples,)) if len(sizes) == 1 else drawn
+
+
+cdef int _check_probabilities(TensorCore input) except -1:
+    values = arguments.np().asarray(copies.host_values(input), dtype=arguments.np().float64)
+    values = values.reshape(-1, values.shape[-1])
+    if not arguments.np().isfinite(values).all() or (values < 0).any():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if values.shape[0] and (values.sum(-1) <= 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    return 0
