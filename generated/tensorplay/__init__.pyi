@@ -135,6 +135,7 @@ __all__ = [
     "argsort",
     "topk",
     "multinomial",
+    "prod",
     "scatter",
     "index_add",
     "index_copy",
@@ -1833,6 +1834,26 @@ def multinomial(input: Tensor, num_samples: builtins.int, replacement: builtins.
     Raises:
         RuntimeError: not 1-D or 2-D, not floating point, num_samples out of range, or (on the
             CPU) a weight negative, infinite or NaN or a row summing to 0: PyTorch's messages.
+    """
+
+
+def prod(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False, *, dtype: dtype | None = None) -> Tensor:
+    """Product of the elements along dim, or of all of them (torch.prod), as cumprod()'s last element; its gradient is PyTorch's, zeros included, and a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: prod(input, ...) is input.prod(...).
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+        dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+            a floating dtype and gives int64 for integer and bool tensors.
+
+    Returns:
+        Tensor: the products (1 for an empty slice); int64 for integer and bool tensors unless
+            dtype says otherwise.
+
+    Raises:
+        TypeError: keepdim without a dim, as PyTorch.
+        NotImplementedError: dtype is bool.
     """
 
 
@@ -3639,6 +3660,24 @@ class Tensor:
         Raises:
             RuntimeError: not 1-D or 2-D, not floating point, num_samples out of range, or (on the
                 CPU) a weight negative, infinite or NaN or a row summing to 0: PyTorch's messages.
+        """
+
+    def prod(self, dim: builtins.int | None = None, keepdim: builtins.bool = False, *, dtype: dtype | None = None) -> Tensor:
+        """Product of the elements along dim, or of all of them (torch.prod), as cumprod()'s last element; its gradient is PyTorch's, zeros included, and a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+            dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+                a floating dtype and gives int64 for integer and bool tensors.
+
+        Returns:
+            Tensor: the products (1 for an empty slice); int64 for integer and bool tensors unless
+                dtype says otherwise.
+
+        Raises:
+            TypeError: keepdim without a dim, as PyTorch.
+            NotImplementedError: dtype is bool.
         """
 
     def scatter(self, dim: builtins.int, index: Tensor, src: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:

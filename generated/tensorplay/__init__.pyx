@@ -143,6 +143,7 @@ __all__ = [
     "argsort",
     "topk",
     "multinomial",
+    "prod",
     "scatter",
     "index_add",
     "index_copy",
@@ -2336,6 +2337,31 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     return input.multinomial(num_samples, replacement, generator=generator)
 
 
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    """Product of the elements along dim, or of all of them (torch.prod), as cumprod()'s last element; its gradient is PyTorch's, zeros included, and a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: prod(input, ...) is input.prod(...).
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+        dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+            a floating dtype and gives int64 for integer and bool tensors.
+
+    Returns:
+        Tensor: the products (1 for an empty slice); int64 for integer and bool tensors unless
+            dtype says otherwise.
+
+    Raises:
+        TypeError: keepdim without a dim, as PyTorch.
+        NotImplementedError: dtype is bool.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"prod(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.prod(dim, keepdim, dtype=dtype)
+
+
 def scatter(input, dim, index, src):
     """This tensor with src's values written at the positions index names along dim (torch.scatter). Where indices repeat, one of the values is kept, which one not fixed (as PyTorch). Autograd and a CUDA graph take it.
 
@@ -4527,6 +4553,26 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.multinomial()", NULL)
         return _random_ops.multinomial(self, _errors.int_arg(num_samples, 'num_samples', -9223372036854775808, 9223372036854775807), _errors.bool_arg(replacement, 'replacement'), generator)
+
+    def prod(self, dim=None, keepdim=False, *, dtype=None):
+        """Product of the elements along dim, or of all of them (torch.prod), as cumprod()'s last element; its gradient is PyTorch's, zeros included, and a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+            dtype: the result's dtype, to which the tensor is converted first (not bool); None keeps
+                a floating dtype and gives int64 for integer and bool tensors.
+
+        Returns:
+            Tensor: the products (1 for an empty slice); int64 for integer and bool tensors unless
+                dtype says otherwise.
+
+        Raises:
+            TypeError: keepdim without a dim, as PyTorch.
+            NotImplementedError: dtype is bool.
+        """
+        _core.check_awake(self, b"Tensor.prod()", NULL)
+        return _scan.prod(self, dim, _errors.bool_arg(keepdim, 'keepdim'), dtype)
 
     def scatter(self, dim, index, src):
         """This tensor with src's values written at the positions index names along dim (torch.scatter). Where indices repeat, one of the values is kept, which one not fixed (as PyTorch). Autograd and a CUDA graph take it.

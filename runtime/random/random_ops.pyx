@@ -388,6 +388,8 @@ cdef object multinomial(TensorCore input, long long num_samples, bint replacemen
                            f"replacement (num_samples={num_samples}, {categories} categories)")
     if categories > 2 ** 24:
         raise RuntimeError("number of categories cannot exceed 2^24")
+    if categories == 0 and (len(sizes) == 1 or sizes[0] > 0):  # rows with nothing to draw
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     cdef GeneratorCore source = rng.generator_for(generator, input.device_index)
     if input.device_index < 0:
         _check_probabilities(input)

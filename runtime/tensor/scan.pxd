@@ -5,6 +5,8 @@ cdef object cumsum(TensorCore tensor, object dim, object dtype)
 cdef object cumprod(TensorCore tensor, object dim, object dtype)
 cdef object cumsum_(TensorCore tensor, object dim, object dtype)
 cdef object cumprod_(TensorCore tensor, object dim, object dtype)
+# torch.prod: cumprod's last element along dim (None: of the flattened tensor, 0-d).
+cdef object prod(TensorCore tensor, object dim, bint keepdim, object dtype)
 # The gradients (formulas.pyx): cumsum's, and cumprod's of x saved unchanged.
 cdef object cumsum_gradient(TensorCore grad, int axis)
 cdef object cumprod_gradient(TensorCore grad, TensorCore x, int axis)

@@ -10,8 +10,8 @@ have none. A 0-d tensor is its own sum. The in-place forms keep the tensor's dty
 another one with PyTorch's message.
 On a device one kernel (scan.cu) reads the input through its strides and writes the result, a
 warp of 32 lanes per row (scan_dim), or for a few long rows a block of 1024 threads per row
-(scan_dim_blocks), accumulating in the kernels' accumulation types (float for
-16-bit floats, int64 for integers: an int32 sum wraps as int64's converted back, as PyTorch's).
+(scan_dim_blocks), accumulating in the kernels' accumulation types (float for 16-bit floats,
+int64 for integers: an int32 sum wraps as int64's converted back, as PyTorch's).
 On the CPU numpy computes it in the same types, so both devices round alike. Nothing is read
 back to the host, so a CUDA graph captures every form, and their gradients.
 Gradients are PyTorch's (derivatives.yaml, FunctionsManual.cpp): cumsum's is the gradient summed
@@ -28,8 +28,7 @@ from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.tensor cimport copies
 from tensorplay._runtime.tensor.arguments cimport dtype_arg, np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, is_contiguous,
-                                              new_empty, recorded, tracked,
-                                              wrap_cpu)
+                                              new_empty, recorded, tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, stored
 from tensorplay._runtime.tensor.elementwise cimport (add, bitwise_and, eq, invert, mul,
                                                      truediv, where)
@@ -108,6 +107,44 @@ cdef object cumulative_(TensorCore tensor, object dim, object dtype, bint produc
                                               tensor.dtype_object), False)
 
 
+# Note [Products]
+# prod() is cumprod()'s last element along the dimension (of the flattened tensor without one),
+# copied out so that the scan's memory is freed: the same kernel, accumulation types and dtype
+# rules (int64 for integers and bool, the dtype keyword converting first), and, through the
+# recorded scan and the view, cumprod's zero-safe gradient, which is PyTorch's prod_backward's
+# value. An empty slice's product is 1.
+cdef object prod(TensorCore tensor, object dim, bint keepdim, object dtype):
+    cdef DtypeCore chosen = dtype_arg(dtype, None, "dtype")
+    if dim is None:
+        if keepdim:  # PyTorch's prod() has no keepdim without a dim (a TypeError there too)
+            raise TypeError("prod: keepdim needs a dim; prod() of the whole tensor is 0-d")
+        flat = copies.reshape(tensor, (tensor.element_count,))
+        return copies.reshape(<TensorCore>prod(<TensorCore>flat, 0, False, dtype), ())
+    cdef int axis = tensor.c_dim(dim)
+    cdef DtypeCore target = result_dtype(tensor, chosen, "prod")
+    sizes = list(tensor.sizes)
+    length = sizes[axis] if sizes else 1
+    if sizes:
+        sizes[axis] = 1
+    if length == 0 and tracked(tensor) and target.floating:
+        # Ones that autograd records, their gradient zeros of the (empty) input's shape.
+        converted = copies.to(tensor, None, target, False, False)
+        result = add(<TensorCore>sum_over(<TensorCore>mul(<TensorCore>converted, 0.0), axis,
+                                          True), 1.0)
+    elif length == 0:
+        result = new_empty(tuple(sizes), target, tensor.device_index)
+        copies.fill_(<TensorCore>result, 1)
+    else:
+        products = cumulative(tensor, dim, dtype, True, "prod")
+        result = copies.contiguous(<TensorCore>copies.narrow(<TensorCore>products, axis,
+                                                              length - 1, 1)) \
+            if sizes else products
+    if keepdim or not sizes:
+        return result
+    return copies.reshape(<TensorCore>result, tuple(size for at, size in enumerate(tensor.sizes)
+                                                     if at != axis))
+
+
 # --------------------------------------------------------------------------------------------
 # The scan and its record
 
@@ -145,7 +182,7 @@ cdef TensorCore scanned(TensorCore tensor, int axis, bint product, bint reverse,
 
 cdef int launch_scan(TensorCore tensor, int axis, bint product, bint reverse,
                      TensorCore output) except -1:
-    """scan.cu's scan_dim from tensor into output (a device tensor of its shape)."""
+    """scan.cu's scan from tensor into output (a device tensor of its shape)."""
     if not tensor.sizes:  # a 0-d tensor: one row of one element
         return device_ops.scan_dim(tensor.device_index, tensor.dtype_object,
                                    output.dtype_object, tensor.data, (), (), 1, 0, output.data,
@@ -174,8 +211,7 @@ cdef object cumprod_gradient(TensorCore grad, TensorCore x, int axis):
     cdef long long length = x.sizes[axis]
     dtype = x.dtype_object
     is_zero = eq(x, 0)
-    zeros_so_far = scanned(<TensorCore>is_zero, axis, False, False,
-                                 dtypes.named_dtype("int64"))
+    zeros_so_far = scanned(<TensorCore>is_zero, axis, False, False, dtypes.named_dtype("int64"))
     before = eq(<TensorCore>zeros_so_far, 0)                  # k < z1
     in_first_run = eq(<TensorCore>zeros_so_far, 1)            # z1 <= k < z2
     at_first = bitwise_and(<TensorCore>is_zero, in_first_run)  # k == z1

@@ -1,16 +1,11 @@
 # gather() and the scatters (scatter_gather.pyx, Note [Gather and scatter]).
 from tensorplay._runtime.tensor.core cimport TensorCore
 
-cdef object gather_of(object input, object dim, object index)   # torch.gather(input, dim, index)
 cdef object gather(TensorCore tensor, object dim, object index)
-cdef object scatter_of(object input, object dim, object index, object src)
-cdef object scatter_add_of(object input, object dim, object index, object src)
 cdef object scatter(TensorCore tensor, object dim, object index, object src)
 cdef object scatter_(TensorCore tensor, object dim, object index, object src)
 cdef object scatter_add(TensorCore tensor, object dim, object index, object src)
 cdef object scatter_add_(TensorCore tensor, object dim, object index, object src)
-cdef object index_add_of(object input, object dim, object index, object source, object alpha)
-cdef object index_copy_of(object input, object dim, object index, object source)
 cdef object index_add(TensorCore tensor, object dim, object index, object source, object alpha)
 cdef object index_add_(TensorCore tensor, object dim, object index, object source,
                        object alpha)

@@ -134,10 +134,6 @@ cdef TensorCore int64_index(TensorCore index):
 # gather
 
 
-cdef object gather_of(object input, object dim, object index):
-    return gather(own_tensor_arg(input, "input"), dim, index)
-
-
 cdef object gather(TensorCore tensor, object dim, object index):
     cdef int axis
     cdef TensorCore chosen = checked_index(tensor, dim, index, "gather", &axis)
@@ -184,14 +180,6 @@ cdef object source_values(TensorCore source, object array, tuple sizes):
 
 # --------------------------------------------------------------------------------------------
 # scatter and scatter_add
-
-
-cdef object scatter_of(object input, object dim, object index, object src):
-    return scatter(own_tensor_arg(input, "input"), dim, index, src)
-
-
-cdef object scatter_add_of(object input, object dim, object index, object src):
-    return scatter_add(own_tensor_arg(input, "input"), dim, index, src)
 
 
 cdef object scatter(TensorCore tensor, object dim, object index, object src):
@@ -300,14 +288,6 @@ cdef int scatter_into(TensorCore target, int axis, TensorCore index, TensorCore 
 
 # --------------------------------------------------------------------------------------------
 # index_add and index_copy
-
-
-cdef object index_add_of(object input, object dim, object index, object source, object alpha):
-    return index_add(own_tensor_arg(input, "input"), dim, index, source, alpha)
-
-
-cdef object index_copy_of(object input, object dim, object index, object source):
-    return index_copy(own_tensor_arg(input, "input"), dim, index, source)
 
 
 cdef object index_add(TensorCore tensor, object dim, object index, object source, object alpha):

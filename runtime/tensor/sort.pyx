@@ -14,8 +14,8 @@ through its strides: one launch sorts slices of up to 2048 elements in shared me
 each; a longer slice is sorted in chunks of 2048 and merged by a launch per step that spans
 chunks (each over every slice, so the whole device works on one slice) and one per stage for
 the rest, chunk by chunk. Nothing is read back, so a CUDA graph captures it. The network costs
-n log^2 n: PyTorch's radix sort is faster on long slices. topk sorts the whole slice and keeps k: no selection kernel of its own. On the
-CPU numpy's stable argsort computes the same order.
+n log^2 n: PyTorch's radix sort is faster on long slices. topk sorts the whole slice and keeps
+k: no selection kernel of its own. On the CPU numpy's stable argsort computes the same order.
 The gradient of the values is gather's (they are the input gathered at the positions): the
 gradient scatter-added into zeros of the input's shape, as PyTorch's sort and topk backward.
 """

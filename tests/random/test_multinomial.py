@@ -62,6 +62,8 @@ def test_pytorch_multinomial_rules(device, dtype):
     assert vector.shape == (2,) and sorted(vector.tolist()) == [0, 1]
     empty = tp.ones(0, 3, device=device).multinomial(2)
     assert empty.shape == (0, 2) and empty.dtype == tp.int64
+    with pytest.raises(RuntimeError, match="sum of probabilities <= 0"):  # no category
+        tp.ones(2, 0, device=device).multinomial(1, True)
 
 
 @pytest.mark.parametrize("device", DEVICES)

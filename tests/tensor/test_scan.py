@@ -13,7 +13,10 @@ Ported from the peers' own tests:
   compared with the O(n^2) definition and with torch where it is installed;
 - CuPy's tests/cupy_tests/math_tests/test_sumprod.py, TestCumsum and TestCumprod: every dtype,
   1-D and along each axis of 2-D and 3-D arrays, lengths that cross the kernel's blocks (here
-  its 32-lane chunks), an empty axis, an axis out of range.
+  its 32-lane chunks), an empty axis, an axis out of range; and its TestSumprod's prod cases
+  (all, each axis, keepdims, dtype);
+- prod() (cumprod's last element): PyTorch's sample_inputs_prod (prod_zeros and single zeros,
+  every dim, keepdim, the dtype keyword), gradients against the definition and torch.
 Errors are PyTorch's, compared with torch where it is installed.
 """
 import numpy
@@ -303,3 +306,58 @@ def test_captured_scans_and_gradients_replay_with_new_values(quiet_device):
         product_gradient(values, numpy.ones_like(values), 1)
     numpy.testing.assert_allclose(as_numpy(x.grad), expected, rtol=1e-4, atol=1e-5)
     assert as_numpy(running)[0].tolist() == list(range(1, 51))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "int64", "bool"])
+def test_prod_matches_numpy(device, dtype):
+    rng = numpy.random.default_rng(len(dtype))
+    if dtype == "bool":
+        values = rng.random((3, 4, 5)) < 0.8
+    elif dtype.startswith("int"):
+        values = rng.integers(-3, 4, (3, 4, 5))
+    else:
+        values = rng.uniform(0.5, 1.5, (3, 4, 5))
+    x = tp.tensor(values, device=device).to(getattr(tp, dtype))
+    stored = as_numpy(x).astype(numpy.float64 if x.is_floating_point() else numpy.int64)
+    expected_dtype = x.dtype if x.is_floating_point() else tp.int64
+    whole = x.prod()
+    assert whole.shape == () and whole.dtype == expected_dtype
+    numpy.testing.assert_allclose(as_numpy(whole), numpy.prod(stored), rtol=2e-3)
+    for dim in range(-3, 3):
+        for keepdim in (False, True):
+            result = tp.prod(x, dim, keepdim)
+            expected = numpy.prod(stored, axis=dim, keepdims=keepdim)
+            assert result.shape == expected.shape and result.dtype == expected_dtype
+            numpy.testing.assert_allclose(as_numpy(result), expected, rtol=2e-3)
+    assert x.prod(1, dtype=tp.float64).dtype == tp.float64
+    assert tp.ones(2, 0, device=device).prod(1).tolist() == [1.0, 1.0]
+    assert tp.ones(0, device=device).prod().item() == 1.0
+    assert tp.tensor(3.0, device=device).prod(0).item() == 3.0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_prod_gradient_is_the_definition_with_zeros(device):
+    """sample_inputs_prod's zeros: none, one, two in a slice."""
+    rng = numpy.random.default_rng(13)
+    for values, dim in cumprod_samples(rng):
+        if values.ndim == 0:
+            continue
+        x = tp.tensor(values, dtype=tp.float64, device=device, requires_grad=True)
+        result = x.prod(dim)
+        grad = rng.standard_normal(result.shape)
+        result.backward(tp.tensor(grad, dtype=tp.float64, device=device))
+        moved = numpy.moveaxis(values, dim, -1)
+        expected = numpy.empty_like(moved)
+        for k in range(moved.shape[-1]):
+            expected[..., k] = numpy.prod(numpy.delete(moved, k, axis=-1), axis=-1) * grad
+        numpy.testing.assert_allclose(as_numpy(x.grad), numpy.moveaxis(expected, -1, dim),
+                                      rtol=1e-10, atol=1e-12)
+    x = tp.tensor([2.0, 0.0, 3.0], device=device, requires_grad=True)
+    x.prod().backward()
+    assert x.grad.tolist() == [0.0, 6.0, 0.0]
+
+
+def test_prod_keepdim_needs_a_dim():
+    with pytest.raises(TypeError, match="keepdim"):
+        tp.ones(2).prod(keepdim=True)
