@@ -50,7 +50,7 @@ from tensorplay._runtime.tensor cimport (copies, core as tensor, elementwise, fa
                                          promotion, reduction, scatter_gather, serialization)
 from tensorplay._runtime.tensor.core cimport TensorCore
 from tensorplay._runtime.tensor cimport arguments
-from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
+from tensorplay._runtime.tensor.arguments import BoolNotImplementedError, DtypeError, ShapeError
 from tensorplay._runtime.base.dtypes cimport DtypeCore, named_dtype
 from tensorplay._runtime.kernels cimport ops
 
@@ -1965,8 +1965,14 @@ def max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_
     if return_indices:
         raise ValueError("max_pool2d: return_indices=True is not offered (the indices of the "
                          "largest elements are not gathered back here); leave it False")
+    if x.dtype_object.code == dtypes.CODE_BOOL:  # PyTorch's kernels take every other dtype
+        raise BoolNotImplementedError("max_pool2d: not implemented for 'Bool' tensors, as "
+                                      "PyTorch's; convert with .to(tensorplay.uint8) first")
     geometry = pool_geometry(x, name, kernel, strides, pads, dilations, ceil_mode)
-    windows = pooled_windows(x, -math.inf, kernel, strides, dilations, geometry)
+    # The padding never wins: -inf, or an integer dtype's smallest value.
+    filler = -math.inf if x.dtype_object.floating else \
+        (-(1 << (8 * x.dtype_object.itemsize - 1)) if x.dtype_object.signed else 0)
+    windows = pooled_windows(x, filler, kernel, strides, dilations, geometry)
     return windows.max(1)[0].reshape(x.sizes[:-2] + geometry[0])
 
 
@@ -1982,10 +1988,17 @@ def avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad
     errors.bool_arg(ceil_mode, "ceil_mode")
     errors.bool_arg(count_include_pad, "count_include_pad")
     divisor_arg(divisor_override)
+    # PyTorch's CPU kernel also takes int64, each mean truncated toward zero; its CUDA kernel
+    # and both devices' other integer dtypes refuse integers.
+    cdef bint integers = not x.dtype_object.floating
+    if integers and (x.dtype_object.name != "int64" or x.device_index >= 0):
+        raise DtypeError(f"{name}: input must be floating point, or int64 on the CPU (as "
+                         f"PyTorch's kernels), got a {x.dtype_object.name} tensor on "
+                         f"{tensor.device_text(x.device_index)}")
     geometry = pool_geometry(x, name, kernel, strides, pads, (1, 1), ceil_mode)
     sums = pooled_windows(x, 0, kernel, strides, (1, 1), geometry).sum(1)
     if divisor_override is not None:
-        return (sums / divisor_override).reshape(x.sizes[:-2] + geometry[0])
+        return mean_of(sums, divisor_override, integers).reshape(x.sizes[:-2] + geometry[0])
     counted = factories.ones((1, 1) + x.sizes[-2:], x.dtype_object,
                              tensor.device_text(x.device_index), False)
     if count_include_pad:  # the padding counts, what a ceil_mode window reaches past it not
@@ -1994,7 +2007,12 @@ def avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad
                       (0, right - left, 0, bottom - top), "constant", 0)
         geometry = (geometry[0], (0, 0), (0, 0))
     divisors = pooled_windows(counted, 0, kernel, strides, (1, 1), geometry).sum(1)
-    return (sums / divisors).reshape(x.sizes[:-2] + geometry[0])
+    return mean_of(sums, divisors, integers).reshape(x.sizes[:-2] + geometry[0])
+
+
+cdef object mean_of(object sums, object divisors, bint integers):
+    # An integer mean truncated toward zero, as C's division in PyTorch's CPU kernel.
+    return elementwise.div(<TensorCore>sums, divisors, "trunc") if integers else sums / divisors
 
 
 cdef int divisor_arg(object divisor_override) except -1:
@@ -2031,8 +2049,6 @@ cdef tuple pool_geometry(TensorCore x, str name, tuple kernel, tuple strides, tu
     if len(x.sizes) not in (3, 4) or 0 in x.sizes[-3:]:
         raise ShapeError(f"Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size "
                          f"for input, but got: {list(x.sizes)}")
-    if not x.dtype_object.floating:
-        raise DtypeError(f"{name}: input must be floating point, got {x.dtype_object.name}")
     height, width = x.sizes[-2:]
     counts = []
     for size, step, each, spacing, extent in zip(kernel, strides, pads, dilations,

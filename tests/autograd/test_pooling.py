@@ -7,8 +7,9 @@ nn.functional.avg_pool2d of torch/testing/_internal/common_methods_invocations.p
 unbatched inputs, the gradient going to the first largest element of each window;
 sample_inputs_avgpool2d: its cases, with count_include_pad, divisor_override, tuples of one and
 an empty stride), and test/test_nn.py's MaxPool2d and AvgPool2d checks (the repr, stride
-defaulting to kernel_size, the padding bound's message, divisor_override=0 refused). Compared
-with PyTorch's where torch is installed.
+defaulting to kernel_size, the padding bound's message, divisor_override=0 refused); integer
+inputs as PyTorch's kernels take them (max_pool2d every integer dtype; avg_pool2d int64 on the
+CPU, each mean truncated). Compared with PyTorch's where torch is installed.
 """
 import numpy
 import pytest
@@ -93,9 +94,51 @@ def test_average_refusals_as_pytorchs():
     with pytest.raises(ValueError, match="pad should be at most half of effective kernel size, "
                                          "but got pad=2, kernel_size=2 and dilation=1"):
         F.avg_pool2d(tp.ones(1, 4, 4), 2, padding=2)
-    with pytest.raises(RuntimeError, match="avg_pool2d: input must be floating point"):
-        F.avg_pool2d(tp.ones(1, 4, 4, dtype=tp.int64), 2)
+    # PyTorch's CPU kernel takes int64 alone of the integers, its CUDA kernel none of them.
+    with pytest.raises(TypeError, match="avg_pool2d: input must be floating point, or int64"):
+        F.avg_pool2d(tp.ones(1, 4, 4, dtype=tp.int32), 2)
     assert nn.AvgPool2d(3).stride == 3
+
+
+@pytest.mark.gpu
+def test_integer_average_is_refused_on_a_device_as_pytorchs():
+    with pytest.raises(TypeError, match="or int64 on the CPU"):
+        F.avg_pool2d(tp.ones(1, 4, 4, dtype=tp.int64, device="cuda"), 2)
+
+
+def test_integer_average_truncates_each_mean_as_pytorchs_cpu_kernel():
+    """avg_pool2d of int64 on the CPU: each window's sum divided in integers, truncated toward
+    zero, for sample_inputs_avgpool2d-like arguments (divisor_override negative too)."""
+    torch = pytest.importorskip("torch")
+    rng = numpy.random.default_rng(4)
+    for arguments in [(2,), (3, 1, 1), (3, 2, 1, True, False), (3, 2, 1, True, True, -3),
+                      (2, 2, 1, False, True, 5), ((3, 2), (2, 1), (1, 0))]:
+        x = rng.integers(-100, 100, (2, 3, 7, 6))
+        result = F.avg_pool2d(tp.tensor(x), *arguments)
+        expected = torch.nn.functional.avg_pool2d(torch.tensor(x), *arguments)
+        assert result.dtype == tp.int64 and result.tolist() == expected.tolist()
+    assert F.avg_pool2d(tp.tensor([[[-3, -2], [0, -1]]]), 2).tolist() == [[[-1]]]  # -1.5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "int8", "uint8"])
+def test_integer_maximum_as_pytorchs(device, dtype):
+    """max_pool2d of every integer dtype, as PyTorch's kernels on both devices: the padding
+    never wins, however small the values (the dtype's smallest value pads)."""
+    rng = numpy.random.default_rng(len(dtype))
+    low, high = (0, 255) if dtype == "uint8" else (-128, 127)
+    x = rng.integers(low, high + 1, (2, 3, 7, 6))
+    x[0, 0] = low  # a plane of the smallest value, padded
+    result = F.max_pool2d(tp.tensor(x, device=device).to(getattr(tp, dtype)), 3, 2, 1,
+                          ceil_mode=True)
+    windows = numpy.pad(x, ((0, 0), (0, 0), (1, 2), (1, 2)), constant_values=low)
+    expected = numpy.array([[[[windows[b, c, 2 * i:2 * i + 3, 2 * j:2 * j + 3].max()
+                               for j in range(4)] for i in range(4)] for c in range(3)]
+                            for b in range(2)])
+    assert result.dtype == getattr(tp, dtype)
+    numpy.testing.assert_array_equal(values(result), expected)
+    with pytest.raises(NotImplementedError, match="'Bool'"):
+        F.max_pool2d(tp.ones(1, 4, 4, dtype=tp.bool, device=device), 2)
 
 
 @pytest.mark.parametrize("device", DEVICES)

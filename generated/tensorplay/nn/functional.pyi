@@ -557,7 +557,8 @@ def avg_pool2d(input: Tensor, kernel_size: int | tuple[int, ...], stride: int | 
     graph captures it.
 
     Args:
-        input: a (N, C, H, W) or (C, H, W) floating-point tensor.
+        input: a (N, C, H, W) or (C, H, W) floating-point tensor, or int64 on the CPU (each mean
+            truncated toward zero, as PyTorch's CPU kernel; its CUDA kernel refuses integers too).
         kernel_size: the window's height and width (an int for both).
         stride: the step between windows; None for kernel_size.
         padding: zeros added on each side, at most half the window.
@@ -576,7 +577,8 @@ def max_pool2d(input: Tensor, kernel_size: int | tuple[int, ...], stride: int | 
     (index_select), so a CUDA graph captures it.
 
     Args:
-        input: a (N, C, H, W) or (C, H, W) floating-point tensor.
+        input: a (N, C, H, W) or (C, H, W) tensor of any dtype but bool, as PyTorch's kernels
+            (an integer tensor is padded with its dtype's smallest value).
         kernel_size: the window's height and width (an int for both).
         stride: the step between windows; None for kernel_size.
         padding: -inf added on each side, at most half the window.
