@@ -16,6 +16,7 @@ from tensorplay import cuda as cuda
 from tensorplay import distributed as distributed
 from tensorplay import nn as nn
 from tensorplay import optim as optim
+from tensorplay import return_types as return_types
 from tensorplay import torch as torch
 from tensorplay import utils as utils
 
@@ -220,6 +221,7 @@ __all__ = [
     "distributed",
     "nn",
     "optim",
+    "return_types",
     "torch",
     "utils",
 ]

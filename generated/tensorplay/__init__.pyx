@@ -228,6 +228,7 @@ __all__ = [
     "distributed",
     "nn",
     "optim",
+    "return_types",
     "torch",
     "utils",
 ]
@@ -7692,5 +7693,6 @@ from tensorplay import cuda
 from tensorplay import distributed
 from tensorplay import nn
 from tensorplay import optim
+from tensorplay import return_types
 from tensorplay import torch
 from tensorplay import utils

@@ -6,7 +6,7 @@ over dimensions), max / min over one dimension with their indices and argmax / a
 """
 from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.kernels cimport device_ops, ops
-from tensorplay._runtime.tensor cimport copies, elementwise
+from tensorplay._runtime.tensor cimport copies, elementwise, return_types
 from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport np, reduced_dtype, scalar_operand_arg
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
@@ -16,12 +16,11 @@ from tensorplay._runtime.tensor.cpu cimport computable, stored
 
 from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
 
-import collections
 import math
 
 # torch.return_types.max and .min: named tuples of the values and their indices.
-max_result = collections.namedtuple("max", ("values", "indices"), module="tensorplay.return_types")
-min_result = collections.namedtuple("min", ("values", "indices"), module="tensorplay.return_types")
+max_result = return_types.return_type("max")
+min_result = return_types.return_type("min")
 
 
 cdef object reduce_whole(TensorCore tensor, int op, bint mean, str name):

@@ -19,22 +19,18 @@ k: no selection kernel of its own. On the CPU numpy's stable argsort computes th
 The gradient of the values is gather's (they are the input gathered at the positions): the
 gradient scatter-added into zeros of the input's shape, as PyTorch's sort and topk backward.
 """
-import collections
-
 from tensorplay._runtime.base cimport dtypes
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL
 from tensorplay._runtime.kernels cimport device_ops, ops
-from tensorplay._runtime.tensor cimport copies
+from tensorplay._runtime.tensor cimport copies, return_types
 from tensorplay._runtime.tensor.arguments cimport np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
                                               recorded, tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable
 
 # torch.return_types.sort and .topk: named tuples of the values and their positions.
-sort_result = collections.namedtuple("sort", ("values", "indices"),
-                                     module="tensorplay.return_types")
-topk_result = collections.namedtuple("topk", ("values", "indices"),
-                                     module="tensorplay.return_types")
+sort_result = return_types.return_type("sort")
+topk_result = return_types.return_type("topk")
 
 
 cdef object sort(TensorCore tensor, object dim, bint descending, bint stable):

@@ -213,3 +213,19 @@ def test_captured_sort_and_topk_replay_with_new_values(quiet_device):
     expected = numpy.zeros_like(new)
     numpy.put_along_axis(expected, order[:, :5], 1.0, 1)
     numpy.testing.assert_array_equal(as_numpy(x.grad), expected)
+
+
+def test_results_are_the_return_types_and_pickle():
+    """PyTorch's torch.return_types: the classes of max(dim), min(dim), sort and topk results
+    are importable by their module's name, so the results pickle."""
+    import pickle
+
+    from tensorplay import return_types
+    x = tp.tensor([[3.0, 1.0], [0.0, 2.0]])
+    for result, kind in [(x.max(1), return_types.max), (x.min(1), return_types.min),
+                         (x.sort(), return_types.sort), (x.topk(1), return_types.topk)]:
+        assert type(result) is kind and result._fields == ("values", "indices")
+        again = pickle.loads(pickle.dumps(result))
+        assert type(again) is kind
+        assert again.values.tolist() == result.values.tolist()
+        assert again.indices.tolist() == result.indices.tolist()
