@@ -1,6 +1,10 @@
 # Reductions (reduction.pyx).
 from tensorplay._runtime.tensor.core cimport TensorCore
 
+# The shape a reduction over dims leaves: those dimensions of size 1 with keepdim, else gone (of
+# any per-dimension tuple: without keepdim, a tensor's strides apart from dims).
+cdef tuple reduced_shape(tuple sizes, tuple dims, bint keepdim)
+
 # Tensor methods and operators (api.yaml).
 cdef object sum_over(TensorCore tensor, object dim, bint keepdim)
 cdef object mean_over(TensorCore tensor, object dim, bint keepdim)

@@ -32,7 +32,7 @@ from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, i
 from tensorplay._runtime.tensor.cpu cimport computable, stored
 from tensorplay._runtime.tensor.elementwise cimport (add, bitwise_and, eq, invert, mul,
                                                      truediv, where)
-from tensorplay._runtime.tensor.reduction cimport sum_over
+from tensorplay._runtime.tensor.reduction cimport reduced_shape, sum_over
 
 from tensorplay._runtime.tensor.arguments import BoolNotImplementedError
 
@@ -122,27 +122,24 @@ cdef object prod(TensorCore tensor, object dim, bint keepdim, object dtype):
         return copies.reshape(<TensorCore>prod(<TensorCore>flat, 0, False, dtype), ())
     cdef int axis = tensor.c_dim(dim)
     cdef DtypeCore target = result_dtype(tensor, chosen, "prod")
-    sizes = list(tensor.sizes)
-    length = sizes[axis] if sizes else 1
-    if sizes:
-        sizes[axis] = 1
+    length = tensor.sizes[axis] if tensor.sizes else 1
     if length == 0 and tracked(tensor) and target.floating:
         # Ones that autograd records, their gradient zeros of the (empty) input's shape.
         converted = copies.to(tensor, None, target, False, False)
         result = add(<TensorCore>sum_over(<TensorCore>mul(<TensorCore>converted, 0.0), axis,
                                           True), 1.0)
     elif length == 0:
-        result = new_empty(tuple(sizes), target, tensor.device_index)
+        result = new_empty(reduced_shape(tensor.sizes, (axis,), True), target,
+                           tensor.device_index)
         copies.fill_(<TensorCore>result, 1)
     else:
         products = cumulative(tensor, dim, dtype, True, "prod")
         result = copies.contiguous(<TensorCore>copies.narrow(<TensorCore>products, axis,
                                                               length - 1, 1)) \
-            if sizes else products
-    if keepdim or not sizes:
+            if tensor.sizes else products
+    if keepdim or not tensor.sizes:
         return result
-    return copies.reshape(<TensorCore>result, tuple(size for at, size in enumerate(tensor.sizes)
-                                                     if at != axis))
+    return copies.reshape(<TensorCore>result, reduced_shape(tensor.sizes, (axis,), False))
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,17 +180,15 @@ cdef TensorCore scanned(TensorCore tensor, int axis, bint product, bint reverse,
 cdef int launch_scan(TensorCore tensor, int axis, bint product, bint reverse,
                      TensorCore output) except -1:
     """scan.cu's scan from tensor into output (a device tensor of its shape)."""
-    if not tensor.sizes:  # a 0-d tensor: one row of one element
-        return device_ops.scan_dim(tensor.device_index, tensor.dtype_object,
-                                   output.dtype_object, tensor.data, (), (), 1, 0, output.data,
-                                   (), 0, product, reverse, current_stream(tensor.device_index))
-    kept = tuple(size for dim, size in enumerate(tensor.sizes) if dim != axis)
+    # A 0-d tensor as one row of one element.
+    sizes, strides = tensor.sizes or (1,), tensor.element_strides or (0,)
+    out_strides = output.element_strides or (0,)
+    dims = (axis,)
     return device_ops.scan_dim(
-        tensor.device_index, tensor.dtype_object, output.dtype_object, tensor.data, kept,
-        tuple(stride for dim, stride in enumerate(tensor.element_strides) if dim != axis),
-        tensor.sizes[axis], tensor.element_strides[axis], output.data,
-        tuple(stride for dim, stride in enumerate(output.element_strides) if dim != axis),
-        output.element_strides[axis], product, reverse, current_stream(tensor.device_index))
+        tensor.device_index, tensor.dtype_object, output.dtype_object, tensor.data,
+        reduced_shape(sizes, dims, False), reduced_shape(strides, dims, False), sizes[axis],
+        strides[axis], output.data, reduced_shape(out_strides, dims, False), out_strides[axis],
+        product, reverse, current_stream(tensor.device_index))
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,12 +215,13 @@ cdef object cumprod_gradient(TensorCore grad, TensorCore x, int axis):
     out = scanned(x, axis, True, False, dtype)
     weighted = where(before, mul(grad, out), 0.0)
     summed = scanned(<TensorCore>weighted, axis, False, True, dtype)
-    early = where(before, truediv(<TensorCore>summed, where(before, x, 1.0)), 0.0)
+    x_before = where(before, x, 1.0)  # x where k < z1, else 1
+    early = where(before, truediv(<TensorCore>summed, x_before), 0.0)
     # k == z1: prod(x before z1) * sum over [z1, z2) of grad * prod(x in (z1, j])
     products = scanned(<TensorCore>where(after_first, x, 1.0), axis, True, False, dtype)
     run = sum_over(<TensorCore>mul(<TensorCore>where(in_first_run, grad, 0.0), products), axis,
                    True)
-    prefix = scanned(<TensorCore>where(before, x, 1.0), axis, True, False, dtype)
+    prefix = scanned(<TensorCore>x_before, axis, True, False, dtype)
     prefix = copies.narrow(<TensorCore>prefix, axis, length - 1, 1)
     first = where(at_first, mul(<TensorCore>prefix, run), 0.0)
     return add(<TensorCore>early, first)

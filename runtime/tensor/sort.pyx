@@ -27,6 +27,7 @@ from tensorplay._runtime.tensor.arguments cimport np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
                                               recorded, tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable
+from tensorplay._runtime.tensor.reduction cimport reduced_shape
 
 # torch.return_types.sort and .topk: named tuples of the values and their positions.
 sort_result = return_types.return_type("sort")
@@ -76,16 +77,16 @@ cdef tuple sorted_along(TensorCore tensor, int axis, bint descending):
         return cpu_sorted(source, axis, descending)
     values = new_empty(source.sizes, source.dtype_object, source.device_index)
     indices = new_empty(source.sizes, int64, source.device_index)
-    sizes = source.sizes or (1,)
+    sizes = source.sizes or (1,)  # a 0-d tensor as one slice of one element
     strides = source.element_strides or (0,)
     out_strides = (<TensorCore>values).element_strides or (0,)
+    dims = (axis,)
     device_ops.sort_dim(
-        source.device_index, source.dtype_object, source.data,
-        tuple(size for dim, size in enumerate(sizes) if dim != axis),
-        tuple(stride for dim, stride in enumerate(strides) if dim != axis),
-        sizes[axis], strides[axis], (<TensorCore>values).data, (<TensorCore>indices).data,
-        tuple(stride for dim, stride in enumerate(out_strides) if dim != axis),
-        out_strides[axis], descending, current_stream(source.device_index))
+        source.device_index, source.dtype_object, source.data, reduced_shape(sizes, dims, False),
+        reduced_shape(strides, dims, False), sizes[axis], strides[axis],
+        (<TensorCore>values).data, (<TensorCore>indices).data,
+        reduced_shape(out_strides, dims, False), out_strides[axis], descending,
+        current_stream(source.device_index))
     return values, indices
 
 
