@@ -91,6 +91,15 @@ cdef list _lrs(object optimizer):
     return [group["lr"] for group in optimizer.param_groups]
 
 
+cdef int _check_count(object scheduler, list values) except -1:
+    count = len(scheduler.optimizer.param_groups)
+    if len(values) != count:
+        raise ValueError(f"the scheduler computed {len(values)} learning rates for the "
+                         f"optimizer's {count} parameter groups (a group added after the "
+                         "scheduler was made has no base lr)")
+    return 0
+
+
 cdef int _warn_outside_step(object scheduler) except -1:
     """PyTorch's warning for a built-in get_lr() called by anything but step()."""
     if not scheduler._get_lr_called_within_step:
@@ -148,6 +157,11 @@ class LRSchedulerCore:
         self.base_lrs = [group["initial_lr"] for group in groups]
         self.last_epoch = last_epoch
         _count_steps(optimizer)
+        self._initial_step()
+
+    def _initial_step(self):
+        """PyTorch's _initial_step: the step count from 0, and a step to the first epoch (which
+        SequentialLR repeats on the scheduler it hands over to)."""
         self._step_count = 0
         self._is_initial = True
         try:
@@ -170,15 +184,25 @@ class LRSchedulerCore:
                 warnings.warn(STEP_ORDER_WARNING, UserWarning)
         if epoch is not None:
             warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning)
-        before = (self.last_epoch, self._step_count)
+        count = self._step_count
         self._step_count += 1  # get_lr() reads it (CosineAnnealingLR's resumed first step)
+        try:
+            self._update_lr(epoch)
+        except BaseException:
+            self._step_count = count
+            raise
+
+    def _update_lr(self, epoch):
+        """PyTorch's _update_lr: to the next epoch, or to epoch, and set each group's lr (what
+        step() does after its warnings and count; SequentialLR calls it at a milestone). One
+        that raises leaves last_epoch as it was."""
+        last_epoch = self.last_epoch
         try:
             values = self._next_lrs(epoch)
         except BaseException:
-            self.last_epoch, self._step_count = before
+            self.last_epoch = last_epoch
             raise
-        groups = self.optimizer.param_groups
-        for group, lr in zip(groups, values):
+        for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = _lrs(self.optimizer)
 
@@ -196,11 +220,7 @@ class LRSchedulerCore:
         finally:
             self._get_lr_called_within_step = False
         values = list(values)
-        count = len(self.optimizer.param_groups)
-        if len(values) != count:
-            raise ValueError(f"the scheduler computed {len(values)} learning rates for the "
-                             f"optimizer's {count} parameter groups (a group added after the "
-                             "scheduler was made has no base lr)")
+        _check_count(self, values)
         return values
 
     def c_get_last_lr(self):
@@ -226,33 +246,32 @@ cdef int _check_state(object state_dict) except -1:
     return 0
 
 
-class LambdaLRCore(LRSchedulerCore):
-    """LambdaLR: each group's base lr times its function of the epoch."""
+cdef list _functions_of_epoch(object optimizer, object lr_lambda):
+    """LambdaLR's and MultiplicativeLR's lr_lambda, checked: one function per group."""
+    count = len(optimizer.param_groups)
+    if isinstance(lr_lambda, (list, tuple)):
+        for index, function in enumerate(lr_lambda):
+            if not callable(function):
+                raise TypeError(f"lr_lambda[{index}] must be a function of the epoch, got "
+                                f"{type(function).__name__} ({errors.shown(function)})")
+        if len(lr_lambda) != count:
+            raise ValueError(f"Expected {count} lr_lambdas, but got {len(lr_lambda)}")
+        return list(lr_lambda)
+    if callable(lr_lambda):
+        return [lr_lambda] * count
+    raise TypeError(f"lr_lambda must be a function of the epoch or a list of them, one per "
+                    f"parameter group, got {type(lr_lambda).__name__} "
+                    f"({errors.shown(lr_lambda)})")
+
+
+class FunctionsOfEpochCore(LRSchedulerCore):
+    """What LambdaLR and MultiplicativeLR share: a function of the epoch per group, and
+    PyTorch's state_dict() of them."""
 
     def init(self, optimizer, lr_lambda, last_epoch):
         _check_optimizer(optimizer)
-        count = len(optimizer.param_groups)
-        if isinstance(lr_lambda, (list, tuple)):
-            for index, function in enumerate(lr_lambda):
-                if not callable(function):
-                    raise TypeError(f"lr_lambda[{index}] must be a function of the epoch, got "
-                                    f"{type(function).__name__} ({errors.shown(function)})")
-            if len(lr_lambda) != count:
-                raise ValueError(f"Expected {count} lr_lambdas, but got {len(lr_lambda)}")
-            lambdas = list(lr_lambda)
-        elif callable(lr_lambda):
-            lambdas = [lr_lambda] * count
-        else:
-            raise TypeError(f"lr_lambda must be a function of the epoch or a list of them, one "
-                            f"per parameter group, got {type(lr_lambda).__name__} "
-                            f"({errors.shown(lr_lambda)})")
-        self.lr_lambdas = lambdas
+        self.lr_lambdas = _functions_of_epoch(optimizer, lr_lambda)
         self._start(optimizer, last_epoch)
-
-    def c_get_lr(self):
-        _warn_outside_step(self)
-        return [base_lr * function(self.last_epoch)
-                for function, base_lr in zip(self.lr_lambdas, self.base_lrs)]
 
     def c_state_dict(self):
         # PyTorch saves a callable object's attributes, and None for a function (its code
@@ -267,8 +286,8 @@ class LambdaLRCore(LRSchedulerCore):
     def c_load_state_dict(self, state_dict):
         _check_state(state_dict)
         if "lr_lambdas" not in state_dict:
-            raise KeyError("state_dict has no 'lr_lambdas'; a LambdaLR's state_dict() holds "
-                           "them")
+            raise KeyError(f"state_dict has no 'lr_lambdas'; a {type(self).__name__}'s "
+                           "state_dict() holds them")
         saved = state_dict["lr_lambdas"]
         if not isinstance(saved, (list, tuple)) or len(saved) != len(self.lr_lambdas):
             raise ValueError(f"state_dict['lr_lambdas'] must be a list of one entry per "
@@ -278,6 +297,27 @@ class LambdaLRCore(LRSchedulerCore):
         for function, attributes in zip(self.lr_lambdas, saved):
             if attributes is not None:
                 function.__dict__.update(attributes)
+
+
+class LambdaLRCore(FunctionsOfEpochCore):
+    """LambdaLR: each group's base lr times its function of the epoch."""
+
+    def c_get_lr(self):
+        _warn_outside_step(self)
+        return [base_lr * function(self.last_epoch)
+                for function, base_lr in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class MultiplicativeLRCore(FunctionsOfEpochCore):
+    """MultiplicativeLR: each group's lr times its function of the epoch, at every step but
+    the first."""
+
+    def c_get_lr(self):
+        _warn_outside_step(self)
+        if self._is_initial:
+            return _lrs(self.optimizer)
+        return [group["lr"] * function(self.last_epoch)
+                for function, group in zip(self.lr_lambdas, self.optimizer.param_groups)]
 
 
 class StepLRCore(LRSchedulerCore):
@@ -447,3 +487,683 @@ class CosineAnnealingLRCore(LRSchedulerCore):
         return [self.eta_min + (base_lr - self.eta_min)
                 * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
                 for base_lr in self.base_lrs]
+
+
+class PolynomialLRCore(LRSchedulerCore):
+    """PolynomialLR: the lr times (1 - epoch / total_iters) ** power, down to 0 at
+    total_iters."""
+
+    def init(self, optimizer, total_iters, power, last_epoch):
+        _check_optimizer(optimizer)
+        self.total_iters = total_iters
+        self.power = power
+        self._start(optimizer, last_epoch)
+
+    def c_get_lr(self):
+        _warn_outside_step(self)
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return _lrs(self.optimizer)
+        # The ratio of this epoch's factor to the last one's, in PyTorch's operations.
+        decay = ((1.0 - self.last_epoch / self.total_iters)
+                 / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
+        return [group["lr"] * decay for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [base_lr * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters)
+                ** self.power for base_lr in self.base_lrs]
+
+
+class CosineAnnealingWarmRestartsCore(LRSchedulerCore):
+    """CosineAnnealingWarmRestarts: the cosine of CosineAnnealingLR over T_cur epochs of a
+    period T_i, restarting at base_lr when T_cur reaches T_i (T_i times T_mult each restart).
+
+    Its step() is PyTorch's own: it takes fractional epochs (step(epoch + batch / batches)
+    within an epoch), neither warns nor counts steps, and computes every lr from base_lrs."""
+
+    def init(self, optimizer, T_0, T_mult, eta_min, last_epoch):
+        _check_optimizer(optimizer)
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        self._start(optimizer, last_epoch)
+
+    def c_step(self, epoch):
+        if epoch is not None:
+            if isinstance(epoch, bool) or not isinstance(epoch, (numbers.Integral, float)):
+                raise TypeError(f"epoch must be None or a number (an int or a float, a fraction "
+                                f"of an epoch), got {type(epoch).__name__} "
+                                f"({errors.shown(epoch)})")
+            if not 0 <= epoch <= LAST_EPOCH:  # NaN too
+                raise ValueError(f"Expected non-negative epoch, but got {errors.shown(epoch)} "
+                                 "(epoch must be from 0 to 2**63 - 1)")
+        before = (self.T_cur, self.T_i, self.last_epoch)
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:  # PyTorch's: one period ends at most per step
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        elif epoch >= self.T_0:
+            if self.T_mult == 1:
+                self.T_cur = epoch % self.T_0
+            else:
+                # The number of restarts before epoch: periods T_0, T_0 * T_mult, ...
+                n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                self.T_i = self.T_0 * self.T_mult ** n
+        else:
+            self.T_i = self.T_0
+            self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        self._get_lr_called_within_step = True
+        try:
+            values = list(self.get_lr())
+            _check_count(self, values)
+        except BaseException:
+            self.T_cur, self.T_i, self.last_epoch = before
+            raise
+        finally:
+            self._get_lr_called_within_step = False
+        for group, lr in zip(self.optimizer.param_groups, values):
+            group["lr"] = lr
+        self._last_lr = _lrs(self.optimizer)
+
+    def c_get_lr(self):
+        _warn_outside_step(self)
+        return [self.eta_min + (base_lr - self.eta_min)
+                * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base_lr in self.base_lrs]
+
+
+# -- Schedulers of schedulers ------------------------------------------------------------------
+
+cdef list _check_schedulers(object schedulers, object optimizer, str owner):
+    """SequentialLR's and ChainedScheduler's schedulers, checked (PyTorch's messages where
+    it has them): a non-empty list or tuple of schedulers of optimizer, none a
+    ReduceLROnPlateau, which needs a metric at each step."""
+    if not isinstance(schedulers, (list, tuple)):
+        raise TypeError(f"schedulers must be a list of schedulers (of "
+                        f"tensorplay.optim.lr_scheduler), got {type(schedulers).__name__} "
+                        f"({errors.shown(schedulers)})")
+    if len(schedulers) < 1:
+        raise ValueError(f"{owner} expects at least one scheduler, but got no scheduler.")
+    for index, scheduler in enumerate(schedulers):
+        if isinstance(scheduler, ReduceLROnPlateauCore):
+            raise ValueError(f"{owner} does not support `ReduceLROnPlateau` scheduler as it "
+                             "requires additional kwargs to be specified when calling `step`, "
+                             f"but got one at index {index} in the given schedulers sequence.")
+        if not isinstance(scheduler, LRSchedulerCore):
+            raise TypeError(f"{owner} at index {index} should be a scheduler of "
+                            f"tensorplay.optim.lr_scheduler, got {type(scheduler).__name__}")
+        if getattr(scheduler, "optimizer", None) is not optimizer:
+            raise ValueError(f"{owner} expects all schedulers to belong to the same optimizer, "
+                             f"but got scheduler {type(scheduler).__name__} at index {index} "
+                             "with another optimizer")
+    return list(schedulers)
+
+
+cdef dict _state_with_schedulers(object scheduler):
+    """The state_dict() of SequentialLR and ChainedScheduler: their own attributes, and each
+    scheduler's state_dict() in "_schedulers", as PyTorch's."""
+    state = {key: value for key, value in scheduler.__dict__.items()
+             if key not in ("optimizer", "_schedulers")}
+    state["_schedulers"] = [inner.state_dict() for inner in scheduler._schedulers]
+    return state
+
+
+cdef int _load_with_schedulers(object scheduler, object state_dict) except -1:
+    _check_state(state_dict)
+    saved = state_dict.get("_schedulers")
+    if not isinstance(saved, (list, tuple)) or len(saved) != len(scheduler._schedulers):
+        raise ValueError(f"state_dict['_schedulers'] must be a list of one state_dict() per "
+                         f"scheduler ({len(scheduler._schedulers)}), got {errors.shown(saved)}")
+    for index, inner in enumerate(saved):
+        if not isinstance(inner, dict):
+            raise TypeError(f"state_dict['_schedulers'][{index}] must be a dict, as "
+                            f"state_dict() returns, got {type(inner).__name__}")
+    scheduler.__dict__.update({key: value for key, value in state_dict.items()
+                               if key != "_schedulers"})
+    for inner, state in zip(scheduler._schedulers, saved):
+        inner.load_state_dict(state)
+    return 0
+
+
+cdef int _undo_last_epoch(object scheduler) except -1:
+    """PyTorch's recursive_undo: one epoch back for scheduler and, through SequentialLR and
+    ChainedScheduler, every scheduler inside it, undoing the step each made when it was made."""
+    inner = scheduler.__dict__.get("_schedulers")
+    if inner is not None:
+        for each in inner:
+            _undo_last_epoch(each)
+    elif hasattr(scheduler, "last_epoch"):
+        scheduler.last_epoch -= 1
+    return 0
+
+
+class SequentialLRCore(LRSchedulerCore):
+    """SequentialLR: schedulers in turn, each from its milestone on. Its attributes and
+    state are PyTorch's: it has no base_lrs and no step count of its own."""
+
+    def init(self, optimizer, schedulers, milestones, last_epoch):
+        _check_optimizer(optimizer)
+        owner = "SequentialLR"
+        schedulers = _check_schedulers(schedulers, optimizer, owner)
+        if isinstance(milestones, (str, bytes)) or not isinstance(milestones, (list, tuple)):
+            raise TypeError(f"milestones must be a list of ints (the epochs at which the next "
+                            f"scheduler takes over), got {errors.shown(milestones)}")
+        for value in milestones:
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"milestones must hold ints (epoch indices), got "
+                                f"{type(value).__name__} ({errors.shown(value)})")
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError("Sequential Schedulers expects number of schedulers provided to be "
+                             "one more than the number of milestone points, but got number of "
+                             f"schedulers {len(schedulers)} and the number of milestones to be "
+                             f"equal to {len(milestones)}")
+        if list(milestones) != sorted(milestones):
+            raise ValueError(f"milestones must not decrease (each is the epoch at which the "
+                             f"next scheduler takes over), got {errors.shown(milestones)}")
+        for number, group in enumerate(optimizer.param_groups):
+            if "initial_lr" not in group:
+                raise KeyError(f"param 'initial_lr' is not specified in param_groups[{number}]: "
+                               "the schedulers SequentialLR runs set it when they are made, "
+                               "so make them for this optimizer first")
+        # PyTorch's: every scheduler back to the start, then the first one's first step again.
+        self._schedulers = schedulers
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"]
+        _undo_last_epoch(self)
+        first = self._schedulers[bisect.bisect_right(self._milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
+
+    def c_step(self):
+        # The scheduler of the next epoch steps; at its milestone it starts from its epoch 0,
+        # PyTorch's _update_lr(0): no warning and no step count.
+        index = bisect.bisect_right(self._milestones, self.last_epoch + 1)
+        scheduler = self._schedulers[index]
+        if index > 0 and self._milestones[index - 1] == self.last_epoch + 1:
+            scheduler._update_lr(0)
+        else:
+            scheduler.step()
+        self.last_epoch += 1
+        self._last_lr = scheduler.get_last_lr()
+
+    def c_state_dict(self):
+        return _state_with_schedulers(self)
+
+    def c_load_state_dict(self, state_dict):
+        _load_with_schedulers(self, state_dict)
+
+
+class ChainedSchedulerCore(LRSchedulerCore):
+    """ChainedScheduler: every scheduler steps at each step, in order, each scaling what the
+    ones before it left (PyTorch's chainable forms)."""
+
+    def init(self, schedulers, optimizer):
+        owner = "ChainedScheduler"
+        if optimizer is None:
+            if isinstance(schedulers, (list, tuple)) and schedulers:
+                optimizer = getattr(schedulers[0], "optimizer", None)
+        else:
+            _check_optimizer(optimizer)
+        schedulers = _check_schedulers(schedulers, optimizer, owner)
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = _lrs(optimizer)
+
+    def c_step(self):
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = _lrs(self.optimizer)
+
+    def c_state_dict(self):
+        return _state_with_schedulers(self)
+
+    def c_load_state_dict(self, state_dict):
+        _load_with_schedulers(self, state_dict)
+
+
+# -- Schedulers of a metric, and of cycles -----------------------------------------------------
+
+cdef list _per_group(object value, str name, object optimizer):
+    """PyTorch's _format_param: one number for every group, or a list or tuple of one per
+    group, each a real number."""
+    count = len(optimizer.param_groups)
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * count
+    for index, each in enumerate(values):
+        if isinstance(each, bool) or not isinstance(each, numbers.Real):
+            where = f"{name}[{index}]" if isinstance(value, (list, tuple)) else name
+            raise TypeError(f"{where} must be a float (or an int), got {type(each).__name__} "
+                            f"({errors.shown(each)}); {name} is one number for every parameter "
+                            "group, or a list of one per group")
+    if len(values) != count:
+        raise ValueError(f"{name} must have the same length as optimizer.param_groups. {name} "
+                         f"has {len(values)} values, param_groups has {count}.")
+    return values
+
+
+cdef bint _uses_beta1(object optimizer, str owner) except -1:
+    """Whether the momentum a cycling scheduler sets is betas[0] (Adam's, AdamW's) rather
+    than "momentum" (SGD's, RMSprop's); PyTorch's refusal for an optimiser with neither."""
+    if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
+                         f"option enabled ({owner}: {type(optimizer).__name__} has neither "
+                         "'momentum' nor 'betas'; pass cycle_momentum=False)")
+    return "betas" in optimizer.defaults
+
+
+cdef int _set_momentum(object group, object momentum, bint beta1) except -1:
+    if beta1:
+        group["betas"] = (momentum, *group["betas"][1:])
+    else:
+        group["momentum"] = momentum
+    return 0
+
+
+cdef int _start_momentums(object optimizer, list max_momentums, list base_momentums,
+                          bint beta1) except -1:
+    """A cycling scheduler's momentum at epoch 0: each group's max_momentum, with both bounds
+    kept in the group, as PyTorch's."""
+    for top, bottom, group in zip(max_momentums, base_momentums, optimizer.param_groups):
+        _set_momentum(group, top, beta1)
+        group["max_momentum"] = top
+        group["base_momentum"] = bottom
+    return 0
+
+
+cdef int _check_resumable(object optimizer, tuple keys, str owner) except -1:
+    """A scheduler resumed (last_epoch >= 0) reads these keys of each group, which it stored
+    when it was first made (the optimiser's state_dict() keeps them)."""
+    for number, group in enumerate(optimizer.param_groups):
+        for key in keys:
+            if key not in group:
+                raise KeyError(f"param '{key}' is not specified in param_groups[{number}] when "
+                               f"resuming {owner} with last_epoch >= 0: the {owner} first made "
+                               "for this optimizer sets it; load the optimizer's state_dict() "
+                               "saved with it, or start with last_epoch=-1")
+    return 0
+
+
+class ReduceLROnPlateauCore(LRSchedulerCore):
+    """ReduceLROnPlateau: each group's lr times factor once the metric given to step() has
+    not improved for more than patience epochs. As PyTorch's, it is made without a first step
+    and without base_lrs, and does not wrap the optimiser's step."""
+
+    def init(self, optimizer, mode, factor, patience, threshold, threshold_mode, cooldown,
+             min_lr, eps):
+        _check_optimizer(optimizer)
+        if factor >= 1.0:
+            raise ValueError(f"Factor should be < 1.0. Got factor={errors.shown(factor)}.")
+        if not factor >= 0:  # NaN too
+            raise ValueError(f"factor must be from 0 to below 1 (each reduction multiplies the "
+                             f"lr by it), got {errors.shown(factor)}")
+        _check_modes(mode, threshold_mode)
+        count = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != count:  # PyTorch's words for this one
+                raise ValueError(f"expected {count} min_lrs, got {len(min_lr)}")
+            min_lrs = _per_group(min_lr, "min_lr", optimizer)
+            default_min_lr = None
+        else:
+            min_lrs = _per_group(min_lr, "min_lr", optimizer)
+            default_min_lr = min_lr
+        # PyTorch's attributes, in its order (Note [Scheduler state]).
+        self.factor = factor
+        self.optimizer = optimizer
+        self.default_min_lr = default_min_lr
+        self.min_lrs = min_lrs
+        self.patience = patience
+        self.cooldown = cooldown
+        self.eps = eps
+        self.last_epoch = 0
+        self._last_lr = _lrs(optimizer)
+        self._init_is_better(mode, threshold, threshold_mode)
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    def _init_is_better(self, mode, threshold, threshold_mode):
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.mode = mode
+        self.threshold = threshold
+        self.threshold_mode = threshold_mode
+
+    def _is_better(self, a, best):
+        # PyTorch's comparisons, operation for operation.
+        if self.mode == "min" and self.threshold_mode == "rel":
+            return a < best * (1.0 - self.threshold)
+        if self.mode == "min":
+            return a < best - self.threshold
+        if self.threshold_mode == "rel":
+            return a > best * (self.threshold + 1.0)
+        return a > best + self.threshold
+
+    def c_in_cooldown(self):
+        return self.cooldown_counter > 0
+
+    def c_step(self, metrics, epoch):
+        try:
+            current = float(metrics)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"metrics must be a number (or a one-element tensor), the value "
+                            f"whose plateau lowers the lr, got {type(metrics).__name__} "
+                            f"({errors.shown(metrics)})") from error
+        if epoch is not None:
+            if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
+                raise TypeError(f"epoch must be None or an int, got {type(epoch).__name__} "
+                                f"({errors.shown(epoch)})")
+            if not 0 <= epoch <= LAST_EPOCH:
+                raise ValueError(f"epoch must be from 0 to 2**63 - 1, got {errors.shown(epoch)}")
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning)
+        # PyTorch's step, computed before anything changes, so that a refused reduction
+        # (a group added without a min_lr) leaves the scheduler as it was.
+        best, bad, cooling = self.best, self.num_bad_epochs, self.cooldown_counter
+        if self._is_better(current, best):
+            best, bad = current, 0
+        else:
+            bad += 1
+        if cooling > 0:
+            cooling -= 1
+            bad = 0
+        reduced = None
+        if bad > self.patience:
+            reduced = self._reduced_lrs()
+            cooling, bad = self.cooldown, 0
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        self.best, self.num_bad_epochs, self.cooldown_counter = best, bad, cooling
+        if reduced is not None:
+            min_lrs, lrs = reduced
+            self.min_lrs = min_lrs
+            for group, lr in zip(self.optimizer.param_groups, lrs):
+                if lr is not None:
+                    group["lr"] = lr
+        self._last_lr = _lrs(self.optimizer)
+
+    def _reduced_lrs(self):
+        """(min_lrs, each group's reduced lr or None where the change would be below eps)."""
+        groups = self.optimizer.param_groups
+        min_lrs = self.min_lrs
+        if len(groups) != len(min_lrs):
+            if self.default_min_lr is None:
+                raise RuntimeError(
+                    f"The number of param groups in the `optimizer` ({len(groups)}) differs "
+                    f"from when `ReduceLROnPlateau` was initialized ({len(min_lrs)}), usually "
+                    "due to a new param group being added to the optimizer. Please modify the "
+                    "`min_lrs` field to match the length of the `optimizer` param groups.")
+            min_lrs = [self.default_min_lr] * len(groups)
+        lrs = []
+        for group, lowest in zip(groups, min_lrs):
+            old_lr = float(group["lr"])
+            new_lr = max(old_lr * self.factor, lowest)
+            lrs.append(new_lr if old_lr - new_lr > self.eps else None)
+        return min_lrs, lrs
+
+    def c_load_state_dict(self, state_dict):
+        _check_state(state_dict)
+        _check_modes(state_dict.get("mode", self.mode),
+                     state_dict.get("threshold_mode", self.threshold_mode))
+        self.__dict__.update(state_dict)
+        self._init_is_better(self.mode, self.threshold, self.threshold_mode)
+
+
+cdef int _check_modes(object mode, object threshold_mode) except -1:
+    if mode not in ("min", "max"):
+        raise ValueError(f"mode {mode} is unknown! (mode must be 'min', for a metric that "
+                         "should fall, or 'max')")
+    if threshold_mode not in ("rel", "abs"):
+        raise ValueError(f"threshold mode {threshold_mode} is unknown! (threshold_mode must be "
+                         "'rel' or 'abs')")
+    return 0
+
+
+CYCLIC_MODES = ("triangular", "triangular2", "exp_range")
+
+
+class CyclicLRCore(LRSchedulerCore):
+    """CyclicLR: each group's lr between base_lr and max_lr along triangles of
+    step_size_up + step_size_down iterations (Smith, 2017), the momentum the other way."""
+
+    def init(self, optimizer, base_lr, max_lr, step_size_up, step_size_down, mode, gamma,
+             scale_fn, scale_mode, cycle_momentum, base_momentum, max_momentum, last_epoch):
+        _check_optimizer(optimizer)
+        base_lrs = _per_group(base_lr, "base_lr", optimizer)
+        max_lrs = _per_group(max_lr, "max_lr", optimizer)
+        if step_size_down is not None:
+            if isinstance(step_size_down, bool) or \
+                    not isinstance(step_size_down, numbers.Integral):
+                raise TypeError(f"step_size_down must be None or an int, got "
+                                f"{type(step_size_down).__name__} "
+                                f"({errors.shown(step_size_down)})")
+            if step_size_down < 0:
+                raise ValueError(f"step_size_down must be at least 0, got {step_size_down}")
+        if scale_fn is None:
+            if mode not in CYCLIC_MODES:
+                raise ValueError(f"mode is invalid and scale_fn is None (mode must be one of "
+                                 f"{', '.join(map(repr, CYCLIC_MODES))}, got {mode!r})")
+        elif not callable(scale_fn):
+            raise TypeError(f"scale_fn must be None or a function of the cycle or iteration, "
+                            f"got {type(scale_fn).__name__} ({errors.shown(scale_fn)})")
+        if scale_mode not in ("cycle", "iterations"):
+            raise ValueError(f"scale_mode must be 'cycle' or 'iterations', got {scale_mode!r}")
+        beta1 = False
+        if cycle_momentum:
+            beta1 = _uses_beta1(optimizer, "CyclicLR")
+            base_momentums = _per_group(base_momentum, "base_momentum", optimizer)
+            max_momentums = _per_group(max_momentum, "max_momentum", optimizer)
+        if last_epoch != -1:
+            _check_resumable(optimizer, ("initial_lr",), "CyclicLR")
+        # Checked: PyTorch's changes and attributes, in its order (Note [Scheduler state]).
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        up = float(step_size_up)
+        down = up if step_size_down is None else float(step_size_down)
+        self.optimizer = optimizer
+        self.max_lrs = max_lrs
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode
+        self._init_scale_mode()
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            self.use_beta1 = beta1
+            self.base_momentums = base_momentums
+            self.max_momentums = max_momentums
+            if last_epoch == -1:
+                _start_momentums(optimizer, max_momentums, base_momentums, beta1)
+        self._start(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _init_scale_mode(self):
+        # PyTorch's _init_scale_fn: a built-in mode fixes what its function is of.
+        if self._scale_fn_custom is None:
+            self.scale_mode = "iterations" if self.mode == "exp_range" else "cycle"
+
+    def c_scale_fn(self, x):
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def c_get_lr(self):
+        _warn_outside_step(self)
+        # PyTorch's arithmetic: the cycle (from 1), the place x in it, and the height there.
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale_factor = x / self.step_ratio
+        else:
+            scale_factor = (x - 1) / (self.step_ratio - 1)
+        at = cycle if self.scale_mode == "cycle" else self.last_epoch
+        lrs = [base_lr + (max_lr - base_lr) * scale_factor * self.scale_fn(at)
+               for base_lr, max_lr in zip(self.base_lrs, self.max_lrs)]
+        _check_count(self, lrs)
+        if self.cycle_momentum:
+            momentums = [max_momentum - (max_momentum - base_momentum) * scale_factor
+                         * self.scale_fn(at)
+                         for base_momentum, max_momentum in zip(self.base_momentums,
+                                                                self.max_momentums)]
+            for group, momentum in zip(self.optimizer.param_groups, momentums):
+                _set_momentum(group, momentum, self.use_beta1)
+        return lrs
+
+    def c_state_dict(self):
+        # PyTorch's: the custom function last, as a copy of its attributes (None for a
+        # function, whose code cannot be saved).
+        state = {key: value for key, value in self.__dict__.items()
+                 if key not in ("optimizer", "_scale_fn_custom")}
+        function = self._scale_fn_custom
+        state["_scale_fn_custom"] = (
+            None if function is None or isinstance(function, types.FunctionType)
+            or not hasattr(function, "__dict__") else function.__dict__.copy())
+        return state
+
+    def c_load_state_dict(self, state_dict):
+        _check_state(state_dict)
+        saved = state_dict.get("_scale_fn_custom")
+        if saved is not None and not isinstance(saved, dict):
+            raise TypeError(f"state_dict['_scale_fn_custom'] must be None or a dict of the "
+                            f"function's attributes, got {type(saved).__name__}")
+        if saved is not None and self._scale_fn_custom is None:
+            raise ValueError("state_dict holds the attributes of a custom scale_fn, and this "
+                             "CyclicLR has none to load them into")
+        self.__dict__.update({key: value for key, value in state_dict.items()
+                              if key != "_scale_fn_custom"})
+        if saved is not None:
+            self._scale_fn_custom.__dict__.update(saved)
+        self._init_scale_mode()
+
+
+class OneCycleLRCore(LRSchedulerCore):
+    """OneCycleLR: the 1cycle policy (Smith and Topin, 2017) over total_steps steps: the lr
+    from max_lr / div_factor up to max_lr, then down to far below the start, the momentum the
+    other way; with three_phase, back down to the start before the final descent."""
+
+    def init(self, optimizer, max_lr, total_steps, epochs, steps_per_epoch, pct_start,
+             anneal_strategy, cycle_momentum, base_momentum, max_momentum, div_factor,
+             final_div_factor, three_phase, last_epoch):
+        _check_optimizer(optimizer)
+        for name, value in (("total_steps", total_steps), ("epochs", epochs),
+                            ("steps_per_epoch", steps_per_epoch)):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"{name} must be None or an int, got {type(value).__name__} "
+                                f"({errors.shown(value)})")
+            if value <= 0:
+                raise ValueError(f"Expected positive integer {name}, but got {value}")
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("You must define either total_steps OR (epochs AND "
+                                 "steps_per_epoch)")
+            total_steps = epochs * steps_per_epoch
+        if not 0 <= pct_start <= 1:  # NaN too
+            raise ValueError(f"Expected float between 0 and 1 pct_start, but got "
+                             f"{errors.shown(pct_start)}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got "
+                             f"{anneal_strategy}")
+        for name, value in (("div_factor", div_factor), ("final_div_factor", final_div_factor)):
+            if value == 0:
+                raise ValueError(f"{name} must not be 0: the schedule divides max_lr by it")
+        max_lrs = _per_group(max_lr, "max_lr", optimizer)
+        beta1 = False
+        if cycle_momentum:
+            beta1 = _uses_beta1(optimizer, "OneCycleLR")
+            max_momentums = _per_group(max_momentum, "max_momentum", optimizer)
+            base_momentums = _per_group(base_momentum, "base_momentum", optimizer)
+        if last_epoch != -1:
+            _check_resumable(optimizer, ("initial_lr", "max_lr", "min_lr")
+                             + (("max_momentum", "base_momentum") if cycle_momentum else ()),
+                             "OneCycleLR")
+        phases = _one_cycle_phases(pct_start, total_steps, three_phase)
+        _phase_at(phases, last_epoch + 1, pct_start, total_steps)  # refused before any change
+        # Checked: PyTorch's changes and attributes, in its order (Note [Scheduler state]).
+        self.optimizer = optimizer
+        self.total_steps = total_steps
+        self._schedule_phases = phases
+        self._anneal_func_type = anneal_strategy
+        if last_epoch == -1:
+            for top, group in zip(max_lrs, optimizer.param_groups):
+                group["initial_lr"] = top / div_factor
+                group["max_lr"] = top
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            self.use_beta1 = beta1
+            if last_epoch == -1:
+                _start_momentums(optimizer, max_momentums, base_momentums, beta1)
+        self._start(optimizer, last_epoch)
+
+    def _anneal(self, start, end, pct):
+        # PyTorch's _annealing_cos and _annealing_linear, operation for operation.
+        if self._anneal_func_type == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def c_get_lr(self):
+        _warn_outside_step(self)
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(f"Tried to step {step} times. The specified number of total steps "
+                             f"is {self.total_steps}")
+        phase, pct = _phase_at(self._schedule_phases, step, None, self.total_steps)
+        groups = self.optimizer.param_groups
+        lrs = [self._anneal(group[phase["start_lr"]], group[phase["end_lr"]], pct)
+               for group in groups]
+        if self.cycle_momentum:
+            momentums = [self._anneal(group[phase["start_momentum"]],
+                                      group[phase["end_momentum"]], pct) for group in groups]
+            for group, momentum in zip(groups, momentums):
+                _set_momentum(group, momentum, self.use_beta1)
+        return lrs
+
+
+cdef list _one_cycle_phases(double pct_start, object total_steps, bint three_phase):
+    """PyTorch's phases of OneCycleLR: where each ends (a step, as a float) and the group keys
+    its lr and momentum go between."""
+    warm_up = {"end_step": float(pct_start * total_steps) - 1, "start_lr": "initial_lr",
+               "end_lr": "max_lr", "start_momentum": "max_momentum",
+               "end_momentum": "base_momentum"}
+    if not three_phase:
+        return [warm_up, {"end_step": total_steps - 1, "start_lr": "max_lr",
+                          "end_lr": "min_lr", "start_momentum": "base_momentum",
+                          "end_momentum": "max_momentum"}]
+    return [warm_up,
+            {"end_step": float(2 * pct_start * total_steps) - 2, "start_lr": "max_lr",
+             "end_lr": "initial_lr", "start_momentum": "base_momentum",
+             "end_momentum": "max_momentum"},
+            {"end_step": total_steps - 1, "start_lr": "initial_lr", "end_lr": "min_lr",
+             "start_momentum": "max_momentum", "end_momentum": "max_momentum"}]
+
+
+cdef tuple _phase_at(list phases, object step, object pct_start, object total_steps):
+    """(the phase of step, the fraction of it done), as PyTorch's get_lr finds them. A phase
+    of no steps would divide by zero there (PyTorch's ZeroDivisionError): a ValueError."""
+    start_step = 0.0
+    for index, phase in enumerate(phases):
+        end_step = phase["end_step"]
+        if step <= end_step or index == len(phases) - 1:
+            if end_step == start_step:
+                shown = "" if pct_start is None else f"pct_start={errors.shown(pct_start)} and "
+                raise ValueError(f"OneCycleLR: phase {index + 1} of the schedule has no steps "
+                                 f"({shown}total_steps={total_steps} end it where the phase "
+                                 "before it ends); choose a pct_start that gives every phase "
+                                 "at least one step")
+            return phase, (step - start_step) / (end_step - start_step)
+        start_step = end_step
+    raise AssertionError("the last phase takes every later step")

@@ -11,9 +11,8 @@ captured with, on every replay (PyTorch's does the same for a float lr): to foll
 schedule, step eagerly, or capture again after the lr changes. Several schedulers on one
 optimiser compose, each scaling the lr the others left, as PyTorch's chainable forms do,
 and the lrs are PyTorch's to the last bit. state_dict() holds PyTorch's keys, so a state
-saved by either library loads into the other's. MultiplicativeLR, SequentialLR,
-ChainedScheduler, PolynomialLR, ReduceLROnPlateau, CyclicLR, OneCycleLR and
-CosineAnnealingWarmRestarts are not offered yet.
+saved by either library loads into the other's. Every scheduler of PyTorch's module is
+offered.
 """
 
 from tensorplay._runtime.tensor cimport core as _core
@@ -30,6 +29,14 @@ __all__ = [
     "LinearLR",
     "ExponentialLR",
     "CosineAnnealingLR",
+    "MultiplicativeLR",
+    "PolynomialLR",
+    "CosineAnnealingWarmRestarts",
+    "SequentialLR",
+    "ChainedScheduler",
+    "ReduceLROnPlateau",
+    "CyclicLR",
+    "OneCycleLR",
 ]
 
 
@@ -374,3 +381,457 @@ class CosineAnnealingLR(_lr_scheduler_classes.CosineAnnealingLRCore, LRScheduler
 
 
 _public.register_class("CosineAnnealingLRCore", CosineAnnealingLR)
+
+
+class MultiplicativeLR(_lr_scheduler_classes.MultiplicativeLRCore, LRScheduler):
+    """Multiply each group's lr by a function of the epoch at every step, as PyTorch's MultiplicativeLR.
+
+    lr = lr of the last epoch * lr_lambda(epoch), from epoch 1 on (epoch 0 keeps the lr).
+    state_dict() saves the attributes of a callable object, and None for a function, as
+    LambdaLR's.
+
+    Args:
+        optimizer: the optimiser whose learning rates to set: one of tensorplay.optim's, or of a
+            subclass (anything else is PyTorch's TypeError).
+        lr_lambda: a function of the epoch (an int) giving the factor of the lr at that epoch,
+            for every group, or one per group.
+        last_epoch: the index of the last epoch: -1 starts the schedule; a later epoch resumes
+            it, with base_lrs from each group's "initial_lr" (a scheduler made before sets it, and
+            the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
+    """
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        self.init(optimizer, lr_lambda, _errors.int_arg(last_epoch, 'last_epoch', -1, 9223372036854775807))
+
+    def get_lr(self):
+        """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
+
+        Returns:
+            list[float]: each group's lr times lr_lambda(last_epoch); at epoch 0 the lrs as they
+                are.
+        """
+        return self.c_get_lr()
+
+    def state_dict(self):
+        """The scheduler's state, as PyTorch's.
+
+        Returns:
+            dict[str, Any]: every attribute but optimizer and lr_lambdas, by name, and "lr_lambdas":
+                for each function, a copy of its attributes (a callable object's), or None.
+        """
+        return self.c_state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Set the scheduler's attributes from state_dict, and each callable object's attributes from its saved copy, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of a MultiplicativeLR over as many groups (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not a dict.
+            KeyError: state_dict has no "lr_lambdas".
+            ValueError: its "lr_lambdas" is not a list of one entry per function; nothing is loaded.
+        """
+        _core.check_awake_each(state_dict, b"MultiplicativeLR.load_state_dict()", b"state_dict")
+        self.c_load_state_dict(state_dict)
+
+
+_public.register_class("MultiplicativeLRCore", MultiplicativeLR)
+
+
+class PolynomialLR(_lr_scheduler_classes.PolynomialLRCore, LRScheduler):
+    """Decay each group's lr along a polynomial to 0 at epoch total_iters, as PyTorch's PolynomialLR.
+
+    Alone, lr = base_lr * (1 - min(epoch, total_iters) / total_iters) ** power. step()
+    computes it from the current lr, as PyTorch's does, so that it composes with other
+    schedulers. A total_iters below 1 is refused here, where PyTorch's divides by zero at the
+    first step.
+
+    Args:
+        optimizer: the optimiser whose learning rates to set: one of tensorplay.optim's, or of a
+            subclass (anything else is PyTorch's TypeError).
+        total_iters: the number of epochs until the lr reaches 0.
+        power: the power of the polynomial (1.0: a straight line).
+        last_epoch: the index of the last epoch: -1 starts the schedule; a later epoch resumes
+            it, with base_lrs from each group's "initial_lr" (a scheduler made before sets it, and
+            the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
+    """
+
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+        self.init(optimizer, _errors.int_arg(total_iters, 'total_iters', 1, 9223372036854775807), _errors.float_arg(power, 'power'), _errors.int_arg(last_epoch, 'last_epoch', -1, 9223372036854775807))
+
+    def get_lr(self):
+        """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
+
+        Returns:
+            list[float]: each group's lr moved along the polynomial from last_epoch - 1 to
+                last_epoch; after total_iters unchanged.
+        """
+        return self.c_get_lr()
+
+
+_public.register_class("PolynomialLRCore", PolynomialLR)
+
+
+class CosineAnnealingWarmRestarts(_lr_scheduler_classes.CosineAnnealingWarmRestartsCore, LRScheduler):
+    """Anneal each group's lr along a cosine from base_lr to eta_min, restarting at base_lr after T_i epochs, as PyTorch's CosineAnnealingWarmRestarts (SGDR, Loshchilov and Hutter, 2017).
+
+    lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * T_cur / T_i)) / 2, where T_cur is
+    the number of epochs since the last restart and T_i the length of the current period:
+    T_0 first, then T_i * T_mult after each restart. Its step() is PyTorch's own: it takes a
+    fractional epoch (step(epoch + batch / batches) within an epoch), computes each lr
+    from base_lrs, neither warns about the order of the steps nor counts them, and a step
+    without an epoch ends at most one period. Its attributes T_0, T_i, T_mult, eta_min and
+    T_cur are PyTorch's. T_0 or T_mult below 1 are refused, as PyTorch refuses them.
+
+    Args:
+        optimizer: the optimiser whose learning rates to set: one of tensorplay.optim's, or of a
+            subclass (anything else is PyTorch's TypeError).
+        T_0: the number of epochs of the first period.
+        T_mult: the factor of each period's length over the last one's.
+        eta_min: the lowest lr.
+        last_epoch: the index of the last epoch: -1 starts the schedule; a later epoch resumes
+            it, with base_lrs from each group's "initial_lr" (a scheduler made before sets it, and
+            the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
+    """
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
+        self.init(optimizer, _errors.int_arg(T_0, 'T_0', 1, 9223372036854775807), _errors.int_arg(T_mult, 'T_mult', 1, 9223372036854775807), _errors.float_arg(eta_min, 'eta_min'), _errors.int_arg(last_epoch, 'last_epoch', -1, 9223372036854775807))
+
+    def step(self, epoch=None):
+        """Move to the next epoch, or to epoch, and set each group's lr to get_lr().
+
+        Args:
+            epoch: the epoch to move to, from 0, a fraction allowed (the lrs computed for it from
+                base_lrs; no deprecation warning, as PyTorch's); None moves to the next epoch.
+
+        Raises:
+            TypeError: epoch is neither None nor a number.
+            ValueError: epoch is negative, not a number or beyond 2**63 - 1; nothing changes.
+        """
+        self.c_step(epoch)
+
+    def get_lr(self):
+        """The learning rates at T_cur, which step() sets; called other than by step(), it warns to use get_last_lr().
+
+        Returns:
+            list[float]: each group's lr on the cosine at T_cur of T_i.
+        """
+        return self.c_get_lr()
+
+
+_public.register_class("CosineAnnealingWarmRestartsCore", CosineAnnealingWarmRestarts)
+
+
+class SequentialLR(_lr_scheduler_classes.SequentialLRCore, LRScheduler):
+    """Run schedulers one after another, each from its milestone epoch on, as PyTorch's SequentialLR.
+
+    Made, it sets each group's lr back to its "initial_lr", moves every scheduler back one
+    epoch (undoing the step each took when it was made) and makes the first one take its
+    first step again. At each step only the scheduler of the new epoch steps; at its
+    milestone a scheduler starts over from its epoch 0, from the lrs the last one left
+    (its closed form where it has one). state_dict() holds each scheduler's state_dict()
+    under "_schedulers", as PyTorch's. Milestones that decrease are refused here, where
+    PyTorch's silently runs the wrong scheduler.
+
+    Args:
+        optimizer: the optimiser whose learning rates to set: one of tensorplay.optim's, or of a
+            subclass (anything else is PyTorch's TypeError).
+        schedulers: the schedulers, in order, all made for optimizer (none a ReduceLROnPlateau,
+            which needs a metric).
+        milestones: the epochs at which each scheduler after the first takes over, one fewer
+            than the schedulers, not decreasing.
+        last_epoch: the index of the last epoch: -1 starts the schedule; a later epoch resumes
+            it, with base_lrs from each group's "initial_lr" (a scheduler made before sets it, and
+            the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
+    """
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        self.init(optimizer, schedulers, milestones, _errors.int_arg(last_epoch, 'last_epoch', -1, 9223372036854775807))
+
+    def step(self):
+        """Move to the next epoch, stepping the scheduler whose turn it is."""
+        self.c_step()
+
+    def state_dict(self):
+        """The scheduler's state, as PyTorch's.
+
+        Returns:
+            dict[str, Any]: its own attributes but optimizer (_milestones, last_epoch, _last_lr) and
+                "_schedulers", the state_dict() of each scheduler; PyTorch's keys.
+        """
+        return self.c_state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Set the attributes from state_dict and load each scheduler's state, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of a SequentialLR of as many schedulers (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict, or a scheduler's state in it, is not a dict.
+            ValueError: its "_schedulers" is not a list of one state per scheduler; nothing is
+                loaded.
+        """
+        _core.check_awake_each(state_dict, b"SequentialLR.load_state_dict()", b"state_dict")
+        self.c_load_state_dict(state_dict)
+
+
+_public.register_class("SequentialLRCore", SequentialLR)
+
+
+class ChainedScheduler(_lr_scheduler_classes.ChainedSchedulerCore, LRScheduler):
+    """Step several schedulers together, each scaling the lr the ones before it left, as PyTorch's ChainedScheduler.
+
+    A step calls every scheduler's step(), in order; the lrs are what stepping them one by
+    one gives. state_dict() holds each scheduler's state_dict() under "_schedulers", as
+    PyTorch's.
+
+    Args:
+        schedulers: the schedulers, all of one optimizer (none a ReduceLROnPlateau, which needs
+            a metric).
+        optimizer: their optimiser; None takes the first scheduler's.
+    """
+
+    def __init__(self, schedulers, optimizer=None):
+        self.init(schedulers, optimizer)
+
+    def step(self):
+        """Step every scheduler, in order."""
+        self.c_step()
+
+    def state_dict(self):
+        """The scheduler's state, as PyTorch's.
+
+        Returns:
+            dict[str, Any]: its own attributes but optimizer (_last_lr) and "_schedulers", the
+                state_dict() of each scheduler; PyTorch's keys.
+        """
+        return self.c_state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Set the attributes from state_dict and load each scheduler's state, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of a ChainedScheduler of as many schedulers (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict, or a scheduler's state in it, is not a dict.
+            ValueError: its "_schedulers" is not a list of one state per scheduler; nothing is
+                loaded.
+        """
+        _core.check_awake_each(state_dict, b"ChainedScheduler.load_state_dict()", b"state_dict")
+        self.c_load_state_dict(state_dict)
+
+
+_public.register_class("ChainedSchedulerCore", ChainedScheduler)
+
+
+class ReduceLROnPlateau(_lr_scheduler_classes.ReduceLROnPlateauCore, LRScheduler):
+    """Multiply each group's lr by factor when a metric has stopped improving, as PyTorch's ReduceLROnPlateau.
+
+    step(metrics) counts an epoch as bad when metrics is not better than the best so far
+    (below best * (1 - threshold) in mode "min" with threshold_mode "rel", below
+    best - threshold with "abs"; above, in mode "max"); after more than patience bad epochs
+    every group's lr is multiplied by factor, no lower than its min_lr (a change of eps or
+    less is skipped), and cooldown epochs follow in which no epoch counts as bad. As
+    PyTorch's, it takes no first step when made, has no base_lrs, leaves the optimiser's
+    step unwrapped (it gives no step-order warning), and its attributes (best,
+    num_bad_epochs, cooldown_counter, mode_worse, min_lrs, ...) and state_dict() are
+    PyTorch's. A factor below 0 is refused here, where PyTorch's sets every lr to its min_lr.
+
+    Args:
+        optimizer: the optimiser whose learning rates to set: one of tensorplay.optim's, or of a
+            subclass (anything else is PyTorch's TypeError).
+        mode: "min": the metric should fall (a loss); "max": it should rise (an accuracy).
+        factor: the factor of each reduction, from 0 to below 1.
+        patience: the number of bad epochs allowed before the lr is reduced.
+        threshold: how much better than the best a metric must be to count as better.
+        threshold_mode: "rel": threshold is a fraction of the best; "abs": an amount.
+        cooldown: the number of epochs after a reduction in which none counts as bad.
+        min_lr: the lowest lr, for every group, or one per group.
+        eps: the smallest change of an lr made; a smaller one is skipped.
+    """
+
+    def __init__(self, optimizer, mode='min', factor=0.1, patience=10, threshold=0.0001, threshold_mode='rel', cooldown=0, min_lr=0, eps=1e-08):
+        self.init(optimizer, _errors.str_arg(mode, 'mode'), _errors.float_arg(factor, 'factor'), _errors.int_arg(patience, 'patience', 0, 9223372036854775807), _errors.float_arg(threshold, 'threshold'), _errors.str_arg(threshold_mode, 'threshold_mode'), _errors.int_arg(cooldown, 'cooldown', 0, 9223372036854775807), min_lr, _errors.float_arg(eps, 'eps'))
+
+    def step(self, metrics, epoch=None):
+        """Count the epoch as good or bad by metrics, and reduce the lrs after more than patience bad ones.
+
+        Args:
+            metrics: the value of the metric this epoch: a number, or anything float() takes (a one-
+                element tensor).
+            epoch: (Deprecated, with PyTorch's warning) the epoch number to record; None counts one
+                more.
+
+        Raises:
+            TypeError: metrics is not a number, or epoch neither None nor an int.
+            ValueError: epoch is negative or beyond 2**63 - 1.
+            RuntimeError: the lr is due a reduction, min_lr was a list and a group was added since
+                (PyTorch's error); nothing changes.
+        """
+        _core.check_awake_value(metrics, b"ReduceLROnPlateau.step()", b"metrics")
+        self.c_step(metrics, epoch)
+
+    def load_state_dict(self, state_dict):
+        """Set the scheduler's attributes from state_dict, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of a ReduceLROnPlateau (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not a dict.
+            ValueError: its mode or threshold_mode is unknown; nothing is loaded.
+        """
+        _core.check_awake_each(state_dict, b"ReduceLROnPlateau.load_state_dict()", b"state_dict")
+        self.c_load_state_dict(state_dict)
+
+    @property
+    def in_cooldown(self):
+        """Whether the scheduler is in its cooldown after a reduction."""
+        return self.c_in_cooldown()
+
+
+_public.register_class("ReduceLROnPlateauCore", ReduceLROnPlateau)
+
+
+class CyclicLR(_lr_scheduler_classes.CyclicLRCore, LRScheduler):
+    """Cycle each group's lr between base_lr and max_lr, and its momentum the other way, as PyTorch's CyclicLR (Smith, 2017).
+
+    Meant to step after every batch. Each cycle rises over step_size_up steps and falls
+    over step_size_down; the height of a cycle is scaled by scale_fn: 1 for "triangular",
+    halved each cycle for "triangular2", gamma ** iteration for "exp_range", or a function
+    of the cycle (or the iteration, with scale_mode "iterations") given as scale_fn. With
+    cycle_momentum, the momentum ("momentum", or betas[0] of Adam and AdamW) runs from
+    max_momentum down to base_momentum as the lr rises. Made with last_epoch=-1, it sets each
+    group's lr to base_lr. Its attributes and state_dict() are PyTorch's (a custom
+    scale_fn's attributes are saved; a function is saved as None). A scale_mode other than
+    "cycle" or "iterations" is refused here, where PyTorch's reads it as "iterations".
+
+    Args:
+        optimizer: the optimiser whose learning rates to set: one of tensorplay.optim's, or of a
+            subclass (anything else is PyTorch's TypeError).
+        base_lr: the lowest lr of the cycle, for every group, or one per group.
+        max_lr: the highest lr of the cycle (before scale_fn), for every group, or one per
+            group.
+        step_size_up: the number of steps of the rise.
+        step_size_down: the number of steps of the fall, 0 or more; None: step_size_up.
+        mode: "triangular", "triangular2" or "exp_range" (ignored when scale_fn is given).
+        gamma: the base of "exp_range"'s scaling, gamma ** iteration.
+        scale_fn: a function of one argument, the cycle (from 1) or the iteration, giving the
+            scale of the height, from 0 to 1; None: mode's.
+        scale_mode: what a custom scale_fn is a function of: "cycle" or "iterations".
+        cycle_momentum: whether to cycle the momentum too (the optimiser needs a "momentum" or
+            "betas").
+        base_momentum: the lowest momentum, at the top of the lr's cycle.
+        max_momentum: the highest momentum, at the bottom of the lr's cycle.
+        last_epoch: the index of the last epoch: -1 starts the schedule; a later epoch resumes
+            it, with base_lrs from each group's "initial_lr" (a scheduler made before sets it, and
+            the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
+    """
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode='triangular', gamma=1.0, scale_fn=None, scale_mode='cycle', cycle_momentum=True, base_momentum=0.8, max_momentum=0.9, last_epoch=-1):
+        self.init(optimizer, base_lr, max_lr, _errors.int_arg(step_size_up, 'step_size_up', 1, 9223372036854775807), step_size_down, _errors.str_arg(mode, 'mode'), _errors.float_arg(gamma, 'gamma'), scale_fn, _errors.str_arg(scale_mode, 'scale_mode'), _errors.bool_arg(cycle_momentum, 'cycle_momentum'), base_momentum, max_momentum, _errors.int_arg(last_epoch, 'last_epoch', -1, 9223372036854775807))
+
+    def scale_fn(self, x):
+        """The scaling of the cycle's height, as PyTorch's scale_fn: the custom function, or the mode's.
+
+        Args:
+            x: the cycle or the iteration.
+
+        Returns:
+            float: the scale of the cycle's height there.
+        """
+        _core.check_awake_value(x, b"CyclicLR.scale_fn()", b"x")
+        return self.c_scale_fn(x)
+
+    def get_lr(self):
+        """The learning rates of iteration last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
+
+        Returns:
+            list[float]: each group's lr at iteration last_epoch; with cycle_momentum it sets each
+                group's momentum too, as PyTorch's.
+        """
+        return self.c_get_lr()
+
+    def state_dict(self):
+        """The scheduler's state, as PyTorch's.
+
+        Returns:
+            dict[str, Any]: every attribute but optimizer, by name, with "_scale_fn_custom" last: a
+                copy of a custom scale_fn's attributes, or None.
+        """
+        return self.c_state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Set the scheduler's attributes from state_dict, and a custom scale_fn's from its saved copy, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of a CyclicLR (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not a dict, or its "_scale_fn_custom" is neither None nor a
+                dict.
+            ValueError: it holds a custom scale_fn's attributes and this scheduler has no custom
+                scale_fn; nothing is loaded.
+        """
+        _core.check_awake_each(state_dict, b"CyclicLR.load_state_dict()", b"state_dict")
+        self.c_load_state_dict(state_dict)
+
+
+_public.register_class("CyclicLRCore", CyclicLR)
+
+
+class OneCycleLR(_lr_scheduler_classes.OneCycleLRCore, LRScheduler):
+    """The 1cycle policy over total_steps steps, as PyTorch's OneCycleLR (Smith and Topin, 2017).
+
+    Meant to step after every batch. The lr rises from max_lr / div_factor to max_lr over
+    the first pct_start of the steps, then falls to max_lr / div_factor / final_div_factor
+    at the last step (with three_phase, it first falls back to the start, symmetrically,
+    and then to the minimum); the momentum moves the other way, between max_momentum and
+    base_momentum. Made with last_epoch=-1, it stores each group's "initial_lr", "max_lr"
+    and "min_lr" (and "max_momentum" and "base_momentum"), as PyTorch's. Stepping past
+    total_steps is PyTorch's ValueError. A phase of no steps (pct_start * total_steps = 1,
+    say), where PyTorch's divides by zero, is a ValueError, raised when the scheduler is
+    made for the first phase; div_factor or final_div_factor 0 are refused too.
+
+    Args:
+        optimizer: the optimiser whose learning rates to set: one of tensorplay.optim's, or of a
+            subclass (anything else is PyTorch's TypeError).
+        max_lr: the highest lr, for every group, or one per group.
+        total_steps: the number of steps of the cycle, 1 or more; None: epochs *
+            steps_per_epoch.
+        epochs: the number of epochs, with steps_per_epoch, where total_steps is None.
+        steps_per_epoch: the number of steps of an epoch, with epochs.
+        pct_start: the fraction of the steps spent raising the lr, from 0 to 1.
+        anneal_strategy: "cos" (along a cosine) or "linear".
+        cycle_momentum: whether to cycle the momentum too (the optimiser needs a "momentum" or
+            "betas").
+        base_momentum: the lowest momentum, at the top of the lr.
+        max_momentum: the highest momentum, at the start and the end.
+        div_factor: the starting lr is max_lr / div_factor.
+        final_div_factor: the last lr is the starting lr / final_div_factor.
+        three_phase: whether the lr falls back to the start before falling to the minimum.
+        last_epoch: the index of the last epoch: -1 starts the schedule; a later epoch resumes
+            it, with base_lrs from each group's "initial_lr" (a scheduler made before sets it, and
+            the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
+    """
+
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3, anneal_strategy='cos', cycle_momentum=True, base_momentum=0.85, max_momentum=0.95, div_factor=25.0, final_div_factor=10000.0, three_phase=False, last_epoch=-1):
+        self.init(optimizer, max_lr, total_steps, epochs, steps_per_epoch, _errors.float_arg(pct_start, 'pct_start'), _errors.str_arg(anneal_strategy, 'anneal_strategy'), _errors.bool_arg(cycle_momentum, 'cycle_momentum'), base_momentum, max_momentum, _errors.float_arg(div_factor, 'div_factor'), _errors.float_arg(final_div_factor, 'final_div_factor'), _errors.bool_arg(three_phase, 'three_phase'), _errors.int_arg(last_epoch, 'last_epoch', -1, 9223372036854775807))
+
+    def get_lr(self):
+        """The learning rates of step last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
+
+        Returns:
+            list[float]: each group's lr at step last_epoch; with cycle_momentum it sets each
+                group's momentum too, as PyTorch's.
+
+        Raises:
+            ValueError: last_epoch is beyond total_steps (PyTorch's "Tried to step ... times").
+        """
+        return self.c_get_lr()
+
+
+_public.register_class("OneCycleLRCore", OneCycleLR)
