@@ -590,7 +590,9 @@ cdef list _check_schedulers(object schedulers, object optimizer, str owner):
                         f"tensorplay.optim.lr_scheduler), got {type(schedulers).__name__} "
                         f"({errors.shown(schedulers)})")
     if len(schedulers) < 1:
-        raise ValueError(f"{owner} expects at least one scheduler, but got no scheduler.")
+        chained = " to be chained" if owner == "ChainedScheduler" else ""
+        raise ValueError(f"{owner} expects at least one scheduler{chained}, but got no "
+                         "scheduler.")
     for index, scheduler in enumerate(schedulers):
         if isinstance(scheduler, ReduceLROnPlateauCore):
             raise ValueError(f"{owner} does not support `ReduceLROnPlateau` scheduler as it "
