@@ -289,10 +289,53 @@ class Renderer:
         self.env.filters["string_literal"] = string_literal
         self.env.filters["described"] = described
         self.awake = AwakeChecks(api)
+        self.classes = {c.name: c for m in api.modules for c in m.classes}
         self.env.globals.update(signature=signature, call_arguments=call_arguments,
                                 forwarded_arguments=forwarded_arguments,
                                 setter_argument=setter_argument, awake=self.awake,
-                                runtime_package=api.runtime_packages.__getitem__)
+                                runtime_package=api.runtime_packages.__getitem__,
+                                incompatible_override=self.incompatible_override)
+
+    def incompatible_override(self, cls: Class, method: Function) -> bool:
+        """Whether method replaces the method of its name in the nearest schema base class
+        (subclass_of) with other parameters or another return type, as PyTorch's
+        SequentialLR.step() replaces LRScheduler.step(epoch): the stub marks it
+        "# type: ignore[override]", as PyTorch's own stubs do, since mypy refuses such an
+        override and the API reference is PyTorch's."""
+        def params(function: Function) -> list[tuple[str, str, bool]]:
+            return [(p.name, p.kind, p.has_default) for p in function.params]
+
+        found = self._base_member(cls, method.name)
+        if found is None:
+            return False
+        if params(found) != params(method):
+            return True
+        if found.returns is None or method.returns is None:
+            return False
+        return not self._within(method.returns.type.name, found.returns.type.name)
+
+    def _base_member(self, cls: Class, name: str) -> Optional[Function]:
+        """The method name of the nearest schema base class (subclass_of) declaring it."""
+        base = cls.subclass_of
+        while base is not None:
+            owner = self.classes[base[1]]
+            found = next((m for m in owner.methods if m.name == name), None)
+            if found is not None:
+                return found
+            base = owner.subclass_of
+        return None
+
+    def _within(self, returned: str, base_returned: str) -> bool:
+        """Whether a type named returned is the type named base_returned, a schema subclass of
+        it, or anything where the base returns Any or object (a compatible return)."""
+        if base_returned in ("Any", "object"):
+            return True
+        while returned != base_returned:
+            owner = self.classes.get(returned)
+            if owner is None or owner.subclass_of is None:
+                return False
+            returned = owner.subclass_of[1]
+        return True
 
     def module_path(self, module: Module) -> str:
         parts = module.name.split(".")

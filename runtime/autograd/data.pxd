@@ -6,3 +6,5 @@ cdef object default_collate(object batch)
 cdef object default_convert(object data)
 # Subsets of dataset of the given lengths (or fractions), from one random permutation.
 cdef object random_split(object dataset, object lengths, object generator)
+# The worker process the caller runs in: None, since every batch loads in the calling thread.
+cdef object get_worker_info()

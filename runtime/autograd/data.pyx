@@ -5,7 +5,8 @@ See docs/design.md, "tensorplay.utils.data".
 
 Note [Loading in the calling thread]
 The DataLoader loads every batch in the thread that iterates it, as PyTorch's with
-num_workers=0: the sampler's indices, dataset[index] for each, then the collate function. Worker
+num_workers=0: the sampler's indices, dataset[index] for each, then the collate function (an
+IterableDataset's next batch_size samples, in its own order, then the collate function). Worker
 processes are not offered (num_workers other than 0 is a ValueError naming it): a forked worker
 must not touch CUDA (docs/design.md, "Fork safety"), and the samples of a tensor dataset on a
 device are views that cost no work to load. A batch is what the collate function returns; the
@@ -56,8 +57,8 @@ cdef int _check_dataset(object dataset, str argument, bint sized) except -1:
     with a length where sized."""
     if not hasattr(type(dataset), "__getitem__"):
         raise TypeError(f"{argument} must be a map-style dataset (with __getitem__, such as a "
-                        f"Dataset or a list), got {errors.shown(dataset)}; IterableDataset is "
-                        "not offered")
+                        f"Dataset or a list), got {errors.shown(dataset)}; a stream of samples "
+                        "is an IterableDataset, whose __iter__ gives them")
     if sized and not hasattr(type(dataset), "__len__"):
         raise TypeError(f"{argument} must have a length (__len__), got "
                         f"{errors.shown(dataset)}")
@@ -170,6 +171,10 @@ class ConcatDatasetCore(DatasetCore):
                             f"{errors.shown(datasets)}")
         datasets = list(datasets)
         for index, dataset in enumerate(datasets):
+            if isinstance(dataset, IterableDatasetCore):  # PyTorch's words, then ours
+                raise TypeError(f"ConcatDataset does not support IterableDataset: "
+                                f"datasets[{index}] is one; chain iterable datasets with "
+                                "ChainDataset")
             _check_dataset(dataset, f"datasets[{index}]", True)
         if not datasets:
             raise ValueError("datasets should not be an empty iterable")
@@ -227,6 +232,99 @@ class SubsetCore(DatasetCore):
 
     def c_len(self):
         return len(self.indices)
+
+
+class StackDatasetCore(DatasetCore):
+    """torch.utils.data.StackDataset: sample i is (dataset[i] for each dataset), as a tuple of
+    the positional datasets or a dict of the keyword ones."""
+
+    def init(self, tuple args, dict kwargs):
+        if args and kwargs:  # PyTorch's words
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via "
+                             "``kwargs``) like input/output, but both types are given.")
+        if not args and not kwargs:
+            raise ValueError("At least one dataset should be passed")
+        named = kwargs.items() if kwargs else ((f"args[{index}]", dataset)
+                                               for index, dataset in enumerate(args))
+        lengths = []
+        for name, dataset in named:
+            if isinstance(dataset, IterableDatasetCore):
+                raise TypeError(f"StackDataset does not support IterableDataset: {name} is one "
+                                "(a StackDataset indexes its datasets)")
+            _check_dataset(dataset, name, True)
+            lengths.append(len(dataset))
+        if any(length != lengths[0] for length in lengths):
+            raise ValueError(f"Size mismatch between datasets: their lengths are "
+                             f"{errors.shown(lengths)}, where they must be equal")
+        self._length = lengths[0]
+        self.datasets = kwargs if kwargs else args
+
+    def c_getitem(self, index):
+        if isinstance(self.datasets, dict):
+            return {key: dataset[index] for key, dataset in self.datasets.items()}
+        return tuple(dataset[index] for dataset in self.datasets)
+
+    def c_getitems(self, indices):
+        # Each dataset's samples at once where it loads a batch at once, as PyTorch's.
+        indices = list(indices)
+        named = self.datasets.items() if isinstance(self.datasets, dict) else \
+            enumerate(self.datasets)
+        fields = {}
+        for key, dataset in named:
+            getitems = getattr(dataset, "__getitems__", None)
+            if callable(getitems):
+                items = list(getitems(indices))
+                if len(items) != len(indices):  # PyTorch's words
+                    raise ValueError(f"Nested dataset's output size mismatch. Expected "
+                                     f"{len(indices)}, got {len(items)}")
+            else:
+                items = [dataset[index] for index in indices]
+            fields[key] = items
+        if isinstance(self.datasets, dict):
+            return [{key: items[place] for key, items in fields.items()}
+                    for place in range(len(indices))]
+        return [tuple(items[place] for items in fields.values())
+                for place in range(len(indices))]
+
+    def c_len(self):
+        return self._length
+
+
+class IterableDatasetCore(DatasetCore):
+    """torch.utils.data.IterableDataset: a subclass defines __iter__, the samples in order."""
+
+    def c_iter(self):
+        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+
+    def c_add(self, other):
+        return _public("ChainDatasetCore", ChainDatasetCore)([self, other])
+
+
+class ChainDatasetCore(IterableDatasetCore):
+    """torch.utils.data.ChainDataset: the samples of several iterable datasets in turn."""
+
+    def init(self, datasets):
+        if isinstance(datasets, (str, bytes)) or not isinstance(datasets, collections.abc.Iterable):
+            raise TypeError(f"datasets must be an iterable of IterableDatasets, got "
+                            f"{errors.shown(datasets)}")
+        datasets = list(datasets)
+        for index, dataset in enumerate(datasets):
+            if not isinstance(dataset, IterableDatasetCore):  # PyTorch's words, then ours
+                raise TypeError(f"ChainDataset only supports IterableDataset: datasets[{index}] "
+                                f"is {errors.shown(dataset)}")
+        self.datasets = datasets
+
+    def c_iter(self):
+        return itertools.chain.from_iterable(self.datasets)
+
+    def c_len(self):
+        return sum(len(dataset) for dataset in self.datasets)
+
+
+cdef object get_worker_info():
+    # Every batch loads in the calling thread (Note [Loading in the calling thread]): no code
+    # runs in a worker, where PyTorch's would describe it.
+    return None
 
 
 cdef object random_split(object dataset, object lengths, object generator):
@@ -345,6 +443,62 @@ class RandomSamplerCore(SamplerCore):
 
     def c_len(self):
         return self.c_num_samples()
+
+
+class SubsetRandomSamplerCore(SamplerCore):
+    """torch.utils.data.SubsetRandomSampler: the given indices in a random order
+    (Note [Shuffled order])."""
+
+    def init(self, indices, generator):
+        if isinstance(indices, (str, bytes)) or not (
+                hasattr(type(indices), "__getitem__") and hasattr(type(indices), "__len__")):
+            raise TypeError(f"indices must be a sequence of indices (a list, a range, ...), "
+                            f"got {errors.shown(indices)}")
+        _check_generator_type(generator)
+        _check_generator_device(generator)
+        self.indices = indices
+        self.generator = generator
+
+    def c_iter(self):
+        return self._indices()
+
+    def _indices(self):
+        indices = self.indices
+        for place in _permutation(len(indices), self.generator):
+            yield indices[place]
+
+    def c_len(self):
+        return len(self.indices)
+
+
+class WeightedRandomSamplerCore(SamplerCore):
+    """torch.utils.data.WeightedRandomSampler: num_samples indices drawn with the probabilities
+    of weights, by multinomial() on the CPU."""
+
+    def init(self, weights, num_samples, bint replacement, generator):
+        _check_count_type(num_samples, "num_samples")
+        _check_generator_type(generator)
+        _check_count_value(num_samples, "num_samples")
+        _check_generator_device(generator)
+        weights = factories.as_tensor(weights, dtypes.named_dtype("float64"), "cpu")
+        if len((<TensorCore>weights).sizes) != 1:  # PyTorch's words
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape "
+                             f"{tuple((<TensorCore>weights).sizes)}")
+        self.weights = weights
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def c_iter(self):
+        return self._indices()
+
+    def _indices(self):
+        # Drawn at the first index asked for, as PyTorch's generator draws.
+        yield from random_ops.multinomial(self.weights, self.num_samples, self.replacement,
+                                          self.generator).tolist()
+
+    def c_len(self):
+        return self.num_samples
 
 
 class BatchSamplerCore(SamplerCore):
@@ -491,12 +645,25 @@ def convert(data):
 
 
 class DataLoaderCore:
-    """torch.utils.data.DataLoader over a map-style dataset, loading in the calling thread."""
+    """torch.utils.data.DataLoader over a map-style or iterable dataset, loading in the calling
+    thread."""
 
     def init(self, dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
              collate_fn, bint drop_last, generator):
-        # Every argument's type first, then the values, then PyTorch's exclusions.
+        # Every argument's type first, then the values, then PyTorch's exclusions; but an
+        # IterableDataset refuses a shuffle, sampler or batch_sampler of any type, as PyTorch's.
         _check_dataset(dataset, "dataset", False)
+        iterable = isinstance(dataset, IterableDatasetCore)
+        if iterable:  # PyTorch's words, whatever the types: no order but the dataset's
+            if shuffle not in (None, False):
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified "
+                                 f"shuffle option, but got shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified "
+                                 f"sampler option, but got sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified "
+                                 f"batch_sampler option, but got batch_sampler={batch_sampler}")
         if batch_size is not None:
             _check_count_type(batch_size, "batch_size")
         if shuffle is not None and shuffle is not True and shuffle is not False:
@@ -534,18 +701,20 @@ class DataLoaderCore:
             raise ValueError("batch_size=None option disables auto-batching and is mutually "
                              "exclusive with drop_last")
         sized = hasattr(type(dataset), "__len__")
-        if sampler is None and not sized and batch_sampler is None:
+        if sampler is None and not sized and batch_sampler is None and not iterable:
             raise TypeError(f"dataset must have a length (__len__) for the default samplers, "
                             f"got {errors.shown(dataset)}; give a sampler or a batch_sampler")
-        if sampler is None and sized:
+        if sampler is None and sized and not iterable:
             if shuffle:
                 sampler = _public("RandomSamplerCore", RandomSamplerCore)(
                     dataset, generator=generator)
             else:
                 sampler = _public("SequentialSamplerCore", SequentialSamplerCore)(dataset)
-        if batch_size is not None and batch_sampler is None:
+        if batch_size is not None and batch_sampler is None and not iterable:
             batch_sampler = _public("BatchSamplerCore", BatchSamplerCore)(
                 sampler, batch_size, drop_last)
+        self._iterable = iterable
+        self._IterableDataset_len_called = None
         self.dataset = dataset
         self.batch_size = batch_size
         self.num_workers = num_workers
@@ -554,11 +723,13 @@ class DataLoaderCore:
         self.batch_sampler = batch_sampler
         self.generator = generator
         if collate_fn is None:
-            collate_fn = collate if batch_sampler is not None else convert
+            collate_fn = collate if self._auto_collation else convert
         self.collate_fn = collate_fn
 
     @property
     def _auto_collation(self):
+        if self._iterable:
+            return self.batch_size is not None
         return self.batch_sampler is not None
 
     @property
@@ -566,10 +737,43 @@ class DataLoaderCore:
         return self.batch_sampler if self._auto_collation else self.sampler
 
     def c_len(self):
-        return len(self._index_sampler)
+        if not self._iterable:
+            return len(self._index_sampler)
+        # PyTorch's: the dataset's own length, kept to warn when more batches come.
+        length = self._IterableDataset_len_called = len(self.dataset)
+        if self.batch_size is not None:
+            if self.drop_last:
+                return length // self.batch_size
+            return (length + self.batch_size - 1) // self.batch_size
+        return length
 
     def c_iter(self):
-        return self._batches()
+        return self._streamed() if self._iterable else self._batches()
+
+    def _streamed(self):
+        """The batches of an IterableDataset: its samples in its order, batch_size at a time
+        (a short last batch kept unless drop_last), or one by one without batch_size."""
+        samples = iter(self.dataset)
+        collate_fn = self.collate_fn
+        yielded = 0
+        while True:
+            if self.batch_size is None:
+                try:
+                    data = collate_fn(next(samples))
+                except StopIteration:
+                    return
+            else:
+                batch = list(itertools.islice(samples, self.batch_size))
+                if not batch or (self.drop_last and len(batch) < self.batch_size):
+                    return
+                data = collate_fn(batch)
+            yielded += 1
+            reported = self._IterableDataset_len_called
+            if reported is not None and yielded > reported:  # PyTorch's warning and words
+                warnings.warn(f"Length of IterableDataset {self.dataset} was reported to be "
+                              f"{reported}(when accessing len(dataloader)), but {yielded} "
+                              "samples have been fetched. ", UserWarning)
+            yield data
 
     def _batches(self):
         dataset = self.dataset

@@ -581,15 +581,28 @@ class CosineAnnealingWarmRestartsCore(LRSchedulerCore):
 
 # -- Schedulers of schedulers ------------------------------------------------------------------
 
-cdef list _check_schedulers(object schedulers, object optimizer, str owner):
-    """SequentialLR's and ChainedScheduler's schedulers, checked (PyTorch's messages where
-    it has them): a non-empty list or tuple of schedulers of optimizer, none a
-    ReduceLROnPlateau, which needs a metric at each step."""
+cdef list _scheduler_types(object schedulers, str owner):
+    """SequentialLR's and ChainedScheduler's schedulers, their types: a list or tuple of this
+    module's schedulers."""
     if not isinstance(schedulers, (list, tuple)):
         raise TypeError(f"schedulers must be a list of schedulers (of "
                         f"tensorplay.optim.lr_scheduler), got {type(schedulers).__name__} "
                         f"({errors.shown(schedulers)})")
-    if len(schedulers) < 1:
+    for index, scheduler in enumerate(schedulers):
+        if not isinstance(scheduler, LRSchedulerCore):
+            raise TypeError(f"{owner} at index {index} should be a scheduler: schedulers[{index}] "
+                            f"must be one of tensorplay.optim.lr_scheduler's, got "
+                            f"{type(scheduler).__name__}")
+        if not hasattr(scheduler, "optimizer"):  # PyTorch's words: its __init__() did not run
+            raise TypeError(f"{owner} at index {index} should have `optimizer` as its "
+                            "attribute.")
+    return list(schedulers)
+
+
+cdef int _scheduler_values(list schedulers, object optimizer, str owner) except -1:
+    """Their values, in PyTorch's words: at least one, none a ReduceLROnPlateau (which needs a
+    metric at each step), all of optimizer."""
+    if not schedulers:
         chained = " to be chained" if owner == "ChainedScheduler" else ""
         raise ValueError(f"{owner} expects at least one scheduler{chained}, but got no "
                          "scheduler.")
@@ -598,14 +611,11 @@ cdef list _check_schedulers(object schedulers, object optimizer, str owner):
             raise ValueError(f"{owner} does not support `ReduceLROnPlateau` scheduler as it "
                              "requires additional kwargs to be specified when calling `step`, "
                              f"but got one at index {index} in the given schedulers sequence.")
-        if not isinstance(scheduler, LRSchedulerCore):
-            raise TypeError(f"{owner} at index {index} should be a scheduler of "
-                            f"tensorplay.optim.lr_scheduler, got {type(scheduler).__name__}")
         if getattr(scheduler, "optimizer", None) is not optimizer:
             raise ValueError(f"{owner} expects all schedulers to belong to the same optimizer, "
                              f"but got scheduler {type(scheduler).__name__} at index {index} "
                              "with another optimizer")
-    return list(schedulers)
+    return 0
 
 
 cdef dict _state_with_schedulers(object scheduler):
@@ -651,9 +661,9 @@ class SequentialLRCore(LRSchedulerCore):
     state are PyTorch's: it has no base_lrs and no step count of its own."""
 
     def init(self, optimizer, schedulers, milestones, last_epoch):
-        _check_optimizer(optimizer)
         owner = "SequentialLR"
-        schedulers = _check_schedulers(schedulers, optimizer, owner)
+        _check_optimizer(optimizer)  # the types, then the values
+        schedulers = _scheduler_types(schedulers, owner)
         if isinstance(milestones, (str, bytes)) or not isinstance(milestones, (list, tuple)):
             raise TypeError(f"milestones must be a list of ints (the epochs at which the next "
                             f"scheduler takes over), got {errors.shown(milestones)}")
@@ -661,14 +671,19 @@ class SequentialLRCore(LRSchedulerCore):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise TypeError(f"milestones must hold ints (epoch indices), got "
                                 f"{type(value).__name__} ({errors.shown(value)})")
+        for value in milestones:
+            if not 0 <= value <= LAST_EPOCH:
+                raise ValueError(f"milestones must hold epochs from 0 to 2**63 - 1, got "
+                                 f"{errors.shown(value)}")
+        if list(milestones) != sorted(milestones):
+            raise ValueError(f"milestones must not decrease (each is the epoch at which the "
+                             f"next scheduler takes over), got {errors.shown(milestones)}")
+        _scheduler_values(schedulers, optimizer, owner)
         if len(milestones) != len(schedulers) - 1:
             raise ValueError("Sequential Schedulers expects number of schedulers provided to be "
                              "one more than the number of milestone points, but got number of "
                              f"schedulers {len(schedulers)} and the number of milestones to be "
                              f"equal to {len(milestones)}")
-        if list(milestones) != sorted(milestones):
-            raise ValueError(f"milestones must not decrease (each is the epoch at which the "
-                             f"next scheduler takes over), got {errors.shown(milestones)}")
         for number, group in enumerate(optimizer.param_groups):
             if "initial_lr" not in group:
                 raise KeyError(f"param 'initial_lr' is not specified in param_groups[{number}]: "
@@ -711,12 +726,12 @@ class ChainedSchedulerCore(LRSchedulerCore):
 
     def init(self, schedulers, optimizer):
         owner = "ChainedScheduler"
-        if optimizer is None:
-            if isinstance(schedulers, (list, tuple)) and schedulers:
-                optimizer = getattr(schedulers[0], "optimizer", None)
-        else:
+        schedulers = _scheduler_types(schedulers, owner)  # the types, then the values
+        if optimizer is not None:
             _check_optimizer(optimizer)
-        schedulers = _check_schedulers(schedulers, optimizer, owner)
+        elif schedulers:
+            optimizer = schedulers[0].optimizer
+        _scheduler_values(schedulers, optimizer, owner)
         self._schedulers = schedulers
         self.optimizer = optimizer
         self._last_lr = _lrs(optimizer)
@@ -735,21 +750,45 @@ class ChainedSchedulerCore(LRSchedulerCore):
 
 # -- Schedulers of a metric, and of cycles -----------------------------------------------------
 
-cdef list _per_group(object value, str name, object optimizer):
-    """PyTorch's _format_param: one number for every group, or a list or tuple of one per
-    group, each a real number."""
-    count = len(optimizer.param_groups)
-    values = list(value) if isinstance(value, (list, tuple)) else [value] * count
-    for index, each in enumerate(values):
+cdef int _check_numbers(object value, str name) except -1:
+    """The type of a per-group setting: one real number, or a list or tuple of them."""
+    listed = isinstance(value, (list, tuple))
+    for index, each in enumerate(value if listed else [value]):
         if isinstance(each, bool) or not isinstance(each, numbers.Real):
-            where = f"{name}[{index}]" if isinstance(value, (list, tuple)) else name
+            where = f"{name}[{index}]" if listed else name
             raise TypeError(f"{where} must be a float (or an int), got {type(each).__name__} "
                             f"({errors.shown(each)}); {name} is one number for every parameter "
                             "group, or a list of one per group")
+    return 0
+
+
+cdef list _per_group(object value, str name, object optimizer):
+    """The values of a per-group setting (its type checked), as PyTorch's _format_param: one
+    per group, each within a float's range; the numbers as given."""
+    count = len(optimizer.param_groups)
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * count
     if len(values) != count:
         raise ValueError(f"{name} must have the same length as optimizer.param_groups. {name} "
                          f"has {len(values)} values, param_groups has {count}.")
+    for each in values:
+        try:
+            float(each)
+        except OverflowError:
+            raise ValueError(f"{name} {errors.shown(each)} is too large for a float") from None
     return values
+
+
+cdef int _check_optional_count(object value, str name) except -1:
+    """The type of a count that may be None."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+        raise TypeError(f"{name} must be None or an int, got {type(value).__name__} "
+                        f"({errors.shown(value)})")
+    return 0
+
+
+cdef str _said(object text):
+    """A str argument as PyTorch's messages show it (bare), cut short where it is long."""
+    return text if len(text) <= 200 else errors.shown(text)
 
 
 cdef bint _uses_beta1(object optimizer, str owner) except -1:
@@ -801,22 +840,21 @@ class ReduceLROnPlateauCore(LRSchedulerCore):
 
     def init(self, optimizer, mode, factor, patience, threshold, threshold_mode, cooldown,
              min_lr, eps):
-        _check_optimizer(optimizer)
+        _check_optimizer(optimizer)  # the types, then the values
+        _check_numbers(min_lr, "min_lr")
         if factor >= 1.0:
             raise ValueError(f"Factor should be < 1.0. Got factor={errors.shown(factor)}.")
         if not factor >= 0:  # NaN too
             raise ValueError(f"factor must be from 0 to below 1 (each reduction multiplies the "
                              f"lr by it), got {errors.shown(factor)}")
         _check_modes(mode, threshold_mode)
+        per_group = isinstance(min_lr, (list, tuple))
         count = len(optimizer.param_groups)
-        if isinstance(min_lr, (list, tuple)):
-            if len(min_lr) != count:  # PyTorch's words for this one
-                raise ValueError(f"expected {count} min_lrs, got {len(min_lr)}")
-            min_lrs = _per_group(min_lr, "min_lr", optimizer)
-            default_min_lr = None
-        else:
-            min_lrs = _per_group(min_lr, "min_lr", optimizer)
-            default_min_lr = min_lr
+        if per_group and len(min_lr) != count:  # PyTorch's words for this one
+            raise ValueError(f"expected {count} min_lrs, got {len(min_lr)}")
+        min_lrs = _per_group(min_lr, "min_lr", optimizer)
+        # A single min_lr also serves groups added later, as PyTorch's.
+        default_min_lr = None if per_group else min_lr
         # PyTorch's attributes, in its order (Note [Scheduler state]).
         self.factor = factor
         self.optimizer = optimizer
@@ -918,11 +956,11 @@ class ReduceLROnPlateauCore(LRSchedulerCore):
 
 cdef int _check_modes(object mode, object threshold_mode) except -1:
     if mode not in ("min", "max"):
-        raise ValueError(f"mode {mode} is unknown! (mode must be 'min', for a metric that "
-                         "should fall, or 'max')")
+        raise ValueError(f"mode {_said(str(mode))} is unknown! (mode must be 'min', for a "
+                         "metric that should fall, or 'max')")
     if threshold_mode not in ("rel", "abs"):
-        raise ValueError(f"threshold mode {threshold_mode} is unknown! (threshold_mode must be "
-                         "'rel' or 'abs')")
+        raise ValueError(f"threshold mode {_said(str(threshold_mode))} is unknown! "
+                         "(threshold_mode must be 'rel' or 'abs')")
     return 0
 
 
@@ -935,31 +973,31 @@ class CyclicLRCore(LRSchedulerCore):
 
     def init(self, optimizer, base_lr, max_lr, step_size_up, step_size_down, mode, gamma,
              scale_fn, scale_mode, cycle_momentum, base_momentum, max_momentum, last_epoch):
-        _check_optimizer(optimizer)
-        base_lrs = _per_group(base_lr, "base_lr", optimizer)
-        max_lrs = _per_group(max_lr, "max_lr", optimizer)
-        if step_size_down is not None:
-            if isinstance(step_size_down, bool) or \
-                    not isinstance(step_size_down, numbers.Integral):
-                raise TypeError(f"step_size_down must be None or an int, got "
-                                f"{type(step_size_down).__name__} "
-                                f"({errors.shown(step_size_down)})")
-            if step_size_down < 0:
-                raise ValueError(f"step_size_down must be at least 0, got {step_size_down}")
-        if scale_fn is None:
-            if mode not in CYCLIC_MODES:
-                raise ValueError(f"mode is invalid and scale_fn is None (mode must be one of "
-                                 f"{', '.join(map(repr, CYCLIC_MODES))}, got {mode!r})")
-        elif not callable(scale_fn):
+        _check_optimizer(optimizer)  # the types, then the values
+        _check_numbers(base_lr, "base_lr")
+        _check_numbers(max_lr, "max_lr")
+        _check_optional_count(step_size_down, "step_size_down")
+        if scale_fn is not None and not callable(scale_fn):
             raise TypeError(f"scale_fn must be None or a function of the cycle or iteration, "
                             f"got {type(scale_fn).__name__} ({errors.shown(scale_fn)})")
+        _check_numbers(base_momentum, "base_momentum")
+        _check_numbers(max_momentum, "max_momentum")
+        base_lrs = _per_group(base_lr, "base_lr", optimizer)
+        max_lrs = _per_group(max_lr, "max_lr", optimizer)
+        if step_size_down is not None and not 0 <= step_size_down <= LAST_EPOCH:
+            raise ValueError(f"step_size_down must be from 0 to 2**63 - 1, got "
+                             f"{errors.shown(step_size_down)}")
+        if scale_fn is None and mode not in CYCLIC_MODES:
+            raise ValueError(f"mode is invalid and scale_fn is None (mode must be one of "
+                             f"{', '.join(map(repr, CYCLIC_MODES))}, got {_said(repr(mode))})")
         if scale_mode not in ("cycle", "iterations"):
-            raise ValueError(f"scale_mode must be 'cycle' or 'iterations', got {scale_mode!r}")
+            raise ValueError(f"scale_mode must be 'cycle' or 'iterations', got "
+                             f"{_said(repr(scale_mode))}")
         beta1 = False
         if cycle_momentum:
-            beta1 = _uses_beta1(optimizer, "CyclicLR")
             base_momentums = _per_group(base_momentum, "base_momentum", optimizer)
             max_momentums = _per_group(max_momentum, "max_momentum", optimizer)
+            beta1 = _uses_beta1(optimizer, "CyclicLR")
         if last_epoch != -1:
             _check_resumable(optimizer, ("initial_lr",), "CyclicLR")
         # Checked: PyTorch's changes and attributes, in its order (Note [Scheduler state]).
@@ -1058,36 +1096,41 @@ class OneCycleLRCore(LRSchedulerCore):
     def init(self, optimizer, max_lr, total_steps, epochs, steps_per_epoch, pct_start,
              anneal_strategy, cycle_momentum, base_momentum, max_momentum, div_factor,
              final_div_factor, three_phase, last_epoch):
-        _check_optimizer(optimizer)
-        for name, value in (("total_steps", total_steps), ("epochs", epochs),
-                            ("steps_per_epoch", steps_per_epoch)):
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise TypeError(f"{name} must be None or an int, got {type(value).__name__} "
-                                f"({errors.shown(value)})")
-            if value <= 0:
+        _check_optimizer(optimizer)  # the types, then each argument's value, then together
+        _check_numbers(max_lr, "max_lr")
+        counts = (("total_steps", total_steps), ("epochs", epochs),
+                  ("steps_per_epoch", steps_per_epoch))
+        for name, value in counts:
+            _check_optional_count(value, name)
+        _check_numbers(base_momentum, "base_momentum")
+        _check_numbers(max_momentum, "max_momentum")
+        max_lrs = _per_group(max_lr, "max_lr", optimizer)
+        for name, value in counts:
+            if value is not None and value <= 0:  # PyTorch's words
                 raise ValueError(f"Expected positive integer {name}, but got {value}")
-        if total_steps is None:
-            if epochs is None or steps_per_epoch is None:
-                raise ValueError("You must define either total_steps OR (epochs AND "
-                                 "steps_per_epoch)")
-            total_steps = epochs * steps_per_epoch
+            if value is not None and value > LAST_EPOCH:
+                raise ValueError(f"{name} must be at most 2**63 - 1, got {errors.shown(value)}")
         if not 0 <= pct_start <= 1:  # NaN too
             raise ValueError(f"Expected float between 0 and 1 pct_start, but got "
                              f"{errors.shown(pct_start)}")
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got "
-                             f"{anneal_strategy}")
+                             f"{_said(anneal_strategy)}")
+        if cycle_momentum:
+            max_momentums = _per_group(max_momentum, "max_momentum", optimizer)
+            base_momentums = _per_group(base_momentum, "base_momentum", optimizer)
         for name, value in (("div_factor", div_factor), ("final_div_factor", final_div_factor)):
             if value == 0:
                 raise ValueError(f"{name} must not be 0: the schedule divides max_lr by it")
-        max_lrs = _per_group(max_lr, "max_lr", optimizer)
-        beta1 = False
-        if cycle_momentum:
-            beta1 = _uses_beta1(optimizer, "OneCycleLR")
-            max_momentums = _per_group(max_momentum, "max_momentum", optimizer)
-            base_momentums = _per_group(base_momentum, "base_momentum", optimizer)
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("You must define either total_steps OR (epochs AND "
+                                 "steps_per_epoch)")
+            total_steps = epochs * steps_per_epoch
+            if total_steps > LAST_EPOCH:
+                raise ValueError(f"epochs * steps_per_epoch must be at most 2**63 - 1, got "
+                                 f"{total_steps}")
+        beta1 = _uses_beta1(optimizer, "OneCycleLR") if cycle_momentum else False
         if last_epoch != -1:
             _check_resumable(optimizer, ("initial_lr", "max_lr", "min_lr")
                              + (("max_momentum", "base_momentum") if cycle_momentum else ()),

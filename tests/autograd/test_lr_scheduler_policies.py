@@ -759,7 +759,7 @@ def test_cosine_then_cyclic():
     (lambda opt: CyclicLR(opt, 0.1, 1.0, step_size_up=0), ValueError,
      r"step_size_up must be from 1"),
     (lambda opt: CyclicLR(opt, 0.1, 1.0, step_size_down=-1), ValueError,
-     r"step_size_down must be at least 0"),
+     r"step_size_down must be from 0 to 2\*\*63 - 1, got -1"),
     (lambda opt: CyclicLR(opt, 0.1, 1.0, step_size_down=2.5), TypeError,
      r"step_size_down must be None or an int"),
     (lambda opt: CyclicLR(opt, 0.1, 1.0, base_momentum=[0.8, 0.8, 0.8]), ValueError,

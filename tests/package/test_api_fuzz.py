@@ -332,9 +332,13 @@ def make_samples(api, classes):
     # tensor, so that a fuzzed input or other is what gets judged; a registered attribute's
     # name must not be one of Module's methods (cpu), or the name is what gets refused; a
     # selection (Tensor.__setitem__'s key) is an int, so that the value is what gets judged;
-    # MultiheadAttention's embed_dim is a multiple of num_heads (whose sample is 2).
+    # MultiheadAttention's embed_dim is a multiple of num_heads (whose sample is 2); an
+    # optimiser's params are a list of parameters, so that the schedulers get a working
+    # optimiser; ReduceLROnPlateau.step's metrics is a number.
     samples["by_name"] = {"condition": tensorplay.tensor([True, False]), "name": "registered",
-                          "key": 0, "embed_dim": 4}
+                          "key": 0, "embed_dim": 4,
+                          "params": [tensorplay.nn.Parameter(tensorplay.zeros(2))],
+                          "metrics": 1.0}
     for module in api.modules:
         for cls in module.classes:
             if cls.name in samples or cls.kind == "exception":
@@ -343,11 +347,13 @@ def make_samples(api, classes):
             try:
                 args, kwargs = arguments(cls.init or (), None, None, samples)
                 samples[cls.name] = target(*args, **kwargs)
-            except (RuntimeError, TypeError):
-                # Without a GPU the constructor says no accelerator is available, and a class
-                # only the runtime makes (autograd's Node) refuses construction; an instance
-                # that was never initialised still has the right type, and its methods must
-                # check their arguments before they need the device.
+            except (RuntimeError, TypeError, ValueError):
+                # Without a GPU the constructor says no accelerator is available, a class
+                # only the runtime makes (autograd's Node) refuses construction, and one whose
+                # arguments must hold something refuses the samples (ChainedScheduler's
+                # schedulers, an empty list); an instance that was never initialised still has
+                # the right type, and its methods must check their arguments before they need
+                # the device.
                 samples[cls.name] = target.__new__(target)
     return samples
 

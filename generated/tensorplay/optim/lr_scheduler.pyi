@@ -482,7 +482,7 @@ class SequentialLR(LRScheduler):
 
     def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad, schedulers: list[LRScheduler], milestones: list[int], last_epoch: int = -1) -> None: ...
 
-    def step(self) -> None:
+    def step(self) -> None:  # type: ignore[override]
         """Move to the next epoch, stepping the scheduler whose turn it is."""
 
     def state_dict(self) -> dict[str, Any]:
@@ -521,7 +521,7 @@ class ChainedScheduler(LRScheduler):
 
     def __init__(self, schedulers: list[LRScheduler] | tuple[LRScheduler, ...], optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | None = None) -> None: ...
 
-    def step(self) -> None:
+    def step(self) -> None:  # type: ignore[override]
         """Step every scheduler, in order."""
 
     def state_dict(self) -> dict[str, Any]:
@@ -573,7 +573,7 @@ class ReduceLROnPlateau(LRScheduler):
 
     def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad, mode: str = 'min', factor: float = 0.1, patience: int = 10, threshold: float = 0.0001, threshold_mode: str = 'rel', cooldown: int = 0, min_lr: float | list[float] | tuple[float, ...] = 0, eps: float = 1e-08) -> None: ...
 
-    def step(self, metrics: Any, epoch: int | None = None) -> None:
+    def step(self, metrics: Any, epoch: int | None = None) -> None:  # type: ignore[override]
         """Count the epoch as good or bad by metrics, and reduce the lrs after more than patience bad ones.
 
         Args:
