@@ -448,11 +448,13 @@ COLD_MODULES = {
     "tensorplay._runtime.autograd.nn",          # Module bookkeeping (Python classes)
     "tensorplay._runtime.autograd.optim",
     "tensorplay._runtime.autograd.lr_scheduler",  # schedulers: Python arithmetic per epoch
+    "tensorplay._runtime.autograd.swa",         # weight averaging: once per epoch or step
     "tensorplay._runtime.base.public",
     "tensorplay.autograd",
     "tensorplay.nn",
     "tensorplay.optim",
     "tensorplay.optim.lr_scheduler",
+    "tensorplay.optim.swa_utils",
     "tensorplay.accelerator.random",            # seeding and generator state
 }
 # Debug info (-g in Python's CFLAGS) costs a quarter of the compile time and is not shipped.

@@ -24,8 +24,8 @@ WORKS_ON_CPU = [
     "autograd: backward(), autograd.grad(), autograd.Function, no_grad()",
     "tensorplay.nn (Module, containers, Linear, Embedding, activations, LayerNorm, Dropout, "
     "losses) and tensorplay.optim (SGD, Adam, AdamW, RMSprop, Adagrad, learning-rate "
-    "schedulers)",
-    "tensorplay.utils.data: datasets, samplers and the DataLoader",
+    "schedulers, weight averaging)",
+    "tensorplay.utils.data: datasets (map-style and iterable), samplers and the DataLoader",
     "random numbers (the same Philox streams as on a GPU) and NVRTC kernel compilation",
 ]
 GPU_ADDS = [

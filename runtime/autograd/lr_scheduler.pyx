@@ -1212,3 +1212,65 @@ cdef tuple _phase_at(list phases, object step, object pct_start, object total_st
             return phase, (step - start_step) / (end_step - start_step)
         start_step = end_step
     raise AssertionError("the last phase takes every later step")
+
+
+# -- The scheduler of weight averaging (tensorplay.optim.swa_utils) ----------------------------
+
+def _cosine_anneal(t):
+    return (1 - math.cos(math.pi * t)) / 2
+
+
+def _linear_anneal(t):
+    return t
+
+
+class SWALRCore(LRSchedulerCore):
+    """SWALR: each group's lr annealed to its swa_lr over anneal_epochs epochs, then kept there
+    (the schedule of stochastic weight averaging's last phase)."""
+
+    def init(self, optimizer, swa_lr, anneal_epochs, anneal_strategy, last_epoch):
+        _check_optimizer(optimizer)  # the types, then the values
+        _check_numbers(swa_lr, "swa_lr")
+        swa_lrs = _per_group(swa_lr, "swa_lr", optimizer)
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got "
+                             f"{_said(anneal_strategy)}")
+        if last_epoch != -1:
+            _check_resumable(optimizer, ("initial_lr",), "SWALR")
+        # Checked: PyTorch's changes and attributes, in its order (Note [Scheduler state]).
+        for lr, group in zip(swa_lrs, optimizer.param_groups):
+            group["swa_lr"] = lr
+        self._set_anneal_func(anneal_strategy)
+        self.anneal_epochs = anneal_epochs
+        self._start(optimizer, last_epoch)
+
+    def _set_anneal_func(self, anneal_strategy):
+        self._anneal_strategy = anneal_strategy
+        self.anneal_func = _cosine_anneal if anneal_strategy == "cos" else _linear_anneal
+
+    def c_get_lr(self):
+        _warn_outside_step(self)
+        # PyTorch's arithmetic: the lr the last step would have started from, then this
+        # step's blend of it and swa_lr.
+        step = self._step_count - 1
+        if self.anneal_epochs == 0:
+            step = max(1, step)
+        groups = self.optimizer.param_groups
+        before = self.anneal_func(max(0, min(1, (step - 1) / max(1, self.anneal_epochs))))
+        starts = [group["swa_lr"] if before == 1
+                  else (group["lr"] - before * group["swa_lr"]) / (1 - before)
+                  for group in groups]
+        alpha = self.anneal_func(max(0, min(1, step / max(1, self.anneal_epochs))))
+        return [group["swa_lr"] * alpha + lr * (1 - alpha) for group, lr in zip(groups, starts)]
+
+    def c_state_dict(self):
+        return {key: value for key, value in self.__dict__.items()
+                if key not in ("optimizer", "anneal_func")}
+
+    def c_load_state_dict(self, state_dict):
+        _check_state(state_dict)
+        if state_dict.get("_anneal_strategy", self._anneal_strategy) not in ("cos", "linear"):
+            raise ValueError(f"state_dict['_anneal_strategy'] must be 'cos' or 'linear', got "
+                             f"{errors.shown(state_dict['_anneal_strategy'])}")
+        self.__dict__.update(state_dict)
+        self._set_anneal_func(self._anneal_strategy)

@@ -859,7 +859,7 @@ cdef int rmsprop_step(TensorCore param, TensorCore grad, dict entry, tuple setti
     elementwise.iadd(square_avg, elementwise.mul(elementwise.mul(grad, 1 - alpha), grad))
     if centered:
         grad_avg = entry["grad_avg"]
-        _lerp_(grad_avg, grad, 1 - alpha)
+        lerp_rounded_(grad_avg, grad, 1 - alpha)
         avg = elementwise.sqrt_(elementwise.sub(square_avg, elementwise.mul(grad_avg,
                                                                             grad_avg)))
     else:
@@ -875,7 +875,7 @@ cdef int rmsprop_step(TensorCore param, TensorCore grad, dict entry, tuple setti
     return 0
 
 
-cdef int _lerp_(TensorCore tensor, TensorCore end, double weight) except -1:
+cdef int lerp_rounded_(TensorCore tensor, TensorCore end, double weight) except -1:
     """tensor.lerp_(end, weight) rounded as PyTorch's kernel: tensor + weight * (end - tensor)
     for a weight below 0.5, else end - (1 - weight) * (end - tensor)."""
     if weight < 0.5:
