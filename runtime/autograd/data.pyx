@@ -102,6 +102,13 @@ cdef int _check_generator_device(object generator) except -1:
     return 0
 
 
+cdef list _dataset_list(object datasets, str kind):
+    """ConcatDataset's and ChainDataset's datasets: any iterable of them, kept as a list."""
+    if isinstance(datasets, (str, bytes)) or not isinstance(datasets, collections.abc.Iterable):
+        raise TypeError(f"datasets must be an iterable of {kind}, got {errors.shown(datasets)}")
+    return list(datasets)
+
+
 cdef object _public(str core_name, type core):
     """The public class of core, which the generated module registered."""
     return public.public_class(core_name, core)
@@ -166,10 +173,7 @@ class ConcatDatasetCore(DatasetCore):
     """torch.utils.data.ConcatDataset: the samples of several datasets, one after another."""
 
     def init(self, datasets):
-        if isinstance(datasets, (str, bytes)) or not isinstance(datasets, collections.abc.Iterable):
-            raise TypeError(f"datasets must be an iterable of datasets, got "
-                            f"{errors.shown(datasets)}")
-        datasets = list(datasets)
+        datasets = _dataset_list(datasets, "datasets")
         for index, dataset in enumerate(datasets):
             if isinstance(dataset, IterableDatasetCore):  # PyTorch's words, then ours
                 raise TypeError(f"ConcatDataset does not support IterableDataset: "
@@ -304,10 +308,7 @@ class ChainDatasetCore(IterableDatasetCore):
     """torch.utils.data.ChainDataset: the samples of several iterable datasets in turn."""
 
     def init(self, datasets):
-        if isinstance(datasets, (str, bytes)) or not isinstance(datasets, collections.abc.Iterable):
-            raise TypeError(f"datasets must be an iterable of IterableDatasets, got "
-                            f"{errors.shown(datasets)}")
-        datasets = list(datasets)
+        datasets = _dataset_list(datasets, "IterableDatasets")
         for index, dataset in enumerate(datasets):
             if not isinstance(dataset, IterableDatasetCore):  # PyTorch's words, then ours
                 raise TypeError(f"ChainDataset only supports IterableDataset: datasets[{index}] "
