@@ -1644,16 +1644,19 @@ def count_nonzero(input: Tensor, dim: builtins.int | tuple[builtins.int, ...] | 
     """
 
 
-def einsum(equation: str, *operands: Tensor | tuple[Tensor, ...] | list[Tensor]) -> Tensor:
+def einsum(equation: str | Tensor, *operands: Tensor | tuple[Tensor, ...] | list[Tensor] | list[builtins.int]) -> Tensor:
     """Einstein summation, as torch.einsum. Operands are contracted left to right by matrix products (cuBLASLt on a device; integers by broadcast products), so autograd differentiates it and a CUDA graph captures it; a repeated subscript within an operand takes its diagonal.
 
     Args:
         equation: the subscripts of each operand, separated by commas, then optionally -> and
             the output's; letters a-z and A-Z, and ... for the dimensions not named (broadcast).
             Without ->, the output is the ellipsis and then the letters named once, sorted. Spaces
-            are ignored.
+            are ignored. Or, in PyTorch's sublist form, the first operand: einsum(op1, sublist1,
+            op2, sublist2, ..., [output sublist]), each sublist a list of ints from 0 to 51 (A-Z,
+            then a-z) and Ellipsis.
         *operands: the tensors, one per term, as separate arguments or one sequence; of one
-            dtype (not bool) and on one device.
+            dtype (not bool) and on one device. In the sublist form, each operand's sublist after
+            it, then the other operands and sublists, and optionally the output's sublist.
 
     Returns:
         Tensor: the sum of the products of the operands' elements over every subscript the
@@ -1661,7 +1664,8 @@ def einsum(equation: str, *operands: Tensor | tuple[Tensor, ...] | list[Tensor])
 
     Raises:
         RuntimeError: the equation is malformed, names more or fewer operands or dimensions than
-            given, or sizes that do not broadcast; the operands' dtypes differ (PyTorch's messages).
+            given, or sizes that do not broadcast; the operands' dtypes differ; a sublist subscript
+            is outside [0, 52) (PyTorch's messages).
     """
 
 

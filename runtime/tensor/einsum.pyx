@@ -12,7 +12,8 @@ contracted, and the rest belong to one side; each side is permuted and reshaped 
 rows, contracted) and (batch, contracted, columns), and one matmul (cuBLASLt on a device)
 gives (batch, rows, columns). Integer operands, which matmul refuses, multiply by broadcasting
 and sum instead. Everything is recorded tensor operations, so autograd differentiates the
-result and a CUDA graph captures it.
+result and a CUDA graph captures it. PyTorch's sublist form (operands each followed by a list
+of int subscripts) becomes the equation it stands for, A-Z for 0-25 and a-z for 26-51.
 """
 from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.tensor cimport factories
@@ -21,6 +22,8 @@ from tensorplay._runtime.tensor.core cimport TensorCore, check_device, device_te
 from tensorplay._runtime.tensor.arguments import DtypeError
 
 LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# The letter of each int subscript of the sublist form, as PyTorch's: 0-25 A-Z, 26-51 a-z.
+SUBLIST_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 class EquationError(ValueError, RuntimeError):
@@ -66,9 +69,44 @@ cdef tuple parse(str equation):
     return terms, output
 
 
+cdef tuple from_sublists(tuple args):
+    """PyTorch's sublist form, einsum(op1, [0, 1], op2, [1, 2], [0, 2]), as (equation,
+    operands): each operand followed by its subscripts, ints from 0 to 51 (A-Z, then a-z) or
+    Ellipsis, and an optional list of the output's last."""
+    if len(args) < 2:  # PyTorch's words
+        raise EquationError("einsum(): must specify the equation string and at least one "
+                            "operand, or at least one operand and its subscripts list")
+    sublists = list(args[1::2]) + ([args[-1]] if len(args) % 2 else [])
+    operands = args[:-1:2] if len(args) % 2 else args[::2]
+    for index, subscripts in enumerate(sublists):
+        if not isinstance(subscripts, (list, tuple)):
+            raise TypeError(f"einsum(): the sublist form takes a list of subscripts after each "
+                            f"operand (and one for the output), got {errors.shown(subscripts)} "
+                            f"at argument {2 * index + 1}")
+        for subscript in subscripts:
+            if subscript is not Ellipsis and (isinstance(subscript, bool)
+                                              or not isinstance(subscript, int)):
+                raise TypeError(f"einsum(): subscripts must be ints from 0 to 51 or Ellipsis, "
+                                f"got {errors.shown(subscript)}")
+    for subscripts in sublists:
+        for subscript in subscripts:
+            if subscript is not Ellipsis and not 0 <= subscript < 52:  # PyTorch's words
+                raise EquationError("einsum(): subscript in subscript list is not within the "
+                                    "valid range [0, 52)")
+    terms = ["".join("..." if subscript is Ellipsis else SUBLIST_LETTERS[subscript]
+                     for subscript in subscripts) for subscripts in sublists]
+    equation = ",".join(terms[:len(operands)])
+    if len(args) % 2:
+        equation += "->" + terms[-1]
+    return equation, tuple(operands)
+
+
 cdef object einsum(object equation, tuple operands):
-    if not isinstance(equation, str):
-        raise TypeError(f"einsum(): equation must be a str, got {errors.shown(equation)}")
+    if isinstance(equation, TensorCore):  # the sublist form
+        equation, operands = from_sublists((equation,) + operands)
+    elif not isinstance(equation, str):
+        raise TypeError(f"einsum(): equation must be a str, or the first operand of the "
+                        f"sublist form, got {errors.shown(equation)}")
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])  # einsum("ij,jk", [a, b]), as PyTorch's
     for index, operand in enumerate(operands):

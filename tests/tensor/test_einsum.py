@@ -5,8 +5,9 @@ Ported from PyTorch's test/test_linalg.py:
   bilinear form over non-contiguous and strided operands, and the six-operand equation;
 - test_einsum_corner_cases: the equation's spaces, empty terms, sizes of 0, broadcasting of
   sizes of 1 and of the ellipsis, each with its expected value;
-- test_einsum_error_cases: each malformed equation with PyTorch's message (the sublist form,
-  einsum(op, [0, 1], ...), is not offered);
+- test_einsum_error_cases: each malformed equation with PyTorch's message;
+- test_einsum_sublist_format: its cases of the sublist form, einsum(op, [0, 1], ...), and its
+  subscript out of range;
 - test_einsum_random's idea: gradients of every operand compared with PyTorch's.
 Values are compared with numpy.einsum, gradients with torch where it is installed.
 """
@@ -189,3 +190,62 @@ def test_a_captured_einsum_replays_with_new_values(quiet_device):
     numpy.testing.assert_allclose(as_numpy(scores),
                                   numpy.einsum("bqd,bkd->bqk", fresh, as_numpy(k)),
                                   rtol=1e-5, atol=1e-5)
+
+
+# test_einsum_sublist_format's cases: (operands by name, each followed by its sublist, and an
+# optional output sublist), against the equation they stand for.
+SUBLISTS = [
+    (("x", [0]), "A"),
+    (("x", [0], []), "A->"),
+    (("x", [0], "y", [1]), "A,B"),
+    (("A", [0, 1], "B", [2, 1], [0, 2]), "AB,CB->AC"),
+    (("C", [0, 1, 2], "A", [1, 2], [0]), "ABC,BC->A"),
+    (("H", [0, 0]), "AA"),
+    (("C", [Ellipsis, 0, 1], "x", [1], [Ellipsis, 0]), "...AB,B->...A"),
+    (("A", [26, 51], "B", [27, 51], [26, 27]), "az,bz->ab"),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("arguments, equation", SUBLISTS)
+def test_sublist_format(device, arguments, equation):
+    tensors = {name: tp.tensor(array, device=device) for name, array in ARRAYS.items()}
+    args = [tensors[item] if isinstance(item, str) else item for item in arguments]
+    operands = [argument for argument in args if isinstance(argument, tp.Tensor)]
+    expected = tp.einsum(equation, *operands)
+    got = tp.einsum(*args)
+    assert got.shape == expected.shape
+    numpy.testing.assert_allclose(numpy.asarray(got.tolist()), numpy.asarray(expected.tolist()),
+                                  rtol=1e-12, atol=1e-12)
+
+
+def test_sublist_format_errors():
+    x = tp.ones(2)
+    with pytest.raises(ValueError, match=r"einsum\(\): subscript in subscript list is not within "
+                                         r"the valid range \[0, 52\)"):
+        tp.einsum(x, [52])
+    with pytest.raises(ValueError, match="valid range"):
+        tp.einsum(x, [0], x, [-1])
+    with pytest.raises(ValueError, match="or at least one operand and its subscripts list"):
+        tp.einsum(x)
+    with pytest.raises(TypeError, match=r"takes a list of subscripts after each operand"):
+        tp.einsum(x, "i")
+    with pytest.raises(TypeError, match=r"subscripts must be ints from 0 to 51 or Ellipsis, "
+                                        r"got 'i'"):
+        tp.einsum(x, ["i"])
+    with pytest.raises(TypeError, match="operands must be tensors, but operand 1 is a list"):
+        tp.einsum(x, [0], [1.0, 2.0], [0])
+
+
+def test_sublist_format_is_pytorchs():
+    torch = pytest.importorskip("torch")
+    a, b = ARRAYS["A"], ARRAYS["B"]
+    mine = tp.einsum(tp.tensor(a), [0, Ellipsis], tp.tensor(b), [1, Ellipsis])
+    theirs = torch.einsum(torch.tensor(a), [0, Ellipsis], torch.tensor(b), [1, Ellipsis])
+    numpy.testing.assert_allclose(numpy.asarray(mine.tolist()), theirs.numpy(), rtol=1e-12)
+    for args in (([52],), ([0], [0, 1]), ()):
+        with pytest.raises(ValueError) as ours:
+            tp.einsum(tp.ones(2), *args)
+        with pytest.raises((ValueError, RuntimeError)) as reference:
+            torch.einsum(torch.ones(2), *args)
+        assert str(ours.value).startswith(str(reference.value)[:40])
