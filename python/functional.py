@@ -272,13 +272,18 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
     return _pairwise_distance(x1, x2, p, eps, keepdim)
 
 
-def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
     _check_tensor(input, "input")
     _check_tensor(target, "target")
-    return _cross_entropy(input, target, ignore_index, reduction, label_smoothing)
+    if weight is not None:
+        _check_tensor(weight, "weight")
+    return _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
 
 
-def nll_loss(input, target, ignore_index=-100, reduction="mean"):
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     _check_tensor(input, "input")
     _check_tensor(target, "target")
-    return _nll_loss(input, target, ignore_index, reduction)
+    if weight is not None:
+        _check_tensor(weight, "weight")
+    return _nll_loss(input, target, weight, ignore_index, reduction)

@@ -1670,9 +1670,26 @@ def linear(input, weight, bias):
     return elementwise.add(<TensorCore>output, tensor.own_tensor_arg(bias, "linear: bias"))
 
 
-def cross_entropy(input, target, ignore_index, reduction, label_smoothing):
-    """PyTorch's cross_entropy (without weight): class indices or class probabilities along
-    dimension 1 (0 for an input of one dimension)."""
+cdef object class_weight(object weight, TensorCore x, int class_dim, str name):
+    """cross_entropy's and nll_loss's weight, checked against input x: None, or one weight per
+    class in a 1-D tensor of x's dtype on x's device (PyTorch's messages)."""
+    if weight is None:
+        return None
+    cdef TensorCore w = tensor.own_tensor_arg(weight, f"{name}: weight")
+    classes = x.sizes[class_dim] if x.sizes else 0
+    if len(w.sizes) != 1 or w.sizes[0] != classes:
+        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes "
+                           f"or no classes but got weight tensor of shape: {list(w.sizes)}")
+    tensor.check_device(x, w, name)
+    if w.dtype_object is not x.dtype_object:
+        raise RuntimeError(f"expected scalar type {x.dtype_object.name} but found "
+                           f"{w.dtype_object.name} (weight)")
+    return w
+
+
+def cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing):
+    """PyTorch's cross_entropy: class indices or class probabilities along dimension 1 (0 for
+    an input of one dimension), each class's loss times its weight where weight is given."""
     cdef TensorCore x = tensor.own_tensor_arg(input, "cross_entropy: input")
     cdef TensorCore y = tensor.own_tensor_arg(target, "cross_entropy: target")
     reduction_arg(reduction)
@@ -1686,6 +1703,7 @@ def cross_entropy(input, target, ignore_index, reduction, label_smoothing):
                          "got a 0-d tensor")
     cdef int class_dim = 0 if len(x.sizes) == 1 else 1
     classes = x.sizes[class_dim]
+    w = class_weight(weight, x, class_dim, "cross_entropy")
     logp = log_softmax(x, class_dim)
     if y.dtype_object.floating:  # class probabilities, of input's shape
         if y.sizes != x.sizes:
@@ -1696,17 +1714,20 @@ def cross_entropy(input, target, ignore_index, reduction, label_smoothing):
                                f"{y.dtype_object.name}")
         if label_smoothing:
             y = y * (1 - label_smoothing) + label_smoothing / classes
+        if w is not None:  # along the class dimension, as PyTorch's (the mean stays per item)
+            logp = logp * w.reshape(classes, *([1] * (len(x.sizes) - class_dim - 1)))
         losses = -(logp * y).sum(class_dim)
         if reduction == "mean":
             return losses.sum() / (x.element_count // classes if classes else 1)
         return reduced(losses, reduction)
-    return picked_losses(logp, y, class_dim, ignore_index, reduction, label_smoothing,
+    return picked_losses(logp, y, w, class_dim, ignore_index, reduction, label_smoothing,
                          "cross_entropy")
 
 
-def nll_loss(input, target, ignore_index, reduction):
-    """PyTorch's nll_loss (without weight): -input at each target class index, input the
-    log-probabilities with the classes along dimension 1 (0 for an input of one dimension)."""
+def nll_loss(input, target, weight, ignore_index, reduction):
+    """PyTorch's nll_loss: -input at each target class index, times the class's weight where
+    weight is given, input the log-probabilities with the classes along dimension 1 (0 for an
+    input of one dimension)."""
     cdef TensorCore x = tensor.own_tensor_arg(input, "nll_loss: input")
     cdef TensorCore y = tensor.own_tensor_arg(target, "nll_loss: target")
     reduction_arg(reduction)
@@ -1717,14 +1738,18 @@ def nll_loss(input, target, ignore_index, reduction):
     if not x.dtype_object.floating:
         raise TypeError(f"nll_loss: input must be floating point (log-probabilities), got "
                         f"{x.dtype_object.name}")
-    return picked_losses(x, y, 0 if len(x.sizes) == 1 else 1, ignore_index, reduction, 0.0,
-                         "nll_loss")
+    cdef int class_dim = 0 if len(x.sizes) == 1 else 1
+    return picked_losses(x, y, class_weight(weight, x, class_dim, "nll_loss"), class_dim,
+                         ignore_index, reduction, 0.0, "nll_loss")
 
 
-cdef object picked_losses(TensorCore logp, TensorCore y, int class_dim, object ignore_index,
-                          str reduction, object label_smoothing, str name):
+cdef object picked_losses(TensorCore logp, TensorCore y, object weight, int class_dim,
+                          object ignore_index, str reduction, object label_smoothing, str name):
     """-logp at each class index of y (nll_loss, and cross_entropy of class indices), with
-    label smoothing, ignore_index and the reduction."""
+    the class weights, label smoothing, ignore_index and the reduction. With weights, each
+    loss is its class's weight times -logp (the smoothing term -(logp * weight).sum() over
+    the classes), and the mean divides by the kept targets' weights, as PyTorch's
+    (aten's nll_loss and cross_entropy_loss_label_smoothing)."""
     if y.dtype_object.name != "int64":  # PyTorch's nll_loss takes Long indices only
         raise RuntimeError(f"{name}: target must hold class indices (int64)"
                            + (" or class probabilities (floating point)"
@@ -1744,12 +1769,19 @@ cdef object picked_losses(TensorCore logp, TensorCore y, int class_dim, object i
         order = (0,) + tuple(range(2, len(logp.sizes))) + (1,)
         logp = logp.permute(*order)
     ignored = y == ignore_index
+    indices = y.masked_fill(ignored, 0)
     kept = (~ignored).to(dtype=logp.dtype_object)
-    losses = -scatter_gather.gather(logp, -1,
-                                    y.masked_fill(ignored, 0).unsqueeze(-1)).squeeze(-1)
+    losses = -scatter_gather.gather(logp, -1, indices.unsqueeze(-1)).squeeze(-1)
+    if weight is not None:
+        # Each target's class weight (gathered from the classes, last now), counted where kept.
+        kept = kept * weight.index_select(0, indices.flatten()).reshape(*y.sizes)
     if label_smoothing:
-        losses = losses * (1 - label_smoothing) - logp.sum(-1) * (label_smoothing / classes)
-    losses = losses * kept
+        spread = logp.sum(-1) if weight is None else (logp * weight).sum(-1)
+        losses = (losses * (1 - label_smoothing) * (1 if weight is None else kept)
+                  - spread * (label_smoothing / classes))
+        losses = losses * (~ignored).to(dtype=logp.dtype_object)
+    else:
+        losses = losses * kept
     if reduction == "mean":
         return losses.sum() / kept.sum()
     return reduced(losses, reduction)
@@ -2704,17 +2736,21 @@ class MSELossCore(ModuleCore):
 
 
 class NLLLossCore(ModuleCore):
-    """The negative log likelihood of log-probabilities at class indices (nll_loss)."""
+    """The negative log likelihood of log-probabilities at class indices (nll_loss); weight a
+    buffer."""
 
-    def init(self, ignore_index, reduction):
+    def init(self, weight, ignore_index, reduction):
+        if weight is not None:
+            tensor.own_tensor_arg(weight, "NLLLoss: weight")
         ignore_index_arg(ignore_index)
         reduction_arg(reduction)
         ModuleCore.init(self)
+        self.c_register_buffer("weight", weight)
         self.ignore_index = ignore_index
         self.reduction = reduction
 
     def c_forward(self, input, target):
-        return nll_loss(input, target, self.ignore_index, self.reduction)
+        return nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
 
     def c_extra_repr(self):
         return ""
@@ -2827,7 +2863,9 @@ class KLDivLossCore(ModuleCore):
 class CrossEntropyLossCore(ModuleCore):
     """The cross entropy of logits against class indices or probabilities (cross_entropy)."""
 
-    def init(self, ignore_index, reduction, label_smoothing):
+    def init(self, weight, ignore_index, reduction, label_smoothing):
+        if weight is not None:
+            tensor.own_tensor_arg(weight, "CrossEntropyLoss: weight")
         ignore_index_arg(ignore_index)
         reduction_arg(reduction)
         if isinstance(label_smoothing, bool) or \
@@ -2836,12 +2874,13 @@ class CrossEntropyLossCore(ModuleCore):
             raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
                              f"{label_smoothing}")
         ModuleCore.init(self)
+        self.c_register_buffer("weight", weight)
         self.ignore_index = ignore_index
         self.reduction = reduction
         self.label_smoothing = label_smoothing
 
     def c_forward(self, input, target):
-        return cross_entropy(input, target, self.ignore_index, self.reduction,
+        return cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
                              self.label_smoothing)
 
     def c_extra_repr(self):

@@ -1,6 +1,7 @@
 """tensorplay.nn.functional, nn.MSELoss, nn.NLLLoss, nn.CrossEntropyLoss and nn.Flatten against
 PyTorch's (CPU): values and gradients, every reduction, ignore_index, label smoothing, class
-probabilities, more than two dimensions, and the errors; pickling and copy.deepcopy of modules; marked gpu, the same on
+probabilities, class weights (test_nn.py's test_cross_entropy_label_smoothing_weight and
+test_nll_loss_invalid_weights), more than two dimensions, and the errors; pickling and copy.deepcopy of modules; marked gpu, the same on
 a CUDA device and a training step with a loss and Adam captured into one CUDA graph."""
 import copy
 import pickle
@@ -163,6 +164,92 @@ def test_nll_loss_over_more_dimensions_and_its_errors():
         F.nll_loss(x, tp.tensor([0.0] * 5, dtype=tp.float64))
 
 
+# The class weights (PyTorch's weight argument): one per class of LOGITS' four.
+WEIGHT = [0.5, 2.0, 1.0, 3.0]
+
+
+def weights(library, device="cpu"):
+    return library.tensor(WEIGHT, dtype=library.float64, device=device) if library is tp \
+        else library.tensor(WEIGHT, dtype=library.float64)
+
+
+@pytest.mark.parametrize("options, target", CROSS_ENTROPY_CASES)
+def test_weighted_cross_entropy_of_class_indices_as_pytorchs(options, target):
+    # test_nn.py's test_cross_entropy_label_smoothing_weight and the weighted OpInfo samples
+    # of nn.functional.cross_entropy: the weighted mean divides by the kept targets' weights.
+    check_with_grad(lambda x: F.cross_entropy(x, tp.tensor(target), weights(tp), **options),
+                    lambda x: TF.cross_entropy(x, torch.tensor(target), weights(torch),
+                                               **options), LOGITS)
+    check_with_grad(lambda x: nn.CrossEntropyLoss(weights(tp), **options)(x, tp.tensor(target)),
+                    lambda x: torch.nn.CrossEntropyLoss(weights(torch), **options)(
+                        x, torch.tensor(target)), LOGITS)
+
+
+@pytest.mark.parametrize("options", [{}, {"reduction": "sum"}, {"reduction": "none"},
+                                     {"label_smoothing": 0.3}])
+def test_weighted_cross_entropy_of_class_probabilities_as_pytorchs(options):
+    probabilities = RNG.random((5, 4))
+    probabilities /= probabilities.sum(1, keepdims=True)
+    check_with_grad(lambda x, y: F.cross_entropy(x, y, weights(tp), **options),
+                    lambda x, y: TF.cross_entropy(x, y, weights(torch), **options), LOGITS,
+                    probabilities)
+
+
+@pytest.mark.parametrize("options, target", NLL_CASES)
+def test_weighted_nll_loss_as_pytorchs(options, target):
+    check_with_grad(lambda x: F.nll_loss(F.log_softmax(x, dim=1), tp.tensor(target),
+                                         weights(tp), **options),
+                    lambda x: TF.nll_loss(TF.log_softmax(x, dim=1), torch.tensor(target),
+                                          weights(torch), **options), LOGITS)
+    check_with_grad(lambda x: nn.NLLLoss(weights(tp), **options)(x, tp.tensor(target)),
+                    lambda x: torch.nn.NLLLoss(weights(torch), **options)(
+                        x, torch.tensor(target)), LOGITS)
+
+
+@pytest.mark.parametrize("options", [{}, {"reduction": "none"}, {"ignore_index": 0},
+                                     {"label_smoothing": 0.2}])
+def test_weighted_losses_over_more_dimensions_and_of_one_prediction(options):
+    logits = RNG.standard_normal((2, 4, 3, 2))
+    target = RNG.integers(0, 4, (2, 3, 2))
+    check_with_grad(lambda x: F.cross_entropy(x, tp.tensor(target), weights(tp), **options),
+                    lambda x: TF.cross_entropy(x, torch.tensor(target), weights(torch),
+                                               **options), logits)
+    check_with_grad(lambda x: F.cross_entropy(x, tp.tensor(2), weights(tp), **options),
+                    lambda x: TF.cross_entropy(x, torch.tensor(2), weights(torch), **options),
+                    LOGITS[0])
+
+
+def test_class_weight_errors_as_pytorchs():
+    # test_nn.py's test_nll_loss_invalid_weights: a weight per class, or none.
+    x, theirs = tp.tensor(LOGITS), torch.tensor(LOGITS)
+    target = [0, 1, 2, 3, 0]
+    for wrong in ([1.0, 2.0], [1.0] * 5, [[1.0] * 4]):
+        for ours_fn, their_fn in ((F.cross_entropy, TF.cross_entropy), (F.nll_loss, TF.nll_loss)):
+            same_error(lambda: ours_fn(x, tp.tensor(target), tp.tensor(wrong, dtype=tp.float64)),
+                       lambda: their_fn(theirs, torch.tensor(target),
+                                        torch.tensor(wrong, dtype=torch.float64)))
+    with pytest.raises(RuntimeError, match=r"expected scalar type float64 but found float32 "
+                                           r"\(weight\)"):
+        F.cross_entropy(x, tp.tensor(target), tp.tensor(WEIGHT))
+    with pytest.raises(TypeError, match="weight must be a tensorplay.Tensor"):
+        F.nll_loss(x, tp.tensor(target), WEIGHT)
+    with pytest.raises(TypeError, match="CrossEntropyLoss: weight"):
+        nn.CrossEntropyLoss(WEIGHT)
+
+
+def test_class_weight_is_a_buffer_as_pytorchs():
+    for ours, theirs in ((nn.CrossEntropyLoss(weights(tp)),
+                          torch.nn.CrossEntropyLoss(weights(torch))),
+                         (nn.NLLLoss(weights(tp), ignore_index=1),
+                          torch.nn.NLLLoss(weights(torch), ignore_index=1))):
+        assert list(ours.state_dict()) == list(theirs.state_dict()) == ["weight"]
+        assert ours.weight.tolist() == theirs.weight.tolist()
+        copied = pickle.loads(pickle.dumps(ours))
+        assert copied.weight.tolist() == WEIGHT
+        assert list(nn.CrossEntropyLoss().state_dict()) == \
+            list(torch.nn.CrossEntropyLoss().state_dict()) == []
+
+
 def test_flatten_module_as_pytorchs():
     data = RNG.standard_normal((2, 3, 4))
     for arguments in ((), (0,), (1, 2), (0, -2)):
@@ -284,6 +371,12 @@ def test_functional_on_a_cuda_device_as_on_the_cpu():
                                         label_smoothing=0.1), (LOGITS,)),
              (lambda x: F.nll_loss(x, tp.tensor([0, 3, -100, 1, 2], device=x.device)),
               (LOGITS,)),
+             (lambda x: F.cross_entropy(x, tp.tensor([0, 3, 1, -100, 2], device=x.device),
+                                        weights(tp, x.device), label_smoothing=0.1), (LOGITS,)),
+             (lambda x: F.nll_loss(x, tp.tensor([0, 3, -100, 1, 2], device=x.device),
+                                   weights(tp, x.device)), (LOGITS,)),
+             (lambda x, y: F.cross_entropy(x, y, weights(tp, x.device)),
+              (LOGITS, numpy.full((5, 4), 0.25))),
              (lambda x, w: F.linear(x, w).relu(), (LOGITS, LOGITS[:3].copy()))]
     for function, arrays in cases:
         results = []

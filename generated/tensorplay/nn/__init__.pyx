@@ -2355,24 +2355,28 @@ _public.register_class("KLDivLossCore", KLDivLoss)
 
 
 class NLLLoss(_nn_classes.NLLLossCore, Module):
-    """The negative log likelihood of log-probabilities against class indices (PyTorch's NLLLoss, without weight).
+    """The negative log likelihood of log-probabilities against class indices (PyTorch's NLLLoss).
 
     input holds log-probabilities (log_softmax's output) with the classes in dimension 1
     ((N, C) or (N, C, d1, ...); dimension 0 for an input of shape (C,)); each target index
-    picks -input there, entries equal to ignore_index count for nothing, and mean divides
-    by the number of the others. nn.CrossEntropyLoss is this after log_softmax. Class
-    indices on the CPU are checked (IndexError, PyTorch's message); on a CUDA device they
-    are not read back (an index out of range counts as 0). It can be captured into a CUDA
-    graph. The class weights (weight) and PyTorch's deprecated size_average and reduce are
-    not offered.
+    picks -input there, times its class's weight where weight is given; entries equal to
+    ignore_index count for nothing, and mean divides by the number of the others (with
+    weight, by the sum of their classes' weights, as PyTorch's). nn.CrossEntropyLoss is this
+    after log_softmax. Class indices on the CPU are checked (IndexError, PyTorch's message);
+    on a CUDA device they are not read back (an index out of range counts as 0). It can be
+    captured into a CUDA graph. The weight is a buffer (state_dict() holds it, to() moves
+    it). PyTorch's deprecated size_average and reduce are not offered.
 
     Args:
+        weight: one weight per class (a 1-D tensor of C elements, of the input's dtype and
+            device); None weighs every class 1.
         ignore_index: a target index that counts for nothing.
         reduction: none (one loss per prediction), mean or sum.
     """
 
-    def __init__(self, *, ignore_index=-100, reduction='mean'):
-        self.init(ignore_index, _errors.str_arg(reduction, 'reduction'))
+    def __init__(self, weight=None, *, ignore_index=-100, reduction='mean'):
+        _core.check_awake_value(weight, b"NLLLoss()", b"weight")
+        self.init(weight, ignore_index, _errors.str_arg(reduction, 'reduction'))
 
     def forward(self, input, target):
         """The loss of input against target.
@@ -2420,7 +2424,7 @@ _public.register_class("FlattenCore", Flatten)
 
 
 class CrossEntropyLoss(_nn_classes.CrossEntropyLossCore, Module):
-    """The cross entropy of unnormalised logits against class indices or class probabilities (PyTorch's CrossEntropyLoss, without weight).
+    """The cross entropy of unnormalised logits against class indices or class probabilities (PyTorch's CrossEntropyLoss).
 
     The classes are dimension 1 of input ((N, C) or (N, C, d1, ...); dimension 0 for an
     input of shape (C,)). A target of class indices (an integer tensor of input's shape
@@ -2430,19 +2434,25 @@ class CrossEntropyLoss(_nn_classes.CrossEntropyLossCore, Module):
     softmax(input)), and mean divides by the number of predictions. label_smoothing mixes
     each target with the uniform distribution over the classes, as PyTorch. Class indices
     on the CPU are checked (IndexError, PyTorch's message); on a CUDA device they are not
-    read back (an index out of range counts as 0). The arithmetic is functional.cross_entropy's;
-    it can be captured into a CUDA graph. The class weights (weight) and PyTorch's deprecated
-    size_average and reduce are not offered.
+    read back (an index out of range counts as 0). weight scales each class's term, as
+    PyTorch's: with class indices each target's loss (and label smoothing's term weighs each
+    class), and mean then divides by the sum of the kept targets' weights; with class
+    probabilities each class's -target * log softmax(input), the mean still per prediction.
+    The arithmetic is functional.cross_entropy's; it can be captured into a CUDA graph. The
+    weight is a buffer. PyTorch's deprecated size_average and reduce are not offered.
 
     Args:
+        weight: one weight per class (a 1-D tensor of C elements, of the input's dtype and
+            device); None weighs every class 1.
         ignore_index: a target index that counts for nothing (class indices only).
         reduction: none (one loss per prediction), mean or sum.
         label_smoothing: the weight of the uniform distribution mixed into each target, in [0,
             1].
     """
 
-    def __init__(self, *, ignore_index=-100, reduction='mean', label_smoothing=0.0):
-        self.init(ignore_index, _errors.str_arg(reduction, 'reduction'), _errors.float_arg(label_smoothing, 'label_smoothing'))
+    def __init__(self, weight=None, *, ignore_index=-100, reduction='mean', label_smoothing=0.0):
+        _core.check_awake_value(weight, b"CrossEntropyLoss()", b"weight")
+        self.init(weight, ignore_index, _errors.str_arg(reduction, 'reduction'), _errors.float_arg(label_smoothing, 'label_smoothing'))
 
     def forward(self, input, target):
         """The loss of input against target.

@@ -4,8 +4,8 @@
 Each computes with recorded tensor operations, so autograd gives its gradient and a CUDA
 graph captures it. softmax and log_softmax shift each slice by its own largest element
 along dim, as PyTorch's kernels do, so no slice underflows however far below another's its
-values lie. PyTorch's deprecated size_average and reduce, the weight of cross_entropy and
-nll_loss and the dtype of softmax are not offered.
+values lie. PyTorch's deprecated size_average and reduce and the dtype of softmax are not
+offered.
 """
 import os
 from typing import Any, Callable, ContextManager, Literal, TypeAlias
@@ -621,12 +621,14 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-06
     """
 
 
-def cross_entropy(input: Tensor, target: Tensor, *, ignore_index: int = -100, reduction: str = 'mean', label_smoothing: float = 0.0) -> Tensor:
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *, ignore_index: int = -100, reduction: str = 'mean', label_smoothing: float = 0.0) -> Tensor:
     """The cross entropy of logits against class indices or probabilities, as nn.CrossEntropyLoss.
 
     Args:
         input: the logits, classes in dimension 1 (0 for one dimension).
         target: class indices (int64) or class probabilities (input's shape and dtype).
+        weight: one weight per class (a 1-D tensor of C elements, of input's dtype and device);
+            None weighs every class 1.
         ignore_index: a target index that counts for nothing.
         reduction: none, mean or sum.
         label_smoothing: the weight of the uniform distribution mixed into each target, in [0,
@@ -637,12 +639,14 @@ def cross_entropy(input: Tensor, target: Tensor, *, ignore_index: int = -100, re
     """
 
 
-def nll_loss(input: Tensor, target: Tensor, *, ignore_index: int = -100, reduction: str = 'mean') -> Tensor:
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, *, ignore_index: int = -100, reduction: str = 'mean') -> Tensor:
     """The negative log likelihood of log-probabilities at class indices, as nn.NLLLoss.
 
     Args:
         input: log-probabilities (floating point), classes in dimension 1 (0 for one dimension).
         target: class indices (int64), of input's shape without the class dimension.
+        weight: one weight per class (a 1-D tensor of C elements, of input's dtype and device);
+            None weighs every class 1.
         ignore_index: a target index that counts for nothing.
         reduction: none, mean or sum.
 

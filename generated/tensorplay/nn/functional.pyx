@@ -5,8 +5,8 @@
 Each computes with recorded tensor operations, so autograd gives its gradient and a CUDA
 graph captures it. softmax and log_softmax shift each slice by its own largest element
 along dim, as PyTorch's kernels do, so no slice underflows however far below another's its
-values lie. PyTorch's deprecated size_average and reduce, the weight of cross_entropy and
-nll_loss and the dtype of softmax are not offered.
+values lie. PyTorch's deprecated size_average and reduce and the dtype of softmax are not
+offered.
 """
 
 from tensorplay._runtime.tensor cimport core as _core
@@ -722,12 +722,14 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
     return _functional.pairwise_distance(x1, x2, _errors.float_arg(p, 'p'), _errors.float_arg(eps, 'eps'), _errors.bool_arg(keepdim, 'keepdim'))
 
 
-def cross_entropy(input, target, *, ignore_index=-100, reduction='mean', label_smoothing=0.0):
+def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction='mean', label_smoothing=0.0):
     """The cross entropy of logits against class indices or probabilities, as nn.CrossEntropyLoss.
 
     Args:
         input: the logits, classes in dimension 1 (0 for one dimension).
         target: class indices (int64) or class probabilities (input's shape and dtype).
+        weight: one weight per class (a 1-D tensor of C elements, of input's dtype and device);
+            None weighs every class 1.
         ignore_index: a target index that counts for nothing.
         reduction: none, mean or sum.
         label_smoothing: the weight of the uniform distribution mixed into each target, in [0,
@@ -738,15 +740,18 @@ def cross_entropy(input, target, *, ignore_index=-100, reduction='mean', label_s
     """
     _core.check_awake_value(input, b"tensorplay.nn.functional.cross_entropy()", b"input")
     _core.check_awake_value(target, b"tensorplay.nn.functional.cross_entropy()", b"target")
-    return _functional.cross_entropy(input, target, ignore_index, _errors.str_arg(reduction, 'reduction'), _errors.float_arg(label_smoothing, 'label_smoothing'))
+    _core.check_awake_value(weight, b"tensorplay.nn.functional.cross_entropy()", b"weight")
+    return _functional.cross_entropy(input, target, weight, ignore_index, _errors.str_arg(reduction, 'reduction'), _errors.float_arg(label_smoothing, 'label_smoothing'))
 
 
-def nll_loss(input, target, *, ignore_index=-100, reduction='mean'):
+def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction='mean'):
     """The negative log likelihood of log-probabilities at class indices, as nn.NLLLoss.
 
     Args:
         input: log-probabilities (floating point), classes in dimension 1 (0 for one dimension).
         target: class indices (int64), of input's shape without the class dimension.
+        weight: one weight per class (a 1-D tensor of C elements, of input's dtype and device);
+            None weighs every class 1.
         ignore_index: a target index that counts for nothing.
         reduction: none, mean or sum.
 
@@ -755,7 +760,8 @@ def nll_loss(input, target, *, ignore_index=-100, reduction='mean'):
     """
     _core.check_awake_value(input, b"tensorplay.nn.functional.nll_loss()", b"input")
     _core.check_awake_value(target, b"tensorplay.nn.functional.nll_loss()", b"target")
-    return _functional.nll_loss(input, target, ignore_index, _errors.str_arg(reduction, 'reduction'))
+    _core.check_awake_value(weight, b"tensorplay.nn.functional.nll_loss()", b"weight")
+    return _functional.nll_loss(input, target, weight, ignore_index, _errors.str_arg(reduction, 'reduction'))
 
 # The Python layer's implementations (python/), imported last: they use the public package,
 # this module included, which is complete by now.
