@@ -1772,16 +1772,15 @@ cdef object picked_losses(TensorCore logp, TensorCore y, object weight, int clas
     indices = y.masked_fill(ignored, 0)
     kept = (~ignored).to(dtype=logp.dtype_object)
     losses = -scatter_gather.gather(logp, -1, indices.unsqueeze(-1)).squeeze(-1)
-    if weight is not None:
-        # Each target's class weight (gathered from the classes, last now), counted where kept.
-        kept = kept * weight.index_select(0, indices.flatten()).reshape(*y.sizes)
+    if weight is not None:  # each target's class weight (the classes are last now)
+        targets_weight = weight.index_select(0, indices.flatten()).reshape(*y.sizes)
+        losses = losses * targets_weight
     if label_smoothing:
         spread = logp.sum(-1) if weight is None else (logp * weight).sum(-1)
-        losses = (losses * (1 - label_smoothing) * (1 if weight is None else kept)
-                  - spread * (label_smoothing / classes))
-        losses = losses * (~ignored).to(dtype=logp.dtype_object)
-    else:
-        losses = losses * kept
+        losses = losses * (1 - label_smoothing) - spread * (label_smoothing / classes)
+    losses = losses * kept
+    if weight is not None:
+        kept = kept * targets_weight  # what the mean divides by
     if reduction == "mean":
         return losses.sum() / kept.sum()
     return reduced(losses, reduction)
