@@ -7,16 +7,20 @@ from tensorplay._runtime.autograd.nn import (
     avg_pool2d as _avg_pool2d, batch_norm as _batch_norm,
     binary_cross_entropy as _binary_cross_entropy,
     binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
-    conv1d as _conv1d, conv2d as _conv2d, cosine_similarity as _cosine_similarity,
+    conv1d as _conv1d, conv2d as _conv2d, cosine_embedding_loss as _cosine_embedding_loss,
+    cosine_similarity as _cosine_similarity,
     cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, embedding as _embedding,
-    gelu as _gelu, hardtanh as _hardtanh, huber_loss as _huber_loss, implicit_dim as _implicit_dim,
+    gelu as _gelu, hardtanh as _hardtanh, hinge_embedding_loss as _hinge_embedding_loss,
+    huber_loss as _huber_loss, implicit_dim as _implicit_dim,
     kl_div as _kl_div, l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu,
-    linear as _linear, log_softmax as _log_softmax, max_pool2d as _max_pool2d, mish as _mish,
+    linear as _linear, log_softmax as _log_softmax, margin_ranking_loss as _margin_ranking_loss,
+    max_pool2d as _max_pool2d, mish as _mish,
     mse_loss as _mse_loss,
     nll_loss as _nll_loss, normalize as _normalize, one_hot as _one_hot, pad as _pad,
     pairwise_distance as _pairwise_distance,
     rms_norm as _rms_norm, scaled_dot_product_attention as _scaled_dot_product_attention,
-    silu as _silu, smooth_l1_loss as _smooth_l1_loss, softmax as _softmax,
+    silu as _silu, smooth_l1_loss as _smooth_l1_loss, soft_margin_loss as _soft_margin_loss,
+    softmax as _softmax,
     softplus as _softplus)
 
 
@@ -157,6 +161,22 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     _check_tensor(input, "input")
     _check_tensor(target, "target")
     return _huber_loss(input, target, reduction, delta)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, reduction="mean"):
+    return _margin_ranking_loss(input1, input2, target, margin, reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, reduction="mean"):
+    return _hinge_embedding_loss(input, target, margin, reduction)
+
+
+def soft_margin_loss(input, target, reduction="mean"):
+    return _soft_margin_loss(input, target, reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction="mean"):
+    return _cosine_embedding_loss(input1, input2, target, margin, reduction)
 
 
 def binary_cross_entropy(input, target, weight=None, reduction="mean"):

@@ -1413,6 +1413,115 @@ def l1_loss(input, target, reduction):
     return reduced(difference(input, target, reduction, "l1_loss").abs(), reduction)
 
 
+cdef tuple _operands(tuple values, tuple names, str function, object reduction):
+    """The tensors of a margin loss (each checked, named in function's words) and its
+    reduction, checked."""
+    checked = tuple(tensor.own_tensor_arg(value, f"{function}: {name}")
+                    for value, name in zip(values, names))
+    reduction_arg(reduction)
+    return checked
+
+
+def margin_ranking_loss(input1, input2, target, margin, reduction):
+    """max(0, -target * (input1 - input2) + margin), reduced: PyTorch's, after its check that
+    the three have one number of dimensions."""
+    a, b, y = _operands((input1, input2, target), ("input1", "input2", "target"),
+                        "margin_ranking_loss", reduction)
+    if not len((<TensorCore>a).sizes) == len((<TensorCore>b).sizes) == \
+            len((<TensorCore>y).sizes):  # PyTorch's words
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same "
+                           f"dimension but got sizes: input1: {_size(a)}, input2: {_size(b)}, "
+                           f"target: {_size(y)} ")
+    return reduced((-y * (a - b) + margin).clamp(0, None), reduction)
+
+
+def hinge_embedding_loss(input, target, margin, reduction):
+    """input where target is 1, max(0, margin - input) where it is -1 (aten's sum of the two
+    where()s, so any other target takes both), reduced."""
+    x, y = _operands((input, target), ("input", "target"), "hinge_embedding_loss", reduction)
+    zeros = x.new_zeros(())
+    losses = elementwise.where(y != 1, (margin - x).clamp(0, None), zeros) + \
+        elementwise.where(y != -1, x, zeros)
+    return reduced(losses, reduction)
+
+
+def soft_margin_loss(input, target, reduction):
+    """log(1 + exp(-target * input)), reduced, as aten's log1p(exp(-input * target))."""
+    x, y = _operands((input, target), ("input", "target"), "soft_margin_loss", reduction)
+    return reduced((-x * y).exp().log1p(), reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin, reduction):
+    """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1, along
+    the last dimension; the cosine aten's, each squared norm plus 1e-12."""
+    a, b, y = _operands((input1, input2, target), ("input1", "input2", "target"),
+                        "cosine_embedding_loss", reduction)
+    dims = len((<TensorCore>y).sizes)
+    if dims > 1:  # PyTorch's words
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if not len((<TensorCore>a).sizes) == len((<TensorCore>b).sizes) == dims + 1:
+        raise RuntimeError(f"{dims}D target tensor expects {dims + 1}D input tensors, but found "
+                           f"inputs with sizes {list((<TensorCore>a).sizes)} and "
+                           f"{list((<TensorCore>b).sizes)}.")
+    cosine = (a * b).sum(dims) / (((a * a).sum(dims) + 1e-12)
+                                  * ((b * b).sum(dims) + 1e-12)).sqrt()
+    zeros = cosine.new_zeros(())
+    losses = elementwise.where(y == 1, 1 - cosine, zeros) + \
+        elementwise.where(y == -1, (cosine - margin).clamp(0, None), zeros)
+    return reduced(losses, reduction)
+
+
+class MarginRankingLossCore(ModuleCore):
+    """margin_ranking_loss of (input1, input2, target)."""
+
+    def init(self, margin, reduction):
+        reduction_arg(reduction)
+        ModuleCore.init(self)
+        self.margin = margin
+        self.reduction = reduction
+
+    def c_forward(self, input1, input2, target):
+        return margin_ranking_loss(input1, input2, target, self.margin, self.reduction)
+
+
+class HingeEmbeddingLossCore(ModuleCore):
+    """hinge_embedding_loss of (input, target)."""
+
+    def init(self, margin, reduction):
+        reduction_arg(reduction)
+        ModuleCore.init(self)
+        self.margin = margin
+        self.reduction = reduction
+
+    def c_forward(self, input, target):
+        return hinge_embedding_loss(input, target, self.margin, self.reduction)
+
+
+class SoftMarginLossCore(ModuleCore):
+    """soft_margin_loss of (input, target)."""
+
+    def init(self, reduction):
+        reduction_arg(reduction)
+        ModuleCore.init(self)
+        self.reduction = reduction
+
+    def c_forward(self, input, target):
+        return soft_margin_loss(input, target, self.reduction)
+
+
+class CosineEmbeddingLossCore(ModuleCore):
+    """cosine_embedding_loss of (input1, input2, target)."""
+
+    def init(self, margin, reduction):
+        reduction_arg(reduction)
+        ModuleCore.init(self)
+        self.margin = margin
+        self.reduction = reduction
+
+    def c_forward(self, input1, input2, target):
+        return cosine_embedding_loss(input1, input2, target, self.margin, self.reduction)
+
+
 cdef int beta_arg(object beta) except -1:
     if beta < 0:  # PyTorch's check and message
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")

@@ -1,7 +1,9 @@
 """tensorplay.nn.functional, nn.MSELoss, nn.NLLLoss, nn.CrossEntropyLoss and nn.Flatten against
 PyTorch's (CPU): values and gradients, every reduction, ignore_index, label smoothing, class
 probabilities, class weights (test_nn.py's test_cross_entropy_label_smoothing_weight and
-test_nll_loss_invalid_weights), more than two dimensions, and the errors; pickling and copy.deepcopy of modules; marked gpu, the same on
+test_nll_loss_invalid_weights), more than two dimensions, the margin losses (MarginRankingLoss,
+HingeEmbeddingLoss, SoftMarginLoss, CosineEmbeddingLoss, with their OpInfo samples' shapes), and
+the errors; pickling and copy.deepcopy of modules; marked gpu, the same on
 a CUDA device and a training step with a loss and Adam captured into one CUDA graph."""
 import copy
 import pickle
@@ -248,6 +250,58 @@ def test_class_weight_is_a_buffer_as_pytorchs():
         assert copied.weight.tolist() == WEIGHT
         assert list(nn.CrossEntropyLoss().state_dict()) == \
             list(torch.nn.CrossEntropyLoss().state_dict()) == []
+
+
+# The margin losses, with the OpInfo samples' shapes of
+# torch/testing/_internal/common_methods_invocations.py (nn.functional.margin_ranking_loss,
+# hinge_embedding_loss, soft_margin_loss, cosine_embedding_loss): targets of 1 and -1.
+# The second scores are shifted so that no pair ties: at a tie the loss sits on its kink,
+# where PyTorch 2.14's clamp gradient differs from tensorplay's (docs/design.md, "Where
+# PyTorch versions differ").
+SIGNS = numpy.where(RNG.random((5, 4)) < 0.5, -1.0, 1.0)
+OTHERS = LOGITS[::-1] + 0.1
+MARGIN_LOSSES = [
+    ("margin_ranking_loss", "MarginRankingLoss", (LOGITS, OTHERS), SIGNS, {"margin": 0.3}),
+    ("margin_ranking_loss", "MarginRankingLoss", (LOGITS, OTHERS), SIGNS, {}),
+    ("hinge_embedding_loss", "HingeEmbeddingLoss", (numpy.abs(LOGITS),), SIGNS, {}),
+    ("hinge_embedding_loss", "HingeEmbeddingLoss", (numpy.abs(LOGITS),), SIGNS,
+     {"margin": 2.5}),
+    ("soft_margin_loss", "SoftMarginLoss", (LOGITS,), SIGNS, {}),
+    ("cosine_embedding_loss", "CosineEmbeddingLoss", (LOGITS, LOGITS[::-1].copy()),
+     SIGNS[:, 0], {}),
+    ("cosine_embedding_loss", "CosineEmbeddingLoss", (LOGITS, LOGITS[::-1].copy()),
+     SIGNS[:, 0], {"margin": 0.2}),
+    ("cosine_embedding_loss", "CosineEmbeddingLoss", (LOGITS[0], LOGITS[1].copy()),
+     numpy.array(-1.0), {"margin": -0.5}),
+]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("function, module, inputs, target, options", MARGIN_LOSSES)
+def test_margin_losses_as_pytorchs(reduction, function, module, inputs, target, options):
+    target_of = (lambda library: library.tensor(target, dtype=library.float64))
+    check_with_grad(
+        lambda *xs: getattr(F, function)(*xs, target_of(tp), **options, reduction=reduction),
+        lambda *xs: getattr(TF, function)(*xs, target_of(torch), **options,
+                                          reduction=reduction), *inputs)
+    check_with_grad(
+        lambda *xs: getattr(nn, module)(**options, reduction=reduction)(*xs, target_of(tp)),
+        lambda *xs: getattr(torch.nn, module)(**options, reduction=reduction)(
+            *xs, target_of(torch)), *inputs)
+
+
+def test_margin_loss_errors_as_pytorchs():
+    a, theirs = tp.tensor(LOGITS), torch.tensor(LOGITS)
+    same_error(lambda: F.margin_ranking_loss(a, a, tp.ones(4)),
+               lambda: TF.margin_ranking_loss(theirs, theirs, torch.ones(4)))
+    same_error(lambda: F.cosine_embedding_loss(a, a, tp.ones(5, 1)),
+               lambda: TF.cosine_embedding_loss(theirs, theirs, torch.ones(5, 1)))
+    same_error(lambda: F.cosine_embedding_loss(a, a, tp.ones(())),
+               lambda: TF.cosine_embedding_loss(theirs, theirs, torch.ones(())))
+    same_error(lambda: F.soft_margin_loss(a, a, reduction="average"),
+               lambda: TF.soft_margin_loss(theirs, theirs, reduction="average"))
+    with pytest.raises(TypeError, match="hinge_embedding_loss: target"):
+        F.hinge_embedding_loss(a, [1.0] * 4)
 
 
 def test_flatten_module_as_pytorchs():

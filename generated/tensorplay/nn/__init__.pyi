@@ -64,6 +64,10 @@ __all__ = [
     "L1Loss",
     "SmoothL1Loss",
     "HuberLoss",
+    "MarginRankingLoss",
+    "HingeEmbeddingLoss",
+    "SoftMarginLoss",
+    "CosineEmbeddingLoss",
     "BCELoss",
     "BCEWithLogitsLoss",
     "KLDivLoss",
@@ -1861,6 +1865,106 @@ class HuberLoss(Module):
 
         Returns:
             Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+
+
+class MarginRankingLoss(Module):
+    """The ranking loss max(0, -target * (input1 - input2) + margin), averaged or summed (PyTorch's MarginRankingLoss; functional.margin_ranking_loss).
+
+    target 1 asks input1 to rank above input2 by margin, -1 below. The three tensors must
+    have one number of dimensions and broadcast (PyTorch's check).
+
+    Args:
+        margin: the gap the ranking must keep.
+        reduction: none (the elementwise losses), mean or sum.
+    """
+
+    def __init__(self, margin: float = 0.0, *, reduction: str = 'mean') -> None: ...
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        """The loss of the pairs against target.
+
+        Args:
+            input1: the first scores.
+            input2: the second scores.
+            target: 1 or -1 for each pair.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+
+
+class HingeEmbeddingLoss(Module):
+    """The hinge embedding loss, input where target is 1 and max(0, margin - input) where it is -1, averaged or summed (PyTorch's HingeEmbeddingLoss; functional.hinge_embedding_loss).
+
+    input is typically a distance between two embeddings, target says whether they should
+    be alike (1) or not (-1). As PyTorch's, the two terms are added where()s, so a target of
+    any other value takes both.
+
+    Args:
+        margin: the distance beyond which unlike pairs cost nothing.
+        reduction: none (the elementwise losses), mean or sum.
+    """
+
+    def __init__(self, margin: float = 1.0, *, reduction: str = 'mean') -> None: ...
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of input against target.
+
+        Args:
+            input: the distances.
+            target: 1 or -1 for each, broadcasting with input.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+
+
+class SoftMarginLoss(Module):
+    """The two-class logistic loss log(1 + exp(-target * input)), averaged or summed (PyTorch's SoftMarginLoss; functional.soft_margin_loss).
+
+    Args:
+        reduction: none (the elementwise losses), mean or sum.
+    """
+
+    def __init__(self, *, reduction: str = 'mean') -> None: ...
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of input against target.
+
+        Args:
+            input: the scores.
+            target: 1 or -1 for each, broadcasting with input.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+
+
+class CosineEmbeddingLoss(Module):
+    """The cosine embedding loss, 1 - cos(input1, input2) where target is 1 and max(0, cos - margin) where it is -1, averaged or summed (PyTorch's CosineEmbeddingLoss; functional.cosine_embedding_loss).
+
+    The cosine is taken along the last dimension, as aten computes it: the dot product over
+    the square root of the product of the squared norms, each plus 1e-12. A target of
+    shape (N,) takes inputs of shape (N, D); a 0-d target, inputs of shape (D,).
+
+    Args:
+        margin: the cosine below which unlike pairs cost nothing, from -1 to 1.
+        reduction: none (one loss per pair), mean or sum.
+    """
+
+    def __init__(self, margin: float = 0.0, *, reduction: str = 'mean') -> None: ...
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        """The loss of the pairs against target.
+
+        Args:
+            input1: the first embeddings, (N, D) or (D,).
+            input2: the second embeddings, of input1's shape.
+            target: 1 or -1 for each pair, (N,) or 0-d.
+
+        Returns:
+            Tensor: the loss: 0-d, or one per pair with reduction none.
         """
 
 

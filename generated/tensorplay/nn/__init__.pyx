@@ -62,6 +62,10 @@ __all__ = [
     "L1Loss",
     "SmoothL1Loss",
     "HuberLoss",
+    "MarginRankingLoss",
+    "HingeEmbeddingLoss",
+    "SoftMarginLoss",
+    "CosineEmbeddingLoss",
     "BCELoss",
     "BCEWithLogitsLoss",
     "KLDivLoss",
@@ -2245,6 +2249,136 @@ class HuberLoss(_nn_classes.HuberLossCore, Module):
 
 
 _public.register_class("HuberLossCore", HuberLoss)
+
+
+class MarginRankingLoss(_nn_classes.MarginRankingLossCore, Module):
+    """The ranking loss max(0, -target * (input1 - input2) + margin), averaged or summed (PyTorch's MarginRankingLoss; functional.margin_ranking_loss).
+
+    target 1 asks input1 to rank above input2 by margin, -1 below. The three tensors must
+    have one number of dimensions and broadcast (PyTorch's check).
+
+    Args:
+        margin: the gap the ranking must keep.
+        reduction: none (the elementwise losses), mean or sum.
+    """
+
+    def __init__(self, margin=0.0, *, reduction='mean'):
+        self.init(_errors.float_arg(margin, 'margin'), _errors.str_arg(reduction, 'reduction'))
+
+    def forward(self, input1, input2, target):
+        """The loss of the pairs against target.
+
+        Args:
+            input1: the first scores.
+            input2: the second scores.
+            target: 1 or -1 for each pair.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+        _core.check_awake_value(input1, b"MarginRankingLoss.forward()", b"input1")
+        _core.check_awake_value(input2, b"MarginRankingLoss.forward()", b"input2")
+        _core.check_awake_value(target, b"MarginRankingLoss.forward()", b"target")
+        return self.c_forward(input1, input2, target)
+
+
+_public.register_class("MarginRankingLossCore", MarginRankingLoss)
+
+
+class HingeEmbeddingLoss(_nn_classes.HingeEmbeddingLossCore, Module):
+    """The hinge embedding loss, input where target is 1 and max(0, margin - input) where it is -1, averaged or summed (PyTorch's HingeEmbeddingLoss; functional.hinge_embedding_loss).
+
+    input is typically a distance between two embeddings, target says whether they should
+    be alike (1) or not (-1). As PyTorch's, the two terms are added where()s, so a target of
+    any other value takes both.
+
+    Args:
+        margin: the distance beyond which unlike pairs cost nothing.
+        reduction: none (the elementwise losses), mean or sum.
+    """
+
+    def __init__(self, margin=1.0, *, reduction='mean'):
+        self.init(_errors.float_arg(margin, 'margin'), _errors.str_arg(reduction, 'reduction'))
+
+    def forward(self, input, target):
+        """The loss of input against target.
+
+        Args:
+            input: the distances.
+            target: 1 or -1 for each, broadcasting with input.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+        _core.check_awake_value(input, b"HingeEmbeddingLoss.forward()", b"input")
+        _core.check_awake_value(target, b"HingeEmbeddingLoss.forward()", b"target")
+        return self.c_forward(input, target)
+
+
+_public.register_class("HingeEmbeddingLossCore", HingeEmbeddingLoss)
+
+
+class SoftMarginLoss(_nn_classes.SoftMarginLossCore, Module):
+    """The two-class logistic loss log(1 + exp(-target * input)), averaged or summed (PyTorch's SoftMarginLoss; functional.soft_margin_loss).
+
+    Args:
+        reduction: none (the elementwise losses), mean or sum.
+    """
+
+    def __init__(self, *, reduction='mean'):
+        self.init(_errors.str_arg(reduction, 'reduction'))
+
+    def forward(self, input, target):
+        """The loss of input against target.
+
+        Args:
+            input: the scores.
+            target: 1 or -1 for each, broadcasting with input.
+
+        Returns:
+            Tensor: the loss: 0-d, or of the broadcast shape with reduction none.
+        """
+        _core.check_awake_value(input, b"SoftMarginLoss.forward()", b"input")
+        _core.check_awake_value(target, b"SoftMarginLoss.forward()", b"target")
+        return self.c_forward(input, target)
+
+
+_public.register_class("SoftMarginLossCore", SoftMarginLoss)
+
+
+class CosineEmbeddingLoss(_nn_classes.CosineEmbeddingLossCore, Module):
+    """The cosine embedding loss, 1 - cos(input1, input2) where target is 1 and max(0, cos - margin) where it is -1, averaged or summed (PyTorch's CosineEmbeddingLoss; functional.cosine_embedding_loss).
+
+    The cosine is taken along the last dimension, as aten computes it: the dot product over
+    the square root of the product of the squared norms, each plus 1e-12. A target of
+    shape (N,) takes inputs of shape (N, D); a 0-d target, inputs of shape (D,).
+
+    Args:
+        margin: the cosine below which unlike pairs cost nothing, from -1 to 1.
+        reduction: none (one loss per pair), mean or sum.
+    """
+
+    def __init__(self, margin=0.0, *, reduction='mean'):
+        self.init(_errors.float_arg(margin, 'margin'), _errors.str_arg(reduction, 'reduction'))
+
+    def forward(self, input1, input2, target):
+        """The loss of the pairs against target.
+
+        Args:
+            input1: the first embeddings, (N, D) or (D,).
+            input2: the second embeddings, of input1's shape.
+            target: 1 or -1 for each pair, (N,) or 0-d.
+
+        Returns:
+            Tensor: the loss: 0-d, or one per pair with reduction none.
+        """
+        _core.check_awake_value(input1, b"CosineEmbeddingLoss.forward()", b"input1")
+        _core.check_awake_value(input2, b"CosineEmbeddingLoss.forward()", b"input2")
+        _core.check_awake_value(target, b"CosineEmbeddingLoss.forward()", b"target")
+        return self.c_forward(input1, input2, target)
+
+
+_public.register_class("CosineEmbeddingLossCore", CosineEmbeddingLoss)
 
 
 class BCELoss(_nn_classes.BCELossCore, Module):

@@ -35,6 +35,10 @@ __all__ = [
     "l1_loss",
     "smooth_l1_loss",
     "huber_loss",
+    "margin_ranking_loss",
+    "hinge_embedding_loss",
+    "soft_margin_loss",
+    "cosine_embedding_loss",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "scaled_dot_product_attention",
@@ -359,6 +363,70 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = 'mean', delta: fl
 
     Raises:
         RuntimeError: delta is not above 0 (PyTorch's message).
+    """
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, *, reduction: str = 'mean') -> Tensor:
+    """The ranking loss of two scores against target, as nn.MarginRankingLoss.
+
+    Args:
+        input1: the first scores.
+        input2: the second scores.
+        target: 1 or -1 for each pair.
+        margin: the gap the ranking must keep.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.MarginRankingLoss.
+
+    Raises:
+        RuntimeError: the tensors differ in their number of dimensions (PyTorch's message).
+    """
+
+
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, *, reduction: str = 'mean') -> Tensor:
+    """The hinge embedding loss of input against target, as nn.HingeEmbeddingLoss.
+
+    Args:
+        input: the distances.
+        target: 1 or -1 for each.
+        margin: the distance beyond which unlike pairs cost nothing.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.HingeEmbeddingLoss.
+    """
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, *, reduction: str = 'mean') -> Tensor:
+    """The two-class logistic loss of input against target, as nn.SoftMarginLoss.
+
+    Args:
+        input: the scores.
+        target: 1 or -1 for each.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.SoftMarginLoss.
+    """
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, *, reduction: str = 'mean') -> Tensor:
+    """The cosine embedding loss of two embeddings against target, as nn.CosineEmbeddingLoss.
+
+    Args:
+        input1: the first embeddings, (N, D) or (D,).
+        input2: the second embeddings, of input1's shape.
+        target: 1 or -1 for each pair, (N,) or 0-d.
+        margin: the cosine below which unlike pairs cost nothing.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.CosineEmbeddingLoss.
+
+    Raises:
+        RuntimeError: target has more than one dimension, or the inputs do not have one more
+            than target (PyTorch's messages).
     """
 
 

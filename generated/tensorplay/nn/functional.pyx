@@ -35,6 +35,10 @@ __all__ = [
     "l1_loss",
     "smooth_l1_loss",
     "huber_loss",
+    "margin_ranking_loss",
+    "hinge_embedding_loss",
+    "soft_margin_loss",
+    "cosine_embedding_loss",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "scaled_dot_product_attention",
@@ -417,6 +421,84 @@ def huber_loss(input, target, reduction='mean', delta=1.0):
     _core.check_awake_value(input, b"tensorplay.nn.functional.huber_loss()", b"input")
     _core.check_awake_value(target, b"tensorplay.nn.functional.huber_loss()", b"target")
     return _functional.huber_loss(input, target, _errors.str_arg(reduction, 'reduction'), _errors.float_arg(delta, 'delta'))
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, *, reduction='mean'):
+    """The ranking loss of two scores against target, as nn.MarginRankingLoss.
+
+    Args:
+        input1: the first scores.
+        input2: the second scores.
+        target: 1 or -1 for each pair.
+        margin: the gap the ranking must keep.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.MarginRankingLoss.
+
+    Raises:
+        RuntimeError: the tensors differ in their number of dimensions (PyTorch's message).
+    """
+    _core.check_awake_value(input1, b"tensorplay.nn.functional.margin_ranking_loss()", b"input1")
+    _core.check_awake_value(input2, b"tensorplay.nn.functional.margin_ranking_loss()", b"input2")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.margin_ranking_loss()", b"target")
+    return _functional.margin_ranking_loss(input1, input2, target, _errors.float_arg(margin, 'margin'), _errors.str_arg(reduction, 'reduction'))
+
+
+def hinge_embedding_loss(input, target, margin=1.0, *, reduction='mean'):
+    """The hinge embedding loss of input against target, as nn.HingeEmbeddingLoss.
+
+    Args:
+        input: the distances.
+        target: 1 or -1 for each.
+        margin: the distance beyond which unlike pairs cost nothing.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.HingeEmbeddingLoss.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.hinge_embedding_loss()", b"input")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.hinge_embedding_loss()", b"target")
+    return _functional.hinge_embedding_loss(input, target, _errors.float_arg(margin, 'margin'), _errors.str_arg(reduction, 'reduction'))
+
+
+def soft_margin_loss(input, target, *, reduction='mean'):
+    """The two-class logistic loss of input against target, as nn.SoftMarginLoss.
+
+    Args:
+        input: the scores.
+        target: 1 or -1 for each.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.SoftMarginLoss.
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.soft_margin_loss()", b"input")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.soft_margin_loss()", b"target")
+    return _functional.soft_margin_loss(input, target, _errors.str_arg(reduction, 'reduction'))
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, *, reduction='mean'):
+    """The cosine embedding loss of two embeddings against target, as nn.CosineEmbeddingLoss.
+
+    Args:
+        input1: the first embeddings, (N, D) or (D,).
+        input2: the second embeddings, of input1's shape.
+        target: 1 or -1 for each pair, (N,) or 0-d.
+        margin: the cosine below which unlike pairs cost nothing.
+        reduction: none, mean or sum.
+
+    Returns:
+        Tensor: the loss, as nn.CosineEmbeddingLoss.
+
+    Raises:
+        RuntimeError: target has more than one dimension, or the inputs do not have one more
+            than target (PyTorch's messages).
+    """
+    _core.check_awake_value(input1, b"tensorplay.nn.functional.cosine_embedding_loss()", b"input1")
+    _core.check_awake_value(input2, b"tensorplay.nn.functional.cosine_embedding_loss()", b"input2")
+    _core.check_awake_value(target, b"tensorplay.nn.functional.cosine_embedding_loss()", b"target")
+    return _functional.cosine_embedding_loss(input1, input2, target, _errors.float_arg(margin, 'margin'), _errors.str_arg(reduction, 'reduction'))
 
 
 def binary_cross_entropy(input, target, weight=None, *, reduction='mean'):
