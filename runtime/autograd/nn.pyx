@@ -1471,27 +1471,26 @@ def cosine_embedding_loss(input1, input2, target, margin, reduction):
     return reduced(losses, reduction)
 
 
-class MarginRankingLossCore(ModuleCore):
-    """margin_ranking_loss of (input1, input2, target)."""
+class MarginLossCore(ModuleCore):
+    """What MarginRankingLoss, HingeEmbeddingLoss and CosineEmbeddingLoss share: a margin and
+    a reduction."""
 
     def init(self, margin, reduction):
         reduction_arg(reduction)
         ModuleCore.init(self)
         self.margin = margin
         self.reduction = reduction
+
+
+class MarginRankingLossCore(MarginLossCore):
+    """margin_ranking_loss of (input1, input2, target)."""
 
     def c_forward(self, input1, input2, target):
         return margin_ranking_loss(input1, input2, target, self.margin, self.reduction)
 
 
-class HingeEmbeddingLossCore(ModuleCore):
+class HingeEmbeddingLossCore(MarginLossCore):
     """hinge_embedding_loss of (input, target)."""
-
-    def init(self, margin, reduction):
-        reduction_arg(reduction)
-        ModuleCore.init(self)
-        self.margin = margin
-        self.reduction = reduction
 
     def c_forward(self, input, target):
         return hinge_embedding_loss(input, target, self.margin, self.reduction)
@@ -1509,14 +1508,8 @@ class SoftMarginLossCore(ModuleCore):
         return soft_margin_loss(input, target, self.reduction)
 
 
-class CosineEmbeddingLossCore(ModuleCore):
+class CosineEmbeddingLossCore(MarginLossCore):
     """cosine_embedding_loss of (input1, input2, target)."""
-
-    def init(self, margin, reduction):
-        reduction_arg(reduction)
-        ModuleCore.init(self)
-        self.margin = margin
-        self.reduction = reduction
 
     def c_forward(self, input1, input2, target):
         return cosine_embedding_loss(input1, input2, target, self.margin, self.reduction)
