@@ -81,6 +81,15 @@ cdef int _check_count_value(object value, str argument) except -1:
     return 0
 
 
+cdef int _check_indices(object indices) except -1:
+    """Subset's and SubsetRandomSampler's indices: a sequence (a list, a range, ...)."""
+    if isinstance(indices, (str, bytes)) or not (
+            hasattr(type(indices), "__getitem__") and hasattr(type(indices), "__len__")):
+        raise TypeError(f"indices must be a sequence of indices (a list, a range, ...), got "
+                        f"{errors.shown(indices)}")
+    return 0
+
+
 cdef int _check_iterable(object value, str argument) except -1:
     if not (hasattr(type(value), "__iter__") or hasattr(type(value), "__getitem__")):
         raise TypeError(f"{argument} must be an iterable (a Sampler, a list of indices, ...), "
@@ -215,10 +224,7 @@ class SubsetCore(DatasetCore):
 
     def init(self, dataset, indices):
         _check_dataset(dataset, "dataset", False)
-        if isinstance(indices, (str, bytes)) or not (
-                hasattr(type(indices), "__getitem__") and hasattr(type(indices), "__len__")):
-            raise TypeError(f"indices must be a sequence of indices (a list, a range, ...), "
-                            f"got {errors.shown(indices)}")
+        _check_indices(indices)
         self.dataset = dataset
         self.indices = indices
 
@@ -451,10 +457,7 @@ class SubsetRandomSamplerCore(SamplerCore):
     (Note [Shuffled order])."""
 
     def init(self, indices, generator):
-        if isinstance(indices, (str, bytes)) or not (
-                hasattr(type(indices), "__getitem__") and hasattr(type(indices), "__len__")):
-            raise TypeError(f"indices must be a sequence of indices (a list, a range, ...), "
-                            f"got {errors.shown(indices)}")
+        _check_indices(indices)
         _check_generator_type(generator)
         _check_generator_device(generator)
         self.indices = indices
