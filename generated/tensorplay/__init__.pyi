@@ -135,6 +135,12 @@ __all__ = [
     "sort",
     "argsort",
     "topk",
+    "nonzero",
+    "argwhere",
+    "masked_select",
+    "kthvalue",
+    "median",
+    "nanmedian",
     "multinomial",
     "prod",
     "scatter",
@@ -185,6 +191,7 @@ __all__ = [
     "rand",
     "randn",
     "randint",
+    "randperm",
     "rand_like",
     "randn_like",
     "manual_seed",
@@ -1823,6 +1830,118 @@ def topk(input: Tensor, k: builtins.int, dim: builtins.int | None = None, larges
     """
 
 
+def nonzero(input: Tensor, *, as_tuple: builtins.bool = False) -> Tensor | tuple[Tensor, ...]:
+    """Where the elements are not zero (torch.nonzero). On a device the positions are computed there and only the count is read back, so the call waits for the device; a capture refuses it.
+
+    Args:
+        input: a Tensor: nonzero(input, ...) is input.nonzero(...).
+        as_tuple: one int64 vector per dimension rather than one matrix (a 0-d tensor counts as
+            one element of one dimension).
+
+    Returns:
+        Tensor | tuple[Tensor, ...]: the int64 (count, ndim) coordinates of the elements that
+            are not zero (NaN is not zero), in the order of the flattened tensor; with as_tuple,
+            their columns.
+
+    Raises:
+        RuntimeError: a CUDA tensor during a capture: the count is read on the host, as
+            PyTorch's nonzero reads it.
+    """
+
+
+def argwhere(input: Tensor) -> Tensor:
+    """Where the elements are not zero, as a matrix (torch.argwhere).
+
+    Args:
+        input: a Tensor: argwhere(input, ...) is input.argwhere(...).
+
+    Returns:
+        Tensor: nonzero()'s int64 (count, ndim) coordinates.
+
+    Raises:
+        RuntimeError: a CUDA tensor during a capture, as nonzero().
+    """
+
+
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """The elements where mask is True (torch.masked_select). The gradient goes back to the elements selected, zero elsewhere, as PyTorch's.
+
+    Args:
+        input: a Tensor: masked_select(input, ...) is input.masked_select(...).
+        mask: a bool tensor on this tensor's device whose shape broadcasts with this one's.
+
+    Returns:
+        Tensor: a vector of the elements (this tensor and mask broadcast together) where mask is
+            True, in the order of the flattened tensor.
+
+    Raises:
+        TypeError: mask is not a bool tensor.
+        ValueError: mask is on another device.
+        RuntimeError: a CUDA tensor during a capture, as nonzero().
+    """
+
+
+def kthvalue(input: Tensor, k: builtins.int, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> tuple[Tensor, Tensor]:
+    """The k-th smallest element of each slice along dim and where it is (torch.kthvalue), the element at position k - 1 of sort()'s order. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: kthvalue(input, ...) is input.kthvalue(...).
+        k: which smallest element to take, 1 for the smallest, up to the size of dim.
+        dim: the dimension to select along (negative counts from the end); None for the last.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.kthvalue:
+            the k-th smallest element of each slice, NaN counting as the largest, and its int64
+            position along dim.
+
+    Raises:
+        RuntimeError: k is outside 1 to the size of dim (PyTorch's message).
+        NotImplementedError: the tensor is bool, as PyTorch's.
+    """
+
+
+def median(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """The median of all elements, or of each slice along dim and where it is (torch.median). With an even count it is the lower of the two middle elements, as PyTorch's; NaN where any element is NaN. Along dim the values' gradient goes to the position each came from; without dim it is shared evenly among the elements equal to the median. A CUDA graph captures it.
+
+    Args:
+        input: a Tensor: median(input, ...) is input.median(...).
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor | tuple[Tensor, Tensor]: without dim, a 0-d tensor (NaN for an empty floating
+            tensor); with dim, the named tuple (values, indices) of torch.return_types.median,
+            indices int64; keepdim needs a dim.
+
+    Raises:
+        NotImplementedError: the tensor is bool, as PyTorch's.
+        RuntimeError: the tensor is empty and of an integer dtype, without dim (PyTorch returns
+            the smallest int64 there).
+        IndexError: dim has size 0 (PyTorch's message).
+    """
+
+
+def nanmedian(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """median() ignoring NaN (torch.nanmedian); NaN only where every element is NaN.
+
+    Args:
+        input: a Tensor: nanmedian(input, ...) is input.nanmedian(...).
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor | tuple[Tensor, Tensor]: as median(): a 0-d tensor, or the named tuple (values,
+            indices) of torch.return_types.nanmedian.
+
+    Raises:
+        NotImplementedError: the tensor is bool, as PyTorch's.
+        RuntimeError: the tensor is empty and of an integer dtype, without dim (PyTorch returns
+            the smallest int64 there).
+        IndexError: dim has size 0 (PyTorch's message).
+    """
+
+
 def multinomial(input: Tensor, num_samples: builtins.int, replacement: builtins.bool = False, *, generator: Generator | None = None) -> Tensor:
     """Categories drawn with these non-negative weights (torch.multinomial), each row on its own; without replacement PyTorch's exponential race (the largest weights divided by exponential draws), with replacement the cumulative sums. Nothing is read back on a device, so a CUDA graph captures a draw and draws anew at each replay.
 
@@ -2544,6 +2663,33 @@ def randint(low: builtins.int, high: builtins.int | tuple[builtins.int, ...] | l
         TypeError: low or high is not an int, size is not a sequence of ints, or dtype is bool.
         ValueError: low >= high, [low, high) does not fit in dtype, or size holds a negative
             number.
+    """
+
+
+def randperm(n: builtins.int, *, generator: Generator | None = None, dtype: dtype | None = None, device: _TensorDeviceLike = None, requires_grad: builtins.bool = False) -> Tensor:
+    """A random permutation of the integers 0 to n - 1 (torch.randperm).
+
+    The order that sorts n Philox draws, on the tensor's device: one seed gives one order on
+    the CPU and on every GPU, but not PyTorch's order for the same seed. A CUDA graph captures
+    it.
+
+    Args:
+        n: how many integers to permute, 0 to n - 1.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: an integer or floating-point dtype that holds n - 1 exactly; None for int64.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
+
+    Returns:
+        Tensor: a random permutation of 0, 1, ..., n - 1, a vector.
+
+    Raises:
+        TypeError: n is not an int, or dtype is bool.
+        ValueError: n is negative, or n - 1 is too large for dtype (PyTorch's limits: 2049 for
+            float16, 257 for bfloat16).
+        RuntimeError: requires_grad with an integer dtype.
     """
 
 
@@ -3501,6 +3647,49 @@ class Tensor:
             Tensor: int64 counts.
         """
 
+    def nonzero(self, *, as_tuple: builtins.bool = False) -> Tensor | tuple[Tensor, ...]:
+        """Where the elements are not zero (torch.nonzero). On a device the positions are computed there and only the count is read back, so the call waits for the device; a capture refuses it.
+
+        Args:
+            as_tuple: one int64 vector per dimension rather than one matrix (a 0-d tensor counts as
+                one element of one dimension).
+
+        Returns:
+            Tensor | tuple[Tensor, ...]: the int64 (count, ndim) coordinates of the elements that
+                are not zero (NaN is not zero), in the order of the flattened tensor; with as_tuple,
+                their columns.
+
+        Raises:
+            RuntimeError: a CUDA tensor during a capture: the count is read on the host, as
+                PyTorch's nonzero reads it.
+        """
+
+    def argwhere(self) -> Tensor:
+        """Where the elements are not zero, as a matrix (torch.argwhere).
+
+        Returns:
+            Tensor: nonzero()'s int64 (count, ndim) coordinates.
+
+        Raises:
+            RuntimeError: a CUDA tensor during a capture, as nonzero().
+        """
+
+    def masked_select(self, mask: Tensor) -> Tensor:
+        """The elements where mask is True (torch.masked_select). The gradient goes back to the elements selected, zero elsewhere, as PyTorch's.
+
+        Args:
+            mask: a bool tensor on this tensor's device whose shape broadcasts with this one's.
+
+        Returns:
+            Tensor: a vector of the elements (this tensor and mask broadcast together) where mask is
+                True, in the order of the flattened tensor.
+
+        Raises:
+            TypeError: mask is not a bool tensor.
+            ValueError: mask is on another device.
+            RuntimeError: a CUDA tensor during a capture, as nonzero().
+        """
+
     def flip(self, *dims: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:
         """This tensor reversed along dims (torch.flip; a copy). A CUDA graph captures it.
 
@@ -3648,6 +3837,61 @@ class Tensor:
         Raises:
             RuntimeError: k is outside 0 to the size of dim, or the tensor is bool (PyTorch's
                 messages).
+        """
+
+    def kthvalue(self, k: builtins.int, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> tuple[Tensor, Tensor]:
+        """The k-th smallest element of each slice along dim and where it is (torch.kthvalue), the element at position k - 1 of sort()'s order. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+        Args:
+            k: which smallest element to take, 1 for the smallest, up to the size of dim.
+            dim: the dimension to select along (negative counts from the end); None for the last.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.kthvalue:
+                the k-th smallest element of each slice, NaN counting as the largest, and its int64
+                position along dim.
+
+        Raises:
+            RuntimeError: k is outside 1 to the size of dim (PyTorch's message).
+            NotImplementedError: the tensor is bool, as PyTorch's.
+        """
+
+    def median(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """The median of all elements, or of each slice along dim and where it is (torch.median). With an even count it is the lower of the two middle elements, as PyTorch's; NaN where any element is NaN. Along dim the values' gradient goes to the position each came from; without dim it is shared evenly among the elements equal to the median. A CUDA graph captures it.
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor | tuple[Tensor, Tensor]: without dim, a 0-d tensor (NaN for an empty floating
+                tensor); with dim, the named tuple (values, indices) of torch.return_types.median,
+                indices int64; keepdim needs a dim.
+
+        Raises:
+            NotImplementedError: the tensor is bool, as PyTorch's.
+            RuntimeError: the tensor is empty and of an integer dtype, without dim (PyTorch returns
+                the smallest int64 there).
+            IndexError: dim has size 0 (PyTorch's message).
+        """
+
+    def nanmedian(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """median() ignoring NaN (torch.nanmedian); NaN only where every element is NaN.
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor | tuple[Tensor, Tensor]: as median(): a 0-d tensor, or the named tuple (values,
+                indices) of torch.return_types.nanmedian.
+
+        Raises:
+            NotImplementedError: the tensor is bool, as PyTorch's.
+            RuntimeError: the tensor is empty and of an integer dtype, without dim (PyTorch returns
+                the smallest int64 there).
+            IndexError: dim has size 0 (PyTorch's message).
         """
 
     def multinomial(self, num_samples: builtins.int, replacement: builtins.bool = False, *, generator: Generator | None = None) -> Tensor:

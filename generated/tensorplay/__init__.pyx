@@ -24,6 +24,7 @@ from tensorplay._runtime.tensor cimport reduction as _reduction
 from tensorplay._runtime.random cimport rng as _rng
 from tensorplay._runtime.tensor cimport scan as _scan
 from tensorplay._runtime.tensor cimport scatter_gather as _scatter_gather
+from tensorplay._runtime.tensor cimport selection as _selection
 from tensorplay._runtime.tensor cimport serialization as _serialization
 from tensorplay._runtime.tensor cimport sort as _sort
 from tensorplay._runtime.devices cimport stream as _stream
@@ -142,6 +143,12 @@ __all__ = [
     "sort",
     "argsort",
     "topk",
+    "nonzero",
+    "argwhere",
+    "masked_select",
+    "kthvalue",
+    "median",
+    "nanmedian",
     "multinomial",
     "prod",
     "scatter",
@@ -192,6 +199,7 @@ __all__ = [
     "rand",
     "randn",
     "randint",
+    "randperm",
     "rand_like",
     "randn_like",
     "manual_seed",
@@ -2318,6 +2326,148 @@ def topk(input, k, dim=None, largest=True, sorted=True):
     return input.topk(k, dim, largest, sorted)
 
 
+def nonzero(input, *, as_tuple=False):
+    """Where the elements are not zero (torch.nonzero). On a device the positions are computed there and only the count is read back, so the call waits for the device; a capture refuses it.
+
+    Args:
+        input: a Tensor: nonzero(input, ...) is input.nonzero(...).
+        as_tuple: one int64 vector per dimension rather than one matrix (a 0-d tensor counts as
+            one element of one dimension).
+
+    Returns:
+        Tensor | tuple[Tensor, ...]: the int64 (count, ndim) coordinates of the elements that
+            are not zero (NaN is not zero), in the order of the flattened tensor; with as_tuple,
+            their columns.
+
+    Raises:
+        RuntimeError: a CUDA tensor during a capture: the count is read on the host, as
+            PyTorch's nonzero reads it.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"nonzero(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.nonzero(as_tuple=as_tuple)
+
+
+def argwhere(input):
+    """Where the elements are not zero, as a matrix (torch.argwhere).
+
+    Args:
+        input: a Tensor: argwhere(input, ...) is input.argwhere(...).
+
+    Returns:
+        Tensor: nonzero()'s int64 (count, ndim) coordinates.
+
+    Raises:
+        RuntimeError: a CUDA tensor during a capture, as nonzero().
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"argwhere(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.argwhere()
+
+
+def masked_select(input, mask):
+    """The elements where mask is True (torch.masked_select). The gradient goes back to the elements selected, zero elsewhere, as PyTorch's.
+
+    Args:
+        input: a Tensor: masked_select(input, ...) is input.masked_select(...).
+        mask: a bool tensor on this tensor's device whose shape broadcasts with this one's.
+
+    Returns:
+        Tensor: a vector of the elements (this tensor and mask broadcast together) where mask is
+            True, in the order of the flattened tensor.
+
+    Raises:
+        TypeError: mask is not a bool tensor.
+        ValueError: mask is on another device.
+        RuntimeError: a CUDA tensor during a capture, as nonzero().
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"masked_select(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.masked_select(mask)
+
+
+def kthvalue(input, k, dim=None, keepdim=False):
+    """The k-th smallest element of each slice along dim and where it is (torch.kthvalue), the element at position k - 1 of sort()'s order. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: kthvalue(input, ...) is input.kthvalue(...).
+        k: which smallest element to take, 1 for the smallest, up to the size of dim.
+        dim: the dimension to select along (negative counts from the end); None for the last.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.kthvalue:
+            the k-th smallest element of each slice, NaN counting as the largest, and its int64
+            position along dim.
+
+    Raises:
+        RuntimeError: k is outside 1 to the size of dim (PyTorch's message).
+        NotImplementedError: the tensor is bool, as PyTorch's.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"kthvalue(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.kthvalue(k, dim, keepdim)
+
+
+def median(input, dim=None, keepdim=False):
+    """The median of all elements, or of each slice along dim and where it is (torch.median). With an even count it is the lower of the two middle elements, as PyTorch's; NaN where any element is NaN. Along dim the values' gradient goes to the position each came from; without dim it is shared evenly among the elements equal to the median. A CUDA graph captures it.
+
+    Args:
+        input: a Tensor: median(input, ...) is input.median(...).
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor | tuple[Tensor, Tensor]: without dim, a 0-d tensor (NaN for an empty floating
+            tensor); with dim, the named tuple (values, indices) of torch.return_types.median,
+            indices int64; keepdim needs a dim.
+
+    Raises:
+        NotImplementedError: the tensor is bool, as PyTorch's.
+        RuntimeError: the tensor is empty and of an integer dtype, without dim (PyTorch returns
+            the smallest int64 there).
+        IndexError: dim has size 0 (PyTorch's message).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"median(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.median(dim, keepdim)
+
+
+def nanmedian(input, dim=None, keepdim=False):
+    """median() ignoring NaN (torch.nanmedian); NaN only where every element is NaN.
+
+    Args:
+        input: a Tensor: nanmedian(input, ...) is input.nanmedian(...).
+        dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        Tensor | tuple[Tensor, Tensor]: as median(): a 0-d tensor, or the named tuple (values,
+            indices) of torch.return_types.nanmedian.
+
+    Raises:
+        NotImplementedError: the tensor is bool, as PyTorch's.
+        RuntimeError: the tensor is empty and of an integer dtype, without dim (PyTorch returns
+            the smallest int64 there).
+        IndexError: dim has size 0 (PyTorch's message).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"nanmedian(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.nanmedian(dim, keepdim)
+
+
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     """Categories drawn with these non-negative weights (torch.multinomial), each row on its own; without replacement PyTorch's exponential race (the largest weights divided by exponential draws), with replacement the cumulative sums. Nothing is read back on a device, so a CUDA graph captures a draw and draws anew at each replay.
 
@@ -3235,6 +3385,34 @@ def randint(low, high, size=None, *, generator=None, dtype=None, device=None):
             number.
     """
     return _random_ops.randint(low, high, size, generator, dtype, device)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of the integers 0 to n - 1 (torch.randperm).
+
+    The order that sorts n Philox draws, on the tensor's device: one seed gives one order on
+    the CPU and on every GPU, but not PyTorch's order for the same seed. A CUDA graph captures
+    it.
+
+    Args:
+        n: how many integers to permute, 0 to n - 1.
+        generator: the generator to draw from; None for the default generator of the device.
+        dtype: an integer or floating-point dtype that holds n - 1 exactly; None for int64.
+        device: where the tensor lives ("cpu", "cuda", "cuda:1", a device or an index); None for
+            the CPU.
+        requires_grad: record operations on the new tensor for autograd (floating-point dtypes
+            only).
+
+    Returns:
+        Tensor: a random permutation of 0, 1, ..., n - 1, a vector.
+
+    Raises:
+        TypeError: n is not an int, or dtype is bool.
+        ValueError: n is negative, or n - 1 is too large for dtype (PyTorch's limits: 2049 for
+            float16, 257 for bfloat16).
+        RuntimeError: requires_grad with an integer dtype.
+    """
+    return _random_ops.randperm(n, generator, dtype, device, _errors.bool_arg(requires_grad, 'requires_grad'))
 
 
 def rand_like(input, *, generator=None, dtype=None, device=None, requires_grad=False):
@@ -4370,6 +4548,56 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.count_nonzero()", NULL)
         return _reduction.count_nonzero(self, dim)
 
+    def nonzero(self, *, as_tuple=False):
+        """Where the elements are not zero (torch.nonzero). On a device the positions are computed there and only the count is read back, so the call waits for the device; a capture refuses it.
+
+        Args:
+            as_tuple: one int64 vector per dimension rather than one matrix (a 0-d tensor counts as
+                one element of one dimension).
+
+        Returns:
+            Tensor | tuple[Tensor, ...]: the int64 (count, ndim) coordinates of the elements that
+                are not zero (NaN is not zero), in the order of the flattened tensor; with as_tuple,
+                their columns.
+
+        Raises:
+            RuntimeError: a CUDA tensor during a capture: the count is read on the host, as
+                PyTorch's nonzero reads it.
+        """
+        _core.check_awake(self, b"Tensor.nonzero()", NULL)
+        return _selection.nonzero(self, _errors.bool_arg(as_tuple, 'as_tuple'))
+
+    def argwhere(self):
+        """Where the elements are not zero, as a matrix (torch.argwhere).
+
+        Returns:
+            Tensor: nonzero()'s int64 (count, ndim) coordinates.
+
+        Raises:
+            RuntimeError: a CUDA tensor during a capture, as nonzero().
+        """
+        _core.check_awake(self, b"Tensor.argwhere()", NULL)
+        return _selection.argwhere(self)
+
+    def masked_select(self, mask):
+        """The elements where mask is True (torch.masked_select). The gradient goes back to the elements selected, zero elsewhere, as PyTorch's.
+
+        Args:
+            mask: a bool tensor on this tensor's device whose shape broadcasts with this one's.
+
+        Returns:
+            Tensor: a vector of the elements (this tensor and mask broadcast together) where mask is
+                True, in the order of the flattened tensor.
+
+        Raises:
+            TypeError: mask is not a bool tensor.
+            ValueError: mask is on another device.
+            RuntimeError: a CUDA tensor during a capture, as nonzero().
+        """
+        _core.check_awake(self, b"Tensor.masked_select()", NULL)
+        _core.check_awake_value(mask, b"Tensor.masked_select()", b"mask")
+        return _selection.masked_select(self, mask)
+
     def flip(self, *dims):
         """This tensor reversed along dims (torch.flip; a copy). A CUDA graph captures it.
 
@@ -4539,6 +4767,67 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.topk()", NULL)
         return _sort.topk(self, _errors.int_arg(k, 'k', -9223372036854775808, 9223372036854775807), dim, _errors.bool_arg(largest, 'largest'), _errors.bool_arg(sorted, 'sorted'))
+
+    def kthvalue(self, k, dim=None, keepdim=False):
+        """The k-th smallest element of each slice along dim and where it is (torch.kthvalue), the element at position k - 1 of sort()'s order. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+        Args:
+            k: which smallest element to take, 1 for the smallest, up to the size of dim.
+            dim: the dimension to select along (negative counts from the end); None for the last.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.kthvalue:
+                the k-th smallest element of each slice, NaN counting as the largest, and its int64
+                position along dim.
+
+        Raises:
+            RuntimeError: k is outside 1 to the size of dim (PyTorch's message).
+            NotImplementedError: the tensor is bool, as PyTorch's.
+        """
+        _core.check_awake(self, b"Tensor.kthvalue()", NULL)
+        return _sort.kthvalue(self, _errors.int_arg(k, 'k', -9223372036854775808, 9223372036854775807), dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+    def median(self, dim=None, keepdim=False):
+        """The median of all elements, or of each slice along dim and where it is (torch.median). With an even count it is the lower of the two middle elements, as PyTorch's; NaN where any element is NaN. Along dim the values' gradient goes to the position each came from; without dim it is shared evenly among the elements equal to the median. A CUDA graph captures it.
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor | tuple[Tensor, Tensor]: without dim, a 0-d tensor (NaN for an empty floating
+                tensor); with dim, the named tuple (values, indices) of torch.return_types.median,
+                indices int64; keepdim needs a dim.
+
+        Raises:
+            NotImplementedError: the tensor is bool, as PyTorch's.
+            RuntimeError: the tensor is empty and of an integer dtype, without dim (PyTorch returns
+                the smallest int64 there).
+            IndexError: dim has size 0 (PyTorch's message).
+        """
+        _core.check_awake(self, b"Tensor.median()", NULL)
+        return _sort.median(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+    def nanmedian(self, dim=None, keepdim=False):
+        """median() ignoring NaN (torch.nanmedian); NaN only where every element is NaN.
+
+        Args:
+            dim: the dimension to reduce (negative counts from the end); None for the whole tensor.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            Tensor | tuple[Tensor, Tensor]: as median(): a 0-d tensor, or the named tuple (values,
+                indices) of torch.return_types.nanmedian.
+
+        Raises:
+            NotImplementedError: the tensor is bool, as PyTorch's.
+            RuntimeError: the tensor is empty and of an integer dtype, without dim (PyTorch returns
+                the smallest int64 there).
+            IndexError: dim has size 0 (PyTorch's message).
+        """
+        _core.check_awake(self, b"Tensor.nanmedian()", NULL)
+        return _sort.nanmedian(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def multinomial(self, num_samples, replacement=False, *, generator=None):
         """Categories drawn with these non-negative weights (torch.multinomial), each row on its own; without replacement PyTorch's exponential race (the largest weights divided by exponential draws), with replacement the cumulative sums. Nothing is read back on a device, so a CUDA graph captures a draw and draws anew at each replay.

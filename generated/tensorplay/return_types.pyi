@@ -12,6 +12,9 @@ __all__ = [
     "min",
     "sort",
     "topk",
+    "median",
+    "nanmedian",
+    "kthvalue",
 ]
 
 max: Any
@@ -22,3 +25,9 @@ sort: Any
 """What sort() returns."""
 topk: Any
 """What topk() returns."""
+median: Any
+"""What median(dim) returns."""
+nanmedian: Any
+"""What nanmedian(dim) returns."""
+kthvalue: Any
+"""What kthvalue() returns."""

@@ -11,6 +11,9 @@ __all__ = [
     "min",
     "sort",
     "topk",
+    "median",
+    "nanmedian",
+    "kthvalue",
 ]
 
 # Module constants; assigned through globals() because some names (bool) shadow builtins.
@@ -18,3 +21,6 @@ globals()["max"] = _return_types.return_type("max")
 globals()["min"] = _return_types.return_type("min")
 globals()["sort"] = _return_types.return_type("sort")
 globals()["topk"] = _return_types.return_type("topk")
+globals()["median"] = _return_types.return_type("median")
+globals()["nanmedian"] = _return_types.return_type("nanmedian")
+globals()["kthvalue"] = _return_types.return_type("kthvalue")

@@ -13,11 +13,10 @@ device are views that cost no work to load. A batch is what the collate function
 default one stacks tensors with stack(), so a dataset of CUDA tensors gives CUDA batches.
 
 Note [Shuffled order]
-PyTorch shuffles with torch.randperm, whose order is a CPU algorithm of its own. Here a
-permutation of n is the order that sorts n draws of randint(0, 2**63) from tensorplay's CPU
-generator (Philox4x32-10, the generator given or the default one), stable for equal draws: every
-order is as likely as under randperm (ties aside, at most n**2 / 2**64 likely), and one seed
-gives one order, but not PyTorch's order for the same seed. PyTorch's RandomSampler without a
+PyTorch shuffles with torch.randperm, and so does this module: tensorplay.randperm on the CPU
+(Note [Permutations] in random_ops.pyx), from the generator given or the default CPU one. Every
+order is as likely as under PyTorch's, and one seed gives one order, but not PyTorch's order for
+the same seed. PyTorch's RandomSampler without a
 generator seeds a new one from the default generator for each epoch; here the epoch draws from
 the default generator itself, so tensorplay.manual_seed() fixes the orders of the epochs that
 follow. Draws with replacement are randint(0, n), 32 at a time, as PyTorch's.
@@ -33,7 +32,7 @@ import warnings
 
 from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.base cimport public
-from tensorplay._runtime.tensor cimport copies, cpu, factories
+from tensorplay._runtime.tensor cimport copies, factories
 from tensorplay._runtime.tensor.arguments cimport np
 from tensorplay._runtime.tensor.core cimport TensorCore
 from tensorplay._runtime.random cimport random_ops, rng
@@ -45,7 +44,6 @@ COLLATE_ERROR = ("default_collate: batch must contain tensors, numpy arrays, num
 STRING_OR_OBJECT_ARRAY = re.compile(r"[SaUO]")  # numpy dtype.str of str, bytes and object arrays
 DRAWS_PER_CALL = 32  # RandomSampler's draws with replacement per randint, as PyTorch's
 LARGEST_COUNT = 2 ** 63 - 1  # the largest batch_size and num_samples (api.yaml)
-SORT_KEYS = 2 ** 63  # a permutation sorts draws from [0, SORT_KEYS) (Note [Shuffled order])
 
 
 # --------------------------------------------------------------------------------------------
@@ -129,8 +127,7 @@ cdef object _public(str core_name, type core):
 
 cdef list _permutation(Py_ssize_t n, object generator):
     """A random permutation of range(n), drawn from generator (None: the default CPU one)."""
-    keys = random_ops.randint(0, SORT_KEYS, [n], generator, None, None)
-    return cpu.computable(<TensorCore>keys).argsort(kind="stable").tolist()
+    return random_ops.randperm(n, generator, None, None, False).tolist()
 
 
 cdef list _draws(Py_ssize_t n, Py_ssize_t count, object generator):

@@ -13,8 +13,8 @@ from tensorplay._runtime.autograd.tape cimport Node
 from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
 from tensorplay._runtime.tensor.elementwise cimport (absolute, binary, clamp, cos, cosh, eq, exp,
-                                                     ge, gt, log, log1p, lt, mul, neg, power,
-                                                     relu, sigmoid, sin, sinh, sqrt, sub,
+                                                     ge, gt, isnan, log, log1p, lt, mul, neg,
+                                                     power, relu, sigmoid, sin, sinh, sqrt, sub,
                                                      truediv, where)
 from tensorplay._runtime.tensor.linalg cimport matmul
 from tensorplay._runtime.tensor.reduction cimport maximum, minimum, sum_over
@@ -263,6 +263,15 @@ def extreme_gradient(Node node, tuple grads):
     cdef TensorCore x = node.saved[0]
     extreme = maximum(x) if node.op == ops.OP_MAX else minimum(x)
     mask = copies.to(eq(x, extreme), None, x.dtype_object, False, False)
+    return (truediv(mul(grads[0], mask), sum_over(mask, None, False)),)
+
+
+def median_gradient(Node node, tuple grads):
+    # PyTorch's evenly_distribute_backward: shared evenly among the elements equal to the
+    # median (saved detached), NaN matching NaN, so that a NaN median's gradient goes to the NaNs.
+    x, value = node.saved
+    matched = where(isnan(value), isnan(x), eq(x, value))
+    mask = copies.to(matched, None, (<TensorCore>x).dtype_object, False, False)
     return (truediv(mul(grads[0], mask), sum_over(mask, None, False)),)
 
 
@@ -588,6 +597,7 @@ FORMULAS = {
     "sign": zero_gradient,
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
     "select_dim": select_dim_gradient,
+    "median": median_gradient,
     "amax": extremes_over_gradient, "amin": extremes_over_gradient,
     "reshape": reshape_gradient,
     "transpose": transpose_gradient, "permute": permute_gradient, "cat": cat_gradient,

@@ -93,6 +93,7 @@ cpdef enum Op:
     OP_SCATTER_ADD
     OP_CUMSUM                # cumulative sums and products along a dimension (scan.pyx)
     OP_CUMPROD
+    OP_MEDIAN                # median() and nanmedian() of the whole tensor (sort.pyx)
     OP_FUNCTION              # an autograd.Function's forward
     OP_COUNT
 

@@ -120,6 +120,9 @@ ROWS = (
     # is its zero-safe formula (scan.pyx, Note [Cumulative sums and products]).
     (OP_CUMSUM, KERNEL_NONE, None, "cumsum", DTYPE_WIDE, False),
     (OP_CUMPROD, KERNEL_NONE, None, "cumprod", DTYPE_WIDE, False),
+    # PyTorch's evenly_distribute_backward: shared evenly among the elements equal to the
+    # median, NaN matching NaN.
+    (OP_MEDIAN, KERNEL_NONE, None, "median", DTYPE_SAME, False),
     (OP_FUNCTION, KERNEL_NONE, None, "function", DTYPE_SAME, False),
 )
 

@@ -11,6 +11,9 @@ cdef object rand(tuple size, object generator, object dtype, object device, bint
 cdef object randn(tuple size, object generator, object dtype, object device, bint requires_grad)
 cdef object randint(object low, object high, object size, object generator, object dtype,
                     object device)
+# Note [Permutations]: a random permutation of range(n).
+cdef object randperm(object n, object generator, object dtype, object device,
+                     bint requires_grad)
 cdef object rand_like(object input, object generator, object dtype, object device,
                       bint requires_grad)
 cdef object randn_like(object input, object generator, object dtype, object device,

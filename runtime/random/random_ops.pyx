@@ -333,6 +333,47 @@ cdef object randint(object low, object high, object size, object generator, obje
     return _fill(target, INTEGERS, generator, 0.0, 0.0, 0.0, low, <uint64_t>(high - low))
 
 
+# The largest n whose permutation each floating dtype holds exactly (n - 1 its largest value),
+# PyTorch's limits.
+PERMUTATION_LIMITS = {"float16": (1 << 11) + 1, "bfloat16": (1 << 8) + 1,
+                      "float32": (1 << 24) + 1, "float64": (1 << 53) + 1}
+SORT_KEYS = 1 << 63  # a permutation sorts draws from [0, SORT_KEYS) (Note [Permutations])
+
+
+# Note [Permutations]
+# randperm(n) is the order that sorts n draws of randint(0, 2**63), stable for equal draws, on
+# the tensor's device (sort.pyx's kernel there, numpy's stable argsort on the CPU). Every order
+# is as likely as under PyTorch's randperm (ties aside, at most n**2 / 2**64 likely) and one
+# seed gives one order on both devices (Philox draws the same integers on both), but not
+# PyTorch's order for the same seed: its CPU shuffle and its CUDA sort of random keys are
+# algorithms of their own. Nothing is read back, so a CUDA graph captures it.
+cdef object randperm(object n, object generator, object dtype, object device,
+                     bint requires_grad):
+    # Every argument's type and the placement first, then the values.
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"randperm(): n must be an int, got {errors.shown(n)}")
+    cdef int where = _device_arg(device, -1)
+    rng.generator_for(generator, where)
+    cdef DtypeCore element = _dtype_arg(dtype, "int64", tuple(INTEGER_LIMITS) + FLOATING,
+                                        "randperm()")
+    arguments.require_grad_arg(element, None, requires_grad)
+    if n < 0:
+        raise ValueError(f"randperm(): n must be at least 0, got {n}")
+    limits = INTEGER_LIMITS.get(element.name)
+    if limits is not None and n - 1 > limits[1]:
+        raise ValueError(f"randperm(): n - 1 = {n - 1}, the largest value, does not fit in "
+                         f"tensorplay.{element.name} (at most {limits[1]})")
+    if n > PERMUTATION_LIMITS.get(element.name, n):  # PyTorch's limit, in its words
+        raise ValueError(f"randperm(): n cannot be greater than "
+                         f"{PERMUTATION_LIMITS[element.name]} for tensorplay.{element.name} "
+                         "(its integers are exact only so far)")
+    keys = randint(0, SORT_KEYS, [n], generator, None, device)
+    order = sort.argsort(<TensorCore>keys, 0, False, True) if n else keys
+    if element.name != "int64":
+        order = copies.to(<TensorCore>order, None, element, False, False)
+    return tensor.requiring_grad(order, requires_grad)
+
+
 cdef object _random_like(object input, object generator, object dtype, object device,
                          int distribution, str op, bint requires_grad):
     cdef TensorCore source = tensor.own_tensor_arg(input, "input")

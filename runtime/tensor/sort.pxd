@@ -1,6 +1,10 @@
-# sort(), argsort() and topk() (sort.pyx, Note [Sorting]).
+# sort(), argsort(), topk() and the order statistics (sort.pyx, Notes [Sorting] and [Order
+# statistics]).
 from tensorplay._runtime.tensor.core cimport TensorCore
 
 cdef object sort(TensorCore tensor, object dim, bint descending, bint stable)
 cdef object argsort(TensorCore tensor, object dim, bint descending, bint stable)
 cdef object topk(TensorCore tensor, long long k, object dim, bint largest, bint sorted)
+cdef object kthvalue(TensorCore tensor, long long k, object dim, bint keepdim)
+cdef object median(TensorCore tensor, object dim, bint keepdim)
+cdef object nanmedian(TensorCore tensor, object dim, bint keepdim)

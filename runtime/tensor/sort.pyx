@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""sort(), argsort() and topk() (api.yaml: tensorplay.sort, argsort, topk and the Tensor methods),
-as PyTorch's.
+"""sort(), argsort(), topk(), and the order statistics median(), nanmedian() and kthvalue()
+(api.yaml: the tensorplay functions and the Tensor methods), as PyTorch's.
 
 Note [Sorting]
 Each sorts the slices along one dimension: sort gives the values and the int64 position each
@@ -18,20 +18,38 @@ n log^2 n: PyTorch's radix sort is faster on long slices. topk sorts the whole s
 k: no selection kernel of its own. On the CPU numpy's stable argsort computes the same order.
 The gradient of the values is gather's (they are the input gathered at the positions): the
 gradient scatter-added into zeros of the input's shape, as PyTorch's sort and topk backward.
+
+Note [Order statistics]
+kthvalue, median and nanmedian along a dimension pick one position of each sorted slice, so
+they are sort() and a gather, with gather's gradient (PyTorch's value_selecting_reduction
+backward). kthvalue's position is k - 1 in every slice; NaN, sorting last, is the largest.
+median's is (n - 1) // 2, the lower of the two middle elements, as PyTorch's; a slice holding
+NaN has the median NaN, at its first NaN (sorted position n - NaNs). nanmedian's skips the
+NaNs: (n - NaNs - 1) // 2, and NaN where all are. The positions differ by slice only through the
+count of NaNs, which a sum over isnan() gives on the device, so nothing is read back and a CUDA
+graph captures them all. median() and nanmedian() of the whole tensor sort it flattened; their
+gradient is shared evenly among the elements equal to the result (NaN matching NaN), as
+PyTorch's evenly_distribute_backward.
 """
+import math
+
 from tensorplay._runtime.base cimport dtypes
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL
 from tensorplay._runtime.kernels cimport device_ops, ops
-from tensorplay._runtime.tensor cimport copies, return_types
+from tensorplay._runtime.tensor cimport copies, elementwise, reduction, return_types
 from tensorplay._runtime.tensor.arguments cimport np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
                                               recorded, tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable
 from tensorplay._runtime.tensor.reduction cimport reduced_shape
+from tensorplay._runtime.tensor.scatter_gather cimport gathered
 
 # torch.return_types.sort and .topk: named tuples of the values and their positions.
 sort_result = return_types.return_type("sort")
 topk_result = return_types.return_type("topk")
+median_result = return_types.return_type("median")
+nanmedian_result = return_types.return_type("nanmedian")
+kthvalue_result = return_types.return_type("kthvalue")
 
 
 cdef object sort(TensorCore tensor, object dim, bint descending, bint stable):
@@ -58,6 +76,120 @@ cdef object topk(TensorCore tensor, long long k, object dim, bint largest, bint 
         values = copies.contiguous(<TensorCore>copies.narrow(<TensorCore>values, axis, 0, k))
         indices = copies.contiguous(<TensorCore>copies.narrow(<TensorCore>indices, axis, 0, k))
     return topk_result(gathered_values(tensor, values, indices, axis), indices)
+
+
+cdef object kthvalue(TensorCore tensor, long long k, object dim, bint keepdim):
+    cdef int axis = tensor.c_dim(-1 if dim is None else dim)
+    refuse_bool(tensor, "kthvalue")
+    length = tensor.sizes[axis] if tensor.sizes else 1
+    if not 1 <= k <= length:  # PyTorch's message
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {axis} "
+                           f"(k={k}, and the size of dim {axis} is {length})")
+    if not tensor.sizes:
+        return kthvalue_result(*selected(as_vector(tensor), 0, 0, False))
+    return kthvalue_result(*selected(tensor, axis, k - 1, keepdim))
+
+
+cdef object median(TensorCore tensor, object dim, bint keepdim):
+    return middle(tensor, dim, keepdim, False)
+
+
+cdef object nanmedian(TensorCore tensor, object dim, bint keepdim):
+    return middle(tensor, dim, keepdim, True)
+
+
+cdef object middle(TensorCore tensor, object dim, bint keepdim, bint skip_nan):
+    """median / nanmedian (skip_nan): of the whole tensor (dim None, a 0-d tensor), or the
+    named tuple (values, indices) of each slice along dim (Note [Order statistics])."""
+    name = "nanmedian" if skip_nan else "median"
+    refuse_bool(tensor, name)
+    if dim is None:
+        if keepdim:  # as max(): PyTorch's median() has no keepdim either
+            raise TypeError(f"{name}: keepdim needs a dim; {name}() of the whole tensor is 0-d")
+        return whole_middle(tensor, skip_nan, name)
+    cdef int axis = tensor.c_dim(dim)
+    if tensor.sizes and tensor.sizes[axis] == 0:  # PyTorch's message, median's for both
+        raise IndexError(f"median(): Expected reduction dim {axis} to have non-zero size.")
+    result = median_result if not skip_nan else nanmedian_result
+    if not tensor.sizes:
+        tensor, keepdim = as_vector(tensor), False
+    return result(*selected(tensor, axis, middle_position(tensor, axis, skip_nan), keepdim))
+
+
+cdef TensorCore as_vector(TensorCore tensor):
+    """A 0-d tensor as one slice of one element (its result is 0-d, keepdim or not, as
+    PyTorch's)."""
+    return copies.reshape(tensor, ((1,),))
+
+
+cdef object whole_middle(TensorCore tensor, bint skip_nan, str name):
+    """median() / nanmedian() of every element: a 0-d tensor, NaN for no elements."""
+    cdef TensorCore source = tensor.c_detach()
+    if source.element_count == 0:
+        if not source.dtype_object.floating:
+            raise RuntimeError(f"{name}(): cannot compute the median of an empty "
+                               f"{source.dtype_object.name} tensor (an empty floating tensor's "
+                               "is NaN)")
+        return fill_nan(source)
+    flat = copies.reshape(source, ((source.element_count,),))
+    position = middle_position(<TensorCore>flat, 0, skip_nan)
+    values, _ = sorted_along(<TensorCore>flat, 0, False)
+    if isinstance(position, int):
+        value = copies.narrow(<TensorCore>values, 0, position, 1)
+    else:
+        value = gathered(<TensorCore>values, 0, <TensorCore>position)
+    result = copies.reshape(<TensorCore>copies.contiguous(<TensorCore>value), ((),))
+    if tracked(tensor) and tensor.dtype_object.floating:
+        return recorded(result, ops.OP_MEDIAN, (tensor,),
+                        (tensor, (<TensorCore>result).c_detach()))
+    return result
+
+
+cdef object fill_nan(TensorCore tensor):
+    """A 0-d NaN of tensor's dtype and device."""
+    return copies.fill_(<TensorCore>new_empty((), tensor.dtype_object, tensor.device_index),
+                        math.nan)
+
+
+cdef object middle_position(TensorCore tensor, int axis, bint skip_nan):
+    """The sorted position of each slice's median along axis: a Python int where every slice's
+    is the same, else an int64 tensor of the reduced shape, dimensions kept (Note [Order
+    statistics])."""
+    length = tensor.sizes[axis] if tensor.sizes else 1
+    if not tensor.dtype_object.floating:
+        return (length - 1) // 2
+    nans = reduction.sum_over(<TensorCore>elementwise.isnan(tensor.c_detach()), axis, True)
+    numbers = elementwise.rsub(<TensorCore>nans, length)  # n - NaNs
+    if skip_nan:  # (numbers - 1) // 2, position 0 (a NaN) where every element is NaN
+        return elementwise.clamp_min(
+            <TensorCore>elementwise.floordiv(<TensorCore>elementwise.sub(<TensorCore>numbers, 1),
+                                             2), 0)
+    return elementwise.where(elementwise.gt(<TensorCore>nans, 0), numbers, (length - 1) // 2)
+
+
+cdef tuple selected(TensorCore tensor, int axis, object position, bint keepdim):
+    """(values, int64 indices) of tensor's sorted slices along axis at position (an int, or an
+    int64 tensor of the reduced shape, dimensions kept); the values carry gather's gradient."""
+    values, order = sorted_along(tensor, axis, False)
+    if isinstance(position, int):
+        values = copies.contiguous(<TensorCore>copies.narrow(<TensorCore>values, axis, position, 1))
+        indices = copies.contiguous(<TensorCore>copies.narrow(<TensorCore>order, axis, position, 1))
+    else:
+        values = gathered(<TensorCore>values, axis, <TensorCore>position)
+        indices = gathered(<TensorCore>order, axis, <TensorCore>position)
+    values = gathered_values(tensor, values, indices, axis)
+    if keepdim:
+        return values, indices
+    shape = reduced_shape(tensor.sizes, (axis,), False)
+    return copies.reshape(<TensorCore>values, (shape,)), copies.reshape(<TensorCore>indices,
+                                                                       (shape,))
+
+
+cdef int refuse_bool(TensorCore tensor, str name) except -1:
+    if tensor.dtype_object.code == CODE_BOOL:  # PyTorch's error: it has no bool kernel
+        raise NotImplementedError(f"{name} is not implemented for bool tensors, as PyTorch's; "
+                                  "convert with .to(tensorplay.int64) first")
+    return 0
 
 
 cdef object gathered_values(TensorCore tensor, object values, object indices, int axis):

@@ -1,0 +1,6 @@
+# nonzero(), argwhere() and masked_select() (selection.pyx, Note [Selection by value]).
+from tensorplay._runtime.tensor.core cimport TensorCore
+
+cdef object nonzero(TensorCore tensor, bint as_tuple)
+cdef object argwhere(TensorCore tensor)
+cdef object masked_select(TensorCore tensor, object mask)

@@ -1,0 +1,111 @@
+# cython: language_level=3
+"""nonzero(), argwhere() and masked_select() (api.yaml: the tensorplay functions and the Tensor
+methods), as PyTorch's: the operations whose result's size depends on the values.
+
+Note [Selection by value]
+nonzero lists the coordinates of the elements that are not zero (NaN is not zero), in the
+order of the flattened tensor, as PyTorch's: an int64 (count, ndim) tensor, or with as_tuple
+one int64 vector per dimension (a 0-d tensor counts as one of one element there). argwhere is
+nonzero's matrix; masked_select the elements of input where the mask is True, input and mask
+broadcast together, as a vector.
+The count decides the result's shape, so it is read on the host, as PyTorch's nonzero reads
+it (a synchronisation, which a capture refuses: "operation not permitted when stream is
+capturing"); both are refused there before anything is queued, naming the operation. On a
+device the positions are computed there: the running count of the nonzero elements (cumsum of
+the mask), whose last value is the one number read back, gives each nonzero element its slot,
+and a scatter writes each element's flat position into its slot (the others into a spare slot
+past the end, dropped). The coordinates follow from the flat positions by division by the
+row-major strides. On the CPU numpy's flatnonzero gives the positions. masked_select gathers
+the broadcast input at the positions (index_select of the flattened input), so its gradient is
+index_select's: the gradient added back at the positions, zero elsewhere, as PyTorch's.
+"""
+from tensorplay._runtime.base cimport dtypes
+from tensorplay._runtime.base.dtypes cimport CODE_BOOL
+from tensorplay._runtime.devices cimport device as _device
+from tensorplay._runtime.tensor cimport copies, elementwise, factories, scan
+from tensorplay._runtime.tensor.arguments cimport broadcast_shape, np
+from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
+                                              new_empty, wrap_cpu)
+from tensorplay._runtime.tensor.scatter_gather cimport scatter_into
+
+
+cdef object nonzero(TensorCore tensor, bint as_tuple):
+    positions = flat_positions(tensor, "nonzero")
+    if as_tuple:  # one vector per dimension; a 0-d tensor as a vector of one element
+        sizes = tensor.sizes or (1,)
+        return tuple(coordinate(positions, sizes, dim) for dim in range(len(sizes)))
+    return coordinates(positions, tensor.sizes)
+
+
+cdef object argwhere(TensorCore tensor):
+    return coordinates(flat_positions(tensor, "argwhere"), tensor.sizes)
+
+
+cdef object masked_select(TensorCore tensor, object mask):
+    if not isinstance(mask, TensorCore) or (<TensorCore>mask).dtype_object.code != CODE_BOOL:
+        got = f"a {(<TensorCore>mask).dtype_object.name} tensor" if isinstance(mask, TensorCore) \
+            else type(mask).__name__
+        raise TypeError(f"masked_select(): mask must be a bool tensor (a comparison such as "
+                        f"x > 0), got {got}")
+    cdef TensorCore chosen = mask
+    if chosen.device_index != tensor.device_index:
+        raise ValueError(f"masked_select(): the mask is on {device_text(chosen.device_index)} "
+                         f"and input on {device_text(tensor.device_index)}; both must be on one "
+                         "device")
+    shape = broadcast_shape(tensor.sizes, chosen.sizes, "masked_select()")
+    positions = flat_positions(<TensorCore>chosen.c_expand((shape,)), "masked_select")
+    whole = copies.reshape(<TensorCore>tensor.c_expand((shape,)), ((-1,),))
+    return copies.index_select(<TensorCore>whole, 0, positions)
+
+
+cdef TensorCore flat_positions(TensorCore tensor, str name):
+    """The int64 positions, in the flattened tensor, of its nonzero elements, in order (Note
+    above); refused during a capture."""
+    int64 = dtypes.named_dtype("int64")
+    if tensor.device_index == CPU:
+        found = np().flatnonzero(copies.host_values(tensor))
+        return wrap_cpu(np().ascontiguousarray(found, dtype=np().int64), int64)
+    _device.refuse_on_capturing_stream(
+        f"{name}() (its result's size depends on the values, read on the host, as "
+        "torch.nonzero)", <void*>current_stream(tensor.device_index), tensor.device_index)
+    count = tensor.element_count
+    if count == 0:
+        return new_empty((0,), int64, tensor.device_index)
+    flags = copies.reshape(<TensorCore>copies.to(
+        <TensorCore>elementwise.ne(tensor.c_detach(), 0), None, int64, False, False), ((-1,),))
+    running = scan.cumsum(<TensorCore>flags, 0, None)  # the slot of each nonzero element, + 1
+    found = copies.item(<TensorCore>copies.narrow(<TensorCore>running, 0, count - 1, 1))
+    slots = elementwise.where(elementwise.ne(<TensorCore>flags, 0),
+                              elementwise.sub(<TensorCore>running, 1), found)
+    cdef TensorCore spread = new_empty((found + 1,), int64, tensor.device_index)
+    everywhere = arange_on(count, tensor.device_index)
+    scatter_into(spread, 0, <TensorCore>slots, <TensorCore>everywhere, False)
+    return copies.contiguous(<TensorCore>copies.narrow(spread, 0, 0, found))
+
+
+cdef object arange_on(long long count, int device):
+    """0, 1, ..., count - 1 as int64 on device."""
+    return factories.arange(0, count, 1, dtypes.named_dtype("int64"), device_text(device), False)
+
+
+cdef object coordinates(TensorCore positions, tuple sizes):
+    """The (count, len(sizes)) int64 coordinates of flat positions in a tensor of sizes."""
+    if not sizes:  # no coordinates to give: (count, 0)
+        return new_empty((positions.element_count, 0), positions.dtype_object,
+                         positions.device_index)
+    columns = [copies.reshape(<TensorCore>coordinate(positions, sizes, dim), ((-1, 1),))
+               for dim in range(len(sizes))]
+    return copies.contiguous(<TensorCore>copies.cat(columns, 1))
+
+
+cdef object coordinate(TensorCore positions, tuple sizes, int dim):
+    """The coordinate along dim of each flat position in a row-major tensor of sizes."""
+    if not positions.element_count:  # sizes may hold a 0: no stride to divide by
+        return new_empty((0,), positions.dtype_object, positions.device_index)
+    stride = 1
+    for size in sizes[dim + 1:]:
+        stride *= size
+    along = elementwise.floordiv(positions, stride) if stride != 1 else positions
+    if dim == 0:
+        return copies.contiguous(<TensorCore>along)
+    return elementwise.mod(<TensorCore>along, sizes[dim])
