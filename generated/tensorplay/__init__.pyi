@@ -135,6 +135,8 @@ __all__ = [
     "sort",
     "argsort",
     "topk",
+    "quantile",
+    "nanquantile",
     "nonzero",
     "argwhere",
     "masked_select",
@@ -1827,6 +1829,50 @@ def topk(input: Tensor, k: builtins.int, dim: builtins.int | None = None, larges
     Raises:
         RuntimeError: k is outside 0 to the size of dim, or the tensor is bool (PyTorch's
             messages).
+    """
+
+
+def quantile(input: Tensor, q: Tensor | builtins.float, dim: builtins.int | None = None, keepdim: builtins.bool = False, *, interpolation: str = 'linear') -> Tensor:
+    """The q-th quantiles of all elements, or of each slice along dim (torch.quantile), PyTorch's computation (sort, gather, lerp), so the gradient goes to the elements chosen. A q outside [0, 1] in a CUDA tensor is not read back (nor does PyTorch check it) and gives NaN. A CUDA graph captures it.
+
+    Args:
+        input: a Tensor: quantile(input, ...) is input.quantile(...).
+        q: the quantile in [0, 1], or a 0-d or 1-D tensor of them of this tensor's dtype and
+            device.
+        dim: the dimension to reduce (negative counts from the end); None for the flattened
+            tensor.
+        keepdim: keep each reduced dimension, with size 1.
+        interpolation: between the two elements around a rank: "linear", "lower", "higher",
+            "midpoint" or "nearest" (half to even), as numpy's and PyTorch's.
+
+    Returns:
+        Tensor: the quantiles, of this tensor's dtype: the reduced shape, with a 1-D q's
+            dimension first; NaN for a slice holding NaN.
+
+    Raises:
+        RuntimeError: PyTorch's checks and messages: an empty tensor, a dtype other than float32
+            and float64, a q out of [0, 1] (a Python float, or a CPU tensor), a q of another dtype
+            or device or of more than one dimension, an unknown interpolation.
+        TypeError: q is neither a float nor a tensor.
+    """
+
+
+def nanquantile(input: Tensor, q: Tensor | builtins.float, dim: builtins.int | None = None, keepdim: builtins.bool = False, *, interpolation: str = 'linear') -> Tensor:
+    """quantile() ignoring NaN (torch.nanquantile).
+
+    Args:
+        input: a Tensor: nanquantile(input, ...) is input.nanquantile(...).
+        q: as quantile().
+        dim: as quantile().
+        keepdim: keep each reduced dimension, with size 1.
+        interpolation: as quantile().
+
+    Returns:
+        Tensor: as quantile(), the NaNs ignored: NaN only where a slice holds nothing else.
+
+    Raises:
+        RuntimeError: as quantile(), naming nanquantile().
+        TypeError: q is neither a float nor a tensor.
     """
 
 
@@ -3892,6 +3938,46 @@ class Tensor:
             RuntimeError: the tensor is empty and of an integer dtype, without dim (PyTorch returns
                 the smallest int64 there).
             IndexError: dim has size 0 (PyTorch's message).
+        """
+
+    def quantile(self, q: Tensor | builtins.float, dim: builtins.int | None = None, keepdim: builtins.bool = False, *, interpolation: str = 'linear') -> Tensor:
+        """The q-th quantiles of all elements, or of each slice along dim (torch.quantile), PyTorch's computation (sort, gather, lerp), so the gradient goes to the elements chosen. A q outside [0, 1] in a CUDA tensor is not read back (nor does PyTorch check it) and gives NaN. A CUDA graph captures it.
+
+        Args:
+            q: the quantile in [0, 1], or a 0-d or 1-D tensor of them of this tensor's dtype and
+                device.
+            dim: the dimension to reduce (negative counts from the end); None for the flattened
+                tensor.
+            keepdim: keep each reduced dimension, with size 1.
+            interpolation: between the two elements around a rank: "linear", "lower", "higher",
+                "midpoint" or "nearest" (half to even), as numpy's and PyTorch's.
+
+        Returns:
+            Tensor: the quantiles, of this tensor's dtype: the reduced shape, with a 1-D q's
+                dimension first; NaN for a slice holding NaN.
+
+        Raises:
+            RuntimeError: PyTorch's checks and messages: an empty tensor, a dtype other than float32
+                and float64, a q out of [0, 1] (a Python float, or a CPU tensor), a q of another dtype
+                or device or of more than one dimension, an unknown interpolation.
+            TypeError: q is neither a float nor a tensor.
+        """
+
+    def nanquantile(self, q: Tensor | builtins.float, dim: builtins.int | None = None, keepdim: builtins.bool = False, *, interpolation: str = 'linear') -> Tensor:
+        """quantile() ignoring NaN (torch.nanquantile).
+
+        Args:
+            q: as quantile().
+            dim: as quantile().
+            keepdim: keep each reduced dimension, with size 1.
+            interpolation: as quantile().
+
+        Returns:
+            Tensor: as quantile(), the NaNs ignored: NaN only where a slice holds nothing else.
+
+        Raises:
+            RuntimeError: as quantile(), naming nanquantile().
+            TypeError: q is neither a float nor a tensor.
         """
 
     def multinomial(self, num_samples: builtins.int, replacement: builtins.bool = False, *, generator: Generator | None = None) -> Tensor:

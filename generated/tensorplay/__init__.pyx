@@ -143,6 +143,8 @@ __all__ = [
     "sort",
     "argsort",
     "topk",
+    "quantile",
+    "nanquantile",
     "nonzero",
     "argwhere",
     "masked_select",
@@ -2324,6 +2326,60 @@ def topk(input, k, dim=None, largest=True, sorted=True):
         raise TypeError(f"topk(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.topk(k, dim, largest, sorted)
+
+
+def quantile(input, q, dim=None, keepdim=False, *, interpolation='linear'):
+    """The q-th quantiles of all elements, or of each slice along dim (torch.quantile), PyTorch's computation (sort, gather, lerp), so the gradient goes to the elements chosen. A q outside [0, 1] in a CUDA tensor is not read back (nor does PyTorch check it) and gives NaN. A CUDA graph captures it.
+
+    Args:
+        input: a Tensor: quantile(input, ...) is input.quantile(...).
+        q: the quantile in [0, 1], or a 0-d or 1-D tensor of them of this tensor's dtype and
+            device.
+        dim: the dimension to reduce (negative counts from the end); None for the flattened
+            tensor.
+        keepdim: keep each reduced dimension, with size 1.
+        interpolation: between the two elements around a rank: "linear", "lower", "higher",
+            "midpoint" or "nearest" (half to even), as numpy's and PyTorch's.
+
+    Returns:
+        Tensor: the quantiles, of this tensor's dtype: the reduced shape, with a 1-D q's
+            dimension first; NaN for a slice holding NaN.
+
+    Raises:
+        RuntimeError: PyTorch's checks and messages: an empty tensor, a dtype other than float32
+            and float64, a q out of [0, 1] (a Python float, or a CPU tensor), a q of another dtype
+            or device or of more than one dimension, an unknown interpolation.
+        TypeError: q is neither a float nor a tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"quantile(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.quantile(q, dim, keepdim, interpolation=interpolation)
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation='linear'):
+    """quantile() ignoring NaN (torch.nanquantile).
+
+    Args:
+        input: a Tensor: nanquantile(input, ...) is input.nanquantile(...).
+        q: as quantile().
+        dim: as quantile().
+        keepdim: keep each reduced dimension, with size 1.
+        interpolation: as quantile().
+
+    Returns:
+        Tensor: as quantile(), the NaNs ignored: NaN only where a slice holds nothing else.
+
+    Raises:
+        RuntimeError: as quantile(), naming nanquantile().
+        TypeError: q is neither a float nor a tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"nanquantile(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.nanquantile(q, dim, keepdim, interpolation=interpolation)
 
 
 def nonzero(input, *, as_tuple=False):
@@ -4828,6 +4884,52 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.nanmedian()", NULL)
         return _sort.nanmedian(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+    def quantile(self, q, dim=None, keepdim=False, *, interpolation='linear'):
+        """The q-th quantiles of all elements, or of each slice along dim (torch.quantile), PyTorch's computation (sort, gather, lerp), so the gradient goes to the elements chosen. A q outside [0, 1] in a CUDA tensor is not read back (nor does PyTorch check it) and gives NaN. A CUDA graph captures it.
+
+        Args:
+            q: the quantile in [0, 1], or a 0-d or 1-D tensor of them of this tensor's dtype and
+                device.
+            dim: the dimension to reduce (negative counts from the end); None for the flattened
+                tensor.
+            keepdim: keep each reduced dimension, with size 1.
+            interpolation: between the two elements around a rank: "linear", "lower", "higher",
+                "midpoint" or "nearest" (half to even), as numpy's and PyTorch's.
+
+        Returns:
+            Tensor: the quantiles, of this tensor's dtype: the reduced shape, with a 1-D q's
+                dimension first; NaN for a slice holding NaN.
+
+        Raises:
+            RuntimeError: PyTorch's checks and messages: an empty tensor, a dtype other than float32
+                and float64, a q out of [0, 1] (a Python float, or a CPU tensor), a q of another dtype
+                or device or of more than one dimension, an unknown interpolation.
+            TypeError: q is neither a float nor a tensor.
+        """
+        _core.check_awake(self, b"Tensor.quantile()", NULL)
+        _core.check_awake_value(q, b"Tensor.quantile()", b"q")
+        return _sort.quantile(self, q, dim, _errors.bool_arg(keepdim, 'keepdim'), _errors.str_arg(interpolation, 'interpolation'))
+
+    def nanquantile(self, q, dim=None, keepdim=False, *, interpolation='linear'):
+        """quantile() ignoring NaN (torch.nanquantile).
+
+        Args:
+            q: as quantile().
+            dim: as quantile().
+            keepdim: keep each reduced dimension, with size 1.
+            interpolation: as quantile().
+
+        Returns:
+            Tensor: as quantile(), the NaNs ignored: NaN only where a slice holds nothing else.
+
+        Raises:
+            RuntimeError: as quantile(), naming nanquantile().
+            TypeError: q is neither a float nor a tensor.
+        """
+        _core.check_awake(self, b"Tensor.nanquantile()", NULL)
+        _core.check_awake_value(q, b"Tensor.nanquantile()", b"q")
+        return _sort.nanquantile(self, q, dim, _errors.bool_arg(keepdim, 'keepdim'), _errors.str_arg(interpolation, 'interpolation'))
 
     def multinomial(self, num_samples, replacement=False, *, generator=None):
         """Categories drawn with these non-negative weights (torch.multinomial), each row on its own; without replacement PyTorch's exponential race (the largest weights divided by exponential draws), with replacement the cumulative sums. Nothing is read back on a device, so a CUDA graph captures a draw and draws anew at each replay.

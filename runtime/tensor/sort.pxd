@@ -8,3 +8,6 @@ cdef object topk(TensorCore tensor, long long k, object dim, bint largest, bint 
 cdef object kthvalue(TensorCore tensor, long long k, object dim, bint keepdim)
 cdef object median(TensorCore tensor, object dim, bint keepdim)
 cdef object nanmedian(TensorCore tensor, object dim, bint keepdim)
+cdef object quantile(TensorCore tensor, object q, object dim, bint keepdim, object interpolation)
+cdef object nanquantile(TensorCore tensor, object q, object dim, bint keepdim,
+                        object interpolation)

@@ -30,13 +30,26 @@ count of NaNs, which a sum over isnan() gives on the device, so nothing is read 
 graph captures them all. median() and nanmedian() of the whole tensor sort it flattened; their
 gradient is shared evenly among the elements equal to the result (NaN matching NaN), as
 PyTorch's evenly_distribute_backward.
+
+Note [Quantiles]
+quantile and nanquantile are PyTorch's computation: each q's rank in the sorted slice is
+q * (n - 1), the last position where the slice holds NaN (quantile), or q * (numbers - 1) over
+the numbers alone (nanquantile, 0 where there are none); lower, higher and nearest round the
+rank (floor, ceil, round half to even), and the value is the sorted slice gathered at the rank's
+floor, lerped toward its ceiling by the fraction (linear) or by 0.5 (midpoint). The ranks are
+computed in the input's dtype, as PyTorch's. So the gradient goes through the gathers and the
+lerp to the elements chosen. q is a Python float or a 0-d or 1-D tensor of the input's dtype
+and device; a 1-D q puts its dimension first in the result. PyTorch checks a tensor q's range
+only on the CPU (reading a device's values would wait for it); on a device a q outside [0, 1]
+(or NaN) gives NaN here, computed there, and a CUDA graph captures the whole of it.
 """
 import math
 
 from tensorplay._runtime.base cimport dtypes
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL
 from tensorplay._runtime.kernels cimport device_ops, ops
-from tensorplay._runtime.tensor cimport copies, elementwise, reduction, return_types
+from tensorplay._runtime.tensor cimport (copies, elementwise, reduction, return_types,
+                                         scatter_gather)
 from tensorplay._runtime.tensor.arguments cimport np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
                                               recorded, tracked, wrap_cpu)
@@ -114,6 +127,120 @@ cdef object middle(TensorCore tensor, object dim, bint keepdim, bint skip_nan):
     if not tensor.sizes:
         tensor, keepdim = as_vector(tensor), False
     return result(*selected(tensor, axis, middle_position(tensor, axis, skip_nan), keepdim))
+
+
+QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+cdef object quantile(TensorCore tensor, object q, object dim, bint keepdim, object interpolation):
+    return quantiles(tensor, q, dim, keepdim, interpolation, False)
+
+
+cdef object nanquantile(TensorCore tensor, object q, object dim, bint keepdim,
+                        object interpolation):
+    return quantiles(tensor, q, dim, keepdim, interpolation, True)
+
+
+cdef object quantiles(TensorCore tensor, object q, object dim, bint keepdim, object interpolation,
+                      bint skip_nan):
+    """quantile / nanquantile (skip_nan), Note [Quantiles]; the checks in PyTorch's order and
+    words."""
+    name = "nanquantile()" if skip_nan else "quantile()"
+    if not isinstance(interpolation, str) or interpolation not in QUANTILE_MODES:
+        raise RuntimeError(f"{name} interpolation must be one of linear, lower, higher, midpoint "
+                           f"or nearest, but got {interpolation}")
+    cdef TensorCore chosen
+    if isinstance(q, TensorCore):
+        chosen = q
+    elif isinstance(q, (int, float)) and not isinstance(q, bool):
+        if not 0 <= q <= 1:
+            raise RuntimeError(f"{name} q must be in the range [0, 1] but got {q}")
+        chosen = None
+    else:
+        raise TypeError(f"{name} q must be a float or a tensor, got {type(q).__name__}")
+    if tensor.element_count == 0:
+        raise RuntimeError(f"{name} input tensor must be non-empty")
+    if chosen is not None and len(chosen.sizes) > 1:
+        raise RuntimeError(f"{name} q must be a scalar or 1D tensor")
+    if tensor.dtype_object.name not in ("float32", "float64"):
+        raise RuntimeError(f"{name} input tensor must be either float or double dtype")
+    if chosen is not None and chosen.dtype_object is not tensor.dtype_object:
+        raise RuntimeError(f"{name} q tensor must be same dtype as the input tensor")
+    if chosen is not None and chosen.device_index != tensor.device_index:
+        raise RuntimeError(f"{name} q tensor must be on the same device as the input tensor")
+    if chosen is not None and chosen.device_index == CPU:
+        checked = np().asarray(computable(chosen))
+        if not ((checked >= 0) & (checked <= 1)).all():
+            raise RuntimeError(f"{name} q values must be in the range [0, 1]")
+    cdef int axis = 0 if dim is None else tensor.c_dim(dim)
+    source = tensor
+    if dim is None or not tensor.sizes:  # one slice of every element (recorded, as reshape)
+        source = copies.reshape(tensor, ((tensor.element_count,),))
+    count = (<TensorCore>source).sizes[axis]
+    # q as a vector of the input's dtype on its device, clamped into [0, 1] (a device q outside
+    # is NaN at the end); a Python float is converted in the input's dtype, as PyTorch's.
+    if chosen is None:
+        fractions = copies.fill_(<TensorCore>new_empty((1,), tensor.dtype_object,
+                                                       tensor.device_index), q)
+    else:
+        fractions = copies.reshape(chosen.c_detach(), ((-1,),))
+    outside = None
+    if chosen is not None and chosen.device_index != CPU:
+        clamped = elementwise.clamp(<TensorCore>fractions, 0, 1)
+        outside = elementwise.ne(<TensorCore>clamped, fractions)
+        fractions = clamped
+    shape = (<TensorCore>source).sizes
+    kept = reduced_shape(shape, (axis,), True)
+    length = (<TensorCore>fractions).element_count
+    # Each q along a new first dimension, against the slices' shape with axis kept as 1.
+    column = copies.reshape(<TensorCore>fractions, ((length,) + (1,) * len(kept),))
+    ranks = quantile_ranks(<TensorCore>source, axis, <TensorCore>column, count, skip_nan)
+    if interpolation == "lower":
+        ranks = elementwise.floor(<TensorCore>ranks)
+    elif interpolation == "higher":
+        ranks = elementwise.ceil(<TensorCore>ranks)
+    elif interpolation == "nearest":
+        ranks = elementwise.rounded(<TensorCore>ranks, 0)
+    values, order = sorted_along(<TensorCore>source, axis, False)
+    ordered = gathered_values(<TensorCore>source, values, order, axis)  # the input's gradient
+    spread = (<TensorCore>ordered).c_expand(((length,) + shape,))
+    int64 = dtypes.named_dtype("int64")
+    below = copies.to(<TensorCore>ranks, None, int64, False, False)
+    result = scatter_gather.gather(<TensorCore>spread, axis + 1, below)
+    if interpolation == "linear" or interpolation == "midpoint":
+        above = copies.to(<TensorCore>elementwise.ceil(<TensorCore>ranks), None, int64, False,
+                          False)
+        weights = elementwise.sub(<TensorCore>ranks, copies.to(<TensorCore>below, None,
+                                                               tensor.dtype_object, False, False))
+        if interpolation == "midpoint":
+            weights = copies.fill_(<TensorCore>copies.clone(<TensorCore>weights), 0.5)
+        result = elementwise.lerp(<TensorCore>result, scatter_gather.gather(
+            <TensorCore>spread, axis + 1, above), weights)
+    if outside is not None:
+        result = elementwise.where(copies.reshape(<TensorCore>outside, ((length,) + (1,) * len(
+            kept),)), float("nan"), result)
+    if dim is None:
+        final = (1,) * len(tensor.sizes) if keepdim else ()
+    else:
+        final = reduced_shape(tensor.sizes, (axis,), keepdim)
+    if chosen is None or not chosen.sizes:
+        return copies.reshape(<TensorCore>result, (final,))
+    return copies.reshape(<TensorCore>result, ((length,) + final,))
+
+
+cdef object quantile_ranks(TensorCore source, int axis, TensorCore column, long long count,
+                           bint skip_nan):
+    """Each q's rank in the sorted slices (Note [Quantiles]): (len(q),) + the slices' shape with
+    axis kept as 1, in the input's dtype."""
+    last = count - 1
+    nans = reduction.sum_over(<TensorCore>elementwise.isnan(source.c_detach()), axis, True)
+    if skip_nan:  # q * (numbers - 1), 0 where there are no numbers
+        numbers = copies.to(<TensorCore>elementwise.rsub(<TensorCore>nans, count),
+                            None, source.dtype_object, False, False)
+        return elementwise.clamp_min(<TensorCore>elementwise.mul(
+            column, elementwise.sub(<TensorCore>numbers, 1)), 0)
+    ranks = elementwise.mul(column, last)
+    return elementwise.where(elementwise.gt(<TensorCore>nans, 0), float(last), ranks)
 
 
 cdef TensorCore as_vector(TensorCore tensor):

@@ -12,6 +12,10 @@ Ported from the peers' own tests:
   propagating in median and skipped by nanmedian, against numpy's nanmedian) and
   test_median_corner_cases (0-d NaN, empty, all-NaN, [[nan, nan], [1, 2]] along each dim, and
   the discontiguous a[::2], a.T and a[::2, ::2] of an arange);
+- PyTorch's test/test_reductions.py: test_quantile (random tensors of several shapes with NaNs,
+  q a float, a 0-d and a 1-D tensor, every dim and None, keepdim, every interpolation, against
+  numpy's quantile and nanquantile with that method), test_quantile_backward and
+  test_quantile_error (its messages, in its order);
 - NumPy's median and nanmedian (numpy/lib/tests/test_function_base.py's TestMedian and
   test_nanfunctions.py's TestNanFunctions_Median) as the reference for odd counts.
 Gradients: PyTorch's value_selecting_reduction_backward along dim, evenly_distribute_backward
@@ -19,6 +23,7 @@ for the whole tensor.
 """
 import math
 import pickle
+import warnings
 
 import numpy
 import pytest
@@ -326,3 +331,105 @@ def _along_grad(values):
             order = numpy.argsort(row, kind="stable")
             grad[at, order[(row.size - 1) // 2]] = 1.0
     return grad
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pytorch_quantile_against_numpy(device, dtype):
+    rng = numpy.random.default_rng(30)
+    modes = ["linear", "lower", "higher", "midpoint", "nearest"]
+    for shape in [(1,), (5,), (4, 6), (3, 2, 7), ()]:
+        values = numpy.asarray(rng.standard_normal(shape)).astype(dtype)
+        if values.size > 2:
+            values.reshape(-1)[rng.choice(values.size, 2, replace=False)] = NAN
+        x = tp.tensor(values, device=device)
+        for q in (0.0, 0.3, 1.0, [0.0, 0.25, 0.5, 1.0], "0-d"):
+            ours_q = tp.tensor(q, dtype=x.dtype, device=device) if isinstance(q, list) else \
+                tp.tensor(0.6, dtype=x.dtype, device=device) if q == "0-d" else q
+            numpy_q = numpy.array(q, dtype=dtype) if isinstance(q, list) else \
+                numpy.array(0.6, dtype=dtype) if q == "0-d" else q
+            for dim in [None] + list(range(values.ndim)):
+                for keepdim in (False, True):
+                    for mode in modes:
+                        for ours, theirs in ((tp.quantile, numpy.quantile),
+                                             (tp.nanquantile, numpy.nanquantile)):
+                            found = ours(x, ours_q, dim, keepdim, interpolation=mode)
+                            with warnings.catch_warnings():  # numpy's all-NaN slice warning
+                                warnings.simplefilter("ignore")
+                                expected = theirs(values.astype(numpy.float64), numpy_q,
+                                                  axis=dim, keepdims=keepdim, method=mode)
+                            if keepdim and dim is None and values.ndim == 0:
+                                expected = numpy.asarray(expected)
+                            assert tuple(found.shape) == numpy.shape(expected), \
+                                (ours, q, dim, keepdim, mode)
+                            numpy.testing.assert_allclose(
+                                as_numpy(found), expected,
+                                rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pytorch_quantile_the_same_values_and_gradients(device):
+    torch = pytest.importorskip("torch")
+    rng = numpy.random.default_rng(31)
+    values = rng.standard_normal((3, 5, 4))
+    values[0, 1, 2] = NAN
+    for name in ("quantile", "nanquantile"):
+        for mode in ("linear", "lower", "higher", "midpoint", "nearest"):
+            ours = tp.tensor(values, device=device, requires_grad=True)
+            theirs = torch.tensor(values, requires_grad=True)
+            q = [0.2, 0.5, 0.9]
+            found = getattr(tp, name)(ours, tp.tensor(q, dtype=tp.float64, device=device), 1,
+                                      interpolation=mode)
+            expected = getattr(torch, name)(theirs, torch.tensor(q, dtype=torch.float64), 1,
+                                            interpolation=mode)
+            numpy.testing.assert_allclose(as_numpy(found), expected.detach().numpy(),
+                                          rtol=1e-12)
+            grad = rng.standard_normal(tuple(expected.shape))
+            found.backward(tp.tensor(grad, device=device))
+            expected.backward(torch.tensor(grad))
+            numpy.testing.assert_allclose(as_numpy(ours.grad), theirs.grad.numpy(), rtol=1e-12,
+                                          atol=1e-15)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda lib: lib.quantile(lib.tensor([]), 0.5), "quantile() input tensor must be non-empty"),
+    (lambda lib: lib.quantile(lib.ones(3), lib.ones(1, 1)),
+     "quantile() q must be a scalar or 1D tensor"),
+    (lambda lib: lib.quantile(lib.ones(3, dtype=lib.int64), 0.5),
+     "quantile() input tensor must be either float or double dtype"),
+    (lambda lib: lib.quantile(lib.ones(3), lib.ones(1, dtype=lib.float64)),
+     "quantile() q tensor must be same dtype as the input tensor"),
+    (lambda lib: lib.quantile(lib.ones(3), 1.5), "quantile() q must be in the range [0, 1] but got 1.5"),
+    (lambda lib: lib.nanquantile(lib.ones(3), -0.5),  # ours names nanquantile(), PyTorch's not
+     "quantile() q must be in the range [0, 1] but got -0.5"),
+    (lambda lib: lib.quantile(lib.ones(3), lib.tensor([0.5, 2.0])),
+     "quantile() q values must be in the range [0, 1]"),
+    (lambda lib: lib.quantile(lib.ones(3), 0.5, interpolation="foo"),
+     "quantile() interpolation must be one of linear, lower, higher, midpoint or nearest, but "
+     "got foo"),
+])
+def test_pytorch_quantile_errors(call, message):
+    raises_as_pytorch(call, RuntimeError, message)
+
+
+@pytest.mark.gpu
+def test_a_device_q_outside_the_range_gives_nan_and_a_capture_takes_quantile(quiet_device):
+    x = tp.tensor([[1.0, 2.0, 3.0, 4.0], [8.0, 6.0, 7.0, 5.0]], device="cuda",
+                  requires_grad=True)
+    q = tp.tensor([0.5, 1.5, float("nan"), 0.0], device="cuda")
+    found = tp.quantile(x, q, 1)
+    same(found, [[2.5, 6.5], [NAN, NAN], [NAN, NAN], [1.0, 5.0]])
+    x.quantile(0.5).backward()  # the warm-up
+    x.grad = None
+    graph = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(graph):
+        captured = tp.quantile(x, q, 1, interpolation="nearest")
+        skipping = tp.nanquantile(x, 0.25, 0, keepdim=True)
+        captured[0].sum().backward()
+    new = numpy.array([[4.0, NAN, 0.0, 2.0], [1.0, 3.0, 9.0, 7.0]], dtype=numpy.float32)
+    with tp.no_grad():
+        x.copy_(tp.tensor(new, device="cuda"))
+    graph.replay()
+    same(captured[0], [NAN, 5.0])  # nearest of rank 1.5 rounds to 2 (half to even)
+    same(skipping, [[1.75, 3.0, 2.25, 3.25]])
+    same(x.grad, [[0, 0, 0, 0], [0, 0, 0, 1.0]])
