@@ -135,6 +135,7 @@ __all__ = [
     "sort",
     "argsort",
     "topk",
+    "bincount",
     "quantile",
     "nanquantile",
     "nonzero",
@@ -1829,6 +1830,30 @@ def topk(input: Tensor, k: builtins.int, dim: builtins.int | None = None, larges
     Raises:
         RuntimeError: k is outside 0 to the size of dim, or the tensor is bool (PyTorch's
             messages).
+    """
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: builtins.int = 0) -> Tensor:
+    """How often each non-negative integer occurs (torch.bincount). The largest value is read on the host, so the call waits for the device, and a capture refuses it.
+
+    Args:
+        input: a Tensor: bincount(input, ...) is input.bincount(...).
+        weights: a vector of input's length on its device whose values are summed into the bins
+            rather than ones; None counts.
+        minlength: the fewest bins, at least 0.
+
+    Returns:
+        Tensor: max(largest + 1, minlength) bins: int64 counts, or the sums of weights (float32
+            for float32 weights, else float64), as PyTorch's; no gradient.
+
+    Raises:
+        NotImplementedError: the tensor is not of an integer dtype (bool and floating ones
+            included), as PyTorch's.
+        RuntimeError: the tensor is not 1-D or holds a negative value, minlength is negative,
+            weights are not of its length, or a CUDA tensor during a capture (the largest value is
+            read on the host).
+        ValueError: weights are on another device.
+        TypeError: weights are not a tensor.
     """
 
 
@@ -3734,6 +3759,28 @@ class Tensor:
             TypeError: mask is not a bool tensor.
             ValueError: mask is on another device.
             RuntimeError: a CUDA tensor during a capture, as nonzero().
+        """
+
+    def bincount(self, weights: Tensor | None = None, minlength: builtins.int = 0) -> Tensor:
+        """How often each non-negative integer occurs (torch.bincount). The largest value is read on the host, so the call waits for the device, and a capture refuses it.
+
+        Args:
+            weights: a vector of input's length on its device whose values are summed into the bins
+                rather than ones; None counts.
+            minlength: the fewest bins, at least 0.
+
+        Returns:
+            Tensor: max(largest + 1, minlength) bins: int64 counts, or the sums of weights (float32
+                for float32 weights, else float64), as PyTorch's; no gradient.
+
+        Raises:
+            NotImplementedError: the tensor is not of an integer dtype (bool and floating ones
+                included), as PyTorch's.
+            RuntimeError: the tensor is not 1-D or holds a negative value, minlength is negative,
+                weights are not of its length, or a CUDA tensor during a capture (the largest value is
+                read on the host).
+            ValueError: weights are on another device.
+            TypeError: weights are not a tensor.
         """
 
     def flip(self, *dims: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:

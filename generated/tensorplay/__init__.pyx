@@ -143,6 +143,7 @@ __all__ = [
     "sort",
     "argsort",
     "topk",
+    "bincount",
     "quantile",
     "nanquantile",
     "nonzero",
@@ -2326,6 +2327,35 @@ def topk(input, k, dim=None, largest=True, sorted=True):
         raise TypeError(f"topk(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.topk(k, dim, largest, sorted)
+
+
+def bincount(input, weights=None, minlength=0):
+    """How often each non-negative integer occurs (torch.bincount). The largest value is read on the host, so the call waits for the device, and a capture refuses it.
+
+    Args:
+        input: a Tensor: bincount(input, ...) is input.bincount(...).
+        weights: a vector of input's length on its device whose values are summed into the bins
+            rather than ones; None counts.
+        minlength: the fewest bins, at least 0.
+
+    Returns:
+        Tensor: max(largest + 1, minlength) bins: int64 counts, or the sums of weights (float32
+            for float32 weights, else float64), as PyTorch's; no gradient.
+
+    Raises:
+        NotImplementedError: the tensor is not of an integer dtype (bool and floating ones
+            included), as PyTorch's.
+        RuntimeError: the tensor is not 1-D or holds a negative value, minlength is negative,
+            weights are not of its length, or a CUDA tensor during a capture (the largest value is
+            read on the host).
+        ValueError: weights are on another device.
+        TypeError: weights are not a tensor.
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"bincount(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.bincount(weights, minlength)
 
 
 def quantile(input, q, dim=None, keepdim=False, *, interpolation='linear'):
@@ -4653,6 +4683,31 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.masked_select()", NULL)
         _core.check_awake_value(mask, b"Tensor.masked_select()", b"mask")
         return _selection.masked_select(self, mask)
+
+    def bincount(self, weights=None, minlength=0):
+        """How often each non-negative integer occurs (torch.bincount). The largest value is read on the host, so the call waits for the device, and a capture refuses it.
+
+        Args:
+            weights: a vector of input's length on its device whose values are summed into the bins
+                rather than ones; None counts.
+            minlength: the fewest bins, at least 0.
+
+        Returns:
+            Tensor: max(largest + 1, minlength) bins: int64 counts, or the sums of weights (float32
+                for float32 weights, else float64), as PyTorch's; no gradient.
+
+        Raises:
+            NotImplementedError: the tensor is not of an integer dtype (bool and floating ones
+                included), as PyTorch's.
+            RuntimeError: the tensor is not 1-D or holds a negative value, minlength is negative,
+                weights are not of its length, or a CUDA tensor during a capture (the largest value is
+                read on the host).
+            ValueError: weights are on another device.
+            TypeError: weights are not a tensor.
+        """
+        _core.check_awake(self, b"Tensor.bincount()", NULL)
+        _core.check_awake_value(weights, b"Tensor.bincount()", b"weights")
+        return _selection.bincount(self, weights, _errors.int_arg(minlength, 'minlength', -9223372036854775808, 9223372036854775807))
 
     def flip(self, *dims):
         """This tensor reversed along dims (torch.flip; a copy). A CUDA graph captures it.

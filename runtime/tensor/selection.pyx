@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""nonzero(), argwhere() and masked_select() (api.yaml: the tensorplay functions and the Tensor
-methods), as PyTorch's: the operations whose result's size depends on the values.
+"""nonzero(), argwhere(), masked_select() and bincount() (api.yaml: the tensorplay functions and
+the Tensor methods), as PyTorch's: the operations whose result's size depends on the values.
 
 Note [Selection by value]
 nonzero lists the coordinates of the elements that are not zero (NaN is not zero), in the
@@ -18,11 +18,20 @@ past the end, dropped). The coordinates follow from the flat positions by divisi
 row-major strides. On the CPU numpy's flatnonzero gives the positions. masked_select gathers
 the broadcast input at the positions (index_select of the flattened input), so its gradient is
 index_select's: the gradient added back at the positions, zero elsewhere, as PyTorch's.
+
+Note [Counting]
+bincount counts each non-negative integer of a vector (or sums the weights at it) into
+max(largest + 1, minlength) bins, as PyTorch's: int64 counts, float32 sums of float32 weights
+and float64 sums of any others. The bin count depends on the largest value, so the largest and
+the smallest (a negative one is refused, as PyTorch refuses it) are read on the host, the one
+wait, and a capture refuses it as nonzero. The bins are a scatter-add into zeros (scatter.cu's
+atomic additions on a device, numpy's bincount on the CPU); like PyTorch's, the result has no
+gradient.
 """
 from tensorplay._runtime.base cimport dtypes
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL
 from tensorplay._runtime.devices cimport device as _device
-from tensorplay._runtime.tensor cimport copies, elementwise, factories, scan
+from tensorplay._runtime.tensor cimport copies, elementwise, factories, reduction, scan
 from tensorplay._runtime.tensor.arguments cimport broadcast_shape, np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
                                               new_empty, wrap_cpu)
@@ -109,3 +118,55 @@ cdef object coordinate(TensorCore positions, tuple sizes, int dim):
     if dim == 0:
         return copies.contiguous(<TensorCore>along)
     return elementwise.mod(<TensorCore>along, sizes[dim])
+
+
+cdef object bincount(TensorCore tensor, object weights, long long minlength):
+    if not tensor.dtype_object.name.startswith(("int", "uint")):  # PyTorch's error type
+        raise NotImplementedError(f"bincount is not implemented for {tensor.dtype_object.name} "
+                                  "tensors: it counts integers (as PyTorch's)")
+    if len(tensor.sizes) != 1:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs. (got a "
+                           f"tensor of shape {list(tensor.sizes)})")
+    if minlength < 0:
+        raise RuntimeError(f"minlength should be >= 0 (got {minlength})")
+    cdef TensorCore weighing = None
+    if weights is not None:
+        if not isinstance(weights, TensorCore):
+            raise TypeError(f"bincount(): weights must be a tensor or None, got "
+                            f"{type(weights).__name__}")
+        weighing = weights
+        if weighing.sizes != tensor.sizes:
+            raise RuntimeError("weights should be 1-d and have the same length as input (got "
+                               f"weights of shape {list(weighing.sizes)} for an input of "
+                               f"{tensor.sizes[0]})")
+        if weighing.device_index != tensor.device_index:
+            raise ValueError(f"bincount(): weights are on {device_text(weighing.device_index)} "
+                             f"and input on {device_text(tensor.device_index)}")
+    int64 = dtypes.named_dtype("int64")
+    result_dtype = int64 if weighing is None else \
+        weighing.dtype_object if weighing.dtype_object.name == "float32" else \
+        dtypes.named_dtype("float64")
+    if tensor.device_index != CPU:
+        _device.refuse_on_capturing_stream(
+            "bincount() (its result's size depends on the largest value, read on the host, as "
+            "torch.bincount)", <void*>current_stream(tensor.device_index), tensor.device_index)
+    bins = minlength
+    if tensor.element_count:
+        source = tensor.c_detach()
+        ends = copies.host_values(<TensorCore>copies.stack(  # one read of both
+            [reduction.minimum(source), reduction.maximum(source)], 0))
+        if ends[0] < 0:
+            raise RuntimeError("bincount only supports 1-d non-negative integral inputs. (got "
+                               f"{ends[0]})")
+        bins = max(bins, int(ends[1]) + 1)
+    cdef TensorCore counts = factories.zeros((bins,), result_dtype, device_text(tensor.device_index),
+                                             False)
+    if not tensor.element_count:
+        return counts
+    index = copies.to(tensor.c_detach(), None, int64, False, False)
+    if weighing is None:
+        added = factories.ones(tensor.sizes, int64, device_text(tensor.device_index), False)
+    else:
+        added = copies.to(weighing.c_detach(), None, result_dtype, False, False)
+    scatter_into(counts, 0, <TensorCore>index, <TensorCore>added, True)
+    return counts

@@ -1,4 +1,4 @@
-"""nonzero(), argwhere() and masked_select() on the CPU and on CUDA (marked gpu).
+"""nonzero(), argwhere(), masked_select() and bincount() on the CPU and on CUDA (marked gpu).
 
 Ported from the peers' own tests:
 - PyTorch's test/test_torch.py and test/test_nonzero.py (test_nonzero: shapes (), (0,), (1,),
@@ -15,6 +15,7 @@ import numpy
 import pytest
 
 import tensorplay as tp
+from tests.tensor.pytorch_errors import raises_as_pytorch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool"]
@@ -134,3 +135,75 @@ def test_a_capture_refuses_them_and_leaves_the_capture_usable(quiet_device):
         y += 1
     graph.replay()  # the refusals queued nothing: the graph adds 1 twice
     assert y.tolist() == [2.0, 2.0, 2.0]
+
+
+# bincount, ported from PyTorch's test/test_torch.py test_bincount (random inputs with and
+# without weights and minlength against numpy's bincount; float32 weights keep float32, others
+# give float64; empty input; the refusals of negative values, of 2-D input, of a negative
+# minlength and of weights of another length) and CuPy's
+# tests/cupy_tests/statistics_tests/test_histogram.py (TestHistogram.test_bincount*: every
+# integer dtype, weights, minlength, the refusals).
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "int8", "uint8"])
+def test_pytorch_bincount_against_numpy(device, dtype):
+    rng = numpy.random.default_rng(40)
+    for size, high, minlength in [(1, 1, 0), (50, 10, 0), (100, 7, 20), (1000, 100, 5)]:
+        values = rng.integers(0, high, size)
+        x = tp.tensor(values, dtype=getattr(tp, dtype), device=device)
+        counts = tp.bincount(x, minlength=minlength)
+        assert counts.dtype == tp.int64
+        numpy.testing.assert_array_equal(counts.cpu().numpy(),
+                                         numpy.bincount(values, minlength=minlength))
+        for weight_dtype, expected_dtype in [("float32", tp.float32), ("float64", tp.float64),
+                                             ("int64", tp.float64), ("float16", tp.float64)]:
+            weights = numpy.round(rng.random(size), 2)
+            sums = x.bincount(tp.tensor(weights, dtype=getattr(tp, weight_dtype), device=device),
+                              minlength)
+            assert sums.dtype == expected_dtype
+            stored = tp.tensor(weights, dtype=getattr(tp, weight_dtype)).to(tp.float64).numpy()
+            numpy.testing.assert_allclose(sums.cpu().numpy(), numpy.bincount(
+                values, stored, minlength), rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pytorch_bincount_empty_and_the_same_as_pytorch(device):
+    torch = pytest.importorskip("torch")
+    empty = tp.tensor([], dtype=tp.int64, device=device)
+    assert empty.bincount().tolist() == [] and empty.bincount(minlength=3).tolist() == [0, 0, 0]
+    values = [3, 0, 3, 1, 7]
+    weights = [0.5, 1.5, 0.25, 2.0, 1.0]
+    for ours, theirs in [
+            (tp.bincount(tp.tensor(values, device=device)), torch.bincount(torch.tensor(values))),
+            (tp.bincount(tp.tensor(values, device=device), tp.tensor(weights, device=device), 9),
+             torch.bincount(torch.tensor(values), torch.tensor(weights), 9))]:
+        assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
+        numpy.testing.assert_array_equal(ours.cpu().numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda lib: lib.bincount(lib.tensor([-1, 2])), RuntimeError,
+     "bincount only supports 1-d non-negative integral inputs."),
+    (lambda lib: lib.bincount(lib.tensor([[1, 2]])), RuntimeError,
+     "bincount only supports 1-d non-negative integral inputs."),
+    (lambda lib: lib.bincount(lib.tensor([1, 2]), minlength=-1), RuntimeError,
+     "minlength should be >= 0"),
+    (lambda lib: lib.bincount(lib.tensor([1, 2]), weights=lib.tensor([1.0])), RuntimeError,
+     "weights should be 1-d and have the same length as input"),
+])
+def test_pytorch_bincount_errors(call, error, message):
+    raises_as_pytorch(call, error, message)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bool"])
+def test_bincount_refuses_what_is_not_an_integer(dtype):
+    with pytest.raises(NotImplementedError, match=f"not implemented for {dtype} tensors"):
+        tp.bincount(tp.tensor([1, 0], dtype=getattr(tp, dtype)))
+
+
+@pytest.mark.gpu
+def test_a_capture_refuses_bincount(quiet_device):
+    x = tp.tensor([1, 2], device="cuda")
+    graph = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(graph):
+        with pytest.raises(RuntimeError, match="depends on the largest value"):
+            x.bincount()
