@@ -136,6 +136,8 @@ __all__ = [
     "argsort",
     "topk",
     "bincount",
+    "unique",
+    "unique_consecutive",
     "quantile",
     "nanquantile",
     "nonzero",
@@ -1854,6 +1856,49 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: builtins.i
             read on the host).
         ValueError: weights are on another device.
         TypeError: weights are not a tensor.
+    """
+
+
+def unique(input: Tensor, sorted: builtins.bool = True, return_inverse: builtins.bool = False, return_counts: builtins.bool = False, dim: builtins.int | None = None) -> Tensor | tuple[Tensor, ...]:
+    """The distinct elements, or the distinct slices along dim (torch.unique). The count is read on the host, so the call waits for the device, and a capture refuses it. The results carry no gradient (PyTorch has no derivative for unique).
+
+    Args:
+        input: a Tensor: unique(input, ...) is input.unique(...).
+        sorted: accepted for PyTorch's signature: the values always come sorted (PyTorch's CUDA
+            kernel sorts too).
+        return_inverse: also return, for each element (or slice along dim), the index of its
+            value in the result.
+        return_counts: also return how often each value occurs.
+        dim: the dimension whose slices are compared whole (negative counts from the end); None
+            for the flattened elements.
+
+    Returns:
+        Tensor | tuple[Tensor, ...]: the sorted distinct values (slices along dim), of this
+            tensor's dtype, each NaN its own; with return_inverse and return_counts, a tuple of the
+            values, the int64 inverse (this tensor's shape, or the length of dim) and the int64
+            counts, in that order.
+
+    Raises:
+        RuntimeError: a CUDA tensor during a capture (the count of values is read on the host).
+    """
+
+
+def unique_consecutive(input: Tensor, return_inverse: builtins.bool = False, return_counts: builtins.bool = False, dim: builtins.int | None = None) -> Tensor | tuple[Tensor, ...]:
+    """Each run of equal consecutive elements, or slices along dim, kept once (torch.unique_consecutive); as unique() without the sort.
+
+    Args:
+        input: a Tensor: unique_consecutive(input, ...) is input.unique_consecutive(...).
+        return_inverse: also return, for each element (or slice along dim), the index of its run
+            in the result.
+        return_counts: also return the length of each run.
+        dim: as unique().
+
+    Returns:
+        Tensor | tuple[Tensor, ...]: the first element (slice) of each run of equal ones, in
+            order; with the flags, as unique().
+
+    Raises:
+        RuntimeError: a CUDA tensor during a capture, as unique().
     """
 
 
@@ -3781,6 +3826,45 @@ class Tensor:
                 read on the host).
             ValueError: weights are on another device.
             TypeError: weights are not a tensor.
+        """
+
+    def unique(self, sorted: builtins.bool = True, return_inverse: builtins.bool = False, return_counts: builtins.bool = False, dim: builtins.int | None = None) -> Tensor | tuple[Tensor, ...]:
+        """The distinct elements, or the distinct slices along dim (torch.unique). The count is read on the host, so the call waits for the device, and a capture refuses it. The results carry no gradient (PyTorch has no derivative for unique).
+
+        Args:
+            sorted: accepted for PyTorch's signature: the values always come sorted (PyTorch's CUDA
+                kernel sorts too).
+            return_inverse: also return, for each element (or slice along dim), the index of its
+                value in the result.
+            return_counts: also return how often each value occurs.
+            dim: the dimension whose slices are compared whole (negative counts from the end); None
+                for the flattened elements.
+
+        Returns:
+            Tensor | tuple[Tensor, ...]: the sorted distinct values (slices along dim), of this
+                tensor's dtype, each NaN its own; with return_inverse and return_counts, a tuple of the
+                values, the int64 inverse (this tensor's shape, or the length of dim) and the int64
+                counts, in that order.
+
+        Raises:
+            RuntimeError: a CUDA tensor during a capture (the count of values is read on the host).
+        """
+
+    def unique_consecutive(self, return_inverse: builtins.bool = False, return_counts: builtins.bool = False, dim: builtins.int | None = None) -> Tensor | tuple[Tensor, ...]:
+        """Each run of equal consecutive elements, or slices along dim, kept once (torch.unique_consecutive); as unique() without the sort.
+
+        Args:
+            return_inverse: also return, for each element (or slice along dim), the index of its run
+                in the result.
+            return_counts: also return the length of each run.
+            dim: as unique().
+
+        Returns:
+            Tensor | tuple[Tensor, ...]: the first element (slice) of each run of equal ones, in
+                order; with the flags, as unique().
+
+        Raises:
+            RuntimeError: a CUDA tensor during a capture, as unique().
         """
 
     def flip(self, *dims: builtins.int | tuple[builtins.int, ...] | list[builtins.int]) -> Tensor:

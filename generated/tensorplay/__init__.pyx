@@ -144,6 +144,8 @@ __all__ = [
     "argsort",
     "topk",
     "bincount",
+    "unique",
+    "unique_consecutive",
     "quantile",
     "nanquantile",
     "nonzero",
@@ -2356,6 +2358,59 @@ def bincount(input, weights=None, minlength=0):
         raise TypeError(f"bincount(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.bincount(weights, minlength)
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct elements, or the distinct slices along dim (torch.unique). The count is read on the host, so the call waits for the device, and a capture refuses it. The results carry no gradient (PyTorch has no derivative for unique).
+
+    Args:
+        input: a Tensor: unique(input, ...) is input.unique(...).
+        sorted: accepted for PyTorch's signature: the values always come sorted (PyTorch's CUDA
+            kernel sorts too).
+        return_inverse: also return, for each element (or slice along dim), the index of its
+            value in the result.
+        return_counts: also return how often each value occurs.
+        dim: the dimension whose slices are compared whole (negative counts from the end); None
+            for the flattened elements.
+
+    Returns:
+        Tensor | tuple[Tensor, ...]: the sorted distinct values (slices along dim), of this
+            tensor's dtype, each NaN its own; with return_inverse and return_counts, a tuple of the
+            values, the int64 inverse (this tensor's shape, or the length of dim) and the int64
+            counts, in that order.
+
+    Raises:
+        RuntimeError: a CUDA tensor during a capture (the count of values is read on the host).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"unique(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.unique(sorted, return_inverse, return_counts, dim)
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """Each run of equal consecutive elements, or slices along dim, kept once (torch.unique_consecutive); as unique() without the sort.
+
+    Args:
+        input: a Tensor: unique_consecutive(input, ...) is input.unique_consecutive(...).
+        return_inverse: also return, for each element (or slice along dim), the index of its run
+            in the result.
+        return_counts: also return the length of each run.
+        dim: as unique().
+
+    Returns:
+        Tensor | tuple[Tensor, ...]: the first element (slice) of each run of equal ones, in
+            order; with the flags, as unique().
+
+    Raises:
+        RuntimeError: a CUDA tensor during a capture, as unique().
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"unique_consecutive(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.unique_consecutive(return_inverse, return_counts, dim)
 
 
 def quantile(input, q, dim=None, keepdim=False, *, interpolation='linear'):
@@ -4708,6 +4763,49 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.bincount()", NULL)
         _core.check_awake_value(weights, b"Tensor.bincount()", b"weights")
         return _selection.bincount(self, weights, _errors.int_arg(minlength, 'minlength', -9223372036854775808, 9223372036854775807))
+
+    def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
+        """The distinct elements, or the distinct slices along dim (torch.unique). The count is read on the host, so the call waits for the device, and a capture refuses it. The results carry no gradient (PyTorch has no derivative for unique).
+
+        Args:
+            sorted: accepted for PyTorch's signature: the values always come sorted (PyTorch's CUDA
+                kernel sorts too).
+            return_inverse: also return, for each element (or slice along dim), the index of its
+                value in the result.
+            return_counts: also return how often each value occurs.
+            dim: the dimension whose slices are compared whole (negative counts from the end); None
+                for the flattened elements.
+
+        Returns:
+            Tensor | tuple[Tensor, ...]: the sorted distinct values (slices along dim), of this
+                tensor's dtype, each NaN its own; with return_inverse and return_counts, a tuple of the
+                values, the int64 inverse (this tensor's shape, or the length of dim) and the int64
+                counts, in that order.
+
+        Raises:
+            RuntimeError: a CUDA tensor during a capture (the count of values is read on the host).
+        """
+        _core.check_awake(self, b"Tensor.unique()", NULL)
+        return _selection.unique(self, _errors.bool_arg(sorted, 'sorted'), _errors.bool_arg(return_inverse, 'return_inverse'), _errors.bool_arg(return_counts, 'return_counts'), dim)
+
+    def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+        """Each run of equal consecutive elements, or slices along dim, kept once (torch.unique_consecutive); as unique() without the sort.
+
+        Args:
+            return_inverse: also return, for each element (or slice along dim), the index of its run
+                in the result.
+            return_counts: also return the length of each run.
+            dim: as unique().
+
+        Returns:
+            Tensor | tuple[Tensor, ...]: the first element (slice) of each run of equal ones, in
+                order; with the flags, as unique().
+
+        Raises:
+            RuntimeError: a CUDA tensor during a capture, as unique().
+        """
+        _core.check_awake(self, b"Tensor.unique_consecutive()", NULL)
+        return _selection.unique_consecutive(self, _errors.bool_arg(return_inverse, 'return_inverse'), _errors.bool_arg(return_counts, 'return_counts'), dim)
 
     def flip(self, *dims):
         """This tensor reversed along dims (torch.flip; a copy). A CUDA graph captures it.

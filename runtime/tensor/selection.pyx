@@ -1,6 +1,7 @@
 # cython: language_level=3
-"""nonzero(), argwhere(), masked_select() and bincount() (api.yaml: the tensorplay functions and
-the Tensor methods), as PyTorch's: the operations whose result's size depends on the values.
+"""nonzero(), argwhere(), masked_select(), bincount(), unique() and unique_consecutive() (api.yaml:
+the tensorplay functions and the Tensor methods), as PyTorch's: the operations whose result's
+size depends on the values.
 
 Note [Selection by value]
 nonzero lists the coordinates of the elements that are not zero (NaN is not zero), in the
@@ -27,11 +28,25 @@ the smallest (a negative one is refused, as PyTorch refuses it) are read on the 
 wait, and a capture refuses it as nonzero. The bins are a scatter-add into zeros (scatter.cu's
 atomic additions on a device, numpy's bincount on the CPU); like PyTorch's, the result has no
 gradient.
+
+Note [Unique elements]
+unique_consecutive keeps the first of each run of equal elements (or of equal slices along
+dim); unique does the same after sorting, so its values come sorted (whatever `sorted` asks:
+PyTorch's CUDA kernel sorts too), NaN last and each NaN its own value, as PyTorch's. The
+flattened tensor is sorted by sort.pyx's stable sort; slices along dim (rows, once dim is moved
+first and the rest flattened) are sorted lexicographically by one stable sort per column, from
+the last to the first, each reordering the rows the later columns ordered. A run starts where
+an element (a row) differs from the one before; the running count of the starts (cumsum) is
+each element's group, whose last value, the group count, is the one number read back (a
+capture refuses it, as nonzero). The values are scattered into their group's slot (every
+member writes the same value; rows are gathered at the starts), the inverse is the group of
+each input element (scattered back through the sort's order) and the counts are a scatter-add
+of ones. The results have no gradient: PyTorch has no derivative for unique either.
 """
 from tensorplay._runtime.base cimport dtypes
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL
 from tensorplay._runtime.devices cimport device as _device
-from tensorplay._runtime.tensor cimport copies, elementwise, factories, reduction, scan
+from tensorplay._runtime.tensor cimport copies, elementwise, factories, reduction, scan, sort
 from tensorplay._runtime.tensor.arguments cimport broadcast_shape, np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
                                               new_empty, wrap_cpu)
@@ -170,3 +185,116 @@ cdef object bincount(TensorCore tensor, object weights, long long minlength):
         added = copies.to(weighing.c_detach(), None, result_dtype, False, False)
     scatter_into(counts, 0, <TensorCore>index, <TensorCore>added, True)
     return counts
+
+
+cdef object unique(TensorCore tensor, bint sorted, bint return_inverse, bint return_counts,
+                   object dim):
+    return asked_for(distinct(tensor, dim, True, return_inverse, return_counts, "unique"),
+                     return_inverse, return_counts)
+
+
+cdef object unique_consecutive(TensorCore tensor, bint return_inverse, bint return_counts,
+                               object dim):
+    return asked_for(distinct(tensor, dim, False, return_inverse, return_counts,
+                              "unique_consecutive"), return_inverse, return_counts)
+
+
+cdef object asked_for(tuple results, bint return_inverse, bint return_counts):
+    """The values alone, or a tuple of the values, the inverse and the counts asked for, as
+    PyTorch's."""
+    values, inverse, counts = results
+    if not return_inverse and not return_counts:
+        return values
+    return (values,) + ((inverse,) if return_inverse else ()) + \
+        ((counts,) if return_counts else ())
+
+
+cdef tuple distinct(TensorCore tensor, object dim, bint sort_first, bint return_inverse,
+                    bint return_counts, str name):
+    """(values, inverse or None, counts or None) of unique / unique_consecutive (Note [Unique
+    elements]); the caller's api keeps the ones asked for."""
+    cdef int axis = -1 if dim is None else tensor.c_dim(dim)
+    if axis >= 0 and any(size == 0 for at, size in enumerate(tensor.sizes) if at != axis):
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique "
+                           f"cannot be applied ({name}(dim={dim}) of a tensor of shape "
+                           f"{list(tensor.sizes)})")  # PyTorch's message
+    int64 = dtypes.named_dtype("int64")
+    if tensor.device_index != CPU:
+        _device.refuse_on_capturing_stream(
+            f"{name}() (its result's size depends on the values, read on the host, as "
+            "torch.unique)", <void*>current_stream(tensor.device_index), tensor.device_index)
+    cdef TensorCore source = tensor.c_detach()
+    count = source.element_count if axis < 0 else source.sizes[axis]
+    device = device_text(source.device_index)
+    if count == 0:
+        values = source if axis >= 0 else copies.reshape(source, ((0,),))
+        return (copies.clone(<TensorCore>values),
+                new_empty(source.sizes if axis < 0 else (0,), int64, source.device_index),
+                new_empty((0,), int64, source.device_index))
+    if axis < 0:
+        rows = copies.reshape(source, ((count, 1),))
+    else:  # one row per slice along axis, its other elements in order
+        width = 1
+        for at, size in enumerate(source.sizes):
+            width *= size if at != axis else 1
+        rows = copies.reshape(<TensorCore>copies.movedim(source, axis, 0), ((count, width),))
+    order = lexicographic_order(<TensorCore>rows) if sort_first else None
+    ordered = rows if order is None else copies.index_select(<TensorCore>rows, 0, order)
+    starts = run_starts(<TensorCore>ordered)
+    groups = elementwise.sub(<TensorCore>scan.cumsum(<TensorCore>copies.to(
+        <TensorCore>starts, None, int64, False, False), 0, None), 1)
+    found = copies.item(<TensorCore>copies.narrow(<TensorCore>groups, 0, count - 1, 1)) + 1
+    if axis < 0:  # every member of a group writes its value into the group's slot
+        values = new_empty((found,), source.dtype_object, source.device_index)
+        scatter_into(<TensorCore>values, 0, <TensorCore>groups, <TensorCore>copies.reshape(
+            <TensorCore>ordered, ((count,),)), False)
+    else:
+        kept = copies.index_select(<TensorCore>ordered, 0, flat_positions(<TensorCore>starts,
+                                                                          "unique"))
+        shape = (found,) + tuple(size for at, size in enumerate(source.sizes) if at != axis)
+        values = copies.contiguous(<TensorCore>copies.movedim(
+            <TensorCore>copies.reshape(<TensorCore>kept, (shape,)), 0, axis))
+    inverse = None
+    if return_inverse:
+        if order is None:
+            inverse = groups
+        else:
+            inverse = new_empty((count,), int64, source.device_index)
+            scatter_into(<TensorCore>inverse, 0, <TensorCore>order, <TensorCore>groups, False)
+        if axis < 0:
+            inverse = copies.reshape(<TensorCore>inverse, (source.sizes,))
+    counts = None
+    if return_counts:
+        counts = factories.zeros((found,), int64, device, False)
+        scatter_into(<TensorCore>counts, 0, <TensorCore>groups,
+                     <TensorCore>factories.ones((count,), int64, device, False), True)
+    return values, inverse, counts
+
+
+cdef object lexicographic_order(TensorCore rows):
+    """The int64 order that sorts rows (a 2-D tensor) lexicographically, equal rows kept in
+    their order: a stable sort by each column, the last first; None for rows of no columns
+    (all equal)."""
+    order = None
+    for column in reversed(range(rows.sizes[1])):
+        keys = copies.select(rows, 1, column)
+        if order is not None:  # the column in the order the later columns gave
+            keys = copies.index_select(<TensorCore>keys, 0, order)
+        step = sort.argsort(<TensorCore>keys, 0, False, True)
+        order = step if order is None else copies.index_select(<TensorCore>order, 0, step)
+    return order
+
+
+cdef object run_starts(TensorCore rows):
+    """A bool vector: True where a row starts a run of equal rows (the first always; NaN equals
+    nothing, as PyTorch's)."""
+    count = rows.sizes[0]
+    first = factories.ones((1,), dtypes.named_dtype("bool"), device_text(rows.device_index), False)
+    if count == 1:
+        return first
+    later = copies.narrow(rows, 0, 1, count - 1)
+    earlier = copies.narrow(rows, 0, 0, count - 1)
+    differing = copies.to(<TensorCore>elementwise.ne(<TensorCore>later, earlier), None,
+                          dtypes.named_dtype("int64"), False, False)
+    changed = elementwise.gt(<TensorCore>reduction.sum_over(<TensorCore>differing, 1, False), 0)
+    return copies.cat([first, changed], 0)

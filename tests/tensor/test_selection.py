@@ -1,4 +1,5 @@
-"""nonzero(), argwhere(), masked_select() and bincount() on the CPU and on CUDA (marked gpu).
+"""nonzero(), argwhere(), masked_select(), bincount(), unique() and unique_consecutive() on the CPU
+and on CUDA (marked gpu).
 
 Ported from the peers' own tests:
 - PyTorch's test/test_torch.py and test/test_nonzero.py (test_nonzero: shapes (), (0,), (1,),
@@ -18,6 +19,7 @@ import tensorplay as tp
 from tests.tensor.pytorch_errors import raises_as_pytorch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+NAN_VALUE = float("nan")
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool"]
 SHAPES = [(), (0,), (1,), (1, 1), (5, 7), (2, 3, 4), (1, 0, 3), (3, 1, 5, 2), (4097,)]
 
@@ -207,3 +209,88 @@ def test_a_capture_refuses_bincount(quiet_device):
     with tp.cuda.graph(graph):
         with pytest.raises(RuntimeError, match="depends on the largest value"):
             x.bincount()
+
+
+# unique and unique_consecutive, ported from PyTorch's test/test_sort_and_select.py (test_unique:
+# flattened input with and without return_inverse / return_counts, sorted values, the inverse
+# rebuilding the input; test_unique_dim: 3-D inputs along each dim, against its expected
+# slices; test_unique_consecutive and test_unique_consecutive_dim; the NaN case, each NaN its own
+# value; the refusal of unselected zero-sized dimensions) and CuPy's
+# tests/cupy_tests/manipulation_tests/test_add_remove.py (TestUnique: every dtype, with
+# return_inverse and return_counts, against numpy's unique).
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "uint8", "bool",
+                                   "bfloat16"])
+def test_pytorch_unique_against_numpy(device, dtype):
+    rng = numpy.random.default_rng(50)
+    for shape in [(1,), (7,), (4, 5), (3, 4, 2), (), (0,), (300,)]:
+        values = numpy.asarray(rng.integers(0, 2 if dtype == "bool" else 4, shape))
+        x = tp.tensor(values, dtype=getattr(tp, dtype), device=device)
+        plain = x.cpu().to(tp.float64).numpy() if dtype == "bfloat16" else x.cpu().numpy()
+        found, inverse, counts = tp.unique(x, return_inverse=True, return_counts=True)
+        expected, expected_inverse, expected_counts = numpy.unique(
+            plain, return_inverse=True, return_counts=True)
+        assert found.dtype == x.dtype and inverse.shape == x.shape
+        numpy.testing.assert_array_equal(found.cpu().to(tp.float64).numpy(), expected)
+        numpy.testing.assert_array_equal(inverse.cpu().numpy().reshape(-1),
+                                         expected_inverse.reshape(-1))
+        numpy.testing.assert_array_equal(counts.cpu().numpy(), expected_counts)
+        numpy.testing.assert_array_equal(x.unique().cpu().to(tp.float64).numpy(), expected)
+        for dim in range(len(shape)):
+            if 0 in shape:
+                continue
+            rows, rows_inverse, rows_counts = tp.unique(x, dim=dim, return_inverse=True,
+                                                        return_counts=True)
+            wanted, wanted_inverse, wanted_counts = numpy.unique(
+                plain, axis=dim, return_inverse=True, return_counts=True)
+            numpy.testing.assert_array_equal(rows.cpu().to(tp.float64).numpy(), wanted)
+            numpy.testing.assert_array_equal(rows_inverse.cpu().numpy(),
+                                             wanted_inverse.reshape(-1))
+            numpy.testing.assert_array_equal(rows_counts.cpu().numpy(), wanted_counts)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pytorch_unique_and_unique_consecutive_the_same_as_pytorch(device):
+    torch = pytest.importorskip("torch")
+    rng = numpy.random.default_rng(51)
+    cases = [rng.integers(0, 3, (8,)), rng.integers(0, 2, (5, 3)), rng.integers(0, 2, (3, 4, 2)),
+             numpy.array([2.0, NAN_VALUE, 1.0, NAN_VALUE, 2.0]), numpy.array(5)]
+    for values in cases:
+        # PyTorch's unique(dim=...) sorts rows holding NaN inconsistently (its comparator is not
+        # an order there: [2, nan, 1, nan, 2] gives 1, 2, nan, nan, 2): flattened only for NaN.
+        dims = [None] if numpy.isnan(values).any() else [None] + list(range(values.ndim))
+        for dim in dims:
+            for flags in [(False, False), (True, False), (False, True), (True, True)]:
+                for name in ("unique", "unique_consecutive"):
+                    ours = getattr(tp, name)(tp.tensor(values, device=device),
+                                             return_inverse=flags[0], return_counts=flags[1],
+                                             dim=dim)
+                    theirs = getattr(torch, name)(torch.tensor(values), return_inverse=flags[0],
+                                                  return_counts=flags[1], dim=dim)
+                    if isinstance(theirs, torch.Tensor):
+                        ours, theirs = (ours,), (theirs,)
+                    assert len(ours) == len(theirs)
+                    for found, expected in zip(ours, theirs):
+                        assert tuple(found.shape) == tuple(expected.shape)
+                        numpy.testing.assert_array_equal(found.cpu().numpy(), expected.numpy())
+
+
+def test_pytorch_unique_refuses_unselected_zero_sized_dimensions():
+    raises_as_pytorch(lambda lib: lib.unique(lib.ones(2, 0), dim=0), RuntimeError,
+                      "There are 0 sized dimensions, and they aren't selected, so unique cannot "
+                      "be applied")
+
+
+def test_unique_has_no_gradient():
+    x = tp.tensor([3.0, 1.0, 3.0], requires_grad=True)
+    assert not x.unique().requires_grad and x.unique().grad_fn is None
+
+
+@pytest.mark.gpu
+def test_a_capture_refuses_unique(quiet_device):
+    x = tp.tensor([1, 2, 1], device="cuda")
+    graph = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(graph):
+        for call in (lambda: x.unique(), lambda: x.unique_consecutive()):
+            with pytest.raises(RuntimeError, match="its result's size depends on the values"):
+                call()
