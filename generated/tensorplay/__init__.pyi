@@ -132,6 +132,8 @@ __all__ = [
     "gather",
     "cumsum",
     "cumprod",
+    "cummax",
+    "cummin",
     "sort",
     "argsort",
     "topk",
@@ -1785,6 +1787,33 @@ def cumprod(input: Tensor, dim: builtins.int, *, dtype: dtype | None = None) -> 
     """
 
 
+def cummax(input: Tensor, dim: builtins.int) -> tuple[Tensor, Tensor]:
+    """The running maximum along dim and where it is (torch.cummax). The values' gradient goes to the positions they came from, as PyTorch's; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: cummax(input, ...) is input.cummax(...).
+        dim: the dimension to scan along (negative counts from the end).
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.cummax:
+            the largest element so far at each position, and its int64 position along dim (the
+            latest on a tie; NaN from the first NaN on, at the latest NaN).
+    """
+
+
+def cummin(input: Tensor, dim: builtins.int) -> tuple[Tensor, Tensor]:
+    """The running minimum along dim and where it is (torch.cummin), as cummax().
+
+    Args:
+        input: a Tensor: cummin(input, ...) is input.cummin(...).
+        dim: as cummax().
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.cummin,
+            as cummax().
+    """
+
+
 def sort(input: Tensor, dim: builtins.int = -1, descending: builtins.bool = False, *, stable: builtins.bool = False) -> tuple[Tensor, Tensor]:
     """The slices along dim sorted (torch.sort). NaN counts as larger than every number; equal values keep their order (a stable sort) whether or not stable asks for it. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
 
@@ -1921,9 +1950,10 @@ def quantile(input: Tensor, q: Tensor | builtins.float, dim: builtins.int | None
 
     Raises:
         RuntimeError: PyTorch's checks and messages: an empty tensor, a dtype other than float32
-            and float64, a q out of [0, 1] (a Python float, or a CPU tensor), a q of another dtype
-            or device or of more than one dimension, an unknown interpolation.
-        TypeError: q is neither a float nor a tensor.
+            and float64, a q of another dtype or device or of more than one dimension.
+        ValueError: a q out of [0, 1] (a Python float, or a CPU tensor) or an unknown
+            interpolation; a RuntimeError too, as PyTorch raises.
+        TypeError: q is neither a float nor a tensor, or interpolation is not a str.
     """
 
 
@@ -1942,7 +1972,8 @@ def nanquantile(input: Tensor, q: Tensor | builtins.float, dim: builtins.int | N
 
     Raises:
         RuntimeError: as quantile(), naming nanquantile().
-        TypeError: q is neither a float nor a tensor.
+        ValueError: as quantile().
+        TypeError: as quantile().
     """
 
 
@@ -3972,6 +4003,29 @@ class Tensor:
             NotImplementedError: the tensor is bool, as in PyTorch.
         """
 
+    def cummax(self, dim: builtins.int) -> tuple[Tensor, Tensor]:
+        """The running maximum along dim and where it is (torch.cummax). The values' gradient goes to the positions they came from, as PyTorch's; a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to scan along (negative counts from the end).
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.cummax:
+                the largest element so far at each position, and its int64 position along dim (the
+                latest on a tie; NaN from the first NaN on, at the latest NaN).
+        """
+
+    def cummin(self, dim: builtins.int) -> tuple[Tensor, Tensor]:
+        """The running minimum along dim and where it is (torch.cummin), as cummax().
+
+        Args:
+            dim: as cummax().
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.cummin,
+                as cummax().
+        """
+
     def sort(self, dim: builtins.int = -1, descending: builtins.bool = False, *, stable: builtins.bool = False) -> tuple[Tensor, Tensor]:
         """The slices along dim sorted (torch.sort). NaN counts as larger than every number; equal values keep their order (a stable sort) whether or not stable asks for it. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
 
@@ -4089,9 +4143,10 @@ class Tensor:
 
         Raises:
             RuntimeError: PyTorch's checks and messages: an empty tensor, a dtype other than float32
-                and float64, a q out of [0, 1] (a Python float, or a CPU tensor), a q of another dtype
-                or device or of more than one dimension, an unknown interpolation.
-            TypeError: q is neither a float nor a tensor.
+                and float64, a q of another dtype or device or of more than one dimension.
+            ValueError: a q out of [0, 1] (a Python float, or a CPU tensor) or an unknown
+                interpolation; a RuntimeError too, as PyTorch raises.
+            TypeError: q is neither a float nor a tensor, or interpolation is not a str.
         """
 
     def nanquantile(self, q: Tensor | builtins.float, dim: builtins.int | None = None, keepdim: builtins.bool = False, *, interpolation: str = 'linear') -> Tensor:
@@ -4108,7 +4163,8 @@ class Tensor:
 
         Raises:
             RuntimeError: as quantile(), naming nanquantile().
-            TypeError: q is neither a float nor a tensor.
+            ValueError: as quantile().
+            TypeError: as quantile().
         """
 
     def multinomial(self, num_samples: builtins.int, replacement: builtins.bool = False, *, generator: Generator | None = None) -> Tensor:

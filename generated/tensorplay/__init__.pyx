@@ -140,6 +140,8 @@ __all__ = [
     "gather",
     "cumsum",
     "cumprod",
+    "cummax",
+    "cummin",
     "sort",
     "argsort",
     "topk",
@@ -2266,6 +2268,43 @@ def cumprod(input, dim, *, dtype=None):
     return input.cumprod(dim, dtype=dtype)
 
 
+def cummax(input, dim):
+    """The running maximum along dim and where it is (torch.cummax). The values' gradient goes to the positions they came from, as PyTorch's; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: cummax(input, ...) is input.cummax(...).
+        dim: the dimension to scan along (negative counts from the end).
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.cummax:
+            the largest element so far at each position, and its int64 position along dim (the
+            latest on a tie; NaN from the first NaN on, at the latest NaN).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"cummax(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.cummax(dim)
+
+
+def cummin(input, dim):
+    """The running minimum along dim and where it is (torch.cummin), as cummax().
+
+    Args:
+        input: a Tensor: cummin(input, ...) is input.cummin(...).
+        dim: as cummax().
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.cummin,
+            as cummax().
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"cummin(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.cummin(dim)
+
+
 def sort(input, dim=-1, descending=False, *, stable=False):
     """The slices along dim sorted (torch.sort). NaN counts as larger than every number; equal values keep their order (a stable sort) whether or not stable asks for it. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
 
@@ -2432,9 +2471,10 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation='linear'):
 
     Raises:
         RuntimeError: PyTorch's checks and messages: an empty tensor, a dtype other than float32
-            and float64, a q out of [0, 1] (a Python float, or a CPU tensor), a q of another dtype
-            or device or of more than one dimension, an unknown interpolation.
-        TypeError: q is neither a float nor a tensor.
+            and float64, a q of another dtype or device or of more than one dimension.
+        ValueError: a q out of [0, 1] (a Python float, or a CPU tensor) or an unknown
+            interpolation; a RuntimeError too, as PyTorch raises.
+        TypeError: q is neither a float nor a tensor, or interpolation is not a str.
     """
     # The method checks the tensor and the arguments (awake memory included).
     if not isinstance(input, Tensor):
@@ -2458,7 +2498,8 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation='linear'):
 
     Raises:
         RuntimeError: as quantile(), naming nanquantile().
-        TypeError: q is neither a float nor a tensor.
+        ValueError: as quantile().
+        TypeError: as quantile().
     """
     # The method checks the tensor and the arguments (awake memory included).
     if not isinstance(input, Tensor):
@@ -4927,6 +4968,33 @@ cdef class Tensor(_core.TensorCore):
         _core.check_awake(self, b"Tensor.cumprod_()", NULL)
         return _scan.cumprod_(self, dim, dtype)
 
+    def cummax(self, dim):
+        """The running maximum along dim and where it is (torch.cummax). The values' gradient goes to the positions they came from, as PyTorch's; a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to scan along (negative counts from the end).
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.cummax:
+                the largest element so far at each position, and its int64 position along dim (the
+                latest on a tie; NaN from the first NaN on, at the latest NaN).
+        """
+        _core.check_awake(self, b"Tensor.cummax()", NULL)
+        return _scan.cummax(self, dim)
+
+    def cummin(self, dim):
+        """The running minimum along dim and where it is (torch.cummin), as cummax().
+
+        Args:
+            dim: as cummax().
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.cummin,
+                as cummax().
+        """
+        _core.check_awake(self, b"Tensor.cummin()", NULL)
+        return _scan.cummin(self, dim)
+
     def sort(self, dim=-1, descending=False, *, stable=False):
         """The slices along dim sorted (torch.sort). NaN counts as larger than every number; equal values keep their order (a stable sort) whether or not stable asks for it. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
 
@@ -5056,9 +5124,10 @@ cdef class Tensor(_core.TensorCore):
 
         Raises:
             RuntimeError: PyTorch's checks and messages: an empty tensor, a dtype other than float32
-                and float64, a q out of [0, 1] (a Python float, or a CPU tensor), a q of another dtype
-                or device or of more than one dimension, an unknown interpolation.
-            TypeError: q is neither a float nor a tensor.
+                and float64, a q of another dtype or device or of more than one dimension.
+            ValueError: a q out of [0, 1] (a Python float, or a CPU tensor) or an unknown
+                interpolation; a RuntimeError too, as PyTorch raises.
+            TypeError: q is neither a float nor a tensor, or interpolation is not a str.
         """
         _core.check_awake(self, b"Tensor.quantile()", NULL)
         _core.check_awake_value(q, b"Tensor.quantile()", b"q")
@@ -5078,7 +5147,8 @@ cdef class Tensor(_core.TensorCore):
 
         Raises:
             RuntimeError: as quantile(), naming nanquantile().
-            TypeError: q is neither a float nor a tensor.
+            ValueError: as quantile().
+            TypeError: as quantile().
         """
         _core.check_awake(self, b"Tensor.nanquantile()", NULL)
         _core.check_awake_value(q, b"Tensor.nanquantile()", b"q")

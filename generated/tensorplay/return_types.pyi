@@ -15,6 +15,8 @@ __all__ = [
     "median",
     "nanmedian",
     "kthvalue",
+    "cummax",
+    "cummin",
 ]
 
 max: Any
@@ -31,3 +33,7 @@ nanmedian: Any
 """What nanmedian(dim) returns."""
 kthvalue: Any
 """What kthvalue() returns."""
+cummax: Any
+"""What cummax() returns."""
+cummin: Any
+"""What cummin() returns."""

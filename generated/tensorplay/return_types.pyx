@@ -14,6 +14,8 @@ __all__ = [
     "median",
     "nanmedian",
     "kthvalue",
+    "cummax",
+    "cummin",
 ]
 
 # Module constants; assigned through globals() because some names (bool) shadow builtins.
@@ -24,3 +26,5 @@ globals()["topk"] = _return_types.return_type("topk")
 globals()["median"] = _return_types.return_type("median")
 globals()["nanmedian"] = _return_types.return_type("nanmedian")
 globals()["kthvalue"] = _return_types.return_type("kthvalue")
+globals()["cummax"] = _return_types.return_type("cummax")
+globals()["cummin"] = _return_types.return_type("cummin")

@@ -42,6 +42,11 @@ class FloatingNotImplementedError(TypeError, NotImplementedError):
     NotImplementedError ("bitwise_and_cpu" not implemented for 'Float')."""
 
 
+class ArgumentValueError(ValueError, RuntimeError):
+    """An argument's value that PyTorch refuses with a RuntimeError (quantile's q outside
+    [0, 1]): a ValueError, as tensorplay's argument checks raise, and PyTorch's RuntimeError."""
+
+
 class DtypeError(TypeError, RuntimeError):
     """A dtype an operation refuses where PyTorch raises a RuntimeError (mean() of integers):
     a TypeError, as tensorplay has always raised, and PyTorch's RuntimeError."""

@@ -10,3 +10,6 @@ cdef object prod(TensorCore tensor, object dim, bint keepdim, object dtype)
 # The gradients (formulas.pyx): cumsum's, and cumprod's of x saved unchanged.
 cdef object cumsum_gradient(TensorCore grad, int axis)
 cdef object cumprod_gradient(TensorCore grad, TensorCore x, int axis)
+# cummax() and cummin() (Note [Running extremes]): the named tuples (values, indices).
+cdef object cummax(TensorCore tensor, object dim)
+cdef object cummin(TensorCore tensor, object dim)

@@ -1,6 +1,6 @@
 # cython: language_level=3
 """cumsum() and cumprod() (api.yaml: tensorplay.cumsum, cumprod and the Tensor methods, in place
-or not), as PyTorch's.
+or not), cummax() and cummin(), as PyTorch's.
 
 Note [Cumulative sums and products]
 out[..., r, ...] is the sum (product) of the input's elements at positions 0..r along dim. The
@@ -21,20 +21,38 @@ first zero z1 the product of x before z1 times sum_{z1 <= j < z2} grad[j] * prod
 (z2 the second zero or the end); after z1, zero. PyTorch asks the host whether any element is
 zero to pick the cheap formula; that read would break a capture, so here the zero-safe one runs
 always, as masks computed on the device (cumulative counts of zeros).
+
+Note [Running extremes]
+cummax and cummin give, at each position along dim, the largest (smallest) element so far and
+where it is, as PyTorch's: the latest position on a tie, NaN the extreme from the first NaN on,
+at the latest NaN (PyTorch's kernel moves to x when x is NaN, or when neither is and
+x >= the running value). That rule combines two runs, earlier then later, as "the later run's
+result where it wins, else the earlier's", which is associative, so a scan in log2(n) doubling
+steps computes it from elementwise kernels and cat (Hillis and Steele's prefix scan): step s
+combines each position with the one s before. Nothing is read back, so a CUDA graph captures
+it; the values' gradient is gather's, the gradient added at the positions, as PyTorch's
+cummaxmin_backward.
 """
 from tensorplay._runtime.base cimport dtypes
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL, DtypeCore
 from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.tensor cimport copies
 from tensorplay._runtime.tensor.arguments cimport dtype_arg, np
-from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, is_contiguous,
-                                              new_empty, recorded, tracked, wrap_cpu)
+from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
+                                              is_contiguous, new_empty, recorded, tracked,
+                                              wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, stored
+from tensorplay._runtime.tensor cimport elementwise, factories, return_types
 from tensorplay._runtime.tensor.elementwise cimport (add, bitwise_and, eq, invert, mul,
                                                      truediv, where)
 from tensorplay._runtime.tensor.reduction cimport reduced_shape, sum_over
 
 from tensorplay._runtime.tensor.arguments import BoolNotImplementedError
+
+
+# torch.return_types.cummax and .cummin: named tuples of the values and their positions.
+cummax_result = return_types.return_type("cummax")
+cummin_result = return_types.return_type("cummin")
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,3 +243,51 @@ cdef object cumprod_gradient(TensorCore grad, TensorCore x, int axis):
     prefix = copies.narrow(<TensorCore>prefix, axis, length - 1, 1)
     first = where(at_first, mul(<TensorCore>prefix, run), 0.0)
     return add(<TensorCore>early, first)
+
+
+cdef object cummax(TensorCore tensor, object dim):
+    return cummax_result(*running_extremes(tensor, dim, True))
+
+
+cdef object cummin(TensorCore tensor, object dim):
+    return cummin_result(*running_extremes(tensor, dim, False))
+
+
+cdef tuple running_extremes(TensorCore tensor, object dim, bint largest):
+    """(values, int64 positions) of the running maximum (largest) or minimum along dim (Note
+    [Running extremes])."""
+    cdef int axis = tensor.c_dim(dim)
+    int64 = dtypes.named_dtype("int64")
+    cdef TensorCore source = tensor.c_detach()
+    if not tensor.sizes:  # a 0-d tensor is its own extreme, at 0 (a copy, its gradient clone's)
+        return (copies.clone(tensor),
+                factories.zeros((), int64, device_text(source.device_index), False))
+    length = source.sizes[axis]
+    device = device_text(source.device_index)
+    shape = [1] * len(source.sizes)
+    shape[axis] = length
+    positions = copies.reshape(<TensorCore>factories.arange(0, length, 1, int64, device, False),
+                               (tuple(shape),))
+    values = copies.contiguous(source)
+    indices = copies.contiguous(<TensorCore>(<TensorCore>positions).c_expand((source.sizes,)))
+    step = 1
+    while step < length:  # each position combined with the one step before it
+        earlier = copies.narrow(<TensorCore>values, axis, 0, length - step)
+        later = copies.narrow(<TensorCore>values, axis, step, length - step)
+        wins = elementwise.ge(<TensorCore>later, earlier) if largest else \
+            elementwise.le(<TensorCore>later, earlier)
+        if source.dtype_object.floating:  # a NaN wins; nothing wins over one
+            settled = elementwise.logical_not(<TensorCore>elementwise.isnan(<TensorCore>earlier))
+            wins = elementwise.logical_or(<TensorCore>elementwise.isnan(<TensorCore>later),
+                                          elementwise.logical_and(<TensorCore>wins, settled))
+        kept_values = copies.narrow(<TensorCore>values, axis, 0, step)
+        kept_indices = copies.narrow(<TensorCore>indices, axis, 0, step)
+        later_indices = copies.narrow(<TensorCore>indices, axis, step, length - step)
+        earlier_indices = copies.narrow(<TensorCore>indices, axis, 0, length - step)
+        values = copies.cat([kept_values, elementwise.where(wins, later, earlier)], axis)
+        indices = copies.cat([kept_indices,
+                              elementwise.where(wins, later_indices, earlier_indices)], axis)
+        step *= 2
+    if tracked(tensor) and tensor.dtype_object.floating:
+        return recorded(values, ops.OP_GATHER, (tensor,), (indices,), axis), indices
+    return values, indices

@@ -136,6 +136,9 @@ cdef object coordinate(TensorCore positions, tuple sizes, int dim):
 
 
 cdef object bincount(TensorCore tensor, object weights, long long minlength):
+    if weights is not None and not isinstance(weights, TensorCore):  # types before values
+        raise TypeError(f"bincount(): weights must be a tensor or None, got "
+                        f"{type(weights).__name__}")
     if not tensor.dtype_object.name.startswith(("int", "uint")):  # PyTorch's error type
         raise NotImplementedError(f"bincount is not implemented for {tensor.dtype_object.name} "
                                   "tensors: it counts integers (as PyTorch's)")
@@ -146,9 +149,6 @@ cdef object bincount(TensorCore tensor, object weights, long long minlength):
         raise RuntimeError(f"minlength should be >= 0 (got {minlength})")
     cdef TensorCore weighing = None
     if weights is not None:
-        if not isinstance(weights, TensorCore):
-            raise TypeError(f"bincount(): weights must be a tensor or None, got "
-                            f"{type(weights).__name__}")
         weighing = weights
         if weighing.sizes != tensor.sizes:
             raise RuntimeError("weights should be 1-d and have the same length as input (got "

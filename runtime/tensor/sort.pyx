@@ -57,6 +57,8 @@ from tensorplay._runtime.tensor.cpu cimport computable
 from tensorplay._runtime.tensor.reduction cimport reduced_shape
 from tensorplay._runtime.tensor.scatter_gather cimport gathered
 
+from tensorplay._runtime.tensor.arguments import ArgumentValueError
+
 # torch.return_types.sort and .topk: named tuples of the values and their positions.
 sort_result = return_types.return_type("sort")
 topk_result = return_types.return_type("topk")
@@ -143,21 +145,23 @@ cdef object nanquantile(TensorCore tensor, object q, object dim, bint keepdim,
 
 cdef object quantiles(TensorCore tensor, object q, object dim, bint keepdim, object interpolation,
                       bint skip_nan):
-    """quantile / nanquantile (skip_nan), Note [Quantiles]; the checks in PyTorch's order and
-    words."""
+    """quantile / nanquantile (skip_nan), Note [Quantiles]: every argument's type first, then
+    the values in PyTorch's order and words (a value it refuses with a RuntimeError is an
+    ArgumentValueError, a ValueError too)."""
     name = "nanquantile()" if skip_nan else "quantile()"
-    if not isinstance(interpolation, str) or interpolation not in QUANTILE_MODES:
-        raise RuntimeError(f"{name} interpolation must be one of linear, lower, higher, midpoint "
-                           f"or nearest, but got {interpolation}")
-    cdef TensorCore chosen
+    if not isinstance(interpolation, str):
+        raise TypeError(f"{name} interpolation must be a str, got {type(interpolation).__name__}")
+    cdef TensorCore chosen = None
     if isinstance(q, TensorCore):
         chosen = q
-    elif isinstance(q, (int, float)) and not isinstance(q, bool):
-        if not 0 <= q <= 1:
-            raise RuntimeError(f"{name} q must be in the range [0, 1] but got {q}")
-        chosen = None
-    else:
+    elif not isinstance(q, (int, float)) or isinstance(q, bool):
         raise TypeError(f"{name} q must be a float or a tensor, got {type(q).__name__}")
+    cdef int axis = 0 if dim is None else tensor.c_dim(dim)
+    if interpolation not in QUANTILE_MODES:
+        raise ArgumentValueError(f"{name} interpolation must be one of linear, lower, higher, "
+                                 f"midpoint or nearest, but got {interpolation}")
+    if chosen is None and not 0 <= q <= 1:
+        raise ArgumentValueError(f"{name} q must be in the range [0, 1] but got {q}")
     if tensor.element_count == 0:
         raise RuntimeError(f"{name} input tensor must be non-empty")
     if chosen is not None and len(chosen.sizes) > 1:
@@ -171,8 +175,7 @@ cdef object quantiles(TensorCore tensor, object q, object dim, bint keepdim, obj
     if chosen is not None and chosen.device_index == CPU:
         checked = np().asarray(computable(chosen))
         if not ((checked >= 0) & (checked <= 1)).all():
-            raise RuntimeError(f"{name} q values must be in the range [0, 1]")
-    cdef int axis = 0 if dim is None else tensor.c_dim(dim)
+            raise ArgumentValueError(f"{name} q values must be in the range [0, 1]")
     source = tensor
     if dim is None or not tensor.sizes:  # one slice of every element (recorded, as reshape)
         source = copies.reshape(tensor, ((tensor.element_count,),))
