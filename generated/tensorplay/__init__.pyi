@@ -134,6 +134,7 @@ __all__ = [
     "cumprod",
     "cummax",
     "cummin",
+    "logcumsumexp",
     "sort",
     "argsort",
     "topk",
@@ -1811,6 +1812,21 @@ def cummin(input: Tensor, dim: builtins.int) -> tuple[Tensor, Tensor]:
     Returns:
         tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.cummin,
             as cummax().
+    """
+
+
+def logcumsumexp(input: Tensor, dim: builtins.int) -> Tensor:
+    """The running log-sum-exp along dim (torch.logcumsumexp), stable for large and -inf values; its gradient is PyTorch's, and a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: logcumsumexp(input, ...) is input.logcumsumexp(...).
+        dim: the dimension to scan along (negative counts from the end).
+
+    Returns:
+        Tensor: log(cumsum(exp(self))) along dim, computed stably, of this tensor's dtype.
+
+    Raises:
+        TypeError: the tensor is not floating point (a RuntimeError too, as PyTorch's).
     """
 
 
@@ -4024,6 +4040,19 @@ class Tensor:
         Returns:
             tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.cummin,
                 as cummax().
+        """
+
+    def logcumsumexp(self, dim: builtins.int) -> Tensor:
+        """The running log-sum-exp along dim (torch.logcumsumexp), stable for large and -inf values; its gradient is PyTorch's, and a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to scan along (negative counts from the end).
+
+        Returns:
+            Tensor: log(cumsum(exp(self))) along dim, computed stably, of this tensor's dtype.
+
+        Raises:
+            TypeError: the tensor is not floating point (a RuntimeError too, as PyTorch's).
         """
 
     def sort(self, dim: builtins.int = -1, descending: builtins.bool = False, *, stable: builtins.bool = False) -> tuple[Tensor, Tensor]:

@@ -142,6 +142,7 @@ __all__ = [
     "cumprod",
     "cummax",
     "cummin",
+    "logcumsumexp",
     "sort",
     "argsort",
     "topk",
@@ -2303,6 +2304,26 @@ def cummin(input, dim):
         raise TypeError(f"cummin(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.cummin(dim)
+
+
+def logcumsumexp(input, dim):
+    """The running log-sum-exp along dim (torch.logcumsumexp), stable for large and -inf values; its gradient is PyTorch's, and a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: logcumsumexp(input, ...) is input.logcumsumexp(...).
+        dim: the dimension to scan along (negative counts from the end).
+
+    Returns:
+        Tensor: log(cumsum(exp(self))) along dim, computed stably, of this tensor's dtype.
+
+    Raises:
+        TypeError: the tensor is not floating point (a RuntimeError too, as PyTorch's).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"logcumsumexp(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.logcumsumexp(dim)
 
 
 def sort(input, dim=-1, descending=False, *, stable=False):
@@ -4994,6 +5015,21 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.cummin()", NULL)
         return _scan.cummin(self, dim)
+
+    def logcumsumexp(self, dim):
+        """The running log-sum-exp along dim (torch.logcumsumexp), stable for large and -inf values; its gradient is PyTorch's, and a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to scan along (negative counts from the end).
+
+        Returns:
+            Tensor: log(cumsum(exp(self))) along dim, computed stably, of this tensor's dtype.
+
+        Raises:
+            TypeError: the tensor is not floating point (a RuntimeError too, as PyTorch's).
+        """
+        _core.check_awake(self, b"Tensor.logcumsumexp()", NULL)
+        return _scan.logcumsumexp(self, dim)
 
     def sort(self, dim=-1, descending=False, *, stable=False):
         """The slices along dim sorted (torch.sort). NaN counts as larger than every number; equal values keep their order (a stable sort) whether or not stable asks for it. The values' gradient goes back to the positions they came from; a CUDA graph captures it.

@@ -13,3 +13,5 @@ cdef object cumprod_gradient(TensorCore grad, TensorCore x, int axis)
 # cummax() and cummin() (Note [Running extremes]): the named tuples (values, indices).
 cdef object cummax(TensorCore tensor, object dim)
 cdef object cummin(TensorCore tensor, object dim)
+# logcumsumexp() (Note [Running log-sum-exp]).
+cdef object logcumsumexp(TensorCore tensor, object dim)

@@ -1,6 +1,6 @@
 # cython: language_level=3
 """cumsum() and cumprod() (api.yaml: tensorplay.cumsum, cumprod and the Tensor methods, in place
-or not), cummax() and cummin(), as PyTorch's.
+or not), cummax(), cummin() and logcumsumexp(), as PyTorch's.
 
 Note [Cumulative sums and products]
 out[..., r, ...] is the sum (product) of the input's elements at positions 0..r along dim. The
@@ -32,6 +32,15 @@ steps computes it from elementwise kernels and cat (Hillis and Steele's prefix s
 combines each position with the one s before. Nothing is read back, so a CUDA graph captures
 it; the values' gradient is gather's, the gradient added at the positions, as PyTorch's
 cummaxmin_backward.
+
+Note [Running log-sum-exp]
+logcumsumexp is log(sum(exp(x))) of each prefix along dim, computed stably: the same doubling
+scan with logaddexp(a, b) = max(a, b) + log1p(exp(-|a - b|)) as the combination (associative),
+the difference taken as 0 where a == b so that two equal infinities give that infinity (and
+-inf, nothing yet, stays -inf) rather than NaN. It is made of recorded operations, so its
+gradient is theirs: exp(x - result) weighted, the tie's maximum splitting the gradient evenly,
+as the derivative of logaddexp at a tie. float16 and bfloat16 are computed in float32 and
+rounded once, as PyTorch's kernels accumulate them.
 """
 from tensorplay._runtime.base cimport dtypes
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL, DtypeCore
@@ -47,7 +56,7 @@ from tensorplay._runtime.tensor.elementwise cimport (add, bitwise_and, eq, inver
                                                      truediv, where)
 from tensorplay._runtime.tensor.reduction cimport reduced_shape, sum_over
 
-from tensorplay._runtime.tensor.arguments import BoolNotImplementedError
+from tensorplay._runtime.tensor.arguments import BoolNotImplementedError, DtypeError
 
 
 # torch.return_types.cummax and .cummin: named tuples of the values and their positions.
@@ -291,3 +300,30 @@ cdef tuple running_extremes(TensorCore tensor, object dim, bint largest):
     if tracked(tensor) and tensor.dtype_object.floating:
         return recorded(values, ops.OP_GATHER, (tensor,), (indices,), axis), indices
     return values, indices
+
+
+cdef object logcumsumexp(TensorCore tensor, object dim):
+    cdef int axis = tensor.c_dim(dim)
+    if not tensor.dtype_object.floating:  # PyTorch has no integer kernel either
+        raise DtypeError(f"logcumsumexp: needs a floating-point tensor, got "
+                         f"{tensor.dtype_object.name} (convert with .float() first)")
+    if not tensor.sizes:  # a 0-d tensor is its own log-sum-exp
+        return copies.clone(tensor)
+    narrow = tensor.dtype_object.name in ("float16", "bfloat16")
+    values = copies.to(tensor, None, dtypes.named_dtype("float32"), False, False) if narrow \
+        else tensor
+    length = tensor.sizes[axis]
+    step = 1
+    while step < length:  # each position combined with the one step before it
+        earlier = copies.narrow(<TensorCore>values, axis, 0, length - step)
+        later = copies.narrow(<TensorCore>values, axis, step, length - step)
+        difference = where(eq(<TensorCore>later, earlier), 0.0,
+                           elementwise.sub(<TensorCore>later, earlier))
+        combined = add(<TensorCore>elementwise.maximum(<TensorCore>later, earlier),
+                       elementwise.log1p(<TensorCore>elementwise.exp(<TensorCore>elementwise.neg(
+                           <TensorCore>elementwise.absolute(<TensorCore>difference)))))
+        values = copies.cat([copies.narrow(<TensorCore>values, axis, 0, step), combined], axis)
+        step *= 2
+    if narrow:
+        return copies.to(<TensorCore>values, None, tensor.dtype_object, False, False)
+    return values if step > 1 else copies.clone(tensor)

@@ -174,13 +174,13 @@ cdef object bincount(TensorCore tensor, object weights, long long minlength):
             raise RuntimeError("bincount only supports 1-d non-negative integral inputs. (got "
                                f"{ends[0]})")
         bins = max(bins, int(ends[1]) + 1)
-    cdef TensorCore counts = factories.zeros((bins,), result_dtype, device_text(tensor.device_index),
-                                             False)
+    device = device_text(tensor.device_index)
+    cdef TensorCore counts = factories.zeros((bins,), result_dtype, device, False)
     if not tensor.element_count:
         return counts
     index = copies.to(tensor.c_detach(), None, int64, False, False)
     if weighing is None:
-        added = factories.ones(tensor.sizes, int64, device_text(tensor.device_index), False)
+        added = factories.ones(tensor.sizes, int64, device, False)
     else:
         added = copies.to(weighing.c_detach(), None, result_dtype, False, False)
     scatter_into(counts, 0, <TensorCore>index, <TensorCore>added, True)

@@ -159,7 +159,7 @@ cdef object quantiles(TensorCore tensor, object q, object dim, bint keepdim, obj
     cdef int axis = 0 if dim is None else tensor.c_dim(dim)
     if interpolation not in QUANTILE_MODES:
         raise ArgumentValueError(f"{name} interpolation must be one of linear, lower, higher, "
-                                 f"midpoint or nearest, but got {interpolation}")
+                                 f"midpoint or nearest, but got {interpolation:.200}")
     if chosen is None and not 0 <= q <= 1:
         raise ArgumentValueError(f"{name} q must be in the range [0, 1] but got {q}")
     if tensor.element_count == 0:

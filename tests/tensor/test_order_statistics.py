@@ -399,7 +399,8 @@ def test_pytorch_quantile_the_same_values_and_gradients(device):
      "quantile() input tensor must be either float or double dtype"),
     (lambda lib: lib.quantile(lib.ones(3), lib.ones(1, dtype=lib.float64)),
      "quantile() q tensor must be same dtype as the input tensor"),
-    (lambda lib: lib.quantile(lib.ones(3), 1.5), "quantile() q must be in the range [0, 1] but got 1.5"),
+    (lambda lib: lib.quantile(lib.ones(3), 1.5),
+     "quantile() q must be in the range [0, 1] but got 1.5"),
     (lambda lib: lib.nanquantile(lib.ones(3), -0.5),  # ours names nanquantile(), PyTorch's not
      "quantile() q must be in the range [0, 1] but got -0.5"),
     (lambda lib: lib.quantile(lib.ones(3), lib.tensor([0.5, 2.0])),

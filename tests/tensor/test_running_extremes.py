@@ -1,5 +1,5 @@
-"""cummax() and cummin() (the tensorplay functions and the Tensor methods) on the CPU and on CUDA
-(marked gpu).
+"""cummax(), cummin() and logcumsumexp() (the tensorplay functions and the Tensor methods) on the
+CPU and on CUDA (marked gpu).
 
 Ported from PyTorch's test/test_reductions.py (test_cummax_cummin: shapes (5, 4, 3), (0,), (3,)
 and a 0-d tensor along each dim, against its reference loop; the NaN case [[nan, 1, 1],
@@ -133,3 +133,84 @@ def test_a_capture_takes_cummax(quiet_device):
     numpy.testing.assert_array_equal(as_numpy(found.values), [[3.0, NAN, NAN, NAN]])
     assert found.indices.tolist() == [[0, 1, 1, 1]]
     assert x.grad.tolist() == [[1.0, 3.0, 0.0, 0.0]]
+
+
+# logcumsumexp, ported from PyTorch's test/test_reductions.py (test_logcumsumexp: a random
+# tensor along each dim against the log of cumsum of exp; large values (1e3) and -inf where
+# the naive formula overflows or gives NaN; test_logcumsumexp_complex is not ours: no complex
+# dtypes) and sample_inputs_logcumsumexp's gradients, compared with torch where installed;
+# numpy's logaddexp.accumulate as the float64 reference.
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_pytorch_logcumsumexp_against_numpy(device, dtype):
+    rng = numpy.random.default_rng(70)
+    for shape in [(5, 4, 3), (1,), (37,), (2, 70), ()]:
+        values = numpy.asarray(rng.standard_normal(shape) * 3)
+        x = tp.tensor(values, dtype=getattr(tp, dtype), device=device)
+        plain = as_numpy(x).astype(numpy.float64)
+        for dim in range(max(len(shape), 1)):
+            found = tp.logcumsumexp(x, dim if shape else 0)
+            assert found.dtype == x.dtype and found.shape == x.shape
+            expected = numpy.logaddexp.accumulate(plain, axis=dim) if shape else plain
+            tolerance = {"float32": 1e-5, "float64": 1e-12}.get(dtype, 1e-2)
+            numpy.testing.assert_allclose(as_numpy(found), expected, rtol=tolerance,
+                                          atol=tolerance)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pytorch_logcumsumexp_large_and_infinite_values(device):
+    x = tp.tensor([[1000.0, 1000.0, -math.inf, 1.0], [-math.inf, -math.inf, 2.0, math.inf],
+                   [math.inf, math.inf, NAN, 0.0]], dtype=tp.float64, device=device)
+    found = as_numpy(x.logcumsumexp(1))
+    numpy.testing.assert_allclose(found[0], [1000.0, 1000.0 + math.log(2), 1000.0 + math.log(2),
+                                             1000.0 + math.log(2)], rtol=1e-15)
+    numpy.testing.assert_array_equal(found[1], [-math.inf, -math.inf, 2.0, math.inf])
+    numpy.testing.assert_array_equal(found[2], [math.inf, math.inf, NAN, NAN])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_logcumsumexp_the_same_as_pytorch_with_gradients(device):
+    torch = pytest.importorskip("torch")
+    rng = numpy.random.default_rng(71)
+    values = rng.standard_normal((4, 9))
+    values[0, 3] = values[0, 2]  # a tie
+    values[1, 0] = -math.inf
+    for dim in (0, 1):
+        ours = tp.tensor(values, device=device, requires_grad=True)
+        theirs = torch.tensor(values, requires_grad=True)
+        found, expected = ours.logcumsumexp(dim), theirs.logcumsumexp(dim)
+        numpy.testing.assert_allclose(as_numpy(found), expected.detach().numpy(), rtol=1e-12)
+        grad = rng.standard_normal(values.shape)
+        found.backward(tp.tensor(grad, device=device))
+        expected.backward(torch.tensor(grad))
+        # PyTorch's formula, exp(x - result), is NaN at a -inf that a -inf result follows
+        # (-inf - -inf); ours is the limit: the first output is that input itself, gradient 1.
+        theirs_grad = theirs.grad.numpy()
+        undefined = numpy.isnan(theirs_grad)
+        assert numpy.isfinite(as_numpy(ours.grad)).all()
+        numpy.testing.assert_allclose(as_numpy(ours.grad)[~undefined], theirs_grad[~undefined],
+                                      rtol=1e-10, atol=1e-12)
+        if dim == 1:
+            assert as_numpy(ours.grad)[1, 0] == grad[1, 0]
+
+
+def test_logcumsumexp_refuses_integers():
+    with pytest.raises(TypeError, match="logcumsumexp: needs a floating-point tensor, got int64"):
+        tp.tensor([1, 2]).logcumsumexp(0)
+
+
+@pytest.mark.gpu
+def test_a_capture_takes_logcumsumexp(quiet_device):
+    x = tp.tensor([[0.0, 1.0, 2.0]], device="cuda", requires_grad=True)
+    x.logcumsumexp(1).sum().backward()  # the warm-up
+    x.grad = None
+    graph = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(graph):
+        found = x.logcumsumexp(1)
+        found.sum().backward()
+    new = numpy.array([[3.0, -1.0, 0.5]], dtype=numpy.float32)
+    with tp.no_grad():
+        x.copy_(tp.tensor(new, device="cuda"))
+    graph.replay()
+    numpy.testing.assert_allclose(as_numpy(found), numpy.logaddexp.accumulate(new, axis=1),
+                                  rtol=1e-6)
