@@ -45,7 +45,7 @@ only on the CPU (reading a device's values would wait for it); on a device a q o
 """
 import math
 
-from tensorplay._runtime.base cimport dtypes
+from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL
 from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.tensor cimport (copies, elementwise, reduction, return_types,
@@ -161,7 +161,8 @@ cdef object quantiles(TensorCore tensor, object q, object dim, bint keepdim, obj
         raise ArgumentValueError(f"{name} interpolation must be one of linear, lower, higher, "
                                  f"midpoint or nearest, but got {interpolation:.200}")
     if chosen is None and not 0 <= q <= 1:
-        raise ArgumentValueError(f"{name} q must be in the range [0, 1] but got {q}")
+        raise ArgumentValueError(f"{name} q must be in the range [0, 1] but got "
+                                 f"{errors.shown(q)}")
     if tensor.element_count == 0:
         raise RuntimeError(f"{name} input tensor must be non-empty")
     if chosen is not None and len(chosen.sizes) > 1:
