@@ -102,14 +102,9 @@ cdef TensorCore flat_positions(TensorCore tensor, str name):
     slots = elementwise.where(elementwise.ne(<TensorCore>flags, 0),
                               elementwise.sub(<TensorCore>running, 1), found)
     cdef TensorCore spread = new_empty((found + 1,), int64, tensor.device_index)
-    everywhere = arange_on(count, tensor.device_index)
+    everywhere = factories.arange(0, count, 1, int64, device_text(tensor.device_index), False)
     scatter_into(spread, 0, <TensorCore>slots, <TensorCore>everywhere, False)
     return copies.contiguous(<TensorCore>copies.narrow(spread, 0, 0, found))
-
-
-cdef object arange_on(long long count, int device):
-    """0, 1, ..., count - 1 as int64 on device."""
-    return factories.arange(0, count, 1, dtypes.named_dtype("int64"), device_text(device), False)
 
 
 cdef object coordinates(TensorCore positions, tuple sizes):
