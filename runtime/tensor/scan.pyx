@@ -277,26 +277,10 @@ cdef tuple running_extremes(TensorCore tensor, object dim, bint largest):
     shape[axis] = length
     positions = copies.reshape(<TensorCore>factories.arange(0, length, 1, int64, device, False),
                                (tuple(shape),))
-    values = copies.contiguous(source)
-    indices = copies.contiguous(<TensorCore>(<TensorCore>positions).c_expand((source.sizes,)))
-    step = 1
-    while step < length:  # each position combined with the one step before it
-        earlier = copies.narrow(<TensorCore>values, axis, 0, length - step)
-        later = copies.narrow(<TensorCore>values, axis, step, length - step)
-        wins = elementwise.ge(<TensorCore>later, earlier) if largest else \
-            elementwise.le(<TensorCore>later, earlier)
-        if source.dtype_object.floating:  # a NaN wins; nothing wins over one
-            settled = elementwise.logical_not(<TensorCore>elementwise.isnan(<TensorCore>earlier))
-            wins = elementwise.logical_or(<TensorCore>elementwise.isnan(<TensorCore>later),
-                                          elementwise.logical_and(<TensorCore>wins, settled))
-        kept_values = copies.narrow(<TensorCore>values, axis, 0, step)
-        kept_indices = copies.narrow(<TensorCore>indices, axis, 0, step)
-        later_indices = copies.narrow(<TensorCore>indices, axis, step, length - step)
-        earlier_indices = copies.narrow(<TensorCore>indices, axis, 0, length - step)
-        values = copies.cat([kept_values, elementwise.where(wins, later, earlier)], axis)
-        indices = copies.cat([kept_indices,
-                              elementwise.where(wins, later_indices, earlier_indices)], axis)
-        step *= 2
+    values, indices = doubling_scan(
+        [copies.contiguous(source),
+         copies.contiguous(<TensorCore>(<TensorCore>positions).c_expand((source.sizes,)))],
+        axis, later_extremes, largest)
     if tracked(tensor) and tensor.dtype_object.floating:
         return recorded(values, ops.OP_GATHER, (tensor,), (indices,), axis), indices
     return values, indices
@@ -307,23 +291,61 @@ cdef object logcumsumexp(TensorCore tensor, object dim):
     if not tensor.dtype_object.floating:  # PyTorch has no integer kernel either
         raise DtypeError(f"logcumsumexp: needs a floating-point tensor, got "
                          f"{tensor.dtype_object.name} (convert with .float() first)")
-    if not tensor.sizes:  # a 0-d tensor is its own log-sum-exp
+    if not tensor.sizes or tensor.sizes[axis] < 2:  # its own log-sum-exp: nothing to combine
         return copies.clone(tensor)
     narrow = tensor.dtype_object.name in ("float16", "bfloat16")
     values = copies.to(tensor, None, dtypes.named_dtype("float32"), False, False) if narrow \
         else tensor
-    length = tensor.sizes[axis]
-    step = 1
-    while step < length:  # each position combined with the one step before it
-        earlier = copies.narrow(<TensorCore>values, axis, 0, length - step)
-        later = copies.narrow(<TensorCore>values, axis, step, length - step)
-        difference = where(eq(<TensorCore>later, earlier), 0.0,
-                           elementwise.sub(<TensorCore>later, earlier))
-        combined = add(<TensorCore>elementwise.maximum(<TensorCore>later, earlier),
-                       elementwise.log1p(<TensorCore>elementwise.exp(<TensorCore>elementwise.neg(
-                           <TensorCore>elementwise.absolute(<TensorCore>difference)))))
-        values = copies.cat([copies.narrow(<TensorCore>values, axis, 0, step), combined], axis)
-        step *= 2
+    values, = doubling_scan([values], axis, logaddexp, None)
     if narrow:
         return copies.to(<TensorCore>values, None, tensor.dtype_object, False, False)
-    return values if step > 1 else copies.clone(tensor)
+    return values
+
+
+# --------------------------------------------------------------------------------------------
+# The doubling scan of cummax, cummin and logcumsumexp
+
+# The combination of a scan step: the earlier runs and the later ones (each a list of tensors of
+# one shape, narrowed views), the scan's own argument, and the combined later runs.
+ctypedef list (*Combination)(list earlier, list later, object argument)
+
+
+cdef list doubling_scan(list tensors, int axis, Combination combine, object argument):
+    """Hillis and Steele's inclusive prefix scan of tensors (of one shape) along axis: in log2(n)
+    steps, step s combining each position with the one s before it; positions before s are
+    final and kept."""
+    length = (<TensorCore>tensors[0]).sizes[axis]
+    step = 1
+    while step < length:
+        earlier = [copies.narrow(<TensorCore>t, axis, 0, length - step) for t in tensors]
+        later = [copies.narrow(<TensorCore>t, axis, step, length - step) for t in tensors]
+        combined = combine(earlier, later, argument)
+        tensors = [copies.cat([copies.narrow(<TensorCore>t, axis, 0, step), c], axis)
+                   for t, c in zip(tensors, combined)]
+        step *= 2
+    return tensors
+
+
+cdef list later_extremes(list earlier, list later, object largest):
+    """Note [Running extremes]: [values, positions], the later run's where it wins."""
+    earlier_values, earlier_indices = earlier
+    later_values, later_indices = later
+    wins = elementwise.ge(<TensorCore>later_values, earlier_values) if largest else \
+        elementwise.le(<TensorCore>later_values, earlier_values)
+    if (<TensorCore>later_values).dtype_object.floating:  # a NaN wins; nothing wins over one
+        settled = elementwise.logical_not(<TensorCore>elementwise.isnan(
+            <TensorCore>earlier_values))
+        wins = elementwise.logical_or(<TensorCore>elementwise.isnan(<TensorCore>later_values),
+                                      elementwise.logical_and(<TensorCore>wins, settled))
+    return [elementwise.where(wins, later_values, earlier_values),
+            elementwise.where(wins, later_indices, earlier_indices)]
+
+
+cdef list logaddexp(list earlier, list later, object unused):
+    """Note [Running log-sum-exp]: max(a, b) + log1p(exp(-|a - b|)), the difference 0 at a tie."""
+    a, = later
+    b, = earlier
+    difference = where(eq(<TensorCore>a, b), 0.0, elementwise.sub(<TensorCore>a, b))
+    return [add(<TensorCore>elementwise.maximum(<TensorCore>a, b),
+                elementwise.log1p(<TensorCore>elementwise.exp(<TensorCore>elementwise.neg(
+                    <TensorCore>elementwise.absolute(<TensorCore>difference)))))]
