@@ -86,7 +86,8 @@ from tensorplay._runtime.tensor.core cimport TensorCore
 NUMBER_NAMES = {"lr": "learning rate", "momentum": "momentum value",
                 "dampening": "dampening value", "weight_decay": "weight_decay value",
                 "eps": "epsilon value", "alpha": "alpha value", "lr_decay": "lr_decay value",
-                "initial_accumulator_value": "initial_accumulator_value value"}
+                "initial_accumulator_value": "initial_accumulator_value value",
+                "momentum_decay": "momentum_decay value"}
 SGD_DEFAULTS = (("lr", 0.001), ("momentum", 0), ("dampening", 0), ("weight_decay", 0),
                 ("nesterov", False), ("maximize", False), ("foreach", None),
                 ("differentiable", False), ("fused", None))
@@ -99,6 +100,17 @@ CAPTURABLE_DEVICE = "If capturable=True, params and state_steps must be on the s
 RMSPROP_DEFAULTS = (("lr", 0.01), ("momentum", 0), ("alpha", 0.99), ("eps", 1e-08),
                     ("centered", False), ("weight_decay", 0), ("capturable", False),
                     ("foreach", None), ("maximize", False), ("differentiable", False))
+# PyTorch's keys in PyTorch's order (torch/optim/adamax.py, nadam.py, radam.py).
+ADAMAX_DEFAULTS = (("lr", 0.002), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weight_decay", 0),
+                   ("foreach", None), ("maximize", False), ("differentiable", False),
+                   ("capturable", False))
+NADAM_DEFAULTS = (("lr", 0.002), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weight_decay", 0),
+                  ("momentum_decay", 0.004), ("decoupled_weight_decay", False),
+                  ("maximize", False), ("foreach", None), ("capturable", False),
+                  ("differentiable", False))
+RADAM_DEFAULTS = (("lr", 0.001), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weight_decay", 0),
+                  ("maximize", False), ("foreach", None), ("capturable", False),
+                  ("decoupled_weight_decay", False), ("differentiable", False))
 ADAGRAD_DEFAULTS = (("lr", 0.01), ("lr_decay", 0), ("eps", 1e-10), ("weight_decay", 0),
                     ("initial_accumulator_value", 0), ("foreach", None), ("maximize", False),
                     ("differentiable", False), ("fused", None))
@@ -586,24 +598,27 @@ class SGDCore(OptimizerCore):
 
 
 cdef int _check_state(object entry, TensorCore param, str place, str name, tuple keys,
-                      str device_rule) except -1:
+                      tuple counters, str device_rule) except -1:
     """The state of param before a step changes anything (Note [Checked steps]): a dict with
-    keys, each a tensor like param, and "step", a floating 0-d tensor in writable memory, on
-    param's device unless device_rule (the message where it is not) is empty."""
+    keys, each a tensor like param, and counters ("step", NAdam's "mu_product" too), each a
+    floating 0-d tensor in writable memory, on param's device unless device_rule (the message
+    where it is not) is empty."""
     if not isinstance(entry, dict):
         raise TypeError(f"the state of {place} must be a dict, got {type(entry).__name__}")
     for key in keys:
         if key not in entry:
             raise ValueError(f"the state of {place} has no {key!r}")
         _check_like(entry[key], param, key, place, f"{name}.step()")
-    step_value = entry.get("step")
-    if not isinstance(step_value, TensorCore) or (<TensorCore>step_value).sizes != () or \
-            not (<TensorCore>step_value).dtype_object.floating:
-        raise ValueError(f"the step of {place} must be a floating 0-d tensor")
-    cdef TensorCore step_t = step_value
-    if device_rule and step_t.device_index != param.device_index:
-        raise ValueError(f"{device_rule} ({place})")
-    step_t.c_check_in_place(f"{name}.step()")
+    cdef TensorCore counter
+    for key in counters:
+        value = entry.get(key)
+        if not isinstance(value, TensorCore) or (<TensorCore>value).sizes != () or \
+                not (<TensorCore>value).dtype_object.floating:
+            raise ValueError(f"the {key} of {place} must be a floating 0-d tensor")
+        counter = value
+        if device_rule and counter.device_index != param.device_index:
+            raise ValueError(f"{device_rule} ({place})")
+        counter.c_check_in_place(f"{name}.step()")
     return 0
 
 
@@ -657,8 +672,11 @@ class CountedCore(OptimizerCore):
     tensors like the parameter, made at its first eager step (PyTorch's _init_group): Adam,
     AdamW, RMSprop and Adagrad. Where the subclass keeps the count on the parameter's device
     (_on_device: capturable, or always for Adagrad), the step can be captured into a CUDA
-    graph (Note [Capturable Adam]). A subclass gives _state_keys (the tensors besides "step")
-    and _update (one parameter's step, after every check)."""
+    graph (Note [Capturable Adam]). A subclass gives _state_keys (the tensors like the
+    parameter) and _update (one parameter's step, after every check), and may add 0-d float32
+    counters to "step" (_counters: each key and its starting value)."""
+
+    _counters = {"step": 0.0}
 
     def c_step(self):
         cdef TensorCore param
@@ -683,11 +701,12 @@ class CountedCore(OptimizerCore):
                     missing.append((param, settings))
                 else:
                     _check_state(entry, param, place, name, self._state_keys(settings),
-                                 self._device_rule() if on_device else "")
+                                 tuple(self._counters), self._device_rule() if on_device else "")
                 planned.append((param, grad, settings))
             for param, settings in missing:  # eager only; PyTorch's _init_group
-                entry = {"step": factories.zeros((), named_dtype("float32"), _device_text(
-                    param) if self._on_device(settings) else "cpu", False)}
+                place = _device_text(param) if self._on_device(settings) else "cpu"
+                entry = {key: factories.full((), start, named_dtype("float32"), place, False)
+                         for key, start in self._counters.items()}
                 for key in self._state_keys(settings):
                     entry[key] = self._new_state(param, key)
                 self.state[param] = entry
@@ -794,6 +813,245 @@ cdef int adam_step(TensorCore param, TensorCore grad, dict entry, tuple settings
         denom = elementwise.truediv(elementwise.sqrt(second), bias_correction2 ** 0.5)
         elementwise.iadd(denom, eps)
         elementwise.sub_scaled_(param, elementwise.truediv(exp_avg, denom), step_size)
+    return 0
+
+
+class MomentsCore(CountedCore):
+    """Adamax, NAdam and RAdam: Adam's lr, eps, betas and weight_decay, checked in PyTorch's
+    order, then the optimiser's other numbers (_numbers) and flags (_flags, "capturable" last);
+    the state "exp_avg" and a second moment (_second), made at the first eager step, with the
+    step count on the device when capturable (Note [Capturable Adam])."""
+
+    _numbers = ()
+    _flags = ("maximize", "capturable")
+
+    def _setup_moments(self, params, tuple table, dict given):
+        defaults = dict(table)
+        if given["betas"] is None:
+            given["betas"] = defaults["betas"]
+        defaults.update(given)
+        self._settings(defaults, "")
+        self._setup(params, defaults)
+
+    def _settings(self, dict group, str where):
+        lr = _number(group, "lr", where)
+        eps = _number(group, "eps", where)
+        beta1, beta2 = _betas(group["betas"], where.replace("%s", "betas"))
+        weight_decay = _number(group, "weight_decay", where)
+        numbers = tuple(_number(group, key, where) for key in self._numbers)
+        flags = tuple(_flag(group, key, where) for key in self._flags)
+        _unoffered(group, where)
+        return (lr, beta1, beta2, eps, weight_decay) + numbers + flags
+
+    def _on_device(self, tuple settings):
+        return settings[-1]  # capturable
+
+    def _state_keys(self, tuple settings):
+        return ("exp_avg", self._second)
+
+    def _loaded(self, TensorCore param, dict group, str key, value, str where):
+        if key in self._counters:  # float32, on the device when capturable, as Adam's step
+            return _loaded_step(param, value, where, group["capturable"])
+        if key in ("exp_avg", self._second):
+            _check_shape(param, value, where)
+        return OptimizerCore._loaded(self, param, group, key, value, where)
+
+
+class AdamaxCore(MomentsCore):
+    """Adamax (Kingma and Ba, 2015, section 7.1: Adam with the infinity norm), PyTorch's update
+    rule, with PyTorch's capturable step."""
+
+    _second = "exp_inf"
+
+    def init(self, params, lr, betas, eps, weight_decay, foreach, maximize, capturable):
+        self._setup_moments(params, ADAMAX_DEFAULTS, dict(
+            lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach,
+            maximize=maximize, capturable=capturable))
+
+    def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
+        adamax_step(param, gradient, entry, settings)
+
+
+class NAdamCore(MomentsCore):
+    """NAdam (Dozat, 2016: Adam with Nesterov momentum), PyTorch's update rule with its
+    momentum_decay schedule, with PyTorch's capturable step; "mu_product", the product of the
+    momentum schedule so far, is a 0-d float32 counter beside "step"."""
+
+    _second = "exp_avg_sq"
+    _numbers = ("momentum_decay",)
+    _flags = ("decoupled_weight_decay", "maximize", "capturable")
+    _counters = {"step": 0.0, "mu_product": 1.0}
+
+    def init(self, params, lr, betas, eps, weight_decay, momentum_decay, decoupled_weight_decay,
+             foreach, maximize, capturable):
+        self._setup_moments(params, NADAM_DEFAULTS, dict(
+            lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+            momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
+            foreach=foreach, maximize=maximize, capturable=capturable))
+
+    def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
+        nadam_step(param, gradient, entry, settings)
+
+
+class RAdamCore(MomentsCore):
+    """RAdam (Liu et al., 2019: Adam with the variance of its adaptive rate rectified),
+    PyTorch's update rule, with PyTorch's capturable step."""
+
+    _second = "exp_avg_sq"
+    _flags = ("decoupled_weight_decay", "maximize", "capturable")
+
+    def init(self, params, lr, betas, eps, weight_decay, decoupled_weight_decay, foreach,
+             maximize, capturable):
+        self._setup_moments(params, RADAM_DEFAULTS, dict(
+            lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+            decoupled_weight_decay=decoupled_weight_decay, foreach=foreach, maximize=maximize,
+            capturable=capturable))
+
+    def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
+        radam_step(param, gradient, entry, settings)
+
+
+cdef object _decayed(TensorCore param, object grad, object weight_decay, bint decoupled,
+                     object lr):
+    """The gradient after weight decay: L2 (weight_decay * param added to it), or decoupled
+    (param scaled by 1 - lr * weight_decay, AdamW's), as PyTorch's optimisers."""
+    if weight_decay:
+        if decoupled:
+            elementwise.imul(param, 1 - lr * weight_decay)
+        else:
+            return elementwise.add_scaled(grad, param, weight_decay)
+    return grad
+
+
+cdef int _second_moment_(TensorCore exp_avg_sq, object grad, object beta2) except -1:
+    """exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2), rounded as PyTorch's."""
+    elementwise.imul(exp_avg_sq, beta2)
+    elementwise.iadd(exp_avg_sq, elementwise.mul(elementwise.mul(grad, 1 - beta2), grad))
+    return 0
+
+
+cdef int adamax_step(TensorCore param, TensorCore grad, dict entry, tuple settings) except -1:
+    """torch/optim/adamax.py, _single_tensor_adamax (not differentiable), with the runtime's
+    own operations; the capturable branch corrects by the count on the device."""
+    lr, beta1, beta2, eps, weight_decay, maximize, capturable = settings
+    cdef TensorCore exp_avg = entry["exp_avg"], exp_inf = entry["exp_inf"]
+    cdef TensorCore step_t = entry["step"]
+    if maximize:
+        grad = elementwise.neg(grad)
+    elementwise.iadd(step_t, 1)
+    grad = _decayed(param, grad, weight_decay, False, lr)
+    lerp_rounded_(exp_avg, grad, 1 - beta1)
+    elementwise.imul(exp_inf, beta2)  # torch.maximum(exp_inf * beta2, |grad| + eps)
+    copies.copy_(exp_inf, elementwise.maximum(exp_inf, elementwise.add(
+        elementwise.absolute(grad), eps)), False)
+    if capturable:  # param += exp_avg / (exp_inf * (beta1 ** step - 1) / lr)
+        negative_correction = elementwise.truediv(
+            elementwise.sub(elementwise.rpow(step_t, beta1), 1), lr)
+        denom = elementwise.mul(exp_inf, _scalar_like(negative_correction, param))
+        elementwise.iadd(param, elementwise.truediv(exp_avg, denom))
+    else:  # param.addcdiv_(exp_avg, exp_inf, value=-clr)
+        clr = lr / (1 - beta1 ** copies.python_float(step_t))
+        elementwise.iadd(param, elementwise.truediv(elementwise.mul(exp_avg, -clr), exp_inf))
+    return 0
+
+
+cdef object _momentum_schedule(object step, object beta1, object momentum_decay):
+    """NAdam's mu at step: beta1 * (1 - 0.5 * 0.96 ** (step * momentum_decay)), for a Python
+    float or a 0-d tensor step, in PyTorch's order of operations."""
+    if isinstance(step, TensorCore):
+        decay = elementwise.rpow(elementwise.mul(step, momentum_decay), 0.96)
+        return elementwise.mul(elementwise.rsub(elementwise.mul(decay, 0.5), 1.0), beta1)
+    return beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
+
+
+cdef int nadam_step(TensorCore param, TensorCore grad, dict entry, tuple settings) except -1:
+    """torch/optim/nadam.py, _single_tensor_nadam (not differentiable), with the runtime's own
+    operations; the capturable branch computes the schedule from the count on the device."""
+    (lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled, maximize,
+     capturable) = settings
+    cdef TensorCore exp_avg = entry["exp_avg"], exp_avg_sq = entry["exp_avg_sq"]
+    cdef TensorCore step_t = entry["step"], mu_product = entry["mu_product"]
+    if maximize:
+        grad = elementwise.neg(grad)
+    elementwise.iadd(step_t, 1)
+    step = step_t if capturable else copies.python_float(step_t)
+    bias_correction2 = elementwise.rsub(elementwise.rpow(step_t, beta2), 1) if capturable \
+        else 1 - beta2 ** step
+    grad = _decayed(param, grad, weight_decay, decoupled, lr)
+    mu = _momentum_schedule(step, beta1, momentum_decay)
+    mu_next = _momentum_schedule(elementwise.add(step_t, 1) if capturable else step + 1,
+                                 beta1, momentum_decay)
+    elementwise.imul(mu_product, mu)
+    lerp_rounded_(exp_avg, grad, 1 - beta1)
+    _second_moment_(exp_avg_sq, grad, beta2)
+    denom = elementwise.sqrt(elementwise.truediv(exp_avg_sq, _scalar_like(
+        bias_correction2, param) if capturable else bias_correction2))
+    if capturable:  # the step sizes as 0-d tensors, each multiplied in, then divided
+        denom = elementwise.add(denom, eps)
+        mu_product_next = elementwise.mul(mu_product, mu_next)
+        grad_size = elementwise.truediv(elementwise.mul(elementwise.rsub(mu, 1.0), -lr),
+                                        elementwise.rsub(mu_product, 1.0))
+        avg_size = elementwise.truediv(elementwise.mul(mu_next, -lr),
+                                       elementwise.rsub(mu_product_next, 1.0))
+        elementwise.iadd(param, elementwise.truediv(
+            elementwise.mul(grad, _scalar_like(grad_size, param)), denom))
+        elementwise.iadd(param, elementwise.truediv(
+            elementwise.mul(exp_avg, _scalar_like(avg_size, param)), denom))
+    else:  # two addcdiv_ with the sizes as values, the product read on the host
+        product = copies.python_float(mu_product)
+        mu_product_next = product * mu_next
+        elementwise.iadd(denom, eps)
+        elementwise.iadd(param, elementwise.truediv(
+            elementwise.mul(grad, -lr * (1.0 - mu) / (1.0 - product)), denom))
+        elementwise.iadd(param, elementwise.truediv(
+            elementwise.mul(exp_avg, (-lr * mu_next) / (1.0 - mu_product_next)), denom))
+    return 0
+
+
+cdef int radam_step(TensorCore param, TensorCore grad, dict entry, tuple settings) except -1:
+    """torch/optim/radam.py, _single_tensor_radam (not differentiable), with the runtime's own
+    operations; the capturable branch rectifies by the count on the device, choosing with
+    where() what the eager branch chooses on the host."""
+    lr, beta1, beta2, eps, weight_decay, decoupled, maximize, capturable = settings
+    cdef TensorCore exp_avg = entry["exp_avg"], exp_avg_sq = entry["exp_avg_sq"]
+    cdef TensorCore step_t = entry["step"]
+    if maximize:
+        grad = elementwise.neg(grad)
+    elementwise.iadd(step_t, 1)
+    grad = _decayed(param, grad, weight_decay, decoupled, lr)
+    lerp_rounded_(exp_avg, grad, 1 - beta1)
+    _second_moment_(exp_avg_sq, grad, beta2)
+    rho_inf = 2 / (1 - beta2) - 1  # the largest length of the approximated SMA
+    if capturable:
+        bias_correction1 = elementwise.rsub(elementwise.rpow(step_t, beta1), 1)
+        bias_correction2 = elementwise.rsub(elementwise.rpow(step_t, beta2), 1)
+        corrected = elementwise.truediv(exp_avg, _scalar_like(bias_correction1, param))
+        rho_t = elementwise.rsub(elementwise.truediv(elementwise.mul(
+            elementwise.mul(step_t, 2), elementwise.rpow(step_t, beta2)), bias_correction2),
+            rho_inf)
+        rect = elementwise.sqrt(elementwise.truediv(elementwise.mul(elementwise.mul(
+            elementwise.sub(rho_t, 4), elementwise.sub(rho_t, 2)), rho_inf),
+            elementwise.mul(rho_t, (rho_inf - 4) * (rho_inf - 2))))
+        adaptive = elementwise.truediv(_scalar_like(elementwise.sqrt(bias_correction2), param),
+                                       elementwise.add(elementwise.sqrt(exp_avg_sq), eps))
+        update = elementwise.where(elementwise.gt(rho_t, 5.0), elementwise.mul(
+            _scalar_like(rect, param), adaptive), 1.0)
+        elementwise.isub(param, elementwise.mul(elementwise.mul(corrected, lr), update))
+        return 0
+    step = copies.python_float(step_t)
+    bias_correction1 = 1 - beta1 ** step
+    bias_correction2 = 1 - beta2 ** step
+    corrected = elementwise.truediv(exp_avg, bias_correction1)
+    rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+    if rho_t > 5.0:  # the variance is tractable: rectified adaptive step
+        rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) \
+            ** 0.5
+        adaptive = elementwise.rtruediv(elementwise.add(elementwise.sqrt(exp_avg_sq), eps),
+                                        bias_correction2 ** 0.5)
+        elementwise.isub(param, elementwise.mul(elementwise.mul(elementwise.mul(
+            corrected, lr), adaptive), rect))
+    else:  # SGD with momentum
+        elementwise.isub(param, elementwise.mul(corrected, lr))
     return 0
 
 

@@ -16,6 +16,9 @@ __all__ = [
     "AdamW",
     "RMSprop",
     "Adagrad",
+    "Adamax",
+    "NAdam",
+    "RAdam",
     "lr_scheduler",
     "swa_utils",
 ]
@@ -446,8 +449,9 @@ class RMSprop(_optim_classes.RMSpropCore):
 
         PyTorch's makes new state tensors; copying in place keeps their addresses, so a
         captured step replays with the loaded state. The tensors are converted to each
-        parameter's dtype and device (the step count stays float32, on the parameter's device when capturable, else where it was). A parameter the loaded state does not cover
-        starts again, as PyTorch's.
+        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
+        float32, on the parameter's device when capturable, else where they were). A parameter
+        the loaded state does not cover starts again, as PyTorch's.
 
         Args:
             state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
@@ -570,6 +574,341 @@ class Adagrad(_optim_classes.AdagradCore):
 
 
 _public.register_class("AdagradCore", Adagrad)
+
+
+class Adamax(_optim_classes.AdamaxCore):
+    """Adamax (Kingma and Ba, 2015: Adam with the infinity norm), by PyTorch's rule; weight_decay adds weight_decay * param to each gradient (L2).
+
+    With g = grad (-grad with maximize) and t the step count: m = beta1 * m + (1 - beta1)
+    * g, u = max(beta2 * u, |g| + eps), param -= lr / (1 - beta1 ** t) * m / u. The state
+    of each parameter ("step", a 0-d float32 tensor, "exp_avg" and "exp_inf") is made at
+    its first step, as PyTorch's.
+
+    With capturable=True the step count lives on the parameter's device and the
+    bias correction is computed there (PyTorch's capturable branch), so step() can be
+    captured into a CUDA graph with the forward and backward passes after one eager step
+    (which makes the state), and every replay matches an eager step. A captured step keeps
+    the settings it was captured with. Capturing a step whose group is not capturable is
+    PyTorch's RuntimeError. foreach is accepted and changes nothing; differentiable is not
+    offered. capturable=True runs on the CPU too (PyTorch refuses it there). lr, eps,
+    weight_decay negative, NaN or infinite, or a beta outside [0, 1), is a
+    ValueError with PyTorch's message.
+
+    Args:
+        params: an iterable of the leaf tensors to optimise, or of dicts (parameter groups:
+            "params" and any settings of their own).
+        lr: the learning rate, finite and at least 0.
+        betas: the decay rates of the running average of the gradient and of the infinity norm,
+            each in [0, 1); None for PyTorch's (0.9, 0.999).
+        eps: added to the denominator, finite and at least 0.
+        weight_decay: the weight decay, finite and at least 0.
+        foreach: accepted for PyTorch's signature; the step is the same either way.
+        maximize: maximise the objective instead.
+        capturable: keep the step count on the device, so that step() can be captured into a
+            CUDA graph.
+    """
+
+    def __init__(self, params, lr=0.002, betas=None, eps=1e-08, weight_decay=0, foreach=None, *, maximize=False, capturable=False):
+        _core.check_awake_value(params, b"Adamax()", b"params")
+        self.init(params, _errors.float_arg(lr, 'lr'), betas, _errors.float_arg(eps, 'eps'), _errors.float_arg(weight_decay, 'weight_decay'), foreach, _errors.bool_arg(maximize, 'maximize'), _errors.bool_arg(capturable, 'capturable'))
+
+    def step(self):
+        """Update every parameter that has a grad, in place.
+
+        Raises:
+            TypeError: param_groups or the state holds something other than dicts of tensors and
+                numbers, or a parameter with a grad is not floating-point; nothing is updated.
+            ValueError: a group lacks a key, a setting is refused, a parameter is not a leaf or
+                appears twice, or its grad or state does not match it; nothing is updated.
+            RuntimeError: the step is captured into a CUDA graph while a group is not capturable, or
+                a parameter has no state yet (run one eager step first); nothing is updated.
+        """
+        self.c_step()
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of the optimised parameters.
+
+        Args:
+            set_to_none: drop each grad (None) instead of filling it with zeros.
+        """
+        self.c_zero_grad(_errors.bool_arg(set_to_none, 'set_to_none'))
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters with its own settings, as PyTorch's (the dict itself is appended, filled with the defaults).
+
+        Args:
+            param_group: a dict with "params" (a tensor or a list of tensors) and any settings of
+                this optimiser; the others are taken from defaults.
+
+        Raises:
+            TypeError: param_group is not a dict, its params are a set or hold something other than
+                tensors.
+            ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
+                a setting is refused as at construction; nothing is added.
+        """
+        _core.check_awake_each(param_group, b"Adamax.add_param_group()", b"param_group")
+        self.c_add_param_group(param_group)
+
+    def state_dict(self):
+        """The optimiser's state and settings in PyTorch's format.
+
+        Returns:
+            dict[str, Any]: {"state": {index: {name: tensor}}, "param_groups": [group settings with
+                "params" as a list of indices]}, indices counting the parameters in the order of
+                param_groups; the tensors are the optimiser's own.
+        """
+        return self.c_state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Load the settings and the state of state_dict, copying each state tensor into this optimiser's own in place.
+
+        PyTorch's makes new state tensors; copying in place keeps their addresses, so a
+        captured step replays with the loaded state. The tensors are converted to each
+        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
+        float32, on the parameter's device when capturable, else where they were). A parameter
+        the loaded state does not cover starts again, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
+                shapes, grouped alike (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not of state_dict()'s format.
+            ValueError: another number of groups, a group of another size (PyTorch's messages), a
+                refused setting or a state tensor of the wrong shape; nothing is loaded.
+        """
+        _core.check_awake_each(state_dict, b"Adamax.load_state_dict()", b"state_dict")
+        self.c_load_state_dict(state_dict)
+
+
+_public.register_class("AdamaxCore", Adamax)
+
+
+class NAdam(_optim_classes.NAdamCore):
+    """NAdam (Dozat, 2016: Adam with Nesterov momentum), by PyTorch's rule; weight_decay adds weight_decay * param to each gradient (L2), or decays the parameters as AdamW with decoupled_weight_decay.
+
+    With g = grad (-grad with maximize), t the step count and the momentum schedule mu_t =
+    beta1 * (1 - 0.5 * 0.96 ** (t * momentum_decay)): m = beta1 * m + (1 - beta1) * g, v =
+    beta2 * v + (1 - beta2) * g * g, P = P * mu_t (the product of the schedule so far),
+    and with d = sqrt(v / (1 - beta2 ** t)) + eps, param -= lr * (1 - mu_t) / (1 - P) * g
+    / d + lr * mu_(t+1) / (1 - P * mu_(t+1)) * m / d. The state of each parameter ("step"
+    and "mu_product", 0-d float32 tensors, "exp_avg" and "exp_avg_sq") is made at its
+    first step, as PyTorch's.
+
+    With capturable=True the step count and mu_product lives on the parameter's device and the
+    schedule is computed there (PyTorch's capturable branch), so step() can be
+    captured into a CUDA graph with the forward and backward passes after one eager step
+    (which makes the state), and every replay matches an eager step. A captured step keeps
+    the settings it was captured with. Capturing a step whose group is not capturable is
+    PyTorch's RuntimeError. foreach is accepted and changes nothing; differentiable is not
+    offered. capturable=True runs on the CPU too (PyTorch refuses it there). lr, eps,
+    weight_decay, momentum_decay negative, NaN or infinite, or a beta outside [0, 1), is a
+    ValueError with PyTorch's message.
+
+    Args:
+        params: an iterable of the leaf tensors to optimise, or of dicts (parameter groups:
+            "params" and any settings of their own).
+        lr: the learning rate, finite and at least 0.
+        betas: the decay rates of the running averages of the gradient and of its square, each
+            in [0, 1); None for PyTorch's (0.9, 0.999).
+        eps: added to the denominator, finite and at least 0.
+        weight_decay: the weight decay, finite and at least 0.
+        momentum_decay: the decay of the momentum schedule, finite and at least 0.
+        decoupled_weight_decay: decay the parameters as AdamW does instead of adding to the
+            gradient.
+        foreach: accepted for PyTorch's signature; the step is the same either way.
+        maximize: maximise the objective instead.
+        capturable: keep the step count on the device, so that step() can be captured into a
+            CUDA graph.
+    """
+
+    def __init__(self, params, lr=0.002, betas=None, eps=1e-08, weight_decay=0, momentum_decay=0.004, decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False):
+        _core.check_awake_value(params, b"NAdam()", b"params")
+        self.init(params, _errors.float_arg(lr, 'lr'), betas, _errors.float_arg(eps, 'eps'), _errors.float_arg(weight_decay, 'weight_decay'), _errors.float_arg(momentum_decay, 'momentum_decay'), _errors.bool_arg(decoupled_weight_decay, 'decoupled_weight_decay'), foreach, _errors.bool_arg(maximize, 'maximize'), _errors.bool_arg(capturable, 'capturable'))
+
+    def step(self):
+        """Update every parameter that has a grad, in place.
+
+        Raises:
+            TypeError: param_groups or the state holds something other than dicts of tensors and
+                numbers, or a parameter with a grad is not floating-point; nothing is updated.
+            ValueError: a group lacks a key, a setting is refused, a parameter is not a leaf or
+                appears twice, or its grad or state does not match it; nothing is updated.
+            RuntimeError: the step is captured into a CUDA graph while a group is not capturable, or
+                a parameter has no state yet (run one eager step first); nothing is updated.
+        """
+        self.c_step()
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of the optimised parameters.
+
+        Args:
+            set_to_none: drop each grad (None) instead of filling it with zeros.
+        """
+        self.c_zero_grad(_errors.bool_arg(set_to_none, 'set_to_none'))
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters with its own settings, as PyTorch's (the dict itself is appended, filled with the defaults).
+
+        Args:
+            param_group: a dict with "params" (a tensor or a list of tensors) and any settings of
+                this optimiser; the others are taken from defaults.
+
+        Raises:
+            TypeError: param_group is not a dict, its params are a set or hold something other than
+                tensors.
+            ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
+                a setting is refused as at construction; nothing is added.
+        """
+        _core.check_awake_each(param_group, b"NAdam.add_param_group()", b"param_group")
+        self.c_add_param_group(param_group)
+
+    def state_dict(self):
+        """The optimiser's state and settings in PyTorch's format.
+
+        Returns:
+            dict[str, Any]: {"state": {index: {name: tensor}}, "param_groups": [group settings with
+                "params" as a list of indices]}, indices counting the parameters in the order of
+                param_groups; the tensors are the optimiser's own.
+        """
+        return self.c_state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Load the settings and the state of state_dict, copying each state tensor into this optimiser's own in place.
+
+        PyTorch's makes new state tensors; copying in place keeps their addresses, so a
+        captured step replays with the loaded state. The tensors are converted to each
+        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
+        float32, on the parameter's device when capturable, else where they were). A parameter
+        the loaded state does not cover starts again, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
+                shapes, grouped alike (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not of state_dict()'s format.
+            ValueError: another number of groups, a group of another size (PyTorch's messages), a
+                refused setting or a state tensor of the wrong shape; nothing is loaded.
+        """
+        _core.check_awake_each(state_dict, b"NAdam.load_state_dict()", b"state_dict")
+        self.c_load_state_dict(state_dict)
+
+
+_public.register_class("NAdamCore", NAdam)
+
+
+class RAdam(_optim_classes.RAdamCore):
+    """RAdam (Liu et al., 2019: Adam with the variance of the adaptive rate rectified), by PyTorch's rule; weight_decay adds weight_decay * param to each gradient (L2), or decays the parameters as AdamW with decoupled_weight_decay.
+
+    With g = grad (-grad with maximize) and t the step count: m and v as Adam's, rho_inf =
+    2 / (1 - beta2) - 1 and rho_t = rho_inf - 2 * t * beta2 ** t / (1 - beta2 ** t). While
+    rho_t <= 5, param -= lr * m / (1 - beta1 ** t) (SGD with momentum); after, that step
+    is multiplied by the adaptive rate sqrt(1 - beta2 ** t) / (sqrt(v) + eps) and the
+    rectification sqrt((rho_t - 4) (rho_t - 2) rho_inf / ((rho_inf - 4) (rho_inf - 2)
+    rho_t)). The state of each parameter ("step", a 0-d float32 tensor, "exp_avg" and
+    "exp_avg_sq") is made at its first step, as PyTorch's.
+
+    With capturable=True the step count lives on the parameter's device and the
+    bias corrections and the rectification are computed there (PyTorch's capturable branch), so step() can be
+    captured into a CUDA graph with the forward and backward passes after one eager step
+    (which makes the state), and every replay matches an eager step. A captured step keeps
+    the settings it was captured with. Capturing a step whose group is not capturable is
+    PyTorch's RuntimeError. foreach is accepted and changes nothing; differentiable is not
+    offered. capturable=True runs on the CPU too (PyTorch refuses it there). lr, eps,
+    weight_decay negative, NaN or infinite, or a beta outside [0, 1), is a
+    ValueError with PyTorch's message.
+
+    Args:
+        params: an iterable of the leaf tensors to optimise, or of dicts (parameter groups:
+            "params" and any settings of their own).
+        lr: the learning rate, finite and at least 0.
+        betas: the decay rates of the running averages of the gradient and of its square, each
+            in [0, 1); None for PyTorch's (0.9, 0.999).
+        eps: added to the denominator, finite and at least 0.
+        weight_decay: the weight decay, finite and at least 0.
+        decoupled_weight_decay: decay the parameters as AdamW does instead of adding to the
+            gradient.
+        foreach: accepted for PyTorch's signature; the step is the same either way.
+        maximize: maximise the objective instead.
+        capturable: keep the step count on the device, so that step() can be captured into a
+            CUDA graph.
+    """
+
+    def __init__(self, params, lr=0.001, betas=None, eps=1e-08, weight_decay=0, decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False):
+        _core.check_awake_value(params, b"RAdam()", b"params")
+        self.init(params, _errors.float_arg(lr, 'lr'), betas, _errors.float_arg(eps, 'eps'), _errors.float_arg(weight_decay, 'weight_decay'), _errors.bool_arg(decoupled_weight_decay, 'decoupled_weight_decay'), foreach, _errors.bool_arg(maximize, 'maximize'), _errors.bool_arg(capturable, 'capturable'))
+
+    def step(self):
+        """Update every parameter that has a grad, in place.
+
+        Raises:
+            TypeError: param_groups or the state holds something other than dicts of tensors and
+                numbers, or a parameter with a grad is not floating-point; nothing is updated.
+            ValueError: a group lacks a key, a setting is refused, a parameter is not a leaf or
+                appears twice, or its grad or state does not match it; nothing is updated.
+            RuntimeError: the step is captured into a CUDA graph while a group is not capturable, or
+                a parameter has no state yet (run one eager step first); nothing is updated.
+        """
+        self.c_step()
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of the optimised parameters.
+
+        Args:
+            set_to_none: drop each grad (None) instead of filling it with zeros.
+        """
+        self.c_zero_grad(_errors.bool_arg(set_to_none, 'set_to_none'))
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters with its own settings, as PyTorch's (the dict itself is appended, filled with the defaults).
+
+        Args:
+            param_group: a dict with "params" (a tensor or a list of tensors) and any settings of
+                this optimiser; the others are taken from defaults.
+
+        Raises:
+            TypeError: param_group is not a dict, its params are a set or hold something other than
+                tensors.
+            ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
+                a setting is refused as at construction; nothing is added.
+        """
+        _core.check_awake_each(param_group, b"RAdam.add_param_group()", b"param_group")
+        self.c_add_param_group(param_group)
+
+    def state_dict(self):
+        """The optimiser's state and settings in PyTorch's format.
+
+        Returns:
+            dict[str, Any]: {"state": {index: {name: tensor}}, "param_groups": [group settings with
+                "params" as a list of indices]}, indices counting the parameters in the order of
+                param_groups; the tensors are the optimiser's own.
+        """
+        return self.c_state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Load the settings and the state of state_dict, copying each state tensor into this optimiser's own in place.
+
+        PyTorch's makes new state tensors; copying in place keeps their addresses, so a
+        captured step replays with the loaded state. The tensors are converted to each
+        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
+        float32, on the parameter's device when capturable, else where they were). A parameter
+        the loaded state does not cover starts again, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
+                shapes, grouped alike (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not of state_dict()'s format.
+            ValueError: another number of groups, a group of another size (PyTorch's messages), a
+                refused setting or a state tensor of the wrong shape; nothing is loaded.
+        """
+        _core.check_awake_each(state_dict, b"RAdam.load_state_dict()", b"state_dict")
+        self.c_load_state_dict(state_dict)
+
+
+_public.register_class("RAdamCore", RAdam)
 
 from tensorplay.optim import lr_scheduler
 from tensorplay.optim import swa_utils
