@@ -73,7 +73,8 @@ def same_state(mine, reference, ours, theirs, dtype="float64"):
         state, their_state = mine.state[param], reference.state[other]
         assert sorted(state) == sorted(their_state)
         for key, value in state.items():
-            assert value.dtype == (tp.float32 if key == "step" else getattr(tp, dtype)), key
+            counter = key in ("step", "mu_product")  # 0-d float32 counts, as PyTorch's
+            assert value.dtype == (tp.float32 if counter else getattr(tp, dtype)), key
             numpy.testing.assert_allclose(value.cpu().numpy(), their_state[key].numpy(),
                                           rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
 
