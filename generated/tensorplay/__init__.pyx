@@ -7003,7 +7003,7 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.__getitem__()", NULL)
         _core.check_awake_value(key, b"Tensor.__getitem__()", b"key")
-        return _copies.getitem(self, key)
+        return _selection.getitem(self, key)
 
     def __setitem__(self, key, value):
         """Assign to the selected view, or to the elements a boolean mask selects.

@@ -8,7 +8,7 @@ resolved to its ops once, at import, which fails when the table and FORMULAS dif
 import math
 
 from tensorplay._runtime.kernels cimport ops
-from tensorplay._runtime.tensor cimport copies, scan, scatter_gather
+from tensorplay._runtime.tensor cimport copies, scan, scatter_gather, selection
 from tensorplay._runtime.autograd.tape cimport Node
 from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
@@ -408,7 +408,7 @@ def setitem_gradient(Node node, tuple grads):
         grad_self = copies.clone(g)
         copies.setitem(grad_self, node.state, 0)
     if wanted(node, 1):
-        grad_value = copies.clone(copies.getitem(g, node.state))
+        grad_value = copies.clone(selection.getitem(g, node.state))
     return (grad_self, grad_value)
 
 

@@ -92,9 +92,11 @@ cdef object tile(TensorCore tensor, tuple dims)
 # torch.tile(input, dims): dims one sequence, as the function takes it
 cdef object tile_of(object input, object dims)
 # x[key]: a view for ints, slices, None and ... (TensorCore.c_getitem, Note [Basic indexing] in
-# core.pyx), a new tensor for a boolean mask (Note [Boolean masks]); x[key] = value likewise;
-# del x[key] refused.
+# core.pyx); x[mask] is selection.getitem's, which checks the mask here (check_mask). x[key] =
+# value likewise, a boolean mask too (Note [Boolean masks]); del x[key] refused.
 cdef object getitem(TensorCore tensor, object key)
+cdef bint is_mask(object key)
+cdef int check_mask(TensorCore tensor, TensorCore mask, str name) except -1
 cdef object setitem(TensorCore tensor, object key, object value)
 cdef object delitem(TensorCore tensor, object key)
 cdef str repr_text(TensorCore tensor)

@@ -910,25 +910,25 @@ cdef object stack(object tensors, object dim):
 
 
 # Note [Boolean masks]
-# x[mask], for a bool tensor mask of x's leading shape, selects the elements (or the
-# sub-tensors over x's remaining dimensions) where mask is True, in order, as PyTorch's: a new
-# tensor of shape (count,) + x.shape[mask.dim():], never a view; x[mask] = value assigns them
-# (a Python scalar, or a tensor broadcasting to that shape). The count depends on the mask's
-# values, so they are read on the host, as torch.nonzero synchronises with the device. During a
-# CUDA graph capture that wait is forbidden (cudaStreamSynchronize on a capturing stream is
+# x[mask] = value, for a bool tensor mask of x's leading shape, assigns the elements (or the
+# sub-tensors over x's remaining dimensions) where mask is True, as PyTorch's: a Python scalar,
+# or a tensor broadcasting to (count,) + x.shape[mask.dim():]. (x[mask] itself is selection.pyx's
+# getitem, Note [Selection by value].) The count depends on the mask's values, so they are read
+# on the host, as torch.nonzero synchronises with the device. During a CUDA graph capture that
+# wait is forbidden (cudaStreamSynchronize on a capturing stream is
 # cudaErrorStreamCaptureUnsupported, and PyTorch's nonzero raises "operation not permitted when
-# stream is capturing"), so both are refused there before anything is queued. On CUDA the
-# selection is computed on the host too: the tensor is copied to the host and the result (or
-# the tensor, assigned) copied back. The gradient of x[mask] is zeros with the gradient
-# assigned at the mask (getitem_gradient, through masked_setitem); the mask is saved as a copy.
+# stream is capturing"), so x[mask] and x[mask] = value are refused there before anything is
+# queued (check_mask). On CUDA the assignment is computed on the host: the tensor is copied to
+# the host, assigned and copied back.
 
 
 cdef bint is_mask(object key):
     return isinstance(key, TensorCore) and (<TensorCore>key).dtype_object.code == CODE_BOOL
 
 
-cdef object mask_values(TensorCore tensor, TensorCore mask, str name):
-    """mask's values on the host, once checked against tensor (Note [Boolean masks])."""
+cdef int check_mask(TensorCore tensor, TensorCore mask, str name) except -1:
+    """mask against tensor (Note [Boolean masks]): on tensor's device or the CPU, of its leading
+    shape; refused on a capturing stream."""
     if mask.device_index != CPU and mask.device_index != tensor.device_index:
         raise ValueError(f"{name}: the mask is on {device_text(mask.device_index)} and the "
                          f"tensor on {device_text(tensor.device_index)}; a mask must be on the "
@@ -944,23 +944,12 @@ cdef object mask_values(TensorCore tensor, TensorCore mask, str name):
             _device.refuse_on_capturing_stream(
                 f"{name} with a boolean mask (its result's size depends on the mask's values, "
                 "read on the host, as torch.nonzero)", <void*>current_stream(device), device)
-    return host_values(mask)
-
-
-cdef object masked_getitem(TensorCore tensor, TensorCore mask):
-    selection = mask_values(tensor, mask, "__getitem__")
-    host = tensor if tensor.device_index == CPU else cpu(<TensorCore>tensor.c_detach())
-    result = wrap_cpu(np().array((<TensorCore>host).array[selection], order="C"),
-                      tensor.dtype_object)
-    if tensor.device_index != CPU:
-        result = to(<TensorCore>result, device_text(tensor.device_index), None, False, False)
-    if tracked(tensor):
-        return recorded(result, ops.OP_GETITEM, (tensor,), (), clone(<TensorCore>mask.c_detach()))
-    return result
+    return 0
 
 
 cdef object masked_setitem(TensorCore tensor, TensorCore mask, object value):
-    selection = mask_values(tensor, mask, "__setitem__")
+    check_mask(tensor, mask, "__setitem__")
+    selection = host_values(mask)
     shape = (int(selection.sum()),) + tensor.sizes[len(mask.sizes):]
     if isinstance(value, TensorCore):
         broadcast_shape((<TensorCore>value).sizes, shape, "__setitem__")
@@ -1127,8 +1116,7 @@ cdef object from_host_list(list values, int device):
 
 
 cdef object getitem(TensorCore tensor, object key):
-    if is_mask(key):
-        return masked_getitem(tensor, key)
+    """tensor[key] for every key but a boolean mask (selection.getitem's)."""
     # basic keys (ints, slices, None, ...) skip the search for an integer index
     found = integer_index(tensor, key) if holds_sequence(key) else None
     if found is not None:

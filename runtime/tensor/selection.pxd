@@ -1,10 +1,12 @@
-# nonzero(), argwhere(), masked_select() (selection.pyx, Note [Selection by value]),
+# nonzero(), argwhere(), masked_select(), x[mask] (selection.pyx, Note [Selection by value]),
 # bincount() (Note [Counting]), unique() and unique_consecutive() (Note [Unique elements]).
 from tensorplay._runtime.tensor.core cimport TensorCore
 
 cdef object nonzero(TensorCore tensor, bint as_tuple)
 cdef object argwhere(TensorCore tensor)
 cdef object masked_select(TensorCore tensor, object mask)
+# x[key] (Tensor.__getitem__): a boolean mask here, other keys copies.getitem's
+cdef object getitem(TensorCore tensor, object key)
 cdef object bincount(TensorCore tensor, object weights, long long minlength)
 cdef object unique(TensorCore tensor, bint sorted, bint return_inverse, bint return_counts,
                    object dim)

@@ -1,7 +1,7 @@
 # cython: language_level=3
-"""nonzero(), argwhere(), masked_select(), bincount(), unique() and unique_consecutive() (api.yaml:
-the tensorplay functions and the Tensor methods), as PyTorch's: the operations whose result's
-size depends on the values.
+"""nonzero(), argwhere(), masked_select(), x[mask], bincount(), unique() and unique_consecutive()
+(api.yaml: the tensorplay functions and the Tensor methods), as PyTorch's: the operations whose
+result's size depends on the values.
 
 Note [Selection by value]
 nonzero lists the coordinates of the elements that are not zero (NaN is not zero), in the
@@ -9,6 +9,9 @@ order of the flattened tensor, as PyTorch's: an int64 (count, ndim) tensor, or w
 one int64 vector per dimension (a 0-d tensor counts as one of one element there). argwhere is
 nonzero's matrix; masked_select the elements of input where the mask is True, input and mask
 broadcast together, as a vector.
+x[mask], for a bool mask of x's leading shape (on x's device or the CPU), is the rows of x
+flattened over the mask's dimensions at the mask's positions, as PyTorch's: a new tensor of
+shape (count,) + x.shape[mask.dim():], whose gradient is index_select's.
 The count decides the result's shape, so it is read on the host, as PyTorch's nonzero reads
 it (a synchronisation, which a capture refuses: "operation not permitted when stream is
 capturing"); both are refused there before anything is queued, naming the operation. On a
@@ -63,6 +66,20 @@ cdef object nonzero(TensorCore tensor, bint as_tuple):
 
 cdef object argwhere(TensorCore tensor):
     return coordinates(flat_positions(tensor, "argwhere"), tensor.sizes)
+
+
+cdef object getitem(TensorCore tensor, object key):
+    """tensor[key] (api.yaml: Tensor.__getitem__): a boolean mask here, every other key
+    copies.getitem's."""
+    if not copies.is_mask(key):
+        return copies.getitem(tensor, key)
+    cdef TensorCore mask = key
+    copies.check_mask(tensor, mask, "__getitem__")  # refused during a capture, as nonzero
+    if mask.device_index != tensor.device_index:  # a CPU mask of a CUDA tensor
+        mask = copies.to(mask, device_text(tensor.device_index), None, False, False)
+    positions = flat_positions(mask, "__getitem__")
+    rows = copies.reshape(tensor, ((mask.element_count,) + tensor.sizes[len(mask.sizes):],))
+    return copies.index_select(<TensorCore>rows, 0, positions)
 
 
 cdef object masked_select(TensorCore tensor, object mask):
