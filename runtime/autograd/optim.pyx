@@ -87,7 +87,7 @@ NUMBER_NAMES = {"lr": "learning rate", "momentum": "momentum value",
                 "dampening": "dampening value", "weight_decay": "weight_decay value",
                 "eps": "epsilon value", "alpha": "alpha value", "lr_decay": "lr_decay value",
                 "initial_accumulator_value": "initial_accumulator_value value",
-                "momentum_decay": "momentum_decay value"}
+                "momentum_decay": "momentum_decay value", "rho": "rho value"}
 SGD_DEFAULTS = (("lr", 0.001), ("momentum", 0), ("dampening", 0), ("weight_decay", 0),
                 ("nesterov", False), ("maximize", False), ("foreach", None),
                 ("differentiable", False), ("fused", None))
@@ -111,6 +111,12 @@ NADAM_DEFAULTS = (("lr", 0.002), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weig
 RADAM_DEFAULTS = (("lr", 0.001), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weight_decay", 0),
                   ("maximize", False), ("foreach", None), ("capturable", False),
                   ("decoupled_weight_decay", False), ("differentiable", False))
+ADADELTA_DEFAULTS = (("lr", 1.0), ("rho", 0.9), ("eps", 1e-06), ("weight_decay", 0),
+                     ("maximize", False), ("capturable", False), ("foreach", None),
+                     ("differentiable", False))
+RPROP_DEFAULTS = (("lr", 0.01), ("etas", (0.5, 1.2)), ("step_sizes", (1e-06, 50)),
+                  ("foreach", None), ("maximize", False), ("differentiable", False),
+                  ("capturable", False))
 ADAGRAD_DEFAULTS = (("lr", 0.01), ("lr_decay", 0), ("eps", 1e-10), ("weight_decay", 0),
                     ("initial_accumulator_value", 0), ("foreach", None), ("maximize", False),
                     ("differentiable", False), ("fused", None))
@@ -708,7 +714,7 @@ class CountedCore(OptimizerCore):
                 entry = {key: factories.full((), start, named_dtype("float32"), place, False)
                          for key, start in self._counters.items()}
                 for key in self._state_keys(settings):
-                    entry[key] = self._new_state(param, key)
+                    entry[key] = self._new_state(param, key, settings)
                 self.state[param] = entry
             for param, grad, settings in planned:
                 self._update(param, grad, self.state[param], settings)
@@ -716,7 +722,7 @@ class CountedCore(OptimizerCore):
     def _device_rule(self):
         return CAPTURABLE_DEVICE
 
-    def _new_state(self, TensorCore param, str key):
+    def _new_state(self, TensorCore param, str key, tuple settings):
         return factories.zeros_like(param, None, None, False)
 
 
@@ -1144,6 +1150,152 @@ cdef int lerp_rounded_(TensorCore tensor, TensorCore end, double weight) except 
     return 0
 
 
+class AdadeltaCore(CountedCore):
+    """Adadelta (Zeiler, 2012), PyTorch's update rule, with PyTorch's capturable step (the
+    step count on the device; Adadelta's update does not read it)."""
+
+    def init(self, params, lr, rho, eps, weight_decay, foreach, capturable, maximize):
+        defaults = dict(ADADELTA_DEFAULTS)
+        defaults.update(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, foreach=foreach,
+                        capturable=capturable, maximize=maximize)
+        self._settings(defaults, "")
+        self._setup(params, defaults)
+
+    def _settings(self, dict group, str where):
+        """(lr, rho, eps, weight_decay, maximize, capturable) of group, checked in PyTorch's
+        order (lr, rho, eps, weight_decay); where holds %s for the key."""
+        lr = _number(group, "lr", where)
+        rho = _number(group, "rho", where)
+        if rho > 1.0:  # PyTorch's 0 <= rho <= 1
+            raise ValueError(f"Invalid rho value: {errors.shown(group['rho'])}"
+                             f"{where.replace('%s', 'rho')}; it must be in [0, 1]")
+        eps = _number(group, "eps", where)
+        weight_decay = _number(group, "weight_decay", where)
+        flags = tuple(_flag(group, key, where) for key in ("maximize", "capturable"))
+        _unoffered(group, where)
+        return (lr, rho, eps, weight_decay) + flags
+
+    def _on_device(self, tuple settings):
+        return settings[-1]
+
+    def _state_keys(self, tuple settings):
+        return ("square_avg", "acc_delta")
+
+    def _loaded(self, TensorCore param, dict group, str key, value, str where):
+        if key == "step":
+            return _loaded_step(param, value, where, group["capturable"])
+        if key in ("square_avg", "acc_delta"):
+            _check_shape(param, value, where)
+        return OptimizerCore._loaded(self, param, group, key, value, where)
+
+    def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
+        adadelta_step(param, gradient, entry, settings)
+
+
+cdef int adadelta_step(TensorCore param, TensorCore grad, dict entry, tuple settings) except -1:
+    """torch/optim/adadelta.py, _single_tensor_adadelta (not differentiable), with the
+    runtime's own in-place operations."""
+    lr, rho, eps, weight_decay, maximize, _ = settings
+    cdef TensorCore square_avg = entry["square_avg"], acc_delta = entry["acc_delta"]
+    elementwise.iadd(<TensorCore>entry["step"], 1)
+    if maximize:
+        grad = elementwise.neg(grad)
+    grad = _decayed(param, grad, weight_decay, False, lr)
+    _second_moment_(square_avg, grad, rho)
+    std = elementwise.sqrt_(elementwise.add(square_avg, eps))
+    delta = elementwise.sqrt_(elementwise.add(acc_delta, eps))
+    elementwise.imul(elementwise.itruediv(delta, std), grad)
+    _second_moment_(acc_delta, delta, rho)
+    elementwise.add_scaled_(param, delta, -lr)
+    return 0
+
+
+cdef tuple _pair(object value, str key, str where):
+    """value as a tuple of two floats (Rprop's etas and step_sizes)."""
+    where = where.replace("%s", key)
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"{key}{where} must be a tuple of two floats, got "
+                        f"{errors.shown(value)}")
+    for index, number in enumerate(value):
+        if isinstance(number, bool) or not isinstance(number, numbers.Real):
+            raise TypeError(f"{key}[{index}]{where} must be a float, got "
+                            f"{type(number).__name__}")
+    return float(value[0]), float(value[1])
+
+
+class RpropCore(CountedCore):
+    """Rprop (Riedmiller and Braun, 1993), PyTorch's update rule, with PyTorch's capturable
+    step. The masked assignments of PyTorch's eager branch and the where() of its capturable
+    one give the same numbers, so every step here is where(), which a capture takes."""
+
+    def init(self, params, lr, etas, step_sizes, capturable, foreach, maximize):
+        defaults = dict(RPROP_DEFAULTS)
+        defaults.update(lr=lr, foreach=foreach, maximize=maximize, capturable=capturable)
+        if etas is not None:
+            defaults["etas"] = etas
+        if step_sizes is not None:
+            defaults["step_sizes"] = step_sizes
+        self._settings(defaults, "")
+        self._setup(params, defaults)
+
+    def _settings(self, dict group, str where):
+        """(lr, etaminus, etaplus, step_size_min, step_size_max, maximize, capturable) of group,
+        checked in PyTorch's order (lr, etas); where holds %s for the key."""
+        lr = _number(group, "lr", where)
+        etaminus, etaplus = _pair(group["etas"], "etas", where)
+        if not 0.0 < etaminus < 1.0 < etaplus:
+            raise ValueError(f"Invalid eta values: {etaminus}, {etaplus}"
+                             f"{where.replace('%s', 'etas')}; they must be 0 < etaminus < 1 < "
+                             "etaplus")
+        step_size_min, step_size_max = _pair(group["step_sizes"], "step_sizes", where)
+        flags = tuple(_flag(group, key, where) for key in ("maximize", "capturable"))
+        _unoffered(group, where)
+        return (lr, etaminus, etaplus, step_size_min, step_size_max) + flags
+
+    def _on_device(self, tuple settings):
+        return settings[-1]
+
+    def _state_keys(self, tuple settings):
+        return ("prev", "step_size")
+
+    def _new_state(self, TensorCore param, str key, tuple settings):
+        if key == "step_size":  # PyTorch's _init_group: the group's lr, of the grad's shape
+            return factories.full_like(param, settings[0], None, None, False)
+        return factories.zeros_like(param, None, None, False)
+
+    def _loaded(self, TensorCore param, dict group, str key, value, str where):
+        if key == "step":
+            return _loaded_step(param, value, where, group["capturable"])
+        if key in ("prev", "step_size"):
+            _check_shape(param, value, where)
+        return OptimizerCore._loaded(self, param, group, key, value, where)
+
+    def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
+        rprop_step(param, gradient, entry, settings)
+
+
+cdef int rprop_step(TensorCore param, TensorCore grad, dict entry, tuple settings) except -1:
+    """torch/optim/rprop.py, _single_tensor_rprop's capturable branch (not differentiable),
+    with the runtime's own operations."""
+    lr, etaminus, etaplus, step_size_min, step_size_max, maximize, _ = settings
+    cdef TensorCore prev = entry["prev"], step_size = entry["step_size"]
+    elementwise.iadd(<TensorCore>entry["step"], 1)
+    if maximize:
+        grad = elementwise.neg(grad)
+    # the change of each step size: etaplus where the gradient kept its sign, etaminus where
+    # it changed, 1 where either is 0 (NaN stays NaN, as PyTorch's)
+    sign = elementwise.sign(elementwise.mul(grad, prev))
+    sign = elementwise.where(elementwise.gt(sign, 0), etaplus, sign)
+    sign = elementwise.where(elementwise.lt(sign, 0), etaminus, sign)
+    sign = elementwise.where(elementwise.eq(sign, 0), 1, sign)
+    elementwise.clamp_(elementwise.imul(step_size, sign), step_size_min, step_size_max)
+    # where the sign changed, no step and no memory of the gradient (PyTorch's grad[...] = 0)
+    grad = elementwise.where(elementwise.eq(sign, etaminus), 0, grad)
+    elementwise.isub(param, elementwise.mul(elementwise.sign(grad), step_size))
+    copies.copy_(prev, grad, False)
+    return 0
+
+
 class AdagradCore(CountedCore):
     """Adagrad (Duchi et al., 2011), PyTorch's update rule. The state is made with the
     optimiser, as PyTorch's, and the step count lives on the parameter's device, where
@@ -1179,7 +1331,7 @@ class AdagradCore(CountedCore):
                 self.state[param] = {
                     "step": factories.zeros((), named_dtype("float32"), _device_text(param),
                                             False),
-                    "sum": self._new_state(param, "sum")}
+                    "sum": self._new_state(param, "sum", None)}
 
     def _on_device(self, tuple settings):
         return True
@@ -1190,7 +1342,7 @@ class AdagradCore(CountedCore):
     def _state_keys(self, tuple settings):
         return ("sum",)
 
-    def _new_state(self, TensorCore param, str key):
+    def _new_state(self, TensorCore param, str key, tuple settings):
         # PyTorch's: the optimiser's initial_accumulator_value, whatever the group's says
         return factories.full_like(param, _hyperparameter(
             self.defaults["initial_accumulator_value"], "initial_accumulator_value",
@@ -1209,7 +1361,7 @@ class AdagradCore(CountedCore):
         if isinstance(entry, dict) and isinstance(entry.get("step"), TensorCore) and \
                 isinstance(entry.get("sum"), TensorCore):
             copies.fill_(<TensorCore>entry["step"], 0)
-            copies.copy_(<TensorCore>entry["sum"], self._new_state(param, "sum"), False)
+            copies.copy_(<TensorCore>entry["sum"], self._new_state(param, "sum", None), False)
         else:
             self.state.pop(param, None)
 

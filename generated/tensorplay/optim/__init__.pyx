@@ -16,6 +16,8 @@ __all__ = [
     "AdamW",
     "RMSprop",
     "Adagrad",
+    "Adadelta",
+    "Rprop",
     "Adamax",
     "NAdam",
     "RAdam",
@@ -574,6 +576,223 @@ class Adagrad(_optim_classes.AdagradCore):
 
 
 _public.register_class("AdagradCore", Adagrad)
+
+
+class Adadelta(_optim_classes.AdadeltaCore):
+    """Adadelta (Zeiler, 2012), by PyTorch's rule; weight_decay adds weight_decay * param to each gradient (L2).
+
+    With g = grad (-grad with maximize): v = rho * v + (1 - rho) * g * g, delta = sqrt(u +
+    eps) / sqrt(v + eps) * g, u = rho * u + (1 - rho) * delta * delta, param -= lr * delta.
+    The state of each parameter ("step", a 0-d float32 tensor that counts the steps,
+    "square_avg" (v) and "acc_delta" (u)) is made at its first step, as PyTorch's.
+
+    With capturable=True the step count lives on the parameter's device (PyTorch's
+    capturable branch; the update reads no count), so step() can be captured into a CUDA
+    graph with the forward and backward passes after one eager step (which makes the
+    state), and every replay counts its step and matches an eager step. Capturing a step
+    whose group is not capturable is PyTorch's RuntimeError. A captured step keeps the
+    settings it was captured with. capturable=True runs on the CPU too (PyTorch refuses it
+    there). foreach is accepted and changes nothing; differentiable
+    is not offered. lr, eps or weight_decay negative, NaN or infinite, or rho outside [0,
+    1], is a ValueError with PyTorch's message.
+
+    Args:
+        params: an iterable of the leaf tensors to optimise, or of dicts (parameter groups:
+            "params" and any settings of their own).
+        lr: the scale of each step, finite and at least 0.
+        rho: the decay of the running averages, in [0, 1].
+        eps: added inside both square roots, finite and at least 0.
+        weight_decay: the L2 penalty added to each gradient, finite and at least 0.
+        foreach: accepted for PyTorch's signature; the step is the same either way.
+        capturable: keep the step count on the device, so that step() can be captured into a
+            CUDA graph.
+        maximize: maximise the objective instead.
+    """
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-06, weight_decay=0, foreach=None, *, capturable=False, maximize=False):
+        _core.check_awake_value(params, b"Adadelta()", b"params")
+        self.init(params, _errors.float_arg(lr, 'lr'), _errors.float_arg(rho, 'rho'), _errors.float_arg(eps, 'eps'), _errors.float_arg(weight_decay, 'weight_decay'), foreach, _errors.bool_arg(capturable, 'capturable'), _errors.bool_arg(maximize, 'maximize'))
+
+    def step(self):
+        """Update every parameter that has a grad, in place.
+
+        Raises:
+            TypeError: param_groups or the state holds something other than dicts of tensors and
+                numbers, or a parameter with a grad is not floating-point; nothing is updated.
+            ValueError: a group lacks a key, a setting is refused, a parameter is not a leaf or
+                appears twice, or its grad or state does not match it; nothing is updated.
+            RuntimeError: the step is captured into a CUDA graph while a group is not capturable, or
+                a parameter has no state yet (run one eager step first); nothing is updated.
+        """
+        self.c_step()
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of the optimised parameters.
+
+        Args:
+            set_to_none: drop each grad (None) instead of filling it with zeros.
+        """
+        self.c_zero_grad(_errors.bool_arg(set_to_none, 'set_to_none'))
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters with its own settings, as PyTorch's (the dict itself is appended, filled with the defaults).
+
+        Args:
+            param_group: a dict with "params" (a tensor or a list of tensors) and any settings of
+                this optimiser; the others are taken from defaults.
+
+        Raises:
+            TypeError: param_group is not a dict, its params are a set or hold something other than
+                tensors.
+            ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
+                a setting is refused as at construction; nothing is added.
+        """
+        _core.check_awake_each(param_group, b"Adadelta.add_param_group()", b"param_group")
+        self.c_add_param_group(param_group)
+
+    def state_dict(self):
+        """The optimiser's state and settings in PyTorch's format.
+
+        Returns:
+            dict[str, Any]: {"state": {index: {name: tensor}}, "param_groups": [group settings with
+                "params" as a list of indices]}, indices counting the parameters in the order of
+                param_groups; the tensors are the optimiser's own.
+        """
+        return self.c_state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Load the settings and the state of state_dict, copying each state tensor into this optimiser's own in place.
+
+        PyTorch's makes new state tensors; copying in place keeps their addresses, so a
+        captured step replays with the loaded state. The tensors are converted to each
+        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
+        float32, on the parameter's device when capturable, else where they were). A parameter
+        the loaded state does not cover starts again, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
+                shapes, grouped alike (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not of state_dict()'s format.
+            ValueError: another number of groups, a group of another size (PyTorch's messages), a
+                refused setting or a state tensor of the wrong shape; nothing is loaded.
+        """
+        _core.check_awake_each(state_dict, b"Adadelta.load_state_dict()", b"state_dict")
+        self.c_load_state_dict(state_dict)
+
+
+_public.register_class("AdadeltaCore", Adadelta)
+
+
+class Rprop(_optim_classes.RpropCore):
+    """Rprop (Riedmiller and Braun, 1993), by PyTorch's rule: each element moves by its own step size against the sign of its gradient.
+
+    With g = grad (-grad with maximize) and p the previous step's g: where g * p > 0 the
+    step size is multiplied by etaplus, where g * p < 0 by etaminus (and g is taken as 0:
+    no move, and 0 remembered), else kept; the sizes are clamped to step_sizes, and param
+    -= sign(g) * size. The state of each parameter ("step", a 0-d float32 tensor that
+    counts the steps, "prev" and "step_size", filled with the group's lr) is made at its
+    first step, as PyTorch's.
+
+    Every step here is PyTorch's capturable branch (where() where the eager branch assigns
+    through masks: the same numbers). With capturable=True the step count lives on the
+    parameter's device, so step() can be captured into a CUDA graph with the forward and
+    backward passes after one eager step (which makes the state), and every replay counts
+    its step and matches an eager step. Capturing a step whose group is not capturable is
+    PyTorch's RuntimeError. A captured step keeps the settings it was captured with.
+    capturable=True runs on the CPU too (PyTorch refuses it there).
+    foreach is accepted and changes nothing; differentiable is not offered. lr negative,
+    NaN or infinite, or etas not 0 < etaminus < 1 < etaplus, is a ValueError with PyTorch's
+    message.
+
+    Args:
+        params: an iterable of the leaf tensors to optimise, or of dicts (parameter groups:
+            "params" and any settings of their own).
+        lr: the first step size of every element, finite and at least 0.
+        etas: (etaminus, etaplus), the factors of a step size where the gradient changes sign
+            and where it keeps it, 0 < etaminus < 1 < etaplus; None for PyTorch's (0.5, 1.2).
+        step_sizes: (min, max), the bounds of the step sizes; None for PyTorch's (1e-06, 50).
+        capturable: keep the step count on the device, so that step() can be captured into a
+            CUDA graph.
+        foreach: accepted for PyTorch's signature; the step is the same either way.
+        maximize: maximise the objective instead.
+    """
+
+    def __init__(self, params, lr=0.01, etas=None, step_sizes=None, *, capturable=False, foreach=None, maximize=False):
+        _core.check_awake_value(params, b"Rprop()", b"params")
+        self.init(params, _errors.float_arg(lr, 'lr'), etas, step_sizes, _errors.bool_arg(capturable, 'capturable'), foreach, _errors.bool_arg(maximize, 'maximize'))
+
+    def step(self):
+        """Update every parameter that has a grad, in place.
+
+        Raises:
+            TypeError: param_groups or the state holds something other than dicts of tensors and
+                numbers, or a parameter with a grad is not floating-point; nothing is updated.
+            ValueError: a group lacks a key, a setting is refused, a parameter is not a leaf or
+                appears twice, or its grad or state does not match it; nothing is updated.
+            RuntimeError: the step is captured into a CUDA graph while a group is not capturable, or
+                a parameter has no state yet (run one eager step first); nothing is updated.
+        """
+        self.c_step()
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of the optimised parameters.
+
+        Args:
+            set_to_none: drop each grad (None) instead of filling it with zeros.
+        """
+        self.c_zero_grad(_errors.bool_arg(set_to_none, 'set_to_none'))
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters with its own settings, as PyTorch's (the dict itself is appended, filled with the defaults).
+
+        Args:
+            param_group: a dict with "params" (a tensor or a list of tensors) and any settings of
+                this optimiser; the others are taken from defaults.
+
+        Raises:
+            TypeError: param_group is not a dict, its params are a set or hold something other than
+                tensors.
+            ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
+                a setting is refused as at construction; nothing is added.
+        """
+        _core.check_awake_each(param_group, b"Rprop.add_param_group()", b"param_group")
+        self.c_add_param_group(param_group)
+
+    def state_dict(self):
+        """The optimiser's state and settings in PyTorch's format.
+
+        Returns:
+            dict[str, Any]: {"state": {index: {name: tensor}}, "param_groups": [group settings with
+                "params" as a list of indices]}, indices counting the parameters in the order of
+                param_groups; the tensors are the optimiser's own.
+        """
+        return self.c_state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Load the settings and the state of state_dict, copying each state tensor into this optimiser's own in place.
+
+        PyTorch's makes new state tensors; copying in place keeps their addresses, so a
+        captured step replays with the loaded state. The tensors are converted to each
+        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
+        float32, on the parameter's device when capturable, else where they were). A parameter
+        the loaded state does not cover starts again, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
+                shapes, grouped alike (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not of state_dict()'s format.
+            ValueError: another number of groups, a group of another size (PyTorch's messages), a
+                refused setting or a state tensor of the wrong shape; nothing is loaded.
+        """
+        _core.check_awake_each(state_dict, b"Rprop.load_state_dict()", b"state_dict")
+        self.c_load_state_dict(state_dict)
+
+
+_public.register_class("RpropCore", Rprop)
 
 
 class Adamax(_optim_classes.AdamaxCore):

@@ -16,6 +16,7 @@ offered.
 import os
 from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
+from tensorplay.optim import Adadelta
 from tensorplay.optim import Adagrad
 from tensorplay.optim import Adam
 from tensorplay.optim import AdamW
@@ -23,6 +24,7 @@ from tensorplay.optim import Adamax
 from tensorplay.optim import NAdam
 from tensorplay.optim import RAdam
 from tensorplay.optim import RMSprop
+from tensorplay.optim import Rprop
 from tensorplay.optim import SGD
 
 __all__ = [
@@ -64,7 +66,7 @@ class LRScheduler:
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, last_epoch: int = -1) -> None: ...
 
     def step(self, epoch: int | None = None) -> None:
         """Move to the next epoch and set each group's lr to get_lr(); call it after optimizer.step().
@@ -142,7 +144,7 @@ class LambdaLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, lr_lambda: Callable[..., Any] | list[Callable[..., Any]] | tuple[Callable[..., Any], ...], last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, lr_lambda: Callable[..., Any] | list[Callable[..., Any]] | tuple[Callable[..., Any], ...], last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -188,7 +190,7 @@ class StepLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -217,7 +219,7 @@ class MultiStepLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, milestones: Any, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, milestones: Any, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -245,7 +247,7 @@ class ConstantLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, factor: float = 0.3333333333333333, total_iters: int = 5, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, factor: float = 0.3333333333333333, total_iters: int = 5, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -274,7 +276,7 @@ class LinearLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, start_factor: float = 0.3333333333333333, end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, start_factor: float = 0.3333333333333333, end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -299,7 +301,7 @@ class ExponentialLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, gamma: float, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, gamma: float, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -329,7 +331,7 @@ class CosineAnnealingLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -356,7 +358,7 @@ class MultiplicativeLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, lr_lambda: Callable[..., Any] | list[Callable[..., Any]] | tuple[Callable[..., Any], ...], last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, lr_lambda: Callable[..., Any] | list[Callable[..., Any]] | tuple[Callable[..., Any], ...], last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -405,7 +407,7 @@ class PolynomialLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -438,7 +440,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1) -> None: ...
 
     def step(self, epoch: float | None = None) -> None:
         """Move to the next epoch, or to epoch, and set each group's lr to get_lr().
@@ -483,7 +485,7 @@ class SequentialLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, schedulers: list[LRScheduler], milestones: list[int], last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, schedulers: list[LRScheduler], milestones: list[int], last_epoch: int = -1) -> None: ...
 
     def step(self) -> None:  # type: ignore[override]
         """Move to the next epoch, stepping the scheduler whose turn it is."""
@@ -522,7 +524,7 @@ class ChainedScheduler(LRScheduler):
         optimizer: their optimiser; None takes the first scheduler's.
     """
 
-    def __init__(self, schedulers: list[LRScheduler] | tuple[LRScheduler, ...], optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam | None = None) -> None: ...
+    def __init__(self, schedulers: list[LRScheduler] | tuple[LRScheduler, ...], optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam | None = None) -> None: ...
 
     def step(self) -> None:  # type: ignore[override]
         """Step every scheduler, in order."""
@@ -574,7 +576,7 @@ class ReduceLROnPlateau(LRScheduler):
         eps: the smallest change of an lr made; a smaller one is skipped.
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, mode: str = 'min', factor: float = 0.1, patience: int = 10, threshold: float = 0.0001, threshold_mode: str = 'rel', cooldown: int = 0, min_lr: float | list[float] | tuple[float, ...] = 0, eps: float = 1e-08) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, mode: str = 'min', factor: float = 0.1, patience: int = 10, threshold: float = 0.0001, threshold_mode: str = 'rel', cooldown: int = 0, min_lr: float | list[float] | tuple[float, ...] = 0, eps: float = 1e-08) -> None: ...
 
     def step(self, metrics: Any, epoch: int | None = None) -> None:  # type: ignore[override]
         """Count the epoch as good or bad by metrics, and reduce the lrs after more than patience bad ones.
@@ -643,7 +645,7 @@ class CyclicLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, base_lr: float | list[float] | tuple[float, ...], max_lr: float | list[float] | tuple[float, ...], step_size_up: int = 2000, step_size_down: int | None = None, mode: str = 'triangular', gamma: float = 1.0, scale_fn: Callable[..., Any] | None = None, scale_mode: str = 'cycle', cycle_momentum: bool = True, base_momentum: float | list[float] | tuple[float, ...] = 0.8, max_momentum: float | list[float] | tuple[float, ...] = 0.9, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, base_lr: float | list[float] | tuple[float, ...], max_lr: float | list[float] | tuple[float, ...], step_size_up: int = 2000, step_size_down: int | None = None, mode: str = 'triangular', gamma: float = 1.0, scale_fn: Callable[..., Any] | None = None, scale_mode: str = 'cycle', cycle_momentum: bool = True, base_momentum: float | list[float] | tuple[float, ...] = 0.8, max_momentum: float | list[float] | tuple[float, ...] = 0.9, last_epoch: int = -1) -> None: ...
 
     def scale_fn(self, x: Any) -> float:
         """The scaling of the cycle's height, as PyTorch's scale_fn: the custom function, or the mode's.
@@ -720,7 +722,7 @@ class OneCycleLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adamax | NAdam | RAdam, max_lr: float | list[float] | tuple[float, ...], total_steps: int | None = None, epochs: int | None = None, steps_per_epoch: int | None = None, pct_start: float = 0.3, anneal_strategy: str = 'cos', cycle_momentum: bool = True, base_momentum: float | list[float] | tuple[float, ...] = 0.85, max_momentum: float | list[float] | tuple[float, ...] = 0.95, div_factor: float = 25.0, final_div_factor: float = 10000.0, three_phase: bool = False, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, max_lr: float | list[float] | tuple[float, ...], total_steps: int | None = None, epochs: int | None = None, steps_per_epoch: int | None = None, pct_start: float = 0.3, anneal_strategy: str = 'cos', cycle_momentum: bool = True, base_momentum: float | list[float] | tuple[float, ...] = 0.85, max_momentum: float | list[float] | tuple[float, ...] = 0.95, div_factor: float = 25.0, final_div_factor: float = 10000.0, three_phase: bool = False, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of step last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().

@@ -1,12 +1,13 @@
-"""tensorplay.optim.Adamax, NAdam and RAdam against PyTorch's torch.optim.
+"""tensorplay.optim.Adamax, NAdam, RAdam, Adadelta and Rprop against PyTorch's torch.optim.
 
 Ports the cases of PyTorch's torch/testing/_internal/common_optimizers.py, as
-test/optim/test_optim.py runs them: optim_inputs_func_adamax, optim_inputs_func_nadam and
-optim_inputs_func_radam (default, non-default lr, eps, weight_decay, momentum_decay,
+test/optim/test_optim.py runs them: optim_inputs_func_adamax, _nadam, _radam, _adadelta and
+_rprop (default, non-default lr, eps, rho, etas, step_sizes, weight_decay, momentum_decay,
 decoupled_weight_decay, maximize, and their CUDA configs with capturable), each stepped five
 times in float64 and float32 and compared with torch's parameters and state;
-get_error_inputs_for_all_optims (PyTorch's messages for a negative lr, eps, weight_decay or
-momentum_decay and a beta outside [0, 1)); test_state_dict_deterministic's idea as state_dict()
+optim_error_inputs_func_adadelta / _rprop and the constructors' checks (PyTorch's messages for
+a negative lr, eps, weight_decay or momentum_decay, a beta outside [0, 1), rho outside [0, 1],
+etas not 0 < etaminus < 1 < etaplus); test_state_dict_deterministic's idea as state_dict()
 round trips both ways with torch. The "Tensor lr" inputs are left out: tensor hyperparameters
 are not offered (docs/design.md, "What is not offered yet"). Marked gpu: steps captured with
 the backward pass into tp.cuda.graph replay as the eager steps do, and float64 steps on the
@@ -25,7 +26,8 @@ from tests.autograd.training import check_captured_steps_replay_as_eager
 
 torch = pytest.importorskip("torch")
 
-KINDS = ("Adamax", "NAdam", "RAdam")
+KINDS = ("Adamax", "NAdam", "RAdam", "Adadelta", "Rprop")
+MOMENTS = ("Adamax", "NAdam", "RAdam")  # Adam's betas and eps
 
 # common_optimizers.py's inputs (its CUDA configs run here with capturable on the CPU too, as
 # PyTorch's capturable branch computes on any device), and betas of our own.
@@ -50,14 +52,22 @@ INPUTS = {
               {"capturable": True, "weight_decay": 0.1, "decoupled_weight_decay": True},
               # rho_t passes 5 at the third step (the rectified branch), in both branches
               {"betas": (0.9, 0.5)}, {"betas": (0.9, 0.5), "capturable": True}],
+    "Adadelta": [{}, {"lr": 0.01}, {"weight_decay": 0.1}, {"maximize": True},
+                 {"weight_decay": 0.1, "maximize": True}, {"rho": 0.95, "weight_decay": 0.9},
+                 {"capturable": True}, {"weight_decay": 0.1, "capturable": True},
+                 {"rho": 0.3, "eps": 1e-3}],
+    "Rprop": [{}, {"lr": 2e-4}, {"etas": (0.5, 1.5)}, {"step_sizes": (2e-6, 100)},
+              {"maximize": True}, {"capturable": True},
+              # sizes that reach both bounds, and etas whose float32 rounding is inexact
+              {"lr": 0.3, "step_sizes": (0.25, 0.4), "etas": (0.3, 1.7)}],
 }
 CASES = [(kind, options) for kind in KINDS for options in INPUTS[kind]]
 
 
-def tolerance(options, dtype):
+def tolerance(kind, options, dtype):
     # The capturable branch computes the corrections from the float32 step count, as
     # PyTorch's capturable branch; the eager branch (PyTorch's, compared with) in Python floats.
-    if options.get("capturable"):
+    if options.get("capturable") and kind in MOMENTS:
         return 1e-4
     return {"float64": 1e-12, "float32": 1e-6}[dtype]
 
@@ -70,15 +80,15 @@ def test_steps_as_pytorchs(kind, options, dtype):
                           lambda p: getattr(torch.optim, kind)(p,
                                                                **without_capturable(options)),
                           dtype)
-    same_values(ours, theirs, dtype, tolerance(options, dtype))
-    if not options.get("capturable"):
+    same_values(ours, theirs, dtype, tolerance(kind, options, dtype))
+    if not options.get("capturable") or kind not in MOMENTS:
         same_state(mine, reference, ours, theirs, dtype)
     for param in ours:
         assert mine.state[param]["step"].item() == STEPS
         assert sorted(mine.state[param]) == sorted(reference.state[theirs[0]])
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", MOMENTS)
 def test_the_capturable_branch_matches_the_eager_one(kind):
     """test_optim.py's test_step_is_noop_when_params_have_no_grad idea for both branches:
     capturable=True against capturable=False, float64, the counters' dtypes and devices."""
@@ -112,12 +122,17 @@ def test_defaults_are_pytorchs():
 
 
 # optim_error_inputs_func_* and the constructors' checks, in PyTorch's order.
-ERRORS = [(kind, options) for kind in KINDS
+ERRORS = [(kind, options) for kind in MOMENTS
           for options in ({"lr": -1.0}, {"eps": -1.0}, {"betas": (1.0, 0.999)},
                           {"betas": (0.9, -0.5)}, {"weight_decay": -0.5},
                           {"lr": -1.0, "eps": -1.0})] + \
     [("NAdam", {"momentum_decay": -0.2}), ("NAdam", {"weight_decay": -1.0,
-                                                     "momentum_decay": -0.2})]
+                                                     "momentum_decay": -0.2}),
+     ("Adadelta", {"lr": -1.0}), ("Adadelta", {"lr": 1e-2, "rho": 1.1}),
+     ("Adadelta", {"rho": -0.1}), ("Adadelta", {"eps": -1.0}),
+     ("Adadelta", {"weight_decay": -1.0}), ("Adadelta", {"rho": 1.1, "eps": -1.0}),
+     ("Rprop", {"lr": -1.0}), ("Rprop", {"lr": 1e-2, "etas": (1.0, 0.5)}),
+     ("Rprop", {"etas": (0.5, 1.0)}), ("Rprop", {"etas": (0.0, 1.2)})]
 
 
 @pytest.mark.parametrize("kind, options", ERRORS)
@@ -135,11 +150,12 @@ def test_a_refused_step_changes_nothing(kind):
     opt.step()
     before = param.tolist()
     state = {key: value.clone() for key, value in opt.state[param].items()}
-    opt.param_groups[0]["betas"] = (0.9, 1.5)  # refused at the step, before anything changes
-    with pytest.raises(ValueError, match="Invalid beta parameter at index 1"):
+    opt.param_groups[0]["lr"] = -0.5  # refused at the step, before anything changes
+    with pytest.raises(ValueError, match=r"Invalid learning rate: -0.5 \(param_groups\[0\]"):
         opt.step()
     with pytest.raises(TypeError, match="lr"):
-        getattr(optim, kind)([param], lr="0.1", eps=-1.0)  # types before values
+        bad_value = {"etas": (1.0, 0.5)} if kind == "Rprop" else {"eps": -1.0}
+        getattr(optim, kind)([param], lr="0.1", **bad_value)  # types before values
     assert {key: value.tolist() for key, value in opt.state[param].items()} == \
         {key: value.tolist() for key, value in state.items()}
     assert param.tolist() == before
@@ -159,7 +175,8 @@ def test_nadam_checks_its_mu_product_before_a_step():
 
 @pytest.mark.parametrize("kind, options", [
     ("Adamax", {"weight_decay": 0.1}), ("NAdam", {"momentum_decay": 6e-3}),
-    ("NAdam", {"capturable": True}), ("RAdam", {"betas": (0.9, 0.5)})])
+    ("NAdam", {"capturable": True}), ("RAdam", {"betas": (0.9, 0.5)}),
+    ("Adadelta", {"rho": 0.5, "capturable": True}), ("Rprop", {"etas": (0.3, 1.5)})])
 def test_state_dict_round_trips_both_ways_with_pytorch(kind, options):
     ours, theirs, grads = pair(4)
     groups = lambda p: [{"params": [p[0]]}, {"params": [p[1]], "lr": 0.02}]  # noqa: E731
@@ -210,7 +227,9 @@ GRAPHED = [("Adamax", {"capturable": True}),
            ("NAdam", {"capturable": True, "weight_decay": 0.01, "decoupled_weight_decay": True,
                       "momentum_decay": 6e-3}),
            ("RAdam", {"capturable": True}),
-           ("RAdam", {"capturable": True, "betas": (0.9, 0.5), "weight_decay": 0.01})]
+           ("RAdam", {"capturable": True, "betas": (0.9, 0.5), "weight_decay": 0.01}),
+           ("Adadelta", {"capturable": True, "weight_decay": 0.01}),
+           ("Rprop", {"capturable": True, "step_sizes": (1e-4, 0.05)})]
 
 
 @pytest.mark.gpu
@@ -224,7 +243,9 @@ def test_a_captured_training_step_replays_as_the_eager_steps(quiet_device, kind,
 @pytest.mark.parametrize("kind, options", [("Adamax", {"weight_decay": 0.1}),
                                            ("NAdam", {"decoupled_weight_decay": True,
                                                       "weight_decay": 0.1}),
-                                           ("RAdam", {"betas": (0.9, 0.5)})])
+                                           ("RAdam", {"betas": (0.9, 0.5)}),
+                                           ("Adadelta", {"rho": 0.5}),
+                                           ("Rprop", {"lr": 0.05})])
 def test_steps_on_cuda_as_pytorchs_and_captured_replays_as_eager(quiet_device, kind, options):
     """float64 steps on the device: eager against PyTorch's on the CPU, and a capturable
     optimiser's step captured after one eager step, replayed, against the same."""
