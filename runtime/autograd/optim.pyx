@@ -114,6 +114,9 @@ RADAM_DEFAULTS = (("lr", 0.001), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weig
 ADADELTA_DEFAULTS = (("lr", 1.0), ("rho", 0.9), ("eps", 1e-06), ("weight_decay", 0),
                      ("maximize", False), ("capturable", False), ("foreach", None),
                      ("differentiable", False))
+ASGD_DEFAULTS = (("lr", 0.01), ("lambd", 0.0001), ("alpha", 0.75), ("t0", 1000000.0),
+                 ("weight_decay", 0), ("foreach", None), ("maximize", False),
+                 ("differentiable", False), ("capturable", False))
 RPROP_DEFAULTS = (("lr", 0.01), ("etas", (0.5, 1.2)), ("step_sizes", (1e-06, 50)),
                   ("foreach", None), ("maximize", False), ("differentiable", False),
                   ("capturable", False))
@@ -693,7 +696,7 @@ class CountedCore(OptimizerCore):
                 on_device = self._on_device(settings)
                 place = _place(number, index)
                 capturing = _capturing(param)
-                if capturing and not on_device:
+                if capturing and not self._capturable(settings):
                     raise RuntimeError(f"Attempting CUDA graph capture of step() for an "
                                        f"instance of {name} but param_groups' capturable is "
                                        "False.")
@@ -711,13 +714,22 @@ class CountedCore(OptimizerCore):
                 planned.append((param, grad, settings))
             for param, settings in missing:  # eager only; PyTorch's _init_group
                 place = _device_text(param) if self._on_device(settings) else "cpu"
-                entry = {key: factories.full((), start, named_dtype("float32"), place, False)
-                         for key, start in self._counters.items()}
+                entry = {key: factories.full((), self._counter_start(key, settings),
+                                             named_dtype("float32"), place, False)
+                         for key in self._counters}
                 for key in self._state_keys(settings):
                     entry[key] = self._new_state(param, key, settings)
                 self.state[param] = entry
             for param, grad, settings in planned:
                 self._update(param, grad, self.state[param], settings)
+
+    def _capturable(self, tuple settings):
+        """Whether a step may be captured: where the counts live on the device, unless the
+        subclass keeps them there always (ASGD) and asks for capturable=True as well."""
+        return self._on_device(settings)
+
+    def _counter_start(self, str key, tuple settings):
+        return self._counters[key]
 
     def _device_rule(self):
         return CAPTURABLE_DEVICE
@@ -1293,6 +1305,106 @@ cdef int rprop_step(TensorCore param, TensorCore grad, dict entry, tuple setting
     grad = elementwise.where(elementwise.eq(sign, etaminus), 0, grad)
     elementwise.isub(param, elementwise.mul(elementwise.sign(grad), step_size))
     copies.copy_(prev, grad, False)
+    return 0
+
+
+cdef object _real(dict group, str key, str where):
+    """group[key] as a float, any real number (ASGD's lambd, alpha and t0: PyTorch checks none
+    of them)."""
+    value = group[key]
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{key}{where.replace('%s', key)} must be a float (or an int), got "
+                        f"{type(value).__name__} ({errors.shown(value)})")
+    return float(value)
+
+
+class ASGDCore(CountedCore):
+    """Averaged SGD (Polyak and Juditsky, 1992), PyTorch's update rule. Its counts ("step",
+    "eta", the learning rate, and "mu", the averaging weight) are 0-d float32 tensors on the
+    parameter's device, as PyTorch's _init_group makes them whatever capturable says; with
+    capturable=True the step reads them there (PyTorch's capturable branch), so it can be
+    captured, else on the host."""
+
+    _counters = {"step": 0.0, "eta": None, "mu": 1.0}
+
+    def init(self, params, lr, lambd, alpha, t0, weight_decay, foreach, maximize, capturable):
+        defaults = dict(ASGD_DEFAULTS)
+        defaults.update(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
+                        foreach=foreach, maximize=maximize, capturable=capturable)
+        self._settings(defaults, "")
+        self._setup(params, defaults)
+
+    def _settings(self, dict group, str where):
+        """(lr, lambd, alpha, t0, weight_decay, maximize, capturable) of group, lr and
+        weight_decay checked in PyTorch's order; where holds %s for the key."""
+        lr = _number(group, "lr", where)
+        lambd, alpha, t0 = (_real(group, key, where) for key in ("lambd", "alpha", "t0"))
+        weight_decay = _number(group, "weight_decay", where)
+        flags = tuple(_flag(group, key, where) for key in ("maximize", "capturable"))
+        _unoffered(group, where)
+        return (lr, lambd, alpha, t0, weight_decay) + flags
+
+    def _on_device(self, tuple settings):
+        return True
+
+    def _capturable(self, tuple settings):
+        return settings[-1]
+
+    def _device_rule(self):
+        return "ASGD keeps its step, eta and mu on the parameter's device"
+
+    def _counter_start(self, str key, tuple settings):
+        return settings[0] if key == "eta" else self._counters[key]  # eta starts at lr
+
+    def _state_keys(self, tuple settings):
+        return ("ax",)
+
+    def _loaded(self, TensorCore param, dict group, str key, value, str where):
+        if key in self._counters:
+            return _loaded_step(param, value, where, True)
+        if key == "ax":
+            _check_shape(param, value, where)
+        return OptimizerCore._loaded(self, param, group, key, value, where)
+
+    def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
+        asgd_step(param, gradient, entry, settings)
+
+
+cdef int asgd_step(TensorCore param, TensorCore grad, dict entry, tuple settings) except -1:
+    """torch/optim/asgd.py, _single_tensor_asgd (not differentiable), with the runtime's own
+    operations: the capturable branch computes eta and mu from the count on the device, the
+    eager one reads them on the host."""
+    lr, lambd, alpha, t0, weight_decay, maximize, capturable = settings
+    cdef TensorCore step_t = entry["step"], eta = entry["eta"], mu = entry["mu"]
+    cdef TensorCore ax = entry["ax"]
+    if maximize:
+        grad = elementwise.neg(grad)
+    elementwise.iadd(step_t, 1)
+    grad = _decayed(param, grad, weight_decay, False, lr)
+    if capturable:
+        elementwise.imul(param, _scalar_like(elementwise.rsub(elementwise.mul(eta, lambd), 1),
+                                             param))
+        elementwise.isub(param, elementwise.mul(grad, _scalar_like(eta, param)))
+        elementwise.iadd(ax, elementwise.imul(elementwise.sub(param, ax),
+                                              _scalar_like(mu, param)))
+        # eta = lr / (1 + lambd * lr * step) ** alpha, mu = 1 / max(step - t0, 1)
+        copies.copy_(eta, elementwise.rtruediv(elementwise.power(elementwise.radd(
+            elementwise.mul(step_t, lambd * lr), 1), alpha), lr), False)
+        copies.copy_(mu, elementwise.rtruediv(elementwise.maximum(
+            elementwise.sub(step_t, t0), factories.ones_like(step_t, None, None, False)), 1),
+            False)
+        return 0
+    eta_value = copies.python_float(eta)
+    elementwise.imul(param, 1 - lambd * eta_value)  # the decay
+    elementwise.add_scaled_(param, grad, -eta_value)
+    if copies.python_float(mu) != 1:  # the running average; at mu 1 the parameter itself
+        elementwise.iadd(ax, elementwise.imul(elementwise.sub(param, ax),
+                                              _scalar_like(mu, param)))
+    else:
+        copies.copy_(ax, param, False)
+    step = copies.python_float(step_t)
+    copies.fill_(eta, lr / ((1 + lambd * lr * step) ** alpha))
+    copies.fill_(mu, 1 / max(1, step - t0))
     return 0
 
 

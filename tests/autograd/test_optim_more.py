@@ -1,11 +1,12 @@
-"""tensorplay.optim.Adamax, NAdam, RAdam, Adadelta and Rprop against PyTorch's torch.optim.
+"""tensorplay.optim.Adamax, NAdam, RAdam, Adadelta, Rprop and ASGD against PyTorch's torch.optim.
 
 Ports the cases of PyTorch's torch/testing/_internal/common_optimizers.py, as
-test/optim/test_optim.py runs them: optim_inputs_func_adamax, _nadam, _radam, _adadelta and
-_rprop (default, non-default lr, eps, rho, etas, step_sizes, weight_decay, momentum_decay,
+test/optim/test_optim.py runs them: optim_inputs_func_adamax, _nadam, _radam, _adadelta, _rprop
+and _asgd (default, non-default lr, eps, rho, etas, step_sizes, lambd, t0, weight_decay,
+momentum_decay,
 decoupled_weight_decay, maximize, and their CUDA configs with capturable), each stepped five
 times in float64 and float32 and compared with torch's parameters and state;
-optim_error_inputs_func_adadelta / _rprop and the constructors' checks (PyTorch's messages for
+optim_error_inputs_func_adadelta / _rprop / _asgd and the constructors' checks (PyTorch's messages for
 a negative lr, eps, weight_decay or momentum_decay, a beta outside [0, 1), rho outside [0, 1],
 etas not 0 < etaminus < 1 < etaplus); test_state_dict_deterministic's idea as state_dict()
 round trips both ways with torch. The "Tensor lr" inputs are left out: tensor hyperparameters
@@ -26,8 +27,10 @@ from tests.autograd.training import check_captured_steps_replay_as_eager
 
 torch = pytest.importorskip("torch")
 
-KINDS = ("Adamax", "NAdam", "RAdam", "Adadelta", "Rprop")
+KINDS = ("Adamax", "NAdam", "RAdam", "Adadelta", "Rprop", "ASGD")
 MOMENTS = ("Adamax", "NAdam", "RAdam")  # Adam's betas and eps
+# whose capturable branch computes in float32 what the eager one computes in Python floats
+FLOAT32_BRANCH = MOMENTS + ("ASGD",)
 
 # common_optimizers.py's inputs (its CUDA configs run here with capturable on the CPU too, as
 # PyTorch's capturable branch computes on any device), and betas of our own.
@@ -60,6 +63,13 @@ INPUTS = {
               {"maximize": True}, {"capturable": True},
               # sizes that reach both bounds, and etas whose float32 rounding is inexact
               {"lr": 0.3, "step_sizes": (0.25, 0.4), "etas": (0.3, 1.7)}],
+    "ASGD": [{}, {"lambd": 0.1}, {"lr": 0.02}, {"t0": 100}, {"maximize": True},
+             {"weight_decay": 0.1}, {"weight_decay": 0.1, "maximize": True},
+             {"capturable": True}, {"maximize": True, "capturable": True},
+             {"weight_decay": 0.1, "capturable": True},
+             {"weight_decay": 0.1, "maximize": True, "capturable": True},
+             # averaging from the third step (mu below 1), in both branches
+             {"t0": 2, "lambd": 0.1, "alpha": 0.5}, {"t0": 2, "capturable": True}],
 }
 CASES = [(kind, options) for kind in KINDS for options in INPUTS[kind]]
 
@@ -67,7 +77,7 @@ CASES = [(kind, options) for kind in KINDS for options in INPUTS[kind]]
 def tolerance(kind, options, dtype):
     # The capturable branch computes the corrections from the float32 step count, as
     # PyTorch's capturable branch; the eager branch (PyTorch's, compared with) in Python floats.
-    if options.get("capturable") and kind in MOMENTS:
+    if options.get("capturable") and kind in FLOAT32_BRANCH:
         return 1e-4
     return {"float64": 1e-12, "float32": 1e-6}[dtype]
 
@@ -81,7 +91,7 @@ def test_steps_as_pytorchs(kind, options, dtype):
                                                                **without_capturable(options)),
                           dtype)
     same_values(ours, theirs, dtype, tolerance(kind, options, dtype))
-    if not options.get("capturable") or kind not in MOMENTS:
+    if not options.get("capturable") or kind not in FLOAT32_BRANCH:
         same_state(mine, reference, ours, theirs, dtype)
     for param in ours:
         assert mine.state[param]["step"].item() == STEPS
@@ -132,7 +142,8 @@ ERRORS = [(kind, options) for kind in MOMENTS
      ("Adadelta", {"rho": -0.1}), ("Adadelta", {"eps": -1.0}),
      ("Adadelta", {"weight_decay": -1.0}), ("Adadelta", {"rho": 1.1, "eps": -1.0}),
      ("Rprop", {"lr": -1.0}), ("Rprop", {"lr": 1e-2, "etas": (1.0, 0.5)}),
-     ("Rprop", {"etas": (0.5, 1.0)}), ("Rprop", {"etas": (0.0, 1.2)})]
+     ("Rprop", {"etas": (0.5, 1.0)}), ("Rprop", {"etas": (0.0, 1.2)}),
+     ("ASGD", {"lr": -1.0}), ("ASGD", {"lr": 1e-2, "weight_decay": -0.5})]
 
 
 @pytest.mark.parametrize("kind, options", ERRORS)
@@ -154,7 +165,8 @@ def test_a_refused_step_changes_nothing(kind):
     with pytest.raises(ValueError, match=r"Invalid learning rate: -0.5 \(param_groups\[0\]"):
         opt.step()
     with pytest.raises(TypeError, match="lr"):
-        bad_value = {"etas": (1.0, 0.5)} if kind == "Rprop" else {"eps": -1.0}
+        bad_value = {"Rprop": {"etas": (1.0, 0.5)}, "ASGD": {"weight_decay": -1.0}}.get(
+            kind, {"eps": -1.0})
         getattr(optim, kind)([param], lr="0.1", **bad_value)  # types before values
     assert {key: value.tolist() for key, value in opt.state[param].items()} == \
         {key: value.tolist() for key, value in state.items()}
@@ -176,7 +188,8 @@ def test_nadam_checks_its_mu_product_before_a_step():
 @pytest.mark.parametrize("kind, options", [
     ("Adamax", {"weight_decay": 0.1}), ("NAdam", {"momentum_decay": 6e-3}),
     ("NAdam", {"capturable": True}), ("RAdam", {"betas": (0.9, 0.5)}),
-    ("Adadelta", {"rho": 0.5, "capturable": True}), ("Rprop", {"etas": (0.3, 1.5)})])
+    ("Adadelta", {"rho": 0.5, "capturable": True}), ("Rprop", {"etas": (0.3, 1.5)}),
+    ("ASGD", {"t0": 1})])
 def test_state_dict_round_trips_both_ways_with_pytorch(kind, options):
     ours, theirs, grads = pair(4)
     groups = lambda p: [{"params": [p[0]]}, {"params": [p[1]], "lr": 0.02}]  # noqa: E731
@@ -229,7 +242,8 @@ GRAPHED = [("Adamax", {"capturable": True}),
            ("RAdam", {"capturable": True}),
            ("RAdam", {"capturable": True, "betas": (0.9, 0.5), "weight_decay": 0.01}),
            ("Adadelta", {"capturable": True, "weight_decay": 0.01}),
-           ("Rprop", {"capturable": True, "step_sizes": (1e-4, 0.05)})]
+           ("Rprop", {"capturable": True, "step_sizes": (1e-4, 0.05)}),
+           ("ASGD", {"capturable": True, "t0": 5, "weight_decay": 0.01})]
 
 
 @pytest.mark.gpu
@@ -245,7 +259,8 @@ def test_a_captured_training_step_replays_as_the_eager_steps(quiet_device, kind,
                                                       "weight_decay": 0.1}),
                                            ("RAdam", {"betas": (0.9, 0.5)}),
                                            ("Adadelta", {"rho": 0.5}),
-                                           ("Rprop", {"lr": 0.05})])
+                                           ("Rprop", {"lr": 0.05}),
+                                           ("ASGD", {"t0": 2})])
 def test_steps_on_cuda_as_pytorchs_and_captured_replays_as_eager(quiet_device, kind, options):
     """float64 steps on the device: eager against PyTorch's on the CPU, and a capturable
     optimiser's step captured after one eager step, replayed, against the same."""

@@ -73,7 +73,7 @@ def same_state(mine, reference, ours, theirs, dtype="float64"):
         state, their_state = mine.state[param], reference.state[other]
         assert sorted(state) == sorted(their_state)
         for key, value in state.items():
-            counter = key in ("step", "mu_product")  # 0-d float32 counts, as PyTorch's
+            counter = key in ("step", "mu_product", "eta", "mu")  # 0-d float32 counts
             assert value.dtype == (tp.float32 if counter else getattr(tp, dtype)), key
             numpy.testing.assert_allclose(value.cpu().numpy(), their_state[key].numpy(),
                                           rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])

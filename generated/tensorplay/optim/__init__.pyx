@@ -18,6 +18,7 @@ __all__ = [
     "Adagrad",
     "Adadelta",
     "Rprop",
+    "ASGD",
     "Adamax",
     "NAdam",
     "RAdam",
@@ -451,8 +452,9 @@ class RMSprop(_optim_classes.RMSpropCore):
 
         PyTorch's makes new state tensors; copying in place keeps their addresses, so a
         captured step replays with the loaded state. The tensors are converted to each
-        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
-        float32, on the parameter's device when capturable, else where they were). A parameter
+        parameter's dtype and device (the counts, "step", NAdam's "mu_product" and ASGD's "eta"
+        and "mu", stay float32, on the parameter's device when capturable or for ASGD, else
+        where they were). A parameter
         the loaded state does not cover starts again, as PyTorch's.
 
         Args:
@@ -665,8 +667,9 @@ class Adadelta(_optim_classes.AdadeltaCore):
 
         PyTorch's makes new state tensors; copying in place keeps their addresses, so a
         captured step replays with the loaded state. The tensors are converted to each
-        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
-        float32, on the parameter's device when capturable, else where they were). A parameter
+        parameter's dtype and device (the counts, "step", NAdam's "mu_product" and ASGD's "eta"
+        and "mu", stay float32, on the parameter's device when capturable or for ASGD, else
+        where they were). A parameter
         the loaded state does not cover starts again, as PyTorch's.
 
         Args:
@@ -775,8 +778,9 @@ class Rprop(_optim_classes.RpropCore):
 
         PyTorch's makes new state tensors; copying in place keeps their addresses, so a
         captured step replays with the loaded state. The tensors are converted to each
-        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
-        float32, on the parameter's device when capturable, else where they were). A parameter
+        parameter's dtype and device (the counts, "step", NAdam's "mu_product" and ASGD's "eta"
+        and "mu", stay float32, on the parameter's device when capturable or for ASGD, else
+        where they were). A parameter
         the loaded state does not cover starts again, as PyTorch's.
 
         Args:
@@ -793,6 +797,117 @@ class Rprop(_optim_classes.RpropCore):
 
 
 _public.register_class("RpropCore", Rprop)
+
+
+class ASGD(_optim_classes.ASGDCore):
+    """Averaged stochastic gradient descent (Polyak and Juditsky, 1992), by PyTorch's rule; weight_decay adds weight_decay * param to each gradient (L2).
+
+    With g = grad (-grad with maximize) and t the step count: param = param * (1 - lambd *
+    eta) - eta * g; the average ax of the parameters is ax + mu * (param - ax) (param
+    itself while mu is 1); then eta = lr / (1 + lambd * lr * t) ** alpha and mu = 1 /
+    max(1, t - t0). The state of each parameter ("step", "eta" and "mu", 0-d float32
+    tensors on the parameter's device, and "ax", the average) is made at its first step,
+    as PyTorch's.
+
+    With capturable=True eta and mu are computed and read on the device (PyTorch's
+    capturable branch), so step() can be captured into a CUDA graph with the forward and
+    backward passes after one eager step (which makes the state), and every replay counts
+    its step and matches an eager step; without it the step reads them on the host, and
+    capturing it is PyTorch's RuntimeError. A captured step keeps the settings it was
+    captured with. foreach is accepted and changes nothing; differentiable is not offered.
+    capturable=True runs on the CPU too (PyTorch refuses it there). lr or weight_decay
+    negative, NaN or infinite is a ValueError with PyTorch's message; lambd, alpha and t0
+    may be any numbers, as PyTorch's.
+
+    Args:
+        params: an iterable of the leaf tensors to optimise, or of dicts (parameter groups:
+            "params" and any settings of their own).
+        lr: the learning rate, finite and at least 0.
+        lambd: the decay term.
+        alpha: the power of the decay of eta.
+        t0: the step after which averaging starts.
+        weight_decay: the L2 penalty added to each gradient, finite and at least 0.
+        foreach: accepted for PyTorch's signature; the step is the same either way.
+        maximize: maximise the objective instead.
+        capturable: compute eta and mu on the device, so that step() can be captured into a CUDA
+            graph.
+    """
+
+    def __init__(self, params, lr=0.01, lambd=0.0001, alpha=0.75, t0=1000000.0, weight_decay=0, foreach=None, maximize=False, capturable=False):
+        _core.check_awake_value(params, b"ASGD()", b"params")
+        self.init(params, _errors.float_arg(lr, 'lr'), _errors.float_arg(lambd, 'lambd'), _errors.float_arg(alpha, 'alpha'), _errors.float_arg(t0, 't0'), _errors.float_arg(weight_decay, 'weight_decay'), foreach, _errors.bool_arg(maximize, 'maximize'), _errors.bool_arg(capturable, 'capturable'))
+
+    def step(self):
+        """Update every parameter that has a grad, in place.
+
+        Raises:
+            TypeError: param_groups or the state holds something other than dicts of tensors and
+                numbers, or a parameter with a grad is not floating-point; nothing is updated.
+            ValueError: a group lacks a key, a setting is refused, a parameter is not a leaf or
+                appears twice, or its grad or state does not match it; nothing is updated.
+            RuntimeError: the step is captured into a CUDA graph while a group is not capturable, or
+                a parameter has no state yet (run one eager step first); nothing is updated.
+        """
+        self.c_step()
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of the optimised parameters.
+
+        Args:
+            set_to_none: drop each grad (None) instead of filling it with zeros.
+        """
+        self.c_zero_grad(_errors.bool_arg(set_to_none, 'set_to_none'))
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters with its own settings, as PyTorch's (the dict itself is appended, filled with the defaults).
+
+        Args:
+            param_group: a dict with "params" (a tensor or a list of tensors) and any settings of
+                this optimiser; the others are taken from defaults.
+
+        Raises:
+            TypeError: param_group is not a dict, its params are a set or hold something other than
+                tensors.
+            ValueError: a parameter is not a leaf, appears twice, or is in another group already, or
+                a setting is refused as at construction; nothing is added.
+        """
+        _core.check_awake_each(param_group, b"ASGD.add_param_group()", b"param_group")
+        self.c_add_param_group(param_group)
+
+    def state_dict(self):
+        """The optimiser's state and settings in PyTorch's format.
+
+        Returns:
+            dict[str, Any]: {"state": {index: {name: tensor}}, "param_groups": [group settings with
+                "params" as a list of indices]}, indices counting the parameters in the order of
+                param_groups; the tensors are the optimiser's own.
+        """
+        return self.c_state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Load the settings and the state of state_dict, copying each state tensor into this optimiser's own in place.
+
+        PyTorch's makes new state tensors; copying in place keeps their addresses, so a
+        captured step replays with the loaded state. The tensors are converted to each
+        parameter's dtype and device (the counts, "step", NAdam's "mu_product" and ASGD's "eta"
+        and "mu", stay float32, on the parameter's device when capturable or for ASGD, else
+        where they were). A parameter
+        the loaded state does not cover starts again, as PyTorch's.
+
+        Args:
+            state_dict: a state_dict() of an optimiser of the same kind over parameters of the same
+                shapes, grouped alike (PyTorch's too).
+
+        Raises:
+            TypeError: state_dict is not of state_dict()'s format.
+            ValueError: another number of groups, a group of another size (PyTorch's messages), a
+                refused setting or a state tensor of the wrong shape; nothing is loaded.
+        """
+        _core.check_awake_each(state_dict, b"ASGD.load_state_dict()", b"state_dict")
+        self.c_load_state_dict(state_dict)
+
+
+_public.register_class("ASGDCore", ASGD)
 
 
 class Adamax(_optim_classes.AdamaxCore):
@@ -883,8 +998,9 @@ class Adamax(_optim_classes.AdamaxCore):
 
         PyTorch's makes new state tensors; copying in place keeps their addresses, so a
         captured step replays with the loaded state. The tensors are converted to each
-        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
-        float32, on the parameter's device when capturable, else where they were). A parameter
+        parameter's dtype and device (the counts, "step", NAdam's "mu_product" and ASGD's "eta"
+        and "mu", stay float32, on the parameter's device when capturable or for ASGD, else
+        where they were). A parameter
         the loaded state does not cover starts again, as PyTorch's.
 
         Args:
@@ -997,8 +1113,9 @@ class NAdam(_optim_classes.NAdamCore):
 
         PyTorch's makes new state tensors; copying in place keeps their addresses, so a
         captured step replays with the loaded state. The tensors are converted to each
-        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
-        float32, on the parameter's device when capturable, else where they were). A parameter
+        parameter's dtype and device (the counts, "step", NAdam's "mu_product" and ASGD's "eta"
+        and "mu", stay float32, on the parameter's device when capturable or for ASGD, else
+        where they were). A parameter
         the loaded state does not cover starts again, as PyTorch's.
 
         Args:
@@ -1110,8 +1227,9 @@ class RAdam(_optim_classes.RAdamCore):
 
         PyTorch's makes new state tensors; copying in place keeps their addresses, so a
         captured step replays with the loaded state. The tensors are converted to each
-        parameter's dtype and device (the counts, "step" and NAdam's "mu_product", stay
-        float32, on the parameter's device when capturable, else where they were). A parameter
+        parameter's dtype and device (the counts, "step", NAdam's "mu_product" and ASGD's "eta"
+        and "mu", stay float32, on the parameter's device when capturable or for ASGD, else
+        where they were). A parameter
         the loaded state does not cover starts again, as PyTorch's.
 
         Args:

@@ -16,6 +16,7 @@ offered.
 import os
 from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
+from tensorplay.optim import ASGD
 from tensorplay.optim import Adadelta
 from tensorplay.optim import Adagrad
 from tensorplay.optim import Adam
@@ -66,7 +67,7 @@ class LRScheduler:
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, last_epoch: int = -1) -> None: ...
 
     def step(self, epoch: int | None = None) -> None:
         """Move to the next epoch and set each group's lr to get_lr(); call it after optimizer.step().
@@ -144,7 +145,7 @@ class LambdaLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, lr_lambda: Callable[..., Any] | list[Callable[..., Any]] | tuple[Callable[..., Any], ...], last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, lr_lambda: Callable[..., Any] | list[Callable[..., Any]] | tuple[Callable[..., Any], ...], last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -190,7 +191,7 @@ class StepLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -219,7 +220,7 @@ class MultiStepLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, milestones: Any, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, milestones: Any, gamma: float = 0.1, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -247,7 +248,7 @@ class ConstantLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, factor: float = 0.3333333333333333, total_iters: int = 5, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, factor: float = 0.3333333333333333, total_iters: int = 5, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -276,7 +277,7 @@ class LinearLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, start_factor: float = 0.3333333333333333, end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, start_factor: float = 0.3333333333333333, end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -301,7 +302,7 @@ class ExponentialLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, gamma: float, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, gamma: float, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -331,7 +332,7 @@ class CosineAnnealingLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -358,7 +359,7 @@ class MultiplicativeLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, lr_lambda: Callable[..., Any] | list[Callable[..., Any]] | tuple[Callable[..., Any], ...], last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, lr_lambda: Callable[..., Any] | list[Callable[..., Any]] | tuple[Callable[..., Any], ...], last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -407,7 +408,7 @@ class PolynomialLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of epoch last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().
@@ -440,7 +441,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1) -> None: ...
 
     def step(self, epoch: float | None = None) -> None:
         """Move to the next epoch, or to epoch, and set each group's lr to get_lr().
@@ -485,7 +486,7 @@ class SequentialLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, schedulers: list[LRScheduler], milestones: list[int], last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, schedulers: list[LRScheduler], milestones: list[int], last_epoch: int = -1) -> None: ...
 
     def step(self) -> None:  # type: ignore[override]
         """Move to the next epoch, stepping the scheduler whose turn it is."""
@@ -524,7 +525,7 @@ class ChainedScheduler(LRScheduler):
         optimizer: their optimiser; None takes the first scheduler's.
     """
 
-    def __init__(self, schedulers: list[LRScheduler] | tuple[LRScheduler, ...], optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam | None = None) -> None: ...
+    def __init__(self, schedulers: list[LRScheduler] | tuple[LRScheduler, ...], optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam | None = None) -> None: ...
 
     def step(self) -> None:  # type: ignore[override]
         """Step every scheduler, in order."""
@@ -576,7 +577,7 @@ class ReduceLROnPlateau(LRScheduler):
         eps: the smallest change of an lr made; a smaller one is skipped.
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, mode: str = 'min', factor: float = 0.1, patience: int = 10, threshold: float = 0.0001, threshold_mode: str = 'rel', cooldown: int = 0, min_lr: float | list[float] | tuple[float, ...] = 0, eps: float = 1e-08) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, mode: str = 'min', factor: float = 0.1, patience: int = 10, threshold: float = 0.0001, threshold_mode: str = 'rel', cooldown: int = 0, min_lr: float | list[float] | tuple[float, ...] = 0, eps: float = 1e-08) -> None: ...
 
     def step(self, metrics: Any, epoch: int | None = None) -> None:  # type: ignore[override]
         """Count the epoch as good or bad by metrics, and reduce the lrs after more than patience bad ones.
@@ -645,7 +646,7 @@ class CyclicLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, base_lr: float | list[float] | tuple[float, ...], max_lr: float | list[float] | tuple[float, ...], step_size_up: int = 2000, step_size_down: int | None = None, mode: str = 'triangular', gamma: float = 1.0, scale_fn: Callable[..., Any] | None = None, scale_mode: str = 'cycle', cycle_momentum: bool = True, base_momentum: float | list[float] | tuple[float, ...] = 0.8, max_momentum: float | list[float] | tuple[float, ...] = 0.9, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, base_lr: float | list[float] | tuple[float, ...], max_lr: float | list[float] | tuple[float, ...], step_size_up: int = 2000, step_size_down: int | None = None, mode: str = 'triangular', gamma: float = 1.0, scale_fn: Callable[..., Any] | None = None, scale_mode: str = 'cycle', cycle_momentum: bool = True, base_momentum: float | list[float] | tuple[float, ...] = 0.8, max_momentum: float | list[float] | tuple[float, ...] = 0.9, last_epoch: int = -1) -> None: ...
 
     def scale_fn(self, x: Any) -> float:
         """The scaling of the cycle's height, as PyTorch's scale_fn: the custom function, or the mode's.
@@ -722,7 +723,7 @@ class OneCycleLR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, max_lr: float | list[float] | tuple[float, ...], total_steps: int | None = None, epochs: int | None = None, steps_per_epoch: int | None = None, pct_start: float = 0.3, anneal_strategy: str = 'cos', cycle_momentum: bool = True, base_momentum: float | list[float] | tuple[float, ...] = 0.85, max_momentum: float | list[float] | tuple[float, ...] = 0.95, div_factor: float = 25.0, final_div_factor: float = 10000.0, three_phase: bool = False, last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, max_lr: float | list[float] | tuple[float, ...], total_steps: int | None = None, epochs: int | None = None, steps_per_epoch: int | None = None, pct_start: float = 0.3, anneal_strategy: str = 'cos', cycle_momentum: bool = True, base_momentum: float | list[float] | tuple[float, ...] = 0.85, max_momentum: float | list[float] | tuple[float, ...] = 0.95, div_factor: float = 25.0, final_div_factor: float = 10000.0, three_phase: bool = False, last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of step last_epoch, which step() sets; called other than by step(), it warns to use get_last_lr().

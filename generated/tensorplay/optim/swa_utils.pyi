@@ -13,6 +13,7 @@ from typing import Any, Callable, ContextManager, Literal, TypeAlias
 
 from tensorplay import device
 from tensorplay.nn import Module
+from tensorplay.optim import ASGD
 from tensorplay.optim import Adadelta
 from tensorplay.optim import Adagrad
 from tensorplay.optim import Adam
@@ -177,7 +178,7 @@ class SWALR(LRScheduler):
             the optimiser's state_dict() keeps it; a group without one is PyTorch's KeyError).
     """
 
-    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | Adamax | NAdam | RAdam, swa_lr: float | list[float] | tuple[float, ...], anneal_epochs: int = 10, anneal_strategy: str = 'cos', last_epoch: int = -1) -> None: ...
+    def __init__(self, optimizer: SGD | Adam | AdamW | RMSprop | Adagrad | Adadelta | Rprop | ASGD | Adamax | NAdam | RAdam, swa_lr: float | list[float] | tuple[float, ...], anneal_epochs: int = 10, anneal_strategy: str = 'cos', last_epoch: int = -1) -> None: ...
 
     def get_lr(self) -> list[float]:
         """The learning rates of the current step, which step() sets; called other than by step(), it warns to use get_last_lr().
