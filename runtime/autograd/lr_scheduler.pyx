@@ -71,8 +71,8 @@ cdef int _check_optimizer(object optimizer) except -1:
     if not isinstance(optimizer, OptimizerCore):
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer (optimizer must be "
                         "one of tensorplay.optim's optimisers, SGD, Adam, AdamW, RMSprop, "
-                        "Adagrad, Adadelta, Rprop, Adamax, NAdam or RAdam, or a subclass of "
-                        "one)")
+                        "Adagrad, Adadelta, Rprop, ASGD, Adamax, NAdam or RAdam, or a subclass "
+                        "of one)")
     if not isinstance(getattr(optimizer, "param_groups", None), list):
         # A subclass whose __init__() did not call its optimiser's.
         raise TypeError(f"optimizer has no param_groups: the __init__() of "
