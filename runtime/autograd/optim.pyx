@@ -609,7 +609,7 @@ class SGDCore(OptimizerCore):
 cdef int _check_state(object entry, TensorCore param, str place, str name, tuple keys,
                       tuple counters, str device_rule) except -1:
     """The state of param before a step changes anything (Note [Checked steps]): a dict with
-    keys, each a tensor like param, and counters ("step", NAdam's "mu_product" too), each a
+    keys, each a tensor like param, and counters ("step" and any the optimiser adds), each a
     floating 0-d tensor in writable memory, on param's device unless device_rule (the message
     where it is not) is empty."""
     if not isinstance(entry, dict):
@@ -678,14 +678,31 @@ cdef object _scalar_like(object value, TensorCore param):
 
 class CountedCore(OptimizerCore):
     """An optimiser whose state per parameter holds "step", a 0-d float32 step count, and
-    tensors like the parameter, made at its first eager step (PyTorch's _init_group): Adam,
-    AdamW, RMSprop and Adagrad. Where the subclass keeps the count on the parameter's device
-    (_on_device: capturable, or always for Adagrad), the step can be captured into a CUDA
-    graph (Note [Capturable Adam]). A subclass gives _state_keys (the tensors like the
-    parameter) and _update (one parameter's step, after every check), and may add 0-d float32
+    tensors like the parameter, made at its first eager step (PyTorch's _init_group): every
+    optimiser but SGD. Where the subclass keeps the count on the parameter's device
+    (_on_device: capturable, or always for Adagrad and ASGD) and allows it (_capturable), the
+    step can be captured into a CUDA graph (Note [Capturable Adam]). A subclass names _shaped (its state tensors like the
+    parameter; _state_keys, those a group's settings make, is all of them unless overridden)
+    and gives _update (one parameter's step, after every check), and may add 0-d float32
     counters to "step" (_counters: each key and its starting value)."""
 
     _counters = {"step": 0.0}
+    _shaped = ()
+
+    def _state_keys(self, tuple settings):
+        return self._shaped
+
+    def _counts_on_device(self, dict group):
+        """Where a loaded count goes: the parameter's device when capturable, else where it was
+        (PyTorch's _process_value_according_to_param_policy for "step")."""
+        return group["capturable"]
+
+    def _loaded(self, TensorCore param, dict group, str key, value, str where):
+        if key in self._counters:  # float32
+            return _loaded_step(param, value, where, self._counts_on_device(group))
+        if key in self._shaped:
+            _check_shape(param, value, where)
+        return OptimizerCore._loaded(self, param, group, key, value, where)
 
     def c_step(self):
         cdef TensorCore param
@@ -713,9 +730,9 @@ class CountedCore(OptimizerCore):
                                  tuple(self._counters), self._device_rule() if on_device else "")
                 planned.append((param, grad, settings))
             for param, settings in missing:  # eager only; PyTorch's _init_group
-                place = _device_text(param) if self._on_device(settings) else "cpu"
+                device = _device_text(param) if self._on_device(settings) else "cpu"
                 entry = {key: factories.full((), self._counter_start(key, settings),
-                                             named_dtype("float32"), place, False)
+                                             named_dtype("float32"), device, False)
                          for key in self._counters}
                 for key in self._state_keys(settings):
                     entry[key] = self._new_state(param, key, settings)
@@ -763,15 +780,10 @@ class AdamCore(CountedCore):
         _unoffered(group, where)
         return (lr, beta1, beta2, eps, weight_decay) + flags
 
-    def _loaded(self, TensorCore param, dict group, str key, value, str where):
-        if key == "step":  # PyTorch: float32, on the device when capturable, else as it is
-            return _loaded_step(param, value, where, group["capturable"])
-        if key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
-            _check_shape(param, value, where)
-        return OptimizerCore._loaded(self, param, group, key, value, where)
-
     def _on_device(self, tuple settings):
         return settings[7]  # capturable
+
+    _shaped = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 
     def _state_keys(self, tuple settings):
         return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if settings[5] else ())
@@ -837,7 +849,7 @@ cdef int adam_step(TensorCore param, TensorCore grad, dict entry, tuple settings
 class MomentsCore(CountedCore):
     """Adamax, NAdam and RAdam: Adam's lr, eps, betas and weight_decay, checked in PyTorch's
     order, then the optimiser's other numbers (_numbers) and flags (_flags, "capturable" last);
-    the state "exp_avg" and a second moment (_second), made at the first eager step, with the
+    the state "exp_avg" and a second moment (_shaped), made at the first eager step, with the
     step count on the device when capturable (Note [Capturable Adam])."""
 
     _numbers = ()
@@ -864,22 +876,13 @@ class MomentsCore(CountedCore):
     def _on_device(self, tuple settings):
         return settings[-1]  # capturable
 
-    def _state_keys(self, tuple settings):
-        return ("exp_avg", self._second)
-
-    def _loaded(self, TensorCore param, dict group, str key, value, str where):
-        if key in self._counters:  # float32, on the device when capturable, as Adam's step
-            return _loaded_step(param, value, where, group["capturable"])
-        if key in ("exp_avg", self._second):
-            _check_shape(param, value, where)
-        return OptimizerCore._loaded(self, param, group, key, value, where)
 
 
 class AdamaxCore(MomentsCore):
     """Adamax (Kingma and Ba, 2015, section 7.1: Adam with the infinity norm), PyTorch's update
     rule, with PyTorch's capturable step."""
 
-    _second = "exp_inf"
+    _shaped = ("exp_avg", "exp_inf")
 
     def init(self, params, lr, betas, eps, weight_decay, foreach, maximize, capturable):
         self._setup_moments(params, ADAMAX_DEFAULTS, dict(
@@ -895,7 +898,7 @@ class NAdamCore(MomentsCore):
     momentum_decay schedule, with PyTorch's capturable step; "mu_product", the product of the
     momentum schedule so far, is a 0-d float32 counter beside "step"."""
 
-    _second = "exp_avg_sq"
+    _shaped = ("exp_avg", "exp_avg_sq")
     _numbers = ("momentum_decay",)
     _flags = ("decoupled_weight_decay", "maximize", "capturable")
     _counters = {"step": 0.0, "mu_product": 1.0}
@@ -915,7 +918,7 @@ class RAdamCore(MomentsCore):
     """RAdam (Liu et al., 2019: Adam with the variance of its adaptive rate rectified),
     PyTorch's update rule, with PyTorch's capturable step."""
 
-    _second = "exp_avg_sq"
+    _shaped = ("exp_avg", "exp_avg_sq")
     _flags = ("decoupled_weight_decay", "maximize", "capturable")
 
     def init(self, params, lr, betas, eps, weight_decay, decoupled_weight_decay, foreach,
@@ -1103,17 +1106,12 @@ class RMSpropCore(CountedCore):
     def _on_device(self, tuple settings):
         return settings[7]
 
+    _shaped = ("square_avg", "momentum_buffer", "grad_avg")
+
     def _state_keys(self, tuple settings):
         # PyTorch's _init_group: the buffer with momentum > 0, the average with centered
         return ("square_avg",) + (("momentum_buffer",) if settings[4] > 0 else ()) + \
             (("grad_avg",) if settings[5] else ())
-
-    def _loaded(self, TensorCore param, dict group, str key, value, str where):
-        if key == "step":
-            return _loaded_step(param, value, where, group["capturable"])
-        if key in ("square_avg", "momentum_buffer", "grad_avg"):
-            _check_shape(param, value, where)
-        return OptimizerCore._loaded(self, param, group, key, value, where)
 
     def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
         rmsprop_step(param, gradient, entry, settings)
@@ -1190,15 +1188,7 @@ class AdadeltaCore(CountedCore):
     def _on_device(self, tuple settings):
         return settings[-1]
 
-    def _state_keys(self, tuple settings):
-        return ("square_avg", "acc_delta")
-
-    def _loaded(self, TensorCore param, dict group, str key, value, str where):
-        if key == "step":
-            return _loaded_step(param, value, where, group["capturable"])
-        if key in ("square_avg", "acc_delta"):
-            _check_shape(param, value, where)
-        return OptimizerCore._loaded(self, param, group, key, value, where)
+    _shaped = ("square_avg", "acc_delta")
 
     def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
         adadelta_step(param, gradient, entry, settings)
@@ -1225,9 +1215,12 @@ cdef int adadelta_step(TensorCore param, TensorCore grad, dict entry, tuple sett
 cdef tuple _pair(object value, str key, str where):
     """value as a tuple of two floats (Rprop's etas and step_sizes)."""
     where = where.replace("%s", key)
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
+    if not isinstance(value, (tuple, list)):
         raise TypeError(f"{key}{where} must be a tuple of two floats, got "
                         f"{errors.shown(value)}")
+    if len(value) != 2:
+        raise ValueError(f"{key}{where} must be a tuple of two floats, got "
+                         f"{errors.shown(value)}")
     for index, number in enumerate(value):
         if isinstance(number, bool) or not isinstance(number, numbers.Real):
             raise TypeError(f"{key}[{index}]{where} must be a float, got "
@@ -1267,20 +1260,12 @@ class RpropCore(CountedCore):
     def _on_device(self, tuple settings):
         return settings[-1]
 
-    def _state_keys(self, tuple settings):
-        return ("prev", "step_size")
+    _shaped = ("prev", "step_size")
 
     def _new_state(self, TensorCore param, str key, tuple settings):
         if key == "step_size":  # PyTorch's _init_group: the group's lr, of the grad's shape
             return factories.full_like(param, settings[0], None, None, False)
         return factories.zeros_like(param, None, None, False)
-
-    def _loaded(self, TensorCore param, dict group, str key, value, str where):
-        if key == "step":
-            return _loaded_step(param, value, where, group["capturable"])
-        if key in ("prev", "step_size"):
-            _check_shape(param, value, where)
-        return OptimizerCore._loaded(self, param, group, key, value, where)
 
     def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
         rprop_step(param, gradient, entry, settings)
@@ -1356,15 +1341,10 @@ class ASGDCore(CountedCore):
     def _counter_start(self, str key, tuple settings):
         return settings[0] if key == "eta" else self._counters[key]  # eta starts at lr
 
-    def _state_keys(self, tuple settings):
-        return ("ax",)
+    _shaped = ("ax",)
 
-    def _loaded(self, TensorCore param, dict group, str key, value, str where):
-        if key in self._counters:
-            return _loaded_step(param, value, where, True)
-        if key == "ax":
-            _check_shape(param, value, where)
-        return OptimizerCore._loaded(self, param, group, key, value, where)
+    def _counts_on_device(self, dict group):
+        return True
 
     def _update(self, TensorCore param, TensorCore gradient, dict entry, tuple settings):
         asgd_step(param, gradient, entry, settings)
@@ -1451,21 +1431,16 @@ class AdagradCore(CountedCore):
     def _device_rule(self):
         return "Adagrad keeps the step count on the parameter's device"
 
-    def _state_keys(self, tuple settings):
-        return ("sum",)
+    _shaped = ("sum",)
+
+    def _counts_on_device(self, dict group):
+        return True
 
     def _new_state(self, TensorCore param, str key, tuple settings):
         # PyTorch's: the optimiser's initial_accumulator_value, whatever the group's says
         return factories.full_like(param, _hyperparameter(
             self.defaults["initial_accumulator_value"], "initial_accumulator_value",
             NUMBER_NAMES["initial_accumulator_value"], ""), None, None, False)
-
-    def _loaded(self, TensorCore param, dict group, str key, value, str where):
-        if key == "step":
-            return _loaded_step(param, value, where, True)
-        if key == "sum":
-            _check_shape(param, value, where)
-        return OptimizerCore._loaded(self, param, group, key, value, where)
 
     def _unloaded(self, TensorCore param):
         # Starts again at its address, as PyTorch's fresh state would (Note [Loaded in place])

@@ -313,7 +313,7 @@ def test_captured_order_statistics_replay_with_new_values(quiet_device):
     for column in range(shape[1]):
         numbers = numpy.sort(new[~numpy.isnan(new[:, column]), column])
         same(skipping.values[column], numbers[(numbers.size - 1) // 2])
-        same(x.detach()[skipping.indices[column], column], numbers[(numbers.size - 1) // 2])
+        same(x.detach()[int(skipping.indices[column]), column], numbers[(numbers.size - 1) // 2])
     nans = numpy.isnan(new)  # the whole median is NaN: its gradient is shared by the NaNs
     expected = numpy.where(nans, 1.0 / nans.sum(), 0.0) + _along_grad(new)
     numpy.testing.assert_allclose(as_numpy(x.grad), expected, rtol=1e-6)
