@@ -681,10 +681,11 @@ class CountedCore(OptimizerCore):
     tensors like the parameter, made at its first eager step (PyTorch's _init_group): every
     optimiser but SGD. Where the subclass keeps the count on the parameter's device
     (_on_device: capturable, or always for Adagrad and ASGD) and allows it (_capturable), the
-    step can be captured into a CUDA graph (Note [Capturable Adam]). A subclass names _shaped (its state tensors like the
-    parameter; _state_keys, those a group's settings make, is all of them unless overridden)
-    and gives _update (one parameter's step, after every check), and may add 0-d float32
-    counters to "step" (_counters: each key and its starting value)."""
+    step can be captured into a CUDA graph (Note [Capturable Adam]). A subclass names _shaped
+    (its state tensors like the parameter; _state_keys, those a group's settings make, is all
+    of them unless overridden) and gives _update (one parameter's step, after every check),
+    and may add 0-d float32 counters to "step" (_counters: each key and its starting
+    value)."""
 
     _counters = {"step": 0.0}
     _shaped = ()
