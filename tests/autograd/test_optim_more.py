@@ -8,8 +8,8 @@ stepped five times in float64 and float32 and compared with torch's parameters a
 optim_error_inputs_func_adadelta / _rprop / _asgd and the constructors' checks (PyTorch's
 messages for a negative lr, eps, weight_decay or momentum_decay, a beta outside [0, 1), rho
 outside [0, 1], etas not 0 < etaminus < 1 < etaplus); test_state_dict_deterministic's idea as
-state_dict() round trips both ways with torch. The "Tensor lr" inputs are left out: tensor hyperparameters
-are not offered (docs/design.md, "What is not offered yet"). Marked gpu: steps captured with
+state_dict() round trips both ways with torch. The "Tensor lr" inputs are left out: tensor
+hyperparameters are not offered (docs/design.md, "What is not offered yet"). Marked gpu: steps captured with
 the backward pass into tp.cuda.graph replay as the eager steps do, and float64 steps on the
 device, eager and replayed, match PyTorch's."""
 import numpy
