@@ -1,5 +1,4 @@
 """tensorplay.optim.Adamax, NAdam, RAdam, Adadelta, Rprop and ASGD against PyTorch's torch.optim.
-
 Ports the cases of PyTorch's torch/testing/_internal/common_optimizers.py, as
 test/optim/test_optim.py runs them: optim_inputs_func_adamax, _nadam, _radam, _adadelta, _rprop
 and _asgd (default, non-default lr, eps, rho, etas, step_sizes, lambd, t0, weight_decay,
@@ -9,9 +8,9 @@ optim_error_inputs_func_adadelta / _rprop / _asgd and the constructors' checks (
 messages for a negative lr, eps, weight_decay or momentum_decay, a beta outside [0, 1), rho
 outside [0, 1], etas not 0 < etaminus < 1 < etaplus); test_state_dict_deterministic's idea as
 state_dict() round trips both ways with torch. The "Tensor lr" inputs are left out: tensor
-hyperparameters are not offered (docs/design.md, "What is not offered yet"). Marked gpu: steps captured with
-the backward pass into tp.cuda.graph replay as the eager steps do, and float64 steps on the
-device, eager and replayed, match PyTorch's."""
+hyperparameters are not offered (docs/design.md, "What is not offered yet"). Marked gpu: steps
+captured with the backward pass into tp.cuda.graph replay as the eager steps do, and float64
+steps on the device, eager and replayed, match PyTorch's."""
 import numpy
 import pytest
 
