@@ -1,4 +1,5 @@
 """tensorplay.optim.Adamax, NAdam, RAdam, Adadelta, Rprop and ASGD against PyTorch's torch.optim.
+
 Ports the cases of PyTorch's torch/testing/_internal/common_optimizers.py, as
 test/optim/test_optim.py runs them: optim_inputs_func_adamax, _nadam, _radam, _adadelta, _rprop
 and _asgd (default, non-default lr, eps, rho, etas, step_sizes, lambd, t0, weight_decay,
