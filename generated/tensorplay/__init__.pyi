@@ -5642,19 +5642,22 @@ class Tensor:
         """
 
     def __getitem__(self, key: Any) -> Tensor:
-        """A strided view selected by ints, slices, None and ..., or the elements a boolean mask selects.
+        """A strided view selected by ints, slices, None and ..., the elements a boolean mask selects, or the slices an integer index selects.
 
         Args:
             key: ints (negative ones count from the end), slices with positive steps, None or True
                 (a new dimension of one element), False (one of none) and one ... (every dimension
                 nothing else indexes), taken against the leading dimensions as PyTorch takes them; or a
-                bool tensor of this tensor's leading shape (a mask), on its device or the CPU. Integer
-                arrays and tensors (advanced indexing) are not taken.
+                bool tensor of this tensor's leading shape (a mask), on its device or the CPU; or one
+                integer tensor or list of ints (its elements wrapping from the end when negative) among
+                ints, slices, None and one ..., PyTorch's advanced indexing by one index. Several
+                integer tensors or lists are not taken.
 
         Returns:
             Tensor: a strided view; for a mask, a new tensor of the selected elements, shape
                 (count,) + the remaining dimensions (refused during a CUDA graph capture: its size
-                depends on the mask's values).
+                depends on the mask's values); for an integer index, a new tensor with the index's shape
+                in place of its dimension, the other items applied first.
         """
 
     def __setitem__(self, key: Any, value: Tensor | builtins.bool | builtins.int | builtins.float) -> None:

@@ -978,9 +978,11 @@ cdef object masked_setitem(TensorCore tensor, TensorCore mask, object value):
 
 
 # Note [Selection by index]
-# index_select(dim, index) and indexing by one integer tensor or list (x[index], x[:, index]),
-# as PyTorch's, copy the slices along dim that index names: the result has index's shape in
-# place of dim. On the CPU numpy's take computes it, after the indices are checked (PyTorch's
+# index_select(dim, index) and indexing by one integer tensor or list (x[index], x[:, index],
+# x[0, ..., index, None]: the other items ints, slices, None and ...), as PyTorch's, copy the
+# slices along dim that index names: the result has index's shape in place of dim. PyTorch
+# applies the other items first (a view) and then the index at its dimension of that view,
+# where numpy would move the index's dimensions first when an int stands apart from it. On the CPU numpy's take computes it, after the indices are checked (PyTorch's
 # IndexError "index out of range in self"). On a device it is index.cu's gather over a
 # contiguous copy, with no synchronisation, so a capture takes it; an index out of range
 # there selects zeros (PyTorch's kernel asserts on the device, which loses the context).
@@ -1081,11 +1083,15 @@ cdef int index_add_(TensorCore target, int dim, TensorCore index, TensorCore sou
 
 
 cdef tuple integer_index(TensorCore tensor, object key):
-    """(axis, index) where key selects by one integer tensor or list of ints at axis (every
-    other item a full slice), else None; a list is copied to the device once it is the one."""
+    """(view, axis, index) where key selects by one integer tensor or list of ints, every other
+    item an int, a slice, None or one ...: view is tensor indexed by those others (the index's
+    place a full slice), axis the index's dimension in it (PyTorch's order: the basic items
+    first, the index in its place). Else None; a list is copied to the device once it is the
+    one."""
     items = key if isinstance(key, tuple) else (key,)
     found = None
-    for axis, item in enumerate(items):
+    consumed = ellipses = 0  # the items that take a dimension of tensor, and the ...
+    for position, item in enumerate(items):
         integer_list = isinstance(item, list) and item and all(
             isinstance(value, int) and not isinstance(value, bool) for value in item)
         integer_tensor = isinstance(item, TensorCore) and \
@@ -1094,13 +1100,28 @@ cdef tuple integer_index(TensorCore tensor, object key):
         if integer_list or integer_tensor:
             if found is not None:
                 return None
-            found = (axis, item)
-        elif not (isinstance(item, slice) and item == slice(None)):
+            found = position
+        elif item is Ellipsis:
+            ellipses += 1
+            continue
+        elif item is None:
+            continue
+        elif isinstance(item, bool) or not isinstance(item, (int, slice)):
             return None
-    if found is None or len(items) > len(tensor.sizes):
-        return None
-    axis, item = found
-    return (axis, from_host_list(item, tensor.device_index)) if isinstance(item, list) else found
+        consumed += 1
+    if found is None or consumed > len(tensor.sizes) or ellipses > 1:
+        return None  # c_getitem's errors name what is wrong
+    axis = 0
+    for item in items[:found]:  # the dimensions the items before the index leave in the view
+        if item is Ellipsis:
+            axis += len(tensor.sizes) - consumed
+        elif item is None or isinstance(item, slice):
+            axis += 1
+    index = items[found]
+    view = tensor.c_getitem(items[:found] + (slice(None),) + items[found + 1:]) \
+        if len(items) > 1 else tensor
+    return (view, axis,
+            from_host_list(index, tensor.device_index) if isinstance(index, list) else index)
 
 
 cdef bint holds_sequence(object key):
@@ -1119,20 +1140,21 @@ cdef object getitem(TensorCore tensor, object key):
     """tensor[key] for every key but a boolean mask (selection.getitem's)."""
     # basic keys (ints, slices, None, ...) skip the search for an integer index
     found = integer_index(tensor, key) if holds_sequence(key) else None
+    cdef TensorCore view
     if found is not None:
-        axis, index = found
-        chosen = index_arg(tensor, index, "__getitem__", False)
+        view, axis, index = found
+        chosen = index_arg(view, index, "__getitem__", False)
         if len(chosen.sizes) == 1:
-            return selected(tensor, axis, chosen, True)
-        rows = selected(tensor, axis, <TensorCore>chosen.reshape((chosen.element_count,)), True)
+            return selected(view, axis, chosen, True)
+        rows = selected(view, axis, <TensorCore>chosen.reshape((chosen.element_count,)), True)
         # index's shape in place of the dimension (none for a 0-d index, as an int)
-        return rows.reshape(tensor.sizes[:axis] + chosen.sizes + tensor.sizes[axis + 1:])
-    view = tensor.c_getitem(key)
+        return rows.reshape(view.sizes[:axis] + chosen.sizes + view.sizes[axis + 1:])
+    basic = tensor.c_getitem(key)
     # PyTorch takes a True or False in the key as a mask of one element (boolToIndexingTensor):
     # its result is a copy, not a view. x[True] = value still writes x (setitem).
     if any(isinstance(item, bool) for item in (key if isinstance(key, tuple) else (key,))):
-        return clone(<TensorCore>view)
-    return view
+        return clone(<TensorCore>basic)
+    return basic
 
 
 cdef object setitem(TensorCore tensor, object key, object value):

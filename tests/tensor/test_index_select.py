@@ -7,8 +7,8 @@ Ported from PyTorch's own tests:
   torch/testing/_internal/common_methods_invocations.py (gradients, repeated indices);
 - test/test_indexing.py TestIndexing.test_int_indices, test_index_getitem_copy_bools_slices
   and test_single_int / test_multiple_int ("x[[0, 2]]", "x[:, idx]", negative indices
-  wrapping, an index tensor of two dimensions giving its shape), and test_out_of_bound_index
-  ("index out of range" on the CPU);
+  wrapping, an index tensor of two dimensions giving its shape, ints, slices, None and ...
+  beside the index), and test_out_of_bound_index ("index out of range" on the CPU);
 - CuPy's tests/cupy_tests/indexing_tests/test_indexing.py TestIndexing.test_take (the same
   selection along an axis, against numpy.take).
 Values and gradients are compared with numpy and with PyTorch where torch is installed.
@@ -103,6 +103,41 @@ def test_integer_tensor_indexing(device):
     result = x[tp.tensor([0], device=device)]
     result.fill_(-1.0)  # a copy, as PyTorch's advanced indexing
     assert values(x)[0, 0] == 0.0
+
+
+# test/test_indexing.py TestIndexing.test_int_indices / test_index_getitem_copy_bools_slices
+# with ints, slices, None and ... beside the index: PyTorch applies them first and puts the
+# index's dimensions in its place (numpy would move them first for x[0, :, index]).
+MIXED_KEYS = [lambda m: (0, slice(None), m.tensor([1, 2])),
+              lambda m: (None, 1, m.tensor([1, 2])),
+              lambda m: (Ellipsis, m.tensor([4, 0])),
+              lambda m: (m.tensor([1, 2]), Ellipsis, 2),
+              lambda m: (slice(1, None), m.tensor([3, -1]), None),
+              lambda m: (m.tensor(1), 2),
+              lambda m: (slice(None), m.tensor([[0, 1], [2, 3]]), 1),
+              lambda m: (-1, [0, -1]),
+              lambda m: (slice(None, None, 2), m.tensor([-1, 0]), slice(1, 3))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("key", MIXED_KEYS)
+def test_an_index_beside_ints_slices_none_and_ellipsis_as_pytorchs(device, key):
+    torch = pytest.importorskip("torch")
+    data = numpy.arange(60.0).reshape(3, 4, 5)
+    x = tp.tensor(data, device=device, requires_grad=True)
+    reference = torch.tensor(data, requires_grad=True)
+
+    class OnDevice:  # key's tensors made on the device
+        @staticmethod
+        def tensor(value):
+            return tp.tensor(value, device=device)
+    result, expected = x[key(OnDevice)], reference[key(torch)]
+    assert tuple(result.shape) == tuple(expected.shape)
+    numpy.testing.assert_array_equal(values(result), expected.detach().numpy())
+    weights = numpy.arange(expected.numel(), dtype=numpy.float64).reshape(tuple(expected.shape))
+    (result * tp.tensor(weights, device=device)).sum().backward()
+    (expected * torch.tensor(weights)).sum().backward()
+    numpy.testing.assert_array_equal(values(x.grad), reference.grad.numpy())
 
 
 def test_refusals():
