@@ -1109,8 +1109,13 @@ cdef tuple integer_index(TensorCore tensor, object key):
         elif isinstance(item, bool) or not isinstance(item, (int, slice)):
             return None
         consumed += 1
-    if found is None or consumed > len(tensor.sizes) or ellipses > 1:
-        return None  # c_getitem's errors name what is wrong
+    if found is None:
+        return None
+    if ellipses > 1:  # c_getitem's messages
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > len(tensor.sizes):
+        raise IndexError(f"too many indices ({consumed}) for a tensor of {len(tensor.sizes)} "
+                         "dimensions")
     axis = 0
     for item in items[:found]:  # the dimensions the items before the index leave in the view
         if item is Ellipsis:

@@ -142,6 +142,10 @@ def test_an_index_beside_ints_slices_none_and_ellipsis_as_pytorchs(device, key):
 
 def test_refusals():
     x = tp.zeros(3, 4)
+    with pytest.raises(IndexError, match=r"too many indices \(3\) for a tensor of 2"):
+        x[0, 0, tp.tensor([0])]
+    with pytest.raises(IndexError, match="only have a single ellipsis"):
+        x[..., ..., [0]]
     with pytest.raises(IndexError, match="index out of range in self"):
         x.index_select(0, tp.tensor([3]))
     with pytest.raises(IndexError, match="index out of range in self"):
