@@ -7009,17 +7009,18 @@ cdef class Tensor(_core.TensorCore):
         return _selection.getitem(self, key)
 
     def __setitem__(self, key, value):
-        """Assign to the selected view, or to the elements a boolean mask selects.
+        """Assign to the selected view, to the elements a boolean mask selects, or to the slices an integer index selects (where the index repeats an element, one of the values lands there, as PyTorch's).
 
         Args:
-            key: ints, slices, None, True/False and ..., or a boolean mask, as __getitem__ takes
-                them.
-            value: a tensor or a Python scalar (for a mask, broadcasting to the selection's shape).
+            key: ints, slices, None, True/False and ..., a boolean mask, or one integer tensor or
+                list among ints, slices, None and ..., as __getitem__ takes them.
+            value: a tensor (on the tensor's device or the CPU, for a mask or an integer index) or a
+                Python scalar, broadcasting to the selection's shape.
         """
         _core.check_awake(self, b"Tensor.__setitem__()", NULL)
         _core.check_awake_value(key, b"Tensor.__setitem__()", b"key")
         _core.check_awake_value(value, b"Tensor.__setitem__()", b"value")
-        _copies.setitem(self, key, value)
+        _selection.setitem(self, key, value)
 
     def __delitem__(self, key):
         """Refused with PyTorch's TypeError: a tensor's elements cannot be deleted.

@@ -406,7 +406,7 @@ def setitem_gradient(Node node, tuple grads):
     grad_self = grad_value = None
     if wanted(node, 0):
         grad_self = copies.clone(g)
-        copies.setitem(grad_self, node.state, 0)
+        selection.setitem(grad_self, node.state, 0)
     if wanted(node, 1):
         grad_value = copies.clone(selection.getitem(g, node.state))
     return (grad_self, grad_value)

@@ -98,5 +98,14 @@ cdef object getitem(TensorCore tensor, object key)
 cdef bint is_mask(object key)
 cdef int check_mask(TensorCore tensor, TensorCore mask, str name) except -1
 cdef object setitem(TensorCore tensor, object key, object value)
+# x[key] = value with the selection's own assignment (selection.setitem's integer index): the
+# recorded path, then assignment(tensor, key, value) not recorded
+ctypedef object (*Assignment)(TensorCore tensor, object key, object value)
+cdef object setitem_with(TensorCore tensor, object key, object value, Assignment assignment)
+cdef object assign(TensorCore tensor, object key, object value)
+# (view, axis, index) of a key with one integer tensor or list, else None (Note [Selection by
+# index]); whether a key holds a tensor or a list at all
+cdef tuple integer_index(TensorCore tensor, object key)
+cdef bint holds_sequence(object key)
 cdef object delitem(TensorCore tensor, object key)
 cdef str repr_text(TensorCore tensor)

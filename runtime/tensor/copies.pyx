@@ -1163,6 +1163,13 @@ cdef object getitem(TensorCore tensor, object key):
 
 
 cdef object setitem(TensorCore tensor, object key, object value):
+    """tensor[key] = value for every key but an integer index (selection.setitem's)."""
+    return setitem_with(tensor, key, value, assign)
+
+
+cdef object setitem_with(TensorCore tensor, object key, object value, Assignment assignment):
+    """tensor[key] = value: value's type, then the recorded path (a copy assigned under
+    no_grad, whose values and history tensor takes in), else assignment(tensor, key, value)."""
     cdef unsigned long long capture_id
     # value's type first, before this tensor's history or the selection are looked at (the
     # schema types it); its value is checked by the copy or the fill it feeds.
@@ -1182,11 +1189,16 @@ cdef object setitem(TensorCore tensor, object key, object value):
         set_grad_enabled(False)
         try:
             result = <TensorCore>clone(tensor)
-            setitem(result, key, value)
+            assignment(result, key, value)
         finally:
             set_grad_enabled(previous)
         rebased(tensor, recorded(result, ops.OP_SETITEM, (tensor, value), (), key))
         return None
+    return assignment(tensor, key, value)
+
+
+cdef object assign(TensorCore tensor, object key, object value):
+    """tensor[key] = value for a basic key or a boolean mask, not recorded."""
     if is_mask(key):
         return masked_setitem(tensor, key, value)
     target = <TensorCore>tensor.c_getitem(key)

@@ -50,10 +50,10 @@ from tensorplay._runtime.base cimport dtypes
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.tensor cimport copies, elementwise, factories, reduction, scan, sort
-from tensorplay._runtime.tensor.arguments cimport broadcast_shape, np
+from tensorplay._runtime.tensor.arguments cimport broadcast_shape, is_scalar, np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
                                               new_empty, wrap_cpu)
-from tensorplay._runtime.tensor.scatter_gather cimport scatter_into
+from tensorplay._runtime.tensor.scatter_gather cimport index_copy_, scatter_into
 
 
 cdef object nonzero(TensorCore tensor, bint as_tuple):
@@ -80,6 +80,57 @@ cdef object getitem(TensorCore tensor, object key):
     positions = flat_positions(mask, "__getitem__")
     rows = copies.reshape(tensor, ((mask.element_count,) + tensor.sizes[len(mask.sizes):],))
     return copies.index_select(<TensorCore>rows, 0, positions)
+
+
+cdef object setitem(TensorCore tensor, object key, object value):
+    """tensor[key] = value (api.yaml: Tensor.__setitem__): an integer index here, every other
+    key copies.setitem's; recorded as copies.setitem records."""
+    return copies.setitem_with(tensor, key, value, assign)
+
+
+cdef object assign(TensorCore tensor, object key, object value):
+    """tensor[..., index, ...] = value, not recorded: value, broadcast to what tensor[key]
+    selects, copied into the slices the index names (index_copy_ on the view of the other
+    items, the index's negative elements wrapped first), as PyTorch's index_put_; where the
+    index repeats an element, one of the values lands there, as PyTorch's. An element out of
+    range is PyTorch's IndexError on the CPU; on a device the scatter skips it (index.cu), as
+    indexing selects zeros there, since reading the index back would break a capture."""
+    found = copies.integer_index(tensor, key) if copies.holds_sequence(key) else None
+    if found is None:
+        return copies.assign(tensor, key, value)
+    cdef TensorCore view
+    view, axis, index = found
+    chosen = copies.index_arg(view, index, "__setitem__", False)
+    size = view.sizes[axis]
+    if view.device_index == CPU and chosen.element_count:  # PyTorch's IndexError, in its words
+        values = np().asarray(copies.host_values(chosen)).reshape(-1)
+        outside = np().flatnonzero((values < -size) | (values >= size))
+        if outside.size:
+            raise IndexError(f"index {values[outside[0]]} is out of bounds for dimension {axis} "
+                             f"with size {size}")
+    selected = view.sizes[:axis] + chosen.sizes + view.sizes[axis + 1:]
+    rows = view.sizes[:axis] + (chosen.element_count,) + view.sizes[axis + 1:]
+    if isinstance(value, TensorCore):
+        broadcast_shape((<TensorCore>value).sizes, selected, "__setitem__")
+        if (<TensorCore>value).device_index not in (CPU, view.device_index):
+            raise ValueError(f"__setitem__: the value is on "
+                             f"{device_text((<TensorCore>value).device_index)} and the tensor "
+                             f"on {device_text(view.device_index)}")
+        source = copies.to(<TensorCore>(<TensorCore>value).c_detach(),
+                           device_text(view.device_index), view.dtype_object, False, False)
+    elif is_scalar(value):
+        dtypes.check_scalar(value, view.dtype_object, "value")
+        source = factories.full((), value, view.dtype_object, device_text(view.device_index),
+                                False)
+    else:  # setitem_with checked the type: unreachable
+        raise TypeError(f"__setitem__: value must be a tensor or a Python scalar, got "
+                        f"{type(value).__name__}")
+    source = copies.reshape(<TensorCore>(<TensorCore>source).c_expand((selected,)), (rows,))
+    positions = copies.reshape(chosen, ((chosen.element_count,),))
+    positions = elementwise.where(elementwise.lt(<TensorCore>positions, 0),
+                                  elementwise.add(<TensorCore>positions, size), positions)
+    index_copy_(view, axis, positions, source)
+    return None
 
 
 cdef object masked_select(TensorCore tensor, object mask):

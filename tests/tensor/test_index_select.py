@@ -140,6 +140,78 @@ def test_an_index_beside_ints_slices_none_and_ellipsis_as_pytorchs(device, key):
     numpy.testing.assert_array_equal(values(x.grad), reference.grad.numpy())
 
 
+# test/test_indexing.py TestIndexing.test_index_put_src_datatype / test_int_assignment /
+# test_index_put_accumulate_duplicate_indices' non-accumulating case and
+# test_setitem_expansion_error: x[key] = value through one integer index, a scalar or a tensor
+# broadcasting to the selection, and the gradients of both sides.
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("key", MIXED_KEYS + [lambda m: m.tensor([2, 0]), lambda m: [1]])
+@pytest.mark.parametrize("scalar", [True, False])
+def test_assignment_through_an_index_as_pytorchs(device, key, scalar):
+    torch = pytest.importorskip("torch")
+    data = numpy.arange(60.0).reshape(3, 4, 5)
+
+    class OnDevice:
+        @staticmethod
+        def tensor(value):
+            return tp.tensor(value, device=device)
+    reference = torch.tensor(data)
+    shape = tuple(reference[key(torch)].shape)
+    value = 7.5 if scalar else numpy.arange(-1.0, -1.0 - numpy.prod(shape), -1).reshape(shape)
+    x = tp.tensor(data, device=device)
+    x[key(OnDevice)] = value if scalar else tp.tensor(value, device=device)
+    reference[key(torch)] = value if scalar else torch.tensor(value)
+    numpy.testing.assert_array_equal(values(x), reference.numpy())
+
+    weights = numpy.arange(60.0).reshape(3, 4, 5)
+    base = tp.tensor(data, device=device, requires_grad=True)
+    given = tp.tensor(numpy.ones(shape), device=device, requires_grad=True)
+    y = base * 1
+    y[key(OnDevice)] = given * 2
+    (y * tp.tensor(weights, device=device)).sum().backward()
+    their_base = torch.tensor(data, requires_grad=True)
+    their_given = torch.tensor(numpy.ones(shape), requires_grad=True)
+    their_y = their_base * 1
+    their_y[key(torch)] = their_given * 2
+    (their_y * torch.tensor(weights)).sum().backward()
+    numpy.testing.assert_array_equal(values(base.grad), their_base.grad.numpy())
+    numpy.testing.assert_array_equal(values(given.grad), their_given.grad.numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_assignment_broadcasts_converts_and_refuses_as_pytorchs(device):
+    x = tp.zeros(3, 5, device=device, dtype=tp.float64)
+    x[:, tp.tensor([0, 2], device=device)] = tp.tensor([[1.0], [2.0], [3.0]])  # a CPU value
+    assert values(x)[:, [0, 2]].tolist() == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]
+    x[[1, 1]] = tp.tensor([4.0, 5.0, 6.0, 7.0, 8.0], dtype=tp.float32, device=device)
+    assert values(x)[1].tolist() == [4.0, 5.0, 6.0, 7.0, 8.0]  # converted (PyTorch refuses)
+    before = values(x)
+    with pytest.raises(RuntimeError, match="must match the size"):
+        x[tp.tensor([0], device=device)] = tp.ones(2, device=device)
+    with pytest.raises(TypeError, match="value"):
+        x[[0]] = "1"
+    if device == "cpu":  # PyTorch's IndexError; a device skips the element (index.cu)
+        with pytest.raises(IndexError, match="index -4 is out of bounds for dimension 0 with "
+                                             "size 3"):
+            x[tp.tensor([0, -4])] = 1.0
+    numpy.testing.assert_array_equal(values(x), before)
+
+
+@pytest.mark.gpu
+def test_an_index_assignment_is_captured_and_replays_with_new_indices(quiet_device):
+    from tensorplay import cuda
+    x = tp.zeros(4, 3, device="cuda")
+    index = tp.tensor([0, -1], device="cuda")
+    value = tp.ones(2, 3, device="cuda")
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        x[index] = value
+    index.copy_(tp.tensor([1, 2], device="cuda"))
+    value.fill_(5.0)
+    graph.replay()
+    assert values(x).tolist() == [[0.0] * 3, [5.0] * 3, [5.0] * 3, [0.0] * 3]
+
+
 def test_refusals():
     x = tp.zeros(3, 4)
     with pytest.raises(IndexError, match=r"too many indices \(3\) for a tensor of 2"):
