@@ -200,15 +200,6 @@ def test_state_dict_round_trips_both_ways_with_pytorch(kind, options):
             assert value.dtype == tp.float32, key
 
 
-def test_the_lr_schedulers_take_them():
-    for kind in KINDS:
-        opt = getattr(optim, kind)([nn.Parameter(tp.ones(1))], lr=1.0)
-        scheduler = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
-        opt.step()
-        scheduler.step()
-        assert opt.param_groups[0]["lr"] == 0.5
-
-
 GRAPHED = [("Adamax", {"capturable": True}),
            ("Adamax", {"capturable": True, "weight_decay": 0.01, "maximize": True}),
            ("NAdam", {"capturable": True}),

@@ -378,8 +378,8 @@ def test_rmsprop_state_is_checked_before_a_step():
     assert opt.state[param]["step"].item() == 1
 
 
-def test_the_lr_schedulers_take_both():
-    for kind in ("RMSprop", "Adagrad"):
+def test_the_lr_schedulers_take_them():
+    for kind in ("RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "Rprop", "ASGD"):
         opt = getattr(optim, kind)([nn.Parameter(tp.ones(1))], lr=1.0)
         scheduler = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
         opt.step()
