@@ -50,7 +50,7 @@ from tensorplay._runtime.base cimport dtypes
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL
 from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.tensor cimport copies, elementwise, factories, reduction, scan, sort
-from tensorplay._runtime.tensor.arguments cimport broadcast_shape, is_scalar, np
+from tensorplay._runtime.tensor.arguments cimport broadcast_shape, np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
                                               new_empty, wrap_cpu)
 from tensorplay._runtime.tensor.scatter_gather cimport index_copy_, scatter_into
@@ -118,13 +118,10 @@ cdef object assign(TensorCore tensor, object key, object value):
                              f"on {device_text(view.device_index)}")
         source = copies.to(<TensorCore>(<TensorCore>value).c_detach(),
                            device_text(view.device_index), view.dtype_object, False, False)
-    elif is_scalar(value):
+    else:  # a Python scalar (setitem_with checked the type)
         dtypes.check_scalar(value, view.dtype_object, "value")
         source = factories.full((), value, view.dtype_object, device_text(view.device_index),
                                 False)
-    else:  # setitem_with checked the type: unreachable
-        raise TypeError(f"__setitem__: value must be a tensor or a Python scalar, got "
-                        f"{type(value).__name__}")
     source = copies.reshape(<TensorCore>(<TensorCore>source).c_expand((selected,)), (rows,))
     positions = copies.reshape(chosen, ((chosen.element_count,),))
     positions = elementwise.where(elementwise.lt(<TensorCore>positions, 0),
