@@ -147,6 +147,7 @@ __all__ = [
     "argwhere",
     "masked_select",
     "kthvalue",
+    "mode",
     "median",
     "nanmedian",
     "multinomial",
@@ -2061,6 +2062,24 @@ def kthvalue(input: Tensor, k: builtins.int, dim: builtins.int | None = None, ke
     Raises:
         RuntimeError: k is outside 1 to the size of dim (PyTorch's message).
         NotImplementedError: the tensor is bool, as PyTorch's.
+    """
+
+
+def mode(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> tuple[Tensor, Tensor]:
+    """The most frequent value of each slice along dim and where it last is (torch.mode), from sort()'s order. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: mode(input, ...) is input.mode(...).
+        dim: the dimension to look along (negative counts from the end); None for the last.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.mode: the
+            most frequent value of each slice (the smallest of those equally frequent; each NaN
+            counts once) and its last int64 position along dim.
+
+    Raises:
+        IndexError: dim has no elements (PyTorch's message).
     """
 
 
@@ -4115,6 +4134,22 @@ class Tensor:
         Raises:
             RuntimeError: k is outside 1 to the size of dim (PyTorch's message).
             NotImplementedError: the tensor is bool, as PyTorch's.
+        """
+
+    def mode(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> tuple[Tensor, Tensor]:
+        """The most frequent value of each slice along dim and where it last is (torch.mode), from sort()'s order. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to look along (negative counts from the end); None for the last.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.mode: the
+                most frequent value of each slice (the smallest of those equally frequent; each NaN
+                counts once) and its last int64 position along dim.
+
+        Raises:
+            IndexError: dim has no elements (PyTorch's message).
         """
 
     def median(self, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Tensor | tuple[Tensor, Tensor]:

@@ -155,6 +155,7 @@ __all__ = [
     "argwhere",
     "masked_select",
     "kthvalue",
+    "mode",
     "median",
     "nanmedian",
     "multinomial",
@@ -2618,6 +2619,29 @@ def kthvalue(input, k, dim=None, keepdim=False):
         raise TypeError(f"kthvalue(): input must be a tensorplay.Tensor, got "
                         f"{type(input).__name__}")
     return input.kthvalue(k, dim, keepdim)
+
+
+def mode(input, dim=None, keepdim=False):
+    """The most frequent value of each slice along dim and where it last is (torch.mode), from sort()'s order. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+    Args:
+        input: a Tensor: mode(input, ...) is input.mode(...).
+        dim: the dimension to look along (negative counts from the end); None for the last.
+        keepdim: keep each reduced dimension, with size 1.
+
+    Returns:
+        tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.mode: the
+            most frequent value of each slice (the smallest of those equally frequent; each NaN
+            counts once) and its last int64 position along dim.
+
+    Raises:
+        IndexError: dim has no elements (PyTorch's message).
+    """
+    # The method checks the tensor and the arguments (awake memory included).
+    if not isinstance(input, Tensor):
+        raise TypeError(f"mode(): input must be a tensorplay.Tensor, got "
+                        f"{type(input).__name__}")
+    return input.mode(dim, keepdim)
 
 
 def median(input, dim=None, keepdim=False):
@@ -5100,6 +5124,24 @@ cdef class Tensor(_core.TensorCore):
         """
         _core.check_awake(self, b"Tensor.kthvalue()", NULL)
         return _sort.kthvalue(self, _errors.int_arg(k, 'k', -9223372036854775808, 9223372036854775807), dim, _errors.bool_arg(keepdim, 'keepdim'))
+
+    def mode(self, dim=None, keepdim=False):
+        """The most frequent value of each slice along dim and where it last is (torch.mode), from sort()'s order. The values' gradient goes back to the positions they came from; a CUDA graph captures it.
+
+        Args:
+            dim: the dimension to look along (negative counts from the end); None for the last.
+            keepdim: keep each reduced dimension, with size 1.
+
+        Returns:
+            tuple[Tensor, Tensor]: the named tuple (values, indices) of torch.return_types.mode: the
+                most frequent value of each slice (the smallest of those equally frequent; each NaN
+                counts once) and its last int64 position along dim.
+
+        Raises:
+            IndexError: dim has no elements (PyTorch's message).
+        """
+        _core.check_awake(self, b"Tensor.mode()", NULL)
+        return _sort.mode(self, dim, _errors.bool_arg(keepdim, 'keepdim'))
 
     def median(self, dim=None, keepdim=False):
         """The median of all elements, or of each slice along dim and where it is (torch.median). With an even count it is the lower of the two middle elements, as PyTorch's; NaN where any element is NaN. Along dim the values' gradient goes to the position each came from; without dim it is shared evenly among the elements equal to the median. A CUDA graph captures it.

@@ -15,6 +15,7 @@ __all__ = [
     "median",
     "nanmedian",
     "kthvalue",
+    "mode",
     "cummax",
     "cummin",
 ]
@@ -33,6 +34,8 @@ nanmedian: Any
 """What nanmedian(dim) returns."""
 kthvalue: Any
 """What kthvalue() returns."""
+mode: Any
+"""What mode() returns."""
 cummax: Any
 """What cummax() returns."""
 cummin: Any

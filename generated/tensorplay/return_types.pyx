@@ -14,6 +14,7 @@ __all__ = [
     "median",
     "nanmedian",
     "kthvalue",
+    "mode",
     "cummax",
     "cummin",
 ]
@@ -26,5 +27,6 @@ globals()["topk"] = _return_types.return_type("topk")
 globals()["median"] = _return_types.return_type("median")
 globals()["nanmedian"] = _return_types.return_type("nanmedian")
 globals()["kthvalue"] = _return_types.return_type("kthvalue")
+globals()["mode"] = _return_types.return_type("mode")
 globals()["cummax"] = _return_types.return_type("cummax")
 globals()["cummin"] = _return_types.return_type("cummin")

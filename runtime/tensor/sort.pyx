@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""sort(), argsort(), topk(), and the order statistics median(), nanmedian() and kthvalue()
-(api.yaml: the tensorplay functions and the Tensor methods), as PyTorch's.
+"""sort(), argsort(), topk(), mode(), and the order statistics median(), nanmedian() and
+kthvalue() (api.yaml: the tensorplay functions and the Tensor methods), as PyTorch's.
 
 Note [Sorting]
 Each sorts the slices along one dimension: sort gives the values and the int64 position each
@@ -31,6 +31,16 @@ graph captures them all. median() and nanmedian() of the whole tensor sort it fl
 gradient is shared evenly among the elements equal to the result (NaN matching NaN), as
 PyTorch's evenly_distribute_backward.
 
+Note [Most frequent values]
+mode gives the most frequent value of each slice, the smallest of those equally frequent, and
+its last position, as PyTorch's (NaN equals nothing, so each NaN counts once). The slice is
+sorted stably; a run of equal values starts where an element differs from the one before, the
+running maximum of those starts (cummax) gives each element its run's start, and so its count
+so far. The first largest count (argmax) ends the smallest most frequent run, whose last
+element, by the stable sort, is the value's last position. Nothing is read back, so a capture
+takes it; the values carry gather's gradient, PyTorch's value_selecting_reduction_backward.
+bool is sorted as uint8.
+
 Note [Quantiles]
 quantile and nanquantile are PyTorch's computation: each q's rank in the sorted slice is
 q * (n - 1), the last position where the slice holds NaN (quantile), or q * (numbers - 1) over
@@ -48,11 +58,11 @@ import math
 from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.base.dtypes cimport CODE_BOOL
 from tensorplay._runtime.kernels cimport device_ops, ops
-from tensorplay._runtime.tensor cimport (copies, elementwise, reduction, return_types,
-                                         scatter_gather)
+from tensorplay._runtime.tensor cimport (copies, elementwise, factories, reduction,
+                                         return_types, scan, scatter_gather)
 from tensorplay._runtime.tensor.arguments cimport np
-from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
-                                              recorded, tracked, wrap_cpu)
+from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
+                                              new_empty, recorded, tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable
 from tensorplay._runtime.tensor.reduction cimport reduced_shape
 from tensorplay._runtime.tensor.scatter_gather cimport gathered
@@ -65,6 +75,7 @@ topk_result = return_types.return_type("topk")
 median_result = return_types.return_type("median")
 nanmedian_result = return_types.return_type("nanmedian")
 kthvalue_result = return_types.return_type("kthvalue")
+mode_result = return_types.return_type("mode")
 
 
 cdef object sort(TensorCore tensor, object dim, bint descending, bint stable):
@@ -103,6 +114,44 @@ cdef object kthvalue(TensorCore tensor, long long k, object dim, bint keepdim):
     if not tensor.sizes:
         return kthvalue_result(*selected(as_vector(tensor), 0, 0, False))
     return kthvalue_result(*selected(tensor, axis, k - 1, keepdim))
+
+
+cdef object mode(TensorCore tensor, object dim, bint keepdim):
+    """The most frequent value of each slice along dim and its last position (Note [Most
+    frequent values])."""
+    cdef int axis = tensor.c_dim(-1 if dim is None else dim)
+    int64 = dtypes.named_dtype("int64")
+    device = device_text(tensor.device_index)
+    if not tensor.sizes:  # a 0-d tensor is its own mode, at 0
+        return mode_result(copies.clone(tensor), factories.zeros((), int64, device, False))
+    length = tensor.sizes[axis]
+    if length == 0:  # PyTorch's message
+        raise IndexError(f"mode(): Expected reduction dim {axis} to have non-zero size.")
+    # bool sorts as uint8, its values gathered from the tensor itself
+    keys = copies.to(tensor, None, dtypes.named_dtype("uint8"), False, False) \
+        if tensor.dtype_object.code == CODE_BOOL else tensor
+    ordered, order = sorted_along(<TensorCore>keys, axis, False)
+    # where each run of equal values starts (NaN equals nothing: a run of its own)
+    later = copies.narrow(<TensorCore>ordered, axis, 1, length - 1)
+    earlier = copies.narrow(<TensorCore>ordered, axis, 0, length - 1)
+    leading = copies.narrow(<TensorCore>factories.ones_like(ordered, dtypes.named_dtype("bool"),
+                                                            None, False), axis, 0, 1)
+    starts = copies.cat([leading, elementwise.ne(<TensorCore>later, earlier)], axis)
+    shape = [1] * len(tensor.sizes)
+    shape[axis] = length
+    along = copies.reshape(<TensorCore>factories.arange(0, length, 1, int64, device, False),
+                           (tuple(shape),))
+    first = scan.cummax(<TensorCore>elementwise.where(starts, along, 0), axis)[0]
+    counts = elementwise.add(<TensorCore>elementwise.sub(<TensorCore>along, first), 1)
+    position = reduction.argmax(<TensorCore>counts, axis, True)  # the smallest value's run
+    indices = gathered(<TensorCore>order, axis, <TensorCore>position)
+    values = gathered_values(tensor, gathered(<TensorCore>tensor.c_detach(), axis,
+                                              <TensorCore>indices), indices, axis)
+    if not keepdim:
+        shape = reduced_shape(tensor.sizes, (axis,), False)
+        values = copies.reshape(<TensorCore>values, (shape,))
+        indices = copies.reshape(<TensorCore>indices, (shape,))
+    return mode_result(values, indices)
 
 
 cdef object median(TensorCore tensor, object dim, bint keepdim):

@@ -1,5 +1,5 @@
-"""kthvalue(), median() and nanmedian() (the tensorplay functions and the Tensor methods) on the
-CPU and on CUDA (marked gpu).
+"""kthvalue(), median(), nanmedian() and mode() (the tensorplay functions and the Tensor methods)
+on the CPU and on CUDA (marked gpu).
 
 Ported from the peers' own tests:
 - PyTorch's test/test_sort_and_select.py: test_kthvalue (a random 50 x 50 x 50 tensor against
@@ -16,6 +16,9 @@ Ported from the peers' own tests:
   q a float, a 0-d and a 1-D tensor, every dim and None, keepdim, every interpolation, against
   numpy's quantile and nanquantile with that method), test_quantile_backward and
   test_quantile_error (its messages, in its order);
+- PyTorch's test/test_sort_and_select.py test_mode (random integer-valued slices along every
+  dimension with keepdim, ties going to the smallest value at its last position, a 0-d tensor,
+  bool) and test_mode_large / test_mode_boolean's ideas, against torch.mode;
 - NumPy's median and nanmedian (numpy/lib/tests/test_function_base.py's TestMedian and
   test_nanfunctions.py's TestNanFunctions_Median) as the reference for odd counts.
 Gradients: PyTorch's value_selecting_reduction_backward along dim, evenly_distribute_backward
@@ -211,6 +214,60 @@ def test_the_same_as_pytorch(device):
                  lambda lib, t: lib.kthvalue(t, 3, 0, True).values,
                  lambda lib, t: t.kthvalue(6).values):
         numpy.testing.assert_array_equal(as_numpy(call(tp, x)), call(torch, theirs).numpy())
+
+
+MODE_CASES = [[[1, 2, 2, 5], [3, 3, 1, 1]], [1, 1, 2, 2], [2, 2, 1, 1, 3], [3.0, NAN, NAN, 1.0],
+              [5, 1, 5, 1, 1, 5], [True, False, True], 3.0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", range(len(MODE_CASES) + 2))
+def test_pytorch_mode(device, case):
+    torch = pytest.importorskip("torch")
+    rng = numpy.random.default_rng(case)
+    data = numpy.array(MODE_CASES[case]) if case < len(MODE_CASES) else \
+        rng.integers(0, 4, (5, 7, 6)).astype(numpy.float32 if case % 2 else numpy.int64)
+    ours, theirs = tp.tensor(data, device=device), torch.tensor(data)
+    dims = [None] + list(range(-data.ndim, data.ndim))
+    for dim, keepdim in [(dim, keepdim) for dim in dims for keepdim in (False, True)
+                         if dim is not None or not keepdim]:
+        arguments = {} if dim is None else {"dim": dim}
+        result = tp.mode(ours, keepdim=keepdim, **arguments)
+        expected = torch.mode(theirs, keepdim=keepdim, **arguments)
+        assert type(result).__name__ == "mode"
+        same(result.values, expected.values.numpy())
+        same(result.indices, expected.indices.numpy())
+        assert result.indices.dtype == tp.int64
+    same(ours.mode().values, theirs.mode().values.numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mode_gradient_and_empty_dimension_as_pytorchs(device):
+    torch = pytest.importorskip("torch")
+    data = numpy.array([[1.0, 2.0, 2.0], [3.0, 3.0, 1.0]])
+    x = tp.tensor(data, device=device, requires_grad=True)
+    theirs = torch.tensor(data, requires_grad=True)
+    (tp.mode(x, 1).values * tp.tensor([2.0, 3.0], device=device)).sum().backward()
+    (torch.mode(theirs, 1).values * torch.tensor([2.0, 3.0], dtype=torch.float64)).sum().backward()
+    same(x.grad, theirs.grad.numpy())
+    with pytest.raises(IndexError, match=r"mode\(\): Expected reduction dim 1 to have non-zero "
+                                         "size"):
+        tp.mode(tp.zeros(2, 0, device=device), 1)
+    empty = tp.mode(tp.zeros(0, 2, device=device), 1)  # no slices: an empty result
+    assert empty.values.shape == (0,) and empty.indices.shape == (0,)
+
+
+@pytest.mark.gpu
+def test_a_captured_mode_replays_with_new_values(quiet_device):
+    from tensorplay import cuda
+    x = tp.tensor([[1.0, 2.0, 2.0, 5.0], [3.0, 3.0, 1.0, 1.0]], device="cuda")
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        result = tp.mode(x, 1)
+    x.copy_(tp.tensor([[7.0, 7.0, 1.0, 7.0], [4.0, 0.0, 0.0, 4.0]], device="cuda"))
+    graph.replay()
+    same(result.values, [7.0, 0.0])
+    same(result.indices, [3, 2])
 
 
 @pytest.mark.parametrize("device", DEVICES)
