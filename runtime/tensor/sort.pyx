@@ -134,8 +134,8 @@ cdef object mode(TensorCore tensor, object dim, bint keepdim):
     # where each run of equal values starts (NaN equals nothing: a run of its own)
     later = copies.narrow(<TensorCore>ordered, axis, 1, length - 1)
     earlier = copies.narrow(<TensorCore>ordered, axis, 0, length - 1)
-    leading = copies.narrow(<TensorCore>factories.ones_like(ordered, dtypes.named_dtype("bool"),
-                                                            None, False), axis, 0, 1)
+    leading = factories.ones(tensor.sizes[:axis] + (1,) + tensor.sizes[axis + 1:],
+                             dtypes.named_dtype("bool"), device, False)  # each slice's first
     starts = copies.cat([leading, elementwise.ne(<TensorCore>later, earlier)], axis)
     shape = [1] * len(tensor.sizes)
     shape[axis] = length
