@@ -60,7 +60,8 @@ Note [Schema rules]
   checks that input is an instance and calls the method, which checks the rest.
 - Docs fields: ``example:`` on a function, method or class is a doctest (``>>>`` lines, each
   a statement that compiles, with the output they print), a string for an example that runs on
-  the CPU, or ``{code: ..., needs: cuda}`` for one that needs a CUDA device; a CPU example that
+  the CPU, ``{code: ..., needs: cuda}`` for one that needs a CUDA device, or ``{code: ...,
+  needs: nccl}`` for one that also needs NVIDIA's nccl4py (the ``nccl`` extra); a CPU example that
   runs on one (a tensor placed there, tensorplay.cuda or tensorplay.accelerator, USES_CUDA) is
   an error. tests/tools/test_docs_examples.py runs them. ``groups:`` on a class or base is a list of ``{title, members}``
   that orders the class's docs page: every member in exactly one group, each named once; a
@@ -98,7 +99,7 @@ KIND_ORDER = {"positional_only": 0, "positional": 1, "var_positional": 2, "keywo
               "var_keyword": 4}
 VARIADIC = ("var_positional", "var_keyword")
 CLASS_KINDS = ("extension", "exception", "python")
-EXAMPLE_NEEDS = ("cpu", "cuda")
+EXAMPLE_NEEDS = ("cpu", "cuda", "nccl")
 # What in an example runs on a CUDA device: a tensor placed there, tensorplay.cuda's functions,
 # .cuda(). Naming a device, tensorplay.device("cuda:1"), needs none.
 USES_CUDA = re.compile(r"""device\s*=\s*["']cuda|\bcuda\.\w|\.cuda\(|\baccelerator\.\w""")
@@ -194,7 +195,8 @@ class Raises:
 class Example:
     """A usage example of a function or class, in doctest form (>>> lines and their output),
     shown on its docs page and run by tests/tools/test_docs_examples.py: on the CPU in every run
-    (needs "cpu"), or only where a CUDA device is visible (needs "cuda", a gpu test)."""
+    (needs "cpu"), only where a CUDA device is visible (needs "cuda", a gpu test), or only
+    where NCCL also is usable (needs "nccl": a gpu test that skips without nccl4py)."""
 
     code: str
     needs: str

@@ -198,11 +198,13 @@ class SiteRenderer:
 
     @staticmethod
     def example(example: Optional[Example]) -> str:
-        """An example as a MyST block: a pycon fence, noted where it needs a CUDA device."""
+        """An example as a MyST block: a pycon fence, noted where it needs a CUDA device or NCCL."""
         if example is None:
             return ""
-        note = ("Needs a CUDA device (the test suite runs it on a GPU machine).\n\n"
-                if example.needs == "cuda" else "")
+        note = {"cuda": "Needs a CUDA device (the test suite runs it on a GPU machine).\n\n",
+                "nccl": "Needs a CUDA device and NVIDIA's nccl4py (`pip install "
+                        "'tensorplay[nccl]'`; the test suite runs it where both are).\n\n",
+                }.get(example.needs, "")
         return f"{note}```pycon\n{example.code}\n```"
 
     def source_lines(self, path: str) -> list[str]:

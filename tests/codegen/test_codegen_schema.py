@@ -223,7 +223,7 @@ CASES = [
     ('an example needing an unknown device',
      '    doc: Number of devices.\n',
      "    doc: Number of devices.\n    example: {code: '>>> 1', needs: tpu}\n",
-     ["api.yaml:23:37: 'needs' of the example of 'tensorplay.accelerator.device_count' must be one of cpu, cuda, got 'tpu'"]),
+     ["api.yaml:23:37: 'needs' of the example of 'tensorplay.accelerator.device_count' must be one of cpu, cuda, nccl, got 'tpu'"]),
     ('a CUDA example',
      '    doc: Number of devices.\n',
      '    doc: Number of devices.\n    example: {code: ">>> tensorplay.accelerator.device_count() > 0\\nTrue", needs: cuda}\n',

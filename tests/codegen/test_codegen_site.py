@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from codegen.model import load_api
+from codegen.model import Example, load_api
 from codegen.render import Renderer
 from codegen.site import SiteRenderer
 
@@ -89,3 +89,11 @@ def test_markup_in_a_plain_text_doc_is_escaped(site):
         "for example \\<MulBackward>\n\\> not a quote"
     assert site.text("any object with __dlpack__, or *args", "tensorplay") == \
         "any object with \\_\\_dlpack\\_\\_, or \\*args"
+
+
+def test_an_example_that_needs_cuda_or_nccl_says_so_above_it():
+    code = ">>> 1\n1"
+    assert SiteRenderer.example(Example(code, "cpu", 1)) == f"```pycon\n{code}\n```"
+    assert SiteRenderer.example(Example(code, "cuda", 1)).startswith("Needs a CUDA device ")
+    nccl = SiteRenderer.example(Example(code, "nccl", 1))
+    assert nccl.startswith("Needs a CUDA device and NVIDIA's nccl4py ") and code in nccl

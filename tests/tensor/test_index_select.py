@@ -112,7 +112,7 @@ MIXED_KEYS = [lambda m: (0, slice(None), m.tensor([1, 2])),
               lambda m: (None, 1, m.tensor([1, 2])),
               lambda m: (Ellipsis, m.tensor([4, 0])),
               lambda m: (m.tensor([1, 2]), Ellipsis, 2),
-              lambda m: (slice(1, None), m.tensor([3, -1]), None),
+              lambda m: (slice(1, None), m.tensor([3, -3]), None),
               lambda m: (m.tensor(1), 2),
               lambda m: (slice(None), m.tensor([[0, 1], [2, 3]]), 1),
               lambda m: (-1, [0, -1]),
@@ -195,6 +195,19 @@ def test_assignment_broadcasts_converts_and_refuses_as_pytorchs(device):
                                              "size 3"):
             x[tp.tensor([0, -4])] = 1.0
     numpy.testing.assert_array_equal(values(x), before)
+
+
+# PyTorch's index_put_ docs: with accumulate=False "the behavior is undefined if indices contain
+# duplicate elements" (its CUDA kernel lets any write win). Each place written twice holds one of
+# its values, and nothing else changes.
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_index_naming_a_place_twice_writes_one_of_its_values(device):
+    x = tp.zeros(4, 3, device=device)
+    x[tp.tensor([3, -1, 0], device=device)] = tp.tensor([[1.0] * 3, [2.0] * 3, [3.0] * 3],
+                                                        device=device)
+    rows = values(x)
+    assert set(rows[3].tolist()) <= {1.0, 2.0}
+    assert rows[:3].tolist() == [[3.0] * 3, [0.0] * 3, [0.0] * 3]
 
 
 @pytest.mark.gpu

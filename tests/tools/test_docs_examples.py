@@ -1,7 +1,7 @@
 """The docs' examples run as written: every example of api.yaml (`example:`, shown on its
 function's or class's page) and the getting-started page's ```pycon blocks are doctests. The
 CPU ones run everywhere; those that need a CUDA device are gpu tests (skipped, with the reason,
-without one). Every public function and class has an example."""
+without one), and those that need NCCL skip also without nccl4py. Every public function and class has an example."""
 import doctest
 import re
 from pathlib import Path
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from codegen.model import USES_CUDA, load_api
+from tests.distributed.nccl_helpers import needs_nccl
 
 ROOT = Path(__file__).resolve().parents[2]
 API = load_api(ROOT / "api.yaml", ROOT / "runtime")
@@ -27,8 +28,16 @@ def schema_examples():
                     yield f"{module.name}.{owner}", example
 
 
-EXAMPLES = [pytest.param(name, example, id=name,
-                         marks=[pytest.mark.gpu] if example.needs == "cuda" else [])
+def marks(needs: str) -> list:
+    """A CUDA example is a gpu test; an NCCL one also skips, with the reason, without nccl4py."""
+    if needs == "cpu":
+        return []
+    if needs == "nccl":
+        return [pytest.mark.gpu, needs_nccl]
+    return [pytest.mark.gpu]
+
+
+EXAMPLES = [pytest.param(name, example, id=name, marks=marks(example.needs))
             for name, example in schema_examples()]
 
 
