@@ -1090,7 +1090,7 @@ cdef tuple integer_index(TensorCore tensor, object key):
     one."""
     items = key if isinstance(key, tuple) else (key,)
     found = None
-    consumed = ellipses = 0  # the items that take a dimension of tensor, and the ...
+    consumed = 0  # the items that take a dimension of tensor
     for position, item in enumerate(items):
         integer_list = isinstance(item, list) and item and all(
             isinstance(value, int) and not isinstance(value, bool) for value in item)
@@ -1101,21 +1101,17 @@ cdef tuple integer_index(TensorCore tensor, object key):
             if found is not None:
                 return None
             found = position
-        elif item is Ellipsis:
-            ellipses += 1
-            continue
-        elif item is None:
+        elif item is Ellipsis or item is None:
             continue
         elif isinstance(item, bool) or not isinstance(item, (int, slice)):
             return None
         consumed += 1
     if found is None:
         return None
-    if ellipses > 1:  # c_getitem's messages
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if consumed > len(tensor.sizes):
-        raise IndexError(f"too many indices ({consumed}) for a tensor of {len(tensor.sizes)} "
-                         "dimensions")
+    # c_getitem refuses a second ... and too many indices; one index alone on a tensor of
+    # dimensions needs no view.
+    view = tensor if len(items) == 1 and tensor.sizes else \
+        tensor.c_getitem(items[:found] + (slice(None),) + items[found + 1:])
     axis = 0
     for item in items[:found]:  # the dimensions the items before the index leave in the view
         if item is Ellipsis:
@@ -1123,8 +1119,6 @@ cdef tuple integer_index(TensorCore tensor, object key):
         elif item is None or isinstance(item, slice):
             axis += 1
     index = items[found]
-    view = tensor.c_getitem(items[:found] + (slice(None),) + items[found + 1:]) \
-        if len(items) > 1 else tensor
     return (view, axis,
             from_host_list(index, tensor.device_index) if isinstance(index, list) else index)
 

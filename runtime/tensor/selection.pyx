@@ -300,7 +300,7 @@ cdef tuple distinct(TensorCore tensor, object dim, bint sort_first, bint return_
         rows = copies.reshape(<TensorCore>copies.movedim(source, axis, 0), ((count, width),))
     order = lexicographic_order(<TensorCore>rows) if sort_first else None
     ordered = rows if order is None else copies.index_select(<TensorCore>rows, 0, order)
-    starts = run_starts(<TensorCore>ordered)
+    starts = starts_of_rows(<TensorCore>ordered)
     groups = elementwise.sub(<TensorCore>scan.cumsum(<TensorCore>copies.to(
         <TensorCore>starts, None, int64, False, False), 0, None), 1)
     found = copies.item(<TensorCore>copies.narrow(<TensorCore>groups, 0, count - 1, 1)) + 1
@@ -345,16 +345,9 @@ cdef object lexicographic_order(TensorCore rows):
     return order
 
 
-cdef object run_starts(TensorCore rows):
+cdef object starts_of_rows(TensorCore rows):
     """A bool vector: True where a row starts a run of equal rows (the first always; NaN equals
-    nothing, as PyTorch's)."""
-    count = rows.sizes[0]
-    first = factories.ones((1,), dtypes.named_dtype("bool"), device_text(rows.device_index), False)
-    if count == 1:
-        return first
-    later = copies.narrow(rows, 0, 1, count - 1)
-    earlier = copies.narrow(rows, 0, 0, count - 1)
-    differing = copies.to(<TensorCore>elementwise.ne(<TensorCore>later, earlier), None,
-                          dtypes.named_dtype("int64"), False, False)
-    changed = elementwise.gt(<TensorCore>reduction.sum_over(<TensorCore>differing, 1, False), 0)
-    return copies.cat([first, changed], 0)
+    nothing, as PyTorch's): where any of its elements starts a run down its column."""
+    starts = copies.to(<TensorCore>sort.run_starts(rows, 0), None, dtypes.named_dtype("int64"),
+                       False, False)
+    return elementwise.gt(<TensorCore>reduction.sum_over(<TensorCore>starts, 1, False), 0)

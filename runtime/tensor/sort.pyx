@@ -131,12 +131,7 @@ cdef object mode(TensorCore tensor, object dim, bint keepdim):
     keys = copies.to(tensor, None, dtypes.named_dtype("uint8"), False, False) \
         if tensor.dtype_object.code == CODE_BOOL else tensor
     ordered, order = sorted_along(<TensorCore>keys, axis, False)
-    # where each run of equal values starts (NaN equals nothing: a run of its own)
-    later = copies.narrow(<TensorCore>ordered, axis, 1, length - 1)
-    earlier = copies.narrow(<TensorCore>ordered, axis, 0, length - 1)
-    leading = factories.ones(tensor.sizes[:axis] + (1,) + tensor.sizes[axis + 1:],
-                             dtypes.named_dtype("bool"), device, False)  # each slice's first
-    starts = copies.cat([leading, elementwise.ne(<TensorCore>later, earlier)], axis)
+    starts = run_starts(<TensorCore>ordered, axis)
     shape = [1] * len(tensor.sizes)
     shape[axis] = length
     along = copies.reshape(<TensorCore>factories.arange(0, length, 1, int64, device, False),
@@ -152,6 +147,19 @@ cdef object mode(TensorCore tensor, object dim, bint keepdim):
         values = copies.reshape(<TensorCore>values, (shape,))
         indices = copies.reshape(<TensorCore>indices, (shape,))
     return mode_result(values, indices)
+
+
+cdef object run_starts(TensorCore tensor, int axis):
+    """A bool tensor of tensor's shape: True where an element starts a run of equal elements
+    along axis (each slice's first always; NaN equals nothing: a run of its own)."""
+    length = tensor.sizes[axis]
+    leading = factories.ones(tensor.sizes[:axis] + (1,) + tensor.sizes[axis + 1:],
+                             dtypes.named_dtype("bool"), device_text(tensor.device_index), False)
+    if length == 1:
+        return leading
+    later = copies.narrow(tensor, axis, 1, length - 1)
+    earlier = copies.narrow(tensor, axis, 0, length - 1)
+    return copies.cat([leading, elementwise.ne(<TensorCore>later, earlier)], axis)
 
 
 cdef object median(TensorCore tensor, object dim, bint keepdim):
