@@ -22,7 +22,7 @@ from tests.autograd.against_pytorch import same_error
 from tests.autograd.test_optim_rmsprop_adagrad import (STEPS, check_state_dict_round_trips,
                                                        pair, run, same_state, same_values,
                                                        without_capturable)
-from tests.autograd.training import check_captured_steps_replay_as_eager
+from tests.autograd.training import check_captured_steps_replay_as_eager, steps_on_cuda
 
 torch = pytest.importorskip("torch")
 
@@ -230,32 +230,12 @@ def test_a_captured_training_step_replays_as_the_eager_steps(quiet_device, kind,
 def test_steps_on_cuda_as_pytorchs_and_captured_replays_as_eager(quiet_device, kind, options):
     """float64 steps on the device: eager against PyTorch's on the CPU, and a capturable
     optimiser's step captured after one eager step, replayed, against the same."""
-    from tensorplay import cuda
     _, theirs, grads = pair(6)
-    ours = [nn.Parameter(tp.tensor(param.detach().numpy(), device="cuda")) for param in theirs]
-    graphed = [nn.Parameter(tp.tensor(param.detach().numpy(), device="cuda"))
-               for param in theirs]
-    mine = getattr(optim, kind)(ours, lr=0.05, **options)
     reference = getattr(torch.optim, kind)(theirs, lr=0.05, **options)
-    captured = getattr(optim, kind)(graphed, lr=0.05, capturable=True, **options)
-    static = [tp.zeros(param.shape, dtype=tp.float64, device="cuda") for param in graphed]
-    for param, grad in zip(graphed, static):
-        param.grad = grad
-    graph = None
-    for step in grads:
-        for param, other, grad, buffer in zip(ours, theirs, step, static):
-            param.grad = tp.tensor(grad, device="cuda")
-            other.grad = torch.tensor(grad)
-            buffer.copy_(tp.tensor(grad, device="cuda"))
-        mine.step()
-        reference.step()
-        if graph is None:
-            captured.step()  # eager: makes the state
-            graph = cuda.CUDAGraph()
-            with cuda.graph(graph):
-                captured.step()
-        else:
-            graph.replay()
+    ours, graphed, captured = steps_on_cuda(
+        lambda parameters, graphed: getattr(optim, kind)(parameters, lr=0.05,
+                                                         capturable=graphed, **options),
+        theirs, reference, grads)
     # CUDA's kernels may contract a product and a sum into one FMA (rounded once)
     same_values([param.cpu() for param in ours], theirs, tolerance=1e-12)
     same_values([param.cpu() for param in graphed], theirs, tolerance=1e-4)

@@ -11,7 +11,7 @@ import tensorplay as tp
 from tensorplay import nn, optim
 
 from tests.autograd.against_pytorch import same_error
-from tests.autograd.training import check_captured_steps_replay_as_eager
+from tests.autograd.training import check_captured_steps_replay_as_eager, steps_on_cuda
 
 torch = pytest.importorskip("torch")
 
@@ -353,33 +353,12 @@ def test_capturing_a_step_that_is_not_capturable_is_pytorchs_error(quiet_device,
                                            ("Adam", {"amsgrad": True, "capturable": True}),
                                            ("AdamW", {"capturable": True})])
 def test_steps_on_cuda_as_pytorchs_and_captured_replays_as_eager(quiet_device, kind, options):
-    from tensorplay import cuda
     _, theirs, grads = pair(8)
-    ours = [nn.Parameter(tp.tensor(param.detach().numpy(), device="cuda")) for param in theirs]
-    graphed = [nn.Parameter(tp.tensor(param.detach().numpy(), device="cuda"))
-               for param in theirs]
     theirs_options = {key: value for key, value in options.items() if key != "capturable"}
-    mine = getattr(optim, kind)(ours, lr=0.05, **options)
     reference = getattr(torch.optim, kind)(theirs, lr=0.05, **theirs_options)
-    captured = getattr(optim, kind)(graphed, lr=0.05, **options)
-    static = [tp.zeros(param.shape, dtype=tp.float64, device="cuda") for param in graphed]
-    for param, grad in zip(graphed, static):
-        param.grad = grad
-    graph = None
-    for number, step in enumerate(grads):
-        for param, other, grad, buffer in zip(ours, theirs, step, static):
-            param.grad = tp.tensor(grad, device="cuda")
-            other.grad = torch.tensor(grad)
-            buffer.copy_(tp.tensor(grad, device="cuda"))
-        mine.step()
-        reference.step()
-        if number == 0:
-            captured.step()  # eager: the state and the first step
-            graph = cuda.CUDAGraph()
-            with cuda.graph(graph):
-                captured.step()
-        else:
-            graph.replay()
+    ours, graphed, captured = steps_on_cuda(
+        lambda parameters, graphed: getattr(optim, kind)(parameters, lr=0.05, **options),
+        theirs, reference, grads)
     # capturable=True computes the bias corrections from a float32 step count on the device,
     # as PyTorch's capturable branch does, so it agrees with the eager reference (PyTorch on the
     # CPU, where capturable is refused) to float32's precision.

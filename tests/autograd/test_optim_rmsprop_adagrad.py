@@ -20,7 +20,7 @@ import tensorplay as tp
 from tensorplay import nn, optim
 
 from tests.autograd.against_pytorch import same_error
-from tests.autograd.training import check_captured_steps_replay_as_eager
+from tests.autograd.training import check_captured_steps_replay_as_eager, steps_on_cuda
 
 torch = pytest.importorskip("torch")
 
@@ -410,36 +410,11 @@ def test_steps_on_cuda_as_pytorchs_and_captured_replays_as_eager(quiet_device, k
     """float64 steps on the device against PyTorch's on the CPU, eager and replayed; Adagrad's
     first step is captured (its state is made with the optimiser), RMSprop's after one eager
     step."""
-    from tensorplay import cuda
     _, theirs, grads = pair(6)
-    ours = [nn.Parameter(tp.tensor(param.detach().numpy(), device="cuda")) for param in theirs]
-    graphed = [nn.Parameter(tp.tensor(param.detach().numpy(), device="cuda"))
-               for param in theirs]
-    mine = getattr(optim, kind)(ours, lr=0.05, **options)
     reference = getattr(torch.optim, kind)(theirs, lr=0.05, **without_capturable(options))
-    captured = getattr(optim, kind)(graphed, lr=0.05, **options)
-    static = [tp.zeros(param.shape, dtype=tp.float64, device="cuda") for param in graphed]
-    for param, grad in zip(graphed, static):
-        param.grad = grad
-    warm_up = kind == "RMSprop"
-    graph = None
-    for number, step in enumerate(grads):
-        for param, other, grad, buffer in zip(ours, theirs, step, static):
-            param.grad = tp.tensor(grad, device="cuda")
-            other.grad = torch.tensor(grad)
-            buffer.copy_(tp.tensor(grad, device="cuda"))
-        mine.step()
-        reference.step()
-        if graph is None:
-            if warm_up:
-                captured.step()  # eager: makes the state
-            graph = cuda.CUDAGraph()
-            with cuda.graph(graph):
-                captured.step()
-            if not warm_up:
-                graph.replay()  # the capture ran nothing: this is the first step
-        else:
-            graph.replay()
+    ours, graphed, captured = steps_on_cuda(
+        lambda parameters, graphed: getattr(optim, kind)(parameters, lr=0.05, **options),
+        theirs, reference, grads, warm_up=kind == "RMSprop")
     # CUDA's kernels may contract a product and a sum into one FMA (rounded once)
     same_values([param.cpu() for param in ours], theirs, tolerance=1e-12)
     same_values([param.cpu() for param in graphed], theirs, tolerance=1e-12)

@@ -1,5 +1,6 @@
 """What several training tests share: the eager reference run a captured step is checked
-against, and the check of an optimiser whose captured training step replays as eager steps."""
+against, the check of an optimiser whose captured training step replays as eager steps, and an
+optimiser's steps on the device, eager and replayed, beside PyTorch's."""
 import numpy
 
 import tensorplay as tp
@@ -72,3 +73,39 @@ def check_captured_steps_replay_as_eager(make_optimizer, count):
         assert optimizer.state[param]["step"].is_cuda
     for mine, theirs in zip(model.parameters(), eager_model.parameters()):
         assert tp.allclose(mine, theirs, rtol=1e-4, atol=1e-6)
+
+
+def steps_on_cuda(make, theirs, reference, grads, warm_up=True):
+    """One optimiser kind stepping on the device, against PyTorch's reference stepping theirs
+    (its parameters) on the CPU, through grads (each step's gradients). make(parameters,
+    captured) builds ours: one that steps eagerly, and one (captured=True) whose step is
+    captured, after one eager step that makes its state (warm_up), or first, the capture then
+    replayed for the first step, and replayed for each later step. Returns (ours, graphed,
+    captured): the two sets of parameters and the captured optimiser."""
+    import torch
+    from tensorplay import cuda
+    ours, graphed = ([nn.Parameter(tp.tensor(param.detach().numpy(), device="cuda"))
+                      for param in theirs] for _ in range(2))
+    mine, captured = make(ours, False), make(graphed, True)
+    static = [tp.zeros(param.shape, dtype=tp.float64, device="cuda") for param in graphed]
+    for param, grad in zip(graphed, static):
+        param.grad = grad
+    graph = None
+    for step in grads:
+        for param, other, grad, buffer in zip(ours, theirs, step, static):
+            param.grad = tp.tensor(grad, device="cuda")
+            other.grad = torch.tensor(grad)
+            buffer.copy_(tp.tensor(grad, device="cuda"))
+        mine.step()
+        reference.step()
+        if graph is not None:
+            graph.replay()
+            continue
+        if warm_up:
+            captured.step()  # eager: makes the state
+        graph = cuda.CUDAGraph()
+        with cuda.graph(graph):
+            captured.step()
+        if not warm_up:
+            graph.replay()  # the capture ran nothing: this is the first step
+    return ours, graphed, captured
