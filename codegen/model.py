@@ -61,13 +61,14 @@ Note [Schema rules]
 - Docs fields: ``example:`` on a function, method or class is a doctest (``>>>`` lines, each
   a statement that compiles, with the output they print), a string for an example that runs on
   the CPU, ``{code: ..., needs: cuda}`` for one that needs a CUDA device, or ``{code: ...,
-  needs: nccl}`` for one that also needs NVIDIA's nccl4py (the ``nccl`` extra); a CPU example that
-  runs on one (a tensor placed there, tensorplay.cuda or tensorplay.accelerator, USES_CUDA) is
-  an error. tests/tools/test_docs_examples.py runs them. ``groups:`` on a class or base is a list of ``{title, members}``
-  that orders the class's docs page: every member in exactly one group, each named once; a
-  class's groups add to its base's (a title the base has takes the members into that group,
-  a new title adds a group after them). A class without groups lists its methods, then its
-  properties. Neither field changes the generated code or the schema hash.
+  needs: nccl}`` for one that also needs NVIDIA's nccl4py (the ``nccl`` extra); a CPU example
+  that runs on one (a tensor placed there, tensorplay.cuda or tensorplay.accelerator,
+  USES_CUDA) is an error. tests/tools/test_docs_examples.py runs them. ``groups:`` on a class
+  or base is a list of ``{title, members}`` that orders the class's docs page: every member
+  in exactly one group, each named once; a class's groups add to its base's (a title the base
+  has takes the members into that group, a new title adds a group after them). A class without
+  groups lists its methods, then its properties. Neither field changes the generated code or
+  the schema hash.
 All problems are collected and raised together as one SchemaError, each as file:line:col.
 """
 from __future__ import annotations
