@@ -32,14 +32,15 @@ gradient is shared evenly among the elements equal to the result (NaN matching N
 PyTorch's evenly_distribute_backward.
 
 Note [Most frequent values]
-mode gives the most frequent value of each slice, the smallest of those equally frequent, and
-its last position, as PyTorch's (NaN equals nothing, so each NaN counts once). The slice is
-sorted stably; a run of equal values starts where an element differs from the one before, the
-running maximum of those starts (cummax) gives each element its run's start, and so its count
-so far. The first largest count (argmax) ends the smallest most frequent run, whose last
-element, by the stable sort, is the value's last position. Nothing is read back, so a capture
-takes it; the values carry gather's gradient, PyTorch's value_selecting_reduction_backward.
-bool is sorted as uint8.
+mode gives the most frequent value of each slice, the smallest of those equally frequent, as
+PyTorch's, and its last position (PyTorch's is any of them beyond 16 elements); NaN equals
+nothing, so each NaN counts once (PyTorch's answer with NaN is an artefact of its sort:
+docs/design.md, "Where we differ from the API reference"). The slice is sorted stably; a run
+of equal values starts where an element differs from the one before, the running maximum of
+those starts (cummax) gives each element its run's start, and so its count so far. The first
+largest count (argmax) ends the smallest most frequent run, whose last element, by the stable
+sort, is the value's last position. Nothing is read back, so a capture takes it; the values
+carry gather's gradient, PyTorch's value_selecting_reduction_backward. bool is sorted as uint8.
 
 Note [Quantiles]
 quantile and nanquantile are PyTorch's computation: each q's rank in the sorted slice is

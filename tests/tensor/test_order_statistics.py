@@ -241,6 +241,26 @@ def test_pytorch_mode(device, case):
     same(ours.mode().values, theirs.mode().values.numpy())
 
 
+# PyTorch's CPU kernel sorts with std::sort, stable by insertion up to 16 elements and not
+# beyond, so past 16 its position is any of the mode's (its docs promise one "found"); ours is
+# the last. NaN breaks its sort's `<`; here each NaN counts once and sorts last.
+@pytest.mark.parametrize("device", DEVICES)
+def test_mode_of_long_slices_is_at_the_last_position_and_each_nan_counts_once(device):
+    torch = pytest.importorskip("torch")
+    data = numpy.random.default_rng(0).integers(0, 5, (4, 40)).astype(numpy.float32)
+    result = tp.mode(tp.tensor(data, device=device), 1)
+    expected = torch.mode(torch.tensor(data), 1).values.numpy()
+    same(result.values, expected)
+    same(result.indices, [numpy.flatnonzero(row == value).max()
+                          for row, value in zip(data, expected)])
+    assert data[range(4), torch.mode(torch.tensor(data), 1).indices.numpy()].tolist() == \
+        expected.tolist()
+    some = tp.tensor([NAN, 1.0, NAN], device=device).mode()
+    assert (some.values.item(), some.indices.item()) == (1.0, 1)
+    alone = tp.tensor([NAN, NAN], device=device).mode()
+    assert math.isnan(alone.values.item()) and alone.indices.item() == 0
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_mode_gradient_and_empty_dimension_as_pytorchs(device):
     torch = pytest.importorskip("torch")
