@@ -5677,30 +5677,31 @@ class Tensor:
         """
 
     def __getitem__(self, key: Any) -> Tensor:
-        """A strided view selected by ints, slices, None and ..., the elements a boolean mask selects, or the slices an integer index selects.
+        """A strided view selected by ints, slices, None and ..., the elements a boolean mask selects, or the elements integer indices select.
 
         Args:
             key: ints (negative ones count from the end), slices with positive steps, None or True
                 (a new dimension of one element), False (one of none) and one ... (every dimension
                 nothing else indexes), taken against the leading dimensions as PyTorch takes them; or a
-                bool tensor of this tensor's leading shape (a mask), on its device or the CPU; or one
-                integer tensor or list of ints (its elements wrapping from the end when negative) among
-                ints, slices, None and one ..., PyTorch's advanced indexing by one index. Several
-                integer tensors or lists are not taken.
+                bool tensor of this tensor's leading shape (a mask), on its device or the CPU; or
+                integer tensors or lists of ints (their elements wrapping from the end when negative)
+                among ints, slices, None and one ..., PyTorch's advanced indexing; an integer index does
+                not mix with True/False or a mask.
 
         Returns:
             Tensor: a strided view; for a mask, a new tensor of the selected elements, shape
                 (count,) + the remaining dimensions (refused during a CUDA graph capture: its size
-                depends on the mask's values); for an integer index, a new tensor with the index's shape
-                in place of its dimension, the other items applied first.
+                depends on the mask's values); for integer indices, a new tensor: the other items
+                applied first, then the indices' broadcast shape in place of their dimensions where
+                those follow one another (a 0-d index counts as an int), else first, as PyTorch's.
         """
 
     def __setitem__(self, key: Any, value: Tensor | builtins.bool | builtins.int | builtins.float) -> None:
-        """Assign to the selected view, to the elements a boolean mask selects, or to the slices an integer index selects (where the index repeats an element, one of the values lands there, as PyTorch's).
+        """Assign to the selected view, to the elements a boolean mask selects, or to the elements integer indices select (where they name an element twice, one of the values lands there, as PyTorch's).
 
         Args:
-            key: ints, slices, None, True/False and ..., a boolean mask, or one integer tensor or
-                list among ints, slices, None and ..., as __getitem__ takes them.
+            key: ints, slices, None, True/False and ..., a boolean mask, or integer tensors or lists
+                among ints, slices, None and ..., as __getitem__ takes them.
             value: a tensor (on the tensor's device or the CPU, for a mask or an integer index) or a
                 Python scalar, broadcasting to the selection's shape.
         """

@@ -103,9 +103,11 @@ cdef object setitem(TensorCore tensor, object key, object value)
 ctypedef object (*Assignment)(TensorCore tensor, object key, object value)
 cdef object setitem_with(TensorCore tensor, object key, object value, Assignment assignment)
 cdef object assign(TensorCore tensor, object key, object value)
-# (view, axis, index) of a key with one integer tensor or list, else None (Note [Selection by
-# index]); whether a key holds a tensor or a list at all
+# (view, axes, indices) of a key with integer tensors or lists, else None (docs/design.md,
+# "Selection by index"); for several, their positions in view's axes flattened and where their
+# shape goes (positions, shape, total, place); whether a key holds a tensor or a list at all
 cdef tuple integer_index(TensorCore tensor, object key)
+cdef tuple linear_positions(TensorCore view, tuple axes, list indices, str name)
 cdef bint holds_sequence(object key)
 cdef object delitem(TensorCore tensor, object key)
 cdef str repr_text(TensorCore tensor)

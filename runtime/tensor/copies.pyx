@@ -982,14 +982,17 @@ cdef object masked_setitem(TensorCore tensor, TensorCore mask, object value):
 # x[0, ..., index, None]: the other items ints, slices, None and ...), as PyTorch's, copy the
 # slices along dim that index names: the result has index's shape in place of dim. PyTorch
 # applies the other items first (a view) and then the index at its dimension of that view,
-# where numpy would move the index's dimensions first when an int stands apart from it. On the CPU numpy's take computes it, after the indices are checked (PyTorch's
-# IndexError "index out of range in self"). On a device it is index.cu's gather over a
+# where numpy would move the index's dimensions first when an int stands apart from it. On the
+# CPU numpy's take computes it, after the indices are checked (PyTorch's IndexError "index out
+# of range in self"). On a device it is index.cu's gather over a
 # contiguous copy, with no synchronisation, so a capture takes it; an index out of range
 # there selects zeros (PyTorch's kernel asserts on the device, which loses the context).
 # index_select takes indices from 0 (PyTorch's), x[index] wraps negative ones too (numpy's
 # rule, PyTorch's advanced indexing). The gradient adds each slice of the output's gradient
 # into the slice it came from (index_add_: scatter.cu's atomic adds, numpy's add.at), so
-# repeated indices add up.
+# repeated indices add up. Several indices at once (x[rows, cols]) select through the same
+# gather, at each element's position in their dimensions flattened (linear_positions;
+# docs/design.md, "Selection by index").
 
 
 cdef TensorCore index_arg(TensorCore tensor, object index, str name, bint vector):
@@ -1083,13 +1086,13 @@ cdef int index_add_(TensorCore target, int dim, TensorCore index, TensorCore sou
 
 
 cdef tuple integer_index(TensorCore tensor, object key):
-    """(view, axis, index) where key selects by one integer tensor or list of ints, every other
-    item an int, a slice, None or one ...: view is tensor indexed by those others (the index's
-    place a full slice), axis the index's dimension in it (PyTorch's order: the basic items
-    first, the index in its place). Else None; a list is copied to the device once it is the
-    one."""
+    """(view, axes, indices) where key selects by integer tensors or lists of ints, every other
+    item an int, a slice, None or one ...: view is tensor indexed by those others (each index's
+    place a full slice), axes the indices' dimensions in it (PyTorch's order: the basic items
+    first, each index in its place). Else None; a list is copied to the device once it is
+    known to be an index."""
     items = key if isinstance(key, tuple) else (key,)
-    found = None
+    found = []
     consumed = 0  # the items that take a dimension of tensor
     for position, item in enumerate(items):
         integer_list = isinstance(item, list) and item and all(
@@ -1098,29 +1101,102 @@ cdef tuple integer_index(TensorCore tensor, object key):
             (<TensorCore>item).dtype_object.code != CODE_BOOL and \
             not (<TensorCore>item).dtype_object.floating
         if integer_list or integer_tensor:
-            if found is not None:
-                return None
-            found = position
+            found.append(position)
         elif item is Ellipsis or item is None:
             continue
         elif isinstance(item, bool) or not isinstance(item, (int, slice)):
             return None
         consumed += 1
-    if found is None:
+    if not found:
         return None
     # c_getitem refuses a second ... and too many indices; one index alone on a tensor of
     # dimensions needs no view.
-    view = tensor if len(items) == 1 and tensor.sizes else \
-        tensor.c_getitem(items[:found] + (slice(None),) + items[found + 1:])
-    axis = 0
-    for item in items[:found]:  # the dimensions the items before the index leave in the view
-        if item is Ellipsis:
+    view = tensor if len(items) == 1 and tensor.sizes else tensor.c_getitem(tuple(
+        slice(None) if position in found else item for position, item in enumerate(items)))
+    axes = []
+    axis = 0  # the dimensions the items before each index leave in the view
+    for position, item in enumerate(items):
+        if position in found:
+            axes.append(axis)
+            axis += 1
+        elif item is Ellipsis:
             axis += len(tensor.sizes) - consumed
         elif item is None or isinstance(item, slice):
             axis += 1
-    index = items[found]
-    return (view, axis,
-            from_host_list(index, tensor.device_index) if isinstance(index, list) else index)
+    indices = [from_host_list(items[position], tensor.device_index)
+               if isinstance(items[position], list) else items[position] for position in found]
+    return (view, tuple(axes), indices)
+
+
+cdef tuple linear_positions(TensorCore view, tuple axes, list indices, str name):
+    """(positions, shape, total, place) of several indices into view's axes (integer_index's):
+    the indices broadcast together to shape, and the int64 vector of the elements' positions in
+    those axes flattened in order, of total positions, negative indices counted from the end;
+    place is where shape goes among view's other dimensions in the result (placement()).
+    An element out of range is PyTorch's IndexError on the CPU; on a device its position is
+    total, past the end, which index_select reads as zeros and a scatter skips (reading the
+    indices back would break a capture)."""
+    chosen = [index_arg(view, index, name, False) for index in indices]
+    shape = ()
+    try:
+        for index in chosen:
+            shape = broadcast_shape(shape, (<TensorCore>index).sizes, name)
+    except ShapeError:  # PyTorch's IndexError, in its words
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
+                         "with shapes " + ", ".join(str(list((<TensorCore>index).sizes))
+                                                    for index in chosen)) from None
+    positions = valid = None
+    total = 1
+    for axis, index in zip(axes, chosen):
+        size = view.sizes[axis]
+        if view.device_index == CPU and (<TensorCore>index).element_count:
+            values = np().asarray(host_values(index)).reshape(-1)
+            outside = np().flatnonzero((values < -size) | (values >= size))
+            if outside.size:  # PyTorch's IndexError, in its words
+                raise IndexError(f"index {values[outside[0]]} is out of bounds for dimension "
+                                 f"{axis} with size {size}")
+        wrapped = to(index, None, dtypes.named_dtype("int64"), False, False)
+        wrapped = wrapped + (wrapped < 0) * size
+        if view.device_index != CPU:
+            inside = (wrapped >= 0) & (wrapped < size)
+            valid = inside if valid is None else valid & inside
+        positions = wrapped if positions is None else positions * size + wrapped
+        total *= size
+    if valid is not None:
+        positions = positions.masked_fill(~valid, total)
+    count = product(shape)
+    positions = reshape(<TensorCore>contiguous(<TensorCore>(<TensorCore>positions).c_expand(
+        (shape,))), ((count,),))
+    return positions, shape, total, placement(axes, chosen)
+
+
+cdef int placement(tuple axes, list chosen) except -1:
+    """Where several indices' broadcast shape goes among the other dimensions of the result:
+    PyTorch takes a 0-d integer tensor as an int, a select that removes its dimension first,
+    and puts the others' shape in their place where they follow one another in what is left
+    (its hasContiguousSubspace), else first."""
+    removed = [axis for axis, index in zip(axes, chosen) if not (<TensorCore>index).sizes]
+    kept = [axis - sum(1 for gone in removed if gone < axis)
+            for axis, index in zip(axes, chosen) if (<TensorCore>index).sizes]
+    if kept and all(later == earlier + 1 for earlier, later in zip(kept, kept[1:])):
+        return kept[0]
+    return 0
+
+
+cdef object several_indices(TensorCore view, tuple axes, list indices):
+    """view[...] at several integer indices (integer_index's): the elements they name together,
+    the indices' broadcast shape where placement() puts it (PyTorch's advanced indexing); the
+    gradient flows through index_select."""
+    positions, shape, total, place = linear_positions(view, axes, indices, "__getitem__")
+    front = movedim(view, axes, tuple(range(len(axes))))
+    rest = (<TensorCore>front).sizes[len(axes):]
+    rows = selected(<TensorCore>reshape(<TensorCore>front, ((total,) + rest,)), 0,
+                    <TensorCore>positions, False)
+    result = (<TensorCore>rows).reshape(shape + rest)
+    if place and shape:
+        result = movedim(<TensorCore>result, tuple(range(len(shape))),
+                         tuple(range(place, place + len(shape))))
+    return result
 
 
 cdef bint holds_sequence(object key):
@@ -1141,7 +1217,10 @@ cdef object getitem(TensorCore tensor, object key):
     found = integer_index(tensor, key) if holds_sequence(key) else None
     cdef TensorCore view
     if found is not None:
-        view, axis, index = found
+        view, axes, indices = found
+        if len(axes) > 1:
+            return several_indices(view, axes, indices)
+        axis, index = axes[0], indices[0]
         chosen = index_arg(view, index, "__getitem__", False)
         if len(chosen.sizes) == 1:
             return selected(view, axis, chosen, True)

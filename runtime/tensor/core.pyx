@@ -832,6 +832,19 @@ cdef class TensorCore:
 # not take; a float slice bound is a TypeError, as Python's.
 
 
+cdef str _index_item_text(object item):
+    """What an item index_layout refuses is, for its message."""
+    if isinstance(item, TensorCore):
+        dtype = (<TensorCore>item).dtype_object.name
+        if dtype in ("int64", "int32", "bool"):  # an index beside a mask or True/False
+            return f"a {dtype} tensor beside True/False or a mask, which do not mix"
+        return f"a {dtype} tensor"
+    if isinstance(item, list) and item and all(
+            isinstance(value, int) and not isinstance(value, bool) for value in item):
+        return "a list of ints beside True/False or a mask, which do not mix"
+    return type(item).__name__
+
+
 cdef tuple index_layout(TensorCore tensor, object key):
     """x[key]'s view (Note [Basic indexing]): (sizes, element strides, offset in elements, the
     int and slice of each indexed dimension of tensor, and for each dimension of the view
@@ -844,10 +857,10 @@ cdef tuple index_layout(TensorCore tensor, object key):
         elif isinstance(item, slice) or _is_int_index(item):
             indexed += 1
         elif item is not None and not isinstance(item, bool):
-            raise IndexError(f"only ints, slices (with positive steps), None, ... and True/False "
-                             f"index a tensor, or one bool tensor of its leading shape (a "
-                             f"mask); got {type(item).__name__} (indexing with integer arrays "
-                             "or tensors is not supported)")
+            raise IndexError(f"only ints, slices (with positive steps), None, ..., True/False and "
+                             f"int64 or int32 tensors or lists of ints index a tensor, or one "
+                             f"bool tensor of its leading shape alone (a mask); got "
+                             f"{_index_item_text(item)}")
     if ellipses > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if indexed > ndim:

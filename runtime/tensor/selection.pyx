@@ -52,7 +52,7 @@ from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.tensor cimport copies, elementwise, factories, reduction, scan, sort
 from tensorplay._runtime.tensor.arguments cimport broadcast_shape, np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
-                                              new_empty, wrap_cpu)
+                                              new_empty, strided_view, wrap_cpu)
 from tensorplay._runtime.tensor.scatter_gather cimport index_copy_, scatter_into
 
 
@@ -99,7 +99,10 @@ cdef object assign(TensorCore tensor, object key, object value):
     if found is None:
         return copies.assign(tensor, key, value)
     cdef TensorCore view
-    view, axis, index = found
+    view, axes, indices = found
+    if len(axes) > 1:
+        return assign_several(view, axes, indices, value)
+    axis, index = axes[0], indices[0]
     chosen = copies.index_arg(view, index, "__setitem__", False)
     size = view.sizes[axis]
     if view.device_index == CPU and chosen.element_count:  # PyTorch's IndexError, in its words
@@ -110,6 +113,17 @@ cdef object assign(TensorCore tensor, object key, object value):
                              f"with size {size}")
     selected = view.sizes[:axis] + chosen.sizes + view.sizes[axis + 1:]
     rows = view.sizes[:axis] + (chosen.element_count,) + view.sizes[axis + 1:]
+    source = copies.reshape(<TensorCore>value_as(view, value, selected), (rows,))
+    positions = copies.reshape(chosen, ((chosen.element_count,),))
+    positions = elementwise.where(elementwise.lt(<TensorCore>positions, 0),
+                                  elementwise.add(<TensorCore>positions, size), positions)
+    index_copy_(view, axis, positions, source)
+    return None
+
+
+cdef TensorCore value_as(TensorCore view, object value, tuple selected):
+    """value (a tensor on view's device or the CPU, or a Python scalar, whose type setitem_with
+    checked) in view's dtype on its device, expanded to the shape selected."""
     if isinstance(value, TensorCore):
         broadcast_shape((<TensorCore>value).sizes, selected, "__setitem__")
         if (<TensorCore>value).device_index not in (CPU, view.device_index):
@@ -118,16 +132,45 @@ cdef object assign(TensorCore tensor, object key, object value):
                              f"on {device_text(view.device_index)}")
         source = copies.to(<TensorCore>(<TensorCore>value).c_detach(),
                            device_text(view.device_index), view.dtype_object, False, False)
-    else:  # a Python scalar (setitem_with checked the type)
+    else:
         dtypes.check_scalar(value, view.dtype_object, "value")
         source = factories.full((), value, view.dtype_object, device_text(view.device_index),
                                 False)
-    source = copies.reshape(<TensorCore>(<TensorCore>source).c_expand((selected,)), (rows,))
-    positions = copies.reshape(chosen, ((chosen.element_count,),))
-    positions = elementwise.where(elementwise.lt(<TensorCore>positions, 0),
-                                  elementwise.add(<TensorCore>positions, size), positions)
-    index_copy_(view, axis, positions, source)
+    return (<TensorCore>source).c_expand((selected,))
+
+
+cdef object assign_several(TensorCore view, tuple axes, list indices, object value):
+    """view[...] = value at several integer indices (copies.integer_index's), not recorded:
+    value, broadcast to what the read selects (copies.several_indices' shape), copied by
+    index_copy_ into view's indexed dimensions moved first and flattened, through a view where
+    their strides allow it, else through a contiguous copy written back."""
+    positions, shape, total, place = copies.linear_positions(view, axes, indices, "__setitem__")
+    count = (<TensorCore>positions).element_count
+    front = <TensorCore>copies.movedim(view, axes, tuple(range(len(axes))))
+    rest = front.sizes[len(axes):]
+    # value broadcast to the read's shape (the indices' shape at place), that shape moved first
+    source = copies.movedim(value_as(view, value, rest[:place] + shape + rest[place:]),
+                            tuple(range(place, place + len(shape))), tuple(range(len(shape))))
+    source = copies.reshape(<TensorCore>source, ((count,) + rest,))
+    flat = merged_front(front, len(axes), total)
+    if flat is not None:
+        index_copy_(flat, 0, positions, source)
+        return None
+    flat = copies.reshape(<TensorCore>copies.contiguous(front), ((total,) + rest,))
+    index_copy_(flat, 0, positions, source)
+    copies.copy_(front, copies.reshape(<TensorCore>flat, (front.sizes,)), False)
     return None
+
+
+cdef object merged_front(TensorCore tensor, int count, object total):
+    """A view of tensor with its first count dimensions as one of total elements, or None where
+    their strides do not allow one."""
+    strides = tensor.element_strides
+    for dim in range(count - 1):
+        if tensor.sizes[dim] != 1 and strides[dim] != strides[dim + 1] * tensor.sizes[dim + 1]:
+            return None
+    return strided_view(tensor, (total,) + tensor.sizes[count:],
+                        (strides[count - 1],) + strides[count:])
 
 
 cdef object masked_select(TensorCore tensor, object mask):

@@ -208,15 +208,21 @@ def test_numpy_integers_index(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_integer_arrays_beyond_one_index_are_refused_with_what_is_taken(device):
-    # One integer tensor or list among ints, slices, None and ... reads and assigns
-    # (test_index_select.py); several, or one beside a bool, are not offered.
+def test_an_index_beside_a_bool_and_other_keys_are_refused_with_what_is_taken(device):
+    # Integer tensors and lists among ints, slices, None and ... read and assign
+    # (test_index_select.py); beside True/False or a mask they are not offered.
     a = consec((3, 4), device)
-    for key in (([0, 1], [1, 2]), (True, [1]), (tp.tensor([0], device=device), [0]), "x"):
-        with pytest.raises(IndexError, match="integer arrays or tensors is not supported"):
-            a[key]
-        with pytest.raises(IndexError, match="integer arrays or tensors is not supported"):
-            a[key] = 0
+    mask, index = tp.tensor([True, False, True], device=device), tp.tensor([0], device=device)
+    for key, got in (((True, [1]), "a list of ints beside True/False or a mask"),
+                     ((mask, index), "a bool tensor beside True/False or a mask"),
+                     ((tp.tensor([0.0], device=device),), "a float32 tensor"), ("x", "str")):
+        for assign in (False, True):
+            with pytest.raises(IndexError, match="or one bool tensor of its leading shape alone "
+                                                 f"\\(a mask\\); got {got}"):
+                if assign:
+                    a[key] = 0
+                else:
+                    a[key]
 
 
 @pytest.mark.parametrize("device", DEVICES)
