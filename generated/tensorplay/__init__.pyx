@@ -7037,8 +7037,10 @@ cdef class Tensor(_core.TensorCore):
                 nothing else indexes), taken against the leading dimensions as PyTorch takes them; or a
                 bool tensor of this tensor's leading shape (a mask), on its device or the CPU; or
                 integer tensors or lists of ints (their elements wrapping from the end when negative)
-                among ints, slices, None and one ..., PyTorch's advanced indexing; an integer index does
-                not mix with True/False or a mask.
+                among ints, slices, None and one ..., PyTorch's advanced indexing; a bool tensor among
+                them stands for the indices of its True elements in the dimensions it covers (checked
+                against them; refused during a CUDA graph capture, as a lone mask is); integer indices
+                do not mix with True/False or a 0-d bool tensor.
 
         Returns:
             Tensor: a strided view; for a mask, a new tensor of the selected elements, shape
@@ -7055,8 +7057,8 @@ cdef class Tensor(_core.TensorCore):
         """Assign to the selected view, to the elements a boolean mask selects, or to the elements integer indices select (where they name an element twice, one of the values lands there, as PyTorch's).
 
         Args:
-            key: ints, slices, None, True/False and ..., a boolean mask, or integer tensors or lists
-                among ints, slices, None and ..., as __getitem__ takes them.
+            key: ints, slices, None, True/False and ..., a boolean mask, or integer tensors, lists
+                and masks among ints, slices, None and ..., as __getitem__ takes them.
             value: a tensor (on the tensor's device or the CPU, for a mask or an integer index) or a
                 Python scalar, broadcasting to the selection's shape.
         """

@@ -96,7 +96,7 @@ cdef object tile_of(object input, object dims)
 # value likewise, a boolean mask too (Note [Boolean masks]); del x[key] refused.
 cdef object getitem(TensorCore tensor, object key)
 cdef bint is_mask(object key)
-cdef int check_mask(TensorCore tensor, TensorCore mask, str name) except -1
+cdef int check_mask(TensorCore tensor, TensorCore mask, str name, int start=*) except -1
 cdef object setitem(TensorCore tensor, object key, object value)
 # x[key] = value with the selection's own assignment (selection.setitem's integer index): the
 # recorded path, then assignment(tensor, key, value) not recorded

@@ -919,26 +919,29 @@ cdef object stack(object tensors, object dim):
 # cudaErrorStreamCaptureUnsupported, and PyTorch's nonzero raises "operation not permitted when
 # stream is capturing"), so x[mask] and x[mask] = value are refused there before anything is
 # queued (check_mask). On CUDA the assignment is computed on the host: the tensor is copied to
-# the host, assigned and copied back.
+# the host, assigned and copied back. A mask among other items (x[mask, 0], x[:, mask]) stands
+# for the coordinates of its True elements (selection.masks_as_indices), checked here against
+# the view of the basic items from the dimension it starts at, and refused during a capture too.
 
 
 cdef bint is_mask(object key):
     return isinstance(key, TensorCore) and (<TensorCore>key).dtype_object.code == CODE_BOOL
 
 
-cdef int check_mask(TensorCore tensor, TensorCore mask, str name) except -1:
-    """mask against tensor (Note [Boolean masks]): on tensor's device or the CPU, of its leading
-    shape; refused on a capturing stream."""
+cdef int check_mask(TensorCore tensor, TensorCore mask, str name, int start=0) except -1:
+    """mask against tensor (Note [Boolean masks]): on tensor's device or the CPU, of the shape
+    of tensor's dimensions from start (its leading ones by default); refused on a capturing
+    stream."""
     if mask.device_index != CPU and mask.device_index != tensor.device_index:
         raise ValueError(f"{name}: the mask is on {device_text(mask.device_index)} and the "
                          f"tensor on {device_text(tensor.device_index)}; a mask must be on the "
                          "tensor's device or the CPU")
     cdef int ndim = len(mask.sizes)
     for dim in range(ndim):
-        if dim >= len(tensor.sizes) or mask.sizes[dim] != tensor.sizes[dim]:
+        if start + dim >= len(tensor.sizes) or mask.sizes[dim] != tensor.sizes[start + dim]:
             raise IndexError(f"The shape of the mask {list(mask.sizes)} at index {dim} does not "
                              f"match the shape of the indexed tensor {list(tensor.sizes)} at "
-                             f"index {dim}")
+                             f"index {start + dim}")
     for device in (tensor.device_index, mask.device_index):
         if device != CPU:
             _device.refuse_on_capturing_stream(

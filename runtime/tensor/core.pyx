@@ -834,14 +834,17 @@ cdef class TensorCore:
 
 cdef str _index_item_text(object item):
     """What an item index_layout refuses is, for its message."""
+    beside = "beside True/False or a bool tensor of 0 dimensions, which do not mix"
     if isinstance(item, TensorCore):
         dtype = (<TensorCore>item).dtype_object.name
-        if dtype in ("int64", "int32", "bool"):  # an index beside a mask or True/False
-            return f"a {dtype} tensor beside True/False or a mask, which do not mix"
+        if dtype in ("int64", "int32"):
+            return f"an {dtype} tensor {beside}"
+        if dtype == "bool":
+            return "a bool tensor of 0 dimensions beside an integer index, which do not mix"
         return f"a {dtype} tensor"
     if isinstance(item, list) and item and all(
             isinstance(value, int) and not isinstance(value, bool) for value in item):
-        return "a list of ints beside True/False or a mask, which do not mix"
+        return f"a list of ints {beside}"
     return type(item).__name__
 
 
@@ -857,9 +860,9 @@ cdef tuple index_layout(TensorCore tensor, object key):
         elif isinstance(item, slice) or _is_int_index(item):
             indexed += 1
         elif item is not None and not isinstance(item, bool):
-            raise IndexError(f"only ints, slices (with positive steps), None, ..., True/False and "
-                             f"int64 or int32 tensors or lists of ints index a tensor, or one "
-                             f"bool tensor of its leading shape alone (a mask); got "
+            raise IndexError(f"only ints, slices (with positive steps), None, ..., True/False, "
+                             f"int64 or int32 tensors, lists of ints and bool tensors (masks of "
+                             f"the dimensions they cover) index a tensor; got "
                              f"{_index_item_text(item)}")
     if ellipses > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")

@@ -72,7 +72,7 @@ cdef object getitem(TensorCore tensor, object key):
     """tensor[key] (api.yaml: Tensor.__getitem__): a boolean mask here, every other key
     copies.getitem's."""
     if not copies.is_mask(key):
-        return copies.getitem(tensor, key)
+        return copies.getitem(tensor, masks_as_indices(tensor, key, "__getitem__"))
     cdef TensorCore mask = key
     copies.check_mask(tensor, mask, "__getitem__")  # refused during a capture, as nonzero
     if mask.device_index != tensor.device_index:  # a CPU mask of a CUDA tensor
@@ -80,6 +80,58 @@ cdef object getitem(TensorCore tensor, object key):
     positions = flat_positions(mask, "__getitem__")
     rows = copies.reshape(tensor, ((mask.element_count,) + tensor.sizes[len(mask.sizes):],))
     return copies.index_select(<TensorCore>rows, 0, positions)
+
+
+cdef object masks_as_indices(TensorCore tensor, object key, str name):
+    """key with each bool tensor of one or more dimensions among its items replaced by the
+    coordinates of its True elements, one integer index per dimension it covers (PyTorch turns
+    a mask in a key into the indices nonzero() gives), checked as a lone mask is (check_mask):
+    of the shape of the dimensions it covers, on tensor's device or the CPU, refused during a
+    capture. key itself where it holds no such mask."""
+    if not isinstance(key, tuple) or not any(
+            copies.is_mask(item) and (<TensorCore>item).sizes for item in key):
+        return key
+    # Checked, as PyTorch checks it, against the view of the basic items (a mask's dimensions
+    # and each integer index's a full slice there), at the dimension it starts at in that view.
+    basic = []
+    for item in key:
+        if copies.is_mask(item) and (<TensorCore>item).sizes:
+            basic.extend([slice(None)] * len((<TensorCore>item).sizes))
+        else:
+            basic.append(slice(None) if isinstance(item, list) or (
+                isinstance(item, TensorCore) and not copies.is_mask(item)) else item)
+    cdef TensorCore view = tensor.c_getitem(tuple(basic))
+    taken = sum(dims_taken(item) for item in key)
+    items = []
+    start = 0  # the dimension of the view the next item's dimensions start at
+    cdef TensorCore mask
+    for item in key:
+        if item is Ellipsis:
+            start += max(len(tensor.sizes) - taken, 0)
+        elif copies.is_mask(item) and (<TensorCore>item).sizes:
+            mask = item
+            copies.check_mask(view, mask, name, start)
+            positions = flat_positions(mask, name)
+            for dim in range(len(mask.sizes)):
+                column = coordinate(<TensorCore>positions, mask.sizes, dim)
+                items.append(copies.to(<TensorCore>column, device_text(tensor.device_index), None,
+                                       False, False))
+            start += len(mask.sizes)
+            continue
+        items.append(item)
+        if item is not Ellipsis and (isinstance(item, bool) or
+                                     not isinstance(item, (int, np().integer))):
+            start += 1  # an int leaves no dimension in the view; the others one each
+    return tuple(items)
+
+
+cdef int dims_taken(object item) except -1:
+    """How many dimensions of the tensor an item of a key indexes (... counted apart)."""
+    if item is None or item is Ellipsis or isinstance(item, bool):
+        return 0
+    if copies.is_mask(item):
+        return len((<TensorCore>item).sizes)
+    return 1
 
 
 cdef object setitem(TensorCore tensor, object key, object value):
@@ -95,6 +147,7 @@ cdef object assign(TensorCore tensor, object key, object value):
     index repeats an element, one of the values lands there, as PyTorch's. An element out of
     range is PyTorch's IndexError on the CPU; on a device the scatter skips it (index.cu), as
     indexing selects zeros there, since reading the index back would break a capture."""
+    key = masks_as_indices(tensor, key, "__setitem__")
     found = copies.integer_index(tensor, key) if copies.holds_sequence(key) else None
     if found is None:
         return copies.assign(tensor, key, value)

@@ -209,16 +209,17 @@ def test_numpy_integers_index(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_an_index_beside_a_bool_and_other_keys_are_refused_with_what_is_taken(device):
-    # Integer tensors and lists among ints, slices, None and ... read and assign
-    # (test_index_select.py); beside True/False or a mask they are not offered.
+    # Integer tensors and lists, and masks, among ints, slices, None and ... read and assign
+    # (test_several_indices.py); beside True/False or a 0-d bool tensor they are not offered.
     a = consec((3, 4), device)
-    mask, index = tp.tensor([True, False, True], device=device), tp.tensor([0], device=device)
-    for key, got in (((True, [1]), "a list of ints beside True/False or a mask"),
-                     ((mask, index), "a bool tensor beside True/False or a mask"),
+    for key, got in (((True, [1]), "a list of ints beside True/False or a bool tensor of 0 "
+                                   "dimensions"),
+                     ((tp.tensor(True, device=device), tp.tensor([0], device=device)),
+                      "a bool tensor of 0 dimensions beside an integer index"),
                      ((tp.tensor([0.0], device=device),), "a float32 tensor"), ("x", "str")):
         for assign in (False, True):
-            with pytest.raises(IndexError, match="or one bool tensor of its leading shape alone "
-                                                 f"\\(a mask\\); got {got}"):
+            with pytest.raises(IndexError, match="bool tensors \\(masks of the dimensions they "
+                                                 f"cover\\) index a tensor; got {got}"):
                 if assign:
                     a[key] = 0
                 else:

@@ -22,7 +22,8 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 def values(tensor):
-    return numpy.array(tensor.detach().to(tp.float64).cpu().tolist(), dtype=numpy.float64)
+    return numpy.array(tensor.detach().to(tp.float64).cpu().tolist(),
+                       dtype=numpy.float64).reshape(tuple(tensor.shape))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -61,16 +62,25 @@ def test_a_transposed_reference_reads_and_assigns(device):
     assert reference[rows, columns].tolist() == [[4, 6], [2, 3]]
 
 
-def random_keys(rng, shape, count):
+def random_keys(rng, shape, count, masks=False):
     """count keys of two or more integer indices (lists, tensors, 0-d tensors) among ints,
-    slices and None, as (kind, value) items."""
+    slices and None, as (kind, value) items; with masks, keys of one or more bool tensors of
+    one dimension (each with as many True elements as the indices are long) among the same."""
     made = 0
     while made < count:
         items = []
         length = int(rng.integers(1, 4))  # every index of length 1 or this one: they broadcast
         for size in shape:
             kind = rng.choice(["index", "index", "int", "slice", "full"])
-            if kind == "index":
+            if masks and kind == "index" and rng.random() < 0.5:
+                trues = min(length, size) if length <= size else 1
+                mask = [True] * trues + [False] * (size - trues)
+                items.append(("mask", [bool(v) for v in rng.permutation(mask)]))
+                if trues != length:
+                    length = trues  # the other indices follow this mask's count
+                    items = [(kind_, value[:1] if kind_ in ("list", "tensor") else value)
+                             for kind_, value in items]
+            elif kind == "index":
                 picked = [int(rng.integers(-size, size)) for _ in range(rng.choice([1, length]))]
                 items.append((rng.choice(["list", "tensor", "0-d"]), picked))
             elif kind == "int":
@@ -83,7 +93,9 @@ def random_keys(rng, shape, count):
         if rng.random() < 0.3:
             items.insert(int(rng.integers(0, len(items) + 1)), ("none", None))
         items = items[:int(rng.integers(1, len(items) + 1))]
-        if sum(kind in ("list", "tensor", "0-d") for kind, _ in items) >= 2:
+        indices = sum(kind in ("list", "tensor", "0-d") for kind, _ in items)
+        with_mask = any(kind == "mask" for kind, _ in items)
+        if (with_mask and masks) or (indices >= 2 and not masks):
             made += 1
             yield items
 
@@ -92,6 +104,7 @@ def key_of(items, module, device=None):
     def index(value):
         return module.tensor(value) if device is None else module.tensor(value, device=device)
     made = {"list": lambda value: value, "tensor": index, "0-d": lambda value: index(value[0]),
+            "mask": index,
             "int": lambda value: value, "slice": lambda value: slice(*value),
             "none": lambda value: None}
     return tuple(made[kind](value) for kind, value in items)
@@ -99,11 +112,14 @@ def key_of(items, module, device=None):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", [(3, 4, 5), (2, 3), (4, 2, 3, 2), (2, 1, 3)])
-def test_random_keys_read_differentiate_and_assign_as_pytorchs(device, shape):
+@pytest.mark.parametrize("masks", [False, True])
+def test_random_keys_read_differentiate_and_assign_as_pytorchs(device, shape, masks):
+    """masks: keys holding bool tensors beside the other items, which PyTorch turns into the
+    indices of their True elements (nonzero)."""
     torch = pytest.importorskip("torch")
     rng = numpy.random.default_rng(len(shape) * 10 + shape[0])
     data = numpy.arange(float(numpy.prod(shape))).reshape(shape)
-    for items in random_keys(rng, shape, 40):
+    for items in random_keys(rng, shape, 40, masks):
         theirs, ours = key_of(items, torch), key_of(items, tp, device)
         expected = torch.tensor(data)[theirs]
         result = tp.tensor(data, device=device)[ours]
@@ -207,3 +223,37 @@ def test_reads_and_assignments_are_captured_and_replay_with_new_indices(quiet_de
     graph.replay()
     assert picked.tolist() == [4.0, 6.0]
     assert values(x)[1].tolist() == [-1.0, 5.0, -2.0, 7.0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_mask_beside_other_items_is_checked_as_pytorchs(device):
+    torch = pytest.importorskip("torch")
+    x = tp.arange(24.0, device=device).reshape(2, 3, 4)
+    before = values(x)
+    for key in ((slice(None), [True, False]), ([True, False, True],), (0, slice(None),
+                                                                          [True] * 5)):
+        ours = tuple(tp.tensor(item, device=device) if isinstance(item, list) else item
+                     for item in key)
+        theirs = tuple(torch.tensor(item) if isinstance(item, list) else item for item in key)
+        with pytest.raises(IndexError) as expected:
+            torch.zeros(2, 3, 4)[theirs]
+        with pytest.raises(IndexError, match=str(expected.value).replace("[", "\\[")):
+            x[ours]
+        with pytest.raises(IndexError, match="The shape of the mask"):
+            x[ours] = 1.0
+    numpy.testing.assert_array_equal(values(x), before)
+    if device == "cuda":  # a mask on the CPU serves a tensor on the device, as a lone one does
+        mask = tp.tensor([True, False, True])
+        assert x[:, mask, 0].tolist() == [[0.0, 8.0], [12.0, 20.0]]
+
+
+@pytest.mark.gpu
+def test_a_mask_beside_other_items_is_refused_during_a_capture(quiet_device):
+    from tensorplay import cuda
+    x = tp.arange(12.0, device="cuda").reshape(3, 4)
+    mask = tp.tensor([True, False, True], device="cuda")
+    graph = cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="with a boolean mask"):
+        with cuda.graph(graph):
+            x[mask, 0]
+    assert x[mask, 0].tolist() == [0.0, 8.0]  # the refused capture left nothing behind
