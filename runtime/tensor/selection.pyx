@@ -141,37 +141,14 @@ cdef object setitem(TensorCore tensor, object key, object value):
 
 
 cdef object assign(TensorCore tensor, object key, object value):
-    """tensor[..., index, ...] = value, not recorded: value, broadcast to what tensor[key]
-    selects, copied into the slices the index names (index_copy_ on the view of the other
-    items, the index's negative elements wrapped first), as PyTorch's index_put_; where the
-    index repeats an element, one of the values lands there, as PyTorch's. An element out of
-    range is PyTorch's IndexError on the CPU; on a device the scatter skips it (index.cu), as
-    indexing selects zeros there, since reading the index back would break a capture."""
+    """tensor[key] = value, not recorded: through integer indices (masks among other items made
+    indices first) here, assign_indices; every other key copies.assign's."""
     key = masks_as_indices(tensor, key, "__setitem__")
     found = copies.integer_index(tensor, key) if copies.holds_sequence(key) else None
     if found is None:
         return copies.assign(tensor, key, value)
-    cdef TensorCore view
     view, axes, indices = found
-    if len(axes) > 1:
-        return assign_several(view, axes, indices, value)
-    axis, index = axes[0], indices[0]
-    chosen = copies.index_arg(view, index, "__setitem__", False)
-    size = view.sizes[axis]
-    if view.device_index == CPU and chosen.element_count:  # PyTorch's IndexError, in its words
-        values = np().asarray(copies.host_values(chosen)).reshape(-1)
-        outside = np().flatnonzero((values < -size) | (values >= size))
-        if outside.size:
-            raise IndexError(f"index {values[outside[0]]} is out of bounds for dimension {axis} "
-                             f"with size {size}")
-    selected = view.sizes[:axis] + chosen.sizes + view.sizes[axis + 1:]
-    rows = view.sizes[:axis] + (chosen.element_count,) + view.sizes[axis + 1:]
-    source = copies.reshape(<TensorCore>value_as(view, value, selected), (rows,))
-    positions = copies.reshape(chosen, ((chosen.element_count,),))
-    positions = elementwise.where(elementwise.lt(<TensorCore>positions, 0),
-                                  elementwise.add(<TensorCore>positions, size), positions)
-    index_copy_(view, axis, positions, source)
-    return None
+    return assign_indices(view, axes, indices, value)
 
 
 cdef TensorCore value_as(TensorCore view, object value, tuple selected):
@@ -192,11 +169,15 @@ cdef TensorCore value_as(TensorCore view, object value, tuple selected):
     return (<TensorCore>source).c_expand((selected,))
 
 
-cdef object assign_several(TensorCore view, tuple axes, list indices, object value):
-    """view[...] = value at several integer indices (copies.integer_index's), not recorded:
-    value, broadcast to what the read selects (copies.several_indices' shape), copied by
-    index_copy_ into view's indexed dimensions moved first and flattened, through a view where
-    their strides allow it, else through a contiguous copy written back."""
+cdef object assign_indices(TensorCore view, tuple axes, list indices, object value):
+    """view[...] = value at one or more integer indices (copies.integer_index's), as PyTorch's
+    index_put_ without accumulation: value, broadcast to what the read selects, copied by
+    index_copy_ into view's indexed dimensions moved first and flattened (at
+    copies.linear_positions), through a view where their strides allow it, else through a
+    contiguous copy written back. Where the indices name an element twice, one of the values
+    lands there, as PyTorch's. An element out of range is PyTorch's IndexError on the CPU; on a
+    device the scatter skips it (index.cu), as indexing selects zeros there, since reading the
+    indices back would break a capture."""
     positions, shape, total, place = copies.linear_positions(view, axes, indices, "__setitem__")
     count = (<TensorCore>positions).element_count
     front = <TensorCore>copies.movedim(view, axes, tuple(range(len(axes))))
