@@ -17,7 +17,8 @@ from tensorplay._runtime.tensor.elementwise cimport (absolute, binary, clamp, co
                                                      power, relu, sigmoid, sin, sinh, sqrt, sub,
                                                      truediv, where)
 from tensorplay._runtime.tensor.linalg cimport matmul
-from tensorplay._runtime.tensor.reduction cimport maximum, minimum, sum_over
+from tensorplay._runtime.tensor.reduction cimport (maximum, minimum, nll_loss_backward,
+                                                   softmax_backward, sum_over)
 
 from tensorplay._runtime.kernels.ops import gradient_names
 
@@ -273,6 +274,19 @@ def median_gradient(Node node, tuple grads):
     matched = where(isnan(value), isnan(x), eq(x, value))
     mask = copies.to(matched, None, (<TensorCore>x).dtype_object, False, False)
     return (truediv(mul(grads[0], mask), sum_over(mask, None, False)),)
+
+
+def softmax_gradient(Node node, tuple grads):
+    # PyTorch's softmax_backward_data and log_softmax_backward_data from the saved output, in one
+    # kernel (reduction.pyx, Note [Fused softmax]); the dimension is the node's state.
+    return (softmax_backward(grads[0], node.saved[0], node.state, node.op == ops.OP_LOG_SOFTMAX),)
+
+
+def nll_loss_gradient(Node node, tuple grads):
+    # PyTorch's nll_loss_backward, in one kernel (reduction.pyx, Note [Fused nll_loss]); the
+    # targets and the weight take none.
+    return (nll_loss_backward(grads[0], node.inputs_meta[0], node.saved, node.state), None,
+            None)
 
 
 def extremes_over_gradient(Node node, tuple grads):
@@ -598,6 +612,8 @@ FORMULAS = {
     "mean": mean_gradient, "max": extreme_gradient, "min": extreme_gradient,
     "select_dim": select_dim_gradient,
     "median": median_gradient,
+    "softmax": softmax_gradient, "log_softmax": softmax_gradient,
+    "nll_loss": nll_loss_gradient,
     "amax": extremes_over_gradient, "amin": extremes_over_gradient,
     "reshape": reshape_gradient,
     "transpose": transpose_gradient, "permute": permute_gradient, "cat": cat_gradient,

@@ -49,6 +49,7 @@ from tensorplay._runtime.random cimport random_ops
 from tensorplay._runtime.tensor cimport (copies, core as tensor, elementwise, factories, linalg,
                                          promotion, reduction, scatter_gather, serialization)
 from tensorplay._runtime.tensor.core cimport TensorCore
+from tensorplay._runtime.tensor.reduction cimport nll_loss as fused_nll_loss
 from tensorplay._runtime.tensor cimport arguments
 from tensorplay._runtime.tensor.arguments import BoolNotImplementedError, DtypeError, ShapeError
 from tensorplay._runtime.base.dtypes cimport DtypeCore, named_dtype
@@ -995,6 +996,8 @@ class DropoutCore(ModuleCore):
 # Functions of tensorplay.nn.functional and the losses (Note [Functional forms])
 
 REDUCTIONS = ("none", "mean", "sum")
+# Each reduction's code in the fused nll_loss (reduction.pyx, Note [Fused nll_loss]).
+REDUCTION_CODES = {"none": 0, "sum": 1, "mean": 2}
 
 
 cdef int dropout_probability(object p) except -1:
@@ -1865,6 +1868,11 @@ cdef object picked_losses(TensorCore logp, TensorCore y, object weight, int clas
         for value in set(y.detach().flatten().tolist()):
             if value != ignore_index and not 0 <= value < classes:
                 raise IndexError(f"Target {value} is out of bounds.")
+    if (logp.device_index >= 0 and y.device_index == logp.device_index and not label_smoothing
+            and (weight is None or not (<TensorCore>weight).grad_required)):
+        # One kernel each way (reduction.pyx, Note [Fused nll_loss]).
+        return fused_nll_loss(logp, y, weight, class_dim, ignore_index,
+                              REDUCTION_CODES[reduction])
     # The classes last, one row per prediction, and each target's entry gathered (an ignored
     # target reads class 0, multiplied by 0 below).
     if class_dim == 1 and len(logp.sizes) > 2:

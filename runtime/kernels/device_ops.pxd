@@ -90,6 +90,27 @@ cdef int promoted_binary_scalar(int device, int op, DtypeCore left, uintptr_t a,
 cdef int select_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
                     tuple kept_strides, int64_t length, int64_t stride, uintptr_t values,
                     uintptr_t indices, int op, cudaStream_t stream) except -1
+# softmax (log_softmax with take_log) of a contiguous a along the middle dimension of its shape
+# seen as (outer, length, inner), length >= 1, into out, contiguous of that shape (reduce.cu,
+# softmax_dim); and its gradient from the output and the output's gradient, both contiguous of
+# that shape (softmax_backward_dim).
+cdef int softmax_dim(int device, DtypeCore dtype, uintptr_t a, uintptr_t out, int64_t outer,
+                     int64_t length, int64_t inner, bint take_log, cudaStream_t stream) except -1
+cdef int softmax_backward_dim(int device, DtypeCore dtype, uintptr_t output, uintptr_t grad,
+                              uintptr_t out, int64_t outer, int64_t length, int64_t inner,
+                              bint take_log, cudaStream_t stream) except -1
+# nll_loss of contiguous log-probabilities logp (outer, classes, inner) at the contiguous int64
+# targets (outer, inner), weight 0 for none (reduce.cu, nll_loss_rows): reduction 0 writes each
+# row's loss to out, 1 and 2 (sum, mean) the loss to out[0] and the total weight, in the
+# accumulation type, to total; and its gradient for logp into out, of logp's shape
+# (nll_loss_backward_rows), from the loss's gradient grad and, for a mean, total.
+cdef int nll_loss(int device, DtypeCore dtype, uintptr_t logp, uintptr_t target, uintptr_t weight,
+                  uintptr_t out, uintptr_t total, int64_t outer, int64_t classes, int64_t inner,
+                  int64_t ignore_index, int reduction, cudaStream_t stream) except -1
+cdef int nll_loss_backward(int device, DtypeCore dtype, uintptr_t target, uintptr_t weight,
+                           uintptr_t grad, uintptr_t total, uintptr_t out, int64_t outer,
+                           int64_t classes, int64_t inner, int64_t ignore_index, int reduction,
+                           cudaStream_t stream) except -1
 # The cumulative sum (product set: product) of a along one dimension of length elements apart by
 # stride, for each index of kept_sizes (a's strides), into out (out_kept_strides and out_stride
 # its strides), each from the dimension's end with reverse set; result is out's dtype (scan.cu:

@@ -759,6 +759,99 @@ cdef int select_dim(int device, DtypeCore dtype, uintptr_t a, tuple kept_sizes,
     return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
 
 
+cdef CUfunction softmax_kernel(int device, DtypeCore dtype, str name) except NULL:
+    # The prelude select_dim's: the softmax and nll_loss kernels of reduce.cu keep the input's
+    # dtype.
+    return kernel(device, "reduce", name, f"typedef {dtype.kernel_type} scalar_t;\n"
+                                          f"typedef {dtype.kernel_type} result_t;\n")
+
+
+cdef unsigned int row_blocks(int64_t outer, int64_t inner) noexcept:
+    """A block per row of softmax_dim's, up to MAX_BLOCKS (the blocks stride over the rest)."""
+    cdef int64_t rows = outer * inner
+    return <unsigned int>(rows if rows < MAX_BLOCKS else MAX_BLOCKS)
+
+
+cdef int softmax_dim(int device, DtypeCore dtype, uintptr_t a, uintptr_t out, int64_t outer,
+                     int64_t length, int64_t inner, bint take_log, cudaStream_t stream) except -1:
+    if outer * length * inner == 0:
+        return 0
+    cdef CUfunction function = softmax_kernel(device, dtype, "softmax_dim")
+    cdef int log_flag = take_log
+    cdef void* arguments[6]
+    arguments[0] = &a
+    arguments[1] = &out
+    arguments[2] = &outer
+    arguments[3] = &length
+    arguments[4] = &inner
+    arguments[5] = &log_flag
+    return kernels.launch(device, function, row_blocks(outer, inner), THREADS, 0, stream,
+                          arguments)
+
+
+cdef int softmax_backward_dim(int device, DtypeCore dtype, uintptr_t output, uintptr_t grad,
+                              uintptr_t out, int64_t outer, int64_t length, int64_t inner,
+                              bint take_log, cudaStream_t stream) except -1:
+    if outer * length * inner == 0:
+        return 0
+    cdef CUfunction function = softmax_kernel(device, dtype, "softmax_backward_dim")
+    cdef int log_flag = take_log
+    cdef void* arguments[7]
+    arguments[0] = &output
+    arguments[1] = &grad
+    arguments[2] = &out
+    arguments[3] = &outer
+    arguments[4] = &length
+    arguments[5] = &inner
+    arguments[6] = &log_flag
+    return kernels.launch(device, function, row_blocks(outer, inner), THREADS, 0, stream,
+                          arguments)
+
+
+cdef int nll_loss(int device, DtypeCore dtype, uintptr_t logp, uintptr_t target, uintptr_t weight,
+                  uintptr_t out, uintptr_t total, int64_t outer, int64_t classes, int64_t inner,
+                  int64_t ignore_index, int reduction, cudaStream_t stream) except -1:
+    cdef int64_t rows = outer * inner
+    if rows == 0 and reduction == 0:
+        return 0  # a sum or mean of no row still writes its 0 (or NaN) and total weight
+    cdef CUfunction function = softmax_kernel(device, dtype, "nll_loss_rows")
+    cdef void* arguments[10]
+    arguments[0] = &logp
+    arguments[1] = &target
+    arguments[2] = &weight
+    arguments[3] = &out
+    arguments[4] = &total
+    arguments[5] = &outer
+    arguments[6] = &classes
+    arguments[7] = &inner
+    arguments[8] = &ignore_index
+    arguments[9] = &reduction
+    return kernels.launch(device, function, blocks_for(rows) if reduction == 0 else 1, THREADS,
+                          0, stream, arguments)
+
+
+cdef int nll_loss_backward(int device, DtypeCore dtype, uintptr_t target, uintptr_t weight,
+                           uintptr_t grad, uintptr_t total, uintptr_t out, int64_t outer,
+                           int64_t classes, int64_t inner, int64_t ignore_index, int reduction,
+                           cudaStream_t stream) except -1:
+    cdef int64_t count = outer * classes * inner
+    if count == 0:
+        return 0
+    cdef CUfunction function = softmax_kernel(device, dtype, "nll_loss_backward_rows")
+    cdef void* arguments[10]
+    arguments[0] = &target
+    arguments[1] = &weight
+    arguments[2] = &grad
+    arguments[3] = &total
+    arguments[4] = &out
+    arguments[5] = &outer
+    arguments[6] = &classes
+    arguments[7] = &inner
+    arguments[8] = &ignore_index
+    arguments[9] = &reduction
+    return kernels.launch(device, function, blocks_for(count), THREADS, 0, stream, arguments)
+
+
 cdef int scan_dim(int device, DtypeCore dtype, DtypeCore result, uintptr_t a, tuple kept_sizes,
                   tuple kept_strides, int64_t length, int64_t stride, uintptr_t out,
                   tuple out_kept_strides, int64_t out_stride, bint product, bint reverse,

@@ -94,6 +94,9 @@ cpdef enum Op:
     OP_CUMSUM                # cumulative sums and products along a dimension (scan.pyx)
     OP_CUMPROD
     OP_MEDIAN                # median() and nanmedian() of the whole tensor (sort.pyx)
+    OP_SOFTMAX               # softmax and log_softmax along a dimension on a CUDA device, one
+    OP_LOG_SOFTMAX           # kernel each way (reduction.pyx, Note [Fused softmax])
+    OP_NLL_LOSS              # nll_loss on a CUDA device (reduction.pyx, Note [Fused nll_loss])
     OP_FUNCTION              # an autograd.Function's forward
     OP_COUNT
 

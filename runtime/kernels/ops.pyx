@@ -123,6 +123,13 @@ ROWS = (
     # PyTorch's evenly_distribute_backward: shared evenly among the elements equal to the
     # median, NaN matching NaN.
     (OP_MEDIAN, KERNEL_NONE, None, "median", DTYPE_SAME, False),
+    # PyTorch's formulas from the saved output (softmax_backward_data): y * (g - sum(g * y))
+    # and g - exp(y) * sum(g) along the dimension, one kernel (reduce.cu).
+    (OP_SOFTMAX, KERNEL_NONE, None, "softmax", DTYPE_SAME, False),
+    (OP_LOG_SOFTMAX, KERNEL_NONE, None, "log_softmax", DTYPE_SAME, False),
+    # PyTorch's nll_loss_backward: -weight * g at each target class; the targets and the weight
+    # take no gradient.
+    (OP_NLL_LOSS, KERNEL_NONE, None, "nll_loss", DTYPE_SAME, False),
     (OP_FUNCTION, KERNEL_NONE, None, "function", DTYPE_SAME, False),
 )
 

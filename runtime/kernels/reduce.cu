@@ -1,5 +1,6 @@
 // Whole-tensor reductions in two launches: partial results per block, then one block combines
-// them; and sums over some dimensions in one. The prelude defines scalar_t (input) and result_t
+// them; sums over some dimensions in one; softmax and its gradient along one dimension, and
+// nll_loss and its gradient, in one each. The prelude defines scalar_t (input) and result_t
 // (output).
 // The op codes (OP_SUM, OP_MAX, OP_MIN) are the prelude's #defines, from the op table
 // (runtime/kernels/ops.pyx).
@@ -104,5 +105,143 @@ extern "C" __global__ void select_dim(const scalar_t* input, Layout kept, long l
         }
         if (values) values[o] = row[where * stride];
         indices[o] = where;
+    }
+}
+
+// exp and log in the accumulation type's own precision (expf for float, exp for double); the
+// long long forms are never run (softmax refuses integer tensors on the host), there for the
+// kernels below to compile for every scalar_t this source is built for.
+__device__ inline float exp_of(float x) { return expf(x); }
+__device__ inline double exp_of(double x) { return exp(x); }
+__device__ inline long long exp_of(long long x) { return x; }
+__device__ inline float log_of(float x) { return logf(x); }
+__device__ inline double log_of(double x) { return log(x); }
+__device__ inline long long log_of(long long x) { return x; }
+
+// softmax (take_log 0) or log_softmax (take_log 1) along one dimension of a contiguous tensor
+// seen as (outer, length, inner), length >= 1: one block per row (blocks stride over the
+// outer * inner rows), whose elements lie inner apart. Each row is shifted by its own maximum
+// before exp, as PyTorch's kernels: exp(x - max) / sum(exp(x - max)), and (x - max) -
+// log(sum(exp(x - max))); the sums accumulate in acc_t (float for 16-bit floats), and a NaN in a
+// row makes its maximum, and so the whole row, NaN, as PyTorch's.
+//@ read input[outer * length * inner]
+//@ write out[outer * length * inner]
+//@ launch grid: block_reduce needs blocks of THREADS threads
+//@ in-place no
+extern "C" __global__ void softmax_dim(const scalar_t* input, scalar_t* out, long long outer,
+                                       long long length, long long inner, int take_log) {
+    for (long long row = blockIdx.x; row < outer * inner; row += gridDim.x) {
+        long long start = row / inner * length * inner + row % inner;
+        const scalar_t* values = input + start;
+        acc_t largest = load(values[0]);
+        for (long long k = threadIdx.x; k < length; k += blockDim.x) {
+            largest = combine(OP_MAX, largest, load(values[k * inner]));
+        }
+        largest = block_reduce(OP_MAX, largest);
+        __syncthreads();  // every thread has read the maximum before shared is reused
+        acc_t total = 0;
+        for (long long k = threadIdx.x; k < length; k += blockDim.x) {
+            total += exp_of(load(values[k * inner]) - largest);
+        }
+        total = block_reduce(OP_SUM, total);
+        __syncthreads();
+        acc_t log_total = log_of(total);
+        for (long long k = threadIdx.x; k < length; k += blockDim.x) {
+            acc_t shifted = load(values[k * inner]) - largest;
+            out[start + k * inner] = convert<scalar_t>(take_log ? shifted - log_total
+                                                                : exp_of(shifted) / total);
+        }
+    }
+}
+
+// The gradient of softmax_dim, from its output y and the gradient g of it, both contiguous of
+// the same (outer, length, inner) shape, as PyTorch's softmax_backward_data: y * (g - sum(g * y))
+// for softmax, g - exp(y) * sum(g) for log_softmax, the sums along the row in acc_t.
+//@ read output[outer * length * inner], grad[outer * length * inner]
+//@ write out[outer * length * inner]
+//@ launch grid: block_reduce needs blocks of THREADS threads
+//@ in-place no
+extern "C" __global__ void softmax_backward_dim(const scalar_t* output, const scalar_t* grad,
+                                                scalar_t* out, long long outer,
+                                                long long length, long long inner,
+                                                int take_log) {
+    for (long long row = blockIdx.x; row < outer * inner; row += gridDim.x) {
+        long long start = row / inner * length * inner + row % inner;
+        acc_t total = 0;
+        for (long long k = threadIdx.x; k < length; k += blockDim.x) {
+            long long at = start + k * inner;
+            total += take_log ? load(grad[at]) : load(grad[at]) * load(output[at]);
+        }
+        total = block_reduce(OP_SUM, total);
+        __syncthreads();
+        for (long long k = threadIdx.x; k < length; k += blockDim.x) {
+            long long at = start + k * inner;
+            acc_t y = load(output[at]), g = load(grad[at]);
+            out[at] = convert<scalar_t>(take_log ? g - exp_of(y) * total : y * (g - total));
+        }
+    }
+}
+
+// nll_loss of log-probabilities logp, contiguous of shape (outer, classes, inner), at the int64
+// targets, contiguous of shape (outer, inner): row r = (o, i) loses -logp[o][target[r]][i] times
+// its class's weight (weight null: 1) and weighs that weight; a target equal to ignore_index
+// loses and weighs nothing, and one outside [0, classes) reads a zero, as gather's (weighing 1
+// without weights, 0 with). reduction 0 (none) writes each row's loss to out, any grid; 1 (sum)
+// and 2 (mean, the sum over the total weight: NaN when it is 0, as PyTorch's) write out[0] and
+// the total weight to total[0], which the gradient reads, from one block of THREADS threads.
+//@ read logp[outer * classes * inner], target[outer * inner], weight[classes]
+//@ write out[reduction == 0 ? outer * inner : 1], total[reduction == 0 ? 0 : 1]
+//@ launch fixed: with a reduction one block sums every row (block_reduce needs THREADS threads)
+//@ in-place no
+extern "C" __global__ void nll_loss_rows(const scalar_t* logp, const long long* target,
+                                         const scalar_t* weight, scalar_t* out, acc_t* total,
+                                         long long outer, long long classes, long long inner,
+                                         long long ignore_index, int reduction) {
+    acc_t sum = 0, weights = 0;
+    GRID_STRIDE_LOOP(r, outer * inner) {
+        long long chosen = target[r];
+        acc_t loss = 0, w = 0;
+        if (chosen != ignore_index) {
+            bool inside = chosen >= 0 && chosen < classes;
+            w = weight == nullptr ? (acc_t)1 : inside ? load(weight[chosen]) : (acc_t)0;
+            if (inside) loss = -load(logp[(r / inner * classes + chosen) * inner + r % inner]) * w;
+        }
+        if (reduction == 0) out[r] = convert<scalar_t>(loss);
+        sum += loss;
+        weights += w;
+    }
+    if (reduction == 0) return;
+    sum = block_reduce(OP_SUM, sum);
+    __syncthreads();
+    weights = block_reduce(OP_SUM, weights);
+    if (threadIdx.x == 0) {
+        total[0] = weights;
+        out[0] = convert<scalar_t>(reduction == 2 ? sum / weights : sum);
+    }
+}
+
+// The gradient of nll_loss_rows for logp, contiguous of shape (outer, classes, inner): at each
+// row's target class -weight * g, zero elsewhere (an ignored or outside target takes nothing),
+// g the row's gradient (reduction 0), the loss's (1), or the loss's over total[0] (2).
+//@ read target[outer * inner], weight[classes], total[reduction == 2 ? 1 : 0]
+//@ read grad[reduction == 0 ? outer * inner : 1]
+//@ write out[outer * classes * inner]
+//@ launch any
+//@ in-place no
+extern "C" __global__ void nll_loss_backward_rows(const long long* target, const scalar_t* weight,
+                                                  const scalar_t* grad, const acc_t* total,
+                                                  scalar_t* out, long long outer,
+                                                  long long classes, long long inner,
+                                                  long long ignore_index, int reduction) {
+    GRID_STRIDE_LOOP(n, outer * classes * inner) {
+        long long r = n / (classes * inner) * inner + n % inner;
+        long long chosen = target[r];
+        acc_t value = 0;
+        if (chosen == n / inner % classes && chosen != ignore_index) {
+            acc_t g = load(grad[reduction == 0 ? r : 0]);
+            if (reduction == 2) g = g / total[0];
+            value = -(weight == nullptr ? (acc_t)1 : load(weight[chosen])) * g;
+        }
+        out[n] = convert<scalar_t>(value);
     }
 }

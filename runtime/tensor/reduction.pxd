@@ -17,6 +17,14 @@ cdef object all_over(TensorCore tensor, object dim, bint keepdim)
 # softmax along dim (also tensorplay.nn.functional's).
 cdef object softmax(TensorCore tensor, object dim)
 cdef object log_softmax(TensorCore tensor, object dim)
+# The gradient of a softmax (log_softmax with take_log) along axis that ran on a CUDA device
+# (reduction.pyx, Note [Fused softmax]): from its output and that output's gradient.
+cdef object softmax_backward(TensorCore grad, TensorCore output, int axis, bint take_log)
+# nll_loss on a CUDA device in one launch, recorded as one node (reduction.pyx, Note [Fused
+# nll_loss]), reduction 0 none, 1 sum, 2 mean; and its node's gradient for the log-probabilities.
+cdef object nll_loss(TensorCore logp, TensorCore target, object weight, int class_dim,
+                     object ignore_index, int reduction)
+cdef object nll_loss_backward(TensorCore grad, tuple logp_meta, tuple saved, tuple state)
 cdef object logsumexp(TensorCore tensor, object dim, bint keepdim)
 cdef object norm(TensorCore tensor, object p, object dim, bint keepdim)
 cdef object maximum(TensorCore tensor)

@@ -2,8 +2,11 @@
 """Reductions: sum and mean over dimensions (keepdim), max and min of the whole tensor
 (kernels/reduce.cu: a two-launch reduction of the whole tensor, one block per output element
 over dimensions), max / min over one dimension with their indices and argmax / argmin
-(select_dim: one thread per output element). The matrix product is linalg.pyx's. See docs/design.md, "Minimal tensor".
+(select_dim: one thread per output element), softmax and log_softmax (Note [Fused softmax]).
+The matrix product is linalg.pyx's. See docs/design.md, "Minimal tensor".
 """
+from libc.stdint cimport int64_t
+
 from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.tensor cimport copies, elementwise, return_types
@@ -160,13 +163,20 @@ cdef object norm(TensorCore tensor, object p, object dim, bint keepdim):
     return elementwise.where(empty, 0.0, root)
 
 
+# Note [Fused softmax]
 # softmax() and log_softmax() along dim, for the Tensor methods and tensorplay.nn.functional
-# (autograd/nn.pyx, Note [Functional forms]): recorded operations, each slice shifted by its own
-# maximum along dim, detached, before exp, as PyTorch's kernels do, so that no slice underflows
-# however far below another's its values lie (the shift takes no gradient: a softmax does not
-# change when its inputs are shifted).
+# (autograd/nn.pyx, Note [Functional forms]), each slice shifted by its own maximum along dim
+# before exp, as PyTorch's kernels do, so that no slice underflows however far below another's
+# its values lie. On a CUDA device one kernel computes it (reduce.cu, softmax_dim: a block per
+# slice, the sums in float for 16-bit floats, as PyTorch's), recorded as one node whose gradient
+# is one kernel too (softmax_backward_dim, PyTorch's formulas from the saved output), so that a
+# softmax costs one launch and not the five of its composition (the host cost of a classifier's
+# loss). On the CPU it is the composition of recorded operations, the shift detached (it takes
+# no gradient: a softmax does not change when its inputs are shifted).
 cdef object softmax(TensorCore tensor, object dim):
     cdef int axis = softmax_dim(tensor, dim, "softmax")
+    if fused_softmax_applies(tensor):
+        return fused_softmax(tensor, axis, False)
     exponentials = elementwise.exp(shifted(tensor, axis))
     if not tensor.sizes:
         return elementwise.truediv(exponentials, exponentials)
@@ -175,11 +185,117 @@ cdef object softmax(TensorCore tensor, object dim):
 
 cdef object log_softmax(TensorCore tensor, object dim):
     cdef int axis = softmax_dim(tensor, dim, "log_softmax")
+    if fused_softmax_applies(tensor):
+        return fused_softmax(tensor, axis, True)
     shift = shifted(tensor, axis)
     exponentials = elementwise.exp(shift)
     if tensor.sizes:
         exponentials = sum_over(<TensorCore>exponentials, axis, True)
     return elementwise.sub(shift, elementwise.log(exponentials))
+
+
+cdef bint fused_softmax_applies(TensorCore tensor):
+    """Note [Fused softmax]: a CUDA tensor of floating point with at least one dimension and
+    one element (the others take the composition, which refuses integers and handles 0-d and
+    empty tensors)."""
+    return (tensor.device_index != CPU and tensor.dtype_object.floating and bool(tensor.sizes)
+            and tensor.element_count > 0)
+
+
+cdef tuple rows_around(tuple sizes, int axis):
+    """(outer, length, inner): sizes seen as three dimensions around axis."""
+    cdef int64_t outer = 1, inner = 1
+    for size in sizes[:axis]:
+        outer *= size
+    for size in sizes[axis + 1:]:
+        inner *= size
+    return outer, sizes[axis], inner
+
+
+cdef object fused_softmax(TensorCore tensor, int axis, bint take_log):
+    """softmax (log_softmax with take_log) of a tensor fused_softmax_applies to, in one launch,
+    recorded as one node (Note [Fused softmax])."""
+    cdef TensorCore source = <TensorCore>copies.contiguous(tensor.c_detach())
+    cdef TensorCore output = <TensorCore>new_empty(tensor.sizes, tensor.dtype_object,
+                                                   tensor.device_index)
+    outer, length, inner = rows_around(tensor.sizes, axis)
+    device_ops.softmax_dim(tensor.device_index, tensor.dtype_object, source.data, output.data,
+                           outer, length, inner, take_log, current_stream(tensor.device_index))
+    if tracked(tensor):
+        recorded(output, ops.OP_LOG_SOFTMAX if take_log else ops.OP_SOFTMAX, (tensor,),
+                 (output.c_detach(),), axis)
+    return output
+
+
+cdef object softmax_backward(TensorCore grad, TensorCore output, int axis, bint take_log):
+    """The gradient of a fused softmax (log_softmax with take_log) along axis, from its saved
+    output and the gradient of that output, in one launch (reduce.cu, softmax_backward_dim)."""
+    cdef TensorCore upstream = <TensorCore>copies.contiguous(
+        <TensorCore>copies.to(grad, None, output.dtype_object, False, False))
+    cdef TensorCore result = <TensorCore>new_empty(output.sizes, output.dtype_object,
+                                                   output.device_index)
+    outer, length, inner = rows_around(output.sizes, axis)
+    device_ops.softmax_backward_dim(output.device_index, output.dtype_object, output.data,
+                                    upstream.data, result.data, outer, length, inner, take_log,
+                                    current_stream(output.device_index))
+    return result
+
+
+# Note [Fused nll_loss]
+# nll_loss (and so cross_entropy of class indices) on a CUDA device: one kernel computes every
+# row's loss, or their sum or weighted mean with the total weight (reduce.cu, nll_loss_rows),
+# recorded as one node whose gradient for the log-probabilities is one kernel too
+# (nll_loss_backward_rows, PyTorch's nll_loss_backward): two launches where the composition of
+# gather, masks and sums queued about ten each way. The caller (autograd/nn.pyx, picked_losses) has checked
+# the operands; label smoothing, a weight that requires grad and CPU tensors keep the
+# composition.
+cdef object nll_loss(TensorCore logp, TensorCore target, object weight, int class_dim,
+                     object ignore_index, int reduction):
+    """The loss of log-probabilities logp (classes along class_dim) at the int64 targets, of
+    logp's shape without class_dim, weight None or one per class of logp's dtype, both on logp's
+    device; reduction 0 none, 1 sum, 2 mean (Note [Fused nll_loss])."""
+    cdef TensorCore source = <TensorCore>copies.contiguous(logp.c_detach())
+    cdef TensorCore targets = <TensorCore>copies.contiguous(target)
+    cdef TensorCore weights = None if weight is None else \
+        <TensorCore>copies.contiguous((<TensorCore>weight).c_detach())
+    cdef int device = logp.device_index
+    cdef TensorCore output = <TensorCore>new_empty(target.sizes if reduction == 0 else (),
+                                                   logp.dtype_object, device)
+    total = None if reduction == 0 else new_empty((), accumulation_dtype(logp.dtype_object),
+                                                  device)
+    outer, classes, inner = rows_around(logp.sizes, class_dim)
+    device_ops.nll_loss(device, logp.dtype_object, source.data, targets.data,
+                        0 if weights is None else weights.data, output.data,
+                        0 if total is None else (<TensorCore>total).data, outer, classes, inner,
+                        ignore_index, reduction, current_stream(device))
+    if tracked(logp):
+        recorded(output, ops.OP_NLL_LOSS, (logp, target, weight), (targets, weights, total),
+                 (class_dim, ignore_index, reduction))
+    return output
+
+
+cdef object nll_loss_backward(TensorCore grad, tuple logp_meta, tuple saved, tuple state):
+    """The gradient of a fused nll_loss for its log-probabilities (of logp_meta: sizes, dtype,
+    device), from the loss's gradient and what the node saved (Note [Fused nll_loss])."""
+    targets, weights, total = saved
+    class_dim, ignore_index, reduction = state
+    sizes, dtype, device = logp_meta
+    cdef TensorCore upstream = <TensorCore>copies.contiguous(
+        <TensorCore>copies.to(grad, None, dtype, False, False))
+    cdef TensorCore result = <TensorCore>new_empty(sizes, dtype, device)
+    outer, classes, inner = rows_around(sizes, class_dim)
+    device_ops.nll_loss_backward(device, dtype, (<TensorCore>targets).data,
+                                 0 if weights is None else (<TensorCore>weights).data,
+                                 upstream.data, 0 if total is None else (<TensorCore>total).data,
+                                 result.data, outer, classes, inner, ignore_index, reduction,
+                                 current_stream(device))
+    return result
+
+
+cdef DtypeCore accumulation_dtype(DtypeCore dtype):
+    """The kernels' accumulation type of a floating dtype (common.cu, accumulate<T>): float64
+    for float64, float32 for the others."""
+    return dtype if dtype.itemsize == 8 else dtypes.named_dtype("float32")
 
 
 cdef object logsumexp(TensorCore tensor, object dim, bint keepdim):
