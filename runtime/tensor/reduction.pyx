@@ -246,9 +246,9 @@ cdef object softmax_backward(TensorCore grad, TensorCore output, int axis, bint 
 # row's loss, or their sum or weighted mean with the total weight (reduce.cu, nll_loss_rows),
 # recorded as one node whose gradient for the log-probabilities is one kernel too
 # (nll_loss_backward_rows, PyTorch's nll_loss_backward): two launches where the composition of
-# gather, masks and sums queued about ten each way. The caller (autograd/nn.pyx, picked_losses) has checked
-# the operands; label smoothing, a weight that requires grad and CPU tensors keep the
-# composition.
+# gather, masks and sums queued about ten each way. The caller (autograd/nn.pyx,
+# picked_losses) has checked the operands; label smoothing, a weight that requires grad and CPU
+# tensors keep the composition.
 cdef object nll_loss(TensorCore logp, TensorCore target, object weight, int class_dim,
                      object ignore_index, int reduction):
     """The loss of log-probabilities logp (classes along class_dim) at the int64 targets, of
