@@ -1868,9 +1868,9 @@ cdef object picked_losses(TensorCore logp, TensorCore y, object weight, int clas
         for value in set(y.detach().flatten().tolist()):
             if value != ignore_index and not 0 <= value < classes:
                 raise IndexError(f"Target {value} is out of bounds.")
-    if (logp.device_index >= 0 and y.device_index == logp.device_index and not label_smoothing
+    if (y.device_index == logp.device_index and not label_smoothing
             and (weight is None or not (<TensorCore>weight).grad_required)):
-        # One kernel each way (reduction.pyx, Note [Fused nll_loss]).
+        # One node; on a CUDA device one kernel each way (reduction.pyx, Note [Fused nll_loss]).
         return fused_nll_loss(logp, y, weight, class_dim, ignore_index,
                               REDUCTION_CODES[reduction])
     # The classes last, one row per prediction, and each target's entry gathered (an ignored

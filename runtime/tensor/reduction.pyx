@@ -2,7 +2,8 @@
 """Reductions: sum and mean over dimensions (keepdim), max and min of the whole tensor
 (kernels/reduce.cu: a two-launch reduction of the whole tensor, one block per output element
 over dimensions), max / min over one dimension with their indices and argmax / argmin
-(select_dim: one thread per output element), softmax and log_softmax (Note [Fused softmax]).
+(select_dim: one thread per output element), softmax and log_softmax (Note [Fused softmax])
+and nll_loss (Note [Fused nll_loss]).
 The matrix product is linalg.pyx's. See docs/design.md, "Minimal tensor".
 """
 from libc.stdint cimport int64_t
@@ -15,7 +16,7 @@ from tensorplay._runtime.tensor.arguments cimport np, reduced_dtype, scalar_oper
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
                                               own_tensor_arg, recorded, reshaped, tracked,
                                               wrap_cpu)
-from tensorplay._runtime.tensor.cpu cimport computable, stored
+from tensorplay._runtime.tensor.cpu cimport computable, opmath, stored
 
 from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
 
@@ -171,8 +172,10 @@ cdef object norm(TensorCore tensor, object p, object dim, bint keepdim):
 # slice, the sums in float for 16-bit floats, as PyTorch's), recorded as one node whose gradient
 # is one kernel too (softmax_backward_dim, PyTorch's formulas from the saved output), so that a
 # softmax costs one launch and not the five of its composition (the host cost of a classifier's
-# loss). On the CPU it is the composition of recorded operations, the shift detached (it takes
-# no gradient: a softmax does not change when its inputs are shifted).
+# loss). On the CPU numpy computes the same, in the same types (opmath), recorded as the same
+# node, so both devices name the same grad_fn and refuse the same in-place changes, as
+# PyTorch's. A 0-d or empty tensor takes the composition of recorded operations, the shift
+# detached (it takes no gradient: a softmax does not change when its inputs are shifted).
 cdef object softmax(TensorCore tensor, object dim):
     cdef int axis = softmax_dim(tensor, dim, "softmax")
     if fused_softmax_applies(tensor):
@@ -195,11 +198,10 @@ cdef object log_softmax(TensorCore tensor, object dim):
 
 
 cdef bint fused_softmax_applies(TensorCore tensor):
-    """Note [Fused softmax]: a CUDA tensor of floating point with at least one dimension and
-    one element (the others take the composition, which refuses integers and handles 0-d and
-    empty tensors)."""
-    return (tensor.device_index != CPU and tensor.dtype_object.floating and bool(tensor.sizes)
-            and tensor.element_count > 0)
+    """Note [Fused softmax]: a tensor of floating point with at least one dimension and one
+    element (the others take the composition, which refuses integers and handles 0-d and empty
+    tensors)."""
+    return tensor.dtype_object.floating and bool(tensor.sizes) and tensor.element_count > 0
 
 
 cdef tuple rows_around(tuple sizes, int axis):
@@ -215,12 +217,16 @@ cdef tuple rows_around(tuple sizes, int axis):
 cdef object fused_softmax(TensorCore tensor, int axis, bint take_log):
     """softmax (log_softmax with take_log) of a tensor fused_softmax_applies to, in one launch,
     recorded as one node (Note [Fused softmax])."""
-    cdef TensorCore source = <TensorCore>copies.contiguous(tensor.c_detach())
-    cdef TensorCore output = <TensorCore>new_empty(tensor.sizes, tensor.dtype_object,
-                                                   tensor.device_index)
-    outer, length, inner = rows_around(tensor.sizes, axis)
-    device_ops.softmax_dim(tensor.device_index, tensor.dtype_object, source.data, output.data,
-                           outer, length, inner, take_log, current_stream(tensor.device_index))
+    cdef TensorCore source, output
+    if tensor.device_index == CPU:
+        output = cpu_softmax(tensor, axis, take_log)
+    else:
+        source = <TensorCore>copies.contiguous(tensor.c_detach())
+        output = <TensorCore>new_empty(tensor.sizes, tensor.dtype_object, tensor.device_index)
+        outer, length, inner = rows_around(tensor.sizes, axis)
+        device_ops.softmax_dim(tensor.device_index, tensor.dtype_object, source.data,
+                               output.data, outer, length, inner, take_log,
+                               current_stream(tensor.device_index))
     if tracked(tensor):
         recorded(output, ops.OP_LOG_SOFTMAX if take_log else ops.OP_SOFTMAX, (tensor,),
                  (output.c_detach(),), axis)
@@ -232,6 +238,8 @@ cdef object softmax_backward(TensorCore grad, TensorCore output, int axis, bint 
     output and the gradient of that output, in one launch (reduce.cu, softmax_backward_dim)."""
     cdef TensorCore upstream = <TensorCore>copies.contiguous(
         <TensorCore>copies.to(grad, None, output.dtype_object, False, False))
+    if output.device_index == CPU:
+        return cpu_softmax_backward(upstream, output, axis, take_log)
     cdef TensorCore result = <TensorCore>new_empty(output.sizes, output.dtype_object,
                                                    output.device_index)
     outer, length, inner = rows_around(output.sizes, axis)
@@ -241,33 +249,64 @@ cdef object softmax_backward(TensorCore grad, TensorCore output, int axis, bint 
     return result
 
 
+cdef TensorCore cpu_softmax(TensorCore tensor, int axis, bint take_log):
+    """fused_softmax's values on the CPU: numpy in the kernel's types (opmath)."""
+    values = opmath(tensor)
+    with np().errstate(all="ignore"):  # NaN and infinities, as the kernel: silent
+        shift = values - values.max(axis=axis, keepdims=True)
+        exponentials = np().exp(shift)
+        total = exponentials.sum(axis=axis, keepdims=True)
+        result = shift - np().log(total) if take_log else exponentials / total
+    return wrap_cpu(np().asarray(stored(result, tensor.dtype_object), order="C"),
+                    tensor.dtype_object)
+
+
+cdef TensorCore cpu_softmax_backward(TensorCore grad, TensorCore output, int axis,
+                                     bint take_log):
+    """softmax_backward on the CPU: PyTorch's formulas in numpy, in the kernel's types."""
+    y, g = opmath(output), opmath(grad)
+    with np().errstate(all="ignore"):
+        if take_log:
+            result = g - np().exp(y) * g.sum(axis=axis, keepdims=True)
+        else:
+            result = y * (g - (g * y).sum(axis=axis, keepdims=True))
+    return wrap_cpu(np().asarray(stored(result, output.dtype_object), order="C"),
+                    output.dtype_object)
+
+
 # Note [Fused nll_loss]
-# nll_loss (and so cross_entropy of class indices) on a CUDA device: one kernel computes every
-# row's loss, or their sum or weighted mean with the total weight (reduce.cu, nll_loss_rows),
-# recorded as one node whose gradient for the log-probabilities is one kernel too
+# nll_loss (and so cross_entropy of class indices) as one node. On a CUDA device one kernel
+# computes every row's loss, or their sum or weighted mean with the total weight (reduce.cu,
+# nll_loss_rows), and the gradient for the log-probabilities is one kernel too
 # (nll_loss_backward_rows, PyTorch's nll_loss_backward): two launches where the composition of
-# gather, masks and sums queued about ten each way. The caller (autograd/nn.pyx,
-# picked_losses) has checked the operands; label smoothing, a weight that requires grad and CPU
-# tensors keep the composition.
+# gather, masks and sums queued about ten each way. On the CPU numpy computes the same, in the
+# kernels' types (the targets were checked in range there). The caller (autograd/nn.pyx,
+# picked_losses) has checked the operands; label smoothing and a weight that requires grad
+# keep the composition.
 cdef object nll_loss(TensorCore logp, TensorCore target, object weight, int class_dim,
                      object ignore_index, int reduction):
     """The loss of log-probabilities logp (classes along class_dim) at the int64 targets, of
     logp's shape without class_dim, weight None or one per class of logp's dtype, both on logp's
     device; reduction 0 none, 1 sum, 2 mean (Note [Fused nll_loss])."""
-    cdef TensorCore source = <TensorCore>copies.contiguous(logp.c_detach())
+    cdef TensorCore source, output
     cdef TensorCore targets = <TensorCore>copies.contiguous(target)
     cdef TensorCore weights = None if weight is None else \
         <TensorCore>copies.contiguous((<TensorCore>weight).c_detach())
     cdef int device = logp.device_index
-    cdef TensorCore output = <TensorCore>new_empty(target.sizes if reduction == 0 else (),
-                                                   logp.dtype_object, device)
-    total = None if reduction == 0 else new_empty((), accumulation_dtype(logp.dtype_object),
-                                                  device)
     outer, classes, inner = rows_around(logp.sizes, class_dim)
-    device_ops.nll_loss(device, logp.dtype_object, source.data, targets.data,
-                        0 if weights is None else weights.data, output.data,
-                        0 if total is None else (<TensorCore>total).data, outer, classes, inner,
-                        ignore_index, reduction, current_stream(device))
+    if device == CPU:
+        output, total = cpu_nll_loss(logp, targets, weights, outer, classes, inner,
+                                     ignore_index, reduction)
+    else:
+        source = <TensorCore>copies.contiguous(logp.c_detach())
+        output = <TensorCore>new_empty(target.sizes if reduction == 0 else (),
+                                       logp.dtype_object, device)
+        total = None if reduction == 0 else new_empty(
+            (), accumulation_dtype(logp.dtype_object), device)
+        device_ops.nll_loss(device, logp.dtype_object, source.data, targets.data,
+                            0 if weights is None else weights.data, output.data,
+                            0 if total is None else (<TensorCore>total).data, outer, classes,
+                            inner, ignore_index, reduction, current_stream(device))
     if tracked(logp):
         recorded(output, ops.OP_NLL_LOSS, (logp, target, weight), (targets, weights, total),
                  (class_dim, ignore_index, reduction))
@@ -282,14 +321,69 @@ cdef object nll_loss_backward(TensorCore grad, tuple logp_meta, tuple saved, tup
     sizes, dtype, device = logp_meta
     cdef TensorCore upstream = <TensorCore>copies.contiguous(
         <TensorCore>copies.to(grad, None, dtype, False, False))
-    cdef TensorCore result = <TensorCore>new_empty(sizes, dtype, device)
     outer, classes, inner = rows_around(sizes, class_dim)
+    if device == CPU:
+        return cpu_nll_loss_backward(upstream, sizes, dtype, targets, weights, total, outer,
+                                     classes, inner, ignore_index, reduction)
+    cdef TensorCore result = <TensorCore>new_empty(sizes, dtype, device)
     device_ops.nll_loss_backward(device, dtype, (<TensorCore>targets).data,
                                  0 if weights is None else (<TensorCore>weights).data,
                                  upstream.data, 0 if total is None else (<TensorCore>total).data,
                                  result.data, outer, classes, inner, ignore_index, reduction,
                                  current_stream(device))
     return result
+
+
+cdef tuple cpu_targets(TensorCore targets, object weights, object values, object outer,
+                       object inner, object ignore_index):
+    """nll_loss's rows on the CPU, whose targets were checked in range: (the class each row
+    reads, 0 where ignored; whether it is ignored; its class's weight, in values' type)."""
+    rows = computable(targets).reshape(outer, inner)
+    ignored = rows == ignore_index
+    chosen = np().where(ignored, 0, rows)
+    if weights is None:
+        return chosen, ignored, np().ones(chosen.shape, values.dtype)
+    return chosen, ignored, opmath(<TensorCore>weights)[chosen]
+
+
+cdef tuple cpu_nll_loss(TensorCore logp, TensorCore targets, object weights, object outer,
+                        object classes, object inner, object ignore_index, int reduction):
+    """nll_loss's (output, total weight or None) on the CPU: numpy in the kernel's types."""
+    cdef DtypeCore dtype = logp.dtype_object
+    values = opmath(logp).reshape(outer, classes, inner)
+    chosen, ignored, weight_of = cpu_targets(targets, weights, values, outer, inner,
+                                             ignore_index)
+    picked = np().take_along_axis(values, chosen[:, None, :], axis=1)[:, 0, :]
+    with np().errstate(all="ignore"):  # a mean of no weight is NaN, as the kernel's
+        losses = np().where(ignored, 0, -picked * weight_of)
+        if reduction == 0:
+            # asarray, not ascontiguousarray, which makes a 0-d result 1-d.
+            return wrap_cpu(np().asarray(stored(losses.reshape(targets.sizes), dtype),
+                                         order="C"), dtype), None
+        kept = np().where(ignored, 0, weight_of).sum()
+        loss = losses.sum() / kept if reduction == 2 else losses.sum()
+    total_dtype = accumulation_dtype(dtype)
+    return (wrap_cpu(np().asarray(stored(np().asarray(loss), dtype)), dtype),
+            wrap_cpu(np().asarray(stored(np().asarray(kept), total_dtype)), total_dtype))
+
+
+cdef TensorCore cpu_nll_loss_backward(TensorCore upstream, tuple sizes, DtypeCore dtype,
+                                      object targets, object weights, object total,
+                                      object outer, object classes, object inner,
+                                      object ignore_index, int reduction):
+    """nll_loss_backward on the CPU: -weight * g at each row's class, zero elsewhere."""
+    g = opmath(upstream)
+    chosen, ignored, weight_of = cpu_targets(<TensorCore>targets, weights, g, outer, inner,
+                                             ignore_index)
+    with np().errstate(all="ignore"):
+        if reduction == 0:
+            g = g.reshape(outer, inner)
+        elif reduction == 2:
+            g = g / opmath(<TensorCore>total)
+        values = np().where(ignored, 0, -weight_of * g).astype(weight_of.dtype)
+    result = np().zeros((outer, classes, inner), values.dtype)
+    np().put_along_axis(result, chosen[:, None, :], values[:, None, :], axis=1)
+    return wrap_cpu(np().asarray(stored(result.reshape(sizes), dtype), order="C"), dtype)
 
 
 cdef DtypeCore accumulation_dtype(DtypeCore dtype):
