@@ -64,6 +64,14 @@ def check_result_and_gradient(result, expected, x, expected_x, dtype):
     assert_close(x.grad, expected_x.grad, dtype)
 
 
+def check_sum_and_gradient(result, expected, x, expected_x):
+    """float32 results alike, then the gradients of their sums for x."""
+    assert_close(result, expected, "float32")
+    result.sum().backward()
+    expected.sum().backward()
+    assert_close(x.grad, expected_x.grad, "float32")
+
+
 def check_against_pytorch(values, dim, name, dtype, device):
     x, expected_x = pair(values, dtype, device=device)
     check_result_and_gradient(getattr(F, name)(x, dim=dim),
@@ -225,10 +233,7 @@ def test_an_ignore_index_among_the_classes(reduction, device):
     loss = F.cross_entropy(x, y, ignore_index=2, reduction=reduction)
     expected = torch.nn.functional.cross_entropy(expected_x, expected_y, ignore_index=2,
                                                  reduction=reduction)
-    assert_close(loss, expected, "float32")
-    loss.sum().backward()
-    expected.sum().backward()
-    assert_close(x.grad, expected_x.grad, "float32")
+    check_sum_and_gradient(loss, expected, x, expected_x)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -242,10 +247,7 @@ def test_an_ignore_index_outside_the_classes(reduction, device):
                       reduction=reduction)
     expected = torch.nn.functional.nll_loss(expected_x, torch.tensor(labels, device=device),
                                             ignore_index=255, reduction=reduction)
-    assert_close(loss, expected, "float32")
-    loss.sum().backward()
-    expected.sum().backward()
-    assert_close(x.grad, expected_x.grad, "float32")
+    check_sum_and_gradient(loss, expected, x, expected_x)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -259,10 +261,7 @@ def test_all_targets_ignored_and_no_sample(reduction, device):
         expected_y = torch.tensor(labels, dtype=torch.int64, device=device)
         loss = F.nll_loss(x, y, reduction=reduction)
         expected = torch.nn.functional.nll_loss(expected_x, expected_y, reduction=reduction)
-        assert_close(loss, expected, "float32")
-        loss.sum().backward()
-        expected.sum().backward()
-        assert_close(x.grad, expected_x.grad, "float32")
+        check_sum_and_gradient(loss, expected, x, expected_x)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -273,10 +272,7 @@ def test_label_smoothing_as_pytorchs(device):
     loss = F.cross_entropy(x, y, weight=w, label_smoothing=0.1)
     expected = torch.nn.functional.cross_entropy(expected_x, expected_y, weight=expected_w,
                                                  label_smoothing=0.1)
-    assert_close(loss, expected, "float32")
-    loss.backward()
-    expected.backward()
-    assert_close(x.grad, expected_x.grad, "float32")
+    check_sum_and_gradient(loss, expected, x, expected_x)
 
 
 @pytest.mark.gpu
