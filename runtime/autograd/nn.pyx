@@ -49,6 +49,7 @@ from tensorplay._runtime.random cimport random_ops
 from tensorplay._runtime.tensor cimport (copies, core as tensor, elementwise, factories, linalg,
                                          promotion, reduction, scatter_gather, serialization)
 from tensorplay._runtime.tensor.core cimport TensorCore
+from tensorplay._runtime.tensor.arguments cimport computed_in
 from tensorplay._runtime.tensor.reduction cimport nll_loss as fused_nll_loss
 from tensorplay._runtime.tensor cimport arguments
 from tensorplay._runtime.tensor.arguments import BoolNotImplementedError, DtypeError, ShapeError
@@ -1022,12 +1023,6 @@ def dropout(input, p, training):
     random_ops.bernoulli_(<TensorCore>mask, 1 - p, None)
     elementwise.imul(<TensorCore>mask, 1 / (1 - p))
     return input * mask
-
-
-cdef DtypeCore computed_in(DtypeCore dtype):
-    """The dtype a layer computes a floating dtype in: float32 for the 16-bit floats, as
-    PyTorch's kernels accumulate them, else the dtype itself."""
-    return named_dtype("float32") if dtype.itemsize < 4 else dtype
 
 
 cdef int approximation_arg(object approximate) except -1:

@@ -39,6 +39,9 @@ cdef int scalar_operand_arg(object value, str name, str argument=*) except -1
 cdef int division_op(object rounding_mode, str name) except -1
 # The result dtype of a reduction op of a dtype tensor (a mean refuses integers).
 cdef DtypeCore reduced_dtype(DtypeCore dtype, int op)
+# The dtype a floating dtype computes in: float32 for the 16-bit floats, else itself (the
+# kernels' accumulate<T> in common.cu, as PyTorch's kernels accumulate).
+cdef DtypeCore computed_in(DtypeCore dtype)
 # A factory's dtype (or default, a dtype or its name, when dtype is None) can require grad if
 # requires_grad asks it to: refused on integer and bool dtypes before anything is made.
 cdef int require_grad_arg(object dtype, object default, bint requires_grad) except -1

@@ -94,6 +94,12 @@ cdef bint _plain_sizes(tuple size):
     return True
 
 
+cdef DtypeCore computed_in(DtypeCore dtype):
+    """The dtype a floating dtype computes in: float32 for the 16-bit floats, as PyTorch's
+    kernels accumulate them, else the dtype itself."""
+    return dtypes.named_dtype("float32") if dtype.itemsize < 4 else dtype
+
+
 cdef DtypeCore reduced_dtype(DtypeCore dtype, int op):
     """The dtype of a reduction (op OP_SUM, OP_MEAN, OP_MAX or OP_MIN) of a dtype tensor, by the
     op's dtype rule: a sum of integers or bools is int64, as PyTorch's; a mean refuses them."""

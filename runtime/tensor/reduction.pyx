@@ -6,16 +6,15 @@ over dimensions), max / min over one dimension with their indices and argmax / a
 and nll_loss (Note [Fused nll_loss]).
 The matrix product is linalg.pyx's. See docs/design.md, "Minimal tensor".
 """
-from libc.stdint cimport int64_t
-
 from tensorplay._runtime.base cimport dtypes, errors
 from tensorplay._runtime.kernels cimport device_ops, ops
 from tensorplay._runtime.tensor cimport copies, elementwise, return_types
 from tensorplay._runtime.base.dtypes cimport DtypeCore
-from tensorplay._runtime.tensor.arguments cimport np, reduced_dtype, scalar_operand_arg
+from tensorplay._runtime.tensor.arguments cimport (computed_in, np, reduced_dtype,
+                                                   scalar_operand_arg)
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
-                                              own_tensor_arg, recorded, reshaped, tracked,
-                                              wrap_cpu)
+                                              own_tensor_arg, product, recorded, reshaped,
+                                              tracked, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, opmath, stored
 
 from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
@@ -206,12 +205,7 @@ cdef bint fused_softmax_applies(TensorCore tensor):
 
 cdef tuple rows_around(tuple sizes, int axis):
     """(outer, length, inner): sizes seen as three dimensions around axis."""
-    cdef int64_t outer = 1, inner = 1
-    for size in sizes[:axis]:
-        outer *= size
-    for size in sizes[axis + 1:]:
-        inner *= size
-    return outer, sizes[axis], inner
+    return product(sizes[:axis]), sizes[axis], product(sizes[axis + 1:])
 
 
 cdef object fused_softmax(TensorCore tensor, int axis, bint take_log):
@@ -236,10 +230,11 @@ cdef object fused_softmax(TensorCore tensor, int axis, bint take_log):
 cdef object softmax_backward(TensorCore grad, TensorCore output, int axis, bint take_log):
     """The gradient of a fused softmax (log_softmax with take_log) along axis, from its saved
     output and the gradient of that output, in one launch (reduce.cu, softmax_backward_dim)."""
-    cdef TensorCore upstream = <TensorCore>copies.contiguous(
-        <TensorCore>copies.to(grad, None, output.dtype_object, False, False))
+    cdef TensorCore upstream = <TensorCore>copies.to(grad, None, output.dtype_object, False,
+                                                     False)
     if output.device_index == CPU:
         return cpu_softmax_backward(upstream, output, axis, take_log)
+    upstream = <TensorCore>copies.contiguous(upstream)  # as the kernel reads it
     cdef TensorCore result = <TensorCore>new_empty(output.sizes, output.dtype_object,
                                                    output.device_index)
     outer, length, inner = rows_around(output.sizes, axis)
@@ -302,7 +297,7 @@ cdef object nll_loss(TensorCore logp, TensorCore target, object weight, int clas
         output = <TensorCore>new_empty(target.sizes if reduction == 0 else (),
                                        logp.dtype_object, device)
         total = None if reduction == 0 else new_empty(
-            (), accumulation_dtype(logp.dtype_object), device)
+            (), computed_in(logp.dtype_object), device)
         device_ops.nll_loss(device, logp.dtype_object, source.data, targets.data,
                             0 if weights is None else weights.data, output.data,
                             0 if total is None else (<TensorCore>total).data, outer, classes,
@@ -319,12 +314,12 @@ cdef object nll_loss_backward(TensorCore grad, tuple logp_meta, tuple saved, tup
     targets, weights, total = saved
     class_dim, ignore_index, reduction = state
     sizes, dtype, device = logp_meta
-    cdef TensorCore upstream = <TensorCore>copies.contiguous(
-        <TensorCore>copies.to(grad, None, dtype, False, False))
+    cdef TensorCore upstream = <TensorCore>copies.to(grad, None, dtype, False, False)
     outer, classes, inner = rows_around(sizes, class_dim)
     if device == CPU:
         return cpu_nll_loss_backward(upstream, sizes, dtype, targets, weights, total, outer,
                                      classes, inner, ignore_index, reduction)
+    upstream = <TensorCore>copies.contiguous(upstream)  # as the kernel reads it
     cdef TensorCore result = <TensorCore>new_empty(sizes, dtype, device)
     device_ops.nll_loss_backward(device, dtype, (<TensorCore>targets).data,
                                  0 if weights is None else (<TensorCore>weights).data,
@@ -362,7 +357,7 @@ cdef tuple cpu_nll_loss(TensorCore logp, TensorCore targets, object weights, obj
                                          order="C"), dtype), None
         kept = np().where(ignored, 0, weight_of).sum()
         loss = losses.sum() / kept if reduction == 2 else losses.sum()
-    total_dtype = accumulation_dtype(dtype)
+    total_dtype = computed_in(dtype)
     return (wrap_cpu(np().asarray(stored(np().asarray(loss), dtype)), dtype),
             wrap_cpu(np().asarray(stored(np().asarray(kept), total_dtype)), total_dtype))
 
@@ -384,12 +379,6 @@ cdef TensorCore cpu_nll_loss_backward(TensorCore upstream, tuple sizes, DtypeCor
     result = np().zeros((outer, classes, inner), values.dtype)
     np().put_along_axis(result, chosen[:, None, :], values[:, None, :], axis=1)
     return wrap_cpu(np().asarray(stored(result.reshape(sizes), dtype), order="C"), dtype)
-
-
-cdef DtypeCore accumulation_dtype(DtypeCore dtype):
-    """The kernels' accumulation type of a floating dtype (common.cu, accumulate<T>): float64
-    for float64, float32 for the others."""
-    return dtype if dtype.itemsize == 8 else dtypes.named_dtype("float32")
 
 
 cdef object logsumexp(TensorCore tensor, object dim, bint keepdim):
