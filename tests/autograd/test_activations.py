@@ -21,6 +21,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 # Ordinary values, 0, the bounds of hardtanh and relu6, and values large enough to overflow
 # exp() in float32 (where a careless where() gives NaN gradients).
@@ -51,7 +53,7 @@ def values(tensor):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name, call, _", CASES, ids=[case[0] for case in CASES])
 def test_values_and_gradients_match_pytorch(device, dtype, name, call, _):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     x = tp.tensor(DATA, dtype=getattr(tp, dtype), device=device, requires_grad=True)
     t = torch.tensor(DATA, dtype=getattr(torch, dtype), requires_grad=True)
     ours, theirs = call(F, x), call(torch.nn.functional, t)
@@ -71,7 +73,7 @@ def test_values_and_gradients_match_pytorch(device, dtype, name, call, _):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_16_bit_floats_round_once(device, dtype):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = [-3.0, -0.5, 0.0, 0.75, 2.0, 9.0]
     for name, call, _ in CASES:
         ours = call(F, tp.tensor(data, dtype=getattr(tp, dtype), device=device))
@@ -126,7 +128,7 @@ def test_softplus_is_the_identity_above_the_threshold():
 
 
 def test_reprs_match_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     pairs = [
         (nn.LeakyReLU(), torch.nn.LeakyReLU()), (nn.LeakyReLU(0.2, True),
                                                  torch.nn.LeakyReLU(0.2, True)),

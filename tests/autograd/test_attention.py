@@ -23,6 +23,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -65,7 +67,7 @@ SDPA_CASES = {
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", sorted(SDPA_CASES))
 def test_sdpa_matches_pytorch_values_and_gradients(device, case):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     spec = SDPA_CASES[case]
     generator = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(spec[n], generator=generator, dtype=torch.float64,
@@ -100,7 +102,7 @@ def test_sdpa_matches_pytorch_values_and_gradients(device, case):
 
 def test_sdpa_a_query_that_sees_no_key_gives_zeros_and_no_gradient():
     # PyTorch's math kernel (_safe_softmax): zeros, where a plain softmax gives NaN.
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     q = torch.randn(1, 2, 4, dtype=torch.float64, requires_grad=True)
     k = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[True, True, False], [False, False, False]])
@@ -193,7 +195,7 @@ def pair(torch, embed_dim, num_heads, device="cpu", **options):
 
 
 def test_mha_parameters_and_state_dict_keys_are_pytorchs():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     for options in ({}, {"bias": False}, {"kdim": 3, "vdim": 5}, {"add_bias_kv": True}):
         theirs = torch.nn.MultiheadAttention(8, 2, **options)
         mine = nn.MultiheadAttention(8, 2, **options)
@@ -244,7 +246,7 @@ MHA_CASES = {
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", sorted(MHA_CASES))
 def test_mha_matches_pytorch_values_and_gradients(device, case):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     spec = MHA_CASES[case]
     options = spec.get("options", {})
     embed, heads, batch, L, S = 8, 2, 3, 4, 5
@@ -385,7 +387,7 @@ def test_mha_mismatched_mask_types_warn_as_pytorch():
 
 @pytest.mark.gpu
 def test_sdpa_and_mha_forward_and_backward_capture_and_replay_with_new_inputs(quiet_device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     theirs, mine = pair(torch, 8, 2, "cuda", batch_first=True)
     theirs, mine = theirs.float(), mine.float()
     generator = torch.Generator().manual_seed(2)

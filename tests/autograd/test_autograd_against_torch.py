@@ -10,7 +10,9 @@ import pytest
 import tensorplay as tp
 from tensorplay import autograd
 
-torch = pytest.importorskip("torch")
+from tests.peers import import_or_skip
+
+torch = import_or_skip("torch")
 
 DTYPES = {"float32": (tp.float32, torch.float32), "float64": (tp.float64, torch.float64),
           "float16": (tp.float16, torch.float16), "bfloat16": (tp.bfloat16, torch.bfloat16)}

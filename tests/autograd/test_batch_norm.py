@@ -28,6 +28,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 MODULES = {1: "BatchNorm1d", 2: "BatchNorm2d", 3: "BatchNorm3d"}
 
@@ -54,7 +56,7 @@ def close(mine, want, rtol=1e-10, atol=1e-12):
                                       {"affine": False}, {"bias": False},
                                       {"track_running_stats": False}])
 def test_training_steps_then_eval_match_pytorch(device, name, shape, settings):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     # PyTorch's bias= (and its place in the repr) came in 2.13; ours has it whatever torch says.
     torch_bias = "bias" in inspect.signature(torch.nn.BatchNorm1d).parameters
     if "bias" in settings and not torch_bias:
@@ -109,7 +111,7 @@ OPINFO_CASES = [((5, 5, 5), {"training": True, "momentum": 0.5, "eps": 0.6}),
 @pytest.mark.parametrize("weighted, biased", [(True, True), (True, False), (False, True),
                                               (False, False)])
 def test_functional_matches_pytorch(device, shape, kwargs, weighted, biased):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(11)
     channels = shape[1]
     data = rng.standard_normal(shape)
@@ -139,7 +141,7 @@ def test_functional_matches_pytorch(device, shape, kwargs, weighted, biased):
 
 def test_functional_training_without_running_statistics():
     # The OpInfo's last sample: training with no running statistics, weight or bias.
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = numpy.random.default_rng(2).standard_normal((1, 2, 3))
     x = ours(data, requires_grad=True)
     t = torch.tensor(data, requires_grad=True)
@@ -242,7 +244,7 @@ def test_buffers_unchanged_when_stats_are_not_tracked():
 
 
 def test_state_dict_loads_across_libraries():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     theirs = torch.nn.BatchNorm2d(3)
     theirs(torch.randn(4, 3, 2, 2))
     theirs(torch.randn(4, 3, 2, 2))
@@ -284,7 +286,7 @@ def test_parameters_and_buffers_start_as_pytorch():
 
 
 def test_16_bit_inputs_compute_in_float32():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = numpy.random.default_rng(5).standard_normal((6, 3, 2))
     for module_dtype in ("float32", "bfloat16"):
         mine = nn.BatchNorm1d(3, dtype=getattr(tp, module_dtype))
@@ -299,7 +301,7 @@ def test_16_bit_inputs_compute_in_float32():
 
 
 def test_an_empty_batch_leaves_the_statistics():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     mine, theirs = nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
     x = tp.zeros(0, 3, requires_grad=True)
     output = mine(x)
@@ -315,7 +317,7 @@ def test_an_empty_batch_leaves_the_statistics():
                                          ("BatchNorm2d", (2, 3, 4)),
                                          ("BatchNorm3d", (2, 3, 4, 4))])
 def test_wrong_dimensions_are_refused_with_pytorchs_message(name, wrong):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     with pytest.raises(ValueError) as expected:
         getattr(torch.nn, name)(3)(torch.zeros(wrong))
     module = getattr(nn, name)(3)
@@ -394,7 +396,7 @@ def training_steps_against_pytorch(device, momentum, captured):
     """Four training steps of BatchNorm1d against PyTorch's: the first eager (the warm-up that
     makes the gradients), the others eager or (captured) replays of one captured step fed new
     batches; each compared with PyTorch's output, gradients and buffers."""
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(3)
     batches = [rng.standard_normal((4, 3, 5)) * 3 + 2 for _ in range(4)]
     upstream = rng.standard_normal((4, 3, 5))

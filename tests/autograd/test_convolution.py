@@ -18,6 +18,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 # (input shape, weight shape, stride, padding, dilation, groups), after sample_inputs_conv1d
 # and sample_inputs_conv2d
@@ -45,7 +47,7 @@ def values(tensor):
                          [(name,) + case for name, cases in CASES.items() for case in cases])
 def test_values_and_gradients_match_pytorch(device, bias, name, input_shape, weight_shape,
                                             stride, padding, dilation, groups):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(1)
     arrays = [rng.standard_normal(input_shape), rng.standard_normal(weight_shape),
               rng.standard_normal(weight_shape[0]) if bias else None]
@@ -72,7 +74,7 @@ def test_values_and_gradients_match_pytorch(device, bias, name, input_shape, wei
 @pytest.mark.parametrize("layer, kernel, shape", [("Conv1d", 5, (4, 3, 40)),
                                                   ("Conv2d", 3, (4, 3, 9, 9))])
 def test_float32_module_matches_pytorch_with_the_same_weights(device, layer, kernel, shape):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     ours = getattr(nn, layer)(3, 8, kernel_size=kernel, stride=2, padding=1, device=device)
     theirs = getattr(torch.nn, layer)(3, 8, kernel_size=kernel, stride=2, padding=1)
     theirs.load_state_dict({k: torch.tensor(v.cpu().tolist()) for k, v in
@@ -85,7 +87,7 @@ def test_float32_module_matches_pytorch_with_the_same_weights(device, layer, ker
 
 @pytest.mark.parametrize("layer, kernel", [("Conv1d", (5,)), ("Conv2d", (3, 5))])
 def test_module_attributes_repr_and_initialisation_as_pytorchs(layer, kernel):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     for args, kwargs in [((1, 4, 3), {"padding": 1}),
                          ((2, 4, kernel), {"stride": 2, "padding": "valid", "groups": 2,
                                            "bias": False, "dilation": 2}),
@@ -156,7 +158,7 @@ def test_conv1d_errors_are_pytorchs(call, message):
     with pytest.raises(RuntimeError) as raised:
         call(F, tp)
     assert message in str(raised.value)
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     with pytest.raises(RuntimeError) as theirs:
         call(torch.nn.functional, torch)
     assert message in str(theirs.value)
@@ -187,7 +189,7 @@ def test_conv1d_refusals_name_the_argument():
 @pytest.mark.gpu
 @pytest.mark.parametrize("layer, shape", [("Conv1d", (2, 1, 12)), ("Conv2d", (2, 1, 6, 6))])
 def test_a_training_step_captures_after_a_warm_up_and_replays(quiet_device, layer, shape):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     features = 4 * math.prod(shape[2:])
     model = nn.Sequential(getattr(nn, layer)(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(),
                           nn.Linear(features, 2)).to("cuda")

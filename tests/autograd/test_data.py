@@ -22,6 +22,7 @@ TestCustomCollate-style collate_fn cases. Shuffled orders are tensorplay's own (
 following the seed, not against PyTorch's orders.
 """
 import collections
+import importlib
 import math
 import warnings
 
@@ -34,13 +35,11 @@ from tensorplay.utils.data import (BatchSampler, ConcatDataset, DataLoader, Data
                                    TensorDataset, default_collate, default_convert,
                                    random_split)
 
-try:
-    import torch
-    import torch.utils.data as torch_data
-except ImportError:
-    torch = torch_data = None
+from tests.peers import load
 
-needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+torch, _TORCH_MISSING = load("torch")
+torch_data = None if torch is None else importlib.import_module("torch.utils.data")
+needs_torch = pytest.mark.skipif(torch is None, reason=_TORCH_MISSING)
 
 
 def plain(value):

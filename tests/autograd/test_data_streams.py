@@ -25,6 +25,7 @@ from tensorplay.utils.data import (ChainDataset, ConcatDataset, DataLoader, Data
                                    WeightedRandomSampler, get_worker_info)
 
 from tests.autograd.against_pytorch import same_error
+from tests.peers import import_or_skip
 
 
 class CountingDataset(Dataset):
@@ -386,7 +387,7 @@ def test_get_worker_info_is_none_in_the_main_process():
 
 @pytest.fixture
 def torch():
-    return pytest.importorskip("torch")
+    return import_or_skip("torch")
 
 
 @pytest.mark.parametrize("batch_size, drop_last", [(None, False), (1, False), (3, False),

@@ -15,6 +15,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -50,7 +52,7 @@ def test_cosine_similarity_cases_of_pytorchs_test():
 @pytest.mark.parametrize("shapes, dim", [(((4, 3), (4, 3)), 1), (((2, 4, 3), (4, 3)), -1),
                                          (((5, 1), (1, 6)), 0), (((3,), (3,)), 0)])
 def test_cosine_similarity_matches_pytorch(device, shapes, dim):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(7)
     arrays = [rng.standard_normal(shape) for shape in shapes]
     ours = [tp.tensor(a, device=device, requires_grad=True) for a in arrays]
@@ -71,7 +73,7 @@ def test_cosine_similarity_matches_pytorch(device, shapes, dim):
                                     ((), ())])
 @pytest.mark.parametrize("p, keepdim", [(2.0, False), (1.0, True), (3.5, False)])
 def test_pairwise_distance_matches_pytorch(device, shapes, p, keepdim):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(11)
     arrays = [rng.standard_normal(shape) for shape in shapes]
     ours = [tp.tensor(a, device=device, requires_grad=True) for a in arrays]

@@ -19,6 +19,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -29,7 +31,7 @@ def values(tensor):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("index_dtype", ["int64", "int32"])
 def test_matches_pytorch_with_the_same_weight(device, index_dtype):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     theirs = torch.nn.Embedding(7, 4, padding_idx=2, dtype=torch.float64)
     ours = nn.Embedding(7, 4, padding_idx=2, dtype=tp.float64, device=device)
     with tp.no_grad():

@@ -17,7 +17,9 @@ import tensorplay as tp
 from tensorplay import cuda
 from tensorplay.nn import functional as F
 
-torch = pytest.importorskip("torch")
+from tests.peers import import_or_skip
+
+torch = import_or_skip("torch")
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 NAMES = ["softmax", "log_softmax"]

@@ -17,6 +17,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 DATA = [-6.0, -3.0, -1.0, -0.2, 0.0, 0.5, 2.0, 6.0]
 
@@ -81,7 +83,7 @@ def test_module_and_errors():
 
 
 def test_against_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     for approximate in ("none", "tanh"):
         ours = tp.tensor(DATA, dtype=tp.float64, requires_grad=True)
         theirs = torch.tensor(DATA, dtype=torch.float64, requires_grad=True)

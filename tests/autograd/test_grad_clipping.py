@@ -15,6 +15,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn.utils import clip_grad_norm_, clip_grad_value_
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 NORM_TYPES = [0.5, 1.5, 2, 4, "inf"]
 
@@ -131,7 +133,7 @@ def test_a_captured_step_clips_as_eager(quiet_device):
 
 
 def test_against_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = numpy.random.default_rng(4).normal(0, 3, (5, 3))
     for norm_type in (2.0, 1, math.inf, 3.5, 0):
         ours = [nn.Parameter(tp.zeros(5, 3)), nn.Parameter(tp.zeros(3))]

@@ -18,6 +18,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -43,7 +45,7 @@ def test_hooks_and_retained_grads_match_pytorch(device):
     assert ours == ([38.0, 76.0, -38.0], [12.0, 24.0, -12.0],
                     ["first", ("second", [12.0, 24.0, -12.0])], [[38.0, 76.0, -38.0]], True,
                     False)
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     assert ours == run(torch)
 
 

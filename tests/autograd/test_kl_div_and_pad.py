@@ -22,6 +22,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -33,7 +35,7 @@ def values(tensor):
 @pytest.mark.parametrize("reduction", ["none", "batchmean", "sum", "mean"])
 @pytest.mark.parametrize("log_target", [False, True])
 def test_kl_div_matches_pytorch(device, reduction, log_target):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     log_q = numpy.log(numpy.array([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]]))
     p = numpy.array([[0.0, 0.5, 0.5], [0.7, 0.3, 0.0]])
     target = numpy.log(p + 0.1) if log_target else p
@@ -80,7 +82,7 @@ PADS = [(1, 2), (0, 0, 1, 0), (2, 1, 0, 3, 1, 1), (-1, 1), (1, -2, -1, 0), (0, 0
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("pad", PADS)
 def test_pad_matches_pytorch(device, pad):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = numpy.arange(24.0).reshape(2, 3, 4)
     ours = tp.tensor(data.tolist(), dtype=tp.float64, device=device, requires_grad=True)
     theirs = torch.tensor(data, requires_grad=True)

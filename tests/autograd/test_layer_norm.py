@@ -18,6 +18,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -118,7 +120,7 @@ def test_errors_leave_nothing_changed():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradients_match_pytorch(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(7)
     data, upstream = rng.normal(size=(3, 2, 5)), rng.normal(size=(3, 2, 5))
     weight, bias = rng.normal(size=(2, 5)), rng.normal(size=(2, 5))

@@ -26,6 +26,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 REDUCTIONS = ["mean", "sum", "none"]
 INPUT = [[-2.5, -0.4, 0.0, 0.3], [1.0, 1.7, 3.2, -1.0]]
@@ -58,7 +60,7 @@ REGRESSION = [
 @pytest.mark.parametrize("name, options", REGRESSION,
                          ids=[f"{name}{options}" for name, options in REGRESSION])
 def test_regression_losses_match_pytorch(device, dtype, reduction, name, options):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     x, tx = pair(INPUT, device, dtype, torch)
     y, ty = pair(TARGET, device, dtype, torch)
     ours = getattr(F, name)(x, y, reduction=reduction, **options)
@@ -90,7 +92,7 @@ def torch_of(tensor):
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("weighted", [False, True])
 def test_binary_cross_entropy_matches_pytorch(device, dtype, reduction, weighted):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     x, tx = pair(PROBABILITIES, device, dtype, torch)
     y, ty = pair(LABELS, device, dtype, torch)
     weight = [2.0, 0.5, 1.0, 3.0] if weighted else None  # broadcast over the rows
@@ -110,7 +112,7 @@ def test_binary_cross_entropy_matches_pytorch(device, dtype, reduction, weighted
 @pytest.mark.parametrize("positive", [False, True])
 def test_binary_cross_entropy_with_logits_matches_pytorch(device, dtype, reduction, weighted,
                                                           positive):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     x, tx = pair(LOGITS, device, dtype, torch)
     y, ty = pair(LABELS, device, dtype, torch)
     weight = [2.0, 0.5, 1.0, 3.0] if weighted else None
@@ -158,7 +160,7 @@ def test_with_logits_is_sigmoid_then_bce_and_stable():
 
 
 def test_modules_hold_their_settings_and_buffers():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     weight = tp.tensor([1.0, 2.0])
     module = nn.BCEWithLogitsLoss(weight, pos_weight=tp.tensor([3.0, 1.0]))
     assert list(module.state_dict()) == list(torch.nn.BCEWithLogitsLoss(
@@ -236,7 +238,7 @@ def test_one_hot(device):
 
 
 def test_one_hot_checks_cpu_values_as_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = [3, 0, 1, 1]
     assert F.one_hot(tp.tensor(data)).tolist() == \
         torch.nn.functional.one_hot(torch.tensor(data)).tolist()
@@ -250,7 +252,7 @@ def test_one_hot_checks_cpu_values_as_pytorch():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_normalize_matches_pytorch(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = [[3.0, 4.0, 0.0], [0.0, 0.0, 0.0], [-1.0, 2.0, 2.0]]
     for p, dim in ((2.0, 1), (1.0, 0), (2.0, -1), (3.0, (0, 1))):
         x, tx = pair(data, device, "float64", torch)

@@ -38,6 +38,7 @@ from tensorplay.optim.lr_scheduler import (ConstantLR, CosineAnnealingLR, Expone
                                            StepLR)
 
 from tests.autograd.against_pytorch import same_error
+from tests.peers import import_or_skip
 
 HOW_TO = r"how-to-adjust-learning-rate"
 EPOCH_DEPRECATION = "The epoch parameter in `scheduler.step()` was not necessary"
@@ -636,7 +637,7 @@ def test_no_cyclic_references_in_step():
 
 @pytest.fixture
 def torch():
-    return pytest.importorskip("torch")
+    return import_or_skip("torch")
 
 
 LRS = [0.05, 0.5, 1.0]

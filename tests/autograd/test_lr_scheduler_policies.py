@@ -42,6 +42,7 @@ from tensorplay.optim.lr_scheduler import (ChainedScheduler, ConstantLR, CosineA
 
 from tests.autograd.against_pytorch import same_error
 from tests.autograd.test_lr_scheduler import check_lrs, scaled, two_groups, untouched
+from tests.peers import import_or_skip
 
 
 def adam_groups():
@@ -934,7 +935,7 @@ def test_constant_initial_lr(name):
 
 @pytest.fixture
 def torch():
-    return pytest.importorskip("torch")
+    return import_or_skip("torch")
 
 
 LRS = [0.05, 0.5, 1.0]

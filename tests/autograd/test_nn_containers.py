@@ -20,6 +20,8 @@ import pytest
 import tensorplay as tp
 from tensorplay import nn
 
+from tests.peers import import_or_skip
+
 
 def linears(count):
     return [nn.Linear(2, 2) for _ in range(count)]
@@ -239,7 +241,7 @@ def test_apply_visits_children_before_their_parent():
 
 
 def test_against_pytorch_names_and_repr():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     ours = nn.ModuleDict({"body": nn.ModuleList([nn.Linear(2, 2), nn.ReLU()]),
                           "head": nn.Identity()})
     theirs = torch.nn.ModuleDict({"body": torch.nn.ModuleList([torch.nn.Linear(2, 2),

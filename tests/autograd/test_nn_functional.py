@@ -17,8 +17,9 @@ from tensorplay.nn import functional as F
 
 from tests.autograd.against_pytorch import same_error
 from tests.autograd.training import eager_losses
+from tests.peers import import_or_skip
 
-torch = pytest.importorskip("torch")
+torch = import_or_skip("torch")
 TF = torch.nn.functional
 
 

@@ -11,8 +11,9 @@ from tensorplay._python.init import _calculate_fan_in_and_fan_out  # not public:
 from tensorplay.nn import init
 
 from tests.autograd.against_pytorch import same_error
+from tests.peers import import_or_skip
 
-torch = pytest.importorskip("torch")
+torch = import_or_skip("torch")
 from torch.nn import init as torch_init  # noqa: E402
 
 SHAPES = [(3, 4), (5, 2, 3), (4, 3, 2, 5), (2, 3, 1, 2, 2)]

@@ -9,7 +9,9 @@ import pytest
 import tensorplay as tp
 from tensorplay import nn, optim
 
-torch = pytest.importorskip("torch")
+from tests.peers import import_or_skip
+
+torch = import_or_skip("torch")
 
 
 def shared(library):

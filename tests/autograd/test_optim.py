@@ -8,6 +8,7 @@ import tensorplay as tp
 from tensorplay import nn, optim
 
 from tests.autograd.training import eager_losses
+from tests.peers import import_or_skip
 
 
 def sgd_reference(start, grads, lr, momentum, weight_decay):
@@ -65,7 +66,7 @@ def test_the_one_kernel_step_rounds_as_the_separate_operations(dtype, momentum, 
 
 @pytest.mark.gpu
 def test_the_one_kernel_step_matches_pytorchs_sgd_on_cuda():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(2)
     start = rng.standard_normal((128, 96)).astype(numpy.float32)
     grads = [rng.standard_normal((128, 96)).astype(numpy.float32) for _ in range(4)]

@@ -23,8 +23,9 @@ from tests.autograd.test_optim_rmsprop_adagrad import (STEPS, check_state_dict_r
                                                        pair, run, same_state, same_values,
                                                        without_capturable)
 from tests.autograd.training import check_captured_steps_replay_as_eager, steps_on_cuda
+from tests.peers import import_or_skip
 
-torch = pytest.importorskip("torch")
+torch = import_or_skip("torch")
 
 KINDS = ("Adamax", "NAdam", "RAdam", "Adadelta", "Rprop", "ASGD")
 MOMENTS = ("Adamax", "NAdam", "RAdam")  # Adam's betas and eps

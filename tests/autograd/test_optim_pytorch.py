@@ -12,8 +12,9 @@ from tensorplay import nn, optim
 
 from tests.autograd.against_pytorch import same_error
 from tests.autograd.training import check_captured_steps_replay_as_eager, steps_on_cuda
+from tests.peers import import_or_skip
 
-torch = pytest.importorskip("torch")
+torch = import_or_skip("torch")
 
 SHAPES = [(3, 2), (4,)]
 

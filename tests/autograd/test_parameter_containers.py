@@ -12,6 +12,8 @@ import pytest
 import tensorplay as tp
 from tensorplay import nn
 
+from tests.peers import import_or_skip
+
 
 def make_param():
     return nn.Parameter(tp.randn(2, 2))
@@ -144,7 +146,7 @@ def test_a_refused_call_changes_nothing():
 
 
 def test_state_dicts_and_reprs_match_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     ours = nn.Module()
     ours.weights = nn.ParameterList([tp.ones(2), tp.zeros(1, 3)])
     ours.scales = nn.ParameterDict({"left": tp.ones(4)})

@@ -18,6 +18,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 CASES = [((2, 3, 7, 6), 2, None, 0, 1, False), ((1, 2, 8, 8), 3, 2, 1, 1, False),
          ((2, 2, 7, 7), 3, 2, 1, 1, True), ((3, 9, 9), (3, 2), (2, 1), (1, 1), (2, 1), True),
@@ -32,7 +34,7 @@ def values(tensor):
 @pytest.mark.parametrize("shape, kernel, stride, padding, dilation, ceil_mode", CASES)
 def test_values_and_gradients_match_pytorch(device, shape, kernel, stride, padding, dilation,
                                             ceil_mode):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(4)
     data = rng.standard_normal(shape)
     data[..., 0, 0] = data[..., 0, 1]  # ties: the gradient goes to the first, as PyTorch's
@@ -66,7 +68,7 @@ AVG_CASES = [((1, 3, 9, 9), 3, 1, 1, True, False, 2),
 def test_average_values_and_gradients_match_pytorch(device, shape, kernel, stride, padding,
                                                     ceil_mode, count_include_pad,
                                                     divisor_override):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(5)
     data = rng.standard_normal(shape)
     x = tp.tensor(data, device=device, requires_grad=True)
@@ -109,7 +111,7 @@ def test_integer_average_is_refused_on_a_device_as_pytorchs():
 def test_integer_average_truncates_each_mean_as_pytorchs_cpu_kernel():
     """avg_pool2d of int64 on the CPU: each window's sum divided in integers, truncated toward
     zero, for sample_inputs_avgpool2d-like arguments (divisor_override negative too)."""
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(4)
     for arguments in [(2,), (3, 1, 1), (3, 2, 1, True, False), (3, 2, 1, True, True, -3),
                       (2, 2, 1, False, True, 5), ((3, 2), (2, 1), (1, 0))]:
@@ -148,7 +150,7 @@ def test_nan_propagates(device):
 
 
 def test_module_repr_and_refusals_as_pytorchs():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     for args, kwargs in [((2,), {}), (((3, 2),), {"stride": 1, "padding": 1,
                                                   "ceil_mode": True})]:
         assert repr(nn.MaxPool2d(*args, **kwargs)) == repr(torch.nn.MaxPool2d(*args, **kwargs))

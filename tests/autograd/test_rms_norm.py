@@ -14,6 +14,8 @@ import tensorplay as tp
 from tensorplay import nn
 from tensorplay.nn import functional as F
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -25,7 +27,7 @@ def values(tensor):
 @pytest.mark.parametrize("shape, weighted, eps", [((4,), True, None), ((4,), False, 1e-3),
                                                   ((3, 4), True, 1e-6), ((3, 4), False, None)])
 def test_values_and_gradients_match_pytorch(device, shape, weighted, eps):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(3)
     data = rng.standard_normal((2, 3, 4))
     weight = rng.standard_normal(shape)
@@ -45,7 +47,7 @@ def test_values_and_gradients_match_pytorch(device, shape, weighted, eps):
 
 
 def test_module():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     norm = nn.RMSNorm([2, 3], eps=1e-5)
     assert repr(norm) == repr(torch.nn.RMSNorm([2, 3], eps=1e-5))
     assert values(norm.weight).tolist() == [[1.0] * 3] * 2

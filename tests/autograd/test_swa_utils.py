@@ -26,6 +26,7 @@ from tensorplay.optim.swa_utils import (SWALR, AveragedModel, get_ema_avg_fn,
 from tensorplay.utils.data import DataLoader, TensorDataset
 
 from tests.autograd.test_lr_scheduler import two_groups
+from tests.peers import import_or_skip
 
 cuda_only = pytest.mark.skipif(not tp.accelerator.is_available(),
                                reason="no CUDA device is visible (tensorplay.accelerator."
@@ -398,7 +399,7 @@ def test_swa_lr_state_dict():
 
 @pytest.fixture
 def torch():
-    return pytest.importorskip("torch")
+    return import_or_skip("torch")
 
 
 @pytest.mark.parametrize("strategy, anneal_epochs", [("cos", 5), ("linear", 3), ("cos", 0)])

@@ -4,6 +4,8 @@ import pytest
 import tensorplay
 from tensorplay import accelerator, cuda
 
+from tests.peers import import_or_skip
+
 pytestmark = pytest.mark.gpu
 
 
@@ -84,7 +86,7 @@ def test_events_time_and_order_work():
 
 
 def test_external_stream_from_pytorch_is_the_same_queue():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     torch_stream = torch.cuda.Stream()
     ours = cuda.external_stream(torch_stream.cuda_stream)
     assert ours.cuda_stream == torch_stream.cuda_stream

@@ -8,6 +8,8 @@ import tensorplay as tp
 from tensorplay import accelerator, cuda
 from tensorplay.cuda import graphs
 
+from tests.peers import import_or_skip
+
 MODES = "'global', 'thread_local', 'relaxed'"
 
 
@@ -177,6 +179,6 @@ def test_a_predicate_that_is_no_tensor_is_a_type_error_before_the_capture_state(
 def test_another_librarys_tensor_is_a_predicate(call, argument):
     """A PyTorch tensor passes the type check (shared through DLPack), as tensorplay's does:
     what stops these calls is the missing capture."""
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    torch = import_or_skip("torch")
     with pytest.raises(RuntimeError, match="open"):
         call(cuda.CUDAGraph(), torch.ones(1, dtype=torch.bool))

@@ -18,6 +18,8 @@ from tensorplay._python import graphed_callables
 from tensorplay._runtime.graphs import graph_render
 from tensorplay.cuda import graphs
 
+from tests.peers import import_or_skip
+
 
 def make(callables, sample_args):
     return graphed_callables.make_graphed_callables(callables, sample_args, 3, False, None,
@@ -293,7 +295,7 @@ def test_stage_and_launch_copies_every_kind_of_pair_then_replays(quiet_device):
 
 @pytest.mark.gpu
 def test_stage_and_launch_takes_pytorch_tensors(quiet_device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     static = torch.zeros(COUNT, device="cuda")
     ours = full(0.0)
     g = _doubling_graph([tp.as_tensor(static), ours])

@@ -23,6 +23,8 @@ from tensorplay import accelerator, nn
 from tensorplay._python import graphed_callables
 from tensorplay.cuda import graphs
 
+from tests.peers import import_or_skip
+
 
 def make(callables, sample_args):
     return graphed_callables.make_graphed_callables(callables, sample_args, 3, False, None,
@@ -397,7 +399,7 @@ def test_outputs_that_need_no_grad_capture_no_backward_graph(quiet_device):
 
 @pytest.mark.gpu
 def test_graphed_mlp_matches_pytorch_on_the_same_weights_and_inputs(quiet_device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     tp.manual_seed(0)
     model = mlp()
     reference = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
@@ -424,7 +426,7 @@ def test_graphed_mlp_matches_pytorch_on_the_same_weights_and_inputs(quiet_device
 
 @pytest.mark.gpu
 def test_linear_initialisation_matches_pytorchs_distribution():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     ours = nn.Linear(64, 512).weight.numpy()
     theirs = torch.nn.Linear(64, 512).weight.detach().numpy()
     # Same range and moments of U(-1/8, 1/8) (different generators, so not the same draws).

@@ -12,6 +12,7 @@ from tensorplay.accelerator import memory
 from tensorplay.cuda import graphs
 
 from tests.graphs.graph_helpers import N, values, warmed
+from tests.peers import import_or_skip
 
 pytestmark = pytest.mark.gpu
 
@@ -173,7 +174,7 @@ def test_if_node_runs_its_body_only_while_the_predicate_is_true(quiet_device):
 
 
 def test_a_pytorch_tensor_can_be_the_predicate(quiet_device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     x = warmed(0.0, 1024)
     flag = torch.zeros(1, dtype=torch.bool, device="cuda")
     g = cuda.CUDAGraph()
@@ -635,7 +636,7 @@ def test_capture_on_another_device_switches_and_restores_the_device(quiet_device
 
 
 def test_capture_on_a_pytorch_stream_with_a_pytorch_tensor_as_static_input(quiet_device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     torch_stream = torch.cuda.Stream()
     shared = (cuda.external_stream(torch_stream) if hasattr(torch_stream, "__cuda_stream__")
               else cuda.external_stream(torch_stream.cuda_stream))
@@ -662,7 +663,7 @@ def test_capture_on_a_pytorch_stream_with_a_pytorch_tensor_as_static_input(quiet
 
 
 def test_capture_on_a_cupy_stream(quiet_device):
-    cupy = pytest.importorskip("cupy")
+    cupy = import_or_skip("cupy")
     cupy_stream = cupy.cuda.Stream(non_blocking=True)
     shared = (cuda.external_stream(cupy_stream) if hasattr(cupy_stream, "__cuda_stream__")
               else cuda.external_stream(cupy_stream.ptr))

@@ -12,7 +12,9 @@ import threading
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.peers import import_or_skip
+
+torch = import_or_skip("torch")
 
 import tensorplay  # noqa: E402
 import tensorplay.torch  # noqa: E402

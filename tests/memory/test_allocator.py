@@ -13,6 +13,8 @@ import tensorplay
 from tensorplay import accelerator, cuda
 from tensorplay.accelerator import memory
 
+from tests.peers import import_or_skip
+
 pytestmark = pytest.mark.gpu
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -151,7 +153,7 @@ def test_stats_invariants_hold_for_random_sequences(operations):
 
 
 def test_block_used_on_another_stream_is_not_reused_until_its_work_completes(clean_device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     producer, consumer = cuda.Stream(), cuda.Stream()
     pointer = cuda.caching_allocator_alloc(MiB, stream=producer)
     cuda.caching_allocator_record_stream(pointer, consumer)
@@ -277,7 +279,7 @@ def test_bad_pointers_and_sizes_are_clear_errors(clean_device):
 
 
 def test_pinned_host_blocks_are_reused_only_after_their_copies_complete():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     memory.empty_host_cache()
     frees_before = cuda.host_memory_stats().get("num_host_free", 0)
     busy = cuda.Stream()

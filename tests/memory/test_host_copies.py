@@ -13,6 +13,7 @@ import tensorplay as tp
 from tensorplay import accelerator, cuda
 
 from tests.graphs.graph_helpers import N, values, warmed
+from tests.peers import import_or_skip
 
 pytestmark = pytest.mark.gpu
 
@@ -91,7 +92,7 @@ def test_pageable_cpu_tensors_are_not_pinned(quiet_device):
 
 
 def test_pinned_memory_of_pytorch_is_pinned_through_dlpack(quiet_device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     if not torch.cuda.is_available():
         pytest.skip("PyTorch without CUDA cannot pin memory")
     tp.ones(1, device="cuda")
@@ -402,7 +403,7 @@ def test_a_pinned_copy_into_a_strided_destination_is_captured(quiet_device):
 
 
 def test_pytorch_pinned_memory_is_captured_and_kept(quiet_device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     if not torch.cuda.is_available():
         pytest.skip("PyTorch without CUDA cannot pin memory")
     x = warmed(0.0, COUNT)

@@ -3,6 +3,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 
 def raises_as_pytorch(call, error, message, theirs=None):
     """call(tp) raises error with message in its text; so does call(torch), with theirs (or
@@ -10,7 +12,7 @@ def raises_as_pytorch(call, error, message, theirs=None):
     with pytest.raises(error) as raised:
         call(tp)
     assert message in str(raised.value)
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     with pytest.raises(error) as expected:
         call(torch)
     assert (message if theirs is None else theirs) in str(expected.value)

@@ -17,6 +17,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 FLOATS = ["float16", "bfloat16", "float32", "float64"]
 INTEGERS = ["uint8", "int8", "int16", "int32", "int64"]
@@ -238,7 +240,7 @@ def test_capture_and_replay(quiet_device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", FLOATS + ["int32"])
 def test_against_pytorch(device, dtype):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = NORMAL + SMALL + [-300.0, 300.0] + EXTREMAL
     if dtype == "int32":
         data = [-7, -1, 0, 3, 90]

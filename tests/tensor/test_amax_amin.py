@@ -12,6 +12,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 DIMS = [None, (), 0, 1, -1, (0, 2), (2, 0), (0, 1, 2), [1]]
 
@@ -51,7 +53,7 @@ def test_nan_propagates_and_0_d_and_bool(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dim, keepdim", [(None, False), (1, False), ((0, 2), True), (-1, True)])
 def test_gradient_is_shared_among_ties_as_pytorchs(device, dim, keepdim):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = numpy.array([[[1.0, 5.0, 5.0], [4.0, 4.0, -1.0]],
                         [[0.0, 0.0, 0.0], [7.0, 2.0, 7.0]]])
     for name in ("amax", "amin"):

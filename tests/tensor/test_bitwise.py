@@ -15,6 +15,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 INTEGERS = ["uint8", "int8", "int16", "int32", "int64"]
 BITS = {"uint8": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64}
@@ -167,7 +169,7 @@ def test_capture_and_replay(quiet_device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_against_pytorch(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     for dtype in INTEGERS:
         low, high = limits(dtype)
         data = [low, -1 if dtype != "uint8" else 1, 0, 3, high]

@@ -14,6 +14,8 @@ import pytest
 import tensorplay as tp
 from tensorplay import nn
 
+from tests.peers import import_or_skip
+
 # save() and load() need the safetensors package (a dependency of the package); a machine
 # without it (no network to install it) skips them, naming it, and still runs the pickle tests.
 needs_safetensors = pytest.mark.skipif(importlib.util.find_spec("safetensors") is None,
@@ -287,7 +289,7 @@ def test_map_location_cpu_forms_on_cpu_tensors(tmp_path):
 @pytest.mark.parametrize("dtype", DTYPES)
 @needs_safetensors
 def test_safetensors_torch_reads_what_save_wrote(tmp_path, dtype):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     from safetensors.torch import load_file
     path = tmp_path / "to_torch.safetensors"
     tp.save({"layer": {"weight": sample(dtype)}}, path)
@@ -302,7 +304,7 @@ def test_safetensors_torch_reads_what_save_wrote(tmp_path, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @needs_safetensors
 def test_load_reads_what_safetensors_torch_wrote(tmp_path, dtype):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     from safetensors.torch import save_file
     source = torch.tensor(sample(dtype).to(tp.float64).tolist(), dtype=getattr(torch, dtype))
     path = tmp_path / "from_torch.safetensors"
@@ -316,7 +318,7 @@ def test_load_reads_what_safetensors_torch_wrote(tmp_path, dtype):
 
 @needs_safetensors
 def test_a_pytorch_module_loads_a_tensorplay_state_dict(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     from safetensors.torch import load_file
     tp.manual_seed(1)
     model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
@@ -466,7 +468,7 @@ def test_map_location_moves_cuda_tensors(tmp_path):
 @pytest.mark.gpu
 @needs_safetensors
 def test_cuda_checkpoints_interoperate_with_safetensors_torch(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     if not torch.cuda.is_available():
         pytest.skip("this torch build has no CUDA")
     from safetensors.torch import load_file, save_file

@@ -15,6 +15,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -99,7 +101,7 @@ def test_gradients(device):
 
 
 def test_against_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(1)
     data = [rng.normal(size=(3, 4)) for _ in range(4)]
     ours = [tp.tensor(d.tolist(), dtype=tp.float64, requires_grad=True) for d in data]

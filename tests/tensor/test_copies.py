@@ -12,6 +12,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 NUMPY_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32",
                 "float64"]
 
@@ -225,7 +227,7 @@ def test_from_numpy_refuses_what_it_cannot_share(value, error, words):
 
 
 def test_copies_and_shares_as_pytorch_does():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     for library, make in (("torch", torch), ("tensorplay", tp)):
         source = numpy.arange(3.0)
         copied, shared, converted = (make.tensor(source), make.as_tensor(source),

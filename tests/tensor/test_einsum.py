@@ -16,6 +16,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 RNG = numpy.random.default_rng(0)
 SHAPES = {"x": (5,), "y": (7,), "A": (3, 5), "B": (2, 5), "C": (2, 3, 5), "D": (2, 5, 7),
@@ -139,7 +141,7 @@ def test_errors_are_pytorchs(equation, shapes, message):
     with pytest.raises(RuntimeError) as raised:
         tp.einsum(equation, *[tp.ones(*shape) for shape in shapes])
     assert message in str(raised.value)
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     with pytest.raises(RuntimeError) as theirs:
         torch.einsum(equation, *[torch.ones(*shape) for shape in shapes])
     assert message in str(theirs.value)
@@ -161,7 +163,7 @@ def test_argument_errors_name_what_is_wrong():
 @pytest.mark.parametrize("equation, names", EQUATIONS[:22] + EQUATIONS[23:],
                          ids=[e for e, _ in EQUATIONS[:22] + EQUATIONS[23:]])
 def test_gradients_match_pytorch(equation, names):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     arrays = [ARRAYS[name] for name in names.split()]
     ours = [tp.tensor(array, requires_grad=True) for array in arrays]
     theirs = [torch.tensor(array, requires_grad=True) for array in arrays]
@@ -238,7 +240,7 @@ def test_sublist_format_errors():
 
 
 def test_sublist_format_is_pytorchs():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     a, b = ARRAYS["A"], ARRAYS["B"]
     mine = tp.einsum(tp.tensor(a), [0, Ellipsis], tp.tensor(b), [1, Ellipsis])
     theirs = torch.einsum(torch.tensor(a), [0, Ellipsis], torch.tensor(b), [1, Ellipsis])

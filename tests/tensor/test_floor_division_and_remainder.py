@@ -13,6 +13,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 INTEGERS = ["uint8", "int8", "int16", "int32", "int64"]
 FLOATS = ["float16", "float32", "float64"]
@@ -190,7 +192,7 @@ def test_remainder_gradients(device):
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "int32", "int64", "float16", "bfloat16",
                                    "float32", "float64"])
 def test_against_pytorch(device, dtype):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = [7, 250, 0, 3, 1] if dtype == "uint8" else [7, -7, 0, 3, -1]
     divisors = [2, 3, 1, 2, 5] if dtype == "uint8" else [2, 3, 1, -2, 5]
     if dtype.startswith(("float", "bfloat")):

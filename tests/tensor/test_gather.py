@@ -16,6 +16,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 DTYPES = ["float32", "float64", "int64", "int32", "bool", "float16"]
 
@@ -118,14 +120,14 @@ def test_errors_are_pytorchs(shape, dim, index, error, message):
     with pytest.raises(error) as raised:
         x.gather(dim, tp.tensor(index))
     assert message in str(raised.value)
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     with pytest.raises(error) as theirs:
         torch.zeros(*shape).gather(dim, torch.tensor(index))
     assert message in str(theirs.value)
 
 
 def test_matches_pytorch_values_and_gradients():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(3)
     for _ in range(10):
         source, dim, index = random_case(rng, "float64")

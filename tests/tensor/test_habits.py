@@ -13,9 +13,11 @@ import pytest
 import tensorplay as tp
 from tensorplay import accelerator
 
-torch = pytest.importorskip("torch")
+from tests.peers import import_or_skip
 
-from tests.autograd.test_autograd_against_torch import (  # noqa: E402 (after importorskip)
+torch = import_or_skip("torch")
+
+from tests.autograd.test_autograd_against_torch import (  # noqa: E402 (after import_or_skip)
     ALL_DTYPES, as_numpy, run_both, same_error, values)
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]

@@ -17,6 +17,7 @@ import numpy
 import pytest
 
 import tensorplay as tp
+from tests.peers import import_or_skip
 from tests.tensor.pytorch_errors import raises_as_pytorch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -142,7 +143,7 @@ def test_gradients_are_pytorchs_formulas(device):
 
 
 def test_values_and_gradients_match_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(17)
     for dim in range(3):
         dest = rng.standard_normal((3, 4, 5))

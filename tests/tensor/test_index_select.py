@@ -18,6 +18,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
           "float32", "float64"]
@@ -65,7 +67,7 @@ def test_gradient_adds_up_where_indices_repeat(device, dtype):
 
 
 def test_against_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(1)
     data = rng.standard_normal((4, 6, 3))
     for dim, index in ((0, [3, 3, 0]), (1, [5, 1, 1, 2, 0]), (2, [0, 2])):
@@ -122,7 +124,7 @@ MIXED_KEYS = [lambda m: (0, slice(None), m.tensor([1, 2])),
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("key", MIXED_KEYS)
 def test_an_index_beside_ints_slices_none_and_ellipsis_as_pytorchs(device, key):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = numpy.arange(60.0).reshape(3, 4, 5)
     x = tp.tensor(data, device=device, requires_grad=True)
     reference = torch.tensor(data, requires_grad=True)
@@ -148,7 +150,7 @@ def test_an_index_beside_ints_slices_none_and_ellipsis_as_pytorchs(device, key):
 @pytest.mark.parametrize("key", MIXED_KEYS + [lambda m: m.tensor([2, 0]), lambda m: [1]])
 @pytest.mark.parametrize("scalar", [True, False])
 def test_assignment_through_an_index_as_pytorchs(device, key, scalar):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = numpy.arange(60.0).reshape(3, 4, 5)
 
     class OnDevice:

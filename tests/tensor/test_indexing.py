@@ -15,6 +15,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -242,7 +244,7 @@ KEYS = [(..., 2), (0, ..., 2), (None,), (2, None, None), (slice(2, 4), None),
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("key", KEYS, ids=repr)
 def test_views_are_laid_out_as_pytorch_lays_them_out(device, key):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     ours = tp.arange(60, dtype=tp.float32, device=device).reshape(3, 4, 5)
     theirs = torch.arange(60, dtype=torch.float32).reshape(3, 4, 5)
     view, expected = ours[key], theirs[key]

@@ -23,6 +23,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 FLOATING = ["exp", "log", "sqrt", "sin", "cos", "sigmoid", "tanh", "erf", "log1p", "expm1",
             "rsqrt", "tan", "atan", "asin", "acos", "sinh", "cosh", "log2", "log10", "exp2"]
@@ -147,7 +149,7 @@ def test_gradient_through_the_original_values(device, name):
 
 
 def test_gradients_match_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     for name in sorted(GRADIENTS):
         ours_leaf = tp.tensor(DATA, dtype=tp.float64, requires_grad=True)
         theirs_leaf = torch.tensor(DATA, dtype=torch.float64, requires_grad=True)

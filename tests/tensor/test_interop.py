@@ -13,6 +13,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 # --------------------------------------------------------------------------------------------
 # dlpack.h (v1.x) through ctypes, to check what consumers actually read.
 
@@ -459,7 +461,7 @@ def test_cuda_array_interface_import_validates_the_memory():
 
 @pytest.mark.gpu
 def test_torch_round_trips_through_dlpack():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     ours = tp.arange(1024, dtype=tp.float32, device="cuda")
     theirs = torch.from_dlpack(ours)
     assert theirs.data_ptr() == ours.data_ptr() and theirs.dtype == torch.float32
@@ -483,7 +485,7 @@ def test_torch_round_trips_through_dlpack():
 
 @pytest.mark.gpu
 def test_torch_dlpack_keeps_strides_and_dtypes():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     source = torch.arange(12.0, device="cuda").reshape(3, 4).t()[:, 1:]
     shared = tp.from_dlpack(source)
     assert shared.data_ptr() == source.data_ptr()
@@ -500,7 +502,7 @@ def test_torch_dlpack_keeps_strides_and_dtypes():
 
 @pytest.mark.gpu
 def test_torch_round_trips_through_cuda_array_interface():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     ours = tp.arange(10, dtype=tp.float32, device="cuda")[1:9:2]
     theirs = torch.as_tensor(ours, device="cuda")
     assert theirs.data_ptr() == ours.data_ptr() and theirs.stride() == (2,)
@@ -521,7 +523,7 @@ def test_torch_round_trips_through_cuda_array_interface():
 
 @pytest.mark.gpu
 def test_dlpack_export_orders_the_consumer_stream_after_ours():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     count = 1 << 20
     ours = tp.zeros(count, dtype=tp.float32, device="cuda")
     tp.accelerator.synchronize()
@@ -540,7 +542,7 @@ def test_dlpack_export_orders_the_consumer_stream_after_ours():
 
 @pytest.mark.gpu
 def test_dlpack_import_orders_our_stream_after_the_producer():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     count = 1 << 20
     producer = torch.cuda.Stream()
     with torch.cuda.stream(producer):
@@ -553,7 +555,7 @@ def test_dlpack_import_orders_our_stream_after_the_producer():
 
 @pytest.mark.gpu
 def test_cupy_round_trips_through_dlpack():
-    cupy = pytest.importorskip("cupy")
+    cupy = import_or_skip("cupy")
     ours = tp.arange(1024, dtype=tp.float32, device="cuda")[::2]
     theirs = cupy.from_dlpack(ours)
     assert theirs.data.ptr == ours.data_ptr() and theirs.strides == (8,)
@@ -574,7 +576,7 @@ def test_cupy_round_trips_through_dlpack():
 
 @pytest.mark.gpu
 def test_cupy_round_trips_through_cuda_array_interface():
-    cupy = pytest.importorskip("cupy")
+    cupy = import_or_skip("cupy")
     ours = tp.arange(12, dtype=tp.int32, device="cuda")
     theirs = cupy.asarray(ours)
     assert theirs.data.ptr == ours.data_ptr() and theirs.tolist() == list(range(12))
@@ -593,7 +595,7 @@ def test_cupy_round_trips_through_cuda_array_interface():
 
 @pytest.mark.gpu
 def test_metadata_reaching_beyond_a_torch_storage_is_refused():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
 
     class Overstated(torch.Tensor):
         """Describes twice its storage, through both protocols."""
@@ -622,7 +624,7 @@ def test_metadata_reaching_beyond_a_torch_storage_is_refused():
 
 @pytest.mark.gpu
 def test_metadata_reaching_beyond_a_cupy_allocation_is_refused():
-    cupy = pytest.importorskip("cupy")
+    cupy = import_or_skip("cupy")
 
     class Overstated(cupy.ndarray):
         @property
@@ -640,7 +642,7 @@ def test_metadata_reaching_beyond_a_cupy_allocation_is_refused():
 
 @pytest.mark.gpu
 def test_cuda_array_interface_streams_order_both_ways():
-    cupy = pytest.importorskip("cupy")
+    cupy = import_or_skip("cupy")
     count = 1 << 16
     # Import: CuPy's "stream" is its current stream; our stream waits for the fill there.
     producer = cupy.cuda.Stream(non_blocking=True)

@@ -5,6 +5,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 A = [True, False, True, False]
 B = [True, True, False, False]
@@ -45,7 +47,7 @@ def test_in_place_mask_logic(device):
 
 
 def test_against_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     ours = (tp.tensor(A), tp.tensor(B))
     theirs = (torch.tensor(A), torch.tensor(B))
     for operation in (lambda a, b: ~a, lambda a, b: a & b, lambda a, b: a | b,

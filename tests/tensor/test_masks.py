@@ -7,7 +7,9 @@ import pytest
 
 import tensorplay as tp
 
-torch = pytest.importorskip("torch")
+from tests.peers import import_or_skip
+
+torch = import_or_skip("torch")
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 VALUES = [[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]]

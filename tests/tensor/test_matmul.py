@@ -18,6 +18,8 @@ import pytest
 import tensorplay as tp
 from tensorplay import cuda
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 FLOAT_DTYPES = ["float32", "float64", "float16", "bfloat16"]
 # Tolerances against a float64 product of the operands as stored: the result is rounded to the
@@ -132,7 +134,7 @@ def test_vector_operands_and_broadcast_batches(device, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_large_products_agree_with_pytorch(dtype):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     torch.backends.cuda.matmul.allow_tf32 = False
     a, b = operand((256, 384), dtype, "cuda", 14), operand((384, 320), dtype, "cuda", 15)
     ours = (a @ b).to(tp.float64)

@@ -13,6 +13,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 NAN, INF = float("nan"), float("inf")
 LEFT = [1.0, 5.0, 2.0, NAN, 3.0, -INF, INF, -0.5]
@@ -68,7 +70,7 @@ def test_broadcast_gradient_is_summed(device):
 
 
 def test_against_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(3)
     left = rng.integers(-2, 3, size=(4, 5)).astype(numpy.float64)
     right = rng.integers(-2, 3, size=(5,)).astype(numpy.float64)

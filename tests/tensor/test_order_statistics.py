@@ -32,6 +32,7 @@ import numpy
 import pytest
 
 import tensorplay as tp
+from tests.peers import import_or_skip
 from tests.tensor.pytorch_errors import raises_as_pytorch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -203,7 +204,7 @@ def test_a_0d_tensor_is_its_own_order_statistic(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_same_as_pytorch(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(7)
     values = numpy.round(rng.standard_normal((4, 7, 6)), 1)  # ties
     values[rng.random(values.shape) < 0.1] = NAN
@@ -223,7 +224,7 @@ MODE_CASES = [[[1, 2, 2, 5], [3, 3, 1, 1]], [1, 1, 2, 2], [2, 2, 1, 1, 3], [3.0,
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", range(len(MODE_CASES) + 2))
 def test_pytorch_mode(device, case):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(case)
     data = numpy.array(MODE_CASES[case]) if case < len(MODE_CASES) else \
         rng.integers(0, 4, (5, 7, 6)).astype(numpy.float32 if case % 2 else numpy.int64)
@@ -246,7 +247,7 @@ def test_pytorch_mode(device, case):
 # the last. NaN breaks its sort's `<`; here each NaN counts once and sorts last.
 @pytest.mark.parametrize("device", DEVICES)
 def test_mode_of_long_slices_is_at_the_last_position_and_each_nan_counts_once(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = numpy.random.default_rng(0).integers(0, 5, (4, 40)).astype(numpy.float32)
     result = tp.mode(tp.tensor(data, device=device), 1)
     expected = torch.mode(torch.tensor(data), 1).values.numpy()
@@ -263,7 +264,7 @@ def test_mode_of_long_slices_is_at_the_last_position_and_each_nan_counts_once(de
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_mode_gradient_and_empty_dimension_as_pytorchs(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = numpy.array([[1.0, 2.0, 2.0], [3.0, 3.0, 1.0]])
     x = tp.tensor(data, device=device, requires_grad=True)
     theirs = torch.tensor(data, requires_grad=True)
@@ -292,7 +293,7 @@ def test_a_captured_mode_replays_with_new_values(quiet_device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradients_are_pytorchs(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(8)
     distinct = rng.permutation(30).reshape(5, 6).astype(numpy.float64)
     ties = numpy.array([[1.0, 2.0, 2.0, 5.0, 2.0], [0.0, 3.0, 3.0, 3.0, 9.0]])
@@ -446,7 +447,7 @@ def test_pytorch_quantile_against_numpy(device, dtype):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_pytorch_quantile_the_same_values_and_gradients(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(31)
     values = rng.standard_normal((3, 5, 4))
     values[0, 1, 2] = NAN

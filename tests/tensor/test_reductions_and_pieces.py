@@ -17,6 +17,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -199,7 +201,7 @@ def test_capture_and_replay(quiet_device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_against_pytorch(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = numpy.random.default_rng(3).normal(0, 1, (3, 4)).tolist()
     ours, theirs = tp.tensor(data, device=device), torch.tensor(data)
     mask = [[True, False, True, False]] * 3
@@ -236,7 +238,7 @@ def test_var_mean_and_std_mean_match_pytorch(device):
     # After PyTorch's test/test_reductions.py TestReductions.test_var_mean_some_dims and
     # test_std_mean_all_dims: the pair equals (var, mean) / (std, mean) for each dim, keepdim,
     # unbiased and correction, with the gradients of both.
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = [[1.0, 5.0, 2.0], [0.5, 0.5, 4.0]]
     for options in ({}, {"dim": 1}, {"dim": 0, "keepdim": True}, {"dim": 1, "correction": 0},
                     {"dim": (0, 1), "unbiased": False}):

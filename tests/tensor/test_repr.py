@@ -11,6 +11,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 EXPECTED = [
     (lambda: tp.tensor([0.1, 2.0, 3.0]), "tensor([0.1000, 2.0000, 3.0000])"),
     (lambda: tp.tensor([1.0, 2.0]), "tensor([1., 2.])"),
@@ -125,7 +127,7 @@ def unwrapped(text):
 
 
 def test_repr_matches_pytorch_for_many_tensors():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     for values, name, requires_grad in pairs():
         theirs = torch.from_numpy(numpy.array(values, order="C")).to(getattr(torch, name))
         ours = tp.tensor(values).to(getattr(tp, name))

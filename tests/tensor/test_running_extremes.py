@@ -15,6 +15,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 NAN = math.nan
 
@@ -83,7 +85,7 @@ def test_pytorch_nan_and_infinities_and_0d(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_pytorch_discontiguous_and_the_same_as_pytorch(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(61)
     values = numpy.round(rng.standard_normal((6, 9)), 0)
     values[1, 4] = NAN
@@ -98,7 +100,7 @@ def test_pytorch_discontiguous_and_the_same_as_pytorch(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradients_are_pytorchs(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(62)
     values = numpy.round(rng.standard_normal((4, 7)), 0)
     for name, dim in (("cummax", 1), ("cummin", 0), ("cummax", 0)):
@@ -170,7 +172,7 @@ def test_pytorch_logcumsumexp_large_and_infinite_values(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_logcumsumexp_the_same_as_pytorch_with_gradients(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(71)
     values = rng.standard_normal((4, 9))
     values[0, 3] = values[0, 2]  # a tie

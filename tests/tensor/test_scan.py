@@ -23,6 +23,7 @@ import numpy
 import pytest
 
 import tensorplay as tp
+from tests.peers import import_or_skip
 from tests.tensor.pytorch_errors import raises_as_pytorch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -157,7 +158,7 @@ def test_cumprod_gradient_is_the_definition_with_zeros(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("product", [False, True], ids=["cumsum", "cumprod"])
 def test_values_and_gradients_match_pytorch(device, product):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(7)
     samples = list(cumprod_samples(rng)) + [(rng.standard_normal((4, 40)), 1)]
     for values, dim in samples:

@@ -18,6 +18,7 @@ import numpy
 import pytest
 
 import tensorplay as tp
+from tests.peers import import_or_skip
 from tests.tensor.pytorch_errors import raises_as_pytorch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -198,7 +199,7 @@ def test_gradients_are_pytorchs_formulas(device, method):
 @pytest.mark.parametrize("method, scalar", [("scatter", False), ("scatter", True),
                                             ("scatter_add", False)])
 def test_values_and_gradients_match_pytorch(method, scalar):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(9)
     for _ in range(5):
         base, dim, index, src = scatter_case(rng, "float64", scalar)

@@ -9,7 +9,9 @@ import pytest
 
 import tensorplay as tp
 
-torch = pytest.importorskip("torch")
+from tests.peers import import_or_skip
+
+torch = import_or_skip("torch")
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 DTYPES = ["uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",

@@ -16,6 +16,7 @@ import numpy
 import pytest
 
 import tensorplay as tp
+from tests.peers import import_or_skip
 from tests.tensor.pytorch_errors import raises_as_pytorch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -67,7 +68,7 @@ def test_pytorch_nonzero_discontiguous(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_same_as_pytorch(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(13)
     values = values_of(rng, "float32", (4, 6, 3))
     mask = rng.random((6, 1)) < 0.5
@@ -101,7 +102,7 @@ def test_pytorch_masked_select_broadcasts(device, input_shape, mask_shape):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_masked_select_gradient_is_pytorchs(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(15)
     values = rng.standard_normal((3, 4))
     mask = rng.random((4,)) < 0.5
@@ -169,7 +170,7 @@ def test_pytorch_bincount_against_numpy(device, dtype):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_pytorch_bincount_empty_and_the_same_as_pytorch(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     empty = tp.tensor([], dtype=tp.int64, device=device)
     assert empty.bincount().tolist() == [] and empty.bincount(minlength=3).tolist() == [0, 0, 0]
     values = [3, 0, 3, 1, 7]
@@ -251,7 +252,7 @@ def test_pytorch_unique_against_numpy(device, dtype):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_pytorch_unique_and_unique_consecutive_the_same_as_pytorch(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(51)
     cases = [rng.integers(0, 3, (8,)), rng.integers(0, 2, (5, 3)), rng.integers(0, 2, (3, 4, 2)),
              numpy.array([2.0, NAN_VALUE, 1.0, NAN_VALUE, 2.0]), numpy.array(5)]

@@ -18,6 +18,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -116,7 +118,7 @@ def key_of(items, module, device=None):
 def test_random_keys_read_differentiate_and_assign_as_pytorchs(device, shape, masks):
     """masks: keys holding bool tensors beside the other items, which PyTorch turns into the
     indices of their True elements (nonzero)."""
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(len(shape) * 10 + shape[0])
     data = numpy.arange(float(numpy.prod(shape))).reshape(shape)
     for items in random_keys(rng, shape, 40, masks):
@@ -148,7 +150,7 @@ def test_random_keys_read_differentiate_and_assign_as_pytorchs(device, shape, ma
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_assignment_takes_scalars_broadcast_values_and_records_gradients(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     data = numpy.arange(24.0).reshape(2, 3, 4)
     for key in ((slice(None), [0, 2], [1, 3]), ([0, 1], slice(None), [3, 0]), ([1], 0, [2, 1])):
         shape = tuple(torch.tensor(data)[key].shape)  # a column broadcasts along the rest
@@ -227,7 +229,7 @@ def test_reads_and_assignments_are_captured_and_replay_with_new_indices(quiet_de
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_mask_beside_other_items_is_checked_as_pytorchs(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     x = tp.arange(24.0, device=device).reshape(2, 3, 4)
     before = values(x)
     for key in ((slice(None), [True, False]), ([True, False, True],), (0, slice(None),

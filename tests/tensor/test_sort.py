@@ -18,6 +18,7 @@ import numpy
 import pytest
 
 import tensorplay as tp
+from tests.peers import import_or_skip
 from tests.tensor.pytorch_errors import raises_as_pytorch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -161,7 +162,7 @@ def test_strided_and_0d_input(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradients_go_to_the_positions(device):
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     rng = numpy.random.default_rng(9)
     values = rng.standard_normal((3, 6))
     grad = rng.standard_normal((3, 6))

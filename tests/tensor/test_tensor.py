@@ -6,6 +6,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 ALL_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
               "float32", "float64"]
@@ -508,7 +510,7 @@ def test_nested_data_errors_name_the_position_and_type(data, error, message):
 
 
 def test_nested_data_errors_have_pytorchs_types():
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     for data in ([[1, 2], [3]], [[1, 2, 3], [4, 5]], [[[1, 2], [3, 4]], [[5, 6], [7]]],
                  [[1, 2], 3], [1, [2]], [[1, "a"]], [[1], []]):
         with pytest.raises(Exception) as theirs:

@@ -21,6 +21,8 @@ import pytest
 
 import tensorplay as tp
 
+from tests.peers import import_or_skip
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -30,7 +32,7 @@ def values(tensor):
 
 @pytest.fixture
 def torch():
-    return pytest.importorskip("torch")
+    return import_or_skip("torch")
 
 
 @pytest.mark.parametrize("device", DEVICES)
