@@ -85,6 +85,10 @@ def _torch():
     except ImportError as error:
         raise ImportError("tensorplay.torch needs PyTorch; install it (pip install "
                           "'tensorplay[torch]')") from error
+    except OSError as error:  # installed, but its shared libraries do not load
+        raise ImportError(f"tensorplay.torch needs PyTorch, which is installed but does not "
+                          f"load ({error}); reinstall it (pip install --force-reinstall "
+                          f"torch)") from error
     return torch
 
 

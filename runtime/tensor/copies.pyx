@@ -33,6 +33,8 @@ from tensorplay._runtime.tensor.promotion cimport promote_types
 from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
 from tensorplay._runtime.tensor.tensor_repr import tensor_repr
 
+from math import prod  # exact: sizes multiply as Python ints
+
 
 # --------------------------------------------------------------------------------------------
 # Pinned and page-locked host memory
@@ -1054,19 +1056,12 @@ cdef object selected(TensorCore tensor, int axis, TensorCore index, bint wrap):
         output = new_empty(shape, tensor.dtype_object, tensor.device_index)
         device_ops.index_select(tensor.device_index, tensor.dtype_object,
                                 (<TensorCore>source).data, positions.data,
-                                (<TensorCore>output).data, product(tensor.sizes[:axis]), size,
-                                product(tensor.sizes[axis + 1:]), count,
+                                (<TensorCore>output).data, prod(tensor.sizes[:axis]), size,
+                                prod(tensor.sizes[axis + 1:]), count,
                                 current_stream(tensor.device_index))
     if tracked(tensor):
         return recorded(output, ops.OP_INDEX_SELECT, (tensor,), (positions,), axis)
     return output
-
-
-cdef object product(tuple sizes):
-    result = 1
-    for size in sizes:
-        result *= size
-    return result
 
 
 cdef int index_add_(TensorCore target, int dim, TensorCore index, TensorCore source) except -1:
@@ -1082,8 +1077,8 @@ cdef int index_add_(TensorCore target, int dim, TensorCore index, TensorCore sou
         return 0
     source = <TensorCore>contiguous(source)
     device_ops.index_add(target.device_index, target.dtype_object, source.data, index.data,
-                         target.data, product(target.sizes[:dim]), target.sizes[dim],
-                         product(target.sizes[dim + 1:]), index.element_count,
+                         target.data, prod(target.sizes[:dim]), target.sizes[dim],
+                         prod(target.sizes[dim + 1:]), index.element_count,
                          current_stream(target.device_index))
     return 0
 
@@ -1167,7 +1162,7 @@ cdef tuple linear_positions(TensorCore view, tuple axes, list indices, str name)
         total *= size
     if valid is not None:
         positions = positions.masked_fill(~valid, total)
-    count = product(shape)
+    count = prod(shape)
     positions = reshape(<TensorCore>contiguous(<TensorCore>(<TensorCore>positions).c_expand(
         (shape,))), ((count,),))
     return positions, shape, total, placement(axes, chosen)

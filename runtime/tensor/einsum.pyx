@@ -21,6 +21,8 @@ from tensorplay._runtime.tensor.core cimport TensorCore, check_device, device_te
 
 from tensorplay._runtime.tensor.arguments import DtypeError
 
+from math import prod  # exact: sizes multiply as Python ints
+
 LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 # The letter of each int subscript of the sublist form, as PyTorch's: 0-25 A-Z, 26-51 a-z.
 SUBLIST_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -258,10 +260,10 @@ cdef tuple contracted(TensorCore a, list a_labels, TensorCore b, list b_labels, 
     batch_sizes = a.sizes[:len(batch)]
     row_sizes = a.sizes[len(batch):len(batch) + len(rows)]
     column_sizes = b.sizes[len(batch) + len(inner):]
-    count = product(batch_sizes)
-    left = a.reshape(count, product(row_sizes), product(a.sizes[len(batch) + len(rows):]))
-    right = b.reshape(count, product(b.sizes[len(batch):len(batch) + len(inner)]),
-                      product(column_sizes))
+    count = prod(batch_sizes)
+    left = a.reshape(count, prod(row_sizes), prod(a.sizes[len(batch) + len(rows):]))
+    right = b.reshape(count, prod(b.sizes[len(batch):len(batch) + len(inner)]),
+                      prod(column_sizes))
     if a.dtype_object.floating:
         result = left.matmul(right)
     else:  # matmul takes floating point only: a broadcast product and a sum
@@ -275,10 +277,3 @@ cdef TensorCore aligned(TensorCore tensor, list labels, list order, list shared,
     target = tuple(sizes[label] if label in shared else size
                    for label, size in zip(order, tensor.sizes))
     return tensor if target == tensor.sizes else tensor.expand(*target)
-
-
-cdef object product(tuple sizes):
-    result = 1
-    for size in sizes:
-        result *= size
-    return result

@@ -701,7 +701,7 @@ def test_broadcast_errors():
     for a_shape, b_shape in (((3,), (4,)), ((2, 3), (3, 2)), ((0,), (2,))):
         same_error(lambda: tp.ones(a_shape) + tp.ones(b_shape),
                    lambda: torch.ones(a_shape) + torch.ones(b_shape),
-                   f"must match the size of tensor b")
+                   "must match the size of tensor b")
 
 
 # -- in-place operations on tensors that are not leaves requiring grad --------------------------

@@ -26,3 +26,19 @@ def test_a_bridge_function_without_torch_names_the_extra():
     assert result.returncode == 0, result.stderr
     assert "tensorplay.torch needs PyTorch" in result.stdout
     assert "tensorplay[torch]" in result.stdout
+
+
+def test_a_bridge_function_with_a_torch_that_does_not_load_says_so(tmp_path):
+    # A PyTorch whose shared libraries are missing (an install cut short) raises OSError from
+    # ctypes on import; the bridge turns it into the ImportError above, naming the cause.
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        "raise OSError('libtorch_global_deps.so: cannot open shared object file')\n")
+    code = (f"import sys\nsys.path.insert(0, {str(tmp_path)!r})\n"
+            "import tensorplay.torch\nfrom tensorplay import cuda\n"
+            "try:\n    tensorplay.torch.graph(cuda.CUDAGraph())\n"
+            "except ImportError as error:\n    print(error)\n")
+    result = _run(code)
+    assert result.returncode == 0, result.stderr
+    assert "installed but does not load (libtorch_global_deps.so" in result.stdout
+    assert "pip install --force-reinstall torch" in result.stdout
