@@ -1,15 +1,18 @@
 """Tensor benchmarks on the GPU: tensorplay against PyTorch, CuPy and raw CUDA C, as ratios.
 
 Run on the GPU machine after installing the package:  python bench/bench_tensor.py
-[--area copies|elementwise] [--quick] [--json PATH]. Device times come from CUDA events around
-repeated operations on the current stream; the host cost of an eager op is timeit over an op on
-SMALL float32 elements (a + b, and x += 1 in place), in repeats of LAUNCH_CALLS ops with the
-device synchronised between repeats, best repeat, beside raw C's cuLaunchKernel of one kernel
-on the same schedule (raw/raw_graph_launch.cu: the floor no library goes below). Each figure is
-the median over interleaved trials. Ratios are tensorplay / other: below 1.0 is faster. Targets:
-copy_ within 10% of PyTorch's time, add within 15%; the host cost of a small op at most 0.5x
-PyTorch's. The promotion area times the first float32 + float64 of a fresh process (its kernel
-compiled by NVRTC on first use, or read from the disk cache), in a subprocess per trial.
+[--area copies|elementwise|small ops|promotion] [--quick] [--json PATH]. Device times come from
+CUDA events around repeated operations on the current stream; the host cost of an eager op is
+timeit over an op on SMALL float32 elements (a + b, and x += 1 in place), in repeats of
+LAUNCH_CALLS ops with the device synchronised between repeats, best repeat, beside raw C's
+cuLaunchKernel of one kernel on the same schedule (raw/raw_graph_launch.cu: the floor no library
+goes below). Each figure is the median over interleaved trials. Ratios are tensorplay / other:
+below 1.0 is faster. Targets: copy_ within 10% of PyTorch's time, add within 15%; the host cost
+of a small op at most 0.5x PyTorch's. The small ops area times, on the same schedule, the host
+cost of composite ops of small tensors (softmax, cross_entropy, indexing, cat, stack) beside
+PyTorch's, target no slower. The promotion area times the first float32 + float64 of a fresh
+process (its kernel compiled by NVRTC on first use, or read from the disk cache), in a
+subprocess per trial.
 """
 import os
 import subprocess
@@ -100,6 +103,48 @@ def small_ops(a, b, x, synchronize):
                                            repeat=LAUNCH_REPEATS, synchronize=synchronize)}
 
 
+# Composite ops of small float32 tensors, each a few launches or more: the host cost where an op
+# may be several kernels (softmax, cross_entropy) or compute positions first (indexing).
+SMALL_OPS = {"softmax": "m.softmax(1), 16 x 16 float32, host",
+             "cross_entropy": "F.cross_entropy, (8, 10) logits, int64 targets, host",
+             "index": "a[index], 8 int64 indices into 16 float32, host",
+             "cat": f"cat([a, b]), {SMALL} float32 each, host",
+             "stack": f"stack([a, b]), {SMALL} float32 each, host"}
+
+
+def small_op_calls(library, functional):
+    """{SMALL_OPS key: a call of that op} on one library's CUDA tensors."""
+    a, b = library.ones(SMALL, device="cuda"), library.ones(SMALL, device="cuda")
+    m = library.ones(16, 16, device="cuda")
+    index = library.arange(8, device="cuda")
+    logits = library.ones(8, 10, device="cuda")
+    target = library.zeros(8, dtype=library.int64, device="cuda")
+    return {"softmax": lambda: m.softmax(1),
+            "cross_entropy": lambda: functional.cross_entropy(logits, target),
+            "index": lambda: a[index], "cat": lambda: library.cat([a, b]),
+            "stack": lambda: library.stack([a, b])}
+
+
+def small_ops_host_ns(calls, synchronize):
+    return {name: per_call_ns(call, number=LAUNCH_CALLS, repeat=LAUNCH_REPEATS,
+                              synchronize=synchronize) for name, call in calls.items()}
+
+
+def small_ops_area(quick, notes):
+    import tensorplay as tp
+    import tensorplay.nn.functional as functional
+    torch = import_peer("torch", TORCH, notes)
+    ours = small_op_calls(tp, functional)
+    sides = {OURS: lambda: small_ops_host_ns(ours, tp.accelerator.synchronize)}
+    if torch is not None:
+        theirs = small_op_calls(torch, torch.nn.functional)
+        sides[TORCH] = lambda: small_ops_host_ns(theirs, torch.cuda.synchronize)
+    figures = interleaved(sides, trials(quick), notes)
+    return [row for key, case in SMALL_OPS.items()
+            for row in compare("small ops", case, "ns", figures, key=key,
+                               targets={TORCH: 1.0})]
+
+
 # A fresh process: CUDA and the same-dtype add warmed up first, so that the time is the mixed
 # kernel's compile (or disk read), load and launch alone.
 FIRST_MIXED_ADD = """
@@ -135,7 +180,8 @@ def promotion(quick, notes):
                       key="disk"))
 
 
-AREAS = {"copies": copies, "elementwise": elementwise, "promotion": promotion}
+AREAS = {"copies": copies, "elementwise": elementwise, "small ops": small_ops_area,
+         "promotion": promotion}
 
 if __name__ == "__main__":
     main(AREAS, __doc__)

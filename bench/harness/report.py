@@ -64,6 +64,7 @@ AREAS = (
     Area("RNG", "bench_random.py"),
     Area("copies", "bench_tensor.py", ("--area", "copies")),
     Area("elementwise", "bench_tensor.py", ("--area", "elementwise")),
+    Area("small ops", "bench_tensor.py", ("--area", "small ops")),
     Area("matmul", "bench_matmul.py", ("--area", "matmul")),
     Area("small matmul", "bench_matmul.py", ("--area", "small matmul")),
     Area("replay", "bench_graphs.py", ("--area", "replay")),
