@@ -22,13 +22,19 @@ cdef object computable(TensorCore tensor):
 
 
 cdef object stored(object values, DtypeCore dtype):
-    """numpy values converted to how dtype stores them on the CPU."""
+    """numpy values converted to how dtype stores them on the CPU. A float the dtype cannot hold
+    (NaN or an infinity to an integer, past a narrower float's range) converts silently, as in
+    PyTorch, where numpy's cast would warn."""
+    values = np().asarray(values)
     if dtype.name == "bfloat16":
-        values = np().asarray(values)
         if values.dtype == np().uint16:  # already bfloat16 bits
             return values
-        return float32_to_bfloat16_bits(values.astype(np().float32))
-    return np().asarray(values).astype(dtype.numpy_name, copy=False)
+        with np().errstate(over="ignore"):
+            return float32_to_bfloat16_bits(values.astype(np().float32))
+    if values.dtype.kind == "f" and (not dtype.floating or values.dtype.itemsize > dtype.itemsize):
+        with np().errstate(invalid="ignore", over="ignore"):
+            return values.astype(dtype.numpy_name)
+    return values.astype(dtype.numpy_name, copy=False)
 
 
 cdef object cpu_binary(int op, object a, object b):
@@ -48,7 +54,7 @@ cdef object cpu_binary(int op, object a, object b):
                 quotient = quotient + ((np().remainder(a, b) != 0) & ((np().asarray(a) < 0) !=
                                                                       (np().asarray(b) < 0)))
             return quotient
-        with np().errstate(divide="ignore", invalid="ignore"):
+        with np().errstate(all="ignore"):
             if op == ops.OP_DIV_TRUNC:
                 return np().trunc(np().true_divide(a, b))
             return np().floor_divide(a, b)
@@ -58,7 +64,7 @@ cdef object cpu_binary(int op, object a, object b):
         return integer_power(a, b)
     if op == ops.OP_LSHIFT or op == ops.OP_RSHIFT:
         return integer_shift(op, a, b)
-    with np().errstate(divide="ignore", invalid="ignore"):  # inf and nan, as PyTorch: silent
+    with np().errstate(all="ignore"):  # inf and nan, as PyTorch: silent
         return getattr(np(), ops.cpu_name(op))(a, b)
 
 

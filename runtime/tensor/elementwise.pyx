@@ -1124,7 +1124,9 @@ cdef object scaled(TensorCore tensor, object other, object alpha, bint subtract,
     if tensor.device_index == CPU:
         if inplace:
             tensor.c_mark_modified(name, other)
-        result = cpu_result(tensor, opmath(tensor) + scale * opmath(other), result_dtype, inplace)
+        with np().errstate(all="ignore"):  # inf and nan, as PyTorch: silent
+            values = opmath(tensor) + scale * opmath(other)
+        result = cpu_result(tensor, values, result_dtype, inplace)
         return scaled_result(tensor, result, other, scale, inplace)
     if (<TensorCore>other).sizes != tensor.sizes:  # broadcast: the scaled copy, then the sum
         return binary(tensor, binary(<TensorCore>other, scale, ops.OP_MUL, False, False, name),

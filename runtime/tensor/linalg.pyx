@@ -177,7 +177,8 @@ cdef object cpu_matmul(TensorCore tensor, TensorCore right, tuple shape):
     a, b = computable(tensor), computable(right)
     if tensor.dtype_object.itemsize == 2:
         a, b = a.astype(np().float32), b.astype(np().float32)
-    product = np().asarray(np().matmul(a, b)).reshape(shape)
+    with np().errstate(all="ignore"):  # inf and nan, as PyTorch: silent
+        product = np().asarray(np().matmul(a, b)).reshape(shape)
     return wrap_cpu(np().asarray(stored(product, tensor.dtype_object), order="C"),
                     tensor.dtype_object)
 

@@ -26,6 +26,15 @@ max_result = return_types.return_type("max")
 min_result = return_types.return_type("min")
 
 
+cdef object cpu_mean(object values, object dims, bint keepdim):
+    """values.mean() over dims (None: all), except that a mean over no element is NaN without
+    numpy's "Mean of empty slice" warning (a warning, not under np.errstate): PyTorch's is
+    silent. Called under np.errstate(all="ignore")."""
+    if values.size:
+        return values.mean(axis=dims, keepdims=keepdim)
+    return values.sum(axis=dims, keepdims=keepdim) / 0
+
+
 cdef object reduce_whole(TensorCore tensor, int op, bint mean, str name):
     cdef DtypeCore result_dtype = reduced_dtype(tensor.dtype_object,
                                                 ops.OP_MEAN if mean else op)
@@ -36,8 +45,9 @@ cdef object reduce_whole(TensorCore tensor, int op, bint mean, str name):
     if tensor.device_index == CPU:
         values = computable(tensor)
         if op == ops.OP_SUM:
-            result = values.mean() if mean else values.sum(
-                dtype=np().int64 if not tensor.dtype_object.floating else values.dtype)
+            with np().errstate(all="ignore"):  # inf and nan, as PyTorch: silent
+                result = cpu_mean(values, None, False) if mean else values.sum(
+                    dtype=np().int64 if not tensor.dtype_object.floating else values.dtype)
         else:
             result = values.max() if op == ops.OP_MAX else values.min()
         return wrap_cpu(np().asarray(stored(np().asarray(result), result_dtype)), result_dtype)
@@ -493,9 +503,10 @@ cdef object reduce_over(TensorCore tensor, object dim, bint keepdim, bint mean, 
         return reshaped(whole, shape)
     if tensor.device_index == CPU:
         values = computable(tensor)
-        result = values.mean(axis=dims, keepdims=keepdim) if mean else values.sum(
-            axis=dims, keepdims=keepdim,
-            dtype=np().int64 if not tensor.dtype_object.floating else values.dtype)
+        with np().errstate(all="ignore"):  # inf and nan, as PyTorch: silent
+            result = cpu_mean(values, dims, keepdim) if mean else values.sum(
+                axis=dims, keepdims=keepdim,
+                dtype=np().int64 if not tensor.dtype_object.floating else values.dtype)
         return wrap_cpu(np().asarray(stored(result, result_dtype), order="C"), result_dtype)
     output = new_empty(shape, result_dtype, tensor.device_index)
     kept = [d for d in range(len(tensor.sizes)) if d not in dims]

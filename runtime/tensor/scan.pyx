@@ -197,7 +197,8 @@ cdef TensorCore scanned(TensorCore tensor, int axis, bint product, bint reverse,
     values = np().asarray(computable(tensor)).astype(accumulation).reshape(tensor.sizes or (1,))
     if reverse:
         values = np().flip(values, axis)
-    values = np().cumprod(values, axis) if product else np().cumsum(values, axis)
+    with np().errstate(all="ignore"):  # inf and nan, as PyTorch: silent
+        values = np().cumprod(values, axis) if product else np().cumsum(values, axis)
     if reverse:
         values = np().flip(values, axis)
     return wrap_cpu(np().ascontiguousarray(stored(values, target)).reshape(tensor.sizes),
