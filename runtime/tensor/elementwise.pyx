@@ -736,7 +736,8 @@ cdef object unary(TensorCore tensor, int op):
                 values = (values > 0).astype(np().int8) - (values < 0).astype(np().int8)
             elif op == ops.OP_ERF:  # numpy has none: math.erf of each, in the kernel's precision
                 values = opmath(tensor)
-                values = np().frompyfunc(math.erf, 1, 1)(values).astype(values.dtype)
+                # asarray: frompyfunc gives a Python float, not an array, for a 0-d input
+                values = np().asarray(np().frompyfunc(math.erf, 1, 1)(values), values.dtype)
             elif op == ops.OP_RSQRT:  # in the kernel's precision, float32 for 16-bit floats
                 values = opmath(tensor)
                 values = values.dtype.type(1) / np().sqrt(values)

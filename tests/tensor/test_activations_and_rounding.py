@@ -88,6 +88,18 @@ def test_reference_numerics(device, dtype, name):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_a_zero_dimensional_tensor_gives_a_zero_dimensional_result(device, name):
+    # numpy gives a Python scalar, not an array, for some 0-d inputs (erf's frompyfunc did)
+    for dtype in FLOATS:
+        x = tp.tensor(0.3, dtype=getattr(tp, dtype), device=device)
+        result = getattr(x, name)()
+        assert result.shape == () and result.dtype is x.dtype, (name, dtype)
+        numpy.testing.assert_allclose(values(result), reference(name, [0.3], dtype)[0],
+                                      rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_round_ties_to_even_and_keeps_signed_zero(device):
     x = tp.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 4.5, -0.2], device=device)
     rounded = x.round()
