@@ -23,7 +23,7 @@ from tensorplay._runtime.tensor.arguments cimport (broadcast_shape, device_arg, 
                                                    is_scalar, np, require_ints, sequence_arg)
 from tensorplay._runtime.tensor.core cimport (CPU, PinnedStorage, TensorCore, broadcast_strides,
                                               check_device, contiguous_bytes,
-                                              current_stream, device_text,
+                                              current_stream, device_text, dim_with_size,
                                               grad_enabled, is_contiguous, new_empty,
                                               own_tensor_arg, pinned_storage_under, recorded,
                                               set_grad_enabled, strided_view, tracked, wrap_cpu)
@@ -568,23 +568,29 @@ cdef bint equal(object input, object other) except -1:
 # basic index of its piece (getitem), so each is recorded for autograd and none copies.
 cdef tuple split(TensorCore tensor, object split_size_or_sections, object dim):
     cdef int axis = tensor.c_dim(dim, "dim")
-    length = tensor.sizes[axis]
-    if isinstance(split_size_or_sections, (tuple, list)):
+    cdef bint sections = isinstance(split_size_or_sections, (tuple, list))
+    if sections:
         sizes = tuple(split_size_or_sections)
         require_ints(sizes, "split: split_size_or_sections")
+    else:
+        require_ints((split_size_or_sections,), "split: split_size_or_sections")
+    if not tensor.sizes:  # PyTorch's message
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    length = tensor.sizes[axis]
+    if sections:
         if any(size < 0 for size in sizes) or sum(sizes) != length:
             raise ShapeError(f"split_with_sizes expects split_sizes to sum exactly to {length} "
                              f"(input tensor's size at dimension {axis}), but got "
                              f"split_sizes={list(sizes)}")
     else:
-        require_ints((split_size_or_sections,), "split: split_size_or_sections")
         step = split_size_or_sections
         if step < 0 or (step == 0 and length != 0) or step >= 1 << 63:
             raise ValueError(f"split: split_size_or_sections must be a positive int below "
                              f"2**63 (0 only for a dimension of size 0), got "
                              f"{errors.shown(step)}")
+        # an empty dimension gives one empty piece, as PyTorch's (at least one split)
         sizes = tuple(min(step, length - start) for start in range(0, length, step)) \
-            if step else (0,)
+            if length else (0,)
     pieces, start = [], 0
     for size in sizes:
         pieces.append(getitem(tensor, (slice(None),) * axis + (slice(start, start + size),)))
@@ -595,12 +601,16 @@ cdef tuple split(TensorCore tensor, object split_size_or_sections, object dim):
 cdef tuple chunk(TensorCore tensor, long long chunks, object dim):
     # chunks is at least 1 (the wrapper's range check).
     cdef int axis = tensor.c_dim(dim, "dim")
+    if not tensor.sizes:  # PyTorch's message
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     length = tensor.sizes[axis]
-    return split(tensor, -(-length // chunks) if length else 0, axis)
+    if length == 0:  # chunks empty pieces, as PyTorch's (its chunk() special case)
+        return split(tensor, (0,) * chunks, axis)
+    return split(tensor, -(-length // chunks), axis)
 
 
 cdef tuple unbind(TensorCore tensor, object dim):
-    cdef int axis = tensor.c_dim(dim, "dim")
+    cdef int axis = dim_with_size(tensor, dim)
     return tuple(getitem(tensor, (slice(None),) * axis + (index,))
                  for index in range(tensor.sizes[axis]))
 
@@ -611,6 +621,8 @@ cdef tuple unbind(TensorCore tensor, object dim):
 cdef object narrow(TensorCore tensor, object dim, long long start, long long length):
     # PyTorch's checks and messages, in Python integers (start + length may pass 2**63)
     cdef int axis = tensor.c_dim(dim, "dim")
+    if not tensor.sizes:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     size = tensor.sizes[axis]
     first, count = start, length
     if not -size <= first <= size:
@@ -650,6 +662,8 @@ cdef object movedim(TensorCore tensor, object source, object destination):
     for dims, name in ((moved, "source"), (placed, "destination")):
         if len(set(dims)) != len(dims):
             raise ValueError(f"movedim: repeated dim in `{name}` ({list(dims)})")
+    if not tensor.sizes:  # dims 0 and -1 of a 0-d tensor: nothing moves
+        return tensor.c_permute(())
     order = [None] * len(tensor.sizes)
     for dim, at in zip(moved, placed):
         order[at] = dim
@@ -664,6 +678,9 @@ cdef object unflatten(TensorCore tensor, object dim, object sizes):
     sizes = tuple(sizes)
     require_ints(sizes, "unflatten: sizes")
     cdef int axis = tensor.c_dim(dim, "dim")
+    if not tensor.sizes:  # PyTorch's RuntimeError, around its IndexError's words
+        raise RuntimeError(f"unflatten: Dimension specified as {dim} but tensor has no "
+                           "dimensions")
     if not sizes:
         raise RuntimeError("unflatten: sizes must be non-empty")
     product = 1

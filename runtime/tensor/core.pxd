@@ -144,6 +144,9 @@ cdef int check_device(TensorCore a, TensorCore b, str what) except -1
 cdef int check_device_and_dtype(TensorCore a, TensorCore b, str what) except -1
 # The strides that read tensor over sizes, a shape it broadcasts to (0 where it broadcasts).
 cdef tuple broadcast_strides(TensorCore tensor, tuple sizes)
+# c_dim() for an op that reads the size along dim, which a 0-d tensor lacks: PyTorch's
+# IndexError there ("Dimension specified as 0 but tensor has no dimensions").
+cdef int dim_with_size(TensorCore tensor, object dim, str argument=*) except -1
 # Whether a kernel over contiguous memory of sizes can read tensor as it is.
 cdef bint reads_directly(TensorCore tensor, tuple sizes)
 # value, which must be our tensor, or a TypeError naming argument.

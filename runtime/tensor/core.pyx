@@ -399,6 +399,13 @@ cdef TensorCore reshaped(TensorCore tensor, tuple sizes):
     return strided_view(tensor, sizes, contiguous_strides(sizes))
 
 
+cdef int dim_with_size(TensorCore tensor, object dim, str argument="dim") except -1:
+    cdef int axis = tensor.c_dim(dim, argument)  # its type and range first
+    if not tensor.sizes:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    return axis
+
+
 cdef int check_device(TensorCore a, TensorCore b, str what) except -1:
     if a.device_index != b.device_index:
         raise ValueError(f"{what}: the tensors are on different devices, "

@@ -16,8 +16,8 @@ from tensorplay._runtime.tensor.arguments cimport (BYTES_LIMIT, broadcast_shape,
 from tensorplay._runtime.tensor.copies cimport (copied_to, fill_, host_values,
                                                 index_select, to_named)
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
-                                              new_empty, own_tensor_arg, requiring_grad,
-                                              strided_view, wrap_cpu)
+                                              dim_with_size, new_empty, own_tensor_arg,
+                                              requiring_grad, strided_view, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport stored
 
 from tensorplay._runtime.base.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
@@ -651,6 +651,8 @@ cdef object flip(TensorCore tensor, tuple dims):
     if len(set(axes)) != len(axes):  # PyTorch's message
         raise RuntimeError(f"dims has duplicates, original flip dims size={len(axes)}, but "
                            f"unique flip dims size={len(set(axes))}")
+    if not tensor.sizes:  # dims 0 and -1 of a 0-d tensor: its one element, copied
+        return tensor.clone()
     output = tensor
     for axis in axes:
         size = tensor.sizes[axis]
@@ -679,7 +681,7 @@ cdef object roll(TensorCore tensor, object shifts, object dims):
                            f"dims:{len(dim_list)}")
     output = tensor
     for shift, dim in zip(shift_list, dim_list):
-        axis = tensor.c_dim(dim, "dims")
+        axis = dim_with_size(tensor, dim, "dims")
         size = tensor.sizes[axis]
         if size == 0:
             continue

@@ -52,7 +52,7 @@ from tensorplay._runtime.devices cimport device as _device
 from tensorplay._runtime.tensor cimport copies, elementwise, factories, reduction, scan, sort
 from tensorplay._runtime.tensor.arguments cimport broadcast_shape, np
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
-                                              new_empty, strided_view, wrap_cpu)
+                                              dim_with_size, new_empty, strided_view, wrap_cpu)
 from tensorplay._runtime.tensor.scatter_gather cimport index_copy_, scatter_into
 
 
@@ -350,7 +350,7 @@ cdef tuple distinct(TensorCore tensor, object dim, bint sort_first, bint return_
                     bint return_counts, str name):
     """(values, inverse or None, counts or None) of unique / unique_consecutive (Note [Unique
     elements]); the caller's api keeps the ones asked for."""
-    cdef int axis = -1 if dim is None else tensor.c_dim(dim)
+    cdef int axis = -1 if dim is None else dim_with_size(tensor, dim)
     if axis >= 0 and any(size == 0 for at, size in enumerate(tensor.sizes) if at != axis):
         raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique "
                            f"cannot be applied ({name}(dim={dim}) of a tensor of shape "
