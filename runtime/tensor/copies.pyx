@@ -1110,7 +1110,8 @@ cdef tuple integer_index(TensorCore tensor, object key):
     found = []
     consumed = 0  # the items that take a dimension of tensor
     for position, item in enumerate(items):
-        integer_list = isinstance(item, list) and item and all(
+        # [] too: an empty int64 index, as PyTorch reads it
+        integer_list = isinstance(item, list) and all(
             isinstance(value, int) and not isinstance(value, bool) for value in item)
         integer_tensor = isinstance(item, TensorCore) and \
             (<TensorCore>item).dtype_object.code != CODE_BOOL and \

@@ -849,7 +849,7 @@ cdef str _index_item_text(object item):
         if dtype == "bool":
             return "a bool tensor of 0 dimensions beside an integer index, which do not mix"
         return f"a {dtype} tensor"
-    if isinstance(item, list) and item and all(
+    if isinstance(item, list) and all(
             isinstance(value, int) and not isinstance(value, bool) for value in item):
         return f"a list of ints {beside}"
     return type(item).__name__

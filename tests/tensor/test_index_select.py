@@ -264,6 +264,22 @@ def test_a_0_d_tensor_selects_its_one_element(device):
     assert x.grad.item() == 1.0
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_empty_list_is_an_empty_index(device):
+    # PyTorch reads [] as an int64 index of no element (x[[]] is (0, 3) for x of (2, 3));
+    # assigning through it writes nothing, and the gradient of what it selects is zero.
+    x = tp.arange(6.0, device=device).reshape(2, 3)
+    assert x[[]].shape == (0, 3) and x[:, []].shape == (2, 0)
+    assert x[[], 0].shape == (0,) and x[None, []].shape == (1, 0, 3)
+    written = x.clone()
+    written[[]] = 5.0
+    written[:, []] = tp.ones(2, 0, device=device)
+    assert written.tolist() == x.tolist()
+    leaf = tp.ones(3, device=device, requires_grad=True)
+    leaf[[]].sum().backward()
+    assert leaf.grad.tolist() == [0.0, 0.0, 0.0]
+
+
 @pytest.mark.gpu
 def test_device_index_out_of_range_selects_zeros(quiet_device):
     # PyTorch's kernel asserts on the device; ours writes zeros and the context lives on.
