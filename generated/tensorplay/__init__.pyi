@@ -5722,6 +5722,14 @@ class Tensor:
             int: the size of the first dimension.
         """
 
+    def __iter__(self) -> Any:
+        """The views along the first dimension, as PyTorch's.
+
+        Returns:
+            Any: an iterator over the views along the first dimension (unbind(0)); a 0-d tensor is
+                refused with a TypeError, as PyTorch refuses it.
+        """
+
     def __repr__(self) -> str:
         """The values, dtype and device.
 

@@ -7085,6 +7085,16 @@ cdef class Tensor(_core.TensorCore):
         """
         return self.c_len()
 
+    def __iter__(self):
+        """The views along the first dimension, as PyTorch's.
+
+        Returns:
+            Any: an iterator over the views along the first dimension (unbind(0)); a 0-d tensor is
+                refused with a TypeError, as PyTorch refuses it.
+        """
+        _core.check_awake(self, b"Tensor.__iter__()", NULL)
+        return _copies.iterate(self)
+
     def __repr__(self):
         """The values, dtype and device.
 

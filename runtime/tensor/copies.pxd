@@ -110,4 +110,5 @@ cdef tuple integer_index(TensorCore tensor, object key)
 cdef tuple linear_positions(TensorCore view, tuple axes, list indices, str name)
 cdef bint holds_sequence(object key)
 cdef object delitem(TensorCore tensor, object key)
+cdef object iterate(TensorCore tensor)             # iter(tensor): iter(unbind(0)), as PyTorch's
 cdef str repr_text(TensorCore tensor)

@@ -1302,6 +1302,15 @@ cdef object delitem(TensorCore tensor, object key):
     raise TypeError("Tensor does not support deleting items")  # as PyTorch's
 
 
+cdef object iterate(TensorCore tensor):
+    """iter(tensor): its views along the first dimension, as PyTorch's (iter(unbind(0))). Without
+    it Python would iterate through __getitem__ until an IndexError, and a 0-d tensor would
+    iterate as empty instead of being refused."""
+    if not tensor.sizes:
+        raise TypeError("iteration over a 0-d tensor")  # PyTorch's
+    return iter(unbind(tensor, 0))
+
+
 cdef object rebased(TensorCore tensor, object result):
     """tensor, with result's values copied in (a counted in-place change) and result's
     history taken over, as PyTorch's rebase_history for a tensor that is not a view."""

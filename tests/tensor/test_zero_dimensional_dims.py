@@ -83,3 +83,19 @@ def test_the_same_as_pytorch():
         pieces = [[tuple(p.shape) for p in library.ones(2, 0).chunk(3, 1)],
                   [tuple(p.shape) for p in library.ones(0).split(2)]]
         assert pieces == [[(2, 0)] * 3, [(0,)]], library.__name__
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_iteration_gives_the_rows_and_refuses_a_zero_dimensional_tensor(device):
+    # PyTorch's Tensor.__iter__ is iter(self.unbind(0)) and refuses a 0-d tensor; without an
+    # __iter__, Python iterated through __getitem__, and a 0-d tensor iterated as empty.
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        list(tp.tensor(1.5, device=device))
+    x = tp.arange(6.0, device=device).reshape(2, 3).requires_grad_()
+    rows = list(x)
+    assert [row.tolist() for row in rows] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    rows[1].sum().backward()
+    assert x.grad.tolist() == [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
+    assert list(tp.ones(0, 2, device=device)) == []
+    first, second = tp.tensor([1, 2], device=device)
+    assert (first.item(), second.item()) == (1, 2)
