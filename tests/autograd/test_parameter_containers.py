@@ -112,7 +112,7 @@ def test_parameter_dict_as_pytorchs_test():
         parameter_dict.update(1)
     with pytest.raises(TypeError):
         parameter_dict.update([1])
-    with pytest.raises(TypeError):  # PyTorch's ValueError (rows of 10 are not pairs)
+    with pytest.raises(ValueError, match="has length 10; 2 is required"):  # rows, not pairs
         parameter_dict.update(nn.Parameter(tp.randn(10, 10)))
     p_pop = parameter_dict.pop("p4")
     assert p_pop is parameters.pop("p4")
