@@ -14,11 +14,12 @@ from tensorplay._runtime.tensor.arguments cimport (BYTES_LIMIT, broadcast_shape,
                                                    dtype_arg, dtype_of_scalar, is_scalar, np,
                                                    require_grad_arg, sequence_arg, size_arg)
 from tensorplay._runtime.tensor.copies cimport (copied_to, fill_, host_values,
-                                                index_select, to_named)
+                                                index_select, item, to_named)
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, device_text,
                                               dim_with_size, new_empty, own_tensor_arg,
                                               requiring_grad, strided_view, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport stored
+from tensorplay._runtime.tensor.promotion cimport promote_types
 
 from tensorplay._runtime.base.dtypes import bfloat16_bits_to_float32, float32_to_bfloat16_bits
 from tensorplay._runtime.tensor.arguments import ShapeError
@@ -296,6 +297,16 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
         require_grad_arg(dtype, (<TensorCore>data).dtype_object, requires_grad)
         return requiring_grad(to_named((<TensorCore>data).c_detach(), device, dtype, False,
                                        True, "data"), requires_grad)
+    if (type(data) is list or type(data) is tuple) and _holds_tensor(data, 0):
+        # Note [Tensors in nested data]
+        found = []
+        numbers = _numbers_of_tensors(data, found, 0)
+        inferred = found[0]
+        for each in found[1:]:
+            inferred = promote_types(inferred, each)
+        return tensor(numbers, inferred if dtype is None else dtype, device, requires_grad)
+    if isinstance(data, np().generic):  # a numpy scalar keeps its dtype, as in PyTorch
+        data = np().asarray(data)
     if not isinstance(data, np().ndarray) and (hasattr(data, "__cuda_array_interface__") or
                                                hasattr(data, "__dlpack__")):
         # Another library's tensor (PyTorch's, CuPy's): viewed without a copy, then copied as
@@ -342,6 +353,46 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
     fresh = type(data) is list or type(data) is tuple or is_scalar(data)
     return requiring_grad(from_numpy_values(values, chosen, target, "data", fresh),
                           requires_grad)
+
+
+# Note [Tensors in nested data]
+# tensor([a.sum(), b.sum()]): PyTorch reads a tensor among nested data as the one number it
+# holds (one element, else "only one element tensors can be converted to Python scalars"), and
+# the result's dtype is the promotion of every element's (a tensor's own; bool, int64 or the
+# default float32 for a Python number): tensor([int32 tensor, 2]) is int64, tensor([float16
+# tensor, 2]) float16, tensor([float16 tensor, 2.5]) float32 (torch/csrc/utils/tensor_new.cpp,
+# infer_scalar_type). The numbers are read as item() reads them (a CUDA tensor's waits for the
+# device, and is refused during a capture), then made into a tensor as Python numbers are.
+
+
+cdef bint _holds_tensor(object data, int depth):
+    """Whether nested lists and tuples hold one of our tensors (depth-limited as
+    _number_leaves is: deeper data is left to numpy's reading)."""
+    if isinstance(data, TensorCore):
+        return True
+    if (type(data) is list or type(data) is tuple) and depth <= 64:
+        for element in data:
+            if _holds_tensor(element, depth + 1):
+                return True
+    return False
+
+
+cdef object _numbers_of_tensors(object data, list found, int depth):
+    """data with each tensor replaced by its one number; the dtype of every element appended
+    to found (Note [Tensors in nested data])."""
+    cdef TensorCore each
+    if isinstance(data, TensorCore):
+        each = data
+        if each.element_count != 1:  # PyTorch's words
+            raise ValueError(f"only one element tensors can be converted to Python scalars "
+                             f"(a tensor of shape {each.sizes} among data)")
+        found.append(each.dtype_object)
+        return item(each)
+    if (type(data) is list or type(data) is tuple) and depth <= 64:
+        return [_numbers_of_tensors(element, found, depth + 1) for element in data]
+    if is_scalar(data):
+        found.append(dtype_of_scalar(data))
+    return data  # anything else: refused by the reading of the numbers, naming it
 
 
 cdef bint _is_sequence(object item):

@@ -101,6 +101,41 @@ def test_inferred_dtypes_and_arange(device):
     assert tp.arange(3, dtype=tp.float64, device=device).dtype is tp.float64
 
 
+# (data of a library on a device, the dtype PyTorch infers, the values): each one-element tensor
+# among nested data is its number, and the dtype is the promotion of every element's
+# (torch/csrc/utils/tensor_new.cpp, infer_scalar_type); a numpy scalar keeps its dtype.
+TENSORS_IN_DATA = [
+    (lambda L, d: [L.tensor(1, device=d), L.tensor(2, device=d)], "int64", [1, 2]),
+    (lambda L, d: [L.tensor(1, dtype=L.int32, device=d), 2], "int64", [1, 2]),
+    (lambda L, d: [L.tensor(1.0, dtype=L.float16, device=d), 2], "float16", [1.0, 2.0]),
+    (lambda L, d: [L.tensor(1.0, dtype=L.float16, device=d), 2.5], "float32", [1.0, 2.5]),
+    (lambda L, d: [L.tensor(1, dtype=L.uint8, device=d), L.tensor(-1, dtype=L.int8, device=d)],
+     "int16", [1, -1]),
+    (lambda L, d: [[L.tensor(1.5, dtype=L.float64, device=d)], [2]], "float64", [[1.5], [2.0]]),
+    (lambda L, d: (L.tensor([2.5], device=d), True), "float32", [2.5, 1.0]),
+    (lambda L, d: numpy.float64(2.5), "float64", 2.5),
+    (lambda L, d: numpy.int32(3), "int32", 3),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", range(len(TENSORS_IN_DATA)))
+def test_tensors_among_data_are_their_numbers_as_pytorchs(device, case):
+    data, name, expected = TENSORS_IN_DATA[case]
+    made = tp.tensor(data(tp, device))
+    assert made.dtype is dtype(name) and made.tolist() == expected
+    torch = import_or_skip("torch")
+    theirs = torch.tensor(data(torch, device))
+    assert theirs.dtype is getattr(torch, name) and theirs.tolist() == expected
+
+
+def test_a_tensor_of_several_elements_among_data_is_refused_as_pytorch_refuses_it():
+    x = tp.ones(2, requires_grad=True)
+    assert tp.tensor([x.sum(), x.mean()]).tolist() == [2.0, 1.0]  # values only: a new leaf
+    with pytest.raises(ValueError, match="only one element tensors can be converted"):
+        tp.tensor([tp.ones(2), tp.ones(2)])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("source", ALL_DTYPES)
 @pytest.mark.parametrize("target", ["bool", "uint8", "int32", "int64", "float16", "bfloat16",
