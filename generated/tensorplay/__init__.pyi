@@ -250,7 +250,9 @@ def tensor(data: Any, *, dtype: dtype | None = None, device: _TensorDeviceLike =
     after the call leaves the tensor as it was. as_tensor() and from_numpy() share memory.
 
     Args:
-        data: nested lists of numbers, a numpy array, a tensor, or another library's tensor
+        data: nested lists of numbers (a one-element tensor among them counts as its number, and
+            the dtype is then the promotion of every element's, as PyTorch infers it), a numpy array
+            or scalar (its dtype kept), a tensor, or another library's tensor
             (__cuda_array_interface__ or DLPack), always copied (and detached); a tensor stays on
             its device unless device says otherwise.
         dtype: the element type; None infers it (bool, int64 or float32; a numpy array keeps its
