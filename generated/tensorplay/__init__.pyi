@@ -6238,7 +6238,9 @@ class Tensor:
             other: a tensor or a Python scalar.
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: a bool tensor; NotImplemented where other is neither a tensor nor a number
+                (None, a str, a list), so that Python compares by identity (x == None is False), as
+                PyTorch's.
         """
 
     def __ne__(self, other: object) -> Tensor:  # type: ignore[override]
@@ -6248,7 +6250,8 @@ class Tensor:
             other: a tensor or a Python scalar.
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: a bool tensor; NotImplemented where other is neither a tensor nor a number, so
+                that x != None is True, as PyTorch's.
         """
 
     def __lt__(self, other: Tensor | builtins.bool | builtins.int | builtins.float) -> Tensor:

@@ -7729,11 +7729,13 @@ cdef class Tensor(_core.TensorCore):
             other: a tensor or a Python scalar.
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: a bool tensor; NotImplemented where other is neither a tensor nor a number
+                (None, a str, a list), so that Python compares by identity (x == None is False), as
+                PyTorch's.
         """
         _core.check_awake(self, b"Tensor.__eq__()", NULL)
         _core.check_awake_value(other, b"Tensor.__eq__()", b"other")
-        return _elementwise.eq(self, other)
+        return _elementwise.eq_operator(self, other)
 
     def __ne__(self, other):
         """Elementwise inequality.
@@ -7742,11 +7744,12 @@ cdef class Tensor(_core.TensorCore):
             other: a tensor or a Python scalar.
 
         Returns:
-            Tensor: a bool tensor.
+            Tensor: a bool tensor; NotImplemented where other is neither a tensor nor a number, so
+                that x != None is True, as PyTorch's.
         """
         _core.check_awake(self, b"Tensor.__ne__()", NULL)
         _core.check_awake_value(other, b"Tensor.__ne__()", b"other")
-        return _elementwise.ne(self, other)
+        return _elementwise.ne_operator(self, other)
 
     def __lt__(self, other):
         """Elementwise less-than.

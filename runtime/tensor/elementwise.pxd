@@ -45,6 +45,8 @@ cdef object imul(TensorCore tensor, object other)
 cdef object itruediv(TensorCore tensor, object other)
 cdef object eq(TensorCore tensor, object other)
 cdef object ne(TensorCore tensor, object other)
+cdef object eq_operator(TensorCore tensor, object other)  # == : NotImplemented for a non-operand
+cdef object ne_operator(TensorCore tensor, object other)  # != : likewise
 cdef object lt(TensorCore tensor, object other)
 cdef object le(TensorCore tensor, object other)
 cdef object gt(TensorCore tensor, object other)

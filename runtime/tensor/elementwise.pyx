@@ -674,6 +674,27 @@ cdef object ne(TensorCore tensor, object other):
     return compare(tensor, other, ops.OP_NE)
 
 
+# == and != as Python's operators, as PyTorch's: an operand that is neither a tensor nor a
+# number (None, a str, a list) gives NotImplemented, so Python falls back to identity: x == None
+# is False and x != None True, and `x in [None, ...]` does not raise. eq() and ne() refuse it
+# (numpy arrays, which would compare through numpy, are refused by the operators too).
+cdef bint compared_by_operator(object other):
+    return isinstance(other, TensorCore) or is_scalar(other) or \
+        isinstance(other, (np().ndarray, np().generic))
+
+
+cdef object eq_operator(TensorCore tensor, object other):
+    if not compared_by_operator(other):
+        return NotImplemented
+    return compare(tensor, other, ops.OP_EQ)
+
+
+cdef object ne_operator(TensorCore tensor, object other):
+    if not compared_by_operator(other):
+        return NotImplemented
+    return compare(tensor, other, ops.OP_NE)
+
+
 cdef object lt(TensorCore tensor, object other):
     return compare(tensor, other, ops.OP_LT)
 

@@ -257,6 +257,21 @@ def test_comparisons_give_bool_tensors(device, name):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_equality_with_what_is_not_an_operand_is_identity_as_in_pytorch(device):
+    # PyTorch's == and != give NotImplemented for such an operand, so Python compares identity:
+    # x == None is False and `x in [None]` does not raise; < and eq() still refuse it.
+    x = tp.tensor([1, 2], device=device)
+    assert (x == None) is False and (x != None) is True  # noqa: E711 (the operator is the test)
+    assert (None == x) is False and (x == "a") is False and x not in [None, "a"]  # noqa: E711
+    with pytest.raises(TypeError, match="lt: the other operand must be a tensor"):
+        x < None
+    with pytest.raises(TypeError, match="eq: the other operand must be a tensor"):
+        tp.eq(x, None)
+    assert (x == 1).tolist() == [True, False] and (x != tp.tensor(1, device=device)).tolist() \
+        == [False, True]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", ALL_DTYPES)
 def test_reductions_over_the_whole_tensor(device, name):
     t = tp.tensor(sample(name, shape=(5, 7)).tolist(), dtype=dtype(name), device=device)
