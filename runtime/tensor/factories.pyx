@@ -297,14 +297,6 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
         require_grad_arg(dtype, (<TensorCore>data).dtype_object, requires_grad)
         return requiring_grad(to_named((<TensorCore>data).c_detach(), device, dtype, False,
                                        True, "data"), requires_grad)
-    if (type(data) is list or type(data) is tuple) and _holds_tensor(data, 0):
-        # Note [Tensors in nested data]
-        found = []
-        numbers = _numbers_of_tensors(data, found, 0)
-        inferred = found[0]
-        for each in found[1:]:
-            inferred = promote_types(inferred, each)
-        return tensor(numbers, inferred if dtype is None else dtype, device, requires_grad)
     if isinstance(data, np().generic):  # a numpy scalar keeps its dtype, as in PyTorch
         data = np().asarray(data)
     if not isinstance(data, np().ndarray) and (hasattr(data, "__cuda_array_interface__") or
@@ -322,6 +314,8 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
         except ValueError:
             if not nested:
                 raise
+            if _holds_tensor(data, 0):  # [tensor([1.5]), 2.0]: numpy cannot read it
+                return _tensor_of_tensors(data, dtype, device, requires_grad)
             # numpy's "inhomogeneous shape" names neither the place nor the element: say
             # which (Note [Nested data]).
             _refuse_nested(data)
@@ -334,6 +328,8 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
             if made is not None:
                 return made
         if values.dtype == object or values.dtype.kind not in "biuf":
+            if nested and _holds_tensor(data, 0):  # numpy keeps our tensors as objects
+                return _tensor_of_tensors(data, dtype, device, requires_grad)
             if nested:
                 _refuse_nested(data)
             raise TypeError(f"data must be numbers (nested lists of bool, int or float) or a "
@@ -363,6 +359,17 @@ cdef object tensor(object data, object dtype, object device, bint requires_grad)
 # tensor, 2]) float16, tensor([float16 tensor, 2.5]) float32 (torch/csrc/utils/tensor_new.cpp,
 # infer_scalar_type). The numbers are read as item() reads them (a CUDA tensor's waits for the
 # device, and is refused during a capture), then made into a tensor as Python numbers are.
+
+
+cdef object _tensor_of_tensors(object data, object dtype, object device, bint requires_grad):
+    """tensor(data) of nested data holding tensors (Note [Tensors in nested data]); only called
+    once numpy could not read data as numbers, so plain data pays for no second walk."""
+    found = []
+    numbers = _numbers_of_tensors(data, found, 0)
+    inferred = found[0]
+    for each in found[1:]:
+        inferred = promote_types(inferred, each)
+    return tensor(numbers, inferred if dtype is None else dtype, device, requires_grad)
 
 
 cdef bint _holds_tensor(object data, int depth):
