@@ -143,6 +143,11 @@ cdef object norm(TensorCore tensor, object p, object dim, bint keepdim):
         raise DtypeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
                          f"input. Got {tensor.dtype_object.name}")
     cdef tuple dims = reduced_dims(tensor, dim, "norm")
+    if (p < 0 or p == math.inf) and any(tensor.sizes[d] == 0 for d in dims):
+        # no identity: PyTorch refuses what would be a max, min or power of no element
+        shown = "inf" if p == math.inf else "-inf" if p == -math.inf else errors.shown(p)
+        raise RuntimeError(f"linalg.vector_norm cannot compute the {shown} norm on an empty "
+                           "tensor because the operation does not have an identity")
     magnitudes = elementwise.absolute(tensor)
     if p == math.inf or p == -math.inf:
         if len(dims) == len(tensor.sizes):

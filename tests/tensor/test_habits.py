@@ -469,3 +469,18 @@ def test_norm_matches_pytorch(device):
                "Expected a floating point")
     with pytest.raises(ValueError, match="'fro'"):
         tp.ones(2).norm("nuc")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_norm_without_identity_of_no_element_is_refused_as_pytorch(device):
+    # A negative or infinite p over an empty dimension has no value (a max, a min or a power of
+    # no element): PyTorch's RuntimeError, in its words; p of 0 and above give 0.
+    inf = float("inf")
+    for p, dim, shape in ((-1, None, (0,)), (inf, None, (0,)), (-inf, None, (0,)),
+                          (inf, 1, (2, 0)), (-2, 1, (2, 0))):
+        same_error(lambda: tp.ones(shape, device=device).norm(p, dim),
+                   lambda: torch.ones(shape).norm(p, dim),
+                   f"cannot compute the {'-' if p < 0 else ''}")
+    for p in (0, 0.5, 1, 2):
+        assert tp.ones(0, device=device).norm(p).item() == torch.ones(0).norm(p).item() == 0.0
+    assert tp.ones(2, 0, device=device).norm(inf, 0).shape == (0,)  # nothing reduced is empty
