@@ -222,8 +222,8 @@ extern "C" __global__ void nll_loss_rows(const scalar_t* logp, const long long* 
 
 // The gradient of nll_loss_rows for logp, contiguous of shape (outer, classes, inner): at each
 // row's target class -weight * g, zero elsewhere (an ignored or outside target takes nothing),
-// g the row's gradient (reduction 0), the loss's (1), or the loss's over total[0] (2; a sum
-// reads total[0] too, so that the extent is one rule for both reductions).
+// g the row's gradient (reduction 0), the loss's (1), or the loss's over total[0] (2). total is
+// declared for both reductions, which both allocate it, though a sum does not read it.
 //@ read target[outer * inner], weight[classes], total[reduction == 0 ? 0 : 1]
 //@ read grad[reduction == 0 ? outer * inner : 1]
 //@ write out[outer * classes * inner]
@@ -240,10 +240,7 @@ extern "C" __global__ void nll_loss_backward_rows(const long long* target, const
         acc_t value = 0;
         if (chosen == n / inner % classes && chosen != ignore_index) {
             acc_t g = load(grad[reduction == 0 ? r : 0]);
-            if (reduction != 0) {
-                acc_t weights = total[0];
-                if (reduction == 2) g = g / weights;
-            }
+            if (reduction == 2) g = g / total[0];
             value = -(weight == nullptr ? (acc_t)1 : load(weight[chosen])) * g;
         }
         out[n] = convert<scalar_t>(value);

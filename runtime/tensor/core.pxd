@@ -126,7 +126,6 @@ cdef object new_empty(tuple sizes, DtypeCore dtype, int device)   # device -1: c
 cdef TensorCore new_empty_like(TensorCore tensor)
 cdef bint is_contiguous(TensorCore tensor) except -1
 cdef tuple contiguous_strides(tuple sizes)          # row-major, in elements
-cdef int64_t product(tuple sizes)                  # the element count of sizes
 # The bytes of a contiguous tensor of sizes, or -1 beyond 2**63 - 1.
 cdef int64_t contiguous_bytes(tuple sizes, int itemsize) except? -2
 # The bytes from a tensor's first element to the end of its last, in Python integers (0 when it

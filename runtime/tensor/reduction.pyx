@@ -13,8 +13,8 @@ from tensorplay._runtime.base.dtypes cimport DtypeCore
 from tensorplay._runtime.tensor.arguments cimport (computed_in, np, reduced_dtype,
                                                    scalar_operand_arg)
 from tensorplay._runtime.tensor.core cimport (CPU, TensorCore, current_stream, new_empty,
-                                              own_tensor_arg, product, recorded, reshaped,
-                                              tracked, wrap_cpu)
+                                              own_tensor_arg, recorded, reshaped, tracked,
+                                              wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, opmath, stored
 
 from tensorplay._runtime.tensor.arguments import DtypeError, ShapeError
@@ -220,7 +220,7 @@ cdef bint fused_softmax_applies(TensorCore tensor):
 
 cdef tuple rows_around(tuple sizes, int axis):
     """(outer, length, inner): sizes seen as three dimensions around axis."""
-    return product(sizes[:axis]), sizes[axis], product(sizes[axis + 1:])
+    return math.prod(sizes[:axis]), sizes[axis], math.prod(sizes[axis + 1:])
 
 
 cdef object fused_softmax(TensorCore tensor, int axis, bint take_log):
