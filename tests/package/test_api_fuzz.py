@@ -28,9 +28,11 @@ import json
 import os
 import re
 import resource
+import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,7 +45,10 @@ from codegen.model import load_api
 ROOT = Path(__file__).resolve().parents[2]
 
 EXAMPLES_PER_PARAMETER = 6     # hypothesis draws per parameter, besides the fixed values
-CHILD_TIMEOUT_S = 60           # one module's calls take about a second; more is a hang
+# A call answers in milliseconds; a child that prints nothing this long (each call prints a line
+# before and after it) is hung. A limit per call, not per module: a module of 1,300 cases takes
+# 20 s alone and minutes on a 2-core machine running every module's child at once.
+CALL_TIMEOUT_S = 60
 # A child's writable private memory (RLIMIT_DATA): a call that asks for more (a huge shape
 # allocated before it is checked) fails with MemoryError, which the rules report, instead of
 # exhausting the machine. CUDA's address-space reservations are not writable, so not counted.
@@ -594,14 +599,8 @@ def run_module(module_name):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     while True:
-        command = [sys.executable, __file__, module_name, str(start)]
-        try:
-            child = subprocess.run(command, capture_output=True, text=True, env=env,
-                                   timeout=CHILD_TIMEOUT_S, cwd=ROOT, preexec_fn=limit_memory)
-            stdout, stderr, failure = child.stdout, child.stderr, crash_of(child.returncode)
-        except subprocess.TimeoutExpired as timeout:
-            stdout, stderr = text_of(timeout.stdout), text_of(timeout.stderr)
-            failure = f"hung (no answer within {CHILD_TIMEOUT_S} s)"
+        stdout, stderr, failure = run_child_process(
+            [sys.executable, __file__, module_name, str(start)], env)
         lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
         outcomes += [line for line in lines if "problem" in line]
         if failure is None and lines and lines[-1].get("done"):
@@ -619,6 +618,31 @@ def run_module(module_name):
         start = last["case"] + 1
 
 
+def run_child_process(command, env):
+    """(stdout, stderr, failure) of one child; failure is None, a crash, or a hang: nothing
+    printed for CALL_TIMEOUT_S, when the child is killed."""
+    with tempfile.TemporaryFile() as errors, \
+            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, env=env, cwd=ROOT,
+                             preexec_fn=limit_memory) as child, \
+            selectors.DefaultSelector() as selector:
+        selector.register(child.stdout, selectors.EVENT_READ)
+        chunks, hung = [], False
+        while True:
+            if not selector.select(timeout=CALL_TIMEOUT_S):
+                hung = True
+                child.kill()
+                break
+            chunk = os.read(child.stdout.fileno(), 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        returncode = child.wait()
+        errors.seek(0)
+        stderr = errors.read().decode(errors="replace")
+    failure = f"hung (no answer within {CALL_TIMEOUT_S} s)" if hung else crash_of(returncode)
+    return b"".join(chunks).decode(errors="replace"), stderr, failure
+
+
 def limit_memory():
     """In the child, before it runs: cap its memory (CHILD_MEMORY_BYTES)."""
     resource.setrlimit(resource.RLIMIT_DATA, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
@@ -630,10 +654,6 @@ def crash_of(returncode):
     if returncode < 0:
         return f"crashed (signal {signal.Signals(-returncode).name})"
     return f"crashed (exit status {returncode})"
-
-
-def text_of(output):
-    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 @pytest.fixture(scope="module")
