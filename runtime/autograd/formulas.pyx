@@ -13,9 +13,10 @@ from tensorplay._runtime.autograd.tape cimport Node
 from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
 from tensorplay._runtime.tensor.elementwise cimport (absolute, binary, clamp, cos, cosh, eq, exp,
-                                                     ge, gt, isnan, log, log1p, lt, mul, neg,
-                                                     power, relu, sigmoid, sin, sinh, sqrt, sub,
-                                                     truediv, where)
+                                                     ge, gt, isnan, le, log, log1p, logical_and,
+                                                     logical_or, lt, mul, neg, power, relu,
+                                                     sigmoid, sin, sinh, sqrt, sub, truediv,
+                                                     where)
 from tensorplay._runtime.tensor.linalg cimport matmul
 from tensorplay._runtime.tensor.reduction cimport (maximum, minimum, nll_loss_backward,
                                                    softmax_backward, sum_over)
@@ -441,17 +442,25 @@ def add_scaled_gradient(Node node, tuple grads):
 
 
 def clamp_gradient(Node node, tuple grads):
-    # Through where x is inside [min, max]; to a tensor bound where it is the one that applies.
+    # PyTorch's clamp_backward and clamp_backward_min_max up to 2.13 (FunctionsManual.cpp;
+    # docs/design.md, "Where PyTorch versions differ"): the input's gradient passes where
+    # min <= x <= max (not at a NaN, nor anywhere when min > max, where the result is max); a
+    # tensor min takes it where x < min < max, a tensor max where x > max or max < min.
     cdef TensorCore g = grads[0]
     x, low, high = node.saved
     grad_x = g
     if low is not None:
-        grad_x = where(lt(x, low), 0, grad_x)
+        grad_x = where(ge(x, low), grad_x, 0)
     if high is not None:
-        grad_x = where(gt(x, high), 0, grad_x)
-    return (grad_x,
-            where(lt(x, low), g, 0) if wanted(node, 1) else None,
-            where(gt(x, high), g, 0) if wanted(node, 2) else None)
+        grad_x = where(le(x, high), grad_x, 0)
+    grad_low = grad_high = None
+    if wanted(node, 1):
+        below = lt(x, low)
+        grad_low = where(below if high is None else logical_and(below, lt(low, high)), g, 0)
+    if wanted(node, 2):
+        above = gt(x, high)
+        grad_high = where(above if low is None else logical_or(above, lt(high, low)), g, 0)
+    return (grad_x, grad_low, grad_high)
 
 
 def where_gradient(Node node, tuple grads):

@@ -87,9 +87,18 @@ cdef object var_over(TensorCore tensor, object dim, object unbiased, bint keepdi
     return variance(tensor, dim, unbiased, keepdim, correction, "var")
 
 
+# std() is the root of var(). Where the variance is 0 (every value reduced is the same) the
+# root's derivative is inf, and inf * 0 would make the gradient NaN; PyTorch's std_backward
+# gives 0 there (masked_fill(result == 0, 0), FunctionsManual.cpp), so under autograd the root
+# goes through where() on both sides, as norm()'s does.
 cdef object std_over(TensorCore tensor, object dim, object unbiased, bint keepdim,
                      object correction):
-    return elementwise.sqrt(variance(tensor, dim, unbiased, keepdim, correction, "std"))
+    variances = variance(tensor, dim, unbiased, keepdim, correction, "std")
+    if not tracked(tensor):
+        return elementwise.sqrt(<TensorCore>variances)
+    constant = elementwise.eq(<TensorCore>variances, 0)
+    roots = elementwise.sqrt(<TensorCore>elementwise.where(constant, 1.0, variances))
+    return elementwise.where(constant, 0.0, roots)
 
 
 cdef object variance(TensorCore tensor, object dim, object unbiased, bint keepdim,

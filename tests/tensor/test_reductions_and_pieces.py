@@ -64,6 +64,26 @@ def test_var_rules(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["std", "std_mean"])
+def test_std_of_equal_values_has_a_zero_gradient(device, name):
+    # PyTorch's std_backward masks the gradient where the result is 0 (every value reduced is
+    # the same), where the root's derivative is inf: 0, not NaN (a constant row in a batch
+    # would otherwise poison every parameter's gradient). A NaN std keeps its NaN gradient.
+    x = tp.tensor([[1.5, 1.5, 1.5], [1.0, 2.0, 4.0]], device=device, requires_grad=True)
+    result = x.std(1) if name == "std" else tp.std_mean(x, 1)[0]
+    result.sum().backward()
+    assert values(result)[0] == 0.0
+    data = numpy.array([1.0, 2.0, 4.0])
+    expected = (data - data.mean()) / (2 * data.std(ddof=1))
+    numpy.testing.assert_allclose(values(x.grad), [[0.0, 0.0, 0.0], expected], rtol=1e-5)
+    single = tp.ones(1, device=device, requires_grad=True)
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        root = single.std()
+    root.backward()
+    assert numpy.isnan(root.item()) and numpy.isnan(values(single.grad)).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "int32", "int64", "float16", "bfloat16",
                                    "float32", "float64", "bool"])
 def test_masked_fill(device, dtype):

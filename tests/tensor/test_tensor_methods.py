@@ -222,6 +222,29 @@ def test_clamp_propagates_nan(device, name):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_clamp_gradient_at_nan_and_with_min_above_max(device):
+    # PyTorch's clamp_backward_min_max up to 2.13 (2.14 changed the rule at the bounds alone,
+    # docs/design.md): the input's gradient passes where min <= x <= max, so not at a NaN; a
+    # tensor min takes it where x < min < max, a tensor max where x > max or max < min (the
+    # result is then max everywhere).
+    nan = float("nan")
+
+    def gradients(low, high):
+        x = tp.tensor([0.0, 1.5, 3.0, nan], device=device, requires_grad=True)
+        bounds = [tp.full((4,), b, device=device, requires_grad=True) for b in (low, high)]
+        x.clamp(*bounds).sum().backward()
+        scalar = tp.tensor([0.0, 1.5, 3.0, nan], device=device, requires_grad=True)
+        scalar.clamp(low, high).sum().backward()
+        return [t.grad.tolist() for t in [x, *bounds, scalar]]
+
+    x, low, high, scalar = gradients(1.0, 2.0)
+    assert x == scalar == [0.0, 1.0, 0.0, 0.0]
+    assert low == [1.0, 0.0, 0.0, 0.0] and high == [0.0, 0.0, 1.0, 0.0]
+    x, low, high, scalar = gradients(2.0, 1.0)  # min > max: the result is max
+    assert x == scalar == [0.0] * 4 and low == [0.0] * 4 and high == [1.0] * 4
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_clamp_of_integers_with_a_float_bound_gives_float32(device):
     t = tp.tensor([0, 1, 2, 3], device=device)
     result = t.clamp(0.5, 2.5)
