@@ -877,13 +877,21 @@ class ConvolutionCore(ModuleCore):
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
             raise ValueError("padding_mode must be one of ['zeros', 'reflect', 'replicate', "
                              f"'circular'], but got padding_mode={errors.shown(padding_mode)}")
-        if padding_mode != "zeros":
-            raise ValueError(f"padding_mode {padding_mode!r} is not offered; 'zeros' is (the "
-                             "other modes need F.pad's, which have no kernels here)")
         ModuleCore.init(self)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding = kernel, strides, padding
         self.dilation, self.groups, self.padding_mode = dilations, groups, padding_mode
+        # PyTorch's _ConvNd: F.pad's pairs, last dimension first, for a padding_mode other
+        # than zeros ('same' puts the odd element of its total padding after).
+        pads = [0, 0] * count
+        for i in range(count):
+            dim = count - 1 - i
+            if padding == "same":
+                total = dilations[dim] * (kernel[dim] - 1)
+                pads[2 * i], pads[2 * i + 1] = total // 2, total - total // 2
+            elif not isinstance(padding, str):
+                pads[2 * i] = pads[2 * i + 1] = padding[dim]
+        self._reversed_padding_repeated_twice = tuple(pads)
         weight_and_bias(self, (out_channels, in_channels // groups) + kernel, bias, dtype, device)
 
     def c_reset_parameters(self):
@@ -900,6 +908,10 @@ class ConvolutionCore(ModuleCore):
         tensor.check_awake(<TensorCore>self.weight, operation, b"weight")
         if self.bias is not None:
             tensor.check_awake(<TensorCore>self.bias, operation, b"bias")
+        if self.padding_mode != "zeros":  # PyTorch's: F.pad first, then no padding
+            input = pad(input, self._reversed_padding_repeated_twice, self.padding_mode, None)
+            return convolution(input, self.weight, self.bias, self.stride,
+                               (0,) * self.SPATIAL, self.dilation, self.groups, self.SPATIAL)
         return convolution(input, self.weight, self.bias, self.stride, self.padding,
                            self.dilation, self.groups, self.SPATIAL)
 
@@ -915,6 +927,8 @@ class ConvolutionCore(ModuleCore):
             text += f", groups={self.groups}"
         if self.bias is None:
             text += ", bias=False"
+        if self.padding_mode != "zeros":
+            text += f", padding_mode={self.padding_mode}"
         return text
 
 
@@ -1658,14 +1672,16 @@ def pad(input, pad, mode, value):
     for each in pads:
         errors.int_arg(each, "pad", INT64_MIN, INT64_MAX)
     dtypes.check_scalar(value, x.dtype_object, "value")
-    if mode != "constant":
-        raise ValueError(f"pad: mode {errors.shown(mode)} is not offered; 'constant' is (the "
-                         "reflect, replicate and circular modes have no kernels here)")
+    if mode not in PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {', '.join(map(repr, PAD_MODES))}, got "
+                         f"{errors.shown(mode)}")
     if len(pads) % 2:  # PyTorch's messages
         raise ValueError(f"Padding length must be divisible by 2, got a pad of {len(pads)} "
                          "items")
     if len(pads) // 2 > len(x.sizes):
         raise ValueError("Padding length too large")
+    if mode != "constant":
+        return padded_from_input(x, pads, mode, value)
     shape, source, target = list(x.sizes), [slice(None)] * len(x.sizes), \
         [slice(None)] * len(x.sizes)
     for pair in range(len(pads) // 2):
@@ -1683,6 +1699,71 @@ def pad(input, pad, mode, value):
     output = x.new_full(tuple(shape), value)
     output[tuple(target)] = x[tuple(source)]
     return output
+
+
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+PADDED_DIMENSIONS = "WHD"  # PyTorch's names of the last, second and third last dimensions
+
+
+cdef object padded_from_input(TensorCore x, tuple pads, str mode, object value):
+    """F.pad's reflect, replicate and circular modes, with PyTorch's rules and messages
+    (aten/src/ATen/native/PadNd.cpp, ReflectionPad.cpp, ReplicationPadding.cpp): one to three
+    pairs for the last dimensions of an input with one more (or two, a batch) dimension. Each
+    padded dimension is index_select()ed with the positions it reads, made on the input's
+    device (an arange and integer arithmetic: nothing from the host, so a capture takes it),
+    so the gradient is index_select's, each copy's gradient summed into the element it read."""
+    cdef int pairs = len(pads) // 2
+    cdef int ndim = len(x.sizes)
+    if value is not None and value != 0:
+        raise ValueError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    if pairs > 3 or ndim not in (pairs + 1, pairs + 2):
+        raise ValueError(f"Padding size {len(pads)} is not supported for {ndim}D input tensor.")
+    if mode != "circular" and not all(x.sizes[ndim - pairs - 1:]):
+        raise ValueError(f"Expected {pairs + 1}D or {pairs + 2}D (batch mode) tensor with "
+                         "possibly 0 batch size and other non-zero dimensions for input, but "
+                         f"got: {list(x.sizes)}")
+    sizes, outputs = [], []
+    for pair in range(pairs):
+        size = x.sizes[ndim - 1 - pair]
+        before, after = pads[2 * pair], pads[2 * pair + 1]
+        if mode == "reflect" and (before >= size or after >= size):
+            raise ValueError(f"Argument #{4 + 2 * pair}: Padding size should be less than the "
+                             "corresponding input dimension, but got: padding "
+                             f"({before}, {after}) at dimension {ndim - 1 - pair} of input "
+                             f"{list(x.sizes)}")
+        if mode == "circular" and (before > size or after > size):
+            raise ValueError("Padding value causes wrapping around more than once.")
+        sizes.append(size)
+        outputs.append(size + before + after)
+    smallest = 1 if mode == "replicate" or pairs == 1 else 0
+    if mode == "circular" and min(outputs) < 0:
+        raise ValueError("Negative padding value is resulting in an empty dimension")
+    if mode != "circular" and min(outputs) < smallest:
+        names = PADDED_DIMENSIONS[pairs - 1::-1]
+        if pairs == 1:
+            raise ValueError(f"input (W: {sizes[0]}) is too small. Calculated output W: "
+                             f"{outputs[0]}")
+        raise ValueError("Calculated output " + " ".join(
+            f"{name}: {outputs[pairs - 1 - i]}" for i, name in enumerate(names)) +
+            f" must be >= {smallest} in every dimension (input " + ", ".join(
+            f"{name}: {sizes[pairs - 1 - i]}" for i, name in enumerate(names)) + ")")
+    device = "cpu" if x.device_index < 0 else f"cuda:{x.device_index}"
+    result = x
+    for pair in range(pairs):
+        before, after, size = pads[2 * pair], pads[2 * pair + 1], sizes[pair]
+        if before == after == 0:
+            continue
+        # the input position each output element reads, counted from the input's first
+        positions = factories.arange(-before, size + after, 1, named_dtype("int64"), device,
+                                     False)
+        if mode == "replicate":
+            positions = positions.clamp(0, size - 1)
+        elif mode == "circular":
+            positions = positions.remainder(size)
+        else:  # reflected at the first and the last element, neither repeated
+            positions = (size - 1) - ((size - 1) - positions.abs()).abs()
+        result = result.index_select(ndim - 1 - pair, positions)
+    return result if result is not x else x.clone()
 
 
 def one_hot(input, num_classes):

@@ -6,8 +6,8 @@ nn.functional.conv2d of torch/testing/_internal/common_methods_invocations.py
 'same', dilation, groups, with and without bias, unbatched input; values and gradients of input,
 weight and bias), and test/test_nn.py's Conv1d and Conv2d module checks (test_Conv2d_groups_nobias-
 style grouped cases, the repr of _ConvNd.extra_repr, the weight's shape and initial range,
-padding='same' refused with a stride, the divisibility errors). Compared with PyTorch's where
-torch is installed.
+padding='same' refused with a stride, the divisibility errors, the padding_modes reflect,
+replicate and circular). Compared with PyTorch's where torch is installed.
 """
 import math
 
@@ -85,6 +85,41 @@ def test_float32_module_matches_pytorch_with_the_same_weights(device, layer, ker
                                   atol=1e-5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("layer, options, shape",
+                         [("Conv1d", {"padding": 2}, (2, 3, 7)),
+                          ("Conv1d", {"padding": "same", "kernel_size": 4}, (3, 6)),
+                          ("Conv2d", {"padding": (1, 2), "stride": 2}, (2, 3, 6, 5)),
+                          ("Conv2d", {"padding": "same", "dilation": 2}, (1, 3, 5, 6))])
+def test_padding_modes_match_pytorch(device, mode, layer, options, shape):
+    # test/test_nn.py's module tests of Conv1d and Conv2d with padding_mode reflect, replicate
+    # and circular (module_db's padding_mode samples): F.pad in that mode, then no padding.
+    torch = import_or_skip("torch")
+    options = {"kernel_size": 3, **options, "padding_mode": mode}
+    ours = getattr(nn, layer)(3, 4, device=device, dtype=tp.float64, **options)
+    theirs = getattr(torch.nn, layer)(3, 4, dtype=torch.float64, **options)
+    theirs.load_state_dict({k: torch.tensor(v.cpu().tolist(), dtype=torch.float64)
+                            for k, v in ours.state_dict().items()})
+    assert repr(ours) == repr(theirs)
+    assert ours._reversed_padding_repeated_twice == \
+        tuple(theirs._reversed_padding_repeated_twice)
+    data = numpy.random.default_rng(4).standard_normal(shape)
+    x = tp.tensor(data, device=device, requires_grad=True)
+    reference_x = torch.tensor(data, requires_grad=True)
+    result, expected = ours(x), theirs(reference_x)
+    assert result.shape == tuple(expected.shape)
+    numpy.testing.assert_allclose(values(result), expected.detach().numpy(), rtol=1e-12,
+                                  atol=1e-12)
+    upstream = numpy.random.default_rng(5).standard_normal(tuple(expected.shape))
+    (result * tp.tensor(upstream, device=device)).sum().backward()
+    (expected * torch.tensor(upstream)).sum().backward()
+    numpy.testing.assert_allclose(values(x.grad), reference_x.grad.numpy(), rtol=1e-12,
+                                  atol=1e-12)
+    numpy.testing.assert_allclose(values(ours.weight.grad), theirs.weight.grad.numpy(),
+                                  rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("layer, kernel", [("Conv1d", (5,)), ("Conv2d", (3, 5))])
 def test_module_attributes_repr_and_initialisation_as_pytorchs(layer, kernel):
     torch = import_or_skip("torch")
@@ -131,8 +166,6 @@ def test_refusals_follow_pytorch():
         nn.Conv2d(3, 4, 3, groups=2)
     with pytest.raises(ValueError, match="out_channels must be divisible by groups"):
         nn.Conv2d(4, 3, 3, groups=2)
-    with pytest.raises(ValueError, match="padding_mode 'reflect' is not offered"):
-        nn.Conv2d(1, 1, 3, padding_mode="reflect")
     with pytest.raises(ValueError, match="padding_mode must be one of"):
         nn.Conv2d(1, 1, 3, padding_mode="mirror")
 
@@ -182,8 +215,8 @@ def test_conv1d_refusals_name_the_argument():
         nn.Conv1d(3, 4, 3, groups=2)
     with pytest.raises(ValueError, match="padding='same' is not supported for strided"):
         nn.Conv1d(2, 2, 3, stride=2, padding="same")
-    with pytest.raises(ValueError, match="padding_mode 'circular' is not offered"):
-        nn.Conv1d(1, 1, 3, padding_mode="circular")
+    with pytest.raises(ValueError, match=r"Argument #4: Padding size should be less than"):
+        nn.Conv1d(1, 1, 9, padding=4, padding_mode="reflect")(tp.ones(1, 1, 4))
 
 
 @pytest.mark.gpu

@@ -1376,8 +1376,8 @@ class LogSoftmax(Module):
 class Conv1d(Module):
     """A 1-D convolution (functional.conv1d) with a learned weight of shape (out_channels,
     in_channels / groups, kW) and a bias of out_channels, registered in that order; both
-    start as PyTorch's (uniform in +-1/sqrt(in_channels / groups * kW)). padding_mode 'zeros'
-    only: the other modes are refused by name.
+    start as PyTorch's (uniform in +-1/sqrt(in_channels / groups * kW)). A padding_mode other
+    than 'zeros' pads the input with functional.pad in that mode first, as PyTorch's.
 
     Args:
         in_channels: the channels of the input.
@@ -1389,7 +1389,8 @@ class Conv1d(Module):
         dilation: the spacing of the kernel's elements.
         groups: blocked connections: in_channels and out_channels must both be divisible by it.
         bias: whether to add a learned bias.
-        padding_mode: 'zeros' (PyTorch's other modes are refused).
+        padding_mode: 'zeros', 'reflect', 'replicate' or 'circular': how the padding is filled
+            (functional.pad's modes).
         device: where the parameters live; None for the CPU.
         dtype: the parameters' element type (floating point); None for float32.
     """
@@ -1413,8 +1414,8 @@ class Conv1d(Module):
 class Conv2d(Module):
     """A 2-D convolution (functional.conv2d) with a learned weight of shape (out_channels,
     in_channels / groups, kH, kW) and a bias of out_channels, registered in that order; both
-    start as PyTorch's (uniform in +-1/sqrt(in_channels / groups * kH * kW)). padding_mode
-    'zeros' only: the other modes are refused by name.
+    start as PyTorch's (uniform in +-1/sqrt(in_channels / groups * kH * kW)). A padding_mode
+    other than 'zeros' pads the input with functional.pad in that mode first, as PyTorch's.
 
     Args:
         in_channels: the channels of the input.
@@ -1426,7 +1427,8 @@ class Conv2d(Module):
         dilation: the spacing of the kernel's elements.
         groups: blocked connections: in_channels and out_channels must both be divisible by it.
         bias: whether to add a learned bias.
-        padding_mode: 'zeros' (PyTorch's other modes are refused).
+        padding_mode: 'zeros', 'reflect', 'replicate' or 'circular': how the padding is filled
+            (functional.pad's modes).
         device: where the parameters live; None for the CPU.
         dtype: the parameters' element type (floating point); None for float32.
     """

@@ -619,22 +619,29 @@ def kl_div(input, target, *, reduction='mean', log_target=False):
 
 
 def pad(input, pad, mode='constant', value=None):
-    """Pad a tensor with a constant (PyTorch's F.pad in its constant mode); captured and differentiated as an assignment.
+    """Pad a tensor (PyTorch's F.pad); the constant mode is captured and differentiated as an assignment, the others as an index_select() of the positions each output element reads, so a capture takes them and each gradient is summed into the element it read.
 
     Args:
         input: any tensor.
         pad: pairs (before, after) for the last dimension, then the one before it, ...; negative
             ones crop.
-        mode: constant, the one mode offered.
-        value: the padding value, one input's dtype can hold; None for 0.
+        mode: "constant" (value around input), "reflect" (input mirrored at its first and last
+            elements, which are not repeated), "replicate" (the first and last elements repeated) or
+            "circular" (input repeated, as if it wrapped around). The last three pad the last 1, 2
+            or 3 dimensions of an input with one more dimension (or two, a batch), as PyTorch's.
+        value: the padding value of the constant mode, one input's dtype can hold; None for 0
+            (the only value the other modes take).
 
     Returns:
-        Tensor: a new tensor: input in the middle, value around it.
+        Tensor: a new tensor: input in the middle, padding around it.
 
     Raises:
         ValueError: pad has an odd length, more pairs than input has dimensions, or a size would
-            become negative (PyTorch's messages), or mode is not constant (reflect, replicate and
-            circular have no kernels here).
+            become negative; for reflect, replicate and circular, input has other than one or two
+            dimensions more than the pairs of pad, a dimension other than the batch's is empty
+            (reflect, replicate), a pad is not below its dimension's size (reflect) or above it
+            (circular), or a value other than 0 is given (PyTorch's messages); mode is none of the
+            four.
     """
     _core.check_awake_value(input, b"tensorplay.nn.functional.pad()", b"input")
     return _functional.pad(input, pad, _errors.str_arg(mode, 'mode'), value)
