@@ -909,7 +909,7 @@ class ConvolutionCore(ModuleCore):
         if self.bias is not None:
             tensor.check_awake(<TensorCore>self.bias, operation, b"bias")
         if self.padding_mode != "zeros":  # PyTorch's: F.pad first, then no padding
-            input = pad(input, self._reversed_padding_repeated_twice, self.padding_mode, None)
+            input = pad(input, self._reversed_padding_repeated_twice, self.padding_mode, 0)
             return convolution(input, self.weight, self.bias, self.stride,
                                (0,) * self.SPATIAL, self.dilation, self.groups, self.SPATIAL)
         return convolution(input, self.weight, self.bias, self.stride, self.padding,
@@ -1714,7 +1714,7 @@ cdef object padded_from_input(TensorCore x, tuple pads, str mode, object value):
     so the gradient is index_select's, each copy's gradient summed into the element it read."""
     cdef int pairs = len(pads) // 2
     cdef int ndim = len(x.sizes)
-    if value is not None and value != 0:
+    if value != 0:  # functional.pad gives 0 for None
         raise ValueError(f'Padding mode "{mode}" doesn\'t take in value argument')
     if pairs > 3 or ndim not in (pairs + 1, pairs + 2):
         raise ValueError(f"Padding size {len(pads)} is not supported for {ndim}D input tensor.")
@@ -1731,7 +1731,10 @@ cdef object padded_from_input(TensorCore x, tuple pads, str mode, object value):
                              "corresponding input dimension, but got: padding "
                              f"({before}, {after}) at dimension {ndim - 1 - pair} of input "
                              f"{list(x.sizes)}")
-        if mode == "circular" and (before > size or after > size):
+        # circular crops by a negative pad first, then wraps around what is left
+        kept = size - max(-before, 0) - max(-after, 0)
+        if mode == "circular" and (before > size or after > size or
+                                   (kept >= 0 and max(before, after) > kept)):
             raise ValueError("Padding value causes wrapping around more than once.")
         sizes.append(size)
         outputs.append(size + before + after)
@@ -1758,8 +1761,10 @@ cdef object padded_from_input(TensorCore x, tuple pads, str mode, object value):
                                      False)
         if mode == "replicate":
             positions = positions.clamp(0, size - 1)
-        elif mode == "circular":
-            positions = positions.remainder(size)
+        elif mode == "circular":  # wrapped around the elements the negative pads keep
+            first, kept = max(-before, 0), size - max(-before, 0) - max(-after, 0)
+            if kept:  # else nothing is kept, and nothing is padded either (checked above)
+                positions = (positions - first).remainder(kept) + first
         else:  # reflected at the first and the last element, neither repeated
             positions = (size - 1) - ((size - 1) - positions.abs()).abs()
         result = result.index_select(ndim - 1 - pair, positions)

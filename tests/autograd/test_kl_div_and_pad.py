@@ -120,7 +120,8 @@ def test_pad_defaults_and_refusals():
 
 # (input shape, pad) of the OpInfo's samples for the modes other than constant: one to three
 # padded dimensions, unbatched and batched, with zero and negative pads.
-MODE_SAMPLES = [((3, 5), (2, 1)), ((2, 3, 5), (1, 2)), ((2, 3, 5), (-1, 2)), ((2, 3, 5), (0, 0)),
+MODE_SAMPLES = [((3, 5), (2, 1)), ((2, 3, 5), (1, 2)), ((2, 3, 5), (-1, 2)), ((2, 3, 5), (2, -1)),
+                ((2, 3, 5), (-1, -1)), ((2, 3, 5), (0, 0)),
                 ((3, 4, 5), (1, 2, 2, 1)), ((1, 2, 4, 5), (0, 3, -1, 2)),
                 ((2, 3, 4, 5), (1, 1, 1, 1)), ((2, 3, 3, 4), (1, 2, 0, 1, 2, 1)),
                 ((1, 2, 2, 3, 4), (-1, 1, 1, 0, 1, 1))]
@@ -156,6 +157,11 @@ def test_pad_modes_keep_the_dtype_and_give_a_new_tensor(device):
     assert x.tolist() == [[1, 2, 3]]
     assert F.pad(tp.ones(0, 2, 3, device=device), (1, 1), mode="replicate").shape == (0, 2, 5)
     assert F.pad(tp.ones(1, 0, 3, device=device), (1, 1), mode="circular").shape == (1, 0, 5)
+    # Wrapping around more than what a negative pad keeps: PyTorch writes through overlapping
+    # memory there (its overlap error, or uninitialised values where nothing is kept).
+    for pad in ((3, -2), (-3, 1)):
+        with pytest.raises(ValueError, match="wrapping around more than once"):
+            F.pad(tp.ones(1, 2, 3, device=device), pad, mode="circular")
 
 
 PAD_MODE_ERRORS = [  # (input shape, pad, mode, value, PyTorch's message)
