@@ -45,8 +45,26 @@ tensor that is not a view, when it or an operand requires grad, is recorded as P
 rebase_history (copies.rebased): the out-of-place result of a copy is copied in, counting
 a change, and the tensor takes its Node; item assignment into it likewise (SetitemBackward, a
 CopySlices for the tensor itself). It is refused on a leaf that requires grad (as PyTorch;
-optimisers update parameters under no_grad()) and on a view, since the tape cannot rewrite the
-history of the view's base and of its other views (PyTorch's CopySlices for views is not here).
+optimisers update parameters under no_grad()); a view's goes through its base (below).
+
+Note [Views and in-place changes]
+As PyTorch's (torch/csrc/autograd/variable.h, "Views and in-place operations"): a tensor made by
+indexing, view(), transpose(), expand() and the other view operations is a differentiable view
+of its base, the tensor whose memory it shows that is no such view itself (a view of a view
+has the first one's base); detach() shares memory without being one. An in-place change of a
+view, while it or an operand requires grad, computes the out-of-place result from the view as
+for any tensor and copies it in; then the base takes a CopySlices Node of its old history and
+the result, whose gradient gives the result the base's gradient at the view's elements and the
+old values the rest, and the view takes an AsStrided Node of its place in the base
+(core.view_state: the base's layout, and the view's sizes, strides and offset in its memory).
+Every other view of the base may now show changed values with an out-of-date history; the
+version counter they share tells: a view whose memory changed since its history was set
+(core.stale) takes, before anything reads its history (tracked(), record(), requires_grad,
+grad_fn, is_leaf, a backward pass's roots and inputs, hooks), the AsStrided Node of its place
+in the base as the base is now (core.refresh_view), as PyTorch regenerates a view's grad_fn.
+Refused, with PyTorch's messages: a view of a leaf that requires grad, a view made while grad
+mode was off, and a view that reads an element at several indices (expand). Unlike PyTorch,
+the pieces of split(), chunk() and unbind() may be changed in place: each is a view of its own.
 """
 import functools
 import itertools
@@ -280,6 +298,7 @@ cdef object removable_handle(dict hooks, object key):
 cdef object register_hook(TensorCore tensor, object hook):
     if not callable(hook):
         raise TypeError(f"hook must be callable as hook(grad), got {errors.shown(hook)}")
+    current(tensor)
     if not tensor.grad_required:  # PyTorch's message
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
     cdef Node node
@@ -298,6 +317,7 @@ cdef object register_hook(TensorCore tensor, object hook):
 
 
 cdef object retain_grad(TensorCore tensor):
+    current(tensor)
     if not tensor.grad_required:  # PyTorch's message
         raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
     if tensor.grad_node is None or tensor.retained_grad is not None:
@@ -556,6 +576,14 @@ cdef class BackwardPass:
         return 0
 
 
+cdef int current(TensorCore value) except -1:
+    """A root or input of a backward pass, or a tensor taking a hook, with a stale view's history
+    brought up to date first (Note [Views and in-place changes])."""
+    if tensor.stale(value):
+        tensor.refresh_view(value)
+    return 0
+
+
 cdef tuple tensors_arg(object value, str argument):
     if isinstance(value, TensorCore):
         return (value,)
@@ -570,6 +598,7 @@ cdef tuple root_gradients(tuple outputs, object grad_outputs):
     or None per output, as grad_outputs_arg() checked it), a 1 for a one-element output
     otherwise."""
     for index, output in enumerate(outputs):
+        current(output)
         if not (<TensorCore>output).grad_required:
             raise RuntimeError(f"element {index} of tensors does not require grad and does not "
                                "have a grad_fn")
@@ -650,6 +679,7 @@ cdef object backward(object tensors, object grad_tensors, object retain_graph, b
         if not targets:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
         for index, value in enumerate(targets):
+            current(value)
             if not (<TensorCore>value).grad_required:
                 raise RuntimeError(f"inputs[{index}] does not require grad, so no gradient can "
                                    "be accumulated into it")
@@ -673,6 +703,7 @@ cdef object grad(object outputs, object inputs, object grad_outputs, object reta
     retain_graph_arg(retain_graph)
     grad_outputs_arg(grad_outputs)
     for index, value in enumerate(input_tensors):
+        current(value)
         if not (<TensorCore>value).grad_required:
             raise RuntimeError(f"One of the differentiated Tensors does not require grad "
                                f"(inputs[{index}])")

@@ -7,11 +7,15 @@ resolved to its ops once, at import, which fails when the table and FORMULAS dif
 """
 import math
 
+from libc.stdint cimport int64_t
+
+from tensorplay._runtime.base.dtypes cimport named_dtype
 from tensorplay._runtime.kernels cimport ops
-from tensorplay._runtime.tensor cimport copies, scan, scatter_gather, selection
+from tensorplay._runtime.tensor cimport copies, factories, scan, scatter_gather, selection
 from tensorplay._runtime.autograd.tape cimport Node
 from tensorplay._runtime.tensor.copies cimport fill_
-from tensorplay._runtime.tensor.core cimport TensorCore, device_text, new_empty
+from tensorplay._runtime.tensor.core cimport (TensorCore, device_text, new_empty, overlapping,
+                                              reshaped, strided_at)
 from tensorplay._runtime.tensor.elementwise cimport (absolute, binary, clamp, cos, cosh, eq, exp,
                                                      ge, gt, isnan, le, log, log1p, logical_and,
                                                      logical_or, lt, mul, neg, power, relu,
@@ -427,6 +431,64 @@ def setitem_gradient(Node node, tuple grads):
     return (grad_self, grad_value)
 
 
+# Note [Views and in-place changes] (engine.pyx): the state of both Nodes is the base's sizes
+# and strides and the view's (sizes, strides, offset) in the base's memory. Their gradients are
+# laid out in a buffer as the base is laid out in its memory, so that the view's elements sit
+# where the view reads them.
+def as_strided_gradient(Node node, tuple grads):
+    # A view's history through its base (PyTorch's AsStridedBackward): g added into zeros at the
+    # view's elements; where the view reads an element at several indices (expand), each adds.
+    base_sizes, base_strides, sizes, strides, offset = node.state
+    cdef TensorCore g = grads[0]
+    cdef TensorCore buffer = base_buffer(node, True)
+    if overlapping(sizes, strides):
+        copies.index_add_(buffer, 0, <TensorCore>element_positions(sizes, strides, offset, g),
+                          reshaped(<TensorCore>copies.contiguous(g), (g.element_count,)))
+    else:
+        copies.copy_(strided_at(buffer, sizes, strides, offset), g, False)
+    return (copies.contiguous(strided_at(buffer, base_sizes, base_strides, 0)),)
+
+
+def copy_slices_gradient(Node node, tuple grads):
+    # A base after an in-place change of its view (PyTorch's CopySlices): the old values'
+    # gradient is g with the view's elements zeroed, the new values' is g at them.
+    base_sizes, base_strides, sizes, strides, offset = node.state
+    cdef TensorCore buffer = base_buffer(node, False)
+    whole = strided_at(buffer, base_sizes, base_strides, 0)
+    copies.copy_(whole, grads[0], False)
+    region = strided_at(buffer, sizes, strides, offset)
+    grad_value = copies.clone(region) if wanted(node, 1) else None
+    if not wanted(node, 0):
+        return (None, grad_value)
+    fill_(region, 0)
+    return (copies.contiguous(whole), grad_value)
+
+
+cdef TensorCore base_buffer(Node node, bint zeroed):
+    """A contiguous 1-D buffer as long as the base's memory reaches, zeroed or not."""
+    base_sizes, base_strides = node.state[0], node.state[1]
+    sizes, dtype, device = node.inputs_meta[0]
+    reach = 1 + sum((size - 1) * stride for size, stride in zip(base_sizes, base_strides)) \
+        if all(base_sizes) else 0
+    buffer = new_empty((reach,), dtype, device)
+    return fill_(<TensorCore>buffer, 0) if zeroed else buffer
+
+
+cdef object element_positions(tuple sizes, tuple strides, int64_t offset, TensorCore like):
+    """The position in the base's memory of each element of a view, flattened (int64, on
+    like's device): offset plus each dimension's index times its stride."""
+    device = "cpu" if like.device_index < 0 else f"cuda:{like.device_index}"
+    positions = fill_(<TensorCore>new_empty(sizes, named_dtype("int64"), like.device_index),
+                      offset)
+    for dim, (size, stride) in enumerate(zip(sizes, strides)):
+        if size > 1 and stride:
+            steps = factories.arange(0, size * stride, stride, named_dtype("int64"), device,
+                                     False)
+            positions = positions + steps.reshape(
+                tuple(size if other == dim else 1 for other in range(len(sizes))))
+    return positions.reshape((-1,))
+
+
 def clone_gradient(Node node, tuple grads):
     return (grads[0],)
 
@@ -627,7 +689,8 @@ FORMULAS = {
     "reshape": reshape_gradient,
     "transpose": transpose_gradient, "permute": permute_gradient, "cat": cat_gradient,
     "stack": stack_gradient, "expand": expand_gradient, "getitem": getitem_gradient,
-    "setitem": setitem_gradient,
+    "setitem": setitem_gradient, "as_strided": as_strided_gradient,
+    "copy_slices": copy_slices_gradient,
     "clone": clone_gradient, "pin_memory": clone_gradient, "to": to_gradient,
     "add_scaled": add_scaled_gradient,
     "clamp": clamp_gradient, "where": where_gradient, "matmul": matmul_gradient,

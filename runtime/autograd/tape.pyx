@@ -37,6 +37,8 @@ cdef class Node:
             return "Node"
         if self.op == ops.OP_FUNCTION:
             return f"{self.state[0].__name__}Backward"
+        if self.op == ops.OP_COPY_SLICES:
+            return "CopySlices"  # PyTorch's name
         return "".join(part.capitalize() for part in self.operation.split("_")) + "Backward"
 
     cdef str c_repr(self):
@@ -77,6 +79,8 @@ cdef object record(object outputs, int op, tuple inputs, tuple saved, object sta
     node.operation = ops.gradient_name(op)
     edges = []
     for operand in inputs:
+        if isinstance(operand, TensorCore) and tensor.stale(<TensorCore>operand):
+            tensor.refresh_view(<TensorCore>operand)
         if isinstance(operand, TensorCore) and (<TensorCore>operand).grad_required:
             value = operand
             edges.append(value if value.grad_node is None else (value.grad_node,

@@ -87,6 +87,9 @@ cpdef enum Op:
     OP_EXPAND
     OP_GETITEM
     OP_SETITEM
+    OP_AS_STRIDED            # a view's history through its base, after an in-place change
+    OP_COPY_SLICES           # a base's, after an in-place change of its view (engine.pyx,
+                             # Note [Views and in-place changes])
     OP_INDEX_SELECT          # index_select and indexing by an integer tensor (index.cu)
     OP_GATHER                # gather, scatter and scatter_add along a dimension
     OP_SCATTER               # (scatter_gather.pyx)

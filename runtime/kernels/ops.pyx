@@ -109,6 +109,8 @@ ROWS = (
     (OP_EXPAND, KERNEL_NONE, None, "expand", DTYPE_SAME, False),
     (OP_GETITEM, KERNEL_NONE, None, "getitem", DTYPE_SAME, False),
     (OP_SETITEM, KERNEL_NONE, None, "setitem", DTYPE_SAME, False),
+    (OP_AS_STRIDED, KERNEL_NONE, None, "as_strided", DTYPE_SAME, False),
+    (OP_COPY_SLICES, KERNEL_NONE, None, "copy_slices", DTYPE_SAME, False),
     # Repeated indices add their gradients up (index_add), as PyTorch's.
     (OP_INDEX_SELECT, KERNEL_NONE, None, "index_select", DTYPE_SAME, False),
     # PyTorch's formulas (derivatives.yaml): gather's gradient is scatter-added, so repeated

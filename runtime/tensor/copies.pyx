@@ -26,7 +26,8 @@ from tensorplay._runtime.tensor.core cimport (CPU, PinnedStorage, TensorCore, br
                                               current_stream, device_text, dim_with_size,
                                               grad_enabled, is_contiguous, new_empty,
                                               own_tensor_arg, pinned_storage_under, recorded,
-                                              set_grad_enabled, strided_view, tracked, wrap_cpu)
+                                              set_grad_enabled, strided_view, tracked,
+                                              view_state, wrap_cpu)
 from tensorplay._runtime.tensor.cpu cimport computable, stored
 from tensorplay._runtime.tensor.promotion cimport promote_types
 
@@ -1313,19 +1314,29 @@ cdef object iterate(TensorCore tensor):
 
 cdef object rebased(TensorCore tensor, object result):
     """tensor, with result's values copied in (a counted in-place change) and result's
-    history taken over, as PyTorch's rebase_history for a tensor that is not a view."""
-    cdef TensorCore value = result
+    history taken over, as PyTorch's rebase_history: a differentiable view's through its base
+    (Note [Views and in-place changes], engine.pyx)."""
+    cdef TensorCore value = result, base
     previous = grad_enabled()
     set_grad_enabled(False)
     try:
         copy_(tensor, value, False)
     finally:
         set_grad_enabled(previous)
-    if value.grad_node is not None:
+    if value.grad_node is None:
+        return tensor
+    if tensor.view_base is None:
         tensor.grad_required = True
         tensor.grad_node = value.grad_node
         tensor.output_number = value.output_number
-    return tensor
+        return tensor
+    # The base takes the history of its old values with the view's replaced by result
+    # (CopySlices); the view, that of its place in the base (AsStrided).
+    base = tensor.view_base
+    state = view_state(tensor)
+    recorded(base, ops.OP_COPY_SLICES, (base, value), (), state)
+    tensor.view_version = tensor.version.value
+    return recorded(tensor, ops.OP_AS_STRIDED, (base,), (), state)
 
 
 # --------------------------------------------------------------------------------------------

@@ -48,11 +48,18 @@ cdef class TensorCore:
     cdef dict grad_hooks
     cdef list retained_grad
     # Whether this tensor is a view of another's memory (indexing, view, transpose, expand,
-    # detach...): an in-place change of a view is not recorded for autograd.
+    # detach...).
     cdef bint is_view
+    # A differentiable view (indexing, view, transpose, expand...; not detach): the tensor whose
+    # memory it shows that is no such view itself (its base), the version of that memory when
+    # its history was last set, and whether grad mode was off when it was made (engine.pyx,
+    # Note [Views and in-place changes]). None for any other tensor.
+    cdef TensorCore view_base
+    cdef int64_t view_version
+    cdef bint view_without_grad
     # An in-place operation recorded as PyTorch's rebase_history (Note [Version counters]):
-    # refuse it on a leaf that requires grad or on a view (copies.rebased copies the result in
-    # and takes its history).
+    # refuse it on a leaf that requires grad or on a view that cannot take it (copies.rebased
+    # copies the result in and takes its history, a view's through its base).
     cdef int c_check_rebase(self, str name) except -1
     cdef bint c_requires_grad(self)
     cdef object c_set_requires_grad(self, bint value)
@@ -133,6 +140,19 @@ cdef int64_t contiguous_bytes(tuple sizes, int itemsize) except? -2
 cdef object reach_bytes(tuple sizes, tuple strides, int itemsize)
 # A view of tensor's memory with other sizes and strides (in elements), sharing its version.
 cdef object strided_view(TensorCore tensor, tuple sizes, tuple strides)
+# The same from the element offset elements after tensor's first (which the caller checked the
+# view stays within), marked as no differentiable view: for the gradient formulas' buffers.
+cdef TensorCore strided_at(TensorCore tensor, tuple sizes, tuple strides, int64_t offset)
+# A differentiable view's place in its base's memory: (sizes, strides, offset), in elements;
+# view_state adds the base's sizes and strides before them (what the Nodes of its history
+# through the base keep: formulas.pyx, as_strided_gradient).
+cdef tuple view_geometry(TensorCore view)
+cdef tuple view_state(TensorCore view)
+# Whether a layout (sizes, strides in elements) reads some element at two indices.
+cdef bint overlapping(tuple sizes, tuple strides)
+# A differentiable view whose memory changed in place since its history was set takes the
+# history of that view of its base as the base is now (Note [Views and in-place changes]).
+cdef int refresh_view(TensorCore view) except -1
 cdef TensorCore reshaped(TensorCore tensor, tuple sizes)
 # Make target (a new tensor, or one being moved) see all of source's memory with its shape,
 # strides, dtype and version counter; its autograd state stays (nn.Parameter, Module.to()).
@@ -165,9 +185,21 @@ cdef object requiring_grad(object tensor, bint requires_grad)
 ctypedef object (*Recorder)(object outputs, int op, tuple inputs, tuple saved, object state)
 cdef int install_recorder(Recorder recorder) except -1
 
+# Whether a differentiable view's memory changed in place since its history was set.
+cdef inline bint stale(TensorCore tensor) noexcept:
+    return tensor.view_base is not None and tensor.version.value != tensor.view_version
+
 # Whether an operation on these operands goes on the tape: one of them requires grad and grad
-# mode is on. Inline: every operation asks, and most answer no from the fields alone.
+# mode is on (a stale view's history brought up to date first). Inline: every operation asks,
+# and most answer no from the fields alone.
 cdef inline bint tracked(TensorCore tensor, object other=None, object third=None):
+    if stale(tensor) or (isinstance(other, TensorCore) and stale(<TensorCore>other)) or \
+            (isinstance(third, TensorCore) and stale(<TensorCore>third)):
+        if not grad_enabled():
+            return False
+        for operand in (tensor, other, third):
+            if isinstance(operand, TensorCore) and stale(<TensorCore>operand):
+                refresh_view(<TensorCore>operand)
     if not (tensor.grad_required
             or (isinstance(other, TensorCore) and (<TensorCore>other).grad_required)
             or (isinstance(third, TensorCore) and (<TensorCore>third).grad_required)):

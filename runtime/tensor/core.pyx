@@ -374,9 +374,93 @@ cdef object strided_view(TensorCore tensor, tuple sizes, tuple strides):
         view = wrap_cpu(np().lib.stride_tricks.as_strided(
             array, sizes, tuple(stride * array.itemsize for stride in strides),
             writeable=bool(array.flags.writeable) and not repeats), tensor.dtype_object)
+    mark_view(view, tensor)
+    return view
+
+
+VIEW_MADE_WITHOUT_GRAD = (  # PyTorch's message
+    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. "
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+    "your code by moving both the view and the inplace either both inside the no_grad block "
+    "(if you don't want the inplace to be tracked) or both outside (if you want the inplace "
+    "to be tracked).")
+
+
+cdef int mark_view(TensorCore view, TensorCore of) except -1:
+    """view shows of's memory: it shares of's version counter and is a differentiable view of
+    of's base (Note [Views and in-place changes], engine.pyx)."""
+    view.version = of.version
+    view.is_view = True
+    view.view_base = of if of.view_base is None else of.view_base
+    view.view_version = of.version.value
+    view.view_without_grad = not grad_enabled()
+    return 0
+
+
+cdef TensorCore strided_at(TensorCore tensor, tuple sizes, tuple strides, int64_t offset):
+    cdef TensorCore view
+    if tensor.device_index != CPU:
+        view = wrap_device_memory(tensor.data + offset * tensor.dtype_object.itemsize, sizes,
+                                  strides, tensor.dtype_object, tensor.device_index,
+                                  tensor.owner)
+    else:
+        flat = tensor.array.reshape(-1)  # the callers' buffers are contiguous: no copy
+        view = wrap_cpu(np().lib.stride_tricks.as_strided(
+            flat[offset:], sizes, tuple(stride * flat.itemsize for stride in strides)),
+            tensor.dtype_object)
     view.version = tensor.version
     view.is_view = True
     return view
+
+
+cdef tuple view_geometry(TensorCore view):
+    cdef TensorCore base = view.view_base
+    if view.device_index == CPU:
+        start = view.array.__array_interface__["data"][0]
+        distance = start - base.array.__array_interface__["data"][0]
+    else:
+        distance = <int64_t>(view.data - base.data)
+    return (view.sizes, view.element_strides, distance // view.dtype_object.itemsize)
+
+
+cdef bint overlapping(tuple sizes, tuple strides):
+    # Taken by increasing stride, each dimension must step past every element the ones before
+    # it reach (the layout's extent so far).
+    cdef int64_t extent = 1
+    for stride, size in sorted((stride, size) for size, stride in zip(sizes, strides)
+                               if size > 1):
+        if stride < extent:
+            return True
+        extent += (size - 1) * stride
+    return False
+
+
+cdef bint dense(TensorCore tensor):
+    """Whether tensor's elements fill its memory with no gap and no overlap (a contiguous
+    tensor, or one whose dimensions are a contiguous one's in another order)."""
+    cdef int64_t expected = 1
+    for stride, size in sorted((stride, size) for size, stride in
+                               zip(tensor.sizes, tensor.element_strides) if size > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+cdef int refresh_view(TensorCore view) except -1:
+    cdef TensorCore base = view.view_base
+    view.view_version = view.version.value
+    if base.grad_required and view.dtype_object.floating:
+        recorded(view, ops.OP_AS_STRIDED, (base,), (), view_state(view))
+    return 0
+
+
+cdef tuple view_state(TensorCore view):
+    """What the Nodes of a view's history through its base keep (formulas.pyx,
+    as_strided_gradient and copy_slices_gradient): the base's shape and strides, and the view's
+    place in its memory."""
+    cdef TensorCore base = view.view_base
+    return (base.sizes, base.element_strides) + view_geometry(view)
 
 
 cdef int alias_memory(TensorCore target, TensorCore source) except -1:
@@ -389,6 +473,7 @@ cdef int alias_memory(TensorCore target, TensorCore source) except -1:
     target.array = source.array
     target.element_count = source.element_count
     target.version = source.version
+    target.view_base = None  # its own tensor now, no differentiable view of source's base
     return 0
 
 
@@ -708,13 +793,14 @@ cdef class TensorCore:
     cdef object c_indexed(self, TensorCore view, object key):
         """view, selected from this tensor by key, as a view: sharing the version counter, and
         on the tape when this tensor is."""
-        view.version = self.version
-        view.is_view = True
+        mark_view(view, self)
         return recorded(view, ops.OP_GETITEM, (self,), (), key) if tracked(self) else view
 
     # -- autograd (engine.pyx, Note [Tape]) --------------------------------------------------
 
     cdef bint c_requires_grad(self):
+        if stale(self):
+            refresh_view(self)
         return self.grad_required
 
     cdef object c_set_requires_grad(self, bint value):
@@ -763,23 +849,43 @@ cdef class TensorCore:
         return None
 
     cdef object c_grad_fn(self):
+        if stale(self):
+            refresh_view(self)
         return self.grad_node
 
     cdef bint c_is_leaf(self):
+        if stale(self):
+            refresh_view(self)
         return self.grad_node is None
 
     cdef object c_detach(self):
-        return strided_view(self, self.sizes, self.element_strides)
+        cdef TensorCore alias = strided_view(self, self.sizes, self.element_strides)
+        alias.view_base = None  # shares the memory, but no history: no differentiable view
+        return alias
 
     cdef int c_check_rebase(self, str name) except -1:
         if self.grad_required and self.grad_node is None:
             raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in "
                                "an in-place operation.")
-        if self.is_view:
-            raise RuntimeError(f"{name}: an in-place operation on a view (from indexing, view(), "
-                               "transpose(), expand(), detach()...) is not recorded for "
-                               "autograd when it or an operand requires grad; use the "
-                               "out-of-place operation, or run it under tensorplay.no_grad()")
+        if self.view_base is None:
+            return 0
+        # PyTorch's refusals of an in-place change of a view (VariableTypeUtils.h,
+        # check_inplace and handle_view_on_rebase; TensorIterator's overlap check)
+        cdef TensorCore base = self.view_base
+        if base.grad_required and base.grad_node is None:
+            raise RuntimeError(f"{name}: a view of a leaf Variable that requires grad is being "
+                               "used in an in-place operation.")
+        if self.view_without_grad:
+            raise RuntimeError(f"{name}: {VIEW_MADE_WITHOUT_GRAD}")
+        if overlapping(self.sizes, self.element_strides):
+            raise RuntimeError(f"{name}: unsupported operation: more than one element of the "
+                               "written-to tensor refers to a single memory location. Please "
+                               "clone() the tensor before performing the operation.")
+        if not dense(base):
+            raise RuntimeError(f"{name}: an in-place change of a view is recorded through its "
+                               "base, which must fill its memory with no gap (a tensor made "
+                               "from a strided numpy array or DLPack producer may not); clone() "
+                               "the base and take the view of the clone")
         return 0
 
     # Note [Refused calls change nothing]
@@ -802,6 +908,11 @@ cdef class TensorCore:
             raise RuntimeError(f"{name}: in-place operations are not recorded for autograd, and "
                                "an operand requires grad; use the out-of-place operation, or "
                                "run it under tensorplay.no_grad()")
+        if self.view_base is not None and self.view_without_grad and \
+                self.view_base.grad_required and grad_enabled():
+            # PyTorch counts such a view as requiring grad through its base: the change would
+            # reach the base's values and not its history (check_inplace).
+            raise RuntimeError(f"{name}: {VIEW_MADE_WITHOUT_GRAD}")
         if self.device_index == CPU and self.element_count and not self.array.flags.writeable:
             raise ValueError(f"{name}: this tensor's memory is read-only (an expand()ed view "
                              "reads one element at several indices, and memory shared from a "
