@@ -84,21 +84,27 @@ def test_kl_div_module_and_warning():
 PADS = [(1, 2), (0, 0, 1, 0), (2, 1, 0, 3, 1, 1), (-1, 1), (1, -2, -1, 0), (0, 0, 0, 0, 0, 0)]
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("pad", PADS)
-def test_pad_matches_pytorch(device, pad):
+def assert_pad_matches_pytorch(device, shape, pad, **options):
+    """F.pad's values and gradient against PyTorch's; each output element takes its own weight,
+    so an input element's gradient is the sum over its copies."""
     torch = import_or_skip("torch")
-    data = numpy.arange(24.0).reshape(2, 3, 4)
+    data = numpy.arange(float(numpy.prod(shape))).reshape(shape)
     ours = tp.tensor(data.tolist(), dtype=tp.float64, device=device, requires_grad=True)
     theirs = torch.tensor(data, requires_grad=True)
-    mine = F.pad(ours, pad, value=-1.5)
-    reference = torch.nn.functional.pad(theirs, pad, value=-1.5)
+    mine = F.pad(ours, pad, **options)
+    reference = torch.nn.functional.pad(theirs, pad, **options)
     assert tuple(mine.shape) == tuple(reference.shape)
     numpy.testing.assert_array_equal(values(mine), reference.detach().numpy())
     weights = numpy.arange(1.0, 1.0 + reference.numel()).reshape(tuple(reference.shape))
     (mine * tp.tensor(weights.tolist(), dtype=tp.float64, device=device)).sum().backward()
     (reference * torch.tensor(weights)).sum().backward()
     numpy.testing.assert_array_equal(values(ours.grad), theirs.grad.numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("pad", PADS)
+def test_pad_matches_pytorch(device, pad):
+    assert_pad_matches_pytorch(device, (2, 3, 4), pad, value=-1.5)
 
 
 def test_pad_defaults_and_refusals():
@@ -131,19 +137,7 @@ MODE_SAMPLES = [((3, 5), (2, 1)), ((2, 3, 5), (1, 2)), ((2, 3, 5), (-1, 2)), ((2
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
 @pytest.mark.parametrize("shape, pad", MODE_SAMPLES)
 def test_pad_modes_match_pytorch(device, mode, shape, pad):
-    torch = import_or_skip("torch")
-    data = numpy.arange(float(numpy.prod(shape))).reshape(shape)
-    ours = tp.tensor(data.tolist(), dtype=tp.float64, device=device, requires_grad=True)
-    theirs = torch.tensor(data, requires_grad=True)
-    mine = F.pad(ours, pad, mode=mode)
-    reference = torch.nn.functional.pad(theirs, pad, mode=mode)
-    assert tuple(mine.shape) == tuple(reference.shape)
-    numpy.testing.assert_array_equal(values(mine), reference.detach().numpy())
-    # Each copy of an element takes its own weight, so the gradient is the sum over its copies.
-    weights = numpy.arange(1.0, 1.0 + reference.numel()).reshape(tuple(reference.shape))
-    (mine * tp.tensor(weights.tolist(), dtype=tp.float64, device=device)).sum().backward()
-    (reference * torch.tensor(weights)).sum().backward()
-    numpy.testing.assert_array_equal(values(ours.grad), theirs.grad.numpy())
+    assert_pad_matches_pytorch(device, shape, pad, mode=mode)
 
 
 @pytest.mark.parametrize("device", DEVICES)
