@@ -4,7 +4,7 @@ torch.nn.functional. The arithmetic is the runtime's (runtime/autograd/nn.pyx, N
 numbers; this module adds PyTorch's signatures and its implicit softmax dimension."""
 import tensorplay
 from tensorplay._runtime.autograd.nn import (
-    avg_pool2d as _avg_pool2d, batch_norm as _batch_norm,
+    activated as _activated, avg_pool2d as _avg_pool2d, batch_norm as _batch_norm,
     binary_cross_entropy as _binary_cross_entropy,
     binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
     conv1d as _conv1d, conv2d as _conv2d, cosine_embedding_loss as _cosine_embedding_loss,
@@ -42,32 +42,28 @@ def relu(input, inplace=False):
     return input.relu()
 
 
-def _in_place(input, output, inplace):
-    return input.copy_(output) if inplace else output
-
-
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     _check_tensor(input, "input")
     _check_bool(inplace, "inplace")
-    return _in_place(input, _leaky_relu(input, negative_slope), inplace)
+    return _activated(_leaky_relu, input, inplace, negative_slope)
 
 
 def silu(input, inplace=False):
     _check_tensor(input, "input")
     _check_bool(inplace, "inplace")
-    return _in_place(input, _silu(input), inplace)
+    return _activated(_silu, input, inplace)
 
 
 def mish(input, inplace=False):
     _check_tensor(input, "input")
     _check_bool(inplace, "inplace")
-    return _in_place(input, _mish(input), inplace)
+    return _activated(_mish, input, inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
     _check_tensor(input, "input")
     _check_bool(inplace, "inplace")
-    return _in_place(input, _elu(input, alpha), inplace)
+    return _activated(_elu, input, inplace, alpha)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -78,7 +74,7 @@ def softplus(input, beta=1.0, threshold=20.0):
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     _check_tensor(input, "input")
     _check_bool(inplace, "inplace")
-    return _in_place(input, _hardtanh(input, min_val, max_val), inplace)
+    return _activated(_hardtanh, input, inplace, min_val, max_val)
 
 
 def relu6(input, inplace=False):

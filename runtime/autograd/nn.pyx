@@ -715,7 +715,7 @@ class LeakyReLUCore(ModuleCore):
         self.inplace = inplace
 
     def c_forward(self, input):
-        return in_place(input, leaky_relu(input, self.negative_slope), self.inplace)
+        return activated(leaky_relu, input, self.inplace, self.negative_slope)
 
     def c_extra_repr(self):
         return f"negative_slope={self.negative_slope}{inplace_text(self.inplace)}"
@@ -729,7 +729,7 @@ class SiLUCore(ModuleCore):
         self.inplace = inplace
 
     def c_forward(self, input):
-        return in_place(input, silu(input), self.inplace)
+        return activated(silu, input, self.inplace)
 
     def c_extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -739,7 +739,7 @@ class MishCore(SiLUCore):
     """x * tanh(softplus(x)), elementwise."""
 
     def c_forward(self, input):
-        return in_place(input, mish(input), self.inplace)
+        return activated(mish, input, self.inplace)
 
 
 class ELUCore(ModuleCore):
@@ -751,7 +751,7 @@ class ELUCore(ModuleCore):
         self.inplace = inplace
 
     def c_forward(self, input):
-        return in_place(input, elu(input, self.alpha), self.inplace)
+        return activated(elu, input, self.inplace, self.alpha)
 
     def c_extra_repr(self):
         return f"alpha={self.alpha}{inplace_text(self.inplace)}"
@@ -783,7 +783,8 @@ class HardtanhCore(ModuleCore):
         self.inplace = inplace
 
     def c_forward(self, input):
-        return in_place(input, hardtanh(input, self.min_val, self.max_val), self.inplace)
+        return activated(hardtanh, input, self.inplace, self.min_val,
+                         self.max_val)
 
     def c_extra_repr(self):
         return f"min_val={self.min_val}, max_val={self.max_val}{inplace_text(self.inplace)}"
@@ -1080,9 +1081,18 @@ cdef TensorCore floating_arg(object input, str name):
     return x
 
 
-cdef object in_place(object input, object output, bint inplace):
-    """output, or (inplace) input with output copied into it, as PyTorch's in-place forms."""
-    return input.copy_(output) if inplace else output
+def activated(function, input, bint inplace, *args):
+    """function(input, *args), or (inplace) input with it copied in, as PyTorch's in-place
+    activations. Under autograd the function reads a clone of input: its Nodes may save what
+    they read (elu's clamp, silu's product), which the copy into input would change, so their
+    backward() would refuse to run (PyTorch's in-place forms differentiate from their result
+    instead)."""
+    if not inplace:
+        return function(input, *args)
+    source = input
+    if isinstance(input, TensorCore) and tensor.tracked(<TensorCore>input):
+        source = copies.clone(<TensorCore>input)
+    return input.copy_(function(source, *args))
 
 
 def leaky_relu(input, negative_slope):
