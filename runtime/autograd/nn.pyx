@@ -2035,13 +2035,16 @@ cdef tuple pair_arg(object value, str argument, long long low):
 cdef tuple spatial_arg(object value, str argument, long long low, int count):
     """An int or a tuple or list of count ints, each at least low, as a tuple of count."""
     pair = (value,) * count if isinstance(value, int) and not isinstance(value, bool) else value
-    if not isinstance(pair, (tuple, list)) or len(pair) != count or any(
+    ints = "one int" if count == 1 else "two ints"
+    if not isinstance(pair, (tuple, list)) or any(
             isinstance(v, bool) or not isinstance(v, int) for v in pair):
-        ints = "one int" if count == 1 else "two ints"
         raise TypeError(f"{argument} must be an int or a tuple of {ints}, got "
                         f"{errors.shown(value)}")
-    for each in pair:
+    for each in pair:  # an int no C integer holds is a wrong value, whatever the count
         errors.int_arg(each, argument, INT64_MIN, INT64_MAX)
+    if len(pair) != count:
+        raise TypeError(f"{argument} must be an int or a tuple of {ints}, got "
+                        f"{errors.shown(value)}")
     if min(pair) < low:  # PyTorch's words
         raise ValueError({1: f"non-positive {argument} is not supported",
                           0: f"negative {argument} is not supported"}[low] +

@@ -573,6 +573,8 @@ cdef tuple split(TensorCore tensor, object split_size_or_sections, object dim):
     if sections:
         sizes = tuple(split_size_or_sections)
         require_ints(sizes, "split: split_size_or_sections")
+        for size in sizes:  # one no C integer holds is a wrong value, before the sum's check
+            errors.int_arg(size, "split_size_or_sections", -(1 << 63), (1 << 63) - 1)
     else:
         require_ints((split_size_or_sections,), "split: split_size_or_sections")
     if not tensor.sizes:  # PyTorch's message
@@ -746,6 +748,8 @@ cdef object repeat(TensorCore tensor, tuple repeats):
     if len(repeats) == 1 and isinstance(repeats[0], (tuple, list)):
         repeats = tuple(repeats[0])
     require_ints(repeats, "repeat: sizes")
+    for count in repeats:
+        errors.int_arg(count, "sizes", -(1 << 63), (1 << 63) - 1)
     if len(repeats) < len(tensor.sizes):
         raise ShapeError(f"Number of dimensions of repeat dims ({len(repeats)}) can not be "
                          f"smaller than number of dimensions of tensor ({len(tensor.sizes)})")

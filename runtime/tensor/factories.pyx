@@ -727,8 +727,9 @@ cdef object roll(TensorCore tensor, object shifts, object dims):
     for values, name in ((shift_list, "shifts"), (dim_list, "dims")):
         if any(isinstance(value, bool) or not isinstance(value, int) for value in values):
             raise TypeError(f"roll: {name} must be ints, got {errors.shown(values)}")
-    for shift in shift_list:
-        errors.int_arg(shift, "shifts", -(1 << 63), (1 << 63) - 1)
+    for values, name in ((shift_list, "shifts"), (dim_list, "dims")):
+        for value in values:
+            errors.int_arg(value, name, -(1 << 63), (1 << 63) - 1)
     if dims is None:
         if len(shift_list) != 1:
             raise RuntimeError(f"roll: with dims=None, shifts must be one int, got {shifts}")

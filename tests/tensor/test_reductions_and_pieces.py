@@ -276,3 +276,18 @@ def test_var_mean_and_std_mean_match_pytorch(device):
                                           theirs_input.grad.numpy(), rtol=1e-12, atol=1e-15)
     with pytest.raises(TypeError, match="input"):
         tp.var_mean([1.0, 2.0])
+
+
+def test_an_int_no_c_integer_holds_is_a_value_error_naming_its_argument():
+    # Found by the API fuzz with more draws: with another problem beside it (a count, a sum,
+    # an alignment), the int beyond 64 bits is reported first, by name.
+    x = tp.ones(2, 3)
+    huge = 2 ** 70
+    with pytest.raises(ValueError, match="split_size_or_sections"):
+        x.split([huge])
+    with pytest.raises(ValueError, match="sizes"):
+        x.repeat(-huge, 1)
+    with pytest.raises(ValueError, match="dims"):
+        x.roll(1, [huge, huge])
+    with pytest.raises(ValueError, match="stride"):
+        tp.nn.functional.conv2d(tp.ones(1, 1, 3, 3), tp.ones(1, 1, 1, 1), stride=(huge,))
