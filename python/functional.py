@@ -10,7 +10,8 @@ from tensorplay._runtime.autograd.nn import (
     conv1d as _conv1d, conv2d as _conv2d, cosine_embedding_loss as _cosine_embedding_loss,
     cosine_similarity as _cosine_similarity,
     cross_entropy as _cross_entropy, dropout as _dropout, elu as _elu, embedding as _embedding,
-    gelu as _gelu, hardtanh as _hardtanh, hinge_embedding_loss as _hinge_embedding_loss,
+    gelu as _gelu, group_norm as _group_norm, hardtanh as _hardtanh,
+    hinge_embedding_loss as _hinge_embedding_loss,
     huber_loss as _huber_loss, implicit_dim as _implicit_dim,
     kl_div as _kl_div, l1_loss as _l1_loss, layer_norm as _layer_norm, leaky_relu as _leaky_relu,
     linear as _linear, log_softmax as _log_softmax, margin_ranking_loss as _margin_ranking_loss,
@@ -201,6 +202,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if value is not None:
             _check_tensor(value, name)
     return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
+    _check_tensor(input, "input")
+    for value, name in ((weight, "weight"), (bias, "bias")):
+        if value is not None:
+            _check_tensor(value, name)
+    return _group_norm(input, num_groups, weight, bias, eps)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):

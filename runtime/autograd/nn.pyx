@@ -1239,6 +1239,43 @@ def rms_norm(input, normalized_shape, weight, eps):
     return copies.to(<TensorCore>output, None, x.dtype_object, False, False)
 
 
+def group_norm(input, num_groups, weight, bias, eps):
+    """PyTorch's group normalisation: the channels (the second dimension) in num_groups groups
+    of consecutive channels, each sample's group normalised over its channels and every later
+    dimension, (x - mean) / sqrt(var + eps) with the biased variance, then times weight and plus
+    bias per channel. Recorded operations (Note [Functional forms]); 16-bit floats computed in
+    float32, as layer_norm."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "group_norm: input")
+    if len(x.sizes) < 2:  # PyTorch's messages
+        raise ShapeError(f"Expected at least 2 dimensions for input tensor but received "
+                         f"{len(x.sizes)}")
+    channels = x.sizes[1]
+    if channels % num_groups:
+        raise ShapeError(f"Expected number of channels in input to be divisible by num_groups, "
+                         f"but got input of shape {list(x.sizes)} and num_groups={num_groups}")
+    if not x.dtype_object.floating:
+        raise DtypeError(f"group_norm: input must be floating point, got {x.dtype_object.name}")
+    cdef DtypeCore compute = computed_in(x.dtype_object)
+    mismatch = ("Expected {name} to be a vector of size equal to the number of channels in "
+                f"input, but got {{name}} of shape {{shape}} and input of shape {list(x.sizes)}")
+    scale = affine_parameter(x, weight, (channels,), compute, "weight", "group_norm", mismatch)
+    shift = affine_parameter(x, bias, (channels,), compute, "bias", "group_norm", mismatch)
+    values = copies.to(x, None, compute, False, False)
+    # each sample's groups as rows: the channels of a group are consecutive, and so are the
+    # later dimensions of each channel
+    rows = values.reshape((x.sizes[0], num_groups,
+                           channels // num_groups * math.prod(x.sizes[2:])))
+    centred = rows - rows.mean(2, keepdim=True)
+    output = (centred / ((centred * centred).mean(2, keepdim=True) + eps).sqrt()).reshape(
+        x.sizes)
+    per_channel = (channels,) + (1,) * (len(x.sizes) - 2)
+    if scale is not None:
+        output = output * scale.reshape(per_channel)
+    if shift is not None:
+        output = output + shift.reshape(per_channel)
+    return copies.to(<TensorCore>output, None, x.dtype_object, False, False)
+
+
 cdef object optional_eps_arg(object eps):
     return None if eps is None else errors.float_arg(eps, "eps")
 
@@ -1256,15 +1293,18 @@ cdef tuple normalized_dims(TensorCore x, tuple shape, str name):
 
 
 cdef object affine_parameter(TensorCore x, object value, tuple shape, DtypeCore compute,
-                             str name, str function):
-    """A normalisation's weight or bias (None: none), checked against x and shape, in compute."""
+                             str name, str function, str mismatch=None):
+    """A normalisation's weight or bias (None: none), checked against x and shape, in compute;
+    mismatch: the error of another shape, formatted with name and shape (PyTorch's
+    layer_norm's by default)."""
     if value is None:
         return None
     checked = tensor.own_tensor_arg(value, f"{function}: {name}")
     if checked.sizes != shape:
-        raise ShapeError(
-            f"Expected {name} to be of same shape as normalized_shape, but got {name} "
-            f"of shape {list(checked.sizes)} and normalized_shape = {list(shape)}")
+        if mismatch is None:
+            mismatch = ("Expected {name} to be of same shape as normalized_shape, but got "
+                        "{name} of shape {shape} and normalized_shape = " + str(list(shape)))
+        raise ShapeError(mismatch.format(name=name, shape=list(checked.sizes)))
     if checked.dtype_object is not x.dtype_object and checked.dtype_object is not compute:
         raise DtypeError(f"{function}: mixed dtype: expect {name} to have the input's dtype "
                          f"{x.dtype_object.name}, got {checked.dtype_object.name}")
@@ -2801,6 +2841,41 @@ class RMSNormCore(ModuleCore):
     def c_extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}")
+
+
+class GroupNormCore(ModuleCore):
+    """group_norm of num_groups groups of num_channels channels, with a learned per-channel
+    weight and bias."""
+
+    def init(self, num_groups, num_channels, eps, affine, device, dtype, bias):
+        # the ints bounded, eps a float, the flags bools (the wrapper's checks)
+        if num_channels % num_groups:  # PyTorch's message
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups "
+                             f"({num_groups})")
+        ModuleCore.init(self)
+        self.num_groups, self.num_channels = num_groups, num_channels
+        self.eps, self.affine = eps, affine
+        make = parameter_class()
+        # weight before bias, ones and zeros: PyTorch's order and reset_parameters().
+        if affine:
+            self.weight = make(factories.ones(((num_channels,),), dtype, device, False), True)
+        else:
+            self.c_register_parameter("weight", None)
+        if affine and bias:
+            self.bias = make(factories.zeros(((num_channels,),), dtype, device, False), True)
+        else:
+            self.c_register_parameter("bias", None)
+
+    def c_forward(self, input):
+        for name in ("weight", "bias"):
+            value = self.__dict__["_parameters"][name]
+            if value is not None:
+                tensor.check_awake(<TensorCore>value, b"GroupNorm.forward()", name.encode())
+        return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def c_extra_repr(self):
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
+                f"affine={self.affine}, bias={self.bias is not None}")
 
 
 class BatchNormCore(ModuleCore):

@@ -57,6 +57,7 @@ __all__ = [
     "Dropout",
     "LayerNorm",
     "RMSNorm",
+    "GroupNorm",
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
@@ -1619,6 +1620,35 @@ class RMSNorm(Module):
 
         Args:
             input: a floating-point tensor whose last dimensions are normalized_shape.
+
+        Returns:
+            Tensor: the normalised input, of its shape and dtype.
+        """
+
+
+class GroupNorm(Module):
+    """Group normalisation (functional.group_norm): the channels (the second dimension) in
+    num_groups groups of consecutive channels, each sample's group normalised on its own, with
+    a learned per-channel weight (starting at ones) and bias (at zeros), as PyTorch's
+    GroupNorm.
+
+    Args:
+        num_groups: the groups the channels are split into.
+        num_channels: the channels of the input, which num_groups must divide.
+        eps: added to the variance before the square root.
+        affine: learn a weight (and a bias, unless bias is False); False for none.
+        device: where the parameters live; None for the CPU.
+        dtype: the parameters' element type (floating point); None for float32.
+        bias: learn a bias too (with affine).
+    """
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-05, affine: bool = True, *, device: _TensorDeviceLike = None, dtype: dtype | None = None, bias: bool = True) -> None: ...
+
+    def forward(self, input: Tensor) -> Tensor:
+        """The normalised, scaled and shifted input.
+
+        Args:
+            input: a floating-point tensor (N, num_channels, *).
 
         Returns:
             Tensor: the normalised input, of its shape and dtype.

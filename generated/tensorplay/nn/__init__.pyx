@@ -55,6 +55,7 @@ __all__ = [
     "Dropout",
     "LayerNorm",
     "RMSNorm",
+    "GroupNorm",
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
@@ -1954,6 +1955,41 @@ class RMSNorm(_nn_classes.RMSNormCore, Module):
 
 
 _public.register_class("RMSNormCore", RMSNorm)
+
+
+class GroupNorm(_nn_classes.GroupNormCore, Module):
+    """Group normalisation (functional.group_norm): the channels (the second dimension) in
+    num_groups groups of consecutive channels, each sample's group normalised on its own, with
+    a learned per-channel weight (starting at ones) and bias (at zeros), as PyTorch's
+    GroupNorm.
+
+    Args:
+        num_groups: the groups the channels are split into.
+        num_channels: the channels of the input, which num_groups must divide.
+        eps: added to the variance before the square root.
+        affine: learn a weight (and a bias, unless bias is False); False for none.
+        device: where the parameters live; None for the CPU.
+        dtype: the parameters' element type (floating point); None for float32.
+        bias: learn a bias too (with affine).
+    """
+
+    def __init__(self, num_groups, num_channels, eps=1e-05, affine=True, *, device=None, dtype=None, bias=True):
+        self.init(_errors.int_arg(num_groups, 'num_groups', 1, 9223372036854775807), _errors.int_arg(num_channels, 'num_channels', 1, 9223372036854775807), _errors.float_arg(eps, 'eps'), _errors.bool_arg(affine, 'affine'), device, dtype, _errors.bool_arg(bias, 'bias'))
+
+    def forward(self, input):
+        """The normalised, scaled and shifted input.
+
+        Args:
+            input: a floating-point tensor (N, num_channels, *).
+
+        Returns:
+            Tensor: the normalised input, of its shape and dtype.
+        """
+        _core.check_awake_value(input, b"GroupNorm.forward()", b"input")
+        return self.c_forward(input)
+
+
+_public.register_class("GroupNormCore", GroupNorm)
 
 
 class BatchNorm1d(_nn_classes.BatchNorm1dCore, Module):

@@ -26,6 +26,7 @@ __all__ = [
     "linear",
     "gelu",
     "layer_norm",
+    "group_norm",
     "rms_norm",
     "batch_norm",
     "dropout",
@@ -223,6 +224,25 @@ def layer_norm(input: Tensor, normalized_shape: list[int] | tuple[int, ...], wei
 
     Returns:
         Tensor: of the input's shape and dtype.
+    """
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-05) -> Tensor:
+    """Each sample's group of channels normalised, (x - mean) / sqrt(var + eps) with the biased variance, then * weight + bias per channel, as nn.GroupNorm (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor (N, C, *) of at least 2 dimensions.
+        num_groups: the groups of consecutive channels; it must divide C.
+        weight: of shape (C,), multiplying each channel; None for none.
+        bias: of shape (C,), added to each channel; None for none.
+        eps: added to the variance before the square root.
+
+    Returns:
+        Tensor: of the input's shape and dtype.
+
+    Raises:
+        ValueError: input has fewer than 2 dimensions, num_groups does not divide its channels,
+            or weight or bias is not of shape (C,) (PyTorch's messages; also RuntimeErrors).
     """
 
 

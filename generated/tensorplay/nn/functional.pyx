@@ -26,6 +26,7 @@ __all__ = [
     "linear",
     "gelu",
     "layer_norm",
+    "group_norm",
     "rms_norm",
     "batch_norm",
     "dropout",
@@ -254,6 +255,29 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     _core.check_awake_value(weight, b"tensorplay.nn.functional.layer_norm()", b"weight")
     _core.check_awake_value(bias, b"tensorplay.nn.functional.layer_norm()", b"bias")
     return _functional.layer_norm(input, normalized_shape, weight, bias, _errors.float_arg(eps, 'eps'))
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
+    """Each sample's group of channels normalised, (x - mean) / sqrt(var + eps) with the biased variance, then * weight + bias per channel, as nn.GroupNorm (16-bit floats computed in float32).
+
+    Args:
+        input: a floating-point tensor (N, C, *) of at least 2 dimensions.
+        num_groups: the groups of consecutive channels; it must divide C.
+        weight: of shape (C,), multiplying each channel; None for none.
+        bias: of shape (C,), added to each channel; None for none.
+        eps: added to the variance before the square root.
+
+    Returns:
+        Tensor: of the input's shape and dtype.
+
+    Raises:
+        ValueError: input has fewer than 2 dimensions, num_groups does not divide its channels,
+            or weight or bias is not of shape (C,) (PyTorch's messages; also RuntimeErrors).
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.group_norm()", b"input")
+    _core.check_awake_value(weight, b"tensorplay.nn.functional.group_norm()", b"weight")
+    _core.check_awake_value(bias, b"tensorplay.nn.functional.group_norm()", b"bias")
+    return _functional.group_norm(input, _errors.int_arg(num_groups, 'num_groups', 1, 9223372036854775807), weight, bias, _errors.float_arg(eps, 'eps'))
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
