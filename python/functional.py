@@ -4,7 +4,8 @@ torch.nn.functional. The arithmetic is the runtime's (runtime/autograd/nn.pyx, N
 numbers; this module adds PyTorch's signatures and its implicit softmax dimension."""
 import tensorplay
 from tensorplay._runtime.autograd.nn import (
-    activated as _activated, avg_pool2d as _avg_pool2d, batch_norm as _batch_norm,
+    activated as _activated, adaptive_avg_pool2d as _adaptive_avg_pool2d,
+    avg_pool2d as _avg_pool2d, batch_norm as _batch_norm,
     binary_cross_entropy as _binary_cross_entropy,
     binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
     conv1d as _conv1d, conv2d as _conv2d, cosine_embedding_loss as _cosine_embedding_loss,
@@ -276,6 +277,11 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                return_indices=False):
     _check_tensor(input, "input")
     return _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    _check_tensor(input, "input")
+    return _adaptive_avg_pool2d(input, output_size)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,

@@ -39,6 +39,8 @@ import collections.abc
 import math
 import os
 
+from libc.stdint cimport int64_t
+
 from cuda.bindings cimport cyruntime
 from cuda.bindings.cyruntime cimport cudaStream_t
 
@@ -965,6 +967,21 @@ class MaxPool2dCore(ModuleCore):
     def c_extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AdaptiveAvgPool2dCore(ModuleCore):
+    """adaptive_avg_pool2d to output_size, kept as given (PyTorch's attribute and repr)."""
+
+    def init(self, output_size):
+        adaptive_output_arg(output_size)
+        ModuleCore.init(self)
+        self.output_size = output_size
+
+    def c_forward(self, input):
+        return adaptive_avg_pool2d(input, self.output_size)
+
+    def c_extra_repr(self):
+        return f"output_size={self.output_size}"
 
 
 class AvgPool2dCore(ModuleCore):
@@ -2249,6 +2266,79 @@ def max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_
         (-(1 << (8 * x.dtype_object.itemsize - 1)) if x.dtype_object.signed else 0)
     windows = pooled_windows(x, filler, kernel, strides, dilations, geometry)
     return windows.max(1)[0].reshape(x.sizes[:-2] + geometry[0])
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """PyTorch's adaptive average pooling (aten/src/ATen/native/AdaptiveAveragePooling.cpp):
+    output element (i, j) of each plane averages the input's rows floor(i * H / oh) to
+    ceil((i + 1) * H / oh) (its start_index and end_index) and its columns likewise. Computed as
+    two products with averaging matrices made on the device (rows (oh, H) @ x @ columns (ow,
+    W) transposed), so a capture takes it and the gradient is matmul's; an output of (1, 1) is
+    each plane's mean. 16-bit floats in float32, as PyTorch's kernel accumulates them."""
+    cdef TensorCore x = tensor.own_tensor_arg(input, "adaptive_avg_pool2d: input")
+    pair = adaptive_output_arg(output_size)
+    cdef int ndim = len(x.sizes)
+    if ndim < 3:  # PyTorch's messages
+        raise ShapeError("Input dimension should be at least 3")
+    if ndim > 4:
+        raise ShapeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
+                         f"{list(x.sizes)}")
+    height, width = x.sizes[-2], x.sizes[-1]
+    oh = height if pair[0] is None else pair[0]
+    ow = width if pair[1] is None else pair[1]
+    for dim in (ndim - 2, ndim - 1):
+        if not x.sizes[dim]:
+            raise ShapeError(f"adaptive_avg_pool2d(): Expected input to have non-zero size for "
+                             f"non-batch dimensions, but input has sizes {list(x.sizes)} with "
+                             f"dimension {dim} being empty")
+    if not x.dtype_object.floating:
+        raise DtypeError(f'"adaptive_avg_pool2d" not implemented for '
+                         f"'{x.dtype_object.name}'; it needs a floating-point input")
+    if (oh, ow) == (1, 1):
+        return x.mean((-2, -1), keepdim=True)
+    cdef DtypeCore compute = computed_in(x.dtype_object)
+    values = copies.to(x, None, compute, False, False)
+    planes = math.prod(x.sizes[:ndim - 2])
+    columns = values.reshape((planes * height, width)) @ averaging(ow, width, compute, x).t()
+    pooled = averaging(oh, height, compute, x) @ columns.reshape((planes, height, ow))
+    return copies.to(<TensorCore>pooled.reshape(x.sizes[:ndim - 2] + (oh, ow)), None,
+                     x.dtype_object, False, False)
+
+
+cdef tuple adaptive_output_arg(object output_size):
+    """output_size checked: an int, or two ints or Nones (None keeps the input's size), as a
+    pair; PyTorch's messages for the count and a negative size."""
+    pair = (output_size, output_size) if isinstance(output_size, int) else output_size
+    if isinstance(output_size, bool) or not isinstance(pair, (tuple, list)) or any(
+            isinstance(size, bool) or not (size is None or isinstance(size, int))
+            for size in pair):
+        raise TypeError(f"adaptive_avg_pool2d: output_size must be an int or a tuple of two "
+                        f"ints or Nones, got {errors.shown(output_size)}")
+    for size in pair:
+        if size is not None:
+            errors.int_arg(size, "output_size", INT64_MIN, INT64_MAX)
+    if len(pair) != 2:
+        raise ValueError("adaptive_avg_pool2d: output_size must be 2")
+    if any(size is not None and size < 0 for size in pair):
+        shown = ", ".join("None" if size is None else str(size) for size in pair)
+        raise ValueError(f"adaptive_avg_pool2d: elements of output_size must be greater than "
+                         f"or equal to 0 but received {{{shown}}}")
+    return tuple(pair)
+
+
+cdef object averaging(int64_t count, int64_t size, DtypeCore dtype, TensorCore like):
+    """(count, size): row i holds 1 / its length over the positions floor(i * size / count) to
+    ceil((i + 1) * size / count), made on like's device."""
+    device = "cpu" if like.device_index < 0 else f"cuda:{like.device_index}"
+    if not count:  # no window: no row, and no division by the count
+        return factories.zeros(((0, size),), dtype, device, False)
+    index = named_dtype("int64")
+    rows = factories.arange(0, count, 1, index, device, False).reshape((count, 1))
+    positions = factories.arange(0, size, 1, index, device, False)
+    start = rows * size // count
+    end = ((rows + 1) * size + count - 1) // count
+    inside = (positions >= start) & (positions < end)
+    return inside.to(dtype) / (end - start).to(dtype)
 
 
 def avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,

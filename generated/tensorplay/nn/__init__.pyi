@@ -50,6 +50,7 @@ __all__ = [
     "LogSoftmax",
     "Conv1d",
     "Conv2d",
+    "AdaptiveAvgPool2d",
     "AvgPool2d",
     "MaxPool2d",
     "CosineSimilarity",
@@ -1448,6 +1449,27 @@ class Conv2d(Module):
 
     def reset_parameters(self) -> None:
         """Draw weight and bias again from PyTorch's initial distribution."""
+
+
+class AdaptiveAvgPool2d(Module):
+    """The mean of each of output_size windows that tile each channel (functional.adaptive_avg_pool2d).
+
+    Args:
+        output_size: the output's height and width (an int for both; None keeps the input's),
+            kept as given.
+    """
+
+    def __init__(self, output_size: int | tuple[int | None, ...] | list[int | None]) -> None: ...
+
+    def forward(self, input: Tensor) -> Tensor:
+        """The adaptive average pooling of input.
+
+        Args:
+            input: a (N, C, H, W) or (C, H, W) floating-point tensor.
+
+        Returns:
+            Tensor: the pooled tensor, (N, C, oh, ow) or unbatched.
+        """
 
 
 class AvgPool2d(Module):

@@ -48,6 +48,7 @@ __all__ = [
     "LogSoftmax",
     "Conv1d",
     "Conv2d",
+    "AdaptiveAvgPool2d",
     "AvgPool2d",
     "MaxPool2d",
     "CosineSimilarity",
@@ -1735,6 +1736,33 @@ class Conv2d(_nn_classes.Conv2dCore, Module):
 
 
 _public.register_class("Conv2dCore", Conv2d)
+
+
+class AdaptiveAvgPool2d(_nn_classes.AdaptiveAvgPool2dCore, Module):
+    """The mean of each of output_size windows that tile each channel (functional.adaptive_avg_pool2d).
+
+    Args:
+        output_size: the output's height and width (an int for both; None keeps the input's),
+            kept as given.
+    """
+
+    def __init__(self, output_size):
+        self.init(output_size)
+
+    def forward(self, input):
+        """The adaptive average pooling of input.
+
+        Args:
+            input: a (N, C, H, W) or (C, H, W) floating-point tensor.
+
+        Returns:
+            Tensor: the pooled tensor, (N, C, oh, ow) or unbatched.
+        """
+        _core.check_awake_value(input, b"AdaptiveAvgPool2d.forward()", b"input")
+        return self.c_forward(input)
+
+
+_public.register_class("AdaptiveAvgPool2dCore", AdaptiveAvgPool2d)
 
 
 class AvgPool2d(_nn_classes.AvgPool2dCore, Module):

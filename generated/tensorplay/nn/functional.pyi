@@ -50,6 +50,7 @@ __all__ = [
     "normalize",
     "conv1d",
     "conv2d",
+    "adaptive_avg_pool2d",
     "avg_pool2d",
     "max_pool2d",
     "cosine_similarity",
@@ -641,6 +642,28 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: in
     Returns:
         Tensor: the convolution (a cross-correlation, as PyTorch's), (N, out_channels, H_out,
             W_out) or unbatched.
+    """
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: int | tuple[int | None, ...] | list[int | None]) -> Tensor:
+    """2-D adaptive average pooling, as PyTorch's: output element (i, j) averages the input's rows
+    floor(i * H / oh) to ceil((i + 1) * H / oh) and its columns likewise, so the windows tile
+    the input (overlapping where the sizes do not divide). Computed as two products with
+    averaging matrices made on the device (each plane's mean for (1, 1)), so autograd gives
+    the gradient and a CUDA graph captures it.
+
+    Args:
+        input: a (N, C, H, W) or (C, H, W) floating-point tensor, H and W not 0.
+        output_size: the output's height and width (an int for both; None keeps the input's), at
+            least 0.
+
+    Returns:
+        Tensor: the mean of each window, (N, C, oh, ow) or unbatched.
+
+    Raises:
+        ValueError: input has other than 3 or 4 dimensions or an empty height or width, or
+            output_size is not 2 sizes or has a negative one (PyTorch's messages; shape errors are
+            also RuntimeErrors).
     """
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "normalize",
     "conv1d",
     "conv2d",
+    "adaptive_avg_pool2d",
     "avg_pool2d",
     "max_pool2d",
     "cosine_similarity",
@@ -751,6 +752,30 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _core.check_awake_value(weight, b"tensorplay.nn.functional.conv2d()", b"weight")
     _core.check_awake_value(bias, b"tensorplay.nn.functional.conv2d()", b"bias")
     return _functional.conv2d(input, weight, bias, stride, padding, dilation, _errors.int_arg(groups, 'groups', 1, 9223372036854775807))
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """2-D adaptive average pooling, as PyTorch's: output element (i, j) averages the input's rows
+    floor(i * H / oh) to ceil((i + 1) * H / oh) and its columns likewise, so the windows tile
+    the input (overlapping where the sizes do not divide). Computed as two products with
+    averaging matrices made on the device (each plane's mean for (1, 1)), so autograd gives
+    the gradient and a CUDA graph captures it.
+
+    Args:
+        input: a (N, C, H, W) or (C, H, W) floating-point tensor, H and W not 0.
+        output_size: the output's height and width (an int for both; None keeps the input's), at
+            least 0.
+
+    Returns:
+        Tensor: the mean of each window, (N, C, oh, ow) or unbatched.
+
+    Raises:
+        ValueError: input has other than 3 or 4 dimensions or an empty height or width, or
+            output_size is not 2 sizes or has a negative one (PyTorch's messages; shape errors are
+            also RuntimeErrors).
+    """
+    _core.check_awake_value(input, b"tensorplay.nn.functional.adaptive_avg_pool2d()", b"input")
+    return _functional.adaptive_avg_pool2d(input, output_size)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
