@@ -2872,6 +2872,31 @@ cdef object multi_head_attention(object module, TensorCore query, TensorCore key
     return output, weights
 
 
+cdef int affine_parameters(object module, tuple shape, bint weight, bint bias, object dtype,
+                           object device) except -1:
+    """A normalisation's learned weight and bias of shape, each registered (None where it is
+    not learned): weight before bias, ones and zeros, PyTorch's order and reset_parameters()."""
+    make = parameter_class()
+    if weight:
+        module.weight = make(factories.ones((shape,), dtype, device, False), True)
+    else:
+        module.c_register_parameter("weight", None)
+    if bias:
+        module.bias = make(factories.zeros((shape,), dtype, device, False), True)
+    else:
+        module.c_register_parameter("bias", None)
+    return 0
+
+
+cdef int check_awake_parameters(object module, bytes operation) except -1:
+    """The module's weight and bias (those it has) refused while their graph sleeps."""
+    for name in ("weight", "bias"):
+        value = module.__dict__["_parameters"][name]
+        if value is not None:
+            tensor.check_awake(<TensorCore>value, operation, name.encode())
+    return 0
+
+
 class LayerNormCore(ModuleCore):
     """layer_norm over the last dimensions, with a learned weight and bias of that shape."""
 
@@ -2883,22 +2908,11 @@ class LayerNormCore(ModuleCore):
         self.normalized_shape = shape
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        make = parameter_class()
-        # weight before bias, ones and zeros: PyTorch's order and reset_parameters().
-        if elementwise_affine:
-            self.weight = make(factories.ones((shape,), dtype, device, False), True)
-        else:
-            self.c_register_parameter("weight", None)
-        if elementwise_affine and bias:
-            self.bias = make(factories.zeros((shape,), dtype, device, False), True)
-        else:
-            self.c_register_parameter("bias", None)
+        affine_parameters(self, shape, elementwise_affine, elementwise_affine and bias, dtype,
+                          device)
 
     def c_forward(self, input):
-        for name in ("weight", "bias"):
-            value = self.__dict__["_parameters"][name]
-            if value is not None:
-                tensor.check_awake(<TensorCore>value, b"LayerNorm.forward()", name.encode())
+        check_awake_parameters(self, b"LayerNorm.forward()")
         return layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def c_extra_repr(self):
@@ -2945,22 +2959,10 @@ class GroupNormCore(ModuleCore):
         ModuleCore.init(self)
         self.num_groups, self.num_channels = num_groups, num_channels
         self.eps, self.affine = eps, affine
-        make = parameter_class()
-        # weight before bias, ones and zeros: PyTorch's order and reset_parameters().
-        if affine:
-            self.weight = make(factories.ones(((num_channels,),), dtype, device, False), True)
-        else:
-            self.c_register_parameter("weight", None)
-        if affine and bias:
-            self.bias = make(factories.zeros(((num_channels,),), dtype, device, False), True)
-        else:
-            self.c_register_parameter("bias", None)
+        affine_parameters(self, (num_channels,), affine, affine and bias, dtype, device)
 
     def c_forward(self, input):
-        for name in ("weight", "bias"):
-            value = self.__dict__["_parameters"][name]
-            if value is not None:
-                tensor.check_awake(<TensorCore>value, b"GroupNorm.forward()", name.encode())
+        check_awake_parameters(self, b"GroupNorm.forward()")
         return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def c_extra_repr(self):
