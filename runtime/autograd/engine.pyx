@@ -366,7 +366,7 @@ cdef int accumulate_into_grad(TensorCore leaf, TensorCore gradient) except -1:
     """Add gradient into leaf.grad: taken or copied (contiguous) the first time, in place
     after. The caller holds gradient's only reference when a Node's formula made it."""
     if leaf.grad_value is None and stealable(leaf, gradient):
-        gradient.is_view = False  # it alone sees its memory now
+        gradient.view_base = None  # it alone sees its memory now: no view of another
         leaf.grad_value = gradient
     elif leaf.grad_value is None:
         target = tensor.new_empty(leaf.sizes, leaf.dtype_object, leaf.device_index)

@@ -15,7 +15,7 @@ from tensorplay._runtime.tensor cimport copies, factories, scan, scatter_gather,
 from tensorplay._runtime.autograd.tape cimport Node
 from tensorplay._runtime.tensor.copies cimport fill_
 from tensorplay._runtime.tensor.core cimport (TensorCore, device_text, new_empty, overlapping,
-                                              reshaped, strided_at)
+                                              reach_bytes, reshaped, strided_at)
 from tensorplay._runtime.tensor.elementwise cimport (absolute, binary, clamp, cos, cosh, eq, exp,
                                                      ge, gt, isnan, le, log, log1p, logical_and,
                                                      logical_or, lt, mul, neg, power, relu,
@@ -466,11 +466,8 @@ def copy_slices_gradient(Node node, tuple grads):
 
 cdef TensorCore base_buffer(Node node, bint zeroed):
     """A contiguous 1-D buffer as long as the base's memory reaches, zeroed or not."""
-    base_sizes, base_strides = node.state[0], node.state[1]
-    sizes, dtype, device = node.inputs_meta[0]
-    reach = 1 + sum((size - 1) * stride for size, stride in zip(base_sizes, base_strides)) \
-        if all(base_sizes) else 0
-    buffer = new_empty((reach,), dtype, device)
+    _, dtype, device = node.inputs_meta[0]
+    buffer = new_empty((reach_bytes(node.state[0], node.state[1], 1),), dtype, device)
     return fill_(<TensorCore>buffer, 0) if zeroed else buffer
 
 

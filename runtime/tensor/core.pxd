@@ -47,9 +47,6 @@ cdef class TensorCore:
     # holds the .grad of a non-leaf that retains it (retain_grad): None without either.
     cdef dict grad_hooks
     cdef list retained_grad
-    # Whether this tensor is a view of another's memory (indexing, view, transpose, expand,
-    # detach...).
-    cdef bint is_view
     # A differentiable view (indexing, view, transpose, expand...; not detach): the tensor whose
     # memory it shows that is no such view itself (its base), the version of that memory when
     # its history was last set, and whether grad mode was off when it was made (engine.pyx,
@@ -143,10 +140,9 @@ cdef object strided_view(TensorCore tensor, tuple sizes, tuple strides)
 # The same from the element offset elements after tensor's first (which the caller checked the
 # view stays within), marked as no differentiable view: for the gradient formulas' buffers.
 cdef TensorCore strided_at(TensorCore tensor, tuple sizes, tuple strides, int64_t offset)
-# A differentiable view's place in its base's memory: (sizes, strides, offset), in elements;
-# view_state adds the base's sizes and strides before them (what the Nodes of its history
-# through the base keep: formulas.pyx, as_strided_gradient).
-cdef tuple view_geometry(TensorCore view)
+# What the Nodes of a differentiable view's history through its base keep (formulas.pyx,
+# as_strided_gradient): the base's sizes and strides, and the view's sizes, strides and offset
+# in the base's memory, in elements.
 cdef tuple view_state(TensorCore view)
 # Whether a layout (sizes, strides in elements) reads some element at two indices.
 cdef bint overlapping(tuple sizes, tuple strides)

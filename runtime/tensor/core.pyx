@@ -396,7 +396,6 @@ cdef int mark_view(TensorCore view, TensorCore of) except -1:
     """view shows of's memory: it shares of's version counter and is a differentiable view of
     of's base (Note [Views and in-place changes], engine.pyx)."""
     view.version = of.version
-    view.is_view = True
     view.view_base = of if of.view_base is None else of.view_base
     view.view_version = of.version.value
     view.view_without_grad = not grad_enabled()
@@ -415,18 +414,7 @@ cdef TensorCore strided_at(TensorCore tensor, tuple sizes, tuple strides, int64_
             flat[offset:], sizes, tuple(stride * flat.itemsize for stride in strides)),
             tensor.dtype_object)
     view.version = tensor.version
-    view.is_view = True
     return view
-
-
-cdef tuple view_geometry(TensorCore view):
-    cdef TensorCore base = view.view_base
-    if view.device_index == CPU:
-        start = view.array.__array_interface__["data"][0]
-        distance = start - base.array.__array_interface__["data"][0]
-    else:
-        distance = <int64_t>(view.data - base.data)
-    return (view.sizes, view.element_strides, distance // view.dtype_object.itemsize)
 
 
 cdef bint overlapping(tuple sizes, tuple strides):
@@ -462,11 +450,14 @@ cdef int refresh_view(TensorCore view) except -1:
 
 
 cdef tuple view_state(TensorCore view):
-    """What the Nodes of a view's history through its base keep (formulas.pyx,
-    as_strided_gradient and copy_slices_gradient): the base's shape and strides, and the view's
-    place in its memory."""
     cdef TensorCore base = view.view_base
-    return (base.sizes, base.element_strides) + view_geometry(view)
+    if view.device_index == CPU:
+        distance = (view.array.__array_interface__["data"][0]
+                    - base.array.__array_interface__["data"][0])
+    else:
+        distance = <int64_t>(view.data - base.data)
+    return (base.sizes, base.element_strides, view.sizes, view.element_strides,
+            distance // view.dtype_object.itemsize)
 
 
 cdef int alias_memory(TensorCore target, TensorCore source) except -1:

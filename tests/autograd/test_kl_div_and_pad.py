@@ -127,7 +127,7 @@ def test_pad_defaults_and_refusals():
 # (input shape, pad) of the OpInfo's samples for the modes other than constant: one to three
 # padded dimensions, unbatched and batched, with zero and negative pads.
 MODE_SAMPLES = [((3, 5), (2, 1)), ((2, 3, 5), (1, 2)), ((2, 3, 5), (-1, 2)), ((2, 3, 5), (2, -1)),
-                ((2, 3, 5), (-1, -1)), ((2, 3, 5), (0, 0)),
+                ((2, 3, 5), (-1, -1)), ((2, 3, 5), (0, 0)), ((2, 3, 5), (4, 4)),
                 ((3, 4, 5), (1, 2, 2, 1)), ((1, 2, 4, 5), (0, 3, -1, 2)),
                 ((2, 3, 4, 5), (1, 1, 1, 1)), ((2, 3, 3, 4), (1, 2, 0, 1, 2, 1)),
                 ((1, 2, 2, 3, 4), (-1, 1, 1, 0, 1, 1))]
@@ -156,6 +156,10 @@ def test_pad_modes_keep_the_dtype_and_give_a_new_tensor(device):
     for pad in ((3, -2), (-3, 1)):
         with pytest.raises(ValueError, match="wrapping around more than once"):
             F.pad(tp.ones(1, 2, 3, device=device), pad, mode="circular")
+    # the legal edges beside the refusals: a circular pad of the whole size, a replicate pad
+    # beyond it, a reflect pad one short of it
+    for mode, pad in (("circular", (3, 0)), ("replicate", (0, 5)), ("reflect", (2, 2))):
+        assert_pad_matches_pytorch(device, (1, 2, 3), pad, mode=mode)
 
 
 PAD_MODE_ERRORS = [  # (input shape, pad, mode, value, PyTorch's message)
