@@ -429,18 +429,6 @@ cdef bint overlapping(tuple sizes, tuple strides):
     return False
 
 
-cdef bint dense(TensorCore tensor):
-    """Whether tensor's elements fill its memory with no gap and no overlap (a contiguous
-    tensor, or one whose dimensions are a contiguous one's in another order)."""
-    cdef int64_t expected = 1
-    for stride, size in sorted((stride, size) for size, stride in
-                               zip(tensor.sizes, tensor.element_strides) if size > 1):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
-
-
 cdef int refresh_view(TensorCore view) except -1:
     cdef TensorCore base = view.view_base
     view.view_version = view.version.value
@@ -878,11 +866,10 @@ cdef class TensorCore:
             raise RuntimeError(f"{name}: unsupported operation: more than one element of the "
                                "written-to tensor refers to a single memory location. Please "
                                "clone() the tensor before performing the operation.")
-        if not dense(base):
-            raise RuntimeError(f"{name}: an in-place change of a view is recorded through its "
-                               "base, which must fill its memory with no gap (a tensor made "
-                               "from a strided numpy array or DLPack producer may not); clone() "
-                               "the base and take the view of the clone")
+        if overlapping(base.sizes, base.element_strides):  # its elements would share one
+            raise RuntimeError(f"{name}: unsupported operation: more than one element of the "
+                               "written-to tensor refers to a single memory location. Please "
+                               "clone() the tensor before performing the operation.")
         return 0
 
     # Note [Refused calls change nothing]

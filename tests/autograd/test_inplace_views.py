@@ -281,6 +281,21 @@ def test_pytorchs_weak_grad_fn_and_pieces(device):
             s1.sum().backward()
 
 
+def test_a_base_with_gaps_in_its_memory_takes_the_change():
+    # The legal pattern beside the overlap refusal: a base made from a strided numpy array
+    # (every other column) is no dense tensor, and its view changes as PyTorch's does.
+    torch = import_or_skip("torch")
+    data = numpy.arange(24.0).reshape(4, 6)
+    results = []
+    for m in (tp, torch):
+        base = m.from_numpy(data.copy()[:, ::2])
+        w = m.tensor([0.5, -1.0, 2.0], dtype=m.float64, requires_grad=True)
+        base[1:3].mul_(w)
+        (base * m.arange(12.0, dtype=m.float64).reshape(4, 3)).sum().backward()
+        results.append((base.tolist(), w.grad.tolist()))
+    assert results[0] == results[1]
+
+
 def test_refusals_are_pytorchs():
     x = tp.ones(3, 4, requires_grad=True)
     with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad is "
